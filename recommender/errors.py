@@ -1,0 +1,33 @@
+"""Exceptions raised by the library; the CLI turns each into a one-line message."""
+
+
+class RecommenderError(Exception):
+    """Base class: every failure a user can meet is one of these."""
+
+
+class InputError(RecommenderError):
+    """An input file or record cannot be read as papers."""
+
+
+class IndexMissingError(RecommenderError):
+    """No index exists where one was asked for."""
+
+
+class IndexMismatchError(RecommenderError):
+    """The index was built with another model, chunking or format version."""
+
+
+class IndexCorruptError(RecommenderError):
+    """A stored file of the index is missing, truncated or altered."""
+
+
+class IndexBusyError(RecommenderError):
+    """Another build holds the index lock."""
+
+
+class PaperNotFoundError(RecommenderError):
+    """A paper reference matches no paper, or more than one."""
+
+
+class ModelError(RecommenderError):
+    """The embedding model cannot be loaded."""

@@ -1,0 +1,374 @@
+"""Sentence embeddings with ONNX Runtime, so that a query needs neither torch nor transformers.
+
+Build time: :func:`export_onnx` loads a sentence-transformers model (torch), exports its transformer
+to ``model.onnx`` and writes its tokenizer (``tokenizer.json``) and pooling settings
+(``onnx_encoder.json``) beside it, in a folder the index keeps.
+
+Query time: :class:`OnnxEncoder` reads that folder and encodes with numpy, onnxruntime and
+tokenizers only; importing this module imports nothing heavier (the build-time imports are inside
+:func:`export_onnx`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from recommender.errors import ModelError
+
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+CONFIG_FILE = "onnx_encoder.json"
+FORMAT_VERSION = 1
+
+#: Ways to write the ONNX graph. "fp32": the plain export, same numbers as torch up to float
+#: rounding. "O2": plus onnxruntime's offline transformer fusions (what optimum calls O2).
+#: "int8": dynamic int8 quantisation of the plain graph's weights (faster, but vectors move).
+VARIANTS = ("fp32", "O2", "int8")
+DEFAULT_VARIANT = "fp32"
+
+POOLING_MODES = ("mean", "max", "cls", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+# Names used by the legacy 1_Pooling/config.json booleans.
+_LEGACY_POOLING_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+INTRA_OP_THREADS = 2
+BATCH_SIZE = 32
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _pooling_modes(config: dict) -> list[str]:
+    """The pooling modes of a 1_Pooling/config.json, in its new or legacy spelling."""
+    mode = config.get("pooling_mode")
+    if mode is None:
+        modes = [name for key, name in _LEGACY_POOLING_KEYS.items() if config.get(key)]
+        return modes or ["mean"]
+    return [mode] if isinstance(mode, str) else list(mode)
+
+
+# --------------------------------------------------------------------------- build time
+
+
+def export_onnx(model_name_or_path: str, out_dir: Path, *, variant: str = DEFAULT_VARIANT) -> Path:
+    """Export a sentence-transformers model to ``out_dir`` for :class:`OnnxEncoder`; return ``out_dir``.
+
+    Only models made of a Transformer, a Pooling and optionally a Normalize module can be exported;
+    anything else (Dense layers, static embeddings, ...) raises :class:`ModelError`, as does any
+    failure to load or export the model.
+    """
+    if variant not in VARIANTS:
+        raise ModelError(f"unknown ONNX variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+    out_dir = Path(out_dir)
+    try:
+        return _export(str(model_name_or_path), out_dir, variant)
+    except ModelError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one line for the CLI
+        raise ModelError(f"cannot export model {model_name_or_path!r} to ONNX: {_one_line(exc)}") from exc
+
+
+def _export(model_name_or_path: str, out_dir: Path, variant: str) -> Path:
+    import logging
+    import tempfile
+    import warnings
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            st = SentenceTransformer(model_name_or_path, device="cpu")
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"cannot load model {model_name_or_path!r}: {_one_line(exc)}") from exc
+
+    settings = _read_settings(st)
+    transformer = st[0]
+    hf_model = transformer.auto_model.eval()
+    hf_tokenizer = transformer.tokenizer
+    if hf_tokenizer is None or not getattr(hf_tokenizer, "is_fast", False):
+        raise ModelError(f"model {model_name_or_path!r} has no fast tokenizer (tokenizer.json); cannot export")
+
+    # The inputs the graph takes: those the tokenizer produces and the model's forward accepts.
+    import inspect
+
+    accepted = set(inspect.signature(hf_model.forward).parameters)
+    input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted]
+    if "token_type_ids" not in getattr(hf_tokenizer, "model_input_names", []) and "token_type_ids" in input_names:
+        input_names.remove("token_type_ids")
+
+    class _Body(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args):
+            return self.model(**dict(zip(input_names, args))).last_hidden_state
+
+    # The tokenizer with neither truncation nor padding baked in: OnnxEncoder sets its own.
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    pad_id = hf_tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = 0
+
+    sample = tokenizer.encode_batch(["a sample sentence to trace the graph", "short"])
+    length = max(len(e.ids) for e in sample)
+    arrays = {
+        "input_ids": [e.ids + [pad_id] * (length - len(e.ids)) for e in sample],
+        "attention_mask": [e.attention_mask + [0] * (length - len(e.ids)) for e in sample],
+        "token_type_ids": [e.type_ids + [0] * (length - len(e.ids)) for e in sample],
+    }
+    dummy = tuple(torch.tensor(arrays[n], dtype=torch.long) for n in input_names)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
+        tmp_dir = Path(tmp)
+        raw = tmp_dir / "raw.onnx"
+        axes = {n: {0: "batch", 1: "sequence"} for n in input_names}
+        axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
+        # The TorchScript exporter (dynamo=False) is the one optimum uses too; it needs no onnxscript.
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+        # eval() on the wrapper too: the exporter restores the wrapper's mode recursively afterwards,
+        # and a wrapper left in training mode would switch dropout on in the whole model.
+        body = _Body(hf_model).eval()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            reference = body(*dummy).numpy()
+            torch.onnx.export(
+                body,
+                dummy,
+                str(raw),
+                dynamo=False,
+                input_names=input_names,
+                output_names=["last_hidden_state"],
+                dynamic_axes=axes,
+                opset_version=17,
+                do_constant_folding=True,
+            )
+
+        final = raw
+        if variant == "O2":
+            final = _optimise(raw, tmp_dir / "optimised.onnx", hf_model.config)
+        elif variant == "int8":
+            # Like sentence-transformers' export_dynamic_quantized_onnx_model: quantise the plain graph
+            # (the fused one has contrib ops the quantiser cannot type).
+            final = _quantise(raw, tmp_dir / "quantised.onnx")
+
+        hidden = int(reference.shape[-1])
+        config = {
+            "format_version": FORMAT_VERSION,
+            "source_model": model_name_or_path,
+            "variant": variant,
+            "input_names": input_names,
+            "pad_id": int(pad_id),
+            "hidden_size": hidden,
+            "dimension": hidden * len(settings["pooling_modes"]),
+            **settings,
+        }
+        # Check the written graph runs and, for fp32, reproduces torch.
+        probe = _make_session(final)
+        feeds = {n: np.asarray(arrays[n], dtype=np.int64) for n in input_names}
+        got = probe.run(None, feeds)[0]
+        if got.shape != reference.shape:
+            raise ModelError(f"exported ONNX model gives shape {got.shape}, torch gives {reference.shape}")
+        valid = np.asarray(arrays["attention_mask"], dtype=bool)
+        deviation = float(np.abs(got - reference)[valid].max())
+        if variant != "int8" and deviation > 1e-3:
+            raise ModelError("exported ONNX model does not reproduce the torch model's outputs")
+        del probe
+
+        tokenizer.save(str(tmp_dir / TOKENIZER_FILE))
+        (tmp_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        os.replace(final, out_dir / MODEL_FILE)
+        os.replace(tmp_dir / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
+        os.replace(tmp_dir / CONFIG_FILE, out_dir / CONFIG_FILE)
+    return out_dir
+
+
+def _read_settings(st) -> dict:
+    """Pooling / normalisation / length settings of a loaded SentenceTransformer.
+
+    They come from its modules.json, 1_Pooling/config.json and sentence_bert_config.json, as the
+    model read them; a module this encoder cannot reproduce raises ModelError.
+    """
+    modules = list(st)
+    kinds = [type(m).__name__ for m in modules]
+    if len(modules) < 2 or kinds[0] != "Transformer" or kinds[1] != "Pooling":
+        raise ModelError(f"unsupported model layout {kinds}; need Transformer, Pooling[, Normalize]")
+    if any(k != "Normalize" for k in kinds[2:]):
+        raise ModelError(f"unsupported model layout {kinds}; need Transformer, Pooling[, Normalize]")
+    pooling = modules[1]
+    config = pooling.get_config_dict() if hasattr(pooling, "get_config_dict") else vars(pooling)
+    modes = _pooling_modes(config)
+    bad = [m for m in modes if m not in POOLING_MODES]
+    if bad:
+        raise ModelError(f"unsupported pooling mode(s) {bad}")
+    max_seq_length = st.max_seq_length
+    if not max_seq_length or max_seq_length <= 2:
+        raise ModelError(f"model has no usable max_seq_length ({max_seq_length!r})")
+    tok = modules[0].tokenizer
+    specials = int(tok.num_special_tokens_to_add(pair=False)) if tok is not None else 2
+    return {
+        "pooling_modes": modes,
+        "normalize": "Normalize" in kinds[2:],
+        "max_seq_length": int(max_seq_length),
+        "num_special_tokens": specials,
+    }
+
+
+def _optimise(src: Path, dst: Path, hf_config) -> Path:
+    """onnxruntime's offline transformer fusions (attention, layer norm, GELU): optimum's "O2"."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    optimised = optimize_model(
+        str(src),
+        model_type="bert",  # the fusions of ORT's "bert" type also match RoBERTa-like encoders
+        num_heads=int(getattr(hf_config, "num_attention_heads", 0) or 0),
+        hidden_size=int(getattr(hf_config, "hidden_size", 0) or 0),
+        opt_level=2,  # 99 would bake in hardware-specific (NCHWc) layouts
+        use_gpu=False,
+        only_onnxruntime=False,
+    )
+    optimised.save_model_to_file(str(dst))
+    return dst
+
+
+def _quantise(src: Path, dst: Path) -> Path:
+    """Dynamic int8 quantisation of the weights (no calibration data)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=False, reduce_range=False)
+    return dst
+
+
+# --------------------------------------------------------------------------- query time
+
+
+def _make_session(path: Path):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = INTRA_OP_THREADS
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+class OnnxEncoder:
+    """Encode texts with a model written by :func:`export_onnx`; numpy, onnxruntime, tokenizers only."""
+
+    def __init__(self, folder: Path, name: str):
+        folder = Path(folder)
+        self.folder = folder
+        self.name = name
+        try:
+            config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+            if config.get("format_version") != FORMAT_VERSION:
+                raise ValueError(f"format_version {config.get('format_version')!r}, expected {FORMAT_VERSION}")
+            from tokenizers import Tokenizer
+
+            self._tokenizer_json = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
+            self._tokenizer = Tokenizer.from_str(self._tokenizer_json)
+            self._session = _make_session(folder / MODEL_FILE)
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"cannot load ONNX model from {folder}: {_one_line(exc)}") from exc
+
+        self.config = config
+        self.max_seq_length = int(config["max_seq_length"])
+        self.max_tokens = self.max_seq_length - int(config.get("num_special_tokens", 2))
+        self.dimension = int(config["dimension"])
+        self._pooling = list(config["pooling_modes"])
+        self._pad_id = int(config.get("pad_id", 0))
+        self._input_names = [i.name for i in self._session.get_inputs()]
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=self.max_seq_length)
+        self._span_tokenizer = None
+
+    def __repr__(self) -> str:
+        return f"OnnxEncoder({self.name!r}, dimension={self.dimension}, folder={str(self.folder)!r})"
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character offsets (start, end) of the content tokens of ``text``, untruncated, no specials."""
+        if self._span_tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_str(self._tokenizer_json)
+            tok.no_truncation()
+            tok.no_padding()
+            self._span_tokenizer = tok
+        encoding = self._span_tokenizer.encode(text, add_special_tokens=False)
+        return [tuple(o) for o in encoding.offsets]
+
+    def encode(self, texts: list[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
+        """L2-normalised float32 embeddings, shape (len(texts), dimension), in the order given."""
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch(texts)
+        # Longest first, like sentence-transformers: batches of similar length waste little padding.
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            out[idx] = self._encode_batch([encodings[i] for i in idx])
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        out /= np.maximum(norms, 1e-12)
+        return out
+
+    def _encode_batch(self, encodings) -> np.ndarray:
+        n = len(encodings)
+        length = max(len(e.ids) for e in encodings)
+        ids = np.full((n, length), self._pad_id, dtype=np.int64)
+        mask = np.zeros((n, length), dtype=np.int64)
+        types = np.zeros((n, length), dtype=np.int64)
+        for row, e in enumerate(encodings):
+            k = len(e.ids)
+            ids[row, :k] = e.ids
+            mask[row, :k] = 1
+            types[row, :k] = e.type_ids
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        hidden = self._session.run(None, {name: arrays[name] for name in self._input_names})[0]
+        return self._pool(hidden.astype(np.float32, copy=False), mask)
+
+    def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        m = mask[:, :, None].astype(np.float32)
+        counts = np.maximum(m.sum(axis=1), 1e-9)
+        lengths = mask.sum(axis=1)
+        parts = []
+        for mode in self._pooling:
+            if mode == "mean":
+                parts.append((hidden * m).sum(axis=1) / counts)
+            elif mode == "mean_sqrt_len_tokens":
+                parts.append((hidden * m).sum(axis=1) / np.sqrt(counts))
+            elif mode == "max":
+                parts.append(np.where(m > 0, hidden, -np.inf).max(axis=1))
+            elif mode == "cls":
+                parts.append(hidden[:, 0])
+            elif mode == "lasttoken":
+                parts.append(hidden[np.arange(len(hidden)), np.maximum(lengths - 1, 0)])
+            elif mode == "weightedmean":
+                w = m * np.arange(1, hidden.shape[1] + 1, dtype=np.float32)[None, :, None]
+                parts.append((hidden * w).sum(axis=1) / np.maximum(w.sum(axis=1), 1e-9))
+            else:  # pragma: no cover - rejected at export time
+                raise ModelError(f"unsupported pooling mode {mode!r}")
+        return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]

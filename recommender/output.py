@@ -1,0 +1,152 @@
+"""Rendering records as a table, JSON, JSON lines, CSV or Markdown."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Sequence
+
+FORMATS = ("table", "json", "jsonl", "csv", "markdown")
+# Display widths of the table; JSON and CSV carry the full text.
+LABEL_WIDTH = 28
+SNIPPET_WIDTH = 60
+
+
+def shorten(text: str, width: int) -> str:
+    """One line of at most `width` characters, marked with an ellipsis when cut."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns: dict[str, int] | None = None) -> str:
+    """Rows of plain values in the chosen format. `table_columns` maps column -> display width."""
+    if fmt == "json":
+        return json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n"
+    if fmt == "jsonl":
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: _flat(row.get(key)) for key in columns})
+        return buffer.getvalue()
+    widths = table_columns or {column: 0 for column in columns}
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(widths) + " |", "|" + "|".join("---" for _ in widths) + "|"]
+        for row in rows:
+            lines.append("| " + " | ".join(_flat(row.get(c)).replace("|", "\\|") for c in widths) + " |")
+        return "\n".join(lines) + "\n"
+    return _table(rows, widths)
+
+
+def _flat(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return "; ".join(str(item) for item in value)
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _table(rows: Sequence[dict], widths: dict[str, int]) -> str:
+    cells = [[shorten(_flat(row.get(c)), w) if w else _flat(row.get(c)) for c, w in widths.items()] for row in rows]
+    sizes = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(widths)]
+    numeric = [bool(cells) and all(_is_number(line[i]) for line in cells) for i in range(len(widths))]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [v.rjust(s) if num else v.ljust(s) for v, s, num in zip(values, sizes, numeric)]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(list(widths))] + [line(values) for values in cells]) + "\n"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+RESULT_COLUMNS = ("rank", "id", "score", "handle", "title", "snippet", "url", "code_links", "why")
+
+
+def render_results(results: Sequence, fmt: str, why: bool = False) -> str:
+    """Recommendations as a readable table or a machine format."""
+    rows = [result.to_dict() for result in results]
+    columns = [c for c in RESULT_COLUMNS if why or c != "why"]
+    table = {"rank": 0, "score": 0, "id": 0, "title": LABEL_WIDTH, "snippet": SNIPPET_WIDTH}
+    if why:
+        table = {"rank": 0, "score": 0, "id": 0, "title": LABEL_WIDTH, "why": 40}
+    for row in rows:
+        row["score"] = f"{row['score']:.3f}" if fmt in ("table", "markdown") else row["score"]
+    if fmt == "table" and not rows:
+        return "no papers found\n"
+    return render(rows, columns, fmt, table)
+
+
+PAPER_COLUMNS = ("id", "handle", "title", "authors", "year", "venue", "url", "code_links", "source")
+
+
+def render_papers(papers: Sequence, fmt: str) -> str:
+    """A list of papers (for `papers list`)."""
+    rows = []
+    for paper in papers:
+        row = paper.to_dict()
+        row["title"] = paper.title or paper.handle
+        row["snippet"] = paper.first_sentence
+        rows.append(row)
+    columns = [*PAPER_COLUMNS, "snippet"] if fmt in ("csv",) else list(PAPER_COLUMNS) + ["abstract"]
+    return render(rows, columns, fmt, {"id": 0, "handle": 20, "snippet": 70})
+
+
+def render_paper(paper, fmt: str) -> str:
+    """One paper in full (for `papers show`)."""
+    data = paper.to_dict()
+    if fmt in ("json", "jsonl"):
+        return json.dumps(data, ensure_ascii=False, indent=2 if fmt == "json" else None) + "\n"
+    if fmt == "csv":
+        return render([data], list(data), "csv")
+    lines = []
+    if fmt == "markdown":
+        lines.append(f"## {paper.title or paper.handle}")
+        lines.append("")
+    fields = [
+        ("id", paper.id), ("handle", paper.handle), ("title", paper.title),
+        ("authors", ", ".join(paper.authors)), ("year", paper.year), ("venue", paper.venue),
+        ("url", paper.url), ("code", " ".join(paper.code_links)), ("source", paper.source),
+    ]
+    for name, value in fields:
+        if value not in ("", None):
+            lines.append(f"- **{name}**: {value}" if fmt == "markdown" else f"{name + ':':9}{value}")
+    lines.append("")
+    lines.append(paper.abstract)
+    return "\n".join(lines) + "\n"
+
+
+def render_info(info: dict, fmt: str) -> str:
+    """The manifest of an index, readable."""
+    if fmt in ("json", "jsonl"):
+        return json.dumps(info, ensure_ascii=False, indent=2 if fmt == "json" else None, sort_keys=True) + "\n"
+    chunking = info.get("chunking", {})
+    index = info.get("index", {})
+    windows = (
+        f"windows of {chunking.get('max_tokens') or 'model-max'} tokens, {chunking.get('overlap')} overlap, mean-pooled"
+        if chunking.get("strategy") == "windows" else "truncated at the model's window"
+    )
+    lines = [
+        ("index", info["path"]),
+        ("papers", info["paper_count"]),
+        ("model", f"{info['model']} ({info['dimension']} dimensions)"),
+        ("long texts", windows),
+        ("search", f"{index.get('kind')}: {index.get('reason')}"),
+        ("lexical", f"TF-IDF, {info.get('lexical', {}).get('terms', 0)} terms (1-2 grams, sublinear tf)"),
+        ("queries", "ONNX export (no torch at query time)" if info.get("query_encoder") == "onnx" else "full model"),
+        ("built", f"{info['built_at']} by papers {info['package_version']} (format {info['format_version']})"),
+        ("inputs", f"fingerprint {info['inputs_fingerprint']}"),
+        ("size", f"{info['bytes'] / 1e6:.1f} MB"),
+    ]
+    return "".join(f"{name + ':':12}{value}\n" for name, value in lines)

@@ -1,0 +1,385 @@
+"""The on-disk layout of an index: the only module that touches its files.
+
+    indexes/<name>/
+        CURRENT          name of the live version folder (replaced atomically)
+        .lock            held by a build (fcntl lock), never by readers
+        cache.sqlite     embedding cache keyed by content hash
+        v-<build-id>/    one complete build: manifest.json and its files
+
+A build writes a fresh `.tmp-*` folder, checksums every file into the
+manifest, renames the folder to `v-*` and then swaps CURRENT with
+`os.replace`, so readers see the old index or the new one, never a mixture.
+Stored data is numpy arrays (loaded with allow_pickle=False), JSON, and FAISS's
+own format: nothing on the load path can execute stored code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from .errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, RecommenderError
+
+FORMAT_VERSION = 1
+DEFAULT_INDEX = "default"
+INDEX_ROOT = Path("indexes")
+MANIFEST = "manifest.json"
+CURRENT = "CURRENT"
+LOCK = ".lock"
+CACHE = "cache.sqlite"
+# Every load checks the size of every file and re-hashes those up to this size
+# (a few milliseconds); `papers info --verify` hashes them all.
+CHEAP_HASH_BYTES = 16 * 1024 * 1024
+
+
+def default_index() -> str:
+    return os.environ.get("PAPERS_INDEX") or DEFAULT_INDEX
+
+
+def resolve_index_dir(index: str | os.PathLike | None = None) -> Path:
+    """`indexes/<name>` for a bare name, else the path as given."""
+    index = str(index) if index is not None else default_index()
+    if os.sep in index or index.startswith(".") or (os.altsep and os.altsep in index):
+        return Path(index)
+    return INDEX_ROOT / index
+
+
+def rebuild_hint(index_dir: Path) -> str:
+    target = "" if index_dir == resolve_index_dir(None) else f" --index {_display(index_dir)}"
+    return f"papers build{target}"
+
+
+def _display(index_dir: Path) -> str:
+    try:
+        if index_dir.parent == INDEX_ROOT:
+            return index_dir.name
+    except ValueError:
+        pass
+    return str(index_dir)
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- writing
+
+
+class IndexWriter:
+    """Collects the files of one build in a private folder; `commit` makes it live."""
+
+    def __init__(self, index_dir: Path, folder: Path):
+        self.index_dir = index_dir
+        self.folder = folder
+
+    def path(self, name: str) -> Path:
+        """A path inside the build folder, for files written by other libraries (FAISS, ONNX)."""
+        target = self.folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def save_array(self, name: str, array: np.ndarray) -> None:
+        np.save(self.path(name), np.ascontiguousarray(array), allow_pickle=False)
+
+    def save_json(self, name: str, data) -> None:
+        self.path(name).write_text(json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+
+    def save_jsonl(self, name: str, rows: Iterable[dict]) -> np.ndarray:
+        """Write one JSON object a line; returns the byte offset of each line (and the end)."""
+        offsets = [0]
+        with open(self.path(name), "wb") as handle:
+            for row in rows:
+                line = (json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+                handle.write(line)
+                offsets.append(offsets[-1] + len(line))
+        return np.asarray(offsets, dtype=np.int64)
+
+    def save_faiss(self, name: str, index) -> None:
+        import faiss
+
+        faiss.write_index(index, str(self.path(name)))
+
+    def commit(self, manifest: dict) -> Path:
+        files = {}
+        for path in sorted(p for p in self.folder.rglob("*") if p.is_file()):
+            relative = path.relative_to(self.folder).as_posix()
+            files[relative] = {"bytes": path.stat().st_size, "sha256": file_digest(path)}
+        manifest = dict(manifest, format_version=FORMAT_VERSION, files=files)
+        self.save_json(MANIFEST, manifest)
+        _fsync_tree(self.folder)
+        version = self.index_dir / ("v-" + self.folder.name.removeprefix(".tmp-"))
+        os.rename(self.folder, version)
+        pointer = self.index_dir / f".{CURRENT}.tmp-{os.getpid()}"
+        pointer.write_text(version.name + "\n", encoding="utf-8")
+        _fsync_file(pointer)
+        os.replace(pointer, self.index_dir / CURRENT)
+        _fsync_dir(self.index_dir)
+        return version
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            _fsync_file(path)
+    _fsync_dir(folder)
+
+
+@contextlib.contextmanager
+def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
+    """Lock the index, hand out a private build folder, clean up whatever happens."""
+    try:
+        index_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(index_dir / LOCK, "a+")
+    except OSError as error:
+        raise RecommenderError(f"cannot write index {index_dir}: {error.strerror}: choose a writable --index") from None
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise IndexBusyError(
+                f"index {index_dir} is being built by another process: wait for it to finish, or use --wait"
+            ) from None
+        _remove_leftovers(index_dir)
+        folder = index_dir / f".tmp-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        folder.mkdir()
+        try:
+            yield IndexWriter(index_dir, folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        _remove_old_versions(index_dir)
+
+
+def _live_version(index_dir: Path) -> str | None:
+    try:
+        return (index_dir / CURRENT).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def _remove_leftovers(index_dir: Path) -> None:
+    """Folders a killed build left behind (only called while holding the lock)."""
+    for path in index_dir.glob(".tmp-*"):
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    for path in index_dir.glob(f".{CURRENT}.tmp-*"):
+        path.unlink(missing_ok=True)
+
+
+def _remove_old_versions(index_dir: Path) -> None:
+    live = _live_version(index_dir)
+    for path in index_dir.glob("v-*"):
+        if path.name != live:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def link_tree(source: Path, target: Path) -> None:
+    """Reuse a previous build's files: hard links where the filesystem allows, else copies."""
+
+    def link_or_copy(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, dirs_exist_ok=True, copy_function=link_or_copy)
+
+
+def remove_tree(target: Path) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- reading
+
+
+class StoredIndex:
+    """Read access to the live version of an index, checked against its manifest."""
+
+    def __init__(self, index_dir: Path, folder: Path, manifest: dict):
+        self.index_dir = index_dir
+        self.folder = folder
+        self.manifest = manifest
+
+    def path(self, name: str) -> Path:
+        return self.folder / name
+
+    def has(self, name: str) -> bool:
+        return name in self.manifest["files"]
+
+    def load_array(self, name: str, mmap: bool = False) -> np.ndarray:
+        try:
+            return np.load(self.path(name), mmap_mode="r" if mmap else None, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as error:
+            raise IndexCorruptError(
+                f"index file {self.path(name)} cannot be read ({error}): run `{rebuild_hint(self.index_dir)}`"
+            ) from None
+
+    def load_json(self, name: str):
+        try:
+            return json.loads(self.path(name).read_text(encoding="utf-8"))
+        except (ValueError, OSError) as error:
+            raise IndexCorruptError(
+                f"index file {self.path(name)} cannot be read ({error}): run `{rebuild_hint(self.index_dir)}`"
+            ) from None
+
+    def read_jsonl_rows(self, name: str, offsets: np.ndarray, rows: Sequence[int]) -> list[dict]:
+        """The given rows of a JSON-lines file, read by byte offset."""
+        out = []
+        with open(self.path(name), "rb") as handle:
+            for row in rows:
+                handle.seek(int(offsets[row]))
+                line = handle.read(int(offsets[row + 1] - offsets[row]))
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    raise IndexCorruptError(
+                        f"index file {self.path(name)} row {row} cannot be read: run `{rebuild_hint(self.index_dir)}`"
+                    ) from None
+        return out
+
+    def iter_jsonl(self, name: str) -> Iterator[dict]:
+        with open(self.path(name), "rb") as handle:
+            for number, line in enumerate(handle):
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    raise IndexCorruptError(
+                        f"index file {self.path(name)} row {number} cannot be read: run `{rebuild_hint(self.index_dir)}`"
+                    ) from None
+
+    def load_faiss(self, name: str):
+        import faiss
+
+        try:
+            return faiss.read_index(str(self.path(name)), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+        except RuntimeError:
+            try:
+                return faiss.read_index(str(self.path(name)))
+            except RuntimeError as error:
+                message = str(error).strip().splitlines()[-1] if str(error).strip() else "unreadable"
+                raise IndexCorruptError(
+                    f"index file {self.path(name)} cannot be read by FAISS ({message}): run `{rebuild_hint(self.index_dir)}`"
+                ) from None
+
+    def verify(self, full: bool = True) -> None:
+        """Check every stored file against the manifest: sizes always; hashes of all files
+        when `full`, else of the small ones."""
+        for name, expected in sorted(self.manifest["files"].items()):
+            path = self.path(name)
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                raise IndexCorruptError(
+                    f"index file {path} is missing: run `{rebuild_hint(self.index_dir)}`"
+                ) from None
+            if size != expected["bytes"]:
+                raise IndexCorruptError(
+                    f"index file {path} is {size} bytes, the manifest says {expected['bytes']} (truncated or altered): run `{rebuild_hint(self.index_dir)}`"
+                )
+        for name, expected in sorted(self.manifest["files"].items()):
+            if full or expected["bytes"] <= CHEAP_HASH_BYTES:
+                if file_digest(self.path(name)) != expected["sha256"]:
+                    raise IndexCorruptError(
+                        f"index file {self.path(name)} does not match its checksum (altered or damaged): run `{rebuild_hint(self.index_dir)}`"
+                    )
+
+
+def corrupt(stored: StoredIndex, name: str, problem: str) -> IndexCorruptError:
+    """The error for a stored file whose content does not fit the rest of the index."""
+    return IndexCorruptError(f"index file {stored.path(name)} {problem}: run `{rebuild_hint(stored.index_dir)}`")
+
+
+def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
+    """Open the live version of an index and check its manifest.
+
+    Sizes of all files and hashes of the small ones are always checked;
+    `verify=True` hashes every file.
+    """
+    hint = rebuild_hint(index_dir)
+    live = _live_version(index_dir)
+    if live is None:
+        raise IndexMissingError(f"no index at {index_dir}: run `{hint}` first")
+    folder = index_dir / live
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or "files" not in manifest:
+            raise ValueError("not a manifest")
+    except FileNotFoundError:
+        raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{hint}`") from None
+    except ValueError:
+        raise IndexCorruptError(f"index file {folder / MANIFEST} is damaged: run `{hint}`") from None
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        newer = isinstance(version, int) and version > FORMAT_VERSION
+        raise IndexMismatchError(
+            f"index {index_dir} has format version {version}, this papers reads version {FORMAT_VERSION}"
+            + (" (built by a newer papers: upgrade papers, or" if newer else " (")
+            + f" run `{hint}` to rebuild it)"
+        )
+    stored = StoredIndex(index_dir, folder, manifest)
+    stored.verify(full=verify)
+    return stored
+
+
+# ---------------------------------------------------------------- embedding cache
+
+
+class EmbeddingCache:
+    """Vectors keyed by content hash, in SQLite beside the index (safe under concurrent use)."""
+
+    def __init__(self, index_dir: Path):
+        index_dir.mkdir(parents=True, exist_ok=True)
+        self.connection = sqlite3.connect(index_dir / CACHE, timeout=60)
+        self.connection.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB)"
+        )
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start: start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, dimension, blob in self.connection.execute(
+                f"SELECT key, dimension, vector FROM vectors WHERE key IN ({marks})", chunk
+            ):
+                vector = np.frombuffer(blob, dtype=np.float32)
+                # A damaged row is treated as absent and encoded again.
+                if vector.shape == (dimension,) and np.isfinite(vector).all():
+                    found[key] = vector
+        return found
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        with self.connection:
+            self.connection.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                [(key, len(v), np.asarray(v, dtype=np.float32).tobytes()) for key, v in items.items()],
+            )
+
+    def close(self) -> None:
+        self.connection.close()

@@ -1,0 +1,30 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from fakes import FakeEncoder
+
+REPO = Path(__file__).resolve().parents[1]
+SEEDS = REPO / "seeds"
+CSFCUBE = REPO.parent / "shared" / "eval" / "csfcube-dev"
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    """Every model load gives the same fake encoder; no ONNX export."""
+    import recommender.core as core
+
+    encoder = FakeEncoder()
+    monkeypatch.setattr(core, "load_encoder", lambda model: encoder)
+    monkeypatch.setattr(core, "load_query_encoder", lambda stored, model: encoder)
+    monkeypatch.setattr(core, "_export_query_encoder", lambda index_dir, model, writer: None)
+    return encoder
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """Run in an empty folder (indexes/ is relative to it), with no PAPERS_INDEX set."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PAPERS_INDEX", raising=False)
+    return tmp_path

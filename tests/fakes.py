@@ -1,0 +1,33 @@
+"""A small deterministic encoder for fast tests: hashed bag of words, no torch."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+class FakeEncoder:
+    """Texts sharing words get similar vectors; windows of `max_tokens` words."""
+
+    def __init__(self, name: str = "fake-model", dimension: int = 64, max_tokens: int = 40):
+        self.name = name
+        self.dimension = dimension
+        self.max_tokens = max_tokens
+        self.encoded_texts: list[str] = []
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        return [match.span() for match in _WORD.finditer(text)]
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.encoded_texts.extend(texts)
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower())[: self.max_tokens]:
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                out[row, digest[0] % self.dimension] += 1.0 if digest[1] % 2 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)

@@ -1,0 +1,231 @@
+"""Handles for the seed abstracts, title handles, disambiguation and code links."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recommender.handles import (
+    MAX_HANDLE_LEN,
+    derive_handle,
+    extract_code_links,
+    unique_handles,
+)
+
+SEEDS = Path(__file__).resolve().parent.parent / "seeds"
+
+
+def seed_abstracts():
+    """Tiny local reader: paragraphs separated by blank lines, heading dropped."""
+    abstracts = []
+    for path in sorted(SEEDS.glob("*.txt")):
+        paragraphs = [p.strip() for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+        abstracts.extend(paragraphs[1:])
+    return abstracts
+
+
+# (start of the abstract, handle a human would use); in seed-file order.
+SEED_HANDLES = [
+    ("As large language models (LLMs) increasingly underpin", "FlashDP"),
+    ("Video aesthetic assessment, a vital area", "VADB"),
+    ("Linear RNNs with gating recently", "TFLA"),
+    ("In-Context Reinforcement Learning (ICRL) enables", "AnyMDP"),
+    ("Traditional continuous deep reinforcement learning", "Distance-based diversity regularization"),
+    ("We analyse how the sampling dynamics", "Cross-fluctuations"),
+    ("Estimating the geometric median", "Estimating the geometric median"),
+    ("Kolmogorov-Arnold Networks (KANs)", "LipKANs"),
+    ("World models aim to capture", "Dyn-O"),
+    ("This paper introduces PaZO", "PaZO"),
+    ("Large language models (LLMs) are powerful tools", "BenchmarkCards"),
+    ("Recent research has increasingly focused on reconciling", "ACM"),
+    ("Online bipartite matching is", "Online bipartite matching"),
+    ("Visual processing starts in the outer retina", "Outer retina model"),
+    ("Physiological signals are often corrupted", "PhysioWave"),
+    ("Recently, there has been significant progress in learning-based diffusion samplers", "NAAS"),
+    ("We present a theoretical framework showing", "KLDO"),
+    ("Diffusion-based generative models struggle", "AlignedGen"),
+    ("Target speaker extraction focuses", "Target speaker extraction"),
+    ("When serving a single base LLM", "Block-diagonal LoRA"),
+    ("Diffusion models have demonstrated remarkable generative", "StreamFlow"),
+    ("Knowledge distillation is a model compression", "PLD"),
+    ("Thompson sampling (TS) is", "Thompson sampling"),
+    ("While reinforcement learning (RL) over chains of thought", "ViGoRL"),
+    ("Performative prediction is a framework", "Affine Risk Minimizers"),
+    ("With the rapid development of artificial intelligence", "DataSIR"),
+    ("Audio-driven human animation methods", "MultiTalk"),
+    ("Chain-of-Thought (CoT) enhances", "SemCoT"),
+    ("With increasing regulations on private data", "RUAGO"),
+    ("Aligning large language models (LLMs) with human preferences", "SGPO"),
+    ("Diffusion models have demonstrated remarkable success", "SPARKE"),
+    ("We study the value of stochastic predictions", "Value of stochastic predictions"),
+    ("Biological sensorimotor systems", "MultiBarrelModel"),
+    ("Recent Graphical User Interface (GUI) agents", "GUI-G1"),
+    ("Circuit discovery has gradually become", "Circuit discovery"),
+    ("Personalized alignment is essential", "RLPA"),
+    ("Conformal prediction provides", "Conformal prediction"),
+    ("Large Reasoning Models (LRMs) have significantly", "Thinking draft faithfulness"),
+]
+
+
+def test_seed_table_covers_every_seed_abstract_in_order():
+    abstracts = seed_abstracts()
+    assert len(abstracts) == 38
+    assert [a.startswith(start) for a, (start, _) in zip(abstracts, SEED_HANDLES)] == [True] * 38
+
+
+@pytest.mark.parametrize("start,expected", SEED_HANDLES, ids=[h for _, h in SEED_HANDLES])
+def test_seed_handle(start, expected):
+    (abstract,) = [a for a in seed_abstracts() if a.startswith(start)]
+    assert derive_handle("", abstract) == expected
+
+
+def test_seed_handles_are_unique_short_and_clean():
+    handles = [derive_handle("", a) for a in seed_abstracts()]
+    assert len({h.lower() for h in handles}) == len(handles) == 38
+    assert unique_handles(handles) == handles
+    for handle in handles:
+        assert 1 <= len(handle) <= MAX_HANDLE_LEN
+        assert handle == handle.strip() and handle[-1].isalnum()
+        assert not any(c in handle for c in "\\$*{}()[]")
+
+
+def test_deterministic():
+    abstracts = seed_abstracts()
+    first = [derive_handle("", a) for a in abstracts]
+    assert [derive_handle("", a) for a in abstracts] == first
+    assert [extract_code_links(a) for a in abstracts] == [extract_code_links(a) for a in abstracts]
+    assert unique_handles(["X", "x", "X"]) == unique_handles(["X", "x", "X"])
+
+
+@pytest.mark.parametrize(
+    "title,expected",
+    [
+        ("FlashDP: Memory-Efficient and High-Throughput DP-SGD Training for LLMs", "FlashDP"),
+        ("Dyn-O: Building Structured World Models with Object-Centric Representations", "Dyn-O"),
+        ("BERT -- Pre-training of Deep Bidirectional Transformers", "BERT"),
+        ("$\\texttt{SemCoT}$: Accelerating Chain-of-Thought Reasoning", "SemCoT"),
+        ("An Image is Worth 16x16 Words: Transformers for Image Recognition at Scale",
+         "An Image is Worth 16x16 Words"),
+        ("Attention Is All You Need", "Attention Is All You Need"),
+        ("Language Models are Few-Shot Learners.", "Language Models are Few-Shot Learners"),
+        ("Deep Residual Learning for Image Recognition", "Deep Residual Learning"),
+        ("Efficient Estimation of Word Representations in Vector Space", "Efficient Estimation"),
+        ("Position: The Most Expensive Part of an LLM should be its Training Data",
+         "The Most Expensive Part"),
+        ("A Very Long Title Without Any Cut Words Whatsoever Supercalifragilistic", "A Very Long Title"),
+        ("Scaling Laws?", "Scaling Laws"),
+    ],
+)
+def test_handle_from_title(title, expected):
+    assert derive_handle(title, "This paper introduces OtherName, a method.") == expected
+
+
+def test_title_wins_over_abstract_and_blank_title_falls_back():
+    abstract = "This paper introduces FlashDP, a cache-friendly DP-SGD."
+    assert derive_handle("Fast Private Training", abstract) == "Fast Private Training"
+    assert derive_handle("   ", abstract) == "FlashDP"
+    assert derive_handle(None, abstract) == "FlashDP"
+
+
+@pytest.mark.parametrize(
+    "abstract,expected",
+    [
+        # no named thing: a short phrase from the first sentence
+        ("Graph neural networks are widely used in chemistry. We study oversmoothing.",
+         "Graph neural networks"),
+        ("Sparse autoencoders (SAEs) decompose activations into features.", "Sparse autoencoders"),
+        ("This work studies the convergence of Adam under heavy-tailed noise.", "Convergence of Adam"),
+        # named things and their cues
+        ("In this paper, we propose a new method called Foo Bar Baz that works.", "Foo Bar Baz"),
+        ("We present WizardNet-7B, a model for X.", "WizardNet"),
+        ("Recently, diffusion models have achieved success. We present $\\textsc{DiffuBench}$, a benchmark.",
+         "DiffuBench"),
+        # generic acronyms that are only used are not handles
+        ("Large language models (LLMs) are great. We introduce LLM-based agents with GPT-4.",
+         "Large language models"),
+        ("We propose a method that outperforms GhostClip and Opacus on CIFAR-10.", "Method"),
+    ],
+)
+def test_handle_from_abstract(abstract, expected):
+    assert derive_handle("", abstract) == expected
+
+
+def test_empty_paper_gets_placeholder():
+    assert derive_handle("", "") == "Untitled"
+
+
+@pytest.mark.parametrize(
+    "handles,expected",
+    [
+        ([], []),
+        (["A", "B"], ["A", "B"]),
+        (["StreamFlow", "StreamFlow"], ["StreamFlow", "StreamFlow-2"]),
+        (["StreamFlow", "streamflow", "StreamFlow"], ["StreamFlow", "streamflow-2", "StreamFlow-3"]),
+        # a generated name never takes one that appears later in the list
+        (["A", "A", "A-2"], ["A", "A-3", "A-2"]),
+        (["A-2", "A", "A"], ["A-2", "A", "A-3"]),
+        (["A", "A", "A-2", "A-2"], ["A", "A-3", "A-2", "A-2-2"]),
+    ],
+)
+def test_unique_handles(handles, expected):
+    assert unique_handles(handles) == expected
+    assert len({h.lower() for h in unique_handles(handles)}) == len(handles)
+
+
+SEED_LINKS = {
+    "This paper introduces FlashDP": ("https://github.com/kaustpradalab/flashdp",),  # trailing "."
+    "Large language models (LLMs) are powerful tools": (  # no scheme, two links
+        "https://github.com/SokolAnn/BenchmarkCards",
+        "https://huggingface.co/datasets/ASokol/BenchmarkCards",
+    ),
+    "With the rapid development of artificial intelligence": (  # kaggle is not a code link
+        "https://github.com/Fan-Mo-ZJU/DataSIR",
+    ),
+    "Diffusion models have demonstrated remarkable success": (  # markdown link, deduplicated
+        "https://mjalali.github.io/SPARKE",
+    ),
+    "Target speaker extraction focuses": (  # " ." after the URL
+        "https://github.com/xu-shitong/TSE-through-Positive-Negative-Enroll",
+    ),
+    "Chain-of-Thought (CoT) enhances": ("https://github.com/YinhanHe123/SemCoT",),  # trailing "/."
+    "Knowledge distillation is a model compression": (),
+}
+
+
+@pytest.mark.parametrize("start", list(SEED_LINKS))
+def test_seed_code_links(start):
+    (abstract,) = [a for a in seed_abstracts() if a.startswith(start) or f" {start}" in a]
+    assert extract_code_links(abstract) == SEED_LINKS[start]
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("see \\url{https://github.com/a/b}.", ("https://github.com/a/b",)),
+        ("\\href{https://github.com/a/b}{code} and 50\\% faster", ("https://github.com/a/b",)),
+        ("Code: https://github.com/a/b_c\\_d), and (github.com/x/y).",
+         ("https://github.com/a/b_c_d", "https://github.com/x/y")),
+        ("github.com/u/r\\%20x, 30\\%", ("https://github.com/u/r%20x",)),
+        ("(https://gitlab.com/g/r), https://huggingface.co/org/model.", (
+            "https://gitlab.com/g/r", "https://huggingface.co/org/model")),
+        ("https://GitHub.com/a/b and https://github.com/a/b/ and github.com/a/b,",
+         ("https://github.com/a/b",)),
+        ("project page https://team.github.io/proj/; data www.kaggle.com/x https://example.org/y",
+         ("https://team.github.io/proj",)),
+        ("mail me at user@github.com or visit github.com alone", ()),
+        ("", ()),
+    ],
+)
+def test_extract_code_links(text, expected):
+    assert extract_code_links(text) == expected
+
+
+def test_import_is_light():
+    code = (
+        "import sys, recommender.handles; "
+        "print(any(m in sys.modules for m in ('numpy', 'sklearn', 'torch')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(SEEDS.parent))
+    assert out.stdout.strip() == "False"
