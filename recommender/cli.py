@@ -13,6 +13,8 @@ from .errors import RecommenderError
 from .output import FORMATS
 
 DEFAULT_INPUT = "seeds"
+# Encoding fewer papers than this takes a few seconds: no progress bar.
+PROGRESS_MIN = 100
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -111,10 +113,11 @@ def build(inputs, index, model, chunking, index_type, wait):
 
     def progress(done, total):
         nonlocal bar
-        if bar is None:
+        if bar is None and total >= PROGRESS_MIN:
             bar = click.progressbar(length=total, label="encoding", file=sys.stderr)
             bar.__enter__()
-        bar.update(done - bar.pos)
+        if bar is not None:
+            bar.update(done - bar.pos)
 
     try:
         report = build_index(

@@ -16,7 +16,7 @@ from .embedding import Chunking, Encoder, embed_texts, normalise, split_windows,
 from .errors import IndexMismatchError, InputError, PaperNotFoundError
 from .lexical import LexicalIndex, SparseVector, combine
 from .papers import Paper, first_sentence, read_papers
-from .ranking import MODES, combine_dense, fuse, mmr, order_by_score, seed_weights
+from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, mmr, order_by_score, seed_weights
 
 VECTORS = "vectors.npy"
 FAISS = "faiss.index"
@@ -136,13 +136,16 @@ def build_index(
             writer.save_array(f"lexical/{name}.npy", arrays[name])
         writer.save_json(VOCABULARY, vocabulary)
         writer.save_json(STOP_WORDS, stop_words)
+        previous = _previous_build(index_dir, model)
         query_encoder = None
         if export_query_encoder:
-            query_encoder = _export_query_encoder(index_dir, model, writer)
+            query_encoder = _export_query_encoder(model, writer, previous)
+        previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
+        max_tokens = encoder.max_tokens_if_known or previous_chunking.get("max_tokens")
         manifest = {
             "model": model,
             "dimension": int(vectors.shape[1]),
-            "chunking": dict(chunking.to_dict(), max_tokens=encoder.max_tokens_if_known),
+            "chunking": dict(chunking.to_dict(), max_tokens=max_tokens),
             "paper_count": len(papers),
             "inputs_fingerprint": _fingerprint(papers),
             "package_version": __version__,
@@ -167,16 +170,23 @@ def _fingerprint(papers: Sequence[Paper]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _export_query_encoder(index_dir: Path, model: str, writer: store.IndexWriter) -> str | None:
+def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
+    """The live build of this index when it was made with the same model."""
+    from .errors import RecommenderError
+
+    try:
+        previous = store.open_stored(index_dir, verify=False)
+    except RecommenderError:
+        return None  # no usable previous build: everything is made anew
+    return previous if previous.manifest.get("model") == model else None
+
+
+def _export_query_encoder(model: str, writer: store.IndexWriter, previous: store.StoredIndex | None) -> str | None:
     """Reuse the previous build's ONNX export of the same model, else export anew."""
     from .errors import ModelError
 
     target = writer.path(QUERY_ENCODER)
-    try:
-        previous = store.open_stored(index_dir, verify=False)
-    except Exception:
-        previous = None
-    if previous is not None and previous.manifest.get("model") == model and previous.manifest.get("query_encoder"):
+    if previous is not None and previous.manifest.get("query_encoder"):
         store.link_tree(previous.path(QUERY_ENCODER), target)
         return previous.manifest["query_encoder"]
     from .encoders import resolve_model_path
@@ -367,6 +377,17 @@ class Recommender:
             lexical_query = combine([self.lexical.row(row) for row in seeds], weights)
         return self._rank(dense_query, lexical_query, k, set(seeds) | self._exclusions(exclude), min_score, diverse, why, mode)
 
+    def score_rows(
+        self, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT
+    ) -> np.ndarray:
+        """Scores of `rows` against the paper at `query_row`, fused as `like` fuses them (used by evaluation)."""
+        _check_options(1, None, None, mode)
+        rows = np.asarray(rows, dtype=np.int64)
+        zeros = np.zeros(len(rows), np.float32)
+        dense = np.asarray(self.vectors[rows]) @ np.asarray(self.vectors[query_row]) if mode != "lexical" else zeros
+        lexical = self.lexical.scores(self.lexical.row(query_row))[rows] if mode != "dense" else zeros
+        return fuse(dense, lexical, mode, dense_weight)
+
     def search(
         self,
         text: str,
@@ -462,7 +483,7 @@ def _check_options(k: int, min_score: float | None, diverse: float | None, mode:
     if mode not in MODES:
         raise InputError(f"unknown mode '{mode}': use one of {', '.join(MODES)}")
     if k < 1:
-        raise InputError(f"k must be at least 1, got {k}")
+        raise InputError(f"-k must be at least 1, got {k}")
     if min_score is not None and not -1.0 <= min_score <= 1.0:
         raise InputError(f"--min-score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}")
     if diverse is not None and not 0.0 <= diverse <= 1.0:
@@ -485,5 +506,5 @@ def _closest(reference: str, ids: Sequence[str], handles: Sequence[str], limit: 
 
     folded = {handle.casefold(): handle for handle in handles}
     folded.update({paper_id.casefold(): paper_id for paper_id in ids})
-    names = difflib.get_close_matches(reference.casefold(), list(folded), n=limit, cutoff=0.5)
+    names = difflib.get_close_matches(reference.casefold(), list(folded), n=limit, cutoff=0.6)
     return [folded[name] for name in names]

@@ -96,11 +96,10 @@ def render_papers(papers: Sequence, fmt: str) -> str:
     rows = []
     for paper in papers:
         row = paper.to_dict()
-        row["title"] = paper.title or paper.handle
-        row["snippet"] = paper.first_sentence
+        row["summary"] = paper.title or paper.first_sentence
         rows.append(row)
-    columns = [*PAPER_COLUMNS, "snippet"] if fmt in ("csv",) else list(PAPER_COLUMNS) + ["abstract"]
-    return render(rows, columns, fmt, {"id": 0, "handle": 20, "snippet": 70})
+    columns = [*PAPER_COLUMNS, "abstract"]
+    return render(rows, columns, fmt, {"id": 0, "handle": 24, "summary": 70})
 
 
 def render_paper(paper, fmt: str) -> str:

@@ -18,7 +18,8 @@ from .handles import derive_handle, extract_code_links, unique_handles
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
 METADATA_FIELDS = ("authors", "year", "venue", "url")
 # A seed file opens with a heading line ("NeurIPS 2025 Papers"); an abstract is
-# never this short, so a short single-line first paragraph is taken as heading.
+# never this short, so a short single-line first paragraph with no closing
+# punctuation is taken as the heading (and kept as each paper's venue).
 HEADING_MAX_WORDS = 12
 ID_LENGTH = 12
 
@@ -208,7 +209,8 @@ def _read_seed_text(path: Path, text: str) -> list[_Record]:
     heading = ""
     if paragraphs:
         first_line, first = paragraphs[0]
-        if len(first) == 1 and len(first[0].split()) <= HEADING_MAX_WORDS:
+        looks_like_heading = len(first[0].split()) <= HEADING_MAX_WORDS and not first[0].endswith((".", "!", "?"))
+        if len(first) == 1 and len(paragraphs) > 1 and looks_like_heading:
             heading = first[0]
             paragraphs = paragraphs[1:]
     records = []

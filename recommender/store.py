@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import sqlite3
 import time
@@ -167,7 +168,7 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
                 f"index {index_dir} is being built by another process: wait for it to finish, or use --wait"
             ) from None
         _remove_leftovers(index_dir)
-        folder = index_dir / f".tmp-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        folder = index_dir / f".tmp-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{secrets.token_hex(3)}"
         folder.mkdir()
         try:
             yield IndexWriter(index_dir, folder)

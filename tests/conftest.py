@@ -16,9 +16,14 @@ def fake_model(monkeypatch):
     import recommender.core as core
 
     encoder = FakeEncoder()
-    monkeypatch.setattr(core, "load_encoder", lambda model: encoder)
+
+    def load_encoder(model):
+        encoder.name = model  # the index records the model that was asked for
+        return encoder
+
+    monkeypatch.setattr(core, "load_encoder", load_encoder)
     monkeypatch.setattr(core, "load_query_encoder", lambda stored, model: encoder)
-    monkeypatch.setattr(core, "_export_query_encoder", lambda index_dir, model, writer: None)
+    monkeypatch.setattr(core, "_export_query_encoder", lambda model, writer, previous: None)
     return encoder
 
 

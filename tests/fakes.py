@@ -13,7 +13,7 @@ _WORD = re.compile(r"\w+|[^\w\s]")
 class FakeEncoder:
     """Texts sharing words get similar vectors; windows of `max_tokens` words."""
 
-    def __init__(self, name: str = "fake-model", dimension: int = 64, max_tokens: int = 40):
+    def __init__(self, name: str = "fake-model", dimension: int = 256, max_tokens: int = 40):
         self.name = name
         self.dimension = dimension
         self.max_tokens = max_tokens
@@ -27,6 +27,8 @@ class FakeEncoder:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in _WORD.findall(text.lower())[: self.max_tokens]:
+                if len(word) <= 3:  # short words carry little topic, as in a real model
+                    continue
                 digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
                 out[row, digest[0] % self.dimension] += 1.0 if digest[1] % 2 else -1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)

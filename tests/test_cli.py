@@ -1,0 +1,193 @@
+import csv
+import io
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from corpus import write_corpus
+from recommender.cli import main
+
+
+@pytest.fixture
+def run(workdir, fake_model):
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(main, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def built(run, workdir):
+    write_corpus(workdir / "in")
+    assert run("build", "in").exit_code == 0
+    return run
+
+
+def test_build_then_rebuild_encodes_nothing(run, workdir):
+    write_corpus(workdir / "in")
+    first = run("build", "in")
+    assert (first.exit_code, first.output) == (
+        0, "indexed 6 papers in indexes/default: encoded 6, reused 0 from the cache (flat search)\n")
+    second = run("build", "in")
+    assert second.output == "indexed 6 papers in indexes/default: encoded 0, reused 6 from the cache (flat search)\n"
+
+
+def test_build_defaults_to_seeds_folder(run, workdir):
+    write_corpus(workdir / "seeds")
+    assert run("build").output.startswith("indexed 6 papers in indexes/default")
+
+
+def test_index_option_and_environment(run, workdir, monkeypatch):
+    write_corpus(workdir / "in")
+    assert run("build", "in", "--index", "mine").output.startswith("indexed 6 papers in indexes/mine:")
+    monkeypatch.setenv("PAPERS_INDEX", "mine")
+    assert run("like", "dp1", "-k", "1", "--format", "jsonl").exit_code == 0
+    assert run("build", "in", "--index", str(workdir / "elsewhere")).output.startswith(
+        f"indexed 6 papers in {workdir / 'elsewhere'}:")
+
+
+def test_like_table(built):
+    result = built("like", "dp1", "-k", "3")
+    assert result.exit_code == 0
+    assert result.output == (
+        "rank  score  id    title                         snippet\n"
+        "   1  0.388  dp2   Private Fine-Tuning           Differentially private fine-tuning of language models with…\n"
+        "   2  0.174  rnn1  TFLA: Tiled Flash Linear At…  Linear recurrent networks with gating and fast kernels for…\n"
+        "   3  0.158  rnn2  Gated Linear RNNs             Gated linear recurrent networks compete with transformers f…\n"
+    )
+
+
+def test_like_by_handle_any_case_and_prefix_give_the_same_list(built):
+    outputs = {built("like", ref, "-k", "3").output for ref in ("dp1", "FLASHDP", "flashdp")}
+    assert len(outputs) == 1
+
+
+def test_like_jsonl_is_json_a_line(built):
+    result = built("like", "dp1", "-k", "2", "--format", "jsonl")
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert rows[0] == {
+        "rank": 1, "id": "dp2", "score": 0.388, "handle": "Private Fine-Tuning", "title": "Private Fine-Tuning",
+        "snippet": "Differentially private fine-tuning of language models with low memory gradient clipping.",
+        "url": "", "code_links": [], "why": [],
+    }
+    assert [row["id"] for row in rows] == ["dp2", "rnn1"]
+
+
+def test_like_json_csv_markdown(built):
+    rows = json.loads(built("like", "dp1", "-k", "2", "--format", "json").output)
+    assert [row["id"] for row in rows] == ["dp2", "rnn1"]
+    table = list(csv.DictReader(io.StringIO(built("like", "dp1", "-k", "2", "--format", "csv").output)))
+    assert [(row["rank"], row["id"], row["score"]) for row in table] == [("1", "dp2", "0.388"), ("2", "rnn1", "0.174")]
+    assert built("like", "dp1", "-k", "1", "--format", "markdown").output == (
+        "| rank | score | id | title | snippet |\n"
+        "|---|---|---|---|---|\n"
+        "| 1 | 0.388 | dp2 | Private Fine-Tuning | Differentially private fine-tuning of language models with low memory gradient clipping. |\n"
+    )
+
+
+def test_like_why(built):
+    assert built("like", "dp1", "-k", "2", "--why").output == (
+        "rank  score  id    title                         why\n"
+        "   1  0.388  dp2   Private Fine-Tuning           private; clipping; differentially\n"
+        "   2  0.174  rnn1  TFLA: Tiled Flash Linear At…  fast; language\n"
+    )
+
+
+def test_like_several_with_not_and_exclude(built, workdir):
+    (workdir / "read.txt").write_text("vid2\n", encoding="utf-8")
+    result = built("like", "dp1", "vid1", "--not", "rnn1", "--exclude", "read.txt", "--format", "jsonl")
+    ids = [json.loads(line)["id"] for line in result.output.splitlines()]
+    assert ids == ["dp2", "rnn2"]
+
+
+def test_search_table(built):
+    assert built("search", "video aesthetic", "-k", "2").output == (
+        "rank  score  id    title                   snippet\n"
+        "   1  0.501  vid1  VADB: Video Aesthetics  A video aesthetic assessment database with professional ann…\n"
+        "   2  0.424  vid2  Video Quality Models    Video quality assessment models trained on aesthetic annota…\n"
+    )
+
+
+def test_show(built):
+    assert built("show", "FlashDP").output == (
+        "id:      dp1\n"
+        "handle:  FlashDP\n"
+        "title:   FlashDP: Fast Private Training\n"
+        "code:    https://github.com/lab/flashdp\n"
+        "source:  in/papers.jsonl:1\n"
+        "\n"
+        "Differentially private training of large language models with fused per-sample gradient clipping. "
+        "Code at https://github.com/lab/flashdp.\n"
+    )
+
+
+def test_list(built):
+    assert built("list").output == (
+        "id    handle                summary\n"
+        "dp1   FlashDP               FlashDP: Fast Private Training\n"
+        "dp2   Private Fine-Tuning   Private Fine-Tuning\n"
+        "vid1  VADB                  VADB: Video Aesthetics\n"
+        "vid2  Video Quality Models  Video Quality Models\n"
+        "rnn1  TFLA                  TFLA: Tiled Flash Linear Attention\n"
+        "rnn2  Gated Linear RNNs     Gated Linear RNNs\n"
+    )
+    rows = [json.loads(line) for line in built("list", "--format", "jsonl").output.splitlines()]
+    assert [row["id"] for row in rows] == ["dp1", "dp2", "vid1", "vid2", "rnn1", "rnn2"]
+
+
+def test_info(built):
+    output = built("info").output
+    assert re.sub(r"built:.*\n", "built: X\n", re.sub(r"fingerprint \w+", "fingerprint X", output)) == (
+        "index:      indexes/default\n"
+        "papers:     6\n"
+        "model:      all-MiniLM-L6-v2 (256 dimensions)\n"
+        "long texts: windows of 40 tokens, 32 overlap, mean-pooled\n"
+        "search:     flat: exact inner-product search: 6 papers <= 50,000\n"
+        "lexical:    TF-IDF, 120 terms (1-2 grams, sublinear tf)\n"
+        "queries:    full model\n"
+        "built: X\n"
+        "inputs:     fingerprint X\n"
+        "size:       0.0 MB\n"
+    )
+    data = json.loads(built("info", "--format", "json").output)
+    assert data["paper_count"] == 6 and data["model"] == "all-MiniLM-L6-v2"
+    verified = built("info", "--verify")
+    assert verified.exit_code == 0 and verified.output.endswith("files match their checksums\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["like", "nope"], "Error: no paper 'nope' in the index: see `papers list`\n"),
+    (["like", "FlashDB"], "Error: no paper 'FlashDB' in the index: closest matches: FlashDP\n"),
+    (["like", "vid"], "Error: 'vid' matches 2 papers: vid1 (VADB), vid2 (Video Quality Models): give more of the ID\n"),
+    (["like", "dp1", "-k", "0"], "Error: -k must be at least 1, got 0\n"),
+    (["like", "dp1", "--min-score", "-2"],
+     "Error: --min-score must be between -1 and 1 (scores are cosine similarities), got -2\n"),
+    (["like", "dp1", "--diverse", "1.5"], "Error: --diverse must be between 0 and 1 (1 = relevance only), got 1.5\n"),
+    (["like", "dp1", "--exclude", "missing.txt"],
+     "Error: missing.txt: no such file (--exclude takes a file of paper IDs, one a line)\n"),
+    (["like", "dp1", "--model", "other"],
+     "Error: index indexes/default was built with model 'all-MiniLM-L6-v2', not 'other': "
+     "run `papers build --model other` to rebuild it\n"),
+    (["search", "  "], "Error: empty search text: give some words to search for\n"),
+    (["show", "nope"], "Error: no paper 'nope' in the index: see `papers list`\n"),
+])
+def test_errors_are_one_line_with_nonzero_exit(built, args, message):
+    result = built(*args)
+    assert (result.exit_code, result.output) == (1, message)
+
+
+def test_query_before_any_index(run):
+    result = run("like", "FlashDP")
+    assert (result.exit_code, result.output) == (1, "Error: no index at indexes/default: run `papers build` first\n")
+
+
+def test_module_entry_point_runs():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "recommender", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "papers build" in result.stdout

@@ -1,0 +1,160 @@
+import json
+
+import numpy as np
+import pytest
+
+from corpus import PAPERS, write_corpus
+from recommender import Recommender, build_index
+from recommender.embedding import Chunking, embed_texts, split_windows
+from recommender.errors import IndexMismatchError, IndexMissingError, PaperNotFoundError
+from recommender import store
+
+
+@pytest.fixture
+def index(workdir, fake_model):
+    build_index([write_corpus(workdir / "in")])
+    return Recommender.open()
+
+
+def test_build_reports_encoded_then_reused(workdir, fake_model):
+    corpus = write_corpus(workdir / "in")
+    first = build_index([corpus])
+    assert (first.papers, first.encoded, first.reused) == (6, 6, 0)
+    fake_model.encoded_texts.clear()
+    second = build_index([corpus])
+    assert (second.papers, second.encoded, second.reused) == (6, 0, 6)
+    assert fake_model.encoded_texts == []
+
+
+def test_adding_a_file_encodes_only_the_new_papers(workdir, fake_model):
+    corpus = write_corpus(workdir / "in")
+    build_index([corpus])
+    extra = write_corpus(workdir / "in", [{"id": "new", "abstract": "Graph sparsification with spectral bounds."}], "extra.jsonl")
+    report = build_index([corpus, extra])
+    assert (report.papers, report.encoded, report.reused) == (7, 1, 6)
+
+
+def test_index_round_trip(index):
+    assert len(index) == 6
+    assert index.ids == [p["id"] for p in PAPERS]
+    assert index.handles == ["FlashDP", "Private Fine-Tuning", "VADB", "Video Quality Models", "TFLA", "Gated Linear RNNs"]
+    assert index.vectors.shape == (6, 256)
+    np.testing.assert_allclose(np.linalg.norm(index.vectors, axis=1), 1.0, rtol=1e-5)
+    paper = index.show("dp1")
+    assert paper.title == "FlashDP: Fast Private Training"
+    assert paper.code_links == ("https://github.com/lab/flashdp",)
+    assert [p.id for p in index.papers()] == index.ids
+
+
+def test_manifest_describes_the_build(index):
+    info = index.info()
+    assert info["model"] == "all-MiniLM-L6-v2"
+    assert info["dimension"] == 256
+    assert info["paper_count"] == 6
+    assert info["format_version"] == store.FORMAT_VERSION
+    assert info["chunking"] == {"strategy": "windows", "overlap": 32, "max_tokens": 40}
+    assert info["index"]["kind"] == "flat"
+    assert set(index.manifest["files"]) >= {"vectors.npy", "faiss.index", "papers.jsonl", "keys.json"}
+
+
+def test_index_from_another_model_is_refused(index):
+    with pytest.raises(IndexMismatchError) as caught:
+        Recommender.open(model="other-model")
+    assert str(caught.value) == (
+        "index indexes/default was built with model 'all-MiniLM-L6-v2', not 'other-model': "
+        "run `papers build --model other-model` to rebuild it"
+    )
+
+
+def test_newer_format_version_is_refused(index):
+    manifest_path = index.stored.path(store.MANIFEST)
+    manifest = json.loads(manifest_path.read_text())
+    manifest["format_version"] = 99
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(IndexMismatchError, match=r"format version 99.*newer papers.*papers build"):
+        Recommender.open()
+
+
+def test_no_index_says_what_to_run(workdir):
+    with pytest.raises(IndexMissingError) as caught:
+        Recommender.open()
+    assert str(caught.value) == "no index at indexes/default: run `papers build` first"
+
+
+@pytest.mark.parametrize("reference, row", [("dp1", 0), ("FLASHDP", 0), ("flashdp", 0), ("vid2", 3), ("TFLA", 4)])
+def test_resolve_by_id_handle_or_prefix(index, reference, row):
+    assert index.resolve(reference) == row
+
+
+@pytest.mark.parametrize("reference, message", [
+    ("FlashDB", "no paper 'FlashDB' in the index: closest matches: FlashDP"),
+    ("vid", "'vid' matches 2 papers: vid1 (VADB), vid2 (Video Quality Models): give more of the ID"),
+])
+def test_unknown_or_ambiguous_reference(index, reference, message):
+    with pytest.raises(PaperNotFoundError) as caught:
+        index.resolve(reference)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("mode", ["dense", "lexical", "hybrid"])
+def test_like_never_returns_the_query_and_finds_the_topic_twin(index, mode):
+    for paper_id, twin in [("dp1", "dp2"), ("vid1", "vid2"), ("rnn1", "rnn2")]:
+        results = index.like(paper_id, k=5, mode=mode)
+        ids = [r.id for r in results]
+        assert paper_id not in ids
+        assert ids[0] == twin
+        assert [r.rank for r in results] == list(range(1, len(results) + 1))
+        assert all(a.score >= b.score for a, b in zip(results, results[1:]))
+
+
+def test_like_k_larger_than_index_returns_every_other_paper(index):
+    assert len(index.like("dp1", k=50)) == 5
+
+
+def test_like_several_papers_excludes_every_seed(index):
+    results = index.like("dp1", "vid1", k=10, not_=["rnn1"])
+    ids = [r.id for r in results]
+    assert not {"dp1", "vid1", "rnn1"} & set(ids)
+    assert ids[-1] == "rnn2"  # the negative's twin sinks to the bottom
+
+
+def test_exclude_and_min_score(index):
+    assert "dp2" not in [r.id for r in index.like("dp1", exclude=["dp2"])]
+    results = index.like("dp1", min_score=0.2)
+    assert results and all(r.score >= 0.2 for r in results)
+
+
+def test_why_gives_shared_terms(index):
+    (first,) = index.like("dp1", k=1, why=True)
+    assert first.id == "dp2"
+    assert "differentially private" in first.why or "private" in first.why
+    assert first.to_dict()["why"] == list(first.why)
+
+
+def test_search_free_text(index):
+    results = index.search("video aesthetic assessment", k=2)
+    assert {r.id for r in results} == {"vid1", "vid2"}
+
+
+def test_results_to_dict_has_the_json_fields(index):
+    data = index.like("dp1", k=1)[0].to_dict()
+    assert set(data) >= {"id", "score", "title", "handle", "rank", "snippet", "code_links"}
+
+
+def test_split_windows_cover_long_text_without_loss(fake_model):
+    text = " ".join(f"w{i}" for i in range(100))
+    windows = split_windows(text, fake_model.token_spans(text), max_tokens=40, overlap=10)
+    assert [count for _, count in windows] == [40, 40, 40]
+    assert windows[0][0].startswith("w0 ") and windows[-1][0].endswith("w99")
+    words = set(" ".join(piece for piece, _ in windows).split())
+    assert words == set(text.split())
+
+
+def test_long_text_is_pooled_from_windows_not_truncated(fake_model):
+    head = " ".join(["alpha"] * 40)
+    tail = " ".join(["omega"] * 200)
+    windowed = embed_texts(fake_model, [head + " " + tail], Chunking("windows")).vectors[0]
+    truncated = embed_texts(fake_model, [head + " " + tail], Chunking("truncate")).vectors[0]
+    only_tail = embed_texts(fake_model, [tail], Chunking("truncate")).vectors[0]
+    assert windowed @ only_tail > 0.9  # most of the text is "omega"
+    assert truncated @ only_tail < 0.5  # the fake model, like the real one, sees only the first window
