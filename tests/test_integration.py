@@ -1,0 +1,98 @@
+"""The real packaged model on the seed corpus: what a user meets."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import SEEDS
+from recommender import Recommender, build_index
+from recommender.cli import main
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def seed_index(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("seed-index")
+    shutil.copytree(SEEDS, folder / "seeds")
+    report = build_index([folder / "seeds"], index=folder / "index")
+    assert (report.papers, report.encoded, report.reused) == (38, 38, 0)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def recommender(seed_index):
+    return Recommender.open(seed_index / "index")
+
+
+def test_rebuild_encodes_nothing(seed_index):
+    report = build_index([seed_index / "seeds"], index=seed_index / "index")
+    assert (report.encoded, report.reused) == (0, 38)
+
+
+def test_abstract_text_finds_its_own_paper_first(recommender):
+    for paper in list(recommender.papers())[::5]:
+        results = recommender.search(paper.abstract, k=3)
+        assert results[0].id == paper.id, paper.handle
+
+
+def test_dp_query_has_flashdp_in_top_3(recommender):
+    results = recommender.search("differentially private training of large language models", k=3)
+    assert "FlashDP" in [r.paper.handle for r in results]
+
+
+def test_like_never_returns_the_query_paper(recommender):
+    for paper in recommender.papers():
+        results = recommender.like(paper.id, k=37)
+        assert paper.id not in [r.id for r in results]
+        assert len(results) == 37
+
+
+def test_search_uses_the_light_encoder_and_matches_the_full_model(recommender):
+    from recommender.core import load_encoder
+
+    assert recommender.manifest["query_encoder"] == "onnx"
+    query = "video aesthetic assessment dataset"
+    light = recommender.encode_query(query)
+    full = load_encoder(recommender.manifest["model"]).encode([query])[0]
+    assert float(light @ full) > 0.999
+
+
+def test_cli_like_and_search_on_seed_index(seed_index):
+    runner = CliRunner()
+    index = str(seed_index / "index")
+    result = runner.invoke(main, ["like", "FlashDP", "--index", index, "--format", "jsonl"])
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert result.exit_code == 0 and len(rows) == 10
+    assert "FlashDP" not in [row["handle"] for row in rows]
+    result = runner.invoke(main, ["search", "differentially private training of large language models",
+                                  "--index", index, "-k", "3", "--format", "jsonl"])
+    assert "FlashDP" in [json.loads(line)["handle"] for line in result.output.splitlines()]
+
+
+def test_like_does_not_import_torch_or_sentence_transformers(seed_index):
+    code = (
+        "import sys; from recommender.cli import main\n"
+        f"sys.argv = ['papers', 'like', 'FlashDP', '--index', {str(seed_index / 'index')!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'sklearn', 'scipy') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in result.stdout, result.stdout + result.stderr
+
+
+def test_search_does_not_import_torch(seed_index):
+    code = (
+        "import sys; from recommender.cli import main\n"
+        f"sys.argv = ['papers', 'search', 'private training', '--index', {str(seed_index / 'index')!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'sklearn') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in result.stdout, result.stdout + result.stderr
