@@ -9,7 +9,7 @@ Policy (see :func:`choose_index`):
   of 50,000 x 384-d vectors takes ~3 ms on one core (measured, 2-core EPYC),
   so below this size an approximate index would buy nothing but recall loss
   and a training step.  The limit leaves ~3x headroom on the 10 ms target for
-  slower machines; exact search reaches ~6 ms at 100k and ~100 ms at 1M.
+  slower machines; exact search reaches ~6 ms at 100k and ~60 ms at 1M.
 * ``n > EXACT_LIMIT`` -> IVF with ``nlist ~ 4*sqrt(n)`` lists, vectors stored
   as float16 scalar-quantised codes (``SQfp16``).  fp16 halves the stored
   size (index = 0.5x the raw float32 vectors, so the build peak stays well
@@ -106,19 +106,19 @@ def choose_index(n: int, dim: int, requested: str = "auto") -> IndexChoice:
         if n <= EXACT_LIMIT:
             return IndexChoice("flat", {},
                                f"exact inner-product search: {n:,} papers <= {EXACT_LIMIT:,}")
-        req_reason = f"{n:,} papers > {EXACT_LIMIT:,}"
+        why = f"{n:,} papers > {EXACT_LIMIT:,}"
         req = "ivf"
     else:
-        req_reason = "requested"
+        why = f"{n:,} papers (requested)"
 
     if req == "flat":
-        return IndexChoice("flat", {}, f"exact inner-product search: {n:,} papers ({req_reason})")
+        return IndexChoice("flat", {}, f"exact inner-product search: {why}")
     if req == "hnsw":
         params = {"M": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION}
         return IndexChoice(
             "hnsw", params,
             f"approximate HNSW{HNSW_M} graph search, efSearch tuned for recall@10 >= "
-            f"{TUNE_TARGET_RECALL:.2f}: {n:,} papers ({req_reason})")
+            f"{TUNE_TARGET_RECALL:.2f}: {why}")
     nlist = _ivf_nlist(n)
     params = {
         "nlist": nlist,
@@ -129,7 +129,7 @@ def choose_index(n: int, dim: int, requested: str = "auto") -> IndexChoice:
     return IndexChoice(
         "ivf", params,
         f"approximate IVF search ({nlist:,} lists, float16 vectors), nprobe tuned for "
-        f"recall@10 >= {TUNE_TARGET_RECALL:.2f}: {n:,} papers ({req_reason})")
+        f"recall@10 >= {TUNE_TARGET_RECALL:.2f}: {why}")
 
 
 # --------------------------------------------------------------------------- helpers

@@ -14,10 +14,14 @@ ALL = ("flat",) + APPROX
 
 
 def clustered(n, dim=DIM, n_centres=40, seed=0):
-    """Normalised Gaussian mixture: realistic for IVF, unlike uniform data."""
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((n_centres, dim)).astype(np.float32)
+    """Normalised Gaussian mixture (fixed centres, draws vary with ``seed``).
+
+    Clustered like real embeddings; uniform random data would be unrealistic for IVF.
+    """
+    crng = np.random.default_rng(12345)
+    centres = crng.standard_normal((n_centres, dim)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    rng = np.random.default_rng(seed)
     lab = rng.integers(0, n_centres, n)
     x = centres[lab] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32) / np.sqrt(dim)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
