@@ -229,6 +229,8 @@ def _read_jsonl(path: Path, text: str) -> list[_Record]:
             data = json.loads(line)
         except json.JSONDecodeError as error:
             raise InputError(f"{path} line {number}: not valid JSON ({error.msg}): fix or remove the line") from None
+        except RecursionError:
+            raise InputError(f"{path} line {number}: JSON nested too deeply: give one flat object a line") from None
         if not isinstance(data, dict):
             raise InputError(f"{path} line {number}: expected a JSON object with 'abstract', got {type(data).__name__}")
         records.append(_Record(data, f"{path}:{number}"))
@@ -236,6 +238,16 @@ def _read_jsonl(path: Path, text: str) -> list[_Record]:
 
 
 def _read_csv(path: Path, text: str) -> list[_Record]:
+    # csv's default field limit (128 KiB) would refuse a long abstract; no field
+    # can be longer than the file. The limit is process-wide, so put it back.
+    limit = csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
+    try:
+        return _read_csv_rows(path, text)
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _read_csv_rows(path: Path, text: str) -> list[_Record]:
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [name.strip() for name in next(reader)]
@@ -261,7 +273,9 @@ def _read_csv(path: Path, text: str) -> list[_Record]:
     return records
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# C0 and C1 control characters (terminal escapes among them) and the lone
+# surrogates a JSON "\ud800" escape can produce, which UTF-8 cannot encode.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _clean(value) -> str:
@@ -272,20 +286,30 @@ def _clean(value) -> str:
     return _WHITESPACE.sub(" ", _CONTROL.sub(" ", value)).strip()
 
 
+def _text_field(record: _Record, name: str, numbers: bool = False) -> str:
+    """A text field of a record, cleaned; a list or object there is an input error."""
+    value = record.fields.get(name)
+    if value is None or isinstance(value, str) or (numbers and isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return _clean(value)
+    raise InputError(f"{record.source}: '{name}' must be text, got {type(value).__name__}")
+
+
 def _paper_from_record(record: _Record) -> Paper:
     data = record.fields
     if "abstract" not in data:
         raise InputError(f"{record.source}: record has no 'abstract' field: every paper needs one")
-    abstract = _clean(data.get("abstract"))
+    abstract = _text_field(record, "abstract")
     if not abstract:
         raise InputError(f"{record.source}: abstract is empty: give the text or remove the record")
-    title = _clean(data.get("title"))
-    given_id = _clean(data.get("id"))
+    title = _text_field(record, "title")
+    given_id = _text_field(record, "id", numbers=True)
     authors = data.get("authors") or ()
     if isinstance(authors, str):
         authors = [name for name in (part.strip() for part in re.split(r";|\band\b", authors)) if name]
     elif not isinstance(authors, (list, tuple)):
         raise InputError(f"{record.source}: 'authors' must be a list or a string")
+    if not all(name is None or isinstance(name, str) for name in authors):
+        raise InputError(f"{record.source}: 'authors' must be a list of names (strings)")
     year = data.get("year")
     if year in ("", None):
         year = None
@@ -300,8 +324,8 @@ def _paper_from_record(record: _Record) -> Paper:
         abstract=abstract,
         authors=tuple(_clean(name) for name in authors if _clean(name)),
         year=year,
-        venue=_clean(data.get("venue")),
-        url=_clean(data.get("url")),
+        venue=_text_field(record, "venue", numbers=True),
+        url=_text_field(record, "url"),
         code_links=extract_code_links(abstract),
         source=record.source,
     )

@@ -1,7 +1,7 @@
 """The on-disk layout of an index: the only module that touches its files.
 
     indexes/<name>/
-        CURRENT          name of the live version folder (replaced atomically)
+        CURRENT          name of the live version folder and its manifest's sha256 (replaced atomically)
         .lock            held by a build (fcntl lock), never by readers
         cache.sqlite     embedding cache keyed by content hash
         v-<build-id>/    one complete build: manifest.json and its files
@@ -9,6 +9,8 @@
 A build writes a fresh `.tmp-*` folder, checksums every file into the
 manifest, renames the folder to `v-*` and then swaps CURRENT with
 `os.replace`, so readers see the old index or the new one, never a mixture.
+A reader holds a shared lock on its version's manifest; a build removes an old
+version only when it can lock it exclusively, so no version vanishes under a reader.
 Stored data is numpy arrays (loaded with allow_pickle=False), JSON, and FAISS's
 own format: nothing on the load path can execute stored code.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import hashlib
 import json
 import os
@@ -24,6 +27,7 @@ import secrets
 import shutil
 import sqlite3
 import time
+import warnings
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -125,7 +129,9 @@ class IndexWriter:
         version = self.index_dir / ("v-" + self.folder.name.removeprefix(".tmp-"))
         os.rename(self.folder, version)
         pointer = self.index_dir / f".{CURRENT}.tmp-{os.getpid()}"
-        pointer.write_text(version.name + "\n", encoding="utf-8")
+        # CURRENT also holds the manifest's hash, so the manifest is checked like every other file.
+        digest = file_digest(version / MANIFEST)
+        pointer.write_text(f"{version.name} {digest}\n", encoding="utf-8")
         _fsync_file(pointer)
         os.replace(pointer, self.index_dir / CURRENT)
         _fsync_dir(self.index_dir)
@@ -178,10 +184,23 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
 
 
 def _live_version(index_dir: Path) -> str | None:
+    return _read_current(index_dir)[0]
+
+
+def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
+    """The live version's folder name and its manifest's sha256 (None for indexes that predate it)."""
+    path = index_dir / CURRENT
     try:
-        return (index_dir / CURRENT).read_text(encoding="utf-8").strip() or None
+        parts = path.read_text(encoding="utf-8").split()
     except FileNotFoundError:
-        return None
+        return None, None
+    except (UnicodeDecodeError, OSError):
+        parts = ["?"]
+    if not parts:
+        return None, None
+    if len(parts) > 2 or not parts[0].startswith("v-") or "/" in parts[0]:
+        raise IndexCorruptError(f"index file {path} is damaged: run `{rebuild_hint(index_dir)}`")
+    return parts[0], parts[1] if len(parts) == 2 else None
 
 
 def _remove_leftovers(index_dir: Path) -> None:
@@ -194,8 +213,22 @@ def _remove_leftovers(index_dir: Path) -> None:
 
 def _remove_old_versions(index_dir: Path) -> None:
     live = _live_version(index_dir)
+    if live is None:
+        return
+    gc.collect()  # readers this process dropped but that sit in reference cycles still hold a pin
     for path in index_dir.glob("v-*"):
-        if path.name != live:
+        if path.name == live:
+            continue
+        try:
+            pin = open(path / MANIFEST, "rb")
+        except OSError:  # never committed, or damaged: no reader can hold it
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        with pin:
+            try:
+                fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # still open in a reader (see open_stored): a later build removes it
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -221,10 +254,17 @@ def remove_tree(target: Path) -> None:
 class StoredIndex:
     """Read access to the live version of an index, checked against its manifest."""
 
-    def __init__(self, index_dir: Path, folder: Path, manifest: dict):
+    def __init__(self, index_dir: Path, folder: Path, manifest: dict, pin=None):
         self.index_dir = index_dir
         self.folder = folder
         self.manifest = manifest
+        self._pin = pin  # the manifest, open with a shared lock: the version is not removed under us
+
+    def close(self) -> None:
+        """Let a build remove this version once it is no longer live (reads may then fail)."""
+        if self._pin is not None:
+            self._pin.close()
+            self._pin = None
 
     def path(self, name: str) -> Path:
         return self.folder / name
@@ -322,12 +362,11 @@ def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
     `verify=True` hashes every file.
     """
     hint = rebuild_hint(index_dir)
-    live = _live_version(index_dir)
-    if live is None:
-        raise IndexMissingError(f"no index at {index_dir}: run `{hint}` first")
+    live, manifest_digest, pin = _pin_live_version(index_dir)
     folder = index_dir / live
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        raw = pin.read()  # on any refusal below, the pin is closed with this frame
+        manifest = json.loads(raw)
         if not isinstance(manifest, dict) or "files" not in manifest:
             raise ValueError("not a manifest")
     except FileNotFoundError:
@@ -339,12 +378,43 @@ def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
         newer = isinstance(version, int) and version > FORMAT_VERSION
         raise IndexMismatchError(
             f"index {index_dir} has format version {version}, this papers reads version {FORMAT_VERSION}"
-            + (" (built by a newer papers: upgrade papers, or" if newer else " (")
-            + f" run `{hint}` to rebuild it)"
+            + (" (built by a newer papers: upgrade papers, or " if newer else " (")
+            + f"run `{hint}` to rebuild it)"
         )
-    stored = StoredIndex(index_dir, folder, manifest)
+    if manifest_digest is not None and hashlib.sha256(raw).hexdigest() != manifest_digest:
+        raise IndexCorruptError(
+            f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered or damaged): run `{hint}`"
+        )
+    stored = StoredIndex(index_dir, folder, manifest, pin)
     stored.verify(full=verify)
     return stored
+
+
+def _pin_live_version(index_dir: Path):
+    """CURRENT's version, its manifest hash and its manifest open under a shared lock.
+
+    A build removes an old version only if it can lock that version's manifest
+    exclusively, so a version stays on disk while any reader has it open. A build
+    may swap CURRENT and remove the version between our reading CURRENT and
+    locking: then we read CURRENT again.
+    """
+    hint = rebuild_hint(index_dir)
+    for _ in range(5):
+        live, digest = _read_current(index_dir)
+        if live is None:
+            raise IndexMissingError(f"no index at {index_dir}: run `{hint}` first")
+        manifest = index_dir / live / MANIFEST
+        try:
+            pin = open(manifest, "rb")
+        except FileNotFoundError:
+            if _read_current(index_dir)[0] != live:
+                continue
+            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{hint}`") from None
+        fcntl.flock(pin, fcntl.LOCK_SH)
+        if manifest.exists():
+            return live, digest, pin
+        pin.close()
+    raise IndexBusyError(f"index {index_dir} keeps changing under us (builds in a loop?): try again")
 
 
 # ---------------------------------------------------------------- embedding cache
@@ -355,12 +425,38 @@ class EmbeddingCache:
 
     def __init__(self, index_dir: Path):
         index_dir.mkdir(parents=True, exist_ok=True)
-        self.connection = sqlite3.connect(index_dir / CACHE, timeout=60)
+        self.path = index_dir / CACHE
+        with self._guard():
+            self._connect()
+
+    def _connect(self) -> None:
+        self.connection = sqlite3.connect(self.path, timeout=60)
         self.connection.execute(
             "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB)"
         )
 
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """A damaged cache file is replaced by an empty one (it only saves time); other
+        SQLite failures (disk full, read-only) become one-line errors."""
+        try:
+            yield
+        except sqlite3.DatabaseError as error:
+            if type(error) is not sqlite3.DatabaseError:  # subclasses: locked, read-only, full, ...
+                raise RecommenderError(f"embedding cache {self.path}: {error}: check the disk and permissions") from None
+            with contextlib.suppress(Exception):
+                self.connection.close()
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            warnings.warn(f"embedding cache {self.path} was damaged ({error}) and is started afresh: every paper is encoded again")
+            self._connect()
+
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        with self._guard():
+            return self._get_many(keys)
+        return {}  # the cache was damaged and is now empty
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), 500):
@@ -376,6 +472,12 @@ class EmbeddingCache:
         return found
 
     def put_many(self, items: dict[str, np.ndarray]) -> None:
+        with self._guard():
+            self._put_many(items)
+            return
+        self._put_many(items)  # into the fresh cache
+
+    def _put_many(self, items: dict[str, np.ndarray]) -> None:
         with self.connection:
             self.connection.executemany(
                 "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",

@@ -1,0 +1,105 @@
+"""Test-only `papers` launcher: a real process, with hooks at chosen points of a build.
+
+    python tests/build_launcher.py build in --index x     (same arguments as `papers`)
+
+Environment:
+    PAPERS_TEST_POINT   where to act: after-encoding, after-files (all files written, no
+                        manifest yet), before-rename (manifest written, folder still .tmp-*),
+                        before-current (v-* folder in place, CURRENT not yet replaced),
+                        after-current (CURRENT replaced, old versions not yet removed)
+    PAPERS_TEST_ACTION  kill (SIGKILL itself there, the default) or hold (touch
+                        $PAPERS_TEST_SYNC/ready, then wait for $PAPERS_TEST_SYNC/release)
+    PAPERS_TEST_SYNC    folder for the hold handshake; a build about to wait for the
+                        index lock also touches waiting-for-lock there
+    PAPERS_TEST_REAL_MODEL=1   keep the real model (default: tests/fakes.py's FakeEncoder)
+    PAPERS_TEST_NO_NETWORK=1   every socket connection raises
+"""
+
+import fcntl
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from recommender import cli, core, store  # noqa: E402
+
+
+def reach(point: str) -> None:
+    if os.environ.get("PAPERS_TEST_POINT") != point:
+        return
+    if os.environ.get("PAPERS_TEST_ACTION", "kill") == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sync = Path(os.environ["PAPERS_TEST_SYNC"])
+    (sync / "ready").touch()
+    deadline = time.monotonic() + 300
+    while not (sync / "release").exists():
+        if time.monotonic() > deadline:
+            sys.exit("build_launcher: never released")
+        time.sleep(0.02)
+
+
+def after(function, point, when=lambda *args: True):
+    def wrapper(*args, **kwargs):
+        result = function(*args, **kwargs)
+        if when(*args):
+            reach(point)
+        return result
+
+    return wrapper
+
+
+def before(function, point):
+    def wrapper(*args, **kwargs):
+        reach(point)
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+def install_hooks() -> None:
+    core.embed_texts = after(core.embed_texts, "after-encoding")
+    store.IndexWriter.commit = before(store.IndexWriter.commit, "after-files")
+    store._fsync_tree = after(store._fsync_tree, "before-rename")
+    store._fsync_file = after(store._fsync_file, "before-current",
+                              when=lambda path: Path(path).name.startswith(f".{store.CURRENT}.tmp"))
+    store._remove_old_versions = before(store._remove_old_versions, "after-current")
+    flock = fcntl.flock
+
+    def announced_flock(handle, operation):
+        if operation == fcntl.LOCK_EX and os.environ.get("PAPERS_TEST_SYNC"):
+            (Path(os.environ["PAPERS_TEST_SYNC"]) / "waiting-for-lock").touch()
+        return flock(handle, operation)
+
+    fcntl.flock = announced_flock
+
+
+def use_fake_model() -> None:
+    from fakes import FakeEncoder
+
+    encoder = FakeEncoder()
+    core.load_encoder = lambda model: encoder
+    core.load_query_encoder = lambda stored, model: encoder
+    core._export_query_encoder = lambda index_dir, model, writer: None
+
+
+def block_network() -> None:
+    def refuse(*args, **kwargs):
+        raise OSError("network access attempted during an offline test")
+
+    socket.socket.connect = refuse
+    socket.socket.connect_ex = refuse
+    socket.create_connection = refuse
+    socket.getaddrinfo = refuse
+
+
+if __name__ == "__main__":
+    install_hooks()
+    if os.environ.get("PAPERS_TEST_REAL_MODEL") != "1":
+        use_fake_model()
+    if os.environ.get("PAPERS_TEST_NO_NETWORK") == "1":
+        block_network()
+    cli.main(prog_name="papers")

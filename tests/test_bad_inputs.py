@@ -1,0 +1,250 @@
+"""Bad input: one clear line, a non-zero exit, and the existing index untouched.
+
+Each row of a table is one case, run through the CLI exactly as a user would.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from corpus import write_corpus
+from recommender import Recommender, build_index
+from recommender.cli import main
+from recommender.embedding import pool_windows, split_windows
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every file (bytes) and folder (None) under root: the whole state of the indexes."""
+    return {
+        path.relative_to(root).as_posix(): (path.read_bytes() if path.is_file() else None)
+        for path in sorted(root.rglob("*"))
+    }
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture
+def built(workdir, fake_model):
+    """An index of the six-paper corpus, and the bytes of everything under indexes/."""
+    build_index([write_corpus(workdir / "in")])
+    return snapshot(workdir / "indexes")
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            content = content.encode("utf-8")
+        path.write_bytes(content)
+
+
+def jsonl(*rows) -> str:
+    return "".join((row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows)
+
+
+ABSTRACT = "We study graph sparsification with spectral bounds and fast solvers."
+
+# (case, files to write, `papers build` arguments, exact stderr)
+BUILD_CASES = [
+    ("missing path", {}, ["nope.txt"],
+     "Error: nope.txt: no such file or folder"),
+    ("empty file", {"bad/empty.txt": ""}, ["bad/empty.txt"],
+     "Error: bad/empty.txt: file is empty"),
+    ("whitespace-only file", {"bad/blank.jsonl": " \n\t\n\n"}, ["bad/blank.jsonl"],
+     "Error: bad/blank.jsonl: file is empty"),
+    ("folder with no readable papers", {"bad/paper.pdf": b"%PDF-1.4", "bad/notes.md": "notes",
+                                        "bad/.hidden/p.txt": ABSTRACT}, ["bad"],
+     "Error: bad: folder has no .txt, .jsonl or .csv files of papers"),
+    ("unsupported file type", {"bad/paper.pdf": b"%PDF-1.4"}, ["bad/paper.pdf"],
+     "Error: bad/paper.pdf: unsupported file type '.pdf': use .txt (one abstract a paragraph), .jsonl or .csv"),
+    ("binary file", {"bad/model.txt": bytes(range(256)) * 4}, ["bad/model.txt"],
+     "Error: bad/model.txt: looks like a binary file (contains NUL bytes): give a UTF-8 text file"),
+    ("not UTF-8", {"bad/latin1.txt": f"Heading\n\n{ABSTRACT}\n\nCaf\u00e9 au lait and graph theory.\n".encode("latin-1")},
+     ["bad/latin1.txt"],
+     "Error: bad/latin1.txt line 5: not valid UTF-8 (byte 0xe9): re-save the file as UTF-8"),
+    ("malformed JSONL line", {"bad/p.jsonl": jsonl({"abstract": ABSTRACT}, '{"abstract": "unfinished'),}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl line 2: not valid JSON (Unterminated string starting at): fix or remove the line"),
+    ("JSONL line not an object", {"bad/p.jsonl": jsonl(["a", "list"])}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl line 1: expected a JSON object with 'abstract', got list"),
+    ("JSONL nested too deeply", {"bad/p.jsonl": "[" * 100_000 + "\n"}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl line 1: JSON nested too deeply: give one flat object a line"),
+    ("JSONL object without abstract", {"bad/p.jsonl": jsonl({"abstract": ABSTRACT}, {"title": "No text"})}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:2: record has no 'abstract' field: every paper needs one"),
+    ("JSONL abstract not text", {"bad/p.jsonl": jsonl({"abstract": ["a", "b"]})}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:1: 'abstract' must be text, got list"),
+    ("JSONL authors not names", {"bad/p.jsonl": jsonl({"abstract": ABSTRACT, "authors": [{"name": "A"}]})},
+     ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:1: 'authors' must be a list of names (strings)"),
+    ("JSONL year not a number", {"bad/p.jsonl": jsonl({"abstract": ABSTRACT, "year": "soon"})}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:1: year 'soon' is not a whole number"),
+    ("empty abstract", {"bad/p.jsonl": jsonl({"id": "e1", "abstract": ""})}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:1: abstract is empty: give the text or remove the record"),
+    ("whitespace-only abstract", {"bad/p.jsonl": jsonl({"abstract": ABSTRACT}, {"abstract": " \t\u00a0\n "})},
+     ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:2: abstract is empty: give the text or remove the record"),
+    ("control characters only", {"bad/p.jsonl": jsonl({"abstract": "\u0007\u001b\u0000"})}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:1: abstract is empty: give the text or remove the record"),
+    ("CSV without needed columns", {"bad/p.csv": "id,title,summary\np1,A,Some text\n"}, ["bad/p.csv"],
+     "Error: bad/p.csv: CSV has no 'abstract' column (columns: id, title, summary): name the columns id, title, abstract"),
+    ("CSV with a ragged row", {"bad/p.csv": f"id,title,abstract\np1,A,{ABSTRACT}\np2,B,We study X, and Y\n"},
+     ["bad/p.csv"],
+     "Error: bad/p.csv line 3: 4 fields where the header has 3: quote fields that contain commas"),
+    ("CSV empty abstract cell", {"bad/p.csv": "id,title,abstract\np1,A,\n"}, ["bad/p.csv"],
+     "Error: bad/p.csv:2: abstract is empty: give the text or remove the record"),
+    ("CSV header only", {"bad/p.csv": "id,title,abstract\n"}, ["bad/p.csv"],
+     "Error: bad/p.csv: no papers found"),
+    ("same ID, different text", {"bad/p.jsonl": jsonl({"id": "p1", "abstract": ABSTRACT},
+                                                       {"id": "p1", "abstract": "A different paper."})},
+     ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:2: ID 'p1' is also used by bad/p.jsonl:1 for a different paper: give each paper its own ID"),
+    ("same ID across files", {"bad/a.jsonl": jsonl({"id": "dp1", "abstract": ABSTRACT}),
+                              "bad/b.csv": "id,abstract\ndp1,Another text entirely.\n"},
+     ["bad/a.jsonl", "bad/b.csv"],
+     "Error: bad/b.csv:2: ID 'dp1' is also used by bad/a.jsonl:1 for a different paper: give each paper its own ID"),
+    ("one bad file among good ones", {"bad/good.txt": f"Heading\n\n{ABSTRACT}\n", "bad/zz.jsonl": "{oops\n"},
+     ["bad"],
+     "Error: bad/zz.jsonl line 1: not valid JSON (Expecting property name enclosed in double quotes): fix or remove the line"),
+    ("index path is a file", {"bad/good.txt": f"Heading\n\n{ABSTRACT}\n", "bad/taken": "x"},
+     ["bad/good.txt", "--index", "bad/taken"],
+     "Error: cannot write index bad/taken: File exists: choose a writable --index"),
+]
+
+
+@pytest.mark.parametrize("files, args, message", [row[1:] for row in BUILD_CASES], ids=[row[0] for row in BUILD_CASES])
+def test_bad_build_input_is_refused_and_the_index_kept(workdir, built, files, args, message):
+    write_files(workdir, files)
+    result = run("build", *args)
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", message + "\n")
+    assert snapshot(workdir / "indexes") == built
+
+
+# (case, `papers ...` arguments, exact stderr); the index holds the six papers of tests/corpus.py.
+QUERY_CASES = [
+    ("unknown handle suggests the nearest", ["like", "FlashDB"],
+     "Error: no paper 'FlashDB' in the index: closest matches: FlashDP"),
+    ("unknown ID with nothing near", ["like", "zzzzzzzz"],
+     "Error: no paper 'zzzzzzzz' in the index: see `papers list`"),
+    ("ambiguous ID prefix", ["like", "vid"],
+     "Error: 'vid' matches 2 papers: vid1 (VADB), vid2 (Video Quality Models): give more of the ID"),
+    ("empty reference", ["like", " "],
+     "Error: empty paper reference: give an ID or handle (see `papers list`)"),
+    ("unknown --not", ["like", "dp1", "--not", "FlashDB"],
+     "Error: no paper 'FlashDB' in the index: closest matches: FlashDP"),
+    ("unknown paper to show", ["show", "TFLB"],
+     "Error: no paper 'TFLB' in the index: closest matches: TFLA"),
+    ("-k 0", ["like", "dp1", "-k", "0"], "Error: -k must be at least 1, got 0"),
+    ("negative -k", ["search", "private training", "-k", "-3"], "Error: -k must be at least 1, got -3"),
+    ("--min-score above 1", ["like", "dp1", "--min-score", "1.5"],
+     "Error: --min-score must be between -1 and 1 (scores are cosine similarities), got 1.5"),
+    ("--min-score below -1", ["search", "video", "--min-score", "-2"],
+     "Error: --min-score must be between -1 and 1 (scores are cosine similarities), got -2"),
+    ("--min-score not a number", ["like", "dp1", "--min-score", "nan"],
+     "Error: --min-score must be between -1 and 1 (scores are cosine similarities), got nan"),
+    ("--diverse outside 0..1", ["like", "dp1", "--diverse", "1.5"],
+     "Error: --diverse must be between 0 and 1 (1 = relevance only), got 1.5"),
+    ("--exclude file missing", ["like", "dp1", "--exclude", "read.txt"],
+     "Error: read.txt: no such file (--exclude takes a file of paper IDs, one a line)"),
+    ("empty search text", ["search", "  "], "Error: empty search text: give some words to search for"),
+    ("index name that does not exist", ["like", "dp1", "--index", "other"],
+     "Error: no index at indexes/other: run `papers build --index other` first"),
+    ("index built with another model", ["like", "dp1", "--model", "other-model"],
+     "Error: index indexes/default was built with model 'all-MiniLM-L6-v2', not 'other-model': "
+     "run `papers build --model other-model` to rebuild it"),
+]
+
+
+@pytest.mark.parametrize("args, message", [row[1:] for row in QUERY_CASES], ids=[row[0] for row in QUERY_CASES])
+def test_bad_query_is_refused_and_the_index_kept(workdir, built, args, message):
+    result = run(*args)
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", message + "\n")
+    assert snapshot(workdir / "indexes") == built
+
+
+@pytest.mark.parametrize("args", [["like", "dp1"], ["search", "video"], ["show", "dp1"], ["list"], ["info"]])
+def test_querying_before_any_index_says_what_to_run(workdir, fake_model, args):
+    result = run(*args)
+    assert (result.exit_code, result.stderr) == (1, "Error: no index at indexes/default: run `papers build` first\n")
+    assert not (workdir / "indexes").exists()
+
+
+def test_k_larger_than_the_index_returns_every_other_paper(workdir, built):
+    # Decision: -k above the index size is not an error; it returns all the other papers.
+    result = run("like", "dp1", "-k", "1000", "--format", "json")
+    assert result.exit_code == 0
+    assert sorted(row["id"] for row in json.loads(result.stdout)) == ["dp2", "rnn1", "rnn2", "vid1", "vid2"]
+    result = run("search", "private video kernels", "-k", "1000", "--format", "json", "--diverse", "0.5")
+    assert len(json.loads(result.stdout)) == 6
+
+
+def test_a_200000_character_abstract_is_embedded_from_windows(workdir, fake_model):
+    words = [f"w{i % 997}x{i % 13}" for i in range(40_000)]
+    abstract = " ".join(words)[:200_000].rsplit(" ", 1)[0]
+    assert len(abstract) > 199_000
+    path = write_corpus(workdir / "in", [{"id": "long", "abstract": abstract},
+                                         {"id": "short", "abstract": ABSTRACT}])
+    result = run("build", str(path.relative_to(workdir)))
+    assert result.exit_code == 0, result.output
+    recommender = Recommender.open()
+    assert recommender.show("long").abstract == abstract  # stored whole
+    windows = split_windows(abstract, fake_model.token_spans(abstract), fake_model.max_tokens, 32)
+    assert len(windows) > 1000
+    assert sum(1 for text in fake_model.encoded_texts if text in abstract) == len(windows)
+    expected = pool_windows(fake_model.encode([text for text, _ in windows]),
+                            [count for _, count in windows])
+    np.testing.assert_allclose(recommender.vectors[recommender.resolve("long")], expected, atol=1e-5)
+    first_window_only = fake_model.encode([windows[0][0]])[0]
+    assert float(expected @ first_window_only) < 0.9
+
+
+def test_a_200000_character_abstract_in_csv_is_read(workdir, fake_model):
+    abstract = ("spectral graph sparsification " * 7000)[:200_000].strip()
+    (workdir / "long.csv").write_text(f'id,abstract\nlong,"{abstract}"\nshort,{ABSTRACT}\n', encoding="utf-8")
+    result = run("build", "long.csv")
+    assert result.exit_code == 0, result.output
+    assert Recommender.open().show("long").abstract == abstract
+
+
+def test_control_characters_are_cleaned_and_scripts_kept(workdir, fake_model):
+    (workdir / "seeds.txt").write_text(
+        "Heading\n\nWe present \x1b[31mRedNet\x1b[0m,\x07 a\tmodel \x85for \u4e2d\u6587 and \u0420\u0443\u0441\u0441\u043a\u0438\u0439\n"
+        "text with \u0627\u0644\u0639\u0631\u0628\u064a\u0629 and \u00e9\u0301 accents.\n",
+        encoding="utf-8")
+    write_corpus(workdir, [{"id": "j1", "title": "Bell\u0007 \u009b2J Title", "abstract": "Tab\tand\u0000nul \ud800 lone."}],
+                 "more.jsonl")
+    result = run("build", "seeds.txt", "more.jsonl")
+    assert result.exit_code == 0, result.output
+    recommender = Recommender.open()
+    text_paper, json_paper = recommender.papers()
+    assert text_paper.abstract == (
+        "We present [31mRedNet [0m, a model for \u4e2d\u6587 and \u0420\u0443\u0441\u0441\u043a\u0438\u0439 "
+        "text with \u0627\u0644\u0639\u0631\u0628\u064a\u0629 and \u00e9\u0301 accents.")
+    assert (json_paper.title, json_paper.abstract) == ("Bell 2J Title", "Tab and nul lone.")
+    shown = run("show", "j1")
+    assert shown.exit_code == 0 and "\x1b" not in shown.stdout and "\x9b" not in shown.stdout
+
+
+def test_the_same_text_twice_is_stored_once_with_a_warning(workdir, fake_model):
+    (workdir / "a.txt").write_text(f"Heading\n\n{ABSTRACT}\n", encoding="utf-8")
+    (workdir / "b.txt").write_text(f"Other heading\n\nFirst paper here.\n\n{ABSTRACT.upper()}\n", encoding="utf-8")
+    result = run("build", "a.txt", "b.txt")
+    assert result.exit_code == 0
+    assert result.stderr == "warning: b.txt:5: same paper as a.txt:3; kept once\n"
+    assert len(Recommender.open()) == 2
+
+
+def test_handles_equal_only_under_casefold_resolve_by_exact_case(workdir, fake_model):
+    # unique_handles keeps "Straße" and "STRASSE" apart (lower() differs); casefold() does not.
+    write_corpus(workdir / "in", [{"id": "s1", "title": "Straße", "abstract": "Roads and streets in cities."},
+                                  {"id": "s2", "title": "STRASSE", "abstract": "Street networks and traffic."},
+                                  {"id": "o1", "title": "Other", "abstract": ABSTRACT}])
+    assert run("build", "in").exit_code == 0
+    assert run("show", "Straße", "--format", "json").stdout == run("show", "s1", "--format", "json").stdout
+    assert run("show", "STRASSE", "--format", "json").stdout == run("show", "s2", "--format", "json").stdout
+    assert run("like", "strasse").stderr == (
+        "Error: 'strasse' matches 2 papers: s1 (Straße), s2 (STRASSE): give more of the ID\n")

@@ -1,0 +1,220 @@
+"""Damaged or mismatched indexes are refused with the file named and the command to run.
+
+The manifest holds the size and sha256 of every stored file, and CURRENT holds
+the manifest's sha256. Loading checks all sizes and the hashes of files up to
+store.CHEAP_HASH_BYTES; `papers info --verify` hashes everything.
+"""
+
+import ast
+import hashlib
+import json
+import re
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from corpus import write_corpus
+from fakes import FakeEncoder
+from recommender import Recommender, build_index, core, store
+from recommender.cli import main
+
+PACKAGE = Path(core.__file__).parent
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def pytest_generate_tests(metafunc):
+    """`stored_file` runs over the manifest's file list of a freshly built fake-model index."""
+    if "stored_file" in metafunc.fixturenames:
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(core, "load_encoder", lambda model: FakeEncoder()), \
+                mock.patch.object(core, "_export_query_encoder", lambda index_dir, model, writer: None):
+            build_index([write_corpus(Path(tmp) / "in")], index=Path(tmp) / "idx")
+            files = sorted(Recommender.open(Path(tmp) / "idx").manifest["files"])
+        metafunc.parametrize("stored_file", files)
+
+
+@pytest.fixture
+def live(workdir, fake_model) -> Path:
+    """The live version folder of a freshly built index of the six-paper corpus."""
+    build_index([write_corpus(workdir / "in")])
+    return Path("indexes/default") / (Path("indexes/default/CURRENT").read_text().split()[0])
+
+
+def flip_byte(path: Path, position: int | None = None) -> None:
+    data = bytearray(path.read_bytes())
+    position = len(data) // 2 if position is None else position
+    data[position] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def reseal(live: Path, **changes) -> None:
+    """Re-hash every file into the manifest (with `changes`) and the manifest into CURRENT:
+    an index whose checksums all agree, whatever its content."""
+    manifest = json.loads((live / store.MANIFEST).read_text())
+    manifest.update(changes)
+    manifest["files"] = {
+        name: {"bytes": (live / name).stat().st_size, "sha256": store.file_digest(live / name)}
+        for name in manifest["files"]
+    }
+    (live / store.MANIFEST).write_text(json.dumps(manifest))
+    (live.parent / store.CURRENT).write_text(f"{live.name} {store.file_digest(live / store.MANIFEST)}\n")
+
+
+REBUILD = "run `papers build`"
+
+
+def test_the_manifest_lists_every_stored_file_with_size_and_hash(live):
+    manifest = json.loads((live / store.MANIFEST).read_text())
+    on_disk = sorted(p.relative_to(live).as_posix() for p in live.rglob("*") if p.is_file())
+    assert sorted([*manifest["files"], store.MANIFEST]) == on_disk
+    for name, entry in manifest["files"].items():
+        assert entry == {"bytes": (live / name).stat().st_size,
+                         "sha256": hashlib.sha256((live / name).read_bytes()).hexdigest()}
+    assert (live.parent / store.CURRENT).read_text() == f"{live.name} {store.file_digest(live / store.MANIFEST)}\n"
+
+
+def test_a_flipped_byte_in_any_stored_file_fails_verify(live, stored_file):
+    flip_byte(live / stored_file)
+    message = f"Error: index file {live / stored_file} does not match its checksum (altered or damaged): {REBUILD}\n"
+    result = run("info", "--verify")
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", message)
+    # Small files are hashed on every load too.
+    assert run("like", "dp1").stderr == message
+    # Building again repairs the index.
+    assert run("build", "in/papers.jsonl").exit_code == 0
+    assert run("info", "--verify").stdout.endswith("files match their checksums\n")
+
+
+def test_a_flipped_byte_in_a_large_file_is_caught_by_verify_only(live, monkeypatch):
+    # Files above CHEAP_HASH_BYTES are only size-checked when an index is opened.
+    monkeypatch.setattr(store, "CHEAP_HASH_BYTES", 0)
+    flip_byte(live / "vectors.npy", position=-3)
+    assert run("info").exit_code == 0
+    result = run("info", "--verify")
+    assert (result.exit_code, result.stderr) == (
+        1, f"Error: index file {live / 'vectors.npy'} does not match its checksum (altered or damaged): {REBUILD}\n")
+
+
+def test_a_truncated_file_fails_every_load(live, stored_file):
+    path = live / stored_file
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes()[: size // 2])
+    message = (f"Error: index file {path} is {size // 2} bytes, the manifest says {size} "
+               f"(truncated or altered): {REBUILD}\n")
+    for args in (["like", "dp1"], ["search", "video"], ["list"], ["show", "dp1"], ["info"], ["info", "--verify"]):
+        result = run(*args)
+        assert (result.exit_code, result.stdout, result.stderr) == (1, "", message), args
+
+
+def test_a_missing_file_fails_every_load(live, stored_file):
+    (live / stored_file).unlink()
+    result = run("like", "dp1")
+    assert (result.exit_code, result.stderr) == (1, f"Error: index file {live / stored_file} is missing: {REBUILD}\n")
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda live: reseal(live) or (live / store.MANIFEST).write_text(
+        (live / store.MANIFEST).read_text().replace('"paper_count": 6', '"paper_count": 5')),
+     "index file {live}/manifest.json does not match its checksum in CURRENT (altered or damaged): " + REBUILD),
+    (lambda live: flip_byte(live / store.MANIFEST, position=0),
+     "index file {live}/manifest.json is damaged: " + REBUILD),
+    (lambda live: (live / store.MANIFEST).unlink(),
+     "index indexes/default has no manifest in {name}: " + REBUILD),
+    (lambda live: flip_byte(live.parent / store.CURRENT, position=0),
+     "index file indexes/default/CURRENT is damaged: " + REBUILD),
+    (lambda live: (live.parent / store.CURRENT).write_text("v-gone\n"),
+     "index indexes/default has no manifest in v-gone: " + REBUILD),
+], ids=["manifest edited", "manifest not JSON", "manifest missing", "CURRENT damaged", "CURRENT names no version"])
+def test_a_damaged_manifest_or_pointer_is_refused(live, damage, message):
+    damage(live)
+    result = run("like", "dp1")
+    assert (result.exit_code, result.stderr) == (1, "Error: " + message.format(live=live, name=live.name) + "\n")
+
+
+@pytest.mark.parametrize("version, why", [
+    (99, "(built by a newer papers: upgrade papers, or run `papers build` to rebuild it)"),
+    (0, "(run `papers build` to rebuild it)"),
+])
+def test_another_format_version_is_refused_with_the_rebuild_command(live, version, why):
+    reseal(live, format_version=version)
+    result = run("like", "dp1")
+    assert (result.exit_code, result.stderr) == (
+        1, f"Error: index indexes/default has format version {version}, this papers reads version "
+           f"{store.FORMAT_VERSION} {why}\n")
+
+
+def test_an_index_built_with_another_model_is_refused_with_the_command_to_run(workdir, fake_model):
+    write_corpus(workdir / "in")
+    assert run("build", "in", "--index", "mine", "--model", "other-model").exit_code == 0
+    assert run("like", "dp1", "--index", "mine").exit_code == 0
+    assert run("like", "dp1", "--index", "mine", "--model", "other-model").exit_code == 0
+    for args in (["like", "dp1"], ["search", "video"]):
+        result = run(*args, "--index", "mine", "--model", "all-MiniLM-L6-v2")
+        assert (result.exit_code, result.stderr) == (
+            1, "Error: index indexes/mine was built with model 'other-model', not 'all-MiniLM-L6-v2': "
+               "run `papers build --index mine --model all-MiniLM-L6-v2` to rebuild it\n")
+
+
+def test_files_that_agree_with_the_manifest_but_not_each_other_are_refused(live):
+    np.save(live / "vectors.npy", np.zeros((7, 256), dtype=np.float32))
+    reseal(live)
+    result = run("like", "dp1")
+    assert (result.exit_code, result.stderr) == (
+        1, f"Error: index file {live / 'vectors.npy'} has shape (7, 256): {REBUILD}\n")
+
+
+class _Payload:
+    """Unpickling this would create a file: proof that stored code ran."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_loading_never_unpickles_stored_data(live, workdir):
+    marker = workdir / "pwned"
+    array = np.empty(7, dtype=object)
+    array[:] = [_Payload(str(marker))] * 7
+    np.save(live / "papers.offsets.npy", array, allow_pickle=True)
+    reseal(live)
+    for args in (["like", "dp1"], ["info", "--verify"], ["list"]):
+        result = run(*args)
+        assert (result.exit_code, result.stderr) == (
+            1, f"Error: index file {live / 'papers.offsets.npy'} cannot be read "
+               f"(Object arrays cannot be loaded when allow_pickle=False): {REBUILD}\n")
+    assert not marker.exists()
+
+
+def test_no_module_can_unpickle():
+    forbidden = re.compile(r"\b(import (pickle|joblib|dill|cloudpickle|marshal|shelve)|from (pickle|joblib|dill|cloudpickle|shelve)\b"
+                           r"|allow_pickle\s*=\s*True|torch\.load|read_pickle)")
+    for path in sorted(PACKAGE.glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        assert not forbidden.search(source), f"{path.name}: {forbidden.search(source).group()}"
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("np.load", "numpy.load"):
+                keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
+                assert keywords.get("allow_pickle") == "False", f"{path.name}:{node.lineno}: {ast.unparse(node)}"
+
+
+def test_a_damaged_embedding_cache_is_started_afresh(workdir, fake_model):
+    write_corpus(workdir / "in")
+    assert run("build", "in").exit_code == 0
+    cache = workdir / "indexes/default" / store.CACHE
+    cache.write_bytes(b"not a database" * 1000)
+    result = run("build", "in")
+    assert result.exit_code == 0
+    assert result.stderr == (f"warning: embedding cache indexes/default/{store.CACHE} was damaged (file is not a database) "
+                             "and is started afresh: every paper is encoded again\n")
+    assert result.stdout == "indexed 6 papers in indexes/default: encoded 6, reused 0 from the cache (flat search)\n"
+    assert run("build", "in").stdout.endswith("encoded 0, reused 6 from the cache (flat search)\n")
+    assert run("info", "--verify").exit_code == 0
