@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import warnings
@@ -205,3 +206,208 @@ def info(index, verify, fmt):
     click.echo(render_info(recommender.info(), fmt), nl=False)
     if verify:
         click.echo(f"verified: {len(recommender.manifest['files'])} files match their checksums")
+
+
+@main.command()
+@click.option("--corpus", required=True, metavar="FILE", help="Papers (.jsonl or .csv), every query and judged paper among them.")
+@click.option("--queries", required=True, metavar="FILE", help="queries.tsv: query_id, paper_id, facet.")
+@click.option("--qrels", required=True, metavar="FILE", help="TREC qrels: query_id 0 paper_id grade.")
+@click.option("--index", "index", default=None, metavar="NAME|PATH",
+              help="Index to build or reuse (default: eval-<corpus file stem>).")
+@click.option("--model", default=None, help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2).")
+@click.option("--chunking", type=click.Choice(["windows", "truncate"]), default="windows", show_default=True,
+              help="Long abstracts: mean of overlapping windows, or cut at the model's limit.")
+@click.option("--mode", type=click.Choice(["hybrid", "dense", "lexical"]), default="hybrid", show_default=True,
+              help="Rank by embeddings, TF-IDF, or both fused.")
+@click.option("--dense-weight", type=float, default=None, metavar="W",
+              help="Weight of the dense cosine in hybrid scores, 0..1 (default: the one `like` uses).")
+@click.option("--pool", type=click.Choice(["judged", "all"]), default="judged", show_default=True,
+              help="Rank each query's judged papers only (CSFCube protocol), or the whole corpus.")
+@click.option("--relevant-at", type=int, default=2, show_default=True, help="Lowest grade that counts as relevant.")
+@click.option("--min-score", type=float, default=None, help="Drop papers scoring below this (-1..1).")
+@click.option("--diverse", type=float, default=None, metavar="LAMBDA", help="Maximal marginal relevance, 0..1.")
+@click.option("--per-query", is_flag=True, help="Also show every query's figures.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
+@library_errors
+def evaluate(corpus, queries, qrels, index, model, chunking, mode, dense_weight, pool, relevant_at,
+             min_score, diverse, per_query, fmt):
+    """Score rankings on a test collection: MAP, NDCG@10, NDCG%20, Recall@20, MRR (x100)."""
+    from .embedding import Chunking
+    from .evaluate import evaluate as run, render_evaluation
+    from .ranking import DENSE_WEIGHT
+
+    with _progress_bar("encoding") as progress:
+        evaluation = run(
+            corpus, queries, qrels, index=index, model=model, chunking=Chunking(strategy=chunking), mode=mode,
+            pool=pool, relevant_at=relevant_at, dense_weight=DENSE_WEIGHT if dense_weight is None else dense_weight,
+            min_score=min_score, diverse=diverse, progress=progress,
+        )
+    if evaluation.build is not None:
+        report = evaluation.build
+        click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
+                   f"reused {report.reused} from the cache", err=True)
+    click.echo(render_evaluation(evaluation, fmt, per_query), nl=False)
+
+
+@contextlib.contextmanager
+def _progress_bar(label):
+    """A progress callback (done, total) drawing a bar on stderr once there is work to show."""
+    bar = None
+
+    def progress(done, total):
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
+    try:
+        yield progress
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+
+# ---------------------------------------------------------------- reading-group tools
+
+
+def selection_options(command):
+    """Which papers: IDs or handles, --from FILE, or --all."""
+    options = [
+        click.argument("papers", nargs=-1),
+        click.option("--all", "all_papers", is_flag=True, help="Every paper in the index."),
+        click.option("--from", "from_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                     help="File of paper IDs or handles, one a line (# starts a comment)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _read_references(path: str | None) -> list[str]:
+    if path is None:
+        return []
+    from .errors import InputError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file (--from takes a file of paper IDs or handles, one a line)") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text (--from takes a file of paper IDs or handles, one a line)") from None
+    references = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not references:
+        raise InputError(f"{path}: no paper IDs in it (--from takes a file of paper IDs or handles, one a line)")
+    return references
+
+
+def _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=False) -> list[int]:
+    from .related import select_rows
+
+    references = list(papers) + _read_references(from_file)
+    if everything_by_default and not references:
+        all_papers = True
+    return select_rows(recommender, references, all_papers)
+
+
+@contextlib.contextmanager
+def _output_file(path: str | None):
+    """Standard output, or a file that appears only once it is complete (a failed run leaves none)."""
+    if path is None:
+        yield None
+        return
+    import os
+
+    target = Path(path)
+    partial = target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
+    try:
+        yield partial
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+@main.command(name="related-work")
+@selection_options
+@click.option("-k", "k", type=int, default=5, show_default=True, help="Related papers per paper.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex"]), default="markdown",
+              show_default=True, help="Markdown is a printable handout; bibtex lists every paper mentioned.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write to this file instead of standard output.")
+@click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")
+@index_option
+@model_option
+@library_errors
+def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model):
+    """For each chosen paper, the papers most related to it: the lists `like` gives, computed in one batch."""
+    from .related import CHUNK, bibtex_keys, related_work as related_lists, write_related
+
+    recommender = _open(index, model)
+    rows = _chosen_rows(recommender, papers, all_papers, from_file)
+    keys = bibtex_keys(recommender.ids, recommender.handles) if fmt == "bibtex" else None
+    with _progress_bar("related work") as progress, _output_file(out) as partial:
+        done = 0
+
+        def advance(count):
+            nonlocal done
+            done += count
+            if len(rows) > CHUNK:  # a long run
+                progress(done, len(rows))
+
+        lists = related_lists(recommender, rows, k=k, why=why, progress=advance)
+        if partial is None:
+            write_related(lists, click.get_text_stream("stdout"), fmt, why, keys)
+        else:
+            with open(partial, "w", encoding="utf-8", newline="") as handle:
+                write_related(lists, handle, fmt, why, keys)
+    if out is not None:
+        click.echo(f"wrote related work for {len(rows)} papers to {out}", err=True)
+
+
+@main.command()
+@selection_options
+@click.option("--n", "n", type=int, default=6, show_default=True, help="How many sessions.")
+@click.option("--max-per-session", type=int, default=None, metavar="N",
+              help="Most papers in one session (default: 1.5 x the average, rounded up).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-means that forms the sessions.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write to this file instead of standard output.")
+@index_option
+@library_errors
+def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, index):
+    """Split the chosen papers (default: all) into reading-group sessions of similar papers."""
+    from .sessions import plan_sessions, render_plan
+
+    recommender = _open(index)
+    rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
+    text = render_plan(plan_sessions(recommender, rows, n=n, max_per_session=max_per_session, seed=seed), fmt)
+    with _output_file(out) as partial:
+        if partial is None:
+            click.echo(text, nl=False)
+        else:
+            partial.write_text(text, encoding="utf-8")
+    if out is not None:
+        click.echo(f"wrote {n} sessions to {out}", err=True)
+
+
+@main.command(name="map")
+@selection_options
+@click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="map.html (one self-contained file, hover for details) or map.png.")
+@click.option("--n", "n", type=int, default=6, show_default=True, help="How many groups to colour (as `sessions --n`).")
+@click.option("--max-per-session", type=int, default=None, metavar="N", help="As for `sessions`.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-means and of the projection.")
+@index_option
+@library_errors
+def map_(papers, all_papers, from_file, out, n, max_per_session, seed, index):
+    """Draw the chosen papers (default: all) as a 2-D map, coloured by session."""
+    from .corpus_map import build_map, check_map_path, write_map
+
+    check_map_path(out)
+    recommender = _open(index)
+    rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
+    corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session)
+    with _output_file(out) as partial:
+        write_map(corpus_map, partial)
+    click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -15,6 +16,7 @@ from . import __version__, store
 from .embedding import Chunking, Encoder, embed_texts, normalise, split_windows, pool_windows
 from .errors import IndexMismatchError, InputError, PaperNotFoundError
 from .lexical import LexicalIndex, SparseVector, combine
+from .lexical import settings as lexical_settings
 from .papers import Paper, first_sentence, read_papers
 from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, mmr, order_by_score, seed_weights
 
@@ -151,11 +153,13 @@ def build_index(
             "package_version": __version__,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "index": {"kind": choice.kind, "params": choice.params, "reason": choice.reason},
-            "lexical": {"terms": len(vocabulary), "ngram_range": [1, 2], "sublinear_tf": True},
+            "lexical": {"terms": len(vocabulary), **lexical_settings()},
             "query_encoder": query_encoder,
             "encoded": embedded.encoded,
             "reused": embedded.reused,
         }
+        if previous is not None:
+            previous.close()  # unpinned, so the commit can remove the old version
         writer.commit(manifest)
     return BuildReport(
         index_dir, len(papers), embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
@@ -293,7 +297,8 @@ class Recommender:
             arrays = {name: self.stored.load_array(f"lexical/{name}.npy") for name in LEXICAL_ARRAYS}
             self._lexical = LexicalIndex(
                 arrays,
-                load_vocabulary=lambda: self.stored.load_json(VOCABULARY),
+                # Not a lambda over self: a cycle would keep the index version pinned (store.open_stored).
+                load_vocabulary=functools.partial(self.stored.load_json, VOCABULARY),
                 stop_words=self.stored.load_json(STOP_WORDS),
             )
             if self._lexical.size != len(self):
@@ -308,6 +313,20 @@ class Recommender:
             self._tiebreak = np.empty(len(order), dtype=np.int64)
             self._tiebreak[order] = np.arange(len(order))
         return self._tiebreak
+
+    def cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Cosine of each row's vector with a unit query, as float32.
+
+        Summed in float64: a float32 matrix-vector product rounds differently
+        depending on which other rows are in the batch, and a paper's score must
+        not depend on its fellow candidates (related-work relies on this)."""
+        vectors, query = np.asarray(self.vectors), np.asarray(query, dtype=np.float64)  # memmap indexing is slow
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty(len(rows), dtype=np.float32)
+        for start in range(0, len(rows), 8192):  # bounded float64 copies, however many rows
+            block = rows[start: start + 8192]
+            out[start: start + len(block)] = vectors[block].astype(np.float64) @ query
+        return out
 
     def papers_at(self, rows: Sequence[int]) -> list[Paper]:
         return [Paper.from_dict(row) for row in self.stored.read_jsonl_rows(PAPERS, self._offsets, rows)]
@@ -407,6 +426,29 @@ class Recommender:
         lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
         return self._rank(dense_query, lexical_query, k, self._exclusions(exclude), min_score, diverse, why, mode)
 
+    def related_work(self, *references: str, k: int = 5, why: bool = False):
+        """For each paper (default: every paper), its k most related papers, as `like` lists them:
+        an iterator of `related.RelatedList`, computed in batches."""
+        from .related import related_work, select_rows
+
+        return related_work(self, select_rows(self, references, all_papers=not references), k=k, why=why)
+
+    def sessions(self, *references: str, n: int = 6, max_per_session: int | None = None, seed: int = 0):
+        """The papers (default: all) split into n reading-group sessions: a `sessions.SessionPlan`."""
+        from .related import select_rows
+        from .sessions import plan_sessions
+
+        rows = select_rows(self, references, all_papers=not references)
+        return plan_sessions(self, rows, n=n, max_per_session=max_per_session, seed=seed)
+
+    def map(self, *references: str, n: int = 6, seed: int = 0):
+        """The papers (default: all) laid out in 2-D, coloured by session: a `corpus_map.CorpusMap`
+        (write it with `corpus_map.write_map(the_map, "map.html")`)."""
+        from .corpus_map import build_map
+        from .related import select_rows
+
+        return build_map(self, select_rows(self, references, all_papers=not references), n=n, seed=seed)
+
     def encode_query(self, text: str) -> np.ndarray:
         """A free text as one vector, windowed like the papers were."""
         if self._query_encoder is None:
@@ -459,7 +501,7 @@ class Recommender:
         rows = np.array(sorted(candidates - excluded), dtype=np.int64)
         if len(rows) == 0:
             return []
-        dense = np.asarray(self.vectors[rows]) @ dense_query if mode != "lexical" else np.zeros(len(rows), np.float32)
+        dense = self.cosines(rows, dense_query) if mode != "lexical" else np.zeros(len(rows), np.float32)
         lexical = lexical_all[rows] if lexical_all is not None else np.zeros(len(rows), np.float32)
         scores = fuse(dense, lexical, mode)
         order = order_by_score(rows, scores, self.tiebreak)
@@ -496,6 +538,9 @@ def _matching_rows(reference: str, ids: Sequence[str], handles: Sequence[str]) -
         return exact
     folded = reference.casefold()
     by_handle = [row for row, handle in enumerate(handles) if handle.casefold() == folded]
+    if len(by_handle) > 1:
+        # Handles are unique ignoring lower(), not casefold() ("Straße", "STRASSE"): exact case decides.
+        by_handle = [row for row in by_handle if handles[row] == reference] or by_handle
     if by_handle:
         return by_handle
     return [row for row, paper_id in enumerate(ids) if paper_id.casefold().startswith(folded)]

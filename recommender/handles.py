@@ -497,7 +497,7 @@ def derive_handle(title: str, abstract: str) -> str:
     """
     title = _clean(title or "")
     if title:
-        handle = _handle_from_title(title)
+        handle = _handle_from_title(title).strip()
         if handle:
             return handle
     return (_handle_from_abstract(abstract or "") or UNTITLED)[:MAX_HANDLE_LEN].rstrip()

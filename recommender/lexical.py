@@ -1,6 +1,6 @@
 """The lexical side: TF-IDF over title and abstract, in the spirit of arxiv-sanity-lite.
 
-The matrix is built with scikit-learn's `TfidfVectorizer` (word 1-2 grams,
+The matrix is built with scikit-learn's `TfidfVectorizer` (single words,
 sublinear tf, English stop words, l2-normalised rows). Querying needs neither
 scikit-learn nor scipy (both slow to import on a cold start): the matrix is
 kept as plain CSR and CSC arrays and scored with numpy, and a free-text query is
@@ -19,7 +19,14 @@ from typing import Sequence
 import numpy as np
 
 TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W_]+\b"  # words of 2+ characters that do not start with a digit
-NGRAM_RANGE = (1, 2)
+# Single words: on the CSFCube dev set, fused with the dense cosine, they rank better than 1-2 grams over a
+# broader range of weights, with a vocabulary 12 times smaller (scripts/tune_relevance.py, README "Ranking").
+NGRAM_RANGE = (1, 1)
+
+
+def settings() -> dict:
+    """The TF-IDF settings an index records (a rebuild is needed when they change)."""
+    return {"ngram_range": list(NGRAM_RANGE), "sublinear_tf": True}
 
 
 @dataclass(frozen=True)
@@ -87,14 +94,16 @@ _TOKEN = re.compile(TOKEN_PATTERN)
 
 
 def analyse(text: str, stop_words: frozenset[str]) -> list[str]:
-    """The vectorizer's analyser: strip accents, lowercase, tokenise, drop stop words, 1-2 grams."""
+    """The vectorizer's analyser: strip accents, lowercase, tokenise, drop stop words, n-grams of NGRAM_RANGE."""
     text = text.lower()
     normalised = unicodedata.normalize("NFKD", text)
     if normalised != text:
         text = "".join(c for c in normalised if not unicodedata.combining(c))
     tokens = [t for t in _TOKEN.findall(text) if t not in stop_words]
-    grams = list(tokens)
-    grams.extend(f"{a} {b}" for a, b in zip(tokens, tokens[1:]))
+    low, high = NGRAM_RANGE
+    grams = []
+    for n in range(low, high + 1):
+        grams.extend(" ".join(tokens[i: i + n]) for i in range(len(tokens) - n + 1))
     return grams
 
 

@@ -253,10 +253,23 @@ def _optimise(src: Path, dst: Path, hf_config) -> Path:
 
 
 def _quantise(src: Path, dst: Path) -> Path:
-    """Dynamic int8 quantisation of the weights (no calibration data)."""
+    """Dynamic int8 quantisation of the weights (no calibration data).
+
+    Per-channel weight scales, like optimum's avx2/avx512/avx512_vnni presets that
+    sentence-transformers' export_dynamic_quantized_onnx_model uses: per-tensor scales move
+    MiniLM's vectors to cosine ~0.88 of the fp32 ones, per-channel to ~0.99.
+    """
+    import logging
+
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=False, reduce_range=False)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # "consider pre-processing" is logged on the root logger
+    try:
+        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False)
+    finally:
+        root.setLevel(level)
     return dst
 
 
@@ -294,6 +307,7 @@ class OnnxEncoder:
             raise ModelError(f"cannot load ONNX model from {folder}: {_one_line(exc)}") from exc
 
         self.config = config
+        self.variant = str(config.get("variant", "fp32"))
         self.max_seq_length = int(config["max_seq_length"])
         self.max_tokens = self.max_seq_length - int(config.get("num_special_tokens", 2))
         self.dimension = int(config["dimension"])

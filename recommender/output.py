@@ -142,10 +142,15 @@ def render_info(info: dict, fmt: str) -> str:
         ("model", f"{info['model']} ({info['dimension']} dimensions)"),
         ("long texts", windows),
         ("search", f"{index.get('kind')}: {index.get('reason')}"),
-        ("lexical", f"TF-IDF, {info.get('lexical', {}).get('terms', 0)} terms (1-2 grams, sublinear tf)"),
+        ("lexical", f"TF-IDF, {info.get('lexical', {}).get('terms', 0)} terms ({_grams(info)}, sublinear tf)"),
         ("queries", "ONNX export (no torch at query time)" if info.get("query_encoder") == "onnx" else "full model"),
         ("built", f"{info['built_at']} by papers {info['package_version']} (format {info['format_version']})"),
         ("inputs", f"fingerprint {info['inputs_fingerprint']}"),
         ("size", f"{info['bytes'] / 1e6:.1f} MB"),
     ]
     return "".join(f"{name + ':':12}{value}\n" for name, value in lines)
+
+
+def _grams(info: dict) -> str:
+    low, high = info.get("lexical", {}).get("ngram_range", [1, 2])
+    return "single words" if (low, high) == (1, 1) else f"{low}-{high} grams"

@@ -68,19 +68,39 @@ def csfcube_abstracts(n: int) -> list[str]:
     return texts
 
 
-def timed(fn, texts, repeats):
-    fn(texts[:8])  # warm-up: first-call allocations, lazy init
-    best = float("inf")
-    out = None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn(texts)
-        best = min(best, time.perf_counter() - t0)
-    return np.asarray(out, dtype=np.float32), best
-
-
 def unit(v):
     return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+
+def csfcube_scores(vectors: dict[str, np.ndarray]) -> tuple[float, float]:
+    """MAP (relevant: grade >= 2) and NDCG%20 x100 on the CSFCube dev queries, per its README."""
+    folder = CSFCUBE.parent
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (folder / "qrels.txt").read_text().splitlines():
+        qid, _, pid, rel = line.split()
+        qrels.setdefault(qid, {})[pid] = int(rel)
+    aps, ndcgs = [], []
+    for line in (folder / "queries.tsv").read_text().splitlines()[1:]:
+        qid, qpid, _facet = line.split("\t")
+        cands = [(pid, rel) for pid, rel in qrels.get(qid, {}).items() if pid != qpid and pid in vectors]
+        if not cands or qpid not in vectors:
+            continue
+        scores = [float(vectors[qpid] @ vectors[pid]) for pid, _ in cands]
+        ranked = [cands[i][1] for i in np.argsort(-np.asarray(scores), kind="stable")]
+        hits, precisions = 0, []
+        for rank, rel in enumerate(ranked, 1):
+            if rel >= 2:
+                hits += 1
+                precisions.append(hits / rank)
+        aps.append(np.mean(precisions) if precisions else 0.0)
+        k = max(int(0.2 * len(ranked)), 1)
+
+        def dcg(rels):
+            return sum(r if i == 1 else r / np.log2(i) for i, r in enumerate(rels[:k], 1))
+
+        ideal = dcg(sorted(ranked, reverse=True))
+        ndcgs.append(dcg(ranked) / ideal if ideal > 0 else 0.0)
+    return 100 * float(np.mean(aps)), 100 * float(np.mean(ndcgs))
 
 
 def wall(cmd, runs):
@@ -100,6 +120,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="timed passes per backend (best counts)")
     ap.add_argument("--cold-runs", type=int, default=3, help="fresh processes per cold-start command (median)")
     ap.add_argument("--skip-cold", action="store_true")
+    ap.add_argument("--quality", action="store_true",
+                    help="also MAP / NDCG%%20 on the whole CSFCube dev corpus for each OnnxEncoder variant")
     args = ap.parse_args()
 
     warnings.filterwarnings("ignore")
@@ -111,7 +133,8 @@ def main() -> None:
 
     model_path = str(get_model_path())
     texts = seed_abstracts() + csfcube_abstracts(args.n_csfcube)
-    print(f"{len(texts)} texts ({len(seed_abstracts())} seeds), {THREADS} threads, repeats={args.repeats}")
+    print(f"{len(texts)} texts ({len(seed_abstracts())} seeds), {THREADS} threads, repeats={args.repeats}, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
     import torch
     from sentence_transformers import SentenceTransformer
@@ -122,25 +145,22 @@ def main() -> None:
     print(f"tokens per text after truncation: mean {np.mean(lengths):.0f}, "
           f"{sum(n >= 256 for n in lengths)} at the 256 cap")
 
-    rows = []  # (label, texts/s, vectors or None, note)
-
-    base, t = timed(lambda x: st.encode(x), texts, args.repeats)
-    base = unit(base)
-    rows.append(("(a) ST torch, batch 32 (baseline)", len(texts) / t, base, ""))
+    # Every backend is timed once per round, round-robin, and keeps its best round: on a shared
+    # machine the load drifts, and interleaving spreads that drift over all backends alike.
+    backends = []  # (label, encode function or None, note)
+    backends.append(("(a) ST torch, batch 32 (baseline)", lambda x: st.encode(x), ""))
     for bs in (64, 128):
-        v, t = timed(lambda x, bs=bs: st.encode(x, batch_size=bs), texts, args.repeats)
-        rows.append((f"(b) ST torch, batch {bs}", len(texts) / t, v, ""))
+        backends.append((f"(b) ST torch, batch {bs}", lambda x, bs=bs: st.encode(x, batch_size=bs), ""))
 
     from recommender.onnx_encoder import OnnxEncoder, export_onnx
 
     with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp:
         tmp = Path(tmp)
-        # (c) sentence-transformers' own ONNX backend
+        # (c) sentence-transformers' own ONNX backend and its O2 / int8 export functions
         try:
             st_onnx = SentenceTransformer(model_path, device="cpu", backend="onnx",
                                           model_kwargs={"provider": "CPUExecutionProvider"})
-            v, t = timed(lambda x: st_onnx.encode(x), texts, args.repeats)
-            rows.append(("(c) ST backend=onnx", len(texts) / t, v, ""))
+            backends.append(("(c) ST backend=onnx", lambda x: st_onnx.encode(x), ""))
             try:
                 from sentence_transformers import export_dynamic_quantized_onnx_model, export_optimized_onnx_model
 
@@ -150,12 +170,11 @@ def main() -> None:
                 export_dynamic_quantized_onnx_model(st_onnx, "avx512_vnni", str(save))
                 for label, fname in (("O2", "onnx/model_O2.onnx"), ("int8", "onnx/model_qint8_avx512_vnni.onnx")):
                     m = SentenceTransformer(str(save), device="cpu", backend="onnx", model_kwargs={"file_name": fname})
-                    v, t = timed(lambda x, m=m: m.encode(x), texts, args.repeats)
-                    rows.append((f"(c) ST backend=onnx {label}", len(texts) / t, v, ""))
+                    backends.append((f"(c) ST backend=onnx {label}", lambda x, m=m: m.encode(x), ""))
             except Exception as exc:  # noqa: BLE001
-                rows.append(("(c) ST onnx O2/int8 export", float("nan"), None, f"failed: {str(exc).splitlines()[0][:90]}"))
+                backends.append(("(c) ST onnx O2/int8 export", None, f"failed: {str(exc).splitlines()[0][:90]}"))
         except Exception as exc:  # noqa: BLE001
-            rows.append(("(c) ST backend=onnx", float("nan"), None, f"unavailable: {str(exc).splitlines()[0][:90]}"))
+            backends.append(("(c) ST backend=onnx", None, f"unavailable: {str(exc).splitlines()[0][:90]}"))
 
         # (d) our encoder on each exported variant
         folders = {}
@@ -167,20 +186,62 @@ def main() -> None:
             print(f"export_onnx variant={variant}: {time.perf_counter() - t0:.1f} s, model.onnx {size:.0f} MiB")
             folders[variant] = folder
             enc = OnnxEncoder(folder, "all-MiniLM-L6-v2")
-            for bs in (16, 32, 64):
-                v, t = timed(lambda x, bs=bs: enc.encode(x, batch_size=bs), texts, args.repeats)
-                rows.append((f"(d) OnnxEncoder {variant}, batch {bs}", len(texts) / t, v, ""))
-            del enc
+            for bs in (16, 32) if variant != "O2" else (32,):
+                backends.append((f"(d) OnnxEncoder {variant}, batch {bs}", lambda x, e=enc, bs=bs: e.encode(x, batch_size=bs), ""))
 
-        base_rate = rows[0][1]
+        best = {}
+        vectors = {}
+        for label, fn, _ in backends:
+            if fn is not None:
+                fn(texts[:8])  # warm-up
+        for _ in range(args.repeats):
+            for label, fn, _ in backends:
+                if fn is None:
+                    continue
+                t0 = time.perf_counter()
+                vectors[label] = unit(np.asarray(fn(texts), dtype=np.float32))
+                best[label] = min(best.get(label, float("inf")), time.perf_counter() - t0)
+
+        print(f"load average after the timed rounds: {os.getloadavg()[0]:.1f} (others' jobs skew wall times)")
+        base_label = backends[0][0]
+        base = vectors[base_label]
+        base_rate = len(texts) / best[base_label]
+        # Neighbour agreement: the first 50 texts as queries, top-10 among the others.
+        queries = np.arange(min(50, len(texts)))
+
+        def top10(v):
+            sims = v[queries] @ v.T
+            sims[queries, queries] = -np.inf
+            return np.argsort(-sims, axis=1)[:, :10]
+
+        base_top = top10(base)
         print()
-        print(f"{'backend':40s} {'texts/s':>8s} {'x (a)':>6s} {'max 1-cos':>10s}  {'min cos':>8s}")
-        for label, rate, v, note in rows:
-            if v is None:
-                print(f"{label:40s} {'-':>8s} {'-':>6s} {'-':>10s}  {'-':>8s}  {note}")
+        print(f"{'backend':40s} {'texts/s':>8s} {'x (a)':>6s} {'max 1-cos':>10s} {'top10 overlap':>14s}")
+        for label, fn, note in backends:
+            if fn is None:
+                print(f"{label:40s} {'-':>8s} {'-':>6s} {'-':>10s} {'-':>14s}  {note}")
                 continue
-            cos = (unit(v) * base).sum(axis=1)
-            print(f"{label:40s} {rate:8.1f} {rate / base_rate:6.2f} {np.abs(1 - cos).max():10.2e}  {cos.min():8.5f}  {note}")
+            v = vectors[label]
+            rate = len(texts) / best[label]
+            cos = (v * base).sum(axis=1)
+            overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(top10(v), base_top)])
+            print(f"{label:40s} {rate:8.1f} {rate / base_rate:6.2f} {np.abs(1 - cos).max():10.2e} {overlap:14.3f}  {note}")
+
+        if args.quality:
+            records = [json.loads(line) for line in CSFCUBE.open(encoding="utf-8")]
+            ids = [str(r["id"]) for r in records]
+            corpus = []
+            for r in records:
+                abstract = r.get("abstract") or ""
+                abstract = " ".join(abstract) if isinstance(abstract, list) else abstract
+                corpus.append(f"{r.get('title', '').strip()}. {abstract.strip()}")
+            print()
+            print(f"CSFCube dev quality ({len(corpus)} papers; README: all-MiniLM-L6-v2 39.5 MAP, 59.6 NDCG%20):")
+            for variant, folder in folders.items():
+                enc = OnnxEncoder(folder, "all-MiniLM-L6-v2")
+                v = enc.encode(corpus)
+                mean_ap, ndcg = csfcube_scores(dict(zip(ids, v)))
+                print(f"  OnnxEncoder {variant:5s} MAP {mean_ap:5.1f}  NDCG%20 {ndcg:5.1f}")
 
         if args.skip_cold:
             return

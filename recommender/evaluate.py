@@ -1,0 +1,278 @@
+"""`papers evaluate`: rank a test collection's queries with an index, score the rankings.
+
+The collection is query by example (the CSFCube layout, see metrics.py): every
+query is a paper of the corpus, judged against a pool of candidate papers.
+Each query paper is scored against candidates with `Recommender.score_rows`,
+the same fusion `papers like` ranks by, so the figures measure what users get.
+
+Pools:
+* ``judged`` (the CSFCube protocol): rank only the query's judged candidates.
+* ``all``: rank the whole corpus; unjudged papers count as grade 0.
+
+The query paper is a candidate only when it is judged for that query: CSFCube
+judges two query papers against themselves (grade 3) and its evaluation script
+ranks the judged candidates as they are, so the query paper, scoring highest
+against itself, comes first for every ranker. Otherwise it is never ranked
+(``like`` never returns its seed). A judged paper missing from the index (the
+build keeps duplicate papers once) counts as never retrieved.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from . import metrics, store
+from .embedding import Chunking
+from .errors import InputError, RecommenderError
+from .ranking import DENSE_WEIGHT, mmr, order_by_score
+
+if TYPE_CHECKING:
+    from .core import BuildReport
+
+POOLS = ("judged", "all")
+HEADINGS = {"map": "MAP", "ndcg_at_10": "NDCG@10", "ndcg_pct_20": "NDCG%20", "recall_at_20": "Recall@20", "mrr": "MRR"}
+
+
+class EvaluationWarning(UserWarning):
+    """Something about the test collection the figures depend on."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """One query's scores and how its pool was formed."""
+
+    query_id: str
+    paper_id: str
+    facet: str
+    scores: metrics.QueryScores
+    candidates: int  # papers ranked
+    missing: int  # judged papers not in the index
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Scores of one ranking setting on a test collection (fractions in [0, 1])."""
+
+    settings: dict
+    queries: list[QueryResult]
+    overall: dict[str, float]
+    by_facet: dict[str, dict[str, float]] = field(default_factory=dict)
+    build: BuildReport | None = None  # when the index had to be (re)built
+
+    @property
+    def missing(self) -> int:
+        return sum(query.missing for query in self.queries)
+
+
+def eval_index_name(corpus: str | Path) -> str:
+    """The index an evaluation builds by default: indexes/eval-<corpus file stem>."""
+    return f"eval-{Path(corpus).stem}"
+
+
+def prepare_index(
+    corpus: str | Path,
+    index: str | Path | None = None,
+    model: str | None = None,
+    chunking: Chunking = Chunking(),
+    progress: Callable[[int, int], None] | None = None,
+) -> BuildReport | None:
+    """Reuse the index when it was built from this corpus with this model, chunking and TF-IDF, else (re)build it.
+
+    Returns the BuildReport of a build, or None when the index was reused.
+    """
+    from .core import _fingerprint, build_index
+    from .encoders import DEFAULT_MODEL
+    from .lexical import settings as lexical_settings
+    from .papers import read_papers
+
+    index = index if index is not None else eval_index_name(corpus)
+    model = model or DEFAULT_MODEL
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        papers = read_papers([corpus])
+    try:
+        manifest = store.open_stored(store.resolve_index_dir(index)).manifest
+    except RecommenderError:  # missing, corrupt or of another format version: build it
+        manifest = {}
+    current = (
+        manifest.get("model") == model
+        and {k: v for k, v in manifest.get("chunking", {}).items() if k != "max_tokens"} == chunking.to_dict()
+        and manifest.get("inputs_fingerprint") == _fingerprint(papers)
+        and {k: v for k, v in manifest.get("lexical", {}).items() if k != "terms"} == lexical_settings()
+    )
+    if current:
+        for warning in caught:  # the build would have shown these
+            warnings.warn(warning.message, warning.category, stacklevel=2)
+        return None
+    return build_index([corpus], index=index, model=model, chunking=chunking, progress=progress)
+
+
+def evaluate(
+    corpus: str | Path,
+    queries: str | Path,
+    qrels: str | Path,
+    *,
+    index: str | Path | None = None,
+    model: str | None = None,
+    chunking: Chunking = Chunking(),
+    mode: str = "hybrid",
+    pool: str = "judged",
+    relevant_at: int = 2,
+    dense_weight: float = DENSE_WEIGHT,
+    min_score: float | None = None,
+    diverse: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Evaluation:
+    """Build (or reuse) an index over `corpus`, rank every query, and score the rankings."""
+    from .core import Recommender
+
+    _check(mode, pool, dense_weight, min_score, diverse)
+    judgements = metrics.read_qrels(qrels)
+    listed = metrics.read_queries(queries)
+    for query_id, _, _ in listed:
+        if query_id not in judgements:
+            raise InputError(f"{qrels}: no judgements for query {query_id} of {queries}: judge it or remove it")
+    index = index if index is not None else eval_index_name(corpus)
+    build = prepare_index(corpus, index, model, chunking, progress)
+    recommender = Recommender.open(index)
+    rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
+    results = []
+    for query_id, paper_id, facet in listed:
+        if paper_id not in rows_by_id:
+            raise InputError(f"{queries}: query {query_id} is paper {paper_id}, which is not in {corpus}")
+        results.append(_evaluate_query(
+            recommender, rows_by_id, query_id, rows_by_id[paper_id], judgements[query_id], facet,
+            mode, pool, relevant_at, dense_weight, min_score, diverse,
+        ))
+    facets = {}
+    for facet in dict.fromkeys(result.facet for result in results):
+        facets[facet] = metrics.mean_scores([r.scores for r in results if r.facet == facet])
+    manifest = recommender.manifest
+    settings = {
+        "index": str(recommender.stored.index_dir),
+        "papers": len(recommender),
+        "model": manifest["model"],
+        "chunking": manifest["chunking"]["strategy"],
+        "mode": mode,
+        "dense_weight": dense_weight if mode == "hybrid" else None,
+        "pool": pool,
+        "relevant_at": relevant_at,
+        "min_score": min_score,
+        "diverse": diverse,
+    }
+    evaluation = Evaluation(settings, results, metrics.mean_scores([r.scores for r in results]), facets, build)
+    if evaluation.missing:
+        warnings.warn(
+            f"{evaluation.missing} judgements name papers that are not in the index "
+            "(a build keeps duplicate papers once): those count as never retrieved", EvaluationWarning, stacklevel=2,
+        )
+    return evaluation
+
+
+def _check(mode: str, pool: str, dense_weight: float, min_score: float | None, diverse: float | None) -> None:
+    from .core import _check_options
+
+    _check_options(1, min_score, diverse, mode)
+    if pool not in POOLS:
+        raise InputError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}")
+    if not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
+        raise InputError(f"--dense-weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}")
+
+
+def _evaluate_query(
+    recommender, rows_by_id: dict[str, int], query_id: str, query_row: int, judged: dict[str, int], facet: str,
+    mode: str, pool: str, relevant_at: int, dense_weight: float, min_score: float | None, diverse: float | None,
+) -> QueryResult:
+    if pool == "judged":
+        rows = [rows_by_id[doc] for doc in judged if doc in rows_by_id]
+    else:
+        query_judged = recommender.ids[query_row] in judged
+        rows = [row for row in range(len(recommender)) if row != query_row or query_judged]
+    missing = sum(1 for doc in judged if doc not in rows_by_id)
+    ranking = rank_rows(recommender, query_row, rows, mode, dense_weight, min_score, diverse)
+    ids = recommender.ids
+    scores = metrics.score_query([ids[row] for row in ranking], judged, relevant_at, query_id=query_id)
+    return QueryResult(query_id, ids[query_row], facet, scores, len(rows), missing)
+
+
+def rank_rows(
+    recommender, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT,
+    min_score: float | None = None, diverse: float | None = None,
+) -> list[int]:
+    """`rows` in the order `like` would list them for the paper at `query_row` (all of them, no k)."""
+    rows = np.asarray(sorted(rows), dtype=np.int64)
+    if len(rows) == 0:
+        return []
+    scores = recommender.score_rows(query_row, rows, mode, dense_weight)
+    order = order_by_score(rows, scores, recommender.tiebreak)
+    rows, scores = rows[order], scores[order]
+    if min_score is not None:
+        keep = scores >= min_score
+        rows, scores = rows[keep], scores[keep]
+    if diverse is not None:
+        rows = rows[mmr(rows, scores, recommender.vectors, len(rows), diverse)]
+    return rows.tolist()
+
+
+# ---------------------------------------------------------------- output
+
+
+def _figures(scores: dict[str, float]) -> dict[str, float]:
+    """Metrics as CSFCube reports them: x100, one decimal."""
+    return {name: round(100.0 * scores[name], 1) for name in metrics.METRIC_NAMES}
+
+
+def describe(settings: dict) -> str:
+    """One line saying what was measured."""
+    ranking = settings["mode"]
+    if settings["mode"] == "hybrid":
+        ranking += f" (dense weight {settings['dense_weight']:.2f})"
+    extras = "".join(
+        f", {name.replace('_', ' ')} {settings[name]:g}" for name in ("min_score", "diverse") if settings[name] is not None
+    )
+    return (
+        f"{ranking}, {settings['pool']} pool, relevant at grade >= {settings['relevant_at']}{extras}; "
+        f"{settings['index']}: {settings['papers']} papers, {settings['model']}, {settings['chunking']}"
+    )
+
+
+def render_evaluation(evaluation: Evaluation, fmt: str = "table", per_query: bool = False) -> str:
+    """The figures as a table (or Markdown), or everything as JSON."""
+    import json
+
+    from .output import render
+
+    summary = [
+        {"facet": facet, "queries": sum(1 for q in evaluation.queries if q.facet == facet), **_figures(scores)}
+        for facet, scores in evaluation.by_facet.items()
+    ] if len(evaluation.by_facet) > 1 else []
+    summary.append({"facet": "all", "queries": len(evaluation.queries), **_figures(evaluation.overall)})
+    queries = [
+        {"query": q.query_id, "paper": q.paper_id, "facet": q.facet, "candidates": q.candidates, **_figures(vars(q.scores))}
+        for q in evaluation.queries
+    ]
+    if fmt == "json":
+        data = {
+            "settings": evaluation.settings,
+            "overall": summary[-1],
+            "facets": summary[:-1],
+        }
+        if per_query:
+            data["per_query"] = queries
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    metric_columns = {HEADINGS[m]: 0 for m in metrics.METRIC_NAMES}
+    text = describe(evaluation.settings) + "\n\n"
+    if per_query:
+        text += render(_shown(queries), [], fmt, {"query": 0, "facet": 0, **metric_columns}) + "\n"
+    return text + render(_shown(summary), [], fmt, {"facet": 0, "queries": 0, **metric_columns})
+
+
+def _shown(rows: list[dict]) -> list[dict]:
+    """Rows under the table's headings, figures with one decimal."""
+    return [{**row, **{HEADINGS[m]: f"{row[m]:.1f}" for m in metrics.METRIC_NAMES}} for row in rows]

@@ -1,0 +1,495 @@
+"""Related-work lists for many papers at once, in batches.
+
+Each list holds the k papers with the highest hybrid score (the one `like`
+ranks by: DENSE_WEIGHT x embedding cosine + the rest x TF-IDF cosine) over the
+whole index, computed with `like`'s own arithmetic -- so it is the list
+`Recommender.like(paper, k=k)` returns whenever `like`'s candidate pool holds
+those papers, which on an exact (flat) index it does in practice (the tests
+and scripts/bench_related.py check it). On an approximate (IVF) index the
+lists are exact where `like` can miss a neighbour the index did not probe.
+
+How: one exact FAISS search per chunk of papers gives each paper's nearest
+papers by embedding; the hybrid score is computed exactly for the few that can
+matter, and a bound proves that no other paper can enter the top k:
+
+* a paper outside the dense candidates has an embedding cosine of at most the
+  last candidate's, so it needs a TF-IDF cosine above some tau to compete;
+* TF-IDF cosines are bounded term by term (query weight x the largest weight of
+  that term in any paper): the query's most common terms, whose bounds sum to
+  less than tau/2, are not scanned, and only papers sharing one of its rarer
+  terms are looked at -- on real abstracts ~10% of the postings `like` scans.
+
+A paper whose bound does not hold is scored against every paper instead. Lists
+are produced chunk by chunk (a generator), so a large corpus never holds all of
+them in memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence, TextIO
+
+import numpy as np
+
+from .core import Recommendation, Recommender, _check_options
+from .errors import InputError
+from .handles import _clean as plain_text  # prose without LaTeX, markdown emphasis or URLs
+from .lexical import SparseVector, combine
+from .output import shorten
+from .papers import Paper, first_sentence
+from .ranking import DENSE_WEIGHT, combine_dense, fuse, order_by_score
+
+CHUNK = 1024
+"""Papers per batched search; bounds the memory held for candidates and lists."""
+
+CANDIDATES = 400
+"""Dense candidates fetched per paper: a lower last cosine makes the bound above
+easier to meet, at little search cost."""
+
+# Float slack in the bound: FAISS's float32 scores and the sums below differ from
+# the exact arithmetic by far less than this.
+SLACK = 1e-5
+
+
+@dataclass(frozen=True)
+class RelatedList:
+    """One chosen paper and the papers most related to it."""
+
+    paper: Paper
+    related: tuple[Recommendation, ...]
+
+    def to_dict(self) -> dict:
+        paper = self.paper
+        return {
+            "id": paper.id,
+            "handle": paper.handle,
+            "title": paper.title or paper.handle,
+            "summary": summary(paper),
+            "url": paper.url,
+            "code_links": list(paper.code_links),
+            "related": [item.to_dict() for item in self.related],
+        }
+
+
+def select_rows(recommender: Recommender, references: Sequence[str] = (), all_papers: bool = False) -> list[int]:
+    """Rows of the chosen papers in the order given (duplicates once), or every row in index order."""
+    if all_papers:
+        if references:
+            raise InputError("give paper IDs or --all, not both")
+        return list(range(len(recommender)))
+    if not references:
+        raise InputError("no paper chosen: give paper IDs or handles, --from FILE, or --all")
+    return list(dict.fromkeys(recommender.resolve(reference) for reference in references))
+
+
+def related_work(
+    recommender: Recommender,
+    rows: Sequence[int],
+    k: int = 5,
+    why: bool = False,
+    chunk: int = CHUNK,
+    progress: Callable[[int], None] | None = None,
+    stats: dict | None = None,
+) -> Iterator[RelatedList]:
+    """For each row, its k most related papers (the list `like` gives), computed in batches, yielded in order.
+
+    `progress(count)` is called after each chunk; `stats`, if given, counts the
+    papers ranked through the bound ("bounded") and against every paper ("full")."""
+    _check_options(k, None, None, "hybrid")  # now, not when the first list is asked for
+    return _related_lists(recommender, [int(row) for row in rows], k, why, chunk, progress, stats)
+
+
+def _related_lists(recommender, rows, k, why, chunk, progress, stats) -> Iterator[RelatedList]:
+    ranker = _BatchRanker(recommender, k, why)
+    counts = stats if stats is not None else {}
+    counts.setdefault("bounded", 0)
+    counts.setdefault("full", 0)
+    for start in range(0, len(rows), chunk):
+        block = [int(row) for row in rows[start: start + chunk]]
+        vectors = np.asarray(recommender.vectors[block])
+        # The query vector exactly as `like` builds it for one paper.
+        queries = np.stack([combine_dense(vectors[i: i + 1], [1.0]) for i in range(len(block))])
+        if ranker.exhaustive:
+            found = [(None, None)] * len(block)
+        else:
+            found = list(zip(*_nearest(recommender, queries, ranker.dense_fetch)))
+        ranked = []
+        for row, query, (dense_scores, dense_ids) in zip(block, queries, found):
+            result = ranker.rank(row, query, dense_scores, dense_ids)
+            counts["bounded" if result is not None and not ranker.exhaustive else "full"] += 1
+            ranked.append(result if result is not None else ranker.rank_all(row, query))
+        wanted = sorted(set(block).union(*(top_rows.tolist() for top_rows, _ in ranked)))
+        papers = dict(zip(wanted, recommender.papers_at(wanted)))
+        for row, (top_rows, top_scores) in zip(block, ranked):
+            yield RelatedList(papers[row], ranker.recommendations(row, top_rows, top_scores, papers))
+        if progress is not None:
+            progress(len(block))
+
+
+def _nearest(recommender: Recommender, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k inner products: the stored index when it is flat, else a brute-force FAISS
+    search of the stored vectors (an IVF index would miss some neighbours, and the bound needs all)."""
+    import faiss
+
+    from .ann import search_index
+
+    index = recommender.faiss_index
+    if isinstance(faiss.downcast_index(index), faiss.IndexFlat):
+        return search_index(index, queries, k)
+    return faiss.knn(queries, np.asarray(recommender.vectors), k, metric=faiss.METRIC_INNER_PRODUCT)
+
+
+class _BatchRanker:
+    """The per-paper part of `related_work`: exact scores on candidates, and the bound."""
+
+    def __init__(self, recommender: Recommender, k: int, why: bool):
+        self.recommender = recommender
+        self.k = k
+        self.why = why
+        n = len(recommender)
+        self.dense_fetch = min(n, max(CANDIDATES, 16 * (k + 1)))
+        self.exhaustive = self.dense_fetch >= n  # a small index: score every paper
+        self.lexical = recommender.lexical
+        self.tiebreak = recommender.tiebreak
+        lexical = self.lexical
+        self.df = np.diff(lexical.csc_indptr)
+        data, starts = lexical.csc_data, lexical.csc_indptr[:-1]
+        self.column_max = np.zeros(len(self.df), dtype=np.float32)
+        filled = self.df > 0
+        if len(data):
+            self.column_max[filled] = np.maximum.reduceat(data, starts[filled])
+        self.scratch = np.zeros(len(self.df), dtype=np.float32)
+
+    def rank(self, row: int, query: np.ndarray, dense_scores, dense_ids):
+        """(rows, scores) of `row`'s top k, or None when the bound cannot vouch for them."""
+        if self.exhaustive:
+            return self.rank_all(row, query)
+        lexical_query = self.lexical.row(row)
+        valid = dense_ids >= 0
+        dense_ids, dense_scores = dense_ids[valid], dense_scores[valid]
+        if len(dense_ids) < self.dense_fetch:
+            return None
+        keep = dense_ids != row
+        candidates, approximate = dense_ids[keep], dense_scores[keep].astype(np.float64) + SLACK
+        # A first top k from the nearest few gives a score the final k-th paper must reach.
+        first = 2 * self.k
+        scores = fuse(self.recommender.cosines(candidates[:first], query),
+                      self.lexical_at(lexical_query, candidates[:first]), "hybrid")
+        if len(scores) < self.k:
+            return None
+        kth = float(np.sort(scores)[-self.k]) - SLACK
+        # No paper outside the candidates has a higher cosine than the last one found.
+        last = float(approximate[-1])
+        tau = (kth - DENSE_WEIGHT * last) / (1.0 - DENSE_WEIGHT)  # TF-IDF cosine an outsider needs
+        if tau <= 0:
+            return None
+        bound = self._lexical_bound(lexical_query, min(tau, 1.0))
+        # Candidates, then outsiders, whose bound on the hybrid score reaches the k-th score:
+        # only those are scored exactly.
+        rest = candidates[first:]
+        rest = rest[fuse(approximate[first:], bound[rest], "hybrid") >= kth - SLACK]
+        outside = bound >= tau - SLACK
+        outside[dense_ids] = False
+        outside[row] = False
+        more = np.concatenate([rest, np.flatnonzero(outside)])
+        rows = np.concatenate([candidates[:first], more])
+        more_scores = fuse(self.recommender.cosines(more, query), self.lexical_at(lexical_query, more), "hybrid")
+        scores = np.concatenate([scores, more_scores])
+        order = order_by_score(rows, scores, self.tiebreak)[: self.k]
+        return rows[order], scores[order]
+
+    def rank_all(self, row: int, query: np.ndarray):
+        """(rows, scores) of `row`'s top k, every other paper scored as `like` scores its candidates."""
+        rows = np.flatnonzero(np.arange(len(self.recommender)) != row)
+        lexical = self.lexical.scores(self.lexical.row(row))[rows]
+        scores = fuse(self.recommender.cosines(rows, query), lexical, "hybrid")
+        order = order_by_score(rows, scores, self.tiebreak)[: self.k]
+        return rows[order], scores[order]
+
+    def _lexical_bound(self, lexical_query: SparseVector, tau: float) -> np.ndarray:
+        """An upper bound on every paper's TF-IDF cosine with the query (float64, one per paper).
+
+        The query's most common terms, whose bounds sum to less than tau / 2, are
+        not scanned: they add at most that sum to any paper."""
+        lexical = self.lexical
+        terms, weights = lexical_query.indices, lexical_query.values.astype(np.float64)
+        by_frequency = np.argsort(-self.df[terms], kind="stable")
+        bounds = np.cumsum(weights[by_frequency] * self.column_max[terms[by_frequency]])
+        skipped = int(np.searchsorted(bounds, 0.5 * tau, side="left"))
+        rest = float(bounds[skipped - 1]) if skipped else 0.0
+        kept = by_frequency[skipped:]
+        starts = lexical.csc_indptr[terms[kept]]
+        lengths = lexical.csc_indptr[terms[kept] + 1] - starts
+        positions = _ranges(starts, lengths)
+        partial = np.bincount(
+            lexical.csc_indices[positions],
+            weights=lexical.csc_data[positions] * np.repeat(weights[kept], lengths),
+            minlength=lexical.size,
+        )
+        partial += rest + SLACK
+        return partial
+
+    def lexical_at(self, query: SparseVector, rows: np.ndarray) -> np.ndarray:
+        """`LexicalIndex.scores(query)[rows]`, bit for bit, touching only those rows.
+
+        Same float32 products, summed in the same (ascending term) order."""
+        lexical, scratch = self.lexical, self.scratch
+        out = np.zeros(len(rows), dtype=np.float32)
+        if len(query.indices) == 0 or len(rows) == 0:
+            return out
+        scratch[query.indices] = query.values
+        try:
+            starts = lexical.csr_indptr[rows]
+            lengths = lexical.csr_indptr[rows + 1] - starts
+            positions = _ranges(starts, lengths)
+            weights = scratch[lexical.csr_indices[positions]]
+            shared = np.flatnonzero(weights)  # adding the zero products would change nothing
+            products = weights[shared] * lexical.csr_data[positions[shared]]
+            owners = np.repeat(np.arange(len(rows)), lengths)[shared]
+            np.add.at(out, owners, products)  # in order, one by one: the same float32 sums
+        finally:
+            scratch[query.indices] = 0
+        return out
+
+    def recommendations(self, row: int, rows, scores, papers: dict[int, Paper]) -> tuple[Recommendation, ...]:
+        lexical_query = combine([self.lexical.row(row)], [1.0]) if self.why else None
+        items = []
+        for rank, (other, score) in enumerate(zip(rows.tolist(), scores), start=1):
+            terms = tuple(self.lexical.shared_terms(lexical_query, other)) if self.why else ()
+            items.append(Recommendation(rank, float(score), papers[other], terms))
+        return tuple(items)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated aranges [start, start + length) for each pair, without a Python loop."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return offsets + np.arange(total, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- one-line summaries
+
+_CUE = re.compile(
+    r"\b(we (propose|present|introduce|develop|study|show|design|describe|investigate|analy[sz]e|address|tackle)"
+    r"|this (paper|work|study)|in this (paper|work)|here,? we|our (method|approach|framework|model))\b",
+    re.IGNORECASE,
+)
+_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+
+
+def summary(paper: Paper) -> str:
+    """The sentence that says what the paper does: the first naming its handle or saying
+    "we propose", "this paper" and the like, else the first sentence."""
+    sentences = _SENTENCES.split(" ".join(paper.abstract.split()))
+    handle = paper.handle if paper.handle and not paper.abstract.startswith(paper.handle) else ""
+    chosen = first_sentence(paper.abstract)
+    for sentence in sentences[:6]:
+        if (handle and _names(sentence, handle)) or _CUE.search(sentence):
+            chosen = _standalone(sentence)
+            break
+    # Plain prose: markup gone, and no space left where it was before ")" or punctuation.
+    return re.sub(r"\(\s+", "(", re.sub(r"\s+([).,;:!?])", r"\1", plain_text(chosen)))
+
+
+# Openings that point back to sentences the summary leaves out ("To address this, ...").
+_LEAD_IN = re.compile(
+    r"^(?:(?:to|in order to) (?:address|tackle|solve|overcome|bridge|fill|close|mitigate|remedy|fix|alleviate|"
+    r"resolve|handle|meet)\b[^,]{0,90}|in (?:this|the present) (?:paper|work|study|article)|here|then|next|"
+    r"furthermore|moreover|additionally|specifically|finally|however|therefore|thus|consequently|instead|"
+    r"in response|motivated by (?:this|these)[^,]{0,40}|building on (?:this|these)[^,]{0,40}|"
+    r"to this end|for this purpose),\s+"
+    r"|^in (?:this|the present) (?:paper|work|study|article)\s+(?=we\b)",
+    re.IGNORECASE,
+)
+
+
+def _standalone(sentence: str) -> str:
+    """The sentence without a lead-in that only makes sense after the previous one."""
+    rest = sentence
+    for _ in range(3):  # "To solve this problem, in this paper, we ..."
+        rest = _LEAD_IN.sub("", rest, count=1)
+    return rest[:1].upper() + rest[1:] if rest else sentence
+
+
+def _names(sentence: str, name: str) -> bool:
+    """Whether `name` occurs in `sentence` as a whole word."""
+    start = sentence.find(name)
+    while start >= 0:
+        end = start + len(name)
+        if (start == 0 or not sentence[start - 1].isalnum()) and (end == len(sentence) or not sentence[end].isalnum()):
+            return True
+        start = sentence.find(name, start + 1)
+    return False
+
+
+# ---------------------------------------------------------------- writing the lists
+
+RELATED_FORMATS = ("markdown", "json", "jsonl", "csv", "bibtex")
+CSV_COLUMNS = ("paper_id", "paper_handle", "rank", "id", "handle", "title", "score", "snippet", "url", "code_links", "why")
+SNIPPET_WIDTH = 160
+
+
+def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool = False,
+                  keys: dict[str, str] | None = None) -> int:
+    """Write the lists to `out` as they come (nothing is held back); returns how many were written.
+
+    `keys` maps paper IDs to BibTeX keys (see `bibtex_keys`); needed for "bibtex"."""
+    if fmt not in RELATED_FORMATS:
+        raise InputError(f"unknown format '{fmt}': use one of {', '.join(RELATED_FORMATS)}")
+    count = 0
+    if fmt == "json":
+        out.write("[")
+    elif fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS if why else CSV_COLUMNS[:-1])
+    elif fmt == "markdown":
+        out.write(_MARKDOWN_INTRO)
+    seen: set[str] = set()
+    for item in lists:
+        if fmt == "json":
+            text = json.dumps(_json_row(item, why), ensure_ascii=False, indent=2)
+            out.write(("\n" if count == 0 else ",\n") + "\n".join("  " + line for line in text.splitlines()))
+        elif fmt == "jsonl":
+            out.write(json.dumps(_json_row(item, why), ensure_ascii=False) + "\n")
+        elif fmt == "csv":
+            for related in item.related:
+                row = [item.paper.id, item.paper.handle, related.rank, related.id, related.paper.handle,
+                       related.paper.title or related.paper.handle, f"{related.score:.4f}",
+                       _snippet(related.paper, 10_000), related.paper.url, " ".join(related.paper.code_links)]
+                writer.writerow(row + ["; ".join(related.why)] if why else row)
+        elif fmt == "markdown":
+            out.write(_markdown(item, why))
+        else:
+            for paper in (item.paper, *(related.paper for related in item.related)):
+                if paper.id not in seen:
+                    seen.add(paper.id)
+                    out.write(bibtex_entry(paper, (keys or {}).get(paper.id) or bibtex_key(paper.handle, paper.id)))
+        count += 1
+    if fmt == "json":
+        out.write("\n]\n" if count else "]\n")
+    return count
+
+
+_MARKDOWN_INTRO = (
+    "# Related work\n\n"
+    "For each paper, the papers most like it in the collection, best first. The score (0 to 1) is "
+    f"{DENSE_WEIGHT:g} x the cosine of the two papers' sentence embeddings + {1 - DENSE_WEIGHT:g} x the cosine "
+    "of their TF-IDF word vectors.\n"
+)
+
+
+def _json_row(item: RelatedList, why: bool) -> dict:
+    row = item.to_dict()
+    if not why:
+        for related in row["related"]:
+            related.pop("why")
+    return row
+
+
+def _snippet(paper: Paper, width: int = SNIPPET_WIDTH) -> str:
+    return shorten(summary(paper), width)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#|])")
+
+
+def _md(text: str) -> str:
+    """Text shown as is in Markdown (no accidental emphasis, links or HTML)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def _links(paper: Paper) -> str:
+    return ", ".join(f"<{link}>" for link in paper.code_links)
+
+
+def _markdown(item: RelatedList, why: bool) -> str:
+    paper = item.paper
+    lines = ["", f"## {_md(paper.label)}", "", _md(_snippet(paper, 400))]
+    if paper.code_links:
+        lines += ["", f"Code: {_links(paper)}"]
+    lines.append("")
+    if not item.related:
+        lines.append("No related papers in the collection.")
+    for related in item.related:
+        other = related.paper
+        line = f"{related.rank}. **{_md(other.label)}** ({related.score:.2f}): {_md(_snippet(other))}"
+        if other.code_links:
+            line += f" Code: {_links(other)}"
+        lines.append(line)
+        if why and related.why:
+            lines.append(f"   Shared terms: {_md(', '.join(related.why))}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- BibTeX
+
+def bibtex_key(handle: str, paper_id: str) -> str:
+    """A citation key from the handle ("Thompson sampling" -> "ThompsonSampling"), else from the ID."""
+    ascii_text = unicodedata.normalize("NFKD", handle).encode("ascii", "ignore").decode("ascii")
+    words = re.findall(r"[A-Za-z0-9]+", ascii_text)
+    key = "".join(word[:1].upper() + word[1:] for word in words)[:40]
+    if not key:
+        return f"paper-{paper_id}"
+    return key if key[0].isalpha() else f"p{key}"
+
+
+def bibtex_keys(ids: Sequence[str], handles: Sequence[str]) -> dict[str, str]:
+    """Keys for every paper of an index, unique: a key two handles share gets the ID appended."""
+    keys = [bibtex_key(handle, paper_id) for paper_id, handle in zip(ids, handles)]
+    counts = Counter(key.casefold() for key in keys)
+    return {
+        paper_id: key if counts[key.casefold()] == 1 else f"{key}-{paper_id}"
+        for paper_id, key in zip(ids, keys)
+    }
+
+
+_ESCAPED = re.compile(r"\\[%&$#_{}]")
+_SPECIAL = {
+    "\\": r"\textbackslash{}", "{": r"\textbraceleft{}", "}": r"\textbraceright{}", "%": r"\%", "&": r"\&",
+    "$": r"\$", "#": r"\#", "_": r"\_", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}",
+}
+
+
+def bibtex_escape(text: str) -> str:
+    """A field value safe inside BibTeX braces: LaTeX specials escaped (already escaped ones kept),
+    braces never left unbalanced."""
+    out = []
+    position = 0
+    for match in _ESCAPED.finditer(text):
+        out.append("".join(_SPECIAL.get(c, c) for c in text[position: match.start()]))
+        escaped = match.group()
+        out.append(_SPECIAL[escaped[1]] if escaped[1] in "{}" else escaped)
+        position = match.end()
+    out.append("".join(_SPECIAL.get(c, c) for c in text[position:]))
+    return " ".join("".join(out).split())
+
+
+def bibtex_entry(paper: Paper, key: str) -> str:
+    """A @misc entry with the metadata the paper has, and nothing made up."""
+    fields = []
+    if paper.title:
+        fields.append(("title", "{" + bibtex_escape(paper.title) + "}"))
+    if paper.authors:
+        fields.append(("author", " and ".join(bibtex_escape(author) for author in paper.authors)))
+    if paper.year:
+        fields.append(("year", str(paper.year)))
+    if paper.venue:
+        fields.append(("howpublished", bibtex_escape(paper.venue)))
+    if paper.url:
+        fields.append(("url", _bibtex_url(paper.url)))
+    if paper.code_links:
+        fields.append(("note", "Code: " + ", ".join(f"\\url{{{_bibtex_url(link)}}}" for link in paper.code_links)))
+    fields.append(("abstract", bibtex_escape(paper.abstract)))
+    body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
+    return f"@misc{{{key},\n{body}\n}}\n\n"
+
+
+def _bibtex_url(url: str) -> str:
+    return re.sub(r"[{}\s\\]", "", url).replace("%", r"\%").replace("#", r"\#")

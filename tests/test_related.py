@@ -1,0 +1,311 @@
+"""related-work: batched lists equal `like`'s, every output format, determinism, errors."""
+
+import csv
+import io
+import json
+import random
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from corpus import write_corpus
+from recommender import Recommender, build_index
+from recommender import related
+from recommender.cli import main
+from recommender.papers import Paper
+from recommender.ranking import DENSE_WEIGHT
+from recommender.related import (
+    _BatchRanker, bibtex_entry, bibtex_escape, bibtex_key, bibtex_keys, related_work, select_rows, summary,
+)
+
+TOPICS = {
+    "privacy": "differential privacy private gradient clipping noise budget membership attack federated",
+    "video": "video aesthetic frames temporal quality annotation clips motion camera scene",
+    "rnn": "linear recurrent gating kernel sequence chunk state attention throughput tiling",
+    "graphs": "graph spanner shortest path tree vertex edge decomposition planar matching",
+    "speech": "speech speaker audio waveform enrollment separation acoustic noise spectrogram voice",
+    "proteins": "protein folding residue structure binding ligand sequence docking molecular energy",
+}
+COMMON = "method results show propose model approach learning data performance experiments benchmark novel"
+
+
+def topic_papers(count=300, seed=1):
+    """Papers on six topics, mixed with common words and a few cross-topic words: enough papers
+    (more than `like`'s 100 candidates) for the batched bound to matter."""
+    rng = random.Random(seed)
+    names = sorted(TOPICS)
+    papers = []
+    for number in range(count):
+        topic = names[number % len(names)]
+        other = names[rng.randrange(len(names))]
+        words = (rng.choices(TOPICS[topic].split(), k=14) + rng.choices(COMMON.split(), k=8)
+                 + rng.choices(TOPICS[other].split(), k=3))
+        rng.shuffle(words)
+        title = f"{topic.title()} study {number}: " + " ".join(words[:3])
+        papers.append({"id": f"p{number:03d}", "title": title, "abstract": " ".join(words) + "."})
+    return papers
+
+
+@pytest.fixture
+def big(workdir, fake_model):
+    build_index([write_corpus(workdir / "in", topic_papers())])
+    return Recommender.open()
+
+
+@pytest.fixture
+def small(workdir, fake_model):
+    build_index([write_corpus(workdir / "in")])
+    return Recommender.open()
+
+
+def as_tuples(results):
+    return [(r.rank, r.id, r.score, r.why) for r in results]
+
+
+@pytest.mark.parametrize("k,why", [(5, True), (1, False), (12, False)])
+def test_batched_lists_are_like_one_by_one(big, k, why, monkeypatch):
+    monkeypatch.setattr(related, "CANDIDATES", 100)  # fewer candidates than papers: the bound is needed
+    stats = {}
+    lists = list(related_work(big, range(len(big)), k=k, why=why, chunk=64, stats=stats))
+    assert [item.paper.id for item in lists] == big.ids
+    for item in lists:
+        assert as_tuples(item.related) == as_tuples(big.like(item.paper.id, k=k, why=why))
+        assert item.paper.id not in {r.id for r in item.related}
+    assert stats["bounded"] > len(big) // 2  # the batched bound does the work, not `like`
+
+
+def test_papers_the_bound_cannot_vouch_for_are_scored_against_every_paper(big, monkeypatch):
+    monkeypatch.setattr(_BatchRanker, "rank", lambda *args: None)
+    stats = {}
+    lists = list(related_work(big, [0, 5, 7], k=3, why=True, stats=stats))
+    assert stats == {"bounded": 0, "full": 3}
+    assert [as_tuples(item.related) for item in lists] == [
+        as_tuples(big.like(big.ids[row], k=3, why=True)) for row in (0, 5, 7)]
+
+
+def test_small_index_scores_every_paper(small):
+    lists = list(related_work(small, range(len(small)), k=10, why=True))
+    for item in lists:
+        assert as_tuples(item.related) == as_tuples(small.like(item.paper.id, k=10, why=True))
+        assert len(item.related) == len(small) - 1
+
+
+def test_chunk_size_changes_nothing(big):
+    rows = list(range(0, len(big), 3))
+    one = [as_tuples(item.related) for item in related_work(big, rows, k=4, chunk=1)]
+    many = [as_tuples(item.related) for item in related_work(big, rows, k=4, chunk=1024)]
+    assert one == many
+
+
+def test_progress_is_reported_per_chunk(big):
+    counts = []
+    list(related_work(big, range(250), k=2, chunk=100, progress=counts.append))
+    assert counts == [100, 100, 50]
+
+
+def test_select_rows(small):
+    assert select_rows(small, ["vid1", "dp1", "VADB"]) == [2, 0]
+    assert select_rows(small, [], all_papers=True) == list(range(6))
+
+
+# ---------------------------------------------------------------- the command
+
+
+@pytest.fixture
+def run(workdir, fake_model):
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(main, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def built(run, workdir):
+    write_corpus(workdir / "in")
+    assert run("build", "in").exit_code == 0
+    return run
+
+
+def test_markdown_handout(built):
+    result = built("related-work", "dp1", "vid1", "-k", "2", "--why")
+    assert result.exit_code == 0
+    index = Recommender.open()
+
+    def listed(paper_id):  # scores and shared terms as `like` gives them: the weights may be retuned
+        lines = []
+        for r in index.like(paper_id, k=2, why=True):
+            lines.append(f"{r.rank}. **{r.paper.title}** ({r.score:.2f}): {r.paper.abstract}")
+            if r.why:
+                lines.append("   Shared terms: " + ", ".join(r.why))
+        return "\n".join(lines)
+
+    assert [r.id for r in index.like("dp1", k=2)] == ["dp2", "rnn1"]
+    assert result.stdout == f"""\
+# Related work
+
+For each paper, the papers most like it in the collection, best first. The score (0 to 1) is {DENSE_WEIGHT:g} x the \
+cosine of the two papers' sentence embeddings + {1 - DENSE_WEIGHT:g} x the cosine of their TF-IDF word vectors.
+
+## FlashDP: Fast Private Training
+
+Differentially private training of large language models with fused per-sample gradient clipping.
+
+Code: <https://github.com/lab/flashdp>
+
+{listed("dp1")}
+
+## VADB: Video Aesthetics
+
+A video aesthetic assessment database with professional annotations and a dual-modal network.
+
+{listed("vid1")}
+"""
+
+
+def test_all_formats_parse_back(built, workdir):
+    lists = json.loads(built("related-work", "--all", "-k", "3", "--format", "json").stdout)
+    assert [item["id"] for item in lists] == ["dp1", "dp2", "vid1", "vid2", "rnn1", "rnn2"]
+    assert [r["id"] for r in lists[0]["related"]] == [r.id for r in Recommender.open().like("dp1", k=3)]
+    assert [r["rank"] for r in lists[0]["related"]] == [1, 2, 3]
+    assert set(lists[0]["related"][0]) == {"rank", "id", "score", "handle", "title", "snippet", "url", "code_links"}
+
+    lines = built("related-work", "--all", "-k", "3", "--format", "jsonl").stdout.splitlines()
+    assert [json.loads(line) for line in lines] == lists
+
+    rows = list(csv.DictReader(io.StringIO(built("related-work", "--all", "-k", "3", "--format", "csv", "--why").stdout)))
+    assert len(rows) == 18
+    assert (rows[0]["paper_id"], rows[0]["rank"], rows[0]["id"]) == ("dp1", "1", "dp2")
+    assert float(rows[0]["score"]) == pytest.approx(lists[0]["related"][0]["score"], abs=1e-4)
+    assert rows[0]["why"] == "; ".join(Recommender.open().like("dp1", k=1, why=True)[0].why)
+
+    markdown = built("related-work", "--all", "-k", "3").stdout
+    assert len(re.findall(r"^## ", markdown, re.M)) == 6
+    assert len(re.findall(r"^[123]\. \*\*", markdown, re.M)) == 18
+
+
+def parse_bibtex(text):
+    """A minimal BibTeX reader: entries with brace-balanced field values."""
+    entries = {}
+    for match in re.finditer(r"@(\w+)\{([^,\s]+),\n", text):
+        position, depth, fields = match.end(), 1, {}
+        body_start = position
+        while depth:
+            char = text[position]
+            depth += {"{": 1, "}": -1}.get(char, 0)
+            position += 1
+        body = text[body_start: position - 1]
+        for field in re.finditer(r"^  (\w+) = \{", body, re.M):
+            start, depth, end = field.end(), 1, field.end()
+            while depth:
+                depth += {"{": 1, "}": -1}.get(body[end], 0)
+                end += 1
+            fields[field.group(1)] = body[start: end - 1]
+        assert match.group(2) not in entries
+        entries[match.group(2)] = (match.group(1), fields)
+    return entries
+
+
+def test_bibtex_lists_every_paper_mentioned_once(built):
+    text = built("related-work", "dp1", "-k", "2", "--format", "bibtex").stdout
+    entries = parse_bibtex(text)
+    assert list(entries) == ["FlashDP", "PrivateFineTuning", "TFLA"]  # the paper, then its list
+    kind, fields = entries["FlashDP"]
+    assert kind == "misc"
+    assert fields == {
+        "title": "{FlashDP: Fast Private Training}",
+        "note": r"Code: \url{https://github.com/lab/flashdp}",
+        "abstract": "Differentially private training of large language models with fused per-sample gradient "
+                    "clipping. Code at https://github.com/lab/flashdp.",
+    }
+
+
+def test_output_is_byte_identical_run_to_run(built, workdir):
+    for fmt in ("markdown", "json", "jsonl", "csv", "bibtex"):
+        first = built("related-work", "--all", "--format", fmt, "--why").stdout_bytes
+        assert built("related-work", "--all", "--format", fmt, "--why").stdout_bytes == first
+
+
+def test_out_file_and_from_file(built, workdir):
+    (workdir / "ids.txt").write_text("# papers for Friday\nvid1\n\nrnn2\n", encoding="utf-8")
+    result = built("related-work", "--from", "ids.txt", "--format", "jsonl", "--out", "out.jsonl")
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert "wrote related work for 2 papers to out.jsonl" in result.output
+    assert [json.loads(line)["id"] for line in (workdir / "out.jsonl").read_text().splitlines()] == ["vid1", "rnn2"]
+    assert sorted(p.name for p in workdir.iterdir() if "partial" in p.name) == []
+
+
+@pytest.mark.parametrize("args,message", [
+    ((), "Error: no paper chosen: give paper IDs or handles, --from FILE, or --all"),
+    (("dp1", "--all"), "Error: give paper IDs or --all, not both"),
+    (("nope",), "Error: no paper 'nope' in the index: see `papers list`"),
+    (("--from", "missing.txt"), "Error: missing.txt: no such file (--from takes a file of paper IDs or handles, one a line)"),
+    (("dp1", "-k", "0"), "Error: -k must be at least 1, got 0"),
+])
+def test_errors(built, args, message):
+    result = built("related-work", *args)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == message
+
+
+# ---------------------------------------------------------------- pieces
+
+
+@pytest.mark.parametrize("text,escaped", [
+    ("memory down by 50\\% and 20%", "memory down by 50\\% and 20\\%"),
+    ("sets {a, b} and }", "sets \\textbraceleft{}a, b\\textbraceright{} and \\textbraceright{}"),
+    ("x_1 & y#2 $z$", "x\\_1 \\& y\\#2 \\$z\\$"),
+    ("\\emph{new} ~ a^b", "\\textbackslash{}emph\\textbraceleft{}new\\textbraceright{} \\textasciitilde{} a\\textasciicircum{}b"),
+    ("line\nbreak", "line break"),
+])
+def test_bibtex_escape(text, escaped):
+    assert bibtex_escape(text) == escaped
+
+
+@pytest.mark.parametrize("handle,key", [
+    ("FlashDP", "FlashDP"), ("Thompson sampling", "ThompsonSampling"), ("Dyn-O", "DynO"),
+    ("Étude", "Etude"), ("3D parts", "p3DParts"), ("∑∑", "paper-abc"),
+])
+def test_bibtex_key(handle, key):
+    assert bibtex_key(handle, "abc") == key
+
+
+def test_bibtex_keys_are_unique():
+    assert bibtex_keys(["a", "b", "c"], ["Dyn-O", "DynO", "TFLA"]) == {"a": "DynO-a", "b": "DynO-b", "c": "TFLA"}
+
+
+def test_bibtex_entry_has_only_the_metadata_given():
+    paper = Paper(id="x1", title="On {Braces}", abstract="A.", authors=("Ada Lovelace", "C. Babbage"), year=1843,
+                  venue="Notes", url="https://example.org/a%20b")
+    assert bibtex_entry(paper, "OnBraces") == """\
+@misc{OnBraces,
+  title = {{On \\textbraceleft{}Braces\\textbraceright{}}},
+  author = {Ada Lovelace and C. Babbage},
+  year = {1843},
+  howpublished = {Notes},
+  url = {https://example.org/a\\%20b},
+  abstract = {A.}
+}
+
+"""
+
+
+@pytest.mark.parametrize("abstract,expected", [
+    ("Models are big. We propose Tiny, a small one. It works.", "We propose Tiny, a small one."),
+    ("Models are big. Tiny is small. It works.", "Tiny is small."),
+    ("Models are big. Nothing else.", "Models are big."),
+    ("Models are big. To solve this problem, in this paper, we propose Tiny.", "We propose Tiny."),
+    ("In this paper we present Tiny.", "We present Tiny."),
+    ("Models are big. Here, we present **Tiny** (\\textbf{T}iny $O(1)$).", "We present Tiny (Tiny)."),  # math is dropped
+])
+def test_summary_is_the_sentence_that_says_what_the_paper_does(abstract, expected):
+    assert summary(Paper(id="x", title="", abstract=abstract, handle="Tiny")) == expected
+
+
+def test_recommender_methods(small):
+    assert [item.paper.id for item in small.related_work(k=2)] == small.ids
+    (item,) = small.related_work("VADB", k=1)
+    assert as_tuples(item.related) == as_tuples(small.like("vid1", k=1))
+    assert len(small.sessions("dp1", "dp2", "vid1", "vid2", n=2).sessions) == 2

@@ -1,0 +1,157 @@
+"""sessions: groups of similar papers, sizes, labels, order, output and errors."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from corpus import write_corpus
+from recommender import Recommender, build_index
+from recommender.cli import main
+from recommender.errors import InputError
+from recommender.sessions import _distinct_terms, assign_with_capacity, chain_order, plan_sessions
+
+TOPICS = {
+    "privacy": "differential privacy private gradient clipping noise budget membership federated",
+    "video": "video aesthetic frames temporal quality annotation clips motion camera",
+    "graphs": "graph spanner shortest path tree vertex edge decomposition planar",
+}
+
+
+def topic_papers(per_topic=8):
+    papers = []
+    for topic, words in sorted(TOPICS.items()):
+        words = words.split()
+        for number in range(per_topic):
+            picked = [words[(number * 3 + step) % len(words)] for step in range(6)]
+            papers.append({
+                "id": f"{topic}-{number}",
+                "title": f"{picked[0].title()} {picked[1]} {number}",
+                "abstract": f"We study {topic} with {' and '.join(picked)}. The method uses {words[0]} {words[1]}.",
+            })
+    return papers
+
+
+@pytest.fixture
+def index(workdir, fake_model):
+    build_index([write_corpus(workdir / "in", topic_papers())])
+    return Recommender.open()
+
+
+def test_sessions_group_papers_by_topic(index):
+    plan = plan_sessions(index, range(len(index)), n=3)
+    assert len(plan.sessions) == 3
+    for session in plan.sessions:
+        topics = {item.paper.id.split("-")[0] for item in session.papers}
+        assert len(topics) == 1
+        assert len(session.papers) == 8
+        (topic,) = topics
+        assert set(" ".join(session.label).split()) & set(TOPICS[topic].split()) | {topic}
+        assert len(session.label) == 3
+        fits = [item.similarity for item in session.papers]
+        assert fits == sorted(fits, reverse=True)  # most typical first
+    assert sorted(plan.assignment) == sorted([1] * 8 + [2] * 8 + [3] * 8)
+
+
+def test_background_reading_comes_from_outside_the_session(index):
+    plan = plan_sessions(index, range(len(index)), n=3)
+    for session in plan.sessions:
+        inside = {item.paper.id for item in session.papers}
+        assert len(session.background) == 3
+        assert not inside & {item.paper.id for item in session.background}
+        assert all(item.session not in (None, session.number) for item in session.background)
+
+
+def test_max_per_session_is_respected(index):
+    plan = plan_sessions(index, range(len(index)), n=2, max_per_session=12)
+    assert [len(session.papers) for session in plan.sessions] == [12, 12]
+    default = plan_sessions(index, range(len(index)), n=2)
+    assert max(len(session.papers) for session in default.sessions) <= 18  # ceil(1.5 * 24 / 2)
+
+
+def test_a_subset_of_papers(index):
+    rows = [index.resolve(ref) for ref in ("privacy-0", "privacy-1", "video-0", "video-1")]
+    plan = plan_sessions(index, rows, n=2)
+    assert sorted(sorted(item.paper.id for item in s.papers) for s in plan.sessions) == [
+        ["privacy-0", "privacy-1"], ["video-0", "video-1"]]
+    # Background reading may name papers that were not chosen.
+    assert any(item.session is None for s in plan.sessions for item in s.background)
+
+
+def test_assign_with_capacity_moves_overflow_to_the_next_nearest():
+    similarity = np.array([[0.9, 0.1, 0.0], [0.8, 0.7, 0.0], [0.7, 0.1, 0.6], [0.1, 0.9, 0.0]])
+    # Paper 2's nearest session (0) is full by the time its turn comes: it joins session 2, its next nearest.
+    assert assign_with_capacity(similarity, 2).tolist() == [0, 0, 2, 1]
+    assert assign_with_capacity(similarity, 4).tolist() == [0, 0, 0, 1]
+    with pytest.raises(InputError, match="3 sessions of at most 1 papers cannot hold 4 papers"):
+        assign_with_capacity(similarity, 1)
+
+
+def test_chain_order_starts_central_and_walks_to_neighbours():
+    centroids = np.array([[1, 0, 0], [0.8, 0.6, 0], [0, 1, 0], [0.6, 0, 0.8]], dtype=np.float32)
+    assert chain_order(centroids, np.ones(4, dtype=np.float32)) == [1, 0, 3, 2]
+
+
+@pytest.mark.parametrize("terms,expected", [
+    (["models", "diffusion models", "diffusion", "video", "videos", "audio"], ("diffusion models", "video", "audio")),
+    (["model", "method", "textbf", "graph", "graphs", "path"], ("graph", "path")),
+])
+def test_labels_skip_filler_and_repeated_words(terms, expected):
+    assert _distinct_terms(terms, 3) == expected
+
+
+# ---------------------------------------------------------------- the command
+
+
+@pytest.fixture
+def run(workdir, fake_model):
+    write_corpus(workdir / "in", topic_papers())
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(main, list(args), catch_exceptions=False)
+
+    assert invoke("build", "in").exit_code == 0
+    return invoke
+
+
+def test_markdown_plan(run):
+    text = run("sessions", "--n", "3").stdout
+    assert text.startswith("# Reading-group plan: 24 papers in 3 sessions\n\nHow the sessions were formed: ")
+    headings = re.findall(r"^## Session (\d): (.+) \((\d+) papers\)$", text, re.M)
+    assert [(number, size) for number, _, size in headings] == [("1", "8"), ("2", "8"), ("3", "8")]
+    assert len(re.findall(r"^\d+\. \*\*", text, re.M)) == 24
+    assert len(re.findall(r"^Background reading: ", text, re.M)) == 3
+
+
+def test_json_plan_and_determinism(run):
+    first = run("sessions", "--n", "3", "--format", "json", "--seed", "4").stdout_bytes
+    assert run("sessions", "--n", "3", "--format", "json", "--seed", "4").stdout_bytes == first
+    plan = json.loads(first)
+    assert plan["papers"] == 24
+    assert [s["session"] for s in plan["sessions"]] == [1, 2, 3]
+    assert sum(s["size"] for s in plan["sessions"]) == 24
+    assert set(plan["sessions"][0]["papers"][0]) == {"id", "handle", "title", "summary", "url", "code_links", "similarity"}
+    assert set(plan["sessions"][0]["background"][0]) == {
+        "id", "handle", "title", "summary", "url", "code_links", "similarity", "session"}
+
+
+def test_chosen_papers_and_out_file(run, workdir):
+    result = run("sessions", "privacy-0", "privacy-1", "graphs-0", "graphs-1", "--n", "2", "--out", "plan.md")
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert (workdir / "plan.md").read_text().startswith("# Reading-group plan: 4 papers in 2 sessions")
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--n", "30"), "Error: cannot split 24 papers into 30 sessions: use --n 24 or fewer"),
+    (("--n", "0"), "Error: --n must be at least 1, got 0"),
+    (("--n", "3", "--max-per-session", "5"),
+     "Error: 3 sessions of at most 5 papers cannot hold 24 papers: raise --max-per-session or --n"),
+    (("nope",), "Error: no paper 'nope' in the index: see `papers list`"),
+])
+def test_errors(run, args, message):
+    result = run("sessions", *args)
+    assert result.exit_code == 1
+    assert result.output.strip() == message
