@@ -98,7 +98,7 @@ def build_index(
     export_query_encoder: bool = True,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically."""
-    from .ann import build_faiss_index, choose_index
+    from .ann import choose_index, index_description
     from .encoders import DEFAULT_MODEL
     from .lexical import build_tfidf
 
@@ -127,9 +127,11 @@ def build_index(
         finally:
             cache.close()
         vectors = embedded.vectors
+        previous = _previous_build(index_dir, model)
         choice = choose_index(len(papers), vectors.shape[1], index_type)
+        faiss_index, trained_on = _faiss_index_for(vectors, choice, previous)
         writer.save_array(VECTORS, vectors)
-        writer.save_faiss(FAISS, build_faiss_index(vectors, choice))
+        writer.save_faiss(FAISS, faiss_index)
         offsets = writer.save_jsonl(PAPERS, (paper.to_dict() for paper in papers))
         writer.save_array(OFFSETS, offsets)
         writer.save_json(KEYS, {"ids": [p.id for p in papers], "handles": [p.handle for p in papers]})
@@ -138,7 +140,6 @@ def build_index(
             writer.save_array(f"lexical/{name}.npy", arrays[name])
         writer.save_json(VOCABULARY, vocabulary)
         writer.save_json(STOP_WORDS, stop_words)
-        previous = _previous_build(index_dir, model)
         query_encoder = None
         if export_query_encoder:
             query_encoder = _export_query_encoder(model, writer, previous)
@@ -152,7 +153,10 @@ def build_index(
             "inputs_fingerprint": _fingerprint(papers),
             "package_version": __version__,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "index": {"kind": choice.kind, "params": choice.params, "reason": choice.reason},
+            "index": {
+                "kind": choice.kind, "params": choice.params, "reason": choice.reason,
+                "description": index_description(faiss_index), "trained_on": trained_on,
+            },
             "lexical": {"terms": len(vocabulary), **lexical_settings()},
             "query_encoder": query_encoder,
             "encoded": embedded.encoded,
@@ -172,6 +176,33 @@ def _fingerprint(papers: Sequence[Paper]) -> str:
         digest.update(hashlib.sha256(paper.text.encode("utf-8")).digest())
         digest.update(paper.id.encode("utf-8") + b"\0")
     return digest.hexdigest()[:16]
+
+
+# An IVF index keeps the lists it was trained on while papers are appended,
+# until the corpus has grown past this factor of the training size.
+RETRAIN_GROWTH = 2.0
+
+
+def _faiss_index_for(vectors: np.ndarray, choice, previous: store.StoredIndex | None):
+    """Extend the previous build's trained index when papers were only appended, else build anew.
+
+    Returns the index and how many papers its clustering was trained on."""
+    from .ann import add_to_index, build_faiss_index
+
+    if previous is not None and choice.kind != "flat":
+        built = previous.manifest.get("index", {})
+        old_count = previous.manifest["paper_count"]
+        trained_on = built.get("trained_on") or old_count
+        if (
+            built.get("kind") == choice.kind
+            and previous.manifest["dimension"] == vectors.shape[1]
+            and old_count <= len(vectors) <= RETRAIN_GROWTH * trained_on
+            and np.array_equal(previous.load_array(VECTORS, mmap=True), vectors[:old_count])
+        ):
+            index = previous.load_faiss(FAISS, writable=True)
+            add_to_index(index, vectors[old_count:])
+            return index, trained_on
+    return build_faiss_index(vectors, choice), len(vectors)
 
 
 def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:

@@ -313,10 +313,13 @@ class StoredIndex:
                         f"index file {self.path(name)} row {number} cannot be read: run `{rebuild_hint(self.index_dir)}`"
                     ) from None
 
-    def load_faiss(self, name: str):
+    def load_faiss(self, name: str, writable: bool = False):
+        """A FAISS index; memory-mapped read-only where FAISS allows it, unless `writable`."""
         import faiss
 
         try:
+            if writable:
+                raise RuntimeError("read into memory")
             return faiss.read_index(str(self.path(name)), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
         except RuntimeError:
             try:

@@ -1,0 +1,48 @@
+import json
+
+import numpy as np
+
+from recommender import Recommender, build_index
+from recommender.core import RETRAIN_GROWTH
+
+WORDS = ("graph neural network privacy gradient video aesthetic kernel attention sparse matrix robot policy "
+         "reward language model speech audio image diffusion protein molecule theorem bound convex").split()
+
+
+def synthetic_papers(start: int, count: int) -> list[dict]:
+    rng = np.random.default_rng(start)
+    return [
+        {"id": f"p{i:05d}", "title": f"Paper {i}", "abstract": " ".join(rng.choice(WORDS, size=30))}
+        for i in range(start, start + count)
+    ]
+
+
+def write(path, papers):
+    path.write_text("".join(json.dumps(p) + "\n" for p in papers), encoding="utf-8")
+    return path
+
+
+def test_appended_papers_extend_the_trained_index(workdir, fake_model):
+    base = write(workdir / "base.jsonl", synthetic_papers(0, 400))
+    build_index([base], index_type="ivf")
+    first = Recommender.open().manifest["index"]
+    assert (first["kind"], first["trained_on"]) == ("ivf", 400)
+
+    extra = write(workdir / "extra.jsonl", synthetic_papers(400, 4))
+    report = build_index([base, extra], index_type="ivf")
+    assert (report.papers, report.encoded, report.reused) == (404, 4, 400)
+    grown = Recommender.open()
+    assert grown.manifest["index"]["trained_on"] == 400  # extended, not retrained
+    assert grown.faiss_index.ntotal == 404
+    assert grown.like("p00401", k=3, mode="dense")[0].id != "p00401"
+
+
+def test_changed_or_much_larger_corpus_is_retrained(workdir, fake_model):
+    base = write(workdir / "base.jsonl", synthetic_papers(0, 300))
+    build_index([base], index_type="ivf")
+    bigger = write(workdir / "bigger.jsonl", synthetic_papers(300, int(300 * RETRAIN_GROWTH)))
+    build_index([base, bigger], index_type="ivf")
+    assert Recommender.open().manifest["index"]["trained_on"] == 300 + int(300 * RETRAIN_GROWTH)
+    reordered = write(workdir / "reordered.jsonl", synthetic_papers(0, 300)[::-1])
+    build_index([reordered], index_type="ivf")
+    assert Recommender.open().manifest["index"]["trained_on"] == 300
