@@ -30,6 +30,8 @@ _CODE_HOST = (
     r"|[\w-]+\.github\.io|[\w-]+\.gitlab\.io|sites\.google\.com|anonymous\.4open\.science)"
 )
 _CODE_HOST_RE = re.compile(rf"(?:www\.)?{_CODE_HOST}", re.I)
+# Every link _URL_RE can match contains one of these (lower case).
+_LINK_MARKERS = ("http", "github", "gitlab", "huggingface", "hf.co", "bitbucket", "codeberg", "sites.google", "4open")
 # Hosts that only count with a path: "github.com" alone is not a code link.
 _NEEDS_PATH = {"github.com", "gitlab.com", "huggingface.co", "hf.co", "bitbucket.org",
                "codeberg.org", "sites.google.com", "anonymous.4open.science"}
@@ -78,6 +80,10 @@ def extract_code_links(text: str) -> tuple[str, ...]:
     are resolved before matching.
     """
     links: list[str] = []
+    lowered = (text or "").lower()
+    # Fast path for the common abstract with no link at all (the full scan is slow).
+    if not any(marker in lowered for marker in _LINK_MARKERS):
+        return ()
     for match in _URL_RE.finditer(_unescape_latex(text or "")):
         url = _normalise_url(match.group())
         if url and url not in links:
