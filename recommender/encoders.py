@@ -37,7 +37,7 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
-def _quiet_libraries() -> None:
+def quiet_libraries() -> None:
     # Messages a user cannot act on: token-length notices (we window long texts
     # ourselves) and library deprecation chatter.
     for name in ("transformers", "sentence_transformers", "huggingface_hub", "torch"):
@@ -64,7 +64,7 @@ class SentenceTransformerEncoder:
         try:
             from sentence_transformers import SentenceTransformer
 
-            _quiet_libraries()
+            quiet_libraries()
             self.model = SentenceTransformer(path, device="cpu")
         except Exception as error:  # any loader failure is the user's model choice
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -85,10 +85,13 @@ def _export(model_name_or_path: str, out_dir: Path, variant: str) -> Path:
     import tempfile
     import warnings
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from .encoders import quiet_libraries, set_offline
+
+    set_offline()
     import torch
     from sentence_transformers import SentenceTransformer
+
+    quiet_libraries()
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
