@@ -368,7 +368,7 @@ def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model):
 @selection_options
 @click.option("--n", "n", type=int, default=6, show_default=True, help="How many sessions.")
 @click.option("--max-per-session", type=int, default=None, metavar="N",
-              help="Most papers in one session (default: 1.5 x the average, rounded up).")
+              help="Most papers in one session (default: 1.25 x the average, rounded up).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-means that forms the sessions.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",

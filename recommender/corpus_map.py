@@ -22,7 +22,11 @@ from .errors import InputError
 
 WIDTH, HEIGHT, MARGIN = 1100, 760, 28
 TOP = 64  # title and caption above the map (PNG)
-POINT_RADIUS = 5.0
+POINT_RADIUS = 5.0  # px, up to a few hundred papers; smaller above, so crowds stay readable
+
+
+def point_radius(count: int) -> float:
+    return round(float(min(POINT_RADIUS, max(1.5, POINT_RADIUS * (300 / max(count, 1)) ** 0.5))), 1)
 # Papers are named on the map up to this many; above it, only on hover.
 NAMED_POINTS = 150
 FONT = 11.0  # px, paper names
@@ -63,6 +67,7 @@ class CorpusMap:
     points: tuple[MapPoint, ...]
     groups: tuple[MapGroup, ...]
     projection: str  # "UMAP" or "PCA"
+    radius: float = POINT_RADIUS
     width: int = WIDTH
     height: int = HEIGHT
 
@@ -132,14 +137,15 @@ def build_map(
         label = f"{number + 1}. " + (", ".join(labels.get(number, ())) or f"group {number + 1}")
         group_marks.append(MapGroup(number + 1, label, len(members), float(np.median(members[:, 0])),
                                     float(np.median(members[:, 1]))))
-    group_marks = _place_group_labels(group_marks, xy)
+    # On a crowded map a session label may cover points (its halo keeps it legible); on a sparse one it must not.
+    group_marks = _place_group_labels(group_marks, xy if len(rows) <= NAMED_POINTS else xy[:0])
     names = _place_names(xy, [paper.label for paper in papers], group_marks) if len(rows) <= NAMED_POINTS else {}
     points = tuple(
         MapPoint(round(float(x), 1), round(float(y), 1), int(group) + 1, paper.id, paper.handle,
                  paper.title or paper.handle, summary(paper), names.get(i))
         for i, ((x, y), group, paper) in enumerate(zip(xy, groups, papers))
     )
-    return CorpusMap(points, tuple(group_marks), projection)
+    return CorpusMap(points, tuple(group_marks), projection, point_radius(len(points)))
 
 
 def _fit_to_canvas(coordinates: np.ndarray) -> np.ndarray:
@@ -290,7 +296,7 @@ def render_html(corpus_map: CorpusMap) -> str:
         "h1{font-size:20px;margin:0 0 4px}p.caption{margin:0 0 12px;color:#555;font-size:14px;max-width:1100px}",
         "#map{position:relative;width:100%;max-width:" + str(corpus_map.width) + "px}",
         "svg{width:100%;height:auto;border:1px solid #ddd;border-radius:6px;background:#fcfcfc}",
-        "circle{stroke:#fff;stroke-width:1}circle:hover,circle.on{stroke:#000;stroke-width:2}",
+        "circle{stroke:#fff;stroke-width:" + ("1" if len(corpus_map.points) <= NAMED_POINTS else ".3") + "}circle:hover{stroke:#000;stroke-width:2}",
         "text{font-family:inherit}text.name{font-size:" + f"{FONT:g}" + "px;fill:#333}",
         "text.group{font-size:" + f"{GROUP_FONT:g}" + "px;font-weight:700;paint-order:stroke;stroke:#fcfcfc;stroke-width:4px;stroke-linejoin:round}",
         "#tip{position:absolute;display:none;pointer-events:none;max-width:360px;background:#fff;border:1px solid #bbb;"
@@ -309,7 +315,7 @@ def render_html(corpus_map: CorpusMap) -> str:
     ]
     for i, point in enumerate(corpus_map.points):
         parts.append(
-            f'<circle cx="{point.x:g}" cy="{point.y:g}" r="{POINT_RADIUS:g}" fill="{_colour(point.group)}" '
+            f'<circle cx="{point.x:g}" cy="{point.y:g}" r="{corpus_map.radius:g}" fill="{_colour(point.group)}" '
             f'data-i="{i}" data-id="{e(point.id)}"></circle>'
         )
     parts.append("</g>")
@@ -355,8 +361,10 @@ def render_html(corpus_map: CorpusMap) -> str:
 
 def render_png(corpus_map: CorpusMap, path: str | Path) -> None:
     """The same map as a PNG (matplotlib's Agg backend: no display needed)."""
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        raise InputError("a PNG map needs matplotlib: `pip install matplotlib`, or write map.html instead") from None
     matplotlib.use("Agg")
     import matplotlib.patheffects as effects
     import matplotlib.pyplot as plt
@@ -372,8 +380,9 @@ def render_png(corpus_map: CorpusMap, path: str | Path) -> None:
     axes.set_ylim(corpus_map.height, 0)
     axes.axis("off")
     points = corpus_map.points
-    axes.scatter([p.x for p in points], [p.y for p in points], s=(POINT_RADIUS * 2 * 0.75) ** 2,
-                 c=[_colour(p.group) for p in points], edgecolors="white", linewidths=0.6, zorder=2)
+    axes.scatter([p.x for p in points], [p.y for p in points], s=(corpus_map.radius * 2 * 0.75) ** 2,
+                 c=[_colour(p.group) for p in points], edgecolors="white", linewidths=0.6 if len(points) <= NAMED_POINTS else 0.2,
+                 zorder=2)
     pt = 0.75  # points per pixel at 100 dpi
     for point in points:
         if point.name_at:

@@ -101,3 +101,11 @@ def test_recommender_map_method(workdir, fake_model, no_umap):
     corpus_map = Recommender.open().map("privacy-0", "privacy-1", "video-0", "video-1", n=2)
     assert (len(corpus_map.points), len(corpus_map.groups), corpus_map.projection) == (4, 2, "PCA")
     assert write_map(corpus_map, workdir / "m.html").read_text().count("<circle ") == 4
+
+
+def test_png_without_matplotlib_is_a_clear_error(run, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    result = run("map", "--out", "map.png")
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        "Error: a PNG map needs matplotlib: `pip install matplotlib`, or write map.html instead")

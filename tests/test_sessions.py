@@ -68,7 +68,7 @@ def test_max_per_session_is_respected(index):
     plan = plan_sessions(index, range(len(index)), n=2, max_per_session=12)
     assert [len(session.papers) for session in plan.sessions] == [12, 12]
     default = plan_sessions(index, range(len(index)), n=2)
-    assert max(len(session.papers) for session in default.sessions) <= 18  # ceil(1.5 * 24 / 2)
+    assert max(len(session.papers) for session in default.sessions) <= 15  # ceil(1.25 * 24 / 2)
 
 
 def test_a_subset_of_papers(index):
