@@ -69,18 +69,27 @@ def ranking_options(command):
     return command
 
 
-def _read_exclusions(path: str | None) -> list[str]:
+def _read_id_file(path: str | None, option: str, required: bool = False) -> list[str]:
+    """Paper IDs or handles from a file, one a line (# starts a comment)."""
     if path is None:
         return []
     from .errors import InputError
 
+    usage = f"{option} takes a file of paper IDs or handles, one a line"
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file (--exclude takes a file of paper IDs, one a line)") from None
+        raise InputError(f"{path}: no such file ({usage})") from None
     except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text (--exclude takes a file of paper IDs, one a line)") from None
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        raise InputError(f"{path}: not UTF-8 text ({usage})") from None
+    references = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if required and not references:
+        raise InputError(f"{path}: no paper IDs in it ({usage})")
+    return references
+
+
+def _read_exclusions(path: str | None) -> list[str]:
+    return _read_id_file(path, "--exclude")
 
 
 def _open(index, model=None, verify=False):
@@ -285,20 +294,7 @@ def selection_options(command):
 
 
 def _read_references(path: str | None) -> list[str]:
-    if path is None:
-        return []
-    from .errors import InputError
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file (--from takes a file of paper IDs or handles, one a line)") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text (--from takes a file of paper IDs or handles, one a line)") from None
-    references = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if not references:
-        raise InputError(f"{path}: no paper IDs in it (--from takes a file of paper IDs or handles, one a line)")
-    return references
+    return _read_id_file(path, "--from", required=True)
 
 
 def _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=False) -> list[int]:

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from . import __version__, store
-from .embedding import Chunking, Encoder, embed_texts, normalise, split_windows, pool_windows
+from .embedding import Chunking, Encoder, embed_texts, pool_windows, split_windows
 from .errors import IndexMismatchError, InputError, PaperNotFoundError
 from .lexical import LexicalIndex, SparseVector, combine
 from .lexical import settings as lexical_settings
 from .papers import Paper, first_sentence, read_papers
-from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, mmr, order_by_score, seed_weights
+from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, seed_weights, select
 
 VECTORS = "vectors.npy"
 FAISS = "faiss.index"
@@ -445,7 +444,7 @@ class Recommender:
         _check_options(1, None, None, mode)
         rows = np.asarray(rows, dtype=np.int64)
         zeros = np.zeros(len(rows), np.float32)
-        dense = np.asarray(self.vectors[rows]) @ np.asarray(self.vectors[query_row]) if mode != "lexical" else zeros
+        dense = self.cosines(rows, np.asarray(self.vectors[query_row])) if mode != "lexical" else zeros
         lexical = self.lexical.scores(self.lexical.row(query_row))[rows] if mode != "dense" else zeros
         return fuse(dense, lexical, mode, dense_weight)
 
@@ -546,15 +545,7 @@ class Recommender:
         dense = self.cosines(rows, dense_query) if mode != "lexical" else np.zeros(len(rows), np.float32)
         lexical = lexical_all[rows] if lexical_all is not None else np.zeros(len(rows), np.float32)
         scores = fuse(dense, lexical, mode)
-        order = order_by_score(rows, scores, self.tiebreak)
-        rows, scores = rows[order], scores[order]
-        if min_score is not None:
-            keep = scores >= min_score
-            rows, scores = rows[keep], scores[keep]
-        if diverse is not None:
-            picks = mmr(rows, scores, self.vectors, k, diverse)
-            rows, scores = rows[picks], scores[picks]
-        rows, scores = rows[:k], scores[:k]
+        rows, scores = select(rows, scores, self.tiebreak, self.vectors, k, min_score, diverse)
         papers = self.papers_at(rows.tolist())
         results = []
         for rank, (row, score, paper) in enumerate(zip(rows, scores, papers), start=1):

@@ -30,7 +30,7 @@ import numpy as np
 from . import metrics, store
 from .embedding import Chunking
 from .errors import InputError, RecommenderError
-from .ranking import DENSE_WEIGHT, mmr, order_by_score
+from .ranking import DENSE_WEIGHT, select
 
 if TYPE_CHECKING:
     from .core import BuildReport
@@ -210,13 +210,7 @@ def rank_rows(
     if len(rows) == 0:
         return []
     scores = recommender.score_rows(query_row, rows, mode, dense_weight)
-    order = order_by_score(rows, scores, recommender.tiebreak)
-    rows, scores = rows[order], scores[order]
-    if min_score is not None:
-        keep = scores >= min_score
-        rows, scores = rows[keep], scores[keep]
-    if diverse is not None:
-        rows = rows[mmr(rows, scores, recommender.vectors, len(rows), diverse)]
+    rows, _ = select(rows, scores, recommender.tiebreak, recommender.vectors, len(rows), min_score, diverse)
     return rows.tolist()
 
 

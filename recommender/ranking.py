@@ -65,3 +65,20 @@ def mmr(
         similarity = candidate_vectors @ candidate_vectors[pick]
         max_similarity = np.maximum(max_similarity, similarity)
     return chosen
+
+
+def select(
+    rows: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray, vectors: np.ndarray, k: int,
+    min_score: float | None = None, diverse: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The top `k` candidates: sorted by score (ties by ID), those under `min_score`
+    dropped, and picked by MMR with weight `diverse` when given."""
+    order = order_by_score(rows, scores, tiebreak)
+    rows, scores = rows[order], scores[order]
+    if min_score is not None:
+        keep = scores >= min_score
+        rows, scores = rows[keep], scores[keep]
+    if diverse is not None:
+        picks = mmr(rows, scores, vectors, k, diverse)
+        rows, scores = rows[picks], scores[picks]
+    return rows[:k], scores[:k]

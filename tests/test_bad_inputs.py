@@ -149,7 +149,7 @@ QUERY_CASES = [
     ("--diverse outside 0..1", ["like", "dp1", "--diverse", "1.5"],
      "Error: --diverse must be between 0 and 1 (1 = relevance only), got 1.5"),
     ("--exclude file missing", ["like", "dp1", "--exclude", "read.txt"],
-     "Error: read.txt: no such file (--exclude takes a file of paper IDs, one a line)"),
+     "Error: read.txt: no such file (--exclude takes a file of paper IDs or handles, one a line)"),
     ("empty search text", ["search", "  "], "Error: empty search text: give some words to search for"),
     ("index name that does not exist", ["like", "dp1", "--index", "other"],
      "Error: no index at indexes/other: run `papers build --index other` first"),

@@ -168,7 +168,7 @@ def test_info(built):
      "Error: --min-score must be between -1 and 1 (scores are cosine similarities), got -2\n"),
     (["like", "dp1", "--diverse", "1.5"], "Error: --diverse must be between 0 and 1 (1 = relevance only), got 1.5\n"),
     (["like", "dp1", "--exclude", "missing.txt"],
-     "Error: missing.txt: no such file (--exclude takes a file of paper IDs, one a line)\n"),
+     "Error: missing.txt: no such file (--exclude takes a file of paper IDs or handles, one a line)\n"),
     (["like", "dp1", "--model", "other"],
      "Error: index indexes/default was built with model 'all-MiniLM-L6-v2', not 'other': "
      "run `papers build --model other` to rebuild it\n"),
