@@ -5,8 +5,9 @@ ranks by: DENSE_WEIGHT x embedding cosine + the rest x TF-IDF cosine) over the
 whole index, computed with `like`'s own arithmetic -- so it is the list
 `Recommender.like(paper, k=k)` returns whenever `like`'s candidate pool holds
 those papers, which on an exact (flat) index it does in practice (the tests
-and scripts/bench_related.py check it). On an approximate (IVF) index the
-lists are exact where `like` can miss a neighbour the index did not probe.
+and scripts/bench_related.py check it). On an approximate (IVF) index the dense
+neighbours come from that index, as for `like`, so both can miss a neighbour
+the index did not probe.
 
 How: one exact FAISS search per chunk of papers gives each paper's nearest
 papers by embedding; the hybrid score is computed exactly for the few that can
@@ -132,16 +133,12 @@ def _related_lists(recommender, rows, k, why, chunk, progress, stats) -> Iterato
 
 
 def _nearest(recommender: Recommender, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-k inner products: the stored index when it is flat, else a brute-force FAISS
-    search of the stored vectors (an IVF index would miss some neighbours, and the bound needs all)."""
-    import faiss
-
+    """Top-k inner products from the stored index, as `like` gets them: exact on a flat index;
+    on an approximate one (above ann.EXACT_LIMIT papers) as approximate as `like`, because a
+    brute-force search of every paper against every paper grows with n squared (hours at 1M)."""
     from .ann import search_index
 
-    index = recommender.faiss_index
-    if isinstance(faiss.downcast_index(index), faiss.IndexFlat):
-        return search_index(index, queries, k)
-    return faiss.knn(queries, np.asarray(recommender.vectors), k, metric=faiss.METRIC_INNER_PRODUCT)
+    return search_index(recommender.faiss_index, queries, k)
 
 
 class _BatchRanker:
