@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -32,6 +33,10 @@ def library_errors(command):
             return command(*args, **kwargs)
         except RecommenderError as error:
             raise click.ClickException(str(error)) from None
+        except BrokenPipeError:
+            # The reader went away (`papers list | head`): stop quietly, as Unix tools do.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
         except OSError as error:
             where = f"{error.filename}: " if error.filename else ""
             raise click.ClickException(f"{where}{error.strerror or error}") from None
