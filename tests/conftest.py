@@ -32,3 +32,18 @@ def workdir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PAPERS_INDEX", raising=False)
     return tmp_path
+
+
+@pytest.fixture
+def papers_cli(workdir, fake_model):
+    """`papers ARGS...` through click's CliRunner, in the work folder, with the fake model."""
+    from click.testing import CliRunner
+
+    from recommender.cli import main
+
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(main, list(args), catch_exceptions=False)
+
+    return invoke

@@ -4,20 +4,13 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
 
 from corpus import write_corpus
-from recommender.cli import main
 
 
 @pytest.fixture
-def run(workdir, fake_model):
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(main, list(args), catch_exceptions=False)
-
-    return invoke
+def run(papers_cli):
+    return papers_cli
 
 
 @pytest.fixture

@@ -74,25 +74,18 @@ def test_cli_like_and_search_on_seed_index(seed_index):
     assert "FlashDP" in [json.loads(line)["handle"] for line in result.output.splitlines()]
 
 
-def test_like_does_not_import_torch_or_sentence_transformers(seed_index):
+@pytest.mark.parametrize("command, forbidden", [
+    (["like", "FlashDP"], ("torch", "sentence_transformers", "transformers", "sklearn", "scipy")),
+    (["search", "private training"], ("torch", "sentence_transformers", "transformers", "sklearn")),
+])
+def test_queries_stay_light(seed_index, command, forbidden):
+    """`like` loads no model at all; `search` encodes with the ONNX export, not torch."""
+    argv = ["papers", *command, "--index", str(seed_index / "index")]
     code = (
         "import sys; from recommender.cli import main\n"
-        f"sys.argv = ['papers', 'like', 'FlashDP', '--index', {str(seed_index / 'index')!r}]\n"
+        f"sys.argv = {argv!r}\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'sklearn', 'scipy') if m in sys.modules]\n"
-        "print('HEAVY', heavy)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert "HEAVY []" in result.stdout, result.stdout + result.stderr
-
-
-def test_search_does_not_import_torch(seed_index):
-    code = (
-        "import sys; from recommender.cli import main\n"
-        f"sys.argv = ['papers', 'search', 'private training', '--index', {str(seed_index / 'index')!r}]\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'sklearn') if m in sys.modules]\n"
-        "print('HEAVY', heavy)\n"
+        f"print('HEAVY', [m for m in {forbidden!r} if m in sys.modules])\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in result.stdout, result.stdout + result.stderr

@@ -20,15 +20,10 @@ def no_umap(monkeypatch):
 
 
 @pytest.fixture
-def run(workdir, fake_model, no_umap):
+def run(workdir, papers_cli, no_umap):
     write_corpus(workdir / "in", topic_papers())
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(main, list(args), catch_exceptions=False)
-
-    assert invoke("build", "in").exit_code == 0
-    return invoke
+    assert papers_cli("build", "in").exit_code == 0
+    return papers_cli
 
 
 def test_html_map_shows_every_paper_and_needs_nothing_else(run, workdir):

@@ -78,8 +78,8 @@ def test_derived_ids_are_stable_and_normalised():
 def test_ids_and_handles_do_not_depend_on_file_order(tmp_path):
     one = tmp_path / "one.txt"
     two = tmp_path / "two.txt"
-    one.write_text(f"H\n\nWe propose StreamFlow for video. It is fast.\n", encoding="utf-8")
-    two.write_text(f"H\n\nWe propose StreamFlow for audio. It is slow.\n", encoding="utf-8")
+    one.write_text("H\n\nWe propose StreamFlow for video. It is fast.\n", encoding="utf-8")
+    two.write_text("H\n\nWe propose StreamFlow for audio. It is slow.\n", encoding="utf-8")
     forward = {p.id: p.handle for p in read_papers([one, two])}
     backward = {p.id: p.handle for p in read_papers([two, one])}
     assert forward == backward

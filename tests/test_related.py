@@ -7,12 +7,10 @@ import random
 import re
 
 import pytest
-from click.testing import CliRunner
 
 from corpus import write_corpus
 from recommender import Recommender, build_index
 from recommender import related
-from recommender.cli import main
 from recommender.papers import Paper
 from recommender.ranking import DENSE_WEIGHT
 from recommender.related import (
@@ -113,13 +111,8 @@ def test_select_rows(small):
 
 
 @pytest.fixture
-def run(workdir, fake_model):
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(main, list(args), catch_exceptions=False)
-
-    return invoke
+def run(papers_cli):
+    return papers_cli
 
 
 @pytest.fixture

@@ -5,11 +5,9 @@ import re
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from corpus import write_corpus
 from recommender import Recommender, build_index
-from recommender.cli import main
 from recommender.errors import InputError
 from recommender.sessions import _distinct_terms, assign_with_capacity, chain_order, plan_sessions
 
@@ -106,15 +104,10 @@ def test_labels_skip_filler_and_repeated_words(terms, expected):
 
 
 @pytest.fixture
-def run(workdir, fake_model):
+def run(workdir, papers_cli):
     write_corpus(workdir / "in", topic_papers())
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(main, list(args), catch_exceptions=False)
-
-    assert invoke("build", "in").exit_code == 0
-    return invoke
+    assert papers_cli("build", "in").exit_code == 0
+    return papers_cli
 
 
 def test_markdown_plan(run):
