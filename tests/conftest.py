@@ -47,3 +47,18 @@ def papers_cli(workdir, fake_model):
         return runner.invoke(main, list(args), catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture
+def run(papers_cli):
+    return papers_cli
+
+
+@pytest.fixture
+def built(papers_cli, workdir):
+    """The CLI over an index of the tiny six-paper corpus (tests/corpus.py)."""
+    from corpus import write_corpus
+
+    write_corpus(workdir / "in")
+    assert papers_cli("build", "in").exit_code == 0
+    return papers_cli

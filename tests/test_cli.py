@@ -8,18 +8,6 @@ import pytest
 from corpus import write_corpus
 
 
-@pytest.fixture
-def run(papers_cli):
-    return papers_cli
-
-
-@pytest.fixture
-def built(run, workdir):
-    write_corpus(workdir / "in")
-    assert run("build", "in").exit_code == 0
-    return run
-
-
 def test_build_then_rebuild_encodes_nothing(run, workdir):
     write_corpus(workdir / "in")
     first = run("build", "in")

@@ -110,18 +110,6 @@ def test_select_rows(small):
 # ---------------------------------------------------------------- the command
 
 
-@pytest.fixture
-def run(papers_cli):
-    return papers_cli
-
-
-@pytest.fixture
-def built(run, workdir):
-    write_corpus(workdir / "in")
-    assert run("build", "in").exit_code == 0
-    return run
-
-
 def test_markdown_handout(built):
     result = built("related-work", "dp1", "vid1", "-k", "2", "--why")
     assert result.exit_code == 0
