@@ -16,7 +16,6 @@ from .errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
-METADATA_FIELDS = ("authors", "year", "venue", "url")
 # A seed file opens with a heading line ("NeurIPS 2025 Papers"); an abstract is
 # never this short, so a short single-line first paragraph with no closing
 # punctuation is taken as the heading (and kept as each paper's venue).

@@ -44,12 +44,10 @@ THREADS = 2
 
 
 def seed_abstracts(folder: Path = ROOT / "seeds") -> list[str]:
-    """Seed files: a heading line, then one abstract per blank-line-separated paragraph."""
-    texts = []
-    for path in sorted(folder.glob("*.txt")):
-        paragraphs = [p.strip() for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]
-        texts.extend(" ".join(p.split()) for p in paragraphs[1:])
-    return texts
+    """The seed abstracts, read by the project's own reader."""
+    from recommender.papers import read_papers
+
+    return [paper.abstract for paper in read_papers([folder])]
 
 
 def csfcube_abstracts(n: int) -> list[str]:
@@ -73,34 +71,22 @@ def unit(v):
 
 
 def csfcube_scores(vectors: dict[str, np.ndarray]) -> tuple[float, float]:
-    """MAP (relevant: grade >= 2) and NDCG%20 x100 on the CSFCube dev queries, per its README."""
+    """MAP and NDCG%20 x100 on the CSFCube dev queries with recommender.metrics, each query's
+    judged candidates ranked by dense cosine (the protocol `papers evaluate --mode dense` uses)."""
+    from recommender.metrics import mean_scores, read_qrels, read_queries, score_query
+
     folder = CSFCUBE.parent
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (folder / "qrels.txt").read_text().splitlines():
-        qid, _, pid, rel = line.split()
-        qrels.setdefault(qid, {})[pid] = int(rel)
-    aps, ndcgs = [], []
-    for line in (folder / "queries.tsv").read_text().splitlines()[1:]:
-        qid, qpid, _facet = line.split("\t")
-        cands = [(pid, rel) for pid, rel in qrels.get(qid, {}).items() if pid != qpid and pid in vectors]
-        if not cands or qpid not in vectors:
+    qrels = read_qrels(folder / "qrels.txt")
+    per_query = []
+    for query_id, paper_id, _facet in read_queries(folder / "queries.tsv"):
+        judged = [pid for pid in qrels.get(query_id, {}) if pid in vectors]
+        if paper_id not in vectors or not judged:
             continue
-        scores = [float(vectors[qpid] @ vectors[pid]) for pid, _ in cands]
-        ranked = [cands[i][1] for i in np.argsort(-np.asarray(scores), kind="stable")]
-        hits, precisions = 0, []
-        for rank, rel in enumerate(ranked, 1):
-            if rel >= 2:
-                hits += 1
-                precisions.append(hits / rank)
-        aps.append(np.mean(precisions) if precisions else 0.0)
-        k = max(int(0.2 * len(ranked)), 1)
-
-        def dcg(rels):
-            return sum(r if i == 1 else r / np.log2(i) for i, r in enumerate(rels[:k], 1))
-
-        ideal = dcg(sorted(ranked, reverse=True))
-        ndcgs.append(dcg(ranked) / ideal if ideal > 0 else 0.0)
-    return 100 * float(np.mean(aps)), 100 * float(np.mean(ndcgs))
+        scores = np.array([float(vectors[paper_id] @ vectors[pid]) for pid in judged])
+        ranking = [judged[i] for i in np.argsort(-scores, kind="stable")]
+        per_query.append(score_query(ranking, qrels[query_id], query_id=query_id))
+    means = mean_scores(per_query)
+    return 100 * means["map"], 100 * means["ndcg_pct_20"]
 
 
 def wall(cmd, runs):

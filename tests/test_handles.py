@@ -17,12 +17,10 @@ SEEDS = Path(__file__).resolve().parent.parent / "seeds"
 
 
 def seed_abstracts():
-    """Tiny local reader: paragraphs separated by blank lines, heading dropped."""
-    abstracts = []
-    for path in sorted(SEEDS.glob("*.txt")):
-        paragraphs = [p.strip() for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]
-        abstracts.extend(paragraphs[1:])
-    return abstracts
+    """The 38 seed abstracts in file order, read by the project's own reader."""
+    from recommender.papers import read_papers
+
+    return [paper.abstract for paper in read_papers([SEEDS])]
 
 
 # (start of the abstract, handle a human would use); in seed-file order.

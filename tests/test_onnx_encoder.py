@@ -34,12 +34,10 @@ SHORT = ["privacy", "LoRA", "a", "Naïve Bayes über café 東京 🤖", "  spac
 
 
 def seed_abstracts():
-    """Seed files: a heading line, then one abstract per blank-line-separated paragraph."""
-    texts = []
-    for path in sorted(SEEDS.glob("*.txt")):
-        paragraphs = [p.strip() for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]
-        texts.extend(paragraphs[1:])
-    return texts
+    """The 38 seed abstracts in file order, read by the project's own reader."""
+    from recommender.papers import read_papers
+
+    return [paper.abstract for paper in read_papers([SEEDS])]
 
 
 def heavy_modules_after(code):
