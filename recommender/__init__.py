@@ -1,22 +1,40 @@
 """Find related research papers: sentence-transformer vectors in FAISS, fused with TF-IDF.
 
     from recommender import Recommender
-    Recommender.open("default").like("FlashDP", k=5)
+    with Recommender.open("default") as index:
+        index.like("FlashDP", k=5)
+
+Layers, each importing only from those before it:
+corpus (papers, readers) -> embed -> index -> query -> reading (related work,
+sessions, map layout) and evaluation -> render -> cli.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["Recommender", "Recommendation", "Paper", "build_index", "read_papers", "__version__"]
+# Public name -> the module that defines it. Loaded lazily: `papers like` must not
+# pay for modules it does not use.
+_EXPORTS = {
+    "Paper": "corpus.papers",
+    "read_papers": "corpus.papers",
+    "Chunking": "embed.windows",
+    "build_index": "index.build",
+    "BuildReport": "index.build",
+    "Recommender": "query.recommender",
+    "Recommendation": "query.recommender",
+    "related_work": "reading.related",
+    "select_rows": "reading.related",
+    "plan_sessions": "reading.sessions",
+    "build_map": "reading.layout",
+    "write_map": "render.map",
+    "evaluate": "evaluation.evaluate",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
 
 
 def __getattr__(name):
-    # Lazy: `papers like` must not pay for modules it does not use.
-    if name in ("Recommender", "Recommendation", "build_index", "BuildReport"):
-        from . import core
+    if name in _EXPORTS:
+        import importlib
 
-        return getattr(core, name)
-    if name in ("Paper", "read_papers"):
-        from . import papers
-
-        return getattr(papers, name)
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     raise AttributeError(name)

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from .errors import RecommenderError
-from .output import FORMATS
+from .render.tables import FORMATS
 
 DEFAULT_INPUT = "seeds"
 # Encoding fewer papers than this takes a few seconds: no progress bar.
@@ -98,7 +98,7 @@ def _read_exclusions(path: str | None) -> list[str]:
 
 
 def _open(index, model=None, verify=False):
-    from .core import Recommender
+    from .query.recommender import Recommender
 
     return Recommender.open(index, model=model, verify=verify)
 
@@ -121,8 +121,8 @@ def main():
 @library_errors
 def build(inputs, index, model, chunking, index_type, wait):
     """Build an index from files or folders of papers (.txt, .jsonl, .csv; default: seeds/)."""
-    from .core import build_index
-    from .embedding import Chunking
+    from .embed.windows import Chunking
+    from .index.build import build_index
 
     bar = None
 
@@ -158,12 +158,13 @@ def build(inputs, index, model, chunking, index_type, wait):
 @library_errors
 def like(papers, not_, k, mode, min_score, exclude_file, diverse, why, index, model, fmt):
     """Papers like the given ones (ID, handle or unique ID prefix), never the papers themselves."""
-    from .output import render_results
+    from .render.tables import render_results
 
-    results = _open(index, model).like(
-        *papers, k=k, not_=not_, exclude=_read_exclusions(exclude_file),
-        min_score=min_score, diverse=diverse, why=why, mode=mode,
-    )
+    with _open(index, model) as recommender:
+        results = recommender.like(
+            *papers, k=k, not_=not_, exclude=_read_exclusions(exclude_file),
+            min_score=min_score, diverse=diverse, why=why, mode=mode,
+        )
     click.echo(render_results(results, fmt, why), nl=False)
 
 
@@ -176,11 +177,12 @@ def like(papers, not_, k, mode, min_score, exclude_file, diverse, why, index, mo
 @library_errors
 def search(text, k, mode, min_score, exclude_file, diverse, why, index, model, fmt):
     """Papers about a free text."""
-    from .output import render_results
+    from .render.tables import render_results
 
-    results = _open(index, model).search(
-        text, k=k, exclude=_read_exclusions(exclude_file), min_score=min_score, diverse=diverse, why=why, mode=mode,
-    )
+    with _open(index, model) as recommender:
+        results = recommender.search(
+            text, k=k, exclude=_read_exclusions(exclude_file), min_score=min_score, diverse=diverse, why=why, mode=mode,
+        )
     click.echo(render_results(results, fmt, why), nl=False)
 
 
@@ -191,9 +193,11 @@ def search(text, k, mode, min_score, exclude_file, diverse, why, index, model, f
 @library_errors
 def show(paper, index, fmt):
     """One paper in full, with its metadata and code links."""
-    from .output import render_paper
+    from .render.tables import render_paper
 
-    click.echo(render_paper(_open(index).show(paper), fmt), nl=False)
+    with _open(index) as recommender:
+        found = recommender.show(paper)
+    click.echo(render_paper(found, fmt), nl=False)
 
 
 @main.command(name="list")
@@ -202,9 +206,11 @@ def show(paper, index, fmt):
 @library_errors
 def list_(index, fmt):
     """Every paper in the index."""
-    from .output import render_papers
+    from .render.tables import render_papers
 
-    click.echo(render_papers(list(_open(index).papers()), fmt), nl=False)
+    with _open(index) as recommender:
+        papers = list(recommender.papers())
+    click.echo(render_papers(papers, fmt), nl=False)
 
 
 @main.command()
@@ -214,12 +220,14 @@ def list_(index, fmt):
 @library_errors
 def info(index, verify, fmt):
     """What the index holds and how it was built."""
-    from .output import render_info
+    from .render.tables import render_info
 
-    recommender = _open(index, verify=verify)
-    click.echo(render_info(recommender.info(), fmt), nl=False)
+    with _open(index, verify=verify) as recommender:
+        details = recommender.info()
+        files = len(recommender.manifest["files"])
+    click.echo(render_info(details, fmt), nl=False)
     if verify:
-        click.echo(f"verified: {len(recommender.manifest['files'])} files match their checksums")
+        click.echo(f"verified: {files} files match their checksums")
 
 
 @main.command()
@@ -246,9 +254,10 @@ def info(index, verify, fmt):
 def evaluate(corpus, queries, qrels, index, model, chunking, mode, dense_weight, pool, relevant_at,
              min_score, diverse, per_query, fmt):
     """Score rankings on a test collection: MAP, NDCG@10, NDCG%20, Recall@20, MRR (x100)."""
-    from .embedding import Chunking
-    from .evaluate import evaluate as run, render_evaluation
-    from .ranking import DENSE_WEIGHT
+    from .embed.windows import Chunking
+    from .evaluation.evaluate import evaluate as run
+    from .query.ranking import DENSE_WEIGHT
+    from .render.evaluation import render_evaluation
 
     with _progress_bar("encoding") as progress:
         evaluation = run(
@@ -303,7 +312,7 @@ def _read_references(path: str | None) -> list[str]:
 
 
 def _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=False) -> list[int]:
-    from .related import select_rows
+    from .reading.related import select_rows
 
     references = list(papers) + _read_references(from_file)
     if everything_by_default and not references:
@@ -341,26 +350,27 @@ def _output_file(path: str | None):
 @library_errors
 def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model):
     """For each chosen paper, the papers most related to it: the lists `like` gives, computed in one batch."""
-    from .related import CHUNK, bibtex_keys, related_work as related_lists, write_related
+    from .reading.related import CHUNK, related_work as related_lists
+    from .render.related import bibtex_keys, write_related
 
-    recommender = _open(index, model)
-    rows = _chosen_rows(recommender, papers, all_papers, from_file)
-    keys = bibtex_keys(recommender.ids, recommender.handles) if fmt == "bibtex" else None
-    with _progress_bar("related work") as progress, _output_file(out) as partial:
-        done = 0
+    with _open(index, model) as recommender:
+        rows = _chosen_rows(recommender, papers, all_papers, from_file)
+        keys = bibtex_keys(recommender.ids, recommender.handles) if fmt == "bibtex" else None
+        with _progress_bar("related work") as progress, _output_file(out) as partial:
+            done = 0
 
-        def advance(count):
-            nonlocal done
-            done += count
-            if len(rows) > CHUNK:  # a long run
-                progress(done, len(rows))
+            def advance(count):
+                nonlocal done
+                done += count
+                if len(rows) > CHUNK:  # a long run
+                    progress(done, len(rows))
 
-        lists = related_lists(recommender, rows, k=k, why=why, progress=advance)
-        if partial is None:
-            write_related(lists, click.get_text_stream("stdout"), fmt, why, keys)
-        else:
-            with open(partial, "w", encoding="utf-8", newline="") as handle:
-                write_related(lists, handle, fmt, why, keys)
+            lists = related_lists(recommender, rows, k=k, why=why, progress=advance)
+            if partial is None:
+                write_related(lists, click.get_text_stream("stdout"), fmt, why, keys)
+            else:
+                with open(partial, "w", encoding="utf-8", newline="") as handle:
+                    write_related(lists, handle, fmt, why, keys)
     if out is not None:
         click.echo(f"wrote related work for {len(rows)} papers to {out}", err=True)
 
@@ -378,11 +388,12 @@ def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model):
 @library_errors
 def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, index):
     """Split the chosen papers (default: all) into reading-group sessions of similar papers."""
-    from .sessions import plan_sessions, render_plan
+    from .reading.sessions import plan_sessions
+    from .render.sessions import render_plan
 
-    recommender = _open(index)
-    rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
-    text = render_plan(plan_sessions(recommender, rows, n=n, max_per_session=max_per_session, seed=seed), fmt)
+    with _open(index) as recommender:
+        rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
+        text = render_plan(plan_sessions(recommender, rows, n=n, max_per_session=max_per_session, seed=seed), fmt)
     with _output_file(out) as partial:
         if partial is None:
             click.echo(text, nl=False)
@@ -403,12 +414,13 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
 @library_errors
 def map_(papers, all_papers, from_file, out, n, max_per_session, seed, index):
     """Draw the chosen papers (default: all) as a 2-D map, coloured by session."""
-    from .corpus_map import build_map, check_map_path, write_map
+    from .reading.layout import build_map
+    from .render.map import check_map_path, write_map
 
     check_map_path(out)
-    recommender = _open(index)
-    rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
-    corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session)
+    with _open(index) as recommender:
+        rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
+        corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session)
     with _output_file(out) as partial:
         write_map(corpus_map, partial)
     click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)

@@ -25,10 +25,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a clone without installing
 
-from recommender.embedding import Chunking, embed_texts  # noqa: E402
-from recommender.encoders import DEFAULT_MODEL, SentenceTransformerEncoder, resolve_model_path  # noqa: E402
-from recommender.onnx_encoder import OnnxEncoder, export_onnx  # noqa: E402
-from recommender.papers import read_papers  # noqa: E402
+from recommender.embed.windows import Chunking, embed_texts  # noqa: E402
+from recommender.embed.sentence_transformer import DEFAULT_MODEL, SentenceTransformerEncoder, resolve_model_path  # noqa: E402
+from recommender.embed.onnx_encoder import OnnxEncoder, export_onnx  # noqa: E402
+from recommender.corpus.papers import read_papers  # noqa: E402
 
 CSFCUBE = REPO.parent / "shared" / "eval" / "csfcube-dev" / "corpus.jsonl"
 

@@ -8,11 +8,11 @@ default batch size of 32:
   (b) sentence-transformers (torch) with larger batches,
   (c) sentence-transformers ``backend="onnx"`` (needs optimum's onnxruntime part; reported as
       unavailable when it cannot load),
-  (d) recommender.onnx_encoder.OnnxEncoder on models written by export_onnx: fp32, O2-fused, int8.
+  (d) recommender.embed.onnx_encoder.OnnxEncoder on models written by export_onnx: fp32, O2-fused, int8.
 
 For each: texts/s, speed-up over (a) and the largest deviation 1 - cos(v, v_a) over all texts.
 Then cold start: wall time of ``python -c "import sentence_transformers"`` against a fresh process
-that imports recommender.onnx_encoder, loads the exported model and encodes one query.
+that imports recommender.embed.onnx_encoder, loads the exported model and encodes one query.
 
 Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-runs 3]
 """
@@ -45,7 +45,7 @@ THREADS = 2
 
 def seed_abstracts(folder: Path = ROOT / "seeds") -> list[str]:
     """The seed abstracts, read by the project's own reader."""
-    from recommender.papers import read_papers
+    from recommender.corpus.papers import read_papers
 
     return [paper.abstract for paper in read_papers([folder])]
 
@@ -73,7 +73,7 @@ def unit(v):
 def csfcube_scores(vectors: dict[str, np.ndarray]) -> tuple[float, float]:
     """MAP and NDCG%20 x100 on the CSFCube dev queries with recommender.metrics, each query's
     judged candidates ranked by dense cosine (the protocol `papers evaluate --mode dense` uses)."""
-    from recommender.metrics import mean_scores, read_qrels, read_queries, score_query
+    from recommender.evaluation.metrics import mean_scores, read_qrels, read_queries, score_query
 
     folder = CSFCUBE.parent
     qrels = read_qrels(folder / "qrels.txt")
@@ -138,7 +138,7 @@ def main() -> None:
     for bs in (64, 128):
         backends.append((f"(b) ST torch, batch {bs}", lambda x, bs=bs: st.encode(x, batch_size=bs), ""))
 
-    from recommender.onnx_encoder import OnnxEncoder, export_onnx
+    from recommender.embed.onnx_encoder import OnnxEncoder, export_onnx
 
     with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp:
         tmp = Path(tmp)
@@ -235,7 +235,7 @@ def main() -> None:
         probe = (
             "import sys, time; t=time.perf_counter();"
             f"sys.path.insert(0, {str(ROOT)!r});"
-            "from pathlib import Path; from recommender.onnx_encoder import OnnxEncoder;"
+            "from pathlib import Path; from recommender.embed.onnx_encoder import OnnxEncoder;"
             f"e = OnnxEncoder(Path({str(folders['fp32'])!r}), 'm');"
             "v = e.encode(['graph neural networks for molecule property prediction']);"
             "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules];"

@@ -29,11 +29,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone without installing
 
-from recommender import core  # noqa: E402
-from recommender.embedding import Chunking, embed_texts  # noqa: E402
+from recommender import Recommender, build_index, read_papers  # noqa: E402
+from recommender.embed import loading  # noqa: E402
+from recommender.embed.windows import Chunking, embed_texts  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-SEED_PAPERS = core.read_papers([REPO / "seeds"])
+SEED_PAPERS = read_papers([REPO / "seeds"])
 # Synthetic abstracts draw on the seeds' own words, so they tokenize like real ones.
 VOCABULARY = sorted({word for paper in SEED_PAPERS for word in paper.abstract.split()})
 
@@ -93,21 +94,22 @@ def main() -> None:
     try:
         base = write(work / "base.jsonl", synthetic(0, args.papers))
         extra = write(work / "extra.jsonl", synthetic(args.papers, added))
-        from recommender.encoders import DEFAULT_MODEL
+        from recommender.embed.sentence_transformer import DEFAULT_MODEL
 
-        real_loader = core.load_encoder
-        core.load_encoder = lambda model: HashEncoder()
+        real_loader = loading.load_encoder
+        loading.load_encoder = lambda model: HashEncoder()
         # Fill the cache once with every paper (not timed).
-        core.build_index([base, extra], index=work / "warm", export_query_encoder=False)
+        build_index([base, extra], index=work / "warm", export_query_encoder=False)
         fresh = work / "measured"
         fresh.mkdir()
         shutil.copy(work / "warm" / "cache.sqlite", fresh / "cache.sqlite")
-        full_overhead = timed(lambda: core.build_index([base], index=fresh, export_query_encoder=False))
-        add_overhead = timed(lambda: core.build_index([base, extra], index=fresh, export_query_encoder=False))
-        manifest = core.Recommender.open(fresh).manifest["index"]
+        full_overhead = timed(lambda: build_index([base], index=fresh, export_query_encoder=False))
+        add_overhead = timed(lambda: build_index([base, extra], index=fresh, export_query_encoder=False))
+        with Recommender.open(fresh) as opened:
+            manifest = opened.manifest["index"]
 
-        core.load_encoder = real_loader
-        encoder = core.load_encoder(DEFAULT_MODEL)
+        loading.load_encoder = real_loader
+        encoder = loading.load_encoder(DEFAULT_MODEL)
         sample = [paper.text for paper in SEED_PAPERS]
         encoder.encode(sample[:4])  # warm-up
         seconds = timed(lambda: embed_texts(encoder, sample, Chunking()))

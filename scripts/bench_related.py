@@ -111,8 +111,9 @@ class LookupEncoder:
 
 
 def build(n: int, index_dir: Path, seed: int) -> dict:
-    import recommender.core as core
-    from recommender.papers import Paper
+    from recommender.embed import loading
+    from recommender.index import build as core
+    from recommender.corpus.papers import Paper
 
     started = time.perf_counter()
     papers, vectors = synthetic_corpus(n, seed)
@@ -122,8 +123,8 @@ def build(n: int, index_dir: Path, seed: int) -> dict:
             handle.write(json.dumps(paper) + "\n")
     texts = [Paper(id=p["id"], title=p["title"], abstract=p["abstract"]).text for p in papers]
     encoder = LookupEncoder(texts, vectors)
-    core.load_encoder = lambda model: encoder
-    core._export_query_encoder = lambda *args, **kwargs: None
+    loading.load_encoder = lambda model: encoder
+    core.prepare_query_encoder = lambda *args, **kwargs: None
     generated = time.perf_counter() - started
     report = core.build_index([source], index=index_dir, model="synthetic")
     return {"generate_s": generated, "build_s": report.seconds, "index": report.index_kind}
@@ -131,8 +132,9 @@ def build(n: int, index_dir: Path, seed: int) -> dict:
 
 def worker_related(index_dir: Path, k: int, out: Path) -> dict:
     started = time.perf_counter()
-    from recommender.core import Recommender
-    from recommender.related import related_work, write_related
+    from recommender.query.recommender import Recommender
+    from recommender.reading.related import related_work
+    from recommender.render.related import write_related
 
     recommender = Recommender.open(index_dir)
     stats: dict = {}
@@ -144,7 +146,7 @@ def worker_related(index_dir: Path, k: int, out: Path) -> dict:
 def worker_baseline(index_dir: Path, k: int) -> dict:
     import faiss
 
-    from recommender.core import MIN_CANDIDATES, Recommender
+    from recommender.query.recommender import MIN_CANDIDATES, Recommender
 
     recommender = Recommender.open(index_dir)
     vectors = np.ascontiguousarray(recommender.vectors, dtype=np.float32)
@@ -158,7 +160,7 @@ def worker_baseline(index_dir: Path, k: int) -> dict:
 
 
 def worker_like(index_dir: Path, k: int, sample: int, lists: Path, seed: int) -> dict:
-    from recommender.core import Recommender
+    from recommender.query.recommender import Recommender
 
     recommender = Recommender.open(index_dir)
     rows = np.sort(np.random.default_rng(seed).choice(len(recommender), size=min(sample, len(recommender)), replace=False))
@@ -219,7 +221,7 @@ def main() -> None:
         related = in_subprocess("related", str(index_dir), str(lists))
         baseline = in_subprocess("baseline", str(index_dir))
         like = in_subprocess("like", str(index_dir), str(lists))
-        from recommender.core import Recommender
+        from recommender.query.recommender import Recommender
 
         kind = Recommender.open(index_dir).manifest["index"]["kind"]
         rows.append(

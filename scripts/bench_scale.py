@@ -99,7 +99,7 @@ class Mixture:
 def worker(n: int, kind: str, nq: int, n_centres: int, seed: int, threads: int,
            encoding: str | None) -> dict:
     import faiss
-    from recommender import ann
+    from recommender.index import ann
 
     if threads:
         faiss.omp_set_num_threads(threads)

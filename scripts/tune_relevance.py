@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from recommender import metrics
-from recommender.core import Recommender
-from recommender.embedding import Chunking
-from recommender.evaluate import eval_index_name, evaluate, rank_rows
-from recommender.ranking import DENSE_WEIGHT
+from recommender.evaluation import metrics
+from recommender.query.recommender import Recommender
+from recommender.embed.windows import Chunking
+from recommender.evaluation.evaluate import eval_index_name, evaluate, rank_rows
+from recommender.query.ranking import DENSE_WEIGHT
 
 SHOWN = ("map", "ndcg_pct_20", "ndcg_at_10", "recall_at_20", "mrr")
 HEAD = "  MAP NDCG%20 NDCG@10  R@20   MRR"

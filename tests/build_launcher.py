@@ -25,7 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recommender import cli, core, store  # noqa: E402
+from recommender import cli  # noqa: E402
+from recommender.embed import loading  # noqa: E402
+from recommender.index import build as core, store  # noqa: E402
+from recommender.query import recommender as query  # noqa: E402
 
 
 def reach(point: str) -> None:
@@ -81,9 +84,9 @@ def use_fake_model() -> None:
     from fakes import FakeEncoder
 
     encoder = FakeEncoder()
-    core.load_encoder = lambda model: encoder
-    core.load_query_encoder = lambda stored, model: encoder
-    core._export_query_encoder = lambda index_dir, model, writer: None
+    loading.load_encoder = lambda model: encoder
+    query.load_query_encoder = lambda stored, model: encoder
+    core.prepare_query_encoder = lambda model, writer, previous: None
 
 
 def block_network() -> None:

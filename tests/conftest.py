@@ -12,7 +12,9 @@ CSFCUBE = REPO.parent / "shared" / "eval" / "csfcube-dev"
 @pytest.fixture
 def fake_model(monkeypatch):
     """Every model load gives the same fake encoder; no ONNX export."""
-    import recommender.core as core
+    from recommender.embed import loading
+    from recommender.index import build
+    from recommender.query import recommender
 
     encoder = FakeEncoder()
 
@@ -20,9 +22,9 @@ def fake_model(monkeypatch):
         encoder.name = model  # the index records the model that was asked for
         return encoder
 
-    monkeypatch.setattr(core, "load_encoder", load_encoder)
-    monkeypatch.setattr(core, "load_query_encoder", lambda stored, model: encoder)
-    monkeypatch.setattr(core, "_export_query_encoder", lambda model, writer, previous: None)
+    monkeypatch.setattr(loading, "load_encoder", load_encoder)
+    monkeypatch.setattr(recommender, "load_query_encoder", lambda stored, model: encoder)
+    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous: None)
     return encoder
 
 
@@ -62,3 +64,29 @@ def built(papers_cli, workdir):
     write_corpus(workdir / "in")
     assert papers_cli("build", "in").exit_code == 0
     return papers_cli
+
+
+@pytest.fixture
+def open_index():
+    """`Recommender.open`, with every index it opened closed when the test ends."""
+    from recommender import Recommender
+
+    opened = []
+
+    def open_(*args, **kwargs):
+        recommender = Recommender.open(*args, **kwargs)
+        opened.append(recommender)
+        return recommender
+
+    yield open_
+    for recommender in opened:
+        recommender.close()
+
+
+@pytest.fixture(autouse=True)
+def collect_leaks():
+    """Collect garbage as each test ends, so a file it left open warns (and fails) in that test."""
+    yield
+    import gc
+
+    gc.collect()

@@ -1,12 +1,12 @@
-"""Tests for recommender.ann (small synthetic data, no timing assertions)."""
+"""Tests for recommender.index.ann (small synthetic data, no timing assertions)."""
 
 import numpy as np
 import pytest
 
-faiss = pytest.importorskip("faiss")
+import faiss
 
-from recommender import ann  # noqa: E402
-from recommender.errors import InputError  # noqa: E402
+from recommender.errors import InputError
+from recommender.index import ann
 
 DIM = 64
 APPROX = ("ivf", "hnsw")

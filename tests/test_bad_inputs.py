@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from corpus import write_corpus
-from recommender import Recommender, build_index
+from recommender import build_index
 from recommender.cli import main
-from recommender.embedding import pool_windows, split_windows
+from recommender.embed.windows import pool_windows, split_windows
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
@@ -182,7 +182,7 @@ def test_k_larger_than_the_index_returns_every_other_paper(workdir, built):
     assert len(json.loads(result.stdout)) == 6
 
 
-def test_a_200000_character_abstract_is_embedded_from_windows(workdir, fake_model):
+def test_a_200000_character_abstract_is_embedded_from_windows(open_index, workdir, fake_model):
     words = [f"w{i % 997}x{i % 13}" for i in range(40_000)]
     abstract = " ".join(words)[:200_000].rsplit(" ", 1)[0]
     assert len(abstract) > 199_000
@@ -190,7 +190,7 @@ def test_a_200000_character_abstract_is_embedded_from_windows(workdir, fake_mode
                                          {"id": "short", "abstract": ABSTRACT}])
     result = run("build", str(path.relative_to(workdir)))
     assert result.exit_code == 0, result.output
-    recommender = Recommender.open()
+    recommender = open_index()
     assert recommender.show("long").abstract == abstract  # stored whole
     windows = split_windows(abstract, fake_model.token_spans(abstract), fake_model.max_tokens, 32)
     assert len(windows) > 1000
@@ -202,15 +202,15 @@ def test_a_200000_character_abstract_is_embedded_from_windows(workdir, fake_mode
     assert float(expected @ first_window_only) < 0.9
 
 
-def test_a_200000_character_abstract_in_csv_is_read(workdir, fake_model):
+def test_a_200000_character_abstract_in_csv_is_read(open_index, workdir, fake_model):
     abstract = ("spectral graph sparsification " * 7000)[:200_000].strip()
     (workdir / "long.csv").write_text(f'id,abstract\nlong,"{abstract}"\nshort,{ABSTRACT}\n', encoding="utf-8")
     result = run("build", "long.csv")
     assert result.exit_code == 0, result.output
-    assert Recommender.open().show("long").abstract == abstract
+    assert open_index().show("long").abstract == abstract
 
 
-def test_control_characters_are_cleaned_and_scripts_kept(workdir, fake_model):
+def test_control_characters_are_cleaned_and_scripts_kept(open_index, workdir, fake_model):
     (workdir / "seeds.txt").write_text(
         "Heading\n\nWe present \x1b[31mRedNet\x1b[0m,\x07 a\tmodel \x85for \u4e2d\u6587 and \u0420\u0443\u0441\u0441\u043a\u0438\u0439\n"
         "text with \u0627\u0644\u0639\u0631\u0628\u064a\u0629 and \u00e9\u0301 accents.\n",
@@ -219,7 +219,7 @@ def test_control_characters_are_cleaned_and_scripts_kept(workdir, fake_model):
                  "more.jsonl")
     result = run("build", "seeds.txt", "more.jsonl")
     assert result.exit_code == 0, result.output
-    recommender = Recommender.open()
+    recommender = open_index()
     text_paper, json_paper = recommender.papers()
     assert text_paper.abstract == (
         "We present [31mRedNet [0m, a model for \u4e2d\u6587 and \u0420\u0443\u0441\u0441\u043a\u0438\u0439 "
@@ -229,13 +229,13 @@ def test_control_characters_are_cleaned_and_scripts_kept(workdir, fake_model):
     assert shown.exit_code == 0 and "\x1b" not in shown.stdout and "\x9b" not in shown.stdout
 
 
-def test_the_same_text_twice_is_stored_once_with_a_warning(workdir, fake_model):
+def test_the_same_text_twice_is_stored_once_with_a_warning(open_index, workdir, fake_model):
     (workdir / "a.txt").write_text(f"Heading\n\n{ABSTRACT}\n", encoding="utf-8")
     (workdir / "b.txt").write_text(f"Other heading\n\nFirst paper here.\n\n{ABSTRACT.upper()}\n", encoding="utf-8")
     result = run("build", "a.txt", "b.txt")
     assert result.exit_code == 0
     assert result.stderr == "warning: b.txt:5: same paper as a.txt:3; kept once\n"
-    assert len(Recommender.open()) == 2
+    assert len(open_index()) == 2
 
 
 def test_handles_equal_only_under_casefold_resolve_by_exact_case(workdir, fake_model):

@@ -4,16 +4,16 @@ import numpy as np
 import pytest
 
 from corpus import PAPERS, write_corpus
-from recommender import Recommender, build_index
-from recommender.embedding import Chunking, embed_texts, split_windows
+from recommender import build_index
+from recommender.embed.windows import Chunking, embed_texts, split_windows
 from recommender.errors import IndexMismatchError, IndexMissingError, PaperNotFoundError
-from recommender import store
+from recommender.index import store
 
 
 @pytest.fixture
-def index(workdir, fake_model):
+def index(open_index, workdir, fake_model):
     build_index([write_corpus(workdir / "in")])
-    return Recommender.open()
+    return open_index()
 
 
 def test_build_reports_encoded_then_reused(workdir, fake_model):
@@ -57,27 +57,27 @@ def test_manifest_describes_the_build(index):
     assert set(index.manifest["files"]) >= {"vectors.npy", "faiss.index", "papers.jsonl", "keys.json"}
 
 
-def test_index_from_another_model_is_refused(index):
+def test_index_from_another_model_is_refused(open_index, index):
     with pytest.raises(IndexMismatchError) as caught:
-        Recommender.open(model="other-model")
+        open_index(model="other-model")
     assert str(caught.value) == (
         "index indexes/default was built with model 'all-MiniLM-L6-v2', not 'other-model': "
         "run `papers build --model other-model` to rebuild it"
     )
 
 
-def test_newer_format_version_is_refused(index):
+def test_newer_format_version_is_refused(open_index, index):
     manifest_path = index.stored.path(store.MANIFEST)
     manifest = json.loads(manifest_path.read_text())
     manifest["format_version"] = 99
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(IndexMismatchError, match=r"format version 99.*newer papers.*papers build"):
-        Recommender.open()
+        open_index()
 
 
-def test_no_index_says_what_to_run(workdir):
+def test_no_index_says_what_to_run(open_index, workdir):
     with pytest.raises(IndexMissingError) as caught:
-        Recommender.open()
+        open_index()
     assert str(caught.value) == "no index at indexes/default: run `papers build` first"
 
 

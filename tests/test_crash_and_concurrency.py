@@ -82,12 +82,13 @@ def old_index(workdir, fake_model):
 
 
 @pytest.mark.parametrize("point", POINTS)
-def test_a_build_killed_at_any_point_leaves_the_old_index_or_the_new_one(workdir, old_index, point):
+def test_a_build_killed_at_any_point_leaves_the_old_index_or_the_new_one(open_index, workdir, old_index, point):
     index_dir = workdir / "indexes/default"
     code, _, _ = finish(launch(workdir, "build", "new", point=point))
     assert code == -signal.SIGKILL
     if point == "after-current":
-        assert len(Recommender.open()) == len(NEW_PAPERS)
+        with Recommender.open() as index:
+            assert len(index) == len(NEW_PAPERS)
         assert answers()[2] == old_index[2]  # complete: every file matches its checksum
     else:
         assert answers() == old_index  # untouched, still loadable and verified
@@ -96,10 +97,10 @@ def test_a_build_killed_at_any_point_leaves_the_old_index_or_the_new_one(workdir
     assert result.exit_code == 0, result.output
     assert leftovers(index_dir) == []
     assert len(versions(index_dir)) == 1
-    assert len(Recommender.open(verify=True)) == len(NEW_PAPERS)
+    assert len(open_index(verify=True)) == len(NEW_PAPERS)
 
 
-def test_a_second_build_is_refused_while_one_runs_then_waits_with_wait(workdir, old_index):
+def test_a_second_build_is_refused_while_one_runs_then_waits_with_wait(open_index, workdir, old_index):
     index_dir = workdir / "indexes/default"
     write_corpus(workdir / "small", PAPERS[:3])
     first = launch(workdir, "build", "new", point="after-encoding", action="hold", sync=workdir / "first")
@@ -119,7 +120,7 @@ def test_a_second_build_is_refused_while_one_runs_then_waits_with_wait(workdir, 
     assert finish(first)[:2] == (0, "indexed 8 papers in indexes/default: encoded 2, reused 6 from the cache (flat search)\n")
     assert finish(second)[:2] == (0, "indexed 3 papers in indexes/default: encoded 0, reused 3 from the cache (flat search)\n")
     # The builds ran one after the other: the last one's index, whole.
-    assert Recommender.open(verify=True).ids == [paper["id"] for paper in PAPERS[:3]]
+    assert open_index(verify=True).ids == [paper["id"] for paper in PAPERS[:3]]
     assert leftovers(index_dir) == [] and len(versions(index_dir)) == 1
 
 
@@ -165,7 +166,7 @@ def _as_nobody(args: list[str]) -> tuple[int, str, str]:
     The interpreter lives under /root (unreadable by nobody), so every module the
     command needs is imported here first, as root.
     """
-    import recommender.ann, recommender.encoders, recommender.lexical, recommender.output  # noqa: E401, F401
+    import recommender.embed.sentence_transformer, recommender.index.ann, recommender.index.lexical, recommender.render.tables  # noqa: E401, F401
     nobody = pwd.getpwnam("nobody")
     read_end, write_end = os.pipe()
     child = os.fork()
@@ -213,15 +214,16 @@ def test_a_read_only_index_can_be_queried_but_not_rebuilt(monkeypatch, fake_mode
         shutil.rmtree(root)
 
 
-def test_an_open_index_keeps_its_version_through_rebuilds(workdir, old_index):
+def test_an_open_index_keeps_its_version_through_rebuilds(open_index, workdir, old_index):
     # A reader pins the version it opened (a shared lock on its manifest); builds remove
     # old versions only when no reader holds them.
     index_dir = workdir / "indexes/default"
-    reader = Recommender.open()
+    reader = open_index()
     before = [r.to_dict() for r in reader.like("dp1", k=3)]
     build_index(["new"])
     build_index(["new"])
-    assert len(versions(index_dir)) == 2 and len(Recommender.open()) == len(NEW_PAPERS)
+    with Recommender.open() as index:
+        assert len(versions(index_dir)) == 2 and len(index) == len(NEW_PAPERS)
     assert [r.to_dict() for r in reader.like("dp1", k=3)] == before
     assert [p.id for p in reader.papers()] == [p["id"] for p in PAPERS]
     reader.stored.close()
@@ -230,10 +232,10 @@ def test_an_open_index_keeps_its_version_through_rebuilds(workdir, old_index):
     assert len(versions(index_dir)) == 1
 
 
-def test_opening_retries_when_a_build_swaps_versions_meanwhile(workdir, old_index, monkeypatch):
-    from recommender import store
+def test_opening_retries_when_a_build_swaps_versions_meanwhile(open_index, workdir, old_index, monkeypatch):
+    from recommender.index import store
 
     real = store._read_current
     answers_ = iter([("v-removed-meanwhile", None)])
     monkeypatch.setattr(store, "_read_current", lambda index_dir: next(answers_, None) or real(index_dir))
-    assert len(Recommender.open()) == len(PAPERS)
+    assert len(open_index()) == len(PAPERS)

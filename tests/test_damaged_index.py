@@ -19,10 +19,13 @@ from click.testing import CliRunner
 
 from corpus import write_corpus
 from fakes import FakeEncoder
-from recommender import Recommender, build_index, core, store
+import recommender
+from recommender import Recommender, build_index
+from recommender.embed import loading
+from recommender.index import build, store
 from recommender.cli import main
 
-PACKAGE = Path(core.__file__).parent
+PACKAGE = Path(recommender.__file__).parent
 
 
 def run(*args: str):
@@ -33,10 +36,11 @@ def pytest_generate_tests(metafunc):
     """`stored_file` runs over the manifest's file list of a freshly built fake-model index."""
     if "stored_file" in metafunc.fixturenames:
         with tempfile.TemporaryDirectory() as tmp, \
-                mock.patch.object(core, "load_encoder", lambda model: FakeEncoder()), \
-                mock.patch.object(core, "_export_query_encoder", lambda index_dir, model, writer: None):
+                mock.patch.object(loading, "load_encoder", lambda model: FakeEncoder()), \
+                mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous: None):
             build_index([write_corpus(Path(tmp) / "in")], index=Path(tmp) / "idx")
-            files = sorted(Recommender.open(Path(tmp) / "idx").manifest["files"])
+            with Recommender.open(Path(tmp) / "idx") as index:
+                files = sorted(index.manifest["files"])
         metafunc.parametrize("stored_file", files)
 
 
@@ -197,7 +201,7 @@ def test_loading_never_unpickles_stored_data(live, workdir):
 def test_no_module_can_unpickle():
     forbidden = re.compile(r"\b(import (pickle|joblib|dill|cloudpickle|marshal|shelve)|from (pickle|joblib|dill|cloudpickle|shelve)\b"
                            r"|allow_pickle\s*=\s*True|torch\.load|read_pickle)")
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         source = path.read_text(encoding="utf-8")
         assert not forbidden.search(source), f"{path.name}: {forbidden.search(source).group()}"
         for node in ast.walk(ast.parse(source)):

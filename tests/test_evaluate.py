@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from conftest import CSFCUBE
 from corpus import write_corpus
 from recommender.cli import main
-from recommender.evaluate import evaluate
+from recommender.evaluation.evaluate import evaluate
 
 # q is the query paper. Lexically: a and e (unjudged) share several words with q, b one ("transformers"),
 # d and z none (a tie at 0, broken by ID: d before z).
@@ -126,8 +126,7 @@ def test_facets_are_summarised_when_there_are_several(collection, run):
     assert lines[-1].split()[2] == "93.3"  # mean of 86.7 and 100.0 (q above z for query a)
 
 
-def test_library_pools_and_hybrid_scores_match_like(collection):
-    from recommender.core import Recommender
+def test_library_pools_and_hybrid_scores_match_like(open_index, collection):
 
     (collection / "queries.tsv").write_text(QUERIES + "a_result\ta\tresult\n", encoding="utf-8")
     with open(collection / "qrels.txt", "a", encoding="utf-8") as handle:
@@ -137,7 +136,7 @@ def test_library_pools_and_hybrid_scores_match_like(collection):
     # q judges itself, so it is its own candidate; a does not, so it is never ranked for itself.
     assert [q.candidates for q in judged.queries] == [5, 2]  # q a b d z (not the unjudged e); q z
     assert [q.candidates for q in everything.queries] == [6, 5]  # every paper; every paper but a
-    recommender = Recommender.open("eval-corpus")
+    recommender = open_index("eval-corpus")
     liked = recommender.like("q", k=10)
     rows = [recommender.resolve(r.id) for r in liked]
     scores = recommender.score_rows(recommender.resolve("q"), rows)

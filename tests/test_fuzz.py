@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recommender.errors import InputError
-from recommender.handles import MAX_HANDLE_LEN, derive_handle, unique_handles
-from recommender.papers import InputWarning, read_papers
+from recommender.corpus.handles import MAX_HANDLE_LEN, derive_handle, unique_handles
+from recommender.corpus.papers import InputWarning, read_papers
 
 FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from recommender.handles import (
+from recommender.corpus.handles import (
     MAX_HANDLE_LEN,
     derive_handle,
     extract_code_links,
@@ -18,7 +18,7 @@ SEEDS = Path(__file__).resolve().parent.parent / "seeds"
 
 def seed_abstracts():
     """The 38 seed abstracts in file order, read by the project's own reader."""
-    from recommender.papers import read_papers
+    from recommender.corpus.papers import read_papers
 
     return [paper.abstract for paper in read_papers([SEEDS])]
 
@@ -221,7 +221,7 @@ def test_extract_code_links(text, expected):
 
 def test_import_is_light():
     code = (
-        "import sys, recommender.handles; "
+        "import sys, recommender.corpus.handles; "
         "print(any(m in sys.modules for m in ('numpy', 'sklearn', 'torch')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

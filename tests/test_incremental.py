@@ -2,8 +2,8 @@ import json
 
 import numpy as np
 
-from recommender import Recommender, build_index
-from recommender.core import RETRAIN_GROWTH
+from recommender import build_index
+from recommender.index.build import RETRAIN_GROWTH
 
 WORDS = ("graph neural network privacy gradient video aesthetic kernel attention sparse matrix robot policy "
          "reward language model speech audio image diffusion protein molecule theorem bound convex").split()
@@ -22,27 +22,27 @@ def write(path, papers):
     return path
 
 
-def test_appended_papers_extend_the_trained_index(workdir, fake_model):
+def test_appended_papers_extend_the_trained_index(open_index, workdir, fake_model):
     base = write(workdir / "base.jsonl", synthetic_papers(0, 400))
     build_index([base], index_type="ivf")
-    first = Recommender.open().manifest["index"]
+    first = open_index().manifest["index"]
     assert (first["kind"], first["trained_on"]) == ("ivf", 400)
 
     extra = write(workdir / "extra.jsonl", synthetic_papers(400, 4))
     report = build_index([base, extra], index_type="ivf")
     assert (report.papers, report.encoded, report.reused) == (404, 4, 400)
-    grown = Recommender.open()
+    grown = open_index()
     assert grown.manifest["index"]["trained_on"] == 400  # extended, not retrained
     assert grown.faiss_index.ntotal == 404
     assert grown.like("p00401", k=3, mode="dense")[0].id != "p00401"
 
 
-def test_changed_or_much_larger_corpus_is_retrained(workdir, fake_model):
+def test_changed_or_much_larger_corpus_is_retrained(open_index, workdir, fake_model):
     base = write(workdir / "base.jsonl", synthetic_papers(0, 300))
     build_index([base], index_type="ivf")
     bigger = write(workdir / "bigger.jsonl", synthetic_papers(300, int(300 * RETRAIN_GROWTH)))
     build_index([base, bigger], index_type="ivf")
-    assert Recommender.open().manifest["index"]["trained_on"] == 300 + int(300 * RETRAIN_GROWTH)
+    assert open_index().manifest["index"]["trained_on"] == 300 + int(300 * RETRAIN_GROWTH)
     reordered = write(workdir / "reordered.jsonl", synthetic_papers(0, 300)[::-1])
     build_index([reordered], index_type="ivf")
-    assert Recommender.open().manifest["index"]["trained_on"] == 300
+    assert open_index().manifest["index"]["trained_on"] == 300

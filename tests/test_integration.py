@@ -26,7 +26,8 @@ def seed_index(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def recommender(seed_index):
-    return Recommender.open(seed_index / "index")
+    with Recommender.open(seed_index / "index") as opened:
+        yield opened
 
 
 def test_rebuild_encodes_nothing(seed_index):
@@ -53,7 +54,7 @@ def test_like_never_returns_the_query_paper(recommender):
 
 
 def test_search_uses_the_light_encoder_and_matches_the_full_model(recommender):
-    from recommender.core import load_encoder
+    from recommender.embed.loading import load_encoder
 
     assert recommender.manifest["query_encoder"] == "onnx"
     query = "video aesthetic assessment dataset"

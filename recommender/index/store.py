@@ -33,7 +33,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, RecommenderError
+from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, RecommenderError
 
 FORMAT_VERSION = 1
 DEFAULT_INDEX = "default"
@@ -42,6 +42,16 @@ MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 LOCK = ".lock"
 CACHE = "cache.sqlite"
+# The files of one build (inside v-<build-id>/).
+VECTORS = "vectors.npy"
+FAISS = "faiss.index"
+PAPERS = "papers.jsonl"
+OFFSETS = "papers.offsets.npy"
+KEYS = "keys.json"
+LEXICAL_ARRAYS = ("idf", "csr_data", "csr_indices", "csr_indptr", "csc_data", "csc_indices", "csc_indptr")
+VOCABULARY = "lexical/vocabulary.json"
+STOP_WORDS = "lexical/stop_words.json"
+QUERY_ENCODER = "query-encoder"
 # Every load checks the size of every file and re-hashes those up to this size
 # (a few milliseconds); `papers info --verify` hashes them all.
 CHEAP_HASH_BYTES = 16 * 1024 * 1024
@@ -266,6 +276,12 @@ class StoredIndex:
             self._pin.close()
             self._pin = None
 
+    def __enter__(self) -> "StoredIndex":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
     def path(self, name: str) -> Path:
         return self.folder / name
 
@@ -366,30 +382,34 @@ def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
     """
     hint = rebuild_hint(index_dir)
     live, manifest_digest, pin = _pin_live_version(index_dir)
-    folder = index_dir / live
     try:
-        raw = pin.read()  # on any refusal below, the pin is closed with this frame
-        manifest = json.loads(raw)
-        if not isinstance(manifest, dict) or "files" not in manifest:
-            raise ValueError("not a manifest")
-    except FileNotFoundError:
-        raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{hint}`") from None
-    except ValueError:
-        raise IndexCorruptError(f"index file {folder / MANIFEST} is damaged: run `{hint}`") from None
-    version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
-        newer = isinstance(version, int) and version > FORMAT_VERSION
-        raise IndexMismatchError(
-            f"index {index_dir} has format version {version}, this papers reads version {FORMAT_VERSION}"
-            + (" (built by a newer papers: upgrade papers, or " if newer else " (")
-            + f"run `{hint}` to rebuild it)"
-        )
-    if manifest_digest is not None and hashlib.sha256(raw).hexdigest() != manifest_digest:
-        raise IndexCorruptError(
-            f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered or damaged): run `{hint}`"
-        )
-    stored = StoredIndex(index_dir, folder, manifest, pin)
-    stored.verify(full=verify)
+        folder = index_dir / live
+        try:
+            raw = pin.read()
+            manifest = json.loads(raw)
+            if not isinstance(manifest, dict) or "files" not in manifest:
+                raise ValueError("not a manifest")
+        except FileNotFoundError:
+            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{hint}`") from None
+        except ValueError:
+            raise IndexCorruptError(f"index file {folder / MANIFEST} is damaged: run `{hint}`") from None
+        version = manifest.get("format_version")
+        if version != FORMAT_VERSION:
+            newer = isinstance(version, int) and version > FORMAT_VERSION
+            raise IndexMismatchError(
+                f"index {index_dir} has format version {version}, this papers reads version {FORMAT_VERSION}"
+                + (" (built by a newer papers: upgrade papers, or " if newer else " (")
+                + f"run `{hint}` to rebuild it)"
+            )
+        if manifest_digest is not None and hashlib.sha256(raw).hexdigest() != manifest_digest:
+            raise IndexCorruptError(
+                f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered or damaged): run `{hint}`"
+            )
+        stored = StoredIndex(index_dir, folder, manifest, pin)
+        stored.verify(full=verify)
+    except BaseException:
+        pin.close()  # refused: nothing may stay open
+        raise
     return stored
 
 
@@ -489,3 +509,9 @@ class EmbeddingCache:
 
     def close(self) -> None:
         self.connection.close()
+
+    def __enter__(self) -> "EmbeddingCache":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

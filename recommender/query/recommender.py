@@ -1,34 +1,23 @@
-"""Building an index and asking it for papers: the library the CLI wraps."""
+"""An opened index: look papers up, find papers like them, search by text."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
-from . import __version__, store
-from .embedding import Chunking, Encoder, embed_texts, pool_windows, split_windows
-from .errors import IndexMismatchError, InputError, PaperNotFoundError
-from .lexical import LexicalIndex, SparseVector, combine
-from .lexical import settings as lexical_settings
-from .papers import Paper, first_sentence, read_papers
+from ..corpus.papers import Paper, first_sentence
+from ..embed import loading
+from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
+from ..errors import IndexMismatchError, InputError, PaperNotFoundError
+from ..index import store
+from ..index.lexical import LexicalIndex, SparseVector, combine
+from ..index.store import FAISS, KEYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, seed_weights, select
 
-VECTORS = "vectors.npy"
-FAISS = "faiss.index"
-PAPERS = "papers.jsonl"
-OFFSETS = "papers.offsets.npy"
-KEYS = "keys.json"
-LEXICAL_ARRAYS = ("idf", "csr_data", "csr_indices", "csr_indptr", "csc_data", "csc_indices", "csc_indptr")
-VOCABULARY = "lexical/vocabulary.json"
-STOP_WORDS = "lexical/stop_words.json"
-QUERY_ENCODER = "query-encoder"
 # Candidates fetched from each side before fusion, exclusion and MMR.
 MIN_CANDIDATES = 100
 
@@ -61,222 +50,11 @@ class Recommendation:
         }
 
 
-@dataclass(frozen=True)
-class BuildReport:
-    index_dir: Path
-    papers: int
-    encoded: int
-    reused: int
-    index_kind: str
-    seconds: float
-
-
-def load_encoder(model: str) -> Encoder:
-    """The full sentence-transformers encoder (heavy: imports torch)."""
-    from .encoders import SentenceTransformerEncoder
-
-    return SentenceTransformerEncoder(model)
-
-
 def load_query_encoder(stored: store.StoredIndex, model: str) -> Encoder:
     """A light ONNX encoder exported at build time when there is one, else the full model."""
     if stored.has(f"{QUERY_ENCODER}/model.onnx"):
-        from .onnx_encoder import OnnxEncoder
-
-        return OnnxEncoder(stored.path(QUERY_ENCODER), name=model)
-    return load_encoder(model)
-
-
-def build_index(
-    inputs: Iterable[str | Path],
-    index: str | Path | None = None,
-    model: str | None = None,
-    chunking: Chunking = Chunking(),
-    index_type: str = "auto",
-    progress: Callable[[int, int], None] | None = None,
-    wait: bool = False,
-    export_query_encoder: bool = True,
-) -> BuildReport:
-    """Read papers, embed them (reusing cached vectors), and write a new index atomically."""
-    from .ann import choose_index, index_description
-    from .encoders import DEFAULT_MODEL
-    from .lexical import build_tfidf
-
-    started = time.perf_counter()
-    model = model or DEFAULT_MODEL
-    papers = read_papers(inputs)
-    index_dir = store.resolve_index_dir(index)
-    with store.writing(index_dir, wait=wait) as writer:
-        previous = _previous_build(index_dir, model)
-        query_encoder = _export_query_encoder(model, writer, previous) if export_query_encoder else None
-        # The ONNX export encodes ~1.7x faster than torch with the same vectors
-        # (scripts/bench_encode.py), so a build uses it for the papers too.
-        encoder = _LazyEncoder(model, functools.partial(_build_encoder, model, writer, query_encoder))
-        cache = store.EmbeddingCache(index_dir)
-        try:
-            texts = [paper.text for paper in papers]
-            done = 0
-
-            def advance(count: int) -> None:
-                nonlocal done
-                done += count
-                if progress is not None:
-                    progress(done, missing_total[0])
-
-            missing_total = [0]
-            embedded = embed_texts(
-                encoder, texts, chunking, cache,
-                progress=advance, on_plan=lambda total: missing_total.__setitem__(0, total),
-            )
-        finally:
-            cache.close()
-        vectors = embedded.vectors
-        choice = choose_index(len(papers), vectors.shape[1], index_type)
-        faiss_index, trained_on = _faiss_index_for(vectors, choice, previous)
-        writer.save_array(VECTORS, vectors)
-        writer.save_faiss(FAISS, faiss_index)
-        offsets = writer.save_jsonl(PAPERS, (paper.to_dict() for paper in papers))
-        writer.save_array(OFFSETS, offsets)
-        writer.save_json(KEYS, {"ids": [p.id for p in papers], "handles": [p.handle for p in papers]})
-        arrays, vocabulary, stop_words = build_tfidf(texts)
-        for name in LEXICAL_ARRAYS:
-            writer.save_array(f"lexical/{name}.npy", arrays[name])
-        writer.save_json(VOCABULARY, vocabulary)
-        writer.save_json(STOP_WORDS, stop_words)
-        previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
-        max_tokens = encoder.max_tokens_if_known or previous_chunking.get("max_tokens")
-        manifest = {
-            "model": model,
-            "dimension": int(vectors.shape[1]),
-            "chunking": dict(chunking.to_dict(), max_tokens=max_tokens),
-            "paper_count": len(papers),
-            "inputs_fingerprint": _fingerprint(papers),
-            "package_version": __version__,
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "index": {
-                "kind": choice.kind, "params": choice.params, "reason": choice.reason,
-                "description": index_description(faiss_index), "trained_on": trained_on,
-            },
-            "lexical": {"terms": len(vocabulary), **lexical_settings()},
-            "query_encoder": query_encoder,
-            "encoded": embedded.encoded,
-            "reused": embedded.reused,
-        }
-        if previous is not None:
-            previous.close()  # unpinned, so the commit can remove the old version
-        writer.commit(manifest)
-    return BuildReport(
-        index_dir, len(papers), embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
-    )
-
-
-def _fingerprint(papers: Sequence[Paper]) -> str:
-    digest = hashlib.sha256()
-    for paper in papers:
-        digest.update(hashlib.sha256(paper.text.encode("utf-8")).digest())
-        digest.update(paper.id.encode("utf-8") + b"\0")
-    return digest.hexdigest()[:16]
-
-
-# An IVF index keeps the lists it was trained on while papers are appended,
-# until the corpus has grown past this factor of the training size.
-RETRAIN_GROWTH = 2.0
-
-
-def _faiss_index_for(vectors: np.ndarray, choice, previous: store.StoredIndex | None):
-    """Extend the previous build's trained index when papers were only appended, else build anew.
-
-    Returns the index and how many papers its clustering was trained on."""
-    from .ann import add_to_index, build_faiss_index
-
-    if previous is not None and choice.kind != "flat":
-        built = previous.manifest.get("index", {})
-        old_count = previous.manifest["paper_count"]
-        trained_on = built.get("trained_on") or old_count
-        if (
-            built.get("kind") == choice.kind
-            and previous.manifest["dimension"] == vectors.shape[1]
-            and old_count <= len(vectors) <= RETRAIN_GROWTH * trained_on
-            and np.array_equal(previous.load_array(VECTORS, mmap=True), vectors[:old_count])
-        ):
-            index = previous.load_faiss(FAISS, writable=True)
-            add_to_index(index, vectors[old_count:])
-            return index, trained_on
-    return build_faiss_index(vectors, choice), len(vectors)
-
-
-def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
-    """The live build of this index when it was made with the same model."""
-    from .errors import RecommenderError
-
-    try:
-        previous = store.open_stored(index_dir, verify=False)
-    except RecommenderError:
-        return None  # no usable previous build: everything is made anew
-    return previous if previous.manifest.get("model") == model else None
-
-
-def _export_query_encoder(model: str, writer: store.IndexWriter, previous: store.StoredIndex | None) -> str | None:
-    """Reuse the previous build's ONNX export of the same model, else export anew."""
-    from .errors import ModelError
-
-    target = writer.path(QUERY_ENCODER)
-    if previous is not None and previous.manifest.get("query_encoder"):
-        store.link_tree(previous.path(QUERY_ENCODER), target)
-        return previous.manifest["query_encoder"]
-    from .encoders import resolve_model_path
-    from .onnx_encoder import export_onnx
-
-    try:
-        export_onnx(resolve_model_path(model), target)
-    except ModelError as error:
-        store.remove_tree(target)
-        warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
-        return None
-    return "onnx"
-
-
-def _build_encoder(model: str, writer: store.IndexWriter, query_encoder: str | None) -> Encoder:
-    if query_encoder == "onnx":
-        from .onnx_encoder import OnnxEncoder
-
-        return OnnxEncoder(writer.path(QUERY_ENCODER), name=model)
-    return load_encoder(model)
-
-
-class _LazyEncoder:
-    """Loads the model only when something has to be encoded, so a rebuild from cache is quick."""
-
-    def __init__(self, model: str, load: Callable[[], Encoder]):
-        self.name = model
-        self._load_encoder = load
-        self._encoder: Encoder | None = None
-
-    def _load(self) -> Encoder:
-        if self._encoder is None:
-            self._encoder = self._load_encoder()
-        return self._encoder
-
-    @property
-    def dimension(self) -> int:
-        return self._load().dimension
-
-    @property
-    def max_tokens(self) -> int:
-        return self._load().max_tokens
-
-    @property
-    def max_tokens_if_known(self) -> int | None:
-        return self._encoder.max_tokens if self._encoder is not None else None
-
-    def token_spans(self, text: str):
-        return self._load().token_spans(text)
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        return self._load().encode(texts)
-
-
-# ---------------------------------------------------------------- querying
+        return loading.load_onnx_encoder(stored.path(QUERY_ENCODER), model)
+    return loading.load_encoder(model)
 
 
 class Recommender:
@@ -302,16 +80,34 @@ class Recommender:
         """Open an index by name or path; refuse it if it was built with another model."""
         index_dir = store.resolve_index_dir(index)
         stored = store.open_stored(index_dir, verify=verify)
-        built_with = stored.manifest.get("model")
-        if model is not None and model != built_with:
-            target = "" if index is None else f" --index {index}"
-            raise IndexMismatchError(
-                f"index {index_dir} was built with model '{built_with}', not '{model}': run `papers build{target} --model {model}` to rebuild it"
-            )
-        return cls(stored)
+        try:
+            built_with = stored.manifest.get("model")
+            if model is not None and model != built_with:
+                target = "" if index is None else f" --index {index}"
+                raise IndexMismatchError(
+                    f"index {index_dir} was built with model '{built_with}', not '{model}': run `papers build{target} --model {model}` to rebuild it"
+                )
+            return cls(stored)
+        except BaseException:
+            stored.close()
+            raise
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def close(self) -> None:
+        """Release the index files (the version pin and memory maps); safe to call twice."""
+        self._vectors = None
+        self._faiss = None
+        self._lexical = None
+        self._query_encoder = None
+        self.stored.close()
+
+    def __enter__(self) -> "Recommender":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     # -- stored data, loaded on first use
 
@@ -441,7 +237,7 @@ class Recommender:
         self, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT
     ) -> np.ndarray:
         """Scores of `rows` against the paper at `query_row`, fused as `like` fuses them (used by evaluation)."""
-        _check_options(1, None, None, mode)
+        check_options(1, None, None, mode)
         rows = np.asarray(rows, dtype=np.int64)
         zeros = np.zeros(len(rows), np.float32)
         dense = self.cosines(rows, np.asarray(self.vectors[query_row])) if mode != "lexical" else zeros
@@ -466,29 +262,6 @@ class Recommender:
             dense_query = self.encode_query(text)
         lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
         return self._rank(dense_query, lexical_query, k, self._exclusions(exclude), min_score, diverse, why, mode)
-
-    def related_work(self, *references: str, k: int = 5, why: bool = False):
-        """For each paper (default: every paper), its k most related papers, as `like` lists them:
-        an iterator of `related.RelatedList`, computed in batches."""
-        from .related import related_work, select_rows
-
-        return related_work(self, select_rows(self, references, all_papers=not references), k=k, why=why)
-
-    def sessions(self, *references: str, n: int = 6, max_per_session: int | None = None, seed: int = 0):
-        """The papers (default: all) split into n reading-group sessions: a `sessions.SessionPlan`."""
-        from .related import select_rows
-        from .sessions import plan_sessions
-
-        rows = select_rows(self, references, all_papers=not references)
-        return plan_sessions(self, rows, n=n, max_per_session=max_per_session, seed=seed)
-
-    def map(self, *references: str, n: int = 6, seed: int = 0):
-        """The papers (default: all) laid out in 2-D, coloured by session: a `corpus_map.CorpusMap`
-        (write it with `corpus_map.write_map(the_map, "map.html")`)."""
-        from .corpus_map import build_map
-        from .related import select_rows
-
-        return build_map(self, select_rows(self, references, all_papers=not references), n=n, seed=seed)
 
     def encode_query(self, text: str) -> np.ndarray:
         """A free text as one vector, windowed like the papers were."""
@@ -525,13 +298,13 @@ class Recommender:
         why: bool,
         mode: str,
     ) -> list[Recommendation]:
-        _check_options(k, min_score, diverse, mode)
+        check_options(k, min_score, diverse, mode)
         n = len(self)
         fetch = min(n, max(MIN_CANDIDATES, 4 * (k + len(excluded))))
         candidates: set[int] = set()
         lexical_all = None
         if mode != "lexical":
-            from .ann import search_index
+            from ..index.ann import search_index
 
             _, rows = search_index(self.faiss_index, dense_query[None, :], fetch)
             candidates.update(int(row) for row in rows[0] if row >= 0)
@@ -554,7 +327,8 @@ class Recommender:
         return results
 
 
-def _check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:
+def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:
+    """Refuse ranking options out of range (InputError), before any work is done."""
     if mode not in MODES:
         raise InputError(f"unknown mode '{mode}': use one of {', '.join(MODES)}")
     if k < 1:

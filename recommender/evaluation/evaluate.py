@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from . import metrics, store
-from .embedding import Chunking
-from .errors import InputError, RecommenderError
-from .ranking import DENSE_WEIGHT, select
+from ..embed.windows import Chunking
+from ..errors import InputError, RecommenderError
+from ..index import store
+from ..query.ranking import DENSE_WEIGHT, select
+from . import metrics
 
 if TYPE_CHECKING:
-    from .core import BuildReport
+    from ..index.build import BuildReport
 
 POOLS = ("judged", "all")
-HEADINGS = {"map": "MAP", "ndcg_at_10": "NDCG@10", "ndcg_pct_20": "NDCG%20", "recall_at_20": "Recall@20", "mrr": "MRR"}
 
 
 class EvaluationWarning(UserWarning):
@@ -86,10 +86,10 @@ def prepare_index(
 
     Returns the BuildReport of a build, or None when the index was reused.
     """
-    from .core import _fingerprint, build_index
-    from .encoders import DEFAULT_MODEL
-    from .lexical import settings as lexical_settings
-    from .papers import read_papers
+    from ..corpus.papers import read_papers
+    from ..embed.sentence_transformer import DEFAULT_MODEL
+    from ..index.build import build_index, inputs_fingerprint
+    from ..index.lexical import settings as lexical_settings
 
     index = index if index is not None else eval_index_name(corpus)
     model = model or DEFAULT_MODEL
@@ -97,13 +97,14 @@ def prepare_index(
         warnings.simplefilter("always")
         papers = read_papers([corpus])
     try:
-        manifest = store.open_stored(store.resolve_index_dir(index)).manifest
+        with store.open_stored(store.resolve_index_dir(index)) as stored:
+            manifest = stored.manifest
     except RecommenderError:  # missing, corrupt or of another format version: build it
         manifest = {}
     current = (
         manifest.get("model") == model
         and {k: v for k, v in manifest.get("chunking", {}).items() if k != "max_tokens"} == chunking.to_dict()
-        and manifest.get("inputs_fingerprint") == _fingerprint(papers)
+        and manifest.get("inputs_fingerprint") == inputs_fingerprint(papers)
         and {k: v for k, v in manifest.get("lexical", {}).items() if k != "terms"} == lexical_settings()
     )
     if current:
@@ -130,7 +131,7 @@ def evaluate(
     progress: Callable[[int, int], None] | None = None,
 ) -> Evaluation:
     """Build (or reuse) an index over `corpus`, rank every query, and score the rankings."""
-    from .core import Recommender
+    from ..query.recommender import Recommender
 
     _check(mode, pool, dense_weight, min_score, diverse)
     judgements = metrics.read_qrels(qrels)
@@ -140,32 +141,32 @@ def evaluate(
             raise InputError(f"{qrels}: no judgements for query {query_id} of {queries}: judge it or remove it")
     index = index if index is not None else eval_index_name(corpus)
     build = prepare_index(corpus, index, model, chunking, progress)
-    recommender = Recommender.open(index)
-    rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
-    results = []
-    for query_id, paper_id, facet in listed:
-        if paper_id not in rows_by_id:
-            raise InputError(f"{queries}: query {query_id} is paper {paper_id}, which is not in {corpus}")
-        results.append(_evaluate_query(
-            recommender, rows_by_id, query_id, rows_by_id[paper_id], judgements[query_id], facet,
-            mode, pool, relevant_at, dense_weight, min_score, diverse,
-        ))
-    facets = {}
-    for facet in dict.fromkeys(result.facet for result in results):
-        facets[facet] = metrics.mean_scores([r.scores for r in results if r.facet == facet])
-    manifest = recommender.manifest
-    settings = {
-        "index": str(recommender.stored.index_dir),
-        "papers": len(recommender),
-        "model": manifest["model"],
-        "chunking": manifest["chunking"]["strategy"],
-        "mode": mode,
-        "dense_weight": dense_weight if mode == "hybrid" else None,
-        "pool": pool,
-        "relevant_at": relevant_at,
-        "min_score": min_score,
-        "diverse": diverse,
-    }
+    with Recommender.open(index) as recommender:
+        rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
+        results = []
+        for query_id, paper_id, facet in listed:
+            if paper_id not in rows_by_id:
+                raise InputError(f"{queries}: query {query_id} is paper {paper_id}, which is not in {corpus}")
+            results.append(_evaluate_query(
+                recommender, rows_by_id, query_id, rows_by_id[paper_id], judgements[query_id], facet,
+                mode, pool, relevant_at, dense_weight, min_score, diverse,
+            ))
+        facets = {}
+        for facet in dict.fromkeys(result.facet for result in results):
+            facets[facet] = metrics.mean_scores([r.scores for r in results if r.facet == facet])
+        manifest = recommender.manifest
+        settings = {
+            "index": str(recommender.stored.index_dir),
+            "papers": len(recommender),
+            "model": manifest["model"],
+            "chunking": manifest["chunking"]["strategy"],
+            "mode": mode,
+            "dense_weight": dense_weight if mode == "hybrid" else None,
+            "pool": pool,
+            "relevant_at": relevant_at,
+            "min_score": min_score,
+            "diverse": diverse,
+        }
     evaluation = Evaluation(settings, results, metrics.mean_scores([r.scores for r in results]), facets, build)
     if evaluation.missing:
         warnings.warn(
@@ -176,9 +177,9 @@ def evaluate(
 
 
 def _check(mode: str, pool: str, dense_weight: float, min_score: float | None, diverse: float | None) -> None:
-    from .core import _check_options
+    from ..query.recommender import check_options
 
-    _check_options(1, min_score, diverse, mode)
+    check_options(1, min_score, diverse, mode)
     if pool not in POOLS:
         raise InputError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}")
     if not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
@@ -214,59 +215,3 @@ def rank_rows(
     return rows.tolist()
 
 
-# ---------------------------------------------------------------- output
-
-
-def _figures(scores: dict[str, float]) -> dict[str, float]:
-    """Metrics as CSFCube reports them: x100, one decimal."""
-    return {name: round(100.0 * scores[name], 1) for name in metrics.METRIC_NAMES}
-
-
-def describe(settings: dict) -> str:
-    """One line saying what was measured."""
-    ranking = settings["mode"]
-    if settings["mode"] == "hybrid":
-        ranking += f" (dense weight {settings['dense_weight']:.2f})"
-    extras = "".join(
-        f", {name.replace('_', ' ')} {settings[name]:g}" for name in ("min_score", "diverse") if settings[name] is not None
-    )
-    return (
-        f"{ranking}, {settings['pool']} pool, relevant at grade >= {settings['relevant_at']}{extras}; "
-        f"{settings['index']}: {settings['papers']} papers, {settings['model']}, {settings['chunking']}"
-    )
-
-
-def render_evaluation(evaluation: Evaluation, fmt: str = "table", per_query: bool = False) -> str:
-    """The figures as a table (or Markdown), or everything as JSON."""
-    import json
-
-    from .output import render
-
-    summary = [
-        {"facet": facet, "queries": sum(1 for q in evaluation.queries if q.facet == facet), **_figures(scores)}
-        for facet, scores in evaluation.by_facet.items()
-    ] if len(evaluation.by_facet) > 1 else []
-    summary.append({"facet": "all", "queries": len(evaluation.queries), **_figures(evaluation.overall)})
-    queries = [
-        {"query": q.query_id, "paper": q.paper_id, "facet": q.facet, "candidates": q.candidates, **_figures(vars(q.scores))}
-        for q in evaluation.queries
-    ]
-    if fmt == "json":
-        data = {
-            "settings": evaluation.settings,
-            "overall": summary[-1],
-            "facets": summary[:-1],
-        }
-        if per_query:
-            data["per_query"] = queries
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    metric_columns = {HEADINGS[m]: 0 for m in metrics.METRIC_NAMES}
-    text = describe(evaluation.settings) + "\n\n"
-    if per_query:
-        text += render(_shown(queries), [], fmt, {"query": 0, "facet": 0, **metric_columns}) + "\n"
-    return text + render(_shown(summary), [], fmt, {"facet": 0, "queries": 0, **metric_columns})
-
-
-def _shown(rows: list[dict]) -> list[dict]:
-    """Rows under the table's headings, figures with one decimal."""
-    return [{**row, **{HEADINGS[m]: f"{row[m]:.1f}" for m in metrics.METRIC_NAMES}} for row in rows]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED_NAMES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}

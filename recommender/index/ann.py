@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from recommender.errors import InputError
+from ..errors import InputError
 
 EXACT_LIMIT = 50_000
 """Largest corpus searched exactly (flat inner product); see module docstring."""

@@ -7,16 +7,12 @@ import io
 import json
 from typing import Sequence
 
+from ..corpus.text import shorten
+
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 # Display widths of the table; JSON and CSV carry the full text.
 LABEL_WIDTH = 28
 SNIPPET_WIDTH = 60
-
-
-def shorten(text: str, width: int) -> str:
-    """One line of at most `width` characters, marked with an ellipsis when cut."""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns: dict[str, int] | None = None) -> str:

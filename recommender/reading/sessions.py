@@ -7,24 +7,23 @@ label it; sessions are chained so that neighbouring sessions are related.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from .core import Recommender
-from .errors import InputError
-from .lexical import LexicalIndex
-from .papers import Paper
+from ..arrays import csr_ranges, unit_rows
+from ..corpus.papers import Paper
+from ..errors import InputError
+from ..index.lexical import LexicalIndex
+from ..query.recommender import Recommender
 
 KMEANS_ITERATIONS = 25
 KMEANS_RESTARTS = 5
 CAPACITY_ITERATIONS = 20
 LABEL_TERMS = 3
 BACKGROUND = 3
-SESSION_FORMATS = ("markdown", "json")
 # Words that say nothing about a topic; a label term made only of these is skipped.
 FILLER = frozenset("""
     model models method methods approach approaches based using use used new novel propose proposed paper
@@ -119,7 +118,7 @@ def spherical_kmeans(vectors: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
         kmeans.train(vectors)
     finally:
         faiss.omp_set_num_threads(threads)
-    return _unit(kmeans.centroids.copy())
+    return unit_rows(kmeans.centroids.copy())
 
 
 def assign_with_capacity(similarity: np.ndarray, capacity: int) -> np.ndarray:
@@ -146,7 +145,7 @@ def assign_with_capacity(similarity: np.ndarray, capacity: int) -> np.ndarray:
 def chain_order(centroids: np.ndarray, sizes: np.ndarray) -> list[int]:
     """Clusters in an order where each is followed by the nearest one not yet visited,
     starting from the most central (closest to the size-weighted mean direction)."""
-    mean = _unit((sizes[:, None] * centroids).sum(axis=0, keepdims=True))[0]
+    mean = unit_rows((sizes[:, None] * centroids).sum(axis=0, keepdims=True))[0]
     similarity = centroids @ centroids.T
     current = int(np.argmax(centroids @ mean))
     order = [current]
@@ -187,8 +186,7 @@ def _positions(lexical: LexicalIndex, rows: np.ndarray) -> np.ndarray:
     """Where the given rows' entries sit in the CSR arrays."""
     starts = lexical.csr_indptr[rows]
     lengths = lexical.csr_indptr[rows + 1] - starts
-    total = int(lengths.sum())
-    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total, dtype=np.int64)
+    return csr_ranges(starts, lengths)
 
 
 def _mean_rows(lexical: LexicalIndex, rows: np.ndarray, size: int) -> np.ndarray:
@@ -224,11 +222,6 @@ def _distinct_terms(terms: Sequence[str], count: int) -> tuple[str, ...]:
         if len(chosen) == count:
             break
     return tuple(chosen)
-
-
-def _unit(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
 
 
 # ---------------------------------------------------------------- the plan
@@ -267,14 +260,14 @@ def group_papers(recommender: Recommender, rows: Sequence[int], n: int, max_per_
     # so a session filled with overflow becomes a coherent group of its own.
     for _ in range(CAPACITY_ITERATIONS):
         used = sorted(set(assignment.tolist()))
-        centres = _unit(np.stack([vectors[assignment == group].sum(axis=0) for group in used]))
+        centres = unit_rows(np.stack([vectors[assignment == group].sum(axis=0) for group in used]))
         again = assign_with_capacity(vectors @ centres.T, capacity)
         relabelled = np.array(used)[again]
         if np.array_equal(relabelled, assignment):
             break
         assignment = relabelled
     used = sorted(set(assignment.tolist()))
-    centres = _unit(np.stack([vectors[assignment == group].sum(axis=0) for group in used]))
+    centres = unit_rows(np.stack([vectors[assignment == group].sum(axis=0) for group in used]))
     sizes = np.array([(assignment == group).sum() for group in used], dtype=np.float32)
     order = chain_order(centres, sizes)
     renumber = {used[old]: new for new, old in enumerate(order)}
@@ -290,7 +283,7 @@ def plan_sessions(
     background: int = BACKGROUND,
 ) -> SessionPlan:
     """Split the papers at `rows` into `n` sessions of similar papers, labelled, ordered, with background reading."""
-    from .ann import search_index
+    from ..index.ann import search_index
 
     rows = list(dict.fromkeys(int(row) for row in rows))
     groups, centres = group_papers(recommender, rows, n, max_per_session, seed)
@@ -342,31 +335,3 @@ def _method(papers: int, sessions: int, capacity: int, seed: int, background: in
     )
 
 
-# ---------------------------------------------------------------- writing the plan
-
-
-def render_plan(plan: SessionPlan, fmt: str) -> str:
-    """The plan as a Markdown handout or as JSON."""
-    if fmt not in SESSION_FORMATS:
-        raise InputError(f"unknown format '{fmt}': use one of {', '.join(SESSION_FORMATS)}")
-    if fmt == "json":
-        return json.dumps(plan.to_dict(), ensure_ascii=False, indent=2) + "\n"
-    from .related import _links, _md, _snippet
-
-    lines = [f"# Reading-group plan: {len(plan.rows)} papers in {len(plan.sessions)} sessions", "", plan.method]
-    for session in plan.sessions:
-        count = len(session.papers)
-        lines += ["", f"## Session {session.number}: {_md(session.title)} ({count} paper{'s' * (count != 1)})", ""]
-        for rank, item in enumerate(session.papers, start=1):
-            paper = item.paper
-            line = f"{rank}. **{_md(paper.label)}**: {_md(_snippet(paper))}"
-            if paper.code_links:
-                line += f" Code: {_links(paper)}"
-            lines.append(line)
-        if session.background:
-            names = [
-                f"{_md(item.paper.label)} ({'session ' + str(item.session) if item.session else 'not in the plan'})"
-                for item in session.background
-            ]
-            lines += ["", "Background reading: " + "; ".join(names) + "."]
-    return "\n".join(lines) + "\n"

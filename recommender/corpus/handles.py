@@ -113,7 +113,7 @@ def _unwrap_math(match: re.Match) -> str:
     return f" {inner} " if _PLAIN_MATH_RE.fullmatch(inner) else " "
 
 
-def _clean(text: str) -> str:
+def plain_text(text: str) -> str:
     """Plain prose: no URLs, LaTeX markup, math, markdown emphasis or citations."""
     text = _ANY_URL_RE.sub(" ", _unescape_latex(text or ""))
     previous = None
@@ -364,7 +364,7 @@ def _meaningful(words: list[str]) -> bool:
 def _italic_term(raw: str) -> str | None:
     """First italicised term (authors italicise what they define), 1-5 words."""
     for match in _ITALIC_RE.finditer(_unescape_latex(raw)):
-        term = _clean(match.group(1) or match.group(2))
+        term = plain_text(match.group(1) or match.group(2))
         words = term.split()
         if 1 <= len(words) <= 5 and len(term) <= MAX_HANDLE_LEN and len(term) >= 4 \
                 and any(c.islower() for c in term) and _meaningful(words):
@@ -479,7 +479,7 @@ def _handle_from_title(title: str) -> str:
 
 
 def _handle_from_abstract(abstract: str) -> str | None:
-    text = _clean(abstract)
+    text = plain_text(abstract)
     repo_names = _repo_names(extract_code_links(abstract))
     return (
         _introduced_name(text, repo_names)
@@ -501,7 +501,7 @@ def derive_handle(title: str, abstract: str) -> str:
     italic term, "our X model", "we propose a X", or the first sentence's
     subject).  Never longer than MAX_HANDLE_LEN, never trailing punctuation.
     """
-    title = _clean(title or "")
+    title = plain_text(title or "")
     if title:
         handle = _handle_from_title(title).strip()
         if handle:

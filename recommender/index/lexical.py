@@ -18,6 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..arrays import csr_ranges
+
 TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W_]+\b"  # words of 2+ characters that do not start with a digit
 # Single words: on the CSFCube dev set, fused with the dense cosine, they rank better than 1-2 grams over a
 # broader range of weights, with a vocabulary 12 times smaller (scripts/tune_relevance.py, README "Ranking").
@@ -160,7 +162,7 @@ class LexicalIndex:
         lengths = ends - starts
         if lengths.sum() == 0:
             return out
-        positions = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)])
+        positions = csr_ranges(starts, lengths)
         weights = np.repeat(query.values, lengths)
         np.add.at(out, self.csc_indices[positions], self.csc_data[positions] * weights)
         return out

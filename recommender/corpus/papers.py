@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
-from .errors import InputError
+from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
+from .text import collapse_spaces, first_sentence
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
 # A seed file opens with a heading line ("NeurIPS 2025 Papers"); an abstract is
@@ -89,19 +90,11 @@ class Paper:
         )
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-_WHITESPACE = re.compile(r"\s+")
-
-
-def first_sentence(text: str) -> str:
-    """The first sentence of a text (the whole text when it has one sentence)."""
-    text = _WHITESPACE.sub(" ", text).strip()
-    return _SENTENCE_END.split(text, maxsplit=1)[0]
 
 
 def normalise_text(text: str) -> str:
     """Case- and whitespace-insensitive form used for IDs and duplicate detection."""
-    return _WHITESPACE.sub(" ", text).strip().casefold()
+    return collapse_spaces(text).casefold()
 
 
 def derive_id(title: str, abstract: str) -> str:
@@ -282,7 +275,7 @@ def _clean(value) -> str:
         return ""
     if not isinstance(value, str):
         value = str(value)
-    return _WHITESPACE.sub(" ", _CONTROL.sub(" ", value)).strip()
+    return collapse_spaces(_CONTROL.sub(" ", value))
 
 
 def _text_field(record: _Record, name: str, numbers: bool = False) -> str:

@@ -15,6 +15,8 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from ..arrays import unit_rows
+
 
 class Encoder(Protocol):
     """What the embedding stage needs of a model."""
@@ -67,14 +69,9 @@ def split_windows(text: str, spans: list[tuple[int, int]], max_tokens: int, over
 def pool_windows(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
     """Weighted mean of window vectors, L2-normalised."""
     pooled = np.average(vectors, axis=0, weights=np.asarray(weights, dtype=np.float64))
-    return normalise(pooled[None, :])[0]
+    return unit_rows(pooled[None, :])[0]
 
 
-def normalise(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero), as float32."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1, norms)
 
 
 def cache_key(model: str, chunking: Chunking, text: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recommender.errors import ModelError
+from ..errors import ModelError
 
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -85,7 +85,7 @@ def _export(model_name_or_path: str, out_dir: Path, variant: str) -> Path:
     import tempfile
     import warnings
 
-    from .encoders import quiet_libraries, set_offline
+    from .sentence_transformer import quiet_libraries, set_offline
 
     set_offline()
     import torch

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from recommender.errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "QueryScores",

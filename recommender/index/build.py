@@ -1,0 +1,221 @@
+"""Building an index: read papers, embed them (reusing cached vectors), write FAISS + TF-IDF atomically."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..corpus.papers import Paper, read_papers
+from ..embed import loading
+from ..embed.windows import Chunking, Encoder, embed_texts
+from . import store
+from .lexical import settings as lexical_settings
+from .store import FAISS, KEYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    index_dir: Path
+    papers: int
+    encoded: int
+    reused: int
+    index_kind: str
+    seconds: float
+
+
+def build_index(
+    inputs: Iterable[str | Path],
+    index: str | Path | None = None,
+    model: str | None = None,
+    chunking: Chunking = Chunking(),
+    index_type: str = "auto",
+    progress: Callable[[int, int], None] | None = None,
+    wait: bool = False,
+    export_query_encoder: bool = True,
+) -> BuildReport:
+    """Read papers, embed them (reusing cached vectors), and write a new index atomically."""
+    from .ann import choose_index, index_description
+    from ..embed.sentence_transformer import DEFAULT_MODEL
+    from .lexical import build_tfidf
+
+    started = time.perf_counter()
+    model = model or DEFAULT_MODEL
+    papers = read_papers(inputs)
+    index_dir = store.resolve_index_dir(index)
+    with store.writing(index_dir, wait=wait) as writer:
+        previous = _previous_build(index_dir, model)
+        try:
+            query_encoder = prepare_query_encoder(model, writer, previous) if export_query_encoder else None
+            # The ONNX export encodes ~1.7x faster than torch with the same vectors
+            # (scripts/bench_encode.py), so a build uses it for the papers too.
+            encoder = _LazyEncoder(model, functools.partial(_build_encoder, model, writer, query_encoder))
+            with store.EmbeddingCache(index_dir) as cache:
+                texts = [paper.text for paper in papers]
+                done = 0
+
+                def advance(count: int) -> None:
+                    nonlocal done
+                    done += count
+                    if progress is not None:
+                        progress(done, missing_total[0])
+
+                missing_total = [0]
+                embedded = embed_texts(
+                    encoder, texts, chunking, cache,
+                    progress=advance, on_plan=lambda total: missing_total.__setitem__(0, total),
+                )
+            vectors = embedded.vectors
+            choice = choose_index(len(papers), vectors.shape[1], index_type)
+            faiss_index, trained_on = _faiss_index_for(vectors, choice, previous)
+            writer.save_array(VECTORS, vectors)
+            writer.save_faiss(FAISS, faiss_index)
+            offsets = writer.save_jsonl(PAPERS, (paper.to_dict() for paper in papers))
+            writer.save_array(OFFSETS, offsets)
+            writer.save_json(KEYS, {"ids": [p.id for p in papers], "handles": [p.handle for p in papers]})
+            arrays, vocabulary, stop_words = build_tfidf(texts)
+            for name in LEXICAL_ARRAYS:
+                writer.save_array(f"lexical/{name}.npy", arrays[name])
+            writer.save_json(VOCABULARY, vocabulary)
+            writer.save_json(STOP_WORDS, stop_words)
+            previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
+            max_tokens = encoder.max_tokens_if_known or previous_chunking.get("max_tokens")
+            manifest = {
+                "model": model,
+                "dimension": int(vectors.shape[1]),
+                "chunking": dict(chunking.to_dict(), max_tokens=max_tokens),
+                "paper_count": len(papers),
+                "inputs_fingerprint": inputs_fingerprint(papers),
+                "package_version": __version__,
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "index": {
+                    "kind": choice.kind, "params": choice.params, "reason": choice.reason,
+                    "description": index_description(faiss_index), "trained_on": trained_on,
+                },
+                "lexical": {"terms": len(vocabulary), **lexical_settings()},
+                "query_encoder": query_encoder,
+                "encoded": embedded.encoded,
+                "reused": embedded.reused,
+            }
+        finally:
+            if previous is not None:
+                previous.close()  # unpinned, so the commit can remove the old version
+        writer.commit(manifest)
+    return BuildReport(
+        index_dir, len(papers), embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
+    )
+
+
+def inputs_fingerprint(papers: Sequence[Paper]) -> str:
+    """A short hash of every paper's ID and text, in order: tells whether an index was built from these papers."""
+    digest = hashlib.sha256()
+    for paper in papers:
+        digest.update(hashlib.sha256(paper.text.encode("utf-8")).digest())
+        digest.update(paper.id.encode("utf-8") + b"\0")
+    return digest.hexdigest()[:16]
+
+
+# An IVF index keeps the lists it was trained on while papers are appended,
+# until the corpus has grown past this factor of the training size.
+RETRAIN_GROWTH = 2.0
+
+
+def _faiss_index_for(vectors: np.ndarray, choice, previous: store.StoredIndex | None):
+    """Extend the previous build's trained index when papers were only appended, else build anew.
+
+    Returns the index and how many papers its clustering was trained on."""
+    from .ann import add_to_index, build_faiss_index
+
+    if previous is not None and choice.kind != "flat":
+        built = previous.manifest.get("index", {})
+        old_count = previous.manifest["paper_count"]
+        trained_on = built.get("trained_on") or old_count
+        if (
+            built.get("kind") == choice.kind
+            and previous.manifest["dimension"] == vectors.shape[1]
+            and old_count <= len(vectors) <= RETRAIN_GROWTH * trained_on
+            and np.array_equal(previous.load_array(VECTORS, mmap=True), vectors[:old_count])
+        ):
+            index = previous.load_faiss(FAISS, writable=True)
+            add_to_index(index, vectors[old_count:])
+            return index, trained_on
+    return build_faiss_index(vectors, choice), len(vectors)
+
+
+def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
+    """The live build of this index when it was made with the same model."""
+    from ..errors import RecommenderError
+
+    try:
+        previous = store.open_stored(index_dir, verify=False)
+    except RecommenderError:
+        return None  # no usable previous build: everything is made anew
+    if previous.manifest.get("model") != model:
+        previous.close()
+        return None
+    return previous
+
+
+def prepare_query_encoder(model: str, writer: store.IndexWriter, previous: store.StoredIndex | None) -> str | None:
+    """Reuse the previous build's ONNX export of the same model, else export anew."""
+    from ..errors import ModelError
+
+    target = writer.path(QUERY_ENCODER)
+    if previous is not None and previous.manifest.get("query_encoder"):
+        store.link_tree(previous.path(QUERY_ENCODER), target)
+        return previous.manifest["query_encoder"]
+    from ..embed.onnx_encoder import export_onnx
+    from ..embed.sentence_transformer import resolve_model_path
+
+    try:
+        export_onnx(resolve_model_path(model), target)
+    except ModelError as error:
+        store.remove_tree(target)
+        warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
+        return None
+    return "onnx"
+
+
+def _build_encoder(model: str, writer: store.IndexWriter, query_encoder: str | None) -> Encoder:
+    if query_encoder == "onnx":
+        return loading.load_onnx_encoder(writer.path(QUERY_ENCODER), model)
+    return loading.load_encoder(model)
+
+
+class _LazyEncoder:
+    """Loads the model only when something has to be encoded, so a rebuild from cache is quick."""
+
+    def __init__(self, model: str, load: Callable[[], Encoder]):
+        self.name = model
+        self._load_encoder = load
+        self._encoder: Encoder | None = None
+
+    def _load(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = self._load_encoder()
+        return self._encoder
+
+    @property
+    def dimension(self) -> int:
+        return self._load().dimension
+
+    @property
+    def max_tokens(self) -> int:
+        return self._load().max_tokens
+
+    @property
+    def max_tokens_if_known(self) -> int | None:
+        return self._encoder.max_tokens if self._encoder is not None else None
+
+    def token_spans(self, text: str):
+        return self._load().token_spans(text)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self._load().encode(texts)

@@ -1,0 +1,62 @@
+"""Evaluation figures as a table, Markdown or JSON."""
+
+from __future__ import annotations
+
+import json
+
+from ..evaluation import metrics
+from ..evaluation.evaluate import Evaluation
+from .tables import render
+
+HEADINGS = {"map": "MAP", "ndcg_at_10": "NDCG@10", "ndcg_pct_20": "NDCG%20", "recall_at_20": "Recall@20", "mrr": "MRR"}
+
+
+def _figures(scores: dict[str, float]) -> dict[str, float]:
+    """Metrics as CSFCube reports them: x100, one decimal."""
+    return {name: round(100.0 * scores[name], 1) for name in metrics.METRIC_NAMES}
+
+
+def describe(settings: dict) -> str:
+    """One line saying what was measured."""
+    ranking = settings["mode"]
+    if settings["mode"] == "hybrid":
+        ranking += f" (dense weight {settings['dense_weight']:.2f})"
+    extras = "".join(
+        f", {name.replace('_', ' ')} {settings[name]:g}" for name in ("min_score", "diverse") if settings[name] is not None
+    )
+    return (
+        f"{ranking}, {settings['pool']} pool, relevant at grade >= {settings['relevant_at']}{extras}; "
+        f"{settings['index']}: {settings['papers']} papers, {settings['model']}, {settings['chunking']}"
+    )
+
+
+def render_evaluation(evaluation: Evaluation, fmt: str = "table", per_query: bool = False) -> str:
+    """The figures as a table (or Markdown), or everything as JSON."""
+    summary = [
+        {"facet": facet, "queries": sum(1 for q in evaluation.queries if q.facet == facet), **_figures(scores)}
+        for facet, scores in evaluation.by_facet.items()
+    ] if len(evaluation.by_facet) > 1 else []
+    summary.append({"facet": "all", "queries": len(evaluation.queries), **_figures(evaluation.overall)})
+    queries = [
+        {"query": q.query_id, "paper": q.paper_id, "facet": q.facet, "candidates": q.candidates, **_figures(vars(q.scores))}
+        for q in evaluation.queries
+    ]
+    if fmt == "json":
+        data = {
+            "settings": evaluation.settings,
+            "overall": summary[-1],
+            "facets": summary[:-1],
+        }
+        if per_query:
+            data["per_query"] = queries
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    metric_columns = {HEADINGS[m]: 0 for m in metrics.METRIC_NAMES}
+    text = describe(evaluation.settings) + "\n\n"
+    if per_query:
+        text += render(_shown(queries), [], fmt, {"query": 0, "facet": 0, **metric_columns}) + "\n"
+    return text + render(_shown(summary), [], fmt, {"facet": 0, "queries": 0, **metric_columns})
+
+
+def _shown(rows: list[dict]) -> list[dict]:
+    """Rows under the table's headings, figures with one decimal."""
+    return [{**row, **{HEADINGS[m]: f"{row[m]:.1f}" for m in metrics.METRIC_NAMES}} for row in rows]
