@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from .errors import RecommenderError
-from .render.tables import FORMATS
+from .render.tables import FORMATS, plural
 
 DEFAULT_INPUT = "seeds"
 # Encoding fewer papers than this takes a few seconds: no progress bar.
@@ -400,7 +400,7 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
         else:
             partial.write_text(text, encoding="utf-8")
     if out is not None:
-        click.echo(f"wrote {n} sessions to {out}", err=True)
+        click.echo(f"wrote {plural(n, 'session')} to {out}", err=True)
 
 
 @main.command(name="map")

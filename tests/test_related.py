@@ -13,7 +13,8 @@ from recommender import build_index
 from recommender.corpus.papers import Paper
 from recommender.query.ranking import DENSE_WEIGHT
 from recommender.reading import related
-from recommender.reading.related import _BatchRanker, related_work, select_rows, summary
+from recommender.corpus.summary import summary
+from recommender.reading.related import _BatchRanker, related_work, select_rows
 from recommender.reading.sessions import plan_sessions
 from recommender.render.related import bibtex_entry, bibtex_escape, bibtex_key, bibtex_keys
 
@@ -127,7 +128,7 @@ def test_markdown_handout(open_index, built):
     assert result.stdout == f"""\
 # Related work
 
-For each paper, the papers most like it in the collection, best first. The score (0 to 1) is {DENSE_WEIGHT:g} x the \
+For each paper, the papers most like it in the collection, best first. The score (-1 to 1, higher is closer) is {DENSE_WEIGHT:g} x the \
 cosine of the two papers' sentence embeddings + {1 - DENSE_WEIGHT:g} x the cosine of their TF-IDF word vectors.
 
 ## FlashDP: Fast Private Training

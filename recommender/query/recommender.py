@@ -9,7 +9,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..corpus.papers import Paper, first_sentence
+from ..corpus.papers import Paper
+from ..corpus.summary import summary
 from ..embed import loading
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, PaperNotFoundError
@@ -43,7 +44,7 @@ class Recommendation:
             "score": round(float(self.score), 4),
             "handle": paper.handle,
             "title": paper.title or paper.handle,
-            "snippet": first_sentence(paper.abstract),
+            "snippet": summary(paper),
             "url": paper.url,
             "code_links": list(paper.code_links),
             "why": list(self.why),

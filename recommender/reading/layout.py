@@ -114,7 +114,7 @@ def build_map(
     max_per_session: int | None = None,
 ) -> CorpusMap:
     """Lay the papers out in 2-D, coloured by session, names placed where they do not collide."""
-    from .related import summary
+    from ..corpus.summary import summary
     from .sessions import cluster_terms, group_papers
 
     rows = list(range(len(recommender))) if rows is None else list(dict.fromkeys(int(row) for row in rows))

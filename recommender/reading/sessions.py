@@ -69,13 +69,13 @@ class SessionPlan:
     assignment: tuple[int, ...]  # session number of each chosen paper, in `rows` order
 
     def to_dict(self) -> dict:
-        from .related import summary
+        from ..corpus.summary import summary
 
         def entry(item: SessionPaper, background: bool = False) -> dict:
             paper = item.paper
             data = {
                 "id": paper.id, "handle": paper.handle, "title": paper.title or paper.handle,
-                "summary": summary(paper), "url": paper.url, "code_links": list(paper.code_links),
+                "snippet": summary(paper), "url": paper.url, "code_links": list(paper.code_links),
                 "similarity": round(item.similarity, 4),
             }
             if background:

@@ -6,7 +6,7 @@ import re
 
 from ..corpus.papers import Paper
 from ..corpus.text import shorten
-from ..reading.related import summary
+from ..corpus.summary import summary
 
 SNIPPET_WIDTH = 160
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#|])")

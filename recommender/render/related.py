@@ -14,6 +14,7 @@ from ..errors import InputError
 from ..query.ranking import DENSE_WEIGHT
 from ..reading.related import RelatedList
 from .markdown import code_links, md, snippet
+from .tables import LIST_SEPARATOR
 
 RELATED_FORMATS = ("markdown", "json", "jsonl", "csv", "bibtex")
 CSV_COLUMNS = ("paper_id", "paper_handle", "rank", "id", "handle", "title", "score", "snippet", "url", "code_links", "why")
@@ -45,8 +46,8 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
             for related in item.related:
                 row = [item.paper.id, item.paper.handle, related.rank, related.id, related.paper.handle,
                        related.paper.title or related.paper.handle, f"{related.score:.4f}",
-                       snippet(related.paper, 10_000), related.paper.url, " ".join(related.paper.code_links)]
-                writer.writerow(row + ["; ".join(related.why)] if why else row)
+                       snippet(related.paper, 10_000), related.paper.url, LIST_SEPARATOR.join(related.paper.code_links)]
+                writer.writerow(row + [LIST_SEPARATOR.join(related.why)] if why else row)
         elif fmt == "markdown":
             out.write(_markdown(item, why))
         else:
@@ -62,7 +63,7 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
 
 _MARKDOWN_INTRO = (
     "# Related work\n\n"
-    "For each paper, the papers most like it in the collection, best first. The score (0 to 1) is "
+    "For each paper, the papers most like it in the collection, best first. The score (-1 to 1, higher is closer) is "
     f"{DENSE_WEIGHT:g} x the cosine of the two papers' sentence embeddings + {1 - DENSE_WEIGHT:g} x the cosine "
     "of their TF-IDF word vectors.\n"
 )

@@ -7,6 +7,7 @@ import json
 from ..errors import InputError
 from ..reading.sessions import SessionPlan
 from .markdown import code_links, md, snippet
+from .tables import plural
 
 SESSION_FORMATS = ("markdown", "json")
 
@@ -17,10 +18,10 @@ def render_plan(plan: SessionPlan, fmt: str) -> str:
         raise InputError(f"unknown format '{fmt}': use one of {', '.join(SESSION_FORMATS)}")
     if fmt == "json":
         return json.dumps(plan.to_dict(), ensure_ascii=False, indent=2) + "\n"
-    lines = [f"# Reading-group plan: {len(plan.rows)} papers in {len(plan.sessions)} sessions", "", plan.method]
+    lines = [f"# Reading-group plan: {plural(len(plan.rows), 'paper')} in {plural(len(plan.sessions), 'session')}", "", plan.method]
     for session in plan.sessions:
         count = len(session.papers)
-        lines += ["", f"## Session {session.number}: {md(session.title)} ({count} paper{'s' * (count != 1)})", ""]
+        lines += ["", f"## Session {session.number}: {md(session.title)} ({plural(count, 'paper')})", ""]
         for rank, item in enumerate(session.papers, start=1):
             paper = item.paper
             line = f"{rank}. **{md(paper.label)}**: {md(snippet(paper))}"

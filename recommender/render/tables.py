@@ -15,6 +15,15 @@ LABEL_WIDTH = 28
 SNIPPET_WIDTH = 60
 
 
+def plural(count: int, noun: str) -> str:
+    """"1 paper", "2 papers"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+LIST_SEPARATOR = "; "
+"""Joins a list (authors, code links, why terms) in every flat format: table, CSV, Markdown."""
+
+
 def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns: dict[str, int] | None = None) -> str:
     """Rows of plain values in the chosen format. `table_columns` maps column -> display width."""
     if fmt == "json":
@@ -41,7 +50,7 @@ def _flat(value) -> str:
     if value is None:
         return ""
     if isinstance(value, (list, tuple)):
-        return "; ".join(str(item) for item in value)
+        return LIST_SEPARATOR.join(str(item) for item in value)
     if isinstance(value, float):
         return f"{value:.3f}"
     return str(value)
@@ -84,6 +93,11 @@ def render_results(results: Sequence, fmt: str, why: bool = False) -> str:
     return render(rows, columns, fmt, table)
 
 
+def paper_record(paper) -> dict:
+    """A paper's fields as every output format shows them: `title` falls back to the handle."""
+    return dict(paper.to_dict(), title=paper.title or paper.handle)
+
+
 PAPER_COLUMNS = ("id", "handle", "title", "authors", "year", "venue", "url", "code_links", "source")
 
 
@@ -91,7 +105,7 @@ def render_papers(papers: Sequence, fmt: str) -> str:
     """A list of papers (for `papers list`)."""
     rows = []
     for paper in papers:
-        row = paper.to_dict()
+        row = paper_record(paper)
         row["summary"] = paper.title or paper.first_sentence
         rows.append(row)
     columns = [*PAPER_COLUMNS, "abstract"]
@@ -100,7 +114,7 @@ def render_papers(papers: Sequence, fmt: str) -> str:
 
 def render_paper(paper, fmt: str) -> str:
     """One paper in full (for `papers show`)."""
-    data = paper.to_dict()
+    data = paper_record(paper)
     if fmt in ("json", "jsonl"):
         return json.dumps(data, ensure_ascii=False, indent=2 if fmt == "json" else None) + "\n"
     if fmt == "csv":
@@ -111,8 +125,8 @@ def render_paper(paper, fmt: str) -> str:
         lines.append("")
     fields = [
         ("id", paper.id), ("handle", paper.handle), ("title", paper.title),
-        ("authors", ", ".join(paper.authors)), ("year", paper.year), ("venue", paper.venue),
-        ("url", paper.url), ("code", " ".join(paper.code_links)), ("source", paper.source),
+        ("authors", LIST_SEPARATOR.join(paper.authors)), ("year", paper.year), ("venue", paper.venue),
+        ("url", paper.url), ("code", LIST_SEPARATOR.join(paper.code_links)), ("source", paper.source),
     ]
     for name, value in fields:
         if value not in ("", None):
