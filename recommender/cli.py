@@ -56,6 +56,21 @@ model_option = click.option(
 )
 
 
+wide_option = click.option("--wide", is_flag=True, help="Tables: never cut titles and snippets to the terminal's width.")
+
+
+def _table_width(wide: bool) -> int | None:
+    """How wide a table may be: the terminal's width, 0 for --wide (no cuts), or None when
+    standard output is not a terminal (the fixed default widths)."""
+    if wide:
+        return 0
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
 def ranking_options(command):
     """Options shared by `like` and `search`."""
     options = [
@@ -68,6 +83,7 @@ def ranking_options(command):
         click.option("--diverse", type=float, default=None, metavar="LAMBDA",
                      help="Maximal marginal relevance, 0..1 (1 = relevance only, lower = more varied)."),
         click.option("--why", is_flag=True, help="Show the terms that tie each paper to the query."),
+        wide_option,
     ]
     for option in reversed(options):
         command = option(command)
@@ -120,7 +136,15 @@ def main():
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
 @library_errors
 def build(inputs, index, model, chunking, index_type, wait):
-    """Build an index from files or folders of papers (.txt, .jsonl, .csv; default: seeds/)."""
+    """Build an index from files or folders of papers (.txt, .jsonl, .csv; default: seeds/).
+
+    Examples:
+
+    \b
+        papers build
+        papers build papers.jsonl --index neurips
+        papers build corpus/ --chunking truncate
+    """
     from .embed.windows import Chunking
     from .index.build import build_index
 
@@ -156,8 +180,16 @@ def build(inputs, index, model, chunking, index_type, wait):
 @model_option
 @format_option
 @library_errors
-def like(papers, not_, k, mode, min_score, exclude_file, diverse, why, index, model, fmt):
-    """Papers like the given ones (ID, handle or unique ID prefix), never the papers themselves."""
+def like(papers, not_, k, mode, min_score, exclude_file, diverse, why, wide, index, model, fmt):
+    """Papers like the given ones (ID, handle or unique ID prefix), never the papers themselves.
+
+    Examples:
+
+    \b
+        papers like FlashDP
+        papers like FlashDP VADB -k 5 --why
+        papers like FlashDP --not TFLA --format json
+    """
     from .render.tables import render_results
 
     with _open(index, model) as recommender:
@@ -165,7 +197,7 @@ def like(papers, not_, k, mode, min_score, exclude_file, diverse, why, index, mo
             *papers, k=k, not_=not_, exclude=_read_exclusions(exclude_file),
             min_score=min_score, diverse=diverse, why=why, mode=mode,
         )
-    click.echo(render_results(results, fmt, why), nl=False)
+    click.echo(render_results(results, fmt, why, _table_width(wide)), nl=False)
 
 
 @main.command()
@@ -175,15 +207,22 @@ def like(papers, not_, k, mode, min_score, exclude_file, diverse, why, index, mo
 @model_option
 @format_option
 @library_errors
-def search(text, k, mode, min_score, exclude_file, diverse, why, index, model, fmt):
-    """Papers about a free text."""
+def search(text, k, mode, min_score, exclude_file, diverse, why, wide, index, model, fmt):
+    """Papers about a free text.
+
+    Examples:
+
+    \b
+        papers search "differentially private training of language models"
+        papers search "video quality" --mode lexical -k 3
+    """
     from .render.tables import render_results
 
     with _open(index, model) as recommender:
         results = recommender.search(
             text, k=k, exclude=_read_exclusions(exclude_file), min_score=min_score, diverse=diverse, why=why, mode=mode,
         )
-    click.echo(render_results(results, fmt, why), nl=False)
+    click.echo(render_results(results, fmt, why, _table_width(wide)), nl=False)
 
 
 @main.command()
@@ -192,7 +231,14 @@ def search(text, k, mode, min_score, exclude_file, diverse, why, index, model, f
 @format_option
 @library_errors
 def show(paper, index, fmt):
-    """One paper in full, with its metadata and code links."""
+    """One paper in full, with its metadata and code links.
+
+    Examples:
+
+    \b
+        papers show FlashDP
+        papers show f68119 --format json
+    """
     from .render.tables import render_paper
 
     with _open(index) as recommender:
@@ -203,14 +249,22 @@ def show(paper, index, fmt):
 @main.command(name="list")
 @index_option
 @format_option
+@wide_option
 @library_errors
-def list_(index, fmt):
-    """Every paper in the index."""
+def list_(index, fmt, wide):
+    """Every paper in the index.
+
+    Examples:
+
+    \b
+        papers list
+        papers list --format csv > papers.csv
+    """
     from .render.tables import render_papers
 
     with _open(index) as recommender:
         papers = list(recommender.papers())
-    click.echo(render_papers(papers, fmt), nl=False)
+    click.echo(render_papers(papers, fmt, _table_width(wide)), nl=False)
 
 
 @main.command()
@@ -219,7 +273,14 @@ def list_(index, fmt):
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @library_errors
 def info(index, verify, fmt):
-    """What the index holds and how it was built."""
+    """What the index holds and how it was built.
+
+    Examples:
+
+    \b
+        papers info
+        papers info --verify --format json
+    """
     from .render.tables import render_info
 
     with _open(index, verify=verify) as recommender:
@@ -253,7 +314,13 @@ def info(index, verify, fmt):
 @library_errors
 def evaluate(corpus, queries, qrels, index, model, chunking, mode, dense_weight, pool, relevant_at,
              min_score, diverse, per_query, fmt):
-    """Score rankings on a test collection: MAP, NDCG@10, NDCG%20, Recall@20, MRR (x100)."""
+    """Score rankings on a test collection: MAP, NDCG@10, NDCG%20, Recall@20, MRR (x100).
+
+    Examples:
+
+    \b
+        papers evaluate --corpus corpus.jsonl --queries queries.tsv --qrels qrels.txt --per-query
+    """
     from .embed.windows import Chunking
     from .evaluation.evaluate import evaluate as run
     from .query.ranking import DENSE_WEIGHT
@@ -333,6 +400,10 @@ def _output_file(path: str | None):
     try:
         yield partial
         os.replace(partial, target)
+    except OSError as error:
+        if error.filename in (partial, str(partial)):  # name the file the user asked for, not ours
+            raise OSError(error.errno, error.strerror, str(target)) from None
+        raise
     finally:
         partial.unlink(missing_ok=True)
 
@@ -349,13 +420,21 @@ def _output_file(path: str | None):
 @model_option
 @library_errors
 def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model):
-    """For each chosen paper, the papers most related to it: the lists `like` gives, computed in one batch."""
+    """For each chosen paper, the papers most related to it: the lists `like` gives, computed in one batch.
+
+    Examples:
+
+    \b
+        papers related-work FlashDP VADB
+        papers related-work --all -k 3 --out handout.md
+        papers related-work --from friday.txt --format bibtex > friday.bib
+    """
     from .reading.related import CHUNK, related_work as related_lists
     from .render.related import bibtex_keys, write_related
 
     with _open(index, model) as recommender:
         rows = _chosen_rows(recommender, papers, all_papers, from_file)
-        keys = bibtex_keys(recommender.ids, recommender.handles) if fmt == "bibtex" else None
+        keys = bibtex_keys(recommender.papers()) if fmt == "bibtex" else None
         with _progress_bar("related work") as progress, _output_file(out) as partial:
             done = 0
 
@@ -387,7 +466,14 @@ def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model):
 @index_option
 @library_errors
 def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, index):
-    """Split the chosen papers (default: all) into reading-group sessions of similar papers."""
+    """Split the chosen papers (default: all) into reading-group sessions of similar papers.
+
+    Examples:
+
+    \b
+        papers sessions --n 4
+        papers sessions --from term.txt --n 3 --out plan.md
+    """
     from .reading.sessions import plan_sessions
     from .render.sessions import render_plan
 
@@ -413,7 +499,14 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
 @index_option
 @library_errors
 def map_(papers, all_papers, from_file, out, n, max_per_session, seed, index):
-    """Draw the chosen papers (default: all) as a 2-D map, coloured by session."""
+    """Draw the chosen papers (default: all) as a 2-D map, coloured by session.
+
+    Examples:
+
+    \b
+        papers map --out map.html
+        papers map --n 8 --out map.png
+    """
     from .reading.layout import build_map
     from .render.map import check_map_path, write_map
 

@@ -42,6 +42,26 @@ def test_like_table(built):
     )
 
 
+def test_like_wide_cuts_nothing(built):
+    result = built("like", "dp1", "-k", "2", "--wide")
+    assert result.output == (
+        "rank  score  id    title                               snippet\n"
+        "   1  0.394  dp2   Private Fine-Tuning                 Differentially private fine-tuning of language models with low memory gradient clipping.\n"
+        "   2  0.158  rnn1  TFLA: Tiled Flash Linear Attention  Linear recurrent networks with gating and fast kernels for long sequence language modeling.\n"
+    )
+
+
+def test_tables_fit_the_terminal_width():
+    from recommender.render.tables import render
+
+    rows = [{"id": "x1", "title": "T" * 50, "snippet": "S" * 100}]
+    widths = {"id": 0, "title": 28, "snippet": 60}
+    for width in (60, 80, 120):
+        lines = render(rows, list(widths), "table", widths, width).splitlines()
+        assert max(len(line) for line in lines) <= width
+    assert render(rows, list(widths), "table", widths, 0).splitlines()[1].endswith("S" * 100)  # --wide
+
+
 def test_like_by_handle_any_case_and_prefix_give_the_same_list(built):
     outputs = {built("like", ref, "-k", "3").output for ref in ("dp1", "FLASHDP", "flashdp")}
     assert len(outputs) == 1
@@ -172,3 +192,12 @@ def test_module_entry_point_runs():
 
     result = subprocess.run([sys.executable, "-m", "recommender", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "papers build" in result.stdout
+
+
+def test_every_command_help_shows_examples(run):
+    from recommender.cli import main
+
+    for name in main.commands:
+        result = run(name, "--help")
+        assert result.exit_code == 0
+        assert "Examples:\n\n      papers " + name in result.output, name

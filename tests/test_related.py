@@ -193,8 +193,8 @@ def parse_bibtex(text):
 def test_bibtex_lists_every_paper_mentioned_once(built):
     text = built("related-work", "dp1", "-k", "2", "--format", "bibtex").stdout
     entries = parse_bibtex(text)
-    assert list(entries) == ["FlashDP", "PrivateFineTuning", "TFLA"]  # the paper, then its list
-    kind, fields = entries["FlashDP"]
+    assert list(entries) == ["dp1", "dp2", "rnn1"]  # the paper, then its list; no authors or year: keys are IDs
+    kind, fields = entries["dp1"]
     assert kind == "misc"
     assert fields == {
         "title": "{FlashDP: Fast Private Training}",
@@ -238,7 +238,9 @@ def test_errors(built, args, message):
 @pytest.mark.parametrize("text,escaped", [
     ("memory down by 50\\% and 20%", "memory down by 50\\% and 20\\%"),
     ("sets {a, b} and }", "sets \\textbraceleft{}a, b\\textbraceright{} and \\textbraceright{}"),
-    ("x_1 & y#2 $z$", "x\\_1 \\& y\\#2 \\$z\\$"),
+    ("x_1 & y#2 $z$", "x\\_1 \\& y\\#2 $z$"),  # inline maths kept as written
+    ("cost $O(n^{2})$ or 5\\$", "cost $O(n^{2})$ or 5\\$"),
+    ("unbalanced $a{$ maths", "unbalanced \\$a\\textbraceleft{}\\$ maths"),
     ("\\emph{new} ~ a^b", "\\textbackslash{}emph\\textbraceleft{}new\\textbraceright{} \\textasciitilde{} a\\textasciicircum{}b"),
     ("line\nbreak", "line break"),
 ])
@@ -246,16 +248,33 @@ def test_bibtex_escape(text, escaped):
     assert bibtex_escape(text) == escaped
 
 
-@pytest.mark.parametrize("handle,key", [
-    ("FlashDP", "FlashDP"), ("Thompson sampling", "ThompsonSampling"), ("Dyn-O", "DynO"),
-    ("Étude", "Etude"), ("3D parts", "p3DParts"), ("∑∑", "paper-abc"),
+@pytest.mark.parametrize("authors,year,title,paper_id,key", [
+    (("Ada Lovelace",), 1843, "Notes on the Analytical Engine", "x", "lovelace1843notes"),
+    (("Lovelace, Ada", "C. Babbage"), "1843", "On the Engine", "x", "lovelace1843engine"),
+    (("Émile Ñúñez",), 2020, "The Étude", "x", "nunez2020etude"),
+    (("Ada Lovelace",), None, "Notes", "abc", "abc"),  # no year: the ID
+    ((), 2020, "Notes", "arXiv 2101/1", "arXiv-2101/1"),  # no author: the ID, made a valid key
 ])
-def test_bibtex_key(handle, key):
-    assert bibtex_key(handle, "abc") == key
+def test_bibtex_key(authors, year, title, paper_id, key):
+    assert bibtex_key(Paper(id=paper_id, title=title, abstract="A.", authors=authors, year=year)) == key
 
 
-def test_bibtex_keys_are_unique():
-    assert bibtex_keys(["a", "b", "c"], ["Dyn-O", "DynO", "TFLA"]) == {"a": "DynO-a", "b": "DynO-b", "c": "TFLA"}
+def test_bibtex_keys_are_unique_and_stable():
+    papers = [Paper(id=i, title=title, abstract=i, authors=("Ada Lovelace",), year=1843)
+              for i, title in (("a", "Notes"), ("b", "Notes again"), ("c", "Engine"), ("d", "Notes"))]
+    assert bibtex_keys(papers) == {"a": "lovelace1843notesa", "b": "lovelace1843notesb", "c": "lovelace1843engine",
+                                   "d": "lovelace1843notesc"}
+
+
+def test_bibtex_entry_always_has_a_title():
+    entry = bibtex_entry(Paper(id="s1", title="", abstract="We present Tiny.", handle="Tiny"), "s1")
+    assert "  title = {{Tiny}},\n" in entry
+
+
+def test_a_bad_out_path_names_the_path_given(built, workdir):
+    result = built("related-work", "dp1", "--out", "no/such/dir/out.md")
+    assert (result.exit_code, result.output) == (1, "Error: no/such/dir/out.md: No such file or directory\n")
+    assert not (workdir / "no").exists()
 
 
 def test_bibtex_entry_has_only_the_metadata_given():

@@ -54,7 +54,7 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
             for paper in (item.paper, *(related.paper for related in item.related)):
                 if paper.id not in seen:
                     seen.add(paper.id)
-                    out.write(bibtex_entry(paper, (keys or {}).get(paper.id) or bibtex_key(paper.handle, paper.id)))
+                    out.write(bibtex_entry(paper, (keys or {}).get(paper.id) or bibtex_key(paper)))
         count += 1
     if fmt == "json":
         out.write("\n]\n" if count else "]\n")
@@ -98,24 +98,58 @@ def _markdown(item: RelatedList, why: bool) -> str:
 
 # ---------------------------------------------------------------- BibTeX
 
-def bibtex_key(handle: str, paper_id: str) -> str:
-    """A citation key from the handle ("Thompson sampling" -> "ThompsonSampling"), else from the ID."""
-    ascii_text = unicodedata.normalize("NFKD", handle).encode("ascii", "ignore").decode("ascii")
-    words = re.findall(r"[A-Za-z0-9]+", ascii_text)
-    key = "".join(word[:1].upper() + word[1:] for word in words)[:40]
-    if not key:
-        return f"paper-{paper_id}"
-    return key if key[0].isalpha() else f"p{key}"
+# Words a reference manager skips when it picks the title word of a key.
+_KEY_SKIP = frozenset("a an the on of in for and to with towards toward via from by is are at as do does".split())
 
 
-def bibtex_keys(ids: Sequence[str], handles: Sequence[str]) -> dict[str, str]:
-    """Keys for every paper of an index, unique: a key two handles share gets the ID appended."""
-    keys = [bibtex_key(handle, paper_id) for paper_id, handle in zip(ids, handles)]
-    counts = Counter(key.casefold() for key in keys)
-    return {
-        paper_id: key if counts[key.casefold()] == 1 else f"{key}-{paper_id}"
-        for paper_id, key in zip(ids, keys)
-    }
+def _ascii_word(text: str) -> str:
+    return "".join(re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()))
+
+
+def _family_name(author: str) -> str:
+    """"Ada Lovelace" -> "lovelace"; "Lovelace, Ada" -> "lovelace"."""
+    name = author.split(",")[0] if "," in author else (author.split() or [""])[-1]
+    return _ascii_word(name)
+
+
+def bibtex_key(paper: Paper) -> str:
+    """A citation key as reference managers make them, author-year-word ("lovelace1843notes"),
+    else the paper's ID (its characters outside BibTeX's key set replaced by "-")."""
+    family = _family_name(paper.authors[0]) if paper.authors else ""
+    year = str(paper.year or "").strip()
+    if family and year.isdigit():
+        words = [_ascii_word(word) for word in (paper.title or paper.handle).split()]
+        word = next((w for w in words if w and w not in _KEY_SKIP), "")
+        return f"{family}{year}{word}"
+    return re.sub(r"[^A-Za-z0-9_:.+/-]", "-", paper.id)
+
+
+def bibtex_keys(papers: Iterable[Paper]) -> dict[str, str]:
+    """Keys for every paper of an index, unique and stable: a key several papers share gets
+    "a", "b", ... appended in index order, as reference managers do."""
+    keys = {paper.id: bibtex_key(paper) for paper in papers}
+    counts = Counter(key.casefold() for key in keys.values())
+    taken = {key.casefold() for key, count in counts.items() if count == 1}
+    unique = {}
+    for paper_id, key in keys.items():
+        if counts[key.casefold()] > 1:
+            number = 0
+            while (key + _suffix(number)).casefold() in taken:
+                number += 1
+            key += _suffix(number)
+            taken.add(key.casefold())
+        unique[paper_id] = key
+    return unique
+
+
+def _suffix(number: int) -> str:
+    """0 -> "a", 25 -> "z", 26 -> "aa"."""
+    letters = ""
+    number += 1
+    while number:
+        number, rest = divmod(number - 1, 26)
+        letters = chr(ord("a") + rest) + letters
+    return letters
 
 
 _ESCAPED = re.compile(r"\\[%&$#_{}]")
@@ -125,9 +159,33 @@ _SPECIAL = {
 }
 
 
+_MATH = re.compile(r"(?<!\\)\$[^$]+(?<!\\)\$")
+
+
 def bibtex_escape(text: str) -> str:
     """A field value safe inside BibTeX braces: LaTeX specials escaped (already escaped ones kept),
-    braces never left unbalanced."""
+    inline maths ($...$ with balanced braces) kept as written, braces never left unbalanced."""
+    out = []
+    position = 0
+    for match in _MATH.finditer(text):
+        if _balanced(match.group()):
+            out.append(_escape_prose(text[position: match.start()]))
+            out.append(match.group())
+            position = match.end()
+    out.append(_escape_prose(text[position:]))
+    return " ".join("".join(out).split())
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text.replace("\\{", "").replace("\\}", ""):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _escape_prose(text: str) -> str:
     out = []
     position = 0
     for match in _ESCAPED.finditer(text):
@@ -136,14 +194,13 @@ def bibtex_escape(text: str) -> str:
         out.append(_SPECIAL[escaped[1]] if escaped[1] in "{}" else escaped)
         position = match.end()
     out.append("".join(_SPECIAL.get(c, c) for c in text[position:]))
-    return " ".join("".join(out).split())
+    return "".join(out)
 
 
 def bibtex_entry(paper: Paper, key: str) -> str:
     """A @misc entry with the metadata the paper has, and nothing made up."""
     fields = []
-    if paper.title:
-        fields.append(("title", "{" + bibtex_escape(paper.title) + "}"))
+    fields.append(("title", "{" + bibtex_escape(paper.title or paper.handle) + "}"))
     if paper.authors:
         fields.append(("author", " and ".join(bibtex_escape(author) for author in paper.authors)))
     if paper.year:

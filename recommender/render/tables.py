@@ -24,8 +24,11 @@ LIST_SEPARATOR = "; "
 """Joins a list (authors, code links, why terms) in every flat format: table, CSV, Markdown."""
 
 
-def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns: dict[str, int] | None = None) -> str:
-    """Rows of plain values in the chosen format. `table_columns` maps column -> display width."""
+def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns: dict[str, int] | None = None,
+           width: int | None = None) -> str:
+    """Rows of plain values in the chosen format. `table_columns` maps column -> display width
+    (0: never cut). `width`: the terminal's width, which the table's cut columns then share
+    (0: cut nothing, as `--wide`; None: the widths as given)."""
     if fmt == "json":
         return json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n"
     if fmt == "jsonl":
@@ -43,7 +46,31 @@ def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns
         for row in rows:
             lines.append("| " + " | ".join(_flat(row.get(c)).replace("|", "\\|") for c in widths) + " |")
         return "\n".join(lines) + "\n"
-    return _table(rows, widths)
+    return _table(rows, _fit(rows, widths, width))
+
+
+# A column that is cut to fit the terminal keeps at least this many characters.
+MIN_CUT_WIDTH = 12
+
+
+def _fit(rows: Sequence[dict], widths: dict[str, int], width: int | None) -> dict[str, int]:
+    """Widths of the cut columns so that a table line fits `width` characters."""
+    if width is None:
+        return widths
+    if width == 0:
+        return {column: 0 for column in widths}
+    natural = {c: max([len(c)] + [len(_flat(row.get(c))) for row in rows]) for c in widths}
+    cut = [c for c, w in widths.items() if w]
+    fixed = sum(natural[c] for c in widths if c not in cut) + 2 * (len(widths) - 1)
+    room = width - fixed
+    if sum(natural[c] for c in cut) <= room:
+        return {column: 0 for column in widths}
+    # Share the room in proportion to the default widths, never below the minimum.
+    weights = sum(widths[c] for c in cut)
+    fitted = dict(widths)
+    for column in cut:
+        fitted[column] = max(MIN_CUT_WIDTH, min(natural[column], room * widths[column] // weights))
+    return fitted
 
 
 def _flat(value) -> str:
@@ -79,7 +106,7 @@ def _is_number(text: str) -> bool:
 RESULT_COLUMNS = ("rank", "id", "score", "handle", "title", "snippet", "url", "code_links", "why")
 
 
-def render_results(results: Sequence, fmt: str, why: bool = False) -> str:
+def render_results(results: Sequence, fmt: str, why: bool = False, width: int | None = None) -> str:
     """Recommendations as a readable table or a machine format."""
     rows = [result.to_dict() for result in results]
     columns = [c for c in RESULT_COLUMNS if why or c != "why"]
@@ -90,7 +117,7 @@ def render_results(results: Sequence, fmt: str, why: bool = False) -> str:
         row["score"] = f"{row['score']:.3f}" if fmt in ("table", "markdown") else row["score"]
     if fmt == "table" and not rows:
         return "no papers found\n"
-    return render(rows, columns, fmt, table)
+    return render(rows, columns, fmt, table, width)
 
 
 def paper_record(paper) -> dict:
@@ -101,7 +128,7 @@ def paper_record(paper) -> dict:
 PAPER_COLUMNS = ("id", "handle", "title", "authors", "year", "venue", "url", "code_links", "source")
 
 
-def render_papers(papers: Sequence, fmt: str) -> str:
+def render_papers(papers: Sequence, fmt: str, width: int | None = None) -> str:
     """A list of papers (for `papers list`)."""
     rows = []
     for paper in papers:
@@ -109,7 +136,7 @@ def render_papers(papers: Sequence, fmt: str) -> str:
         row["summary"] = paper.title or paper.first_sentence
         rows.append(row)
     columns = [*PAPER_COLUMNS, "abstract"]
-    return render(rows, columns, fmt, {"id": 0, "handle": 24, "summary": 70})
+    return render(rows, columns, fmt, {"id": 0, "handle": 24, "summary": 70}, width)
 
 
 def render_paper(paper, fmt: str) -> str:
