@@ -23,14 +23,39 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     click.echo(f"warning: {message}", err=True)
 
 
+@contextlib.contextmanager
+def _summarised_warnings(verbose: bool):
+    """Warnings on stderr, one line each; duplicate papers summarised once unless `verbose`."""
+    from .corpus.papers import DuplicatePaperWarning
+
+    duplicates = []
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, DuplicatePaperWarning) and not verbose:
+            duplicates.append(str(message))
+        else:
+            _show_warning(message, category, filename, lineno)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", UserWarning)  # every run shows its warnings, not just the first
+            warnings.showwarning = show
+            yield
+    finally:
+        if len(duplicates) == 1:
+            _show_warning(duplicates[0], DuplicatePaperWarning, "", 0)
+        elif duplicates:
+            click.echo(f"warning: {len(duplicates)} duplicate papers kept once (--verbose lists them)", err=True)
+
+
 def library_errors(command):
     """Library exceptions become one-line messages with a non-zero exit."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        warnings.showwarning = _show_warning
         try:
-            return command(*args, **kwargs)
+            with _summarised_warnings(kwargs.get("verbose", False)):
+                return command(*args, **kwargs)
         except RecommenderError as error:
             raise click.ClickException(str(error)) from None
         except BrokenPipeError:
@@ -42,6 +67,17 @@ def library_errors(command):
             raise click.ClickException(f"{where}{error.strerror or error}") from None
 
     return wrapper
+
+
+quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (errors and warnings only).")
+verbose_option = click.option("--verbose", "-v", is_flag=True, help="List every duplicate paper, not just their count.")
+
+
+def _reporter(quiet: bool, unit: str = "papers"):
+    """Progress on stderr: live on a terminal; elsewhere only for long work (PROGRESS_MIN items)."""
+    from .render.progress import ProgressReporter
+
+    return ProgressReporter(quiet=quiet, unit=unit, min_total=PROGRESS_MIN)
 
 
 index_option = click.option(
@@ -134,8 +170,10 @@ def main():
 @click.option("--index-type", type=click.Choice(["auto", "flat", "hnsw", "ivf"]), default="auto", show_default=True,
               help="FAISS index: exact for small corpora, approximate above a threshold.")
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
+@quiet_option
+@verbose_option
 @library_errors
-def build(inputs, index, model, chunking, index_type, wait):
+def build(inputs, index, model, chunking, index_type, wait, quiet, verbose):
     """Build an index from files or folders of papers (.txt, .jsonl, .csv; default: seeds/).
 
     Examples:
@@ -148,24 +186,11 @@ def build(inputs, index, model, chunking, index_type, wait):
     from .embed.windows import Chunking
     from .index.build import build_index
 
-    bar = None
-
-    def progress(done, total):
-        nonlocal bar
-        if bar is None and total >= PROGRESS_MIN:
-            bar = click.progressbar(length=total, label="encoding", file=sys.stderr)
-            bar.__enter__()
-        if bar is not None:
-            bar.update(done - bar.pos)
-
-    try:
+    with _reporter(quiet) as reporter:
         report = build_index(
             list(inputs) or [DEFAULT_INPUT], index=index, model=model, chunking=Chunking(strategy=chunking),
-            index_type=index_type, progress=progress, wait=wait,
+            index_type=index_type, progress=reporter.update, wait=wait, on_phase=reporter.phase,
         )
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
     click.echo(
         f"indexed {report.papers} papers in {report.index_dir}: "
         f"encoded {report.encoded}, reused {report.reused} from the cache ({report.index_kind} search)"
@@ -311,9 +336,11 @@ def info(index, verify, fmt):
 @click.option("--diverse", type=float, default=None, metavar="LAMBDA", help="Maximal marginal relevance, 0..1.")
 @click.option("--per-query", is_flag=True, help="Also show every query's figures.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
+@quiet_option
+@verbose_option
 @library_errors
 def evaluate(corpus, queries, qrels, index, model, chunking, mode, dense_weight, pool, relevant_at,
-             min_score, diverse, per_query, fmt):
+             min_score, diverse, per_query, fmt, quiet, verbose):
     """Score rankings on a test collection: MAP, NDCG@10, NDCG%20, Recall@20, MRR (x100).
 
     Examples:
@@ -326,36 +353,17 @@ def evaluate(corpus, queries, qrels, index, model, chunking, mode, dense_weight,
     from .query.ranking import DENSE_WEIGHT
     from .render.evaluation import render_evaluation
 
-    with _progress_bar("encoding") as progress:
+    with _reporter(quiet) as reporter:
         evaluation = run(
             corpus, queries, qrels, index=index, model=model, chunking=Chunking(strategy=chunking), mode=mode,
             pool=pool, relevant_at=relevant_at, dense_weight=DENSE_WEIGHT if dense_weight is None else dense_weight,
-            min_score=min_score, diverse=diverse, progress=progress,
+            min_score=min_score, diverse=diverse, progress=reporter.update, on_phase=reporter.phase,
         )
     if evaluation.build is not None:
         report = evaluation.build
         click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
                    f"reused {report.reused} from the cache", err=True)
     click.echo(render_evaluation(evaluation, fmt, per_query), nl=False)
-
-
-@contextlib.contextmanager
-def _progress_bar(label):
-    """A progress callback (done, total) drawing a bar on stderr once there is work to show."""
-    bar = None
-
-    def progress(done, total):
-        nonlocal bar
-        if bar is None:
-            bar = click.progressbar(length=total, label=label, file=sys.stderr)
-            bar.__enter__()
-        bar.update(done - bar.pos)
-
-    try:
-        yield progress
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
 
 
 # ---------------------------------------------------------------- reading-group tools
@@ -418,8 +426,9 @@ def _output_file(path: str | None):
 @click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")
 @index_option
 @model_option
+@quiet_option
 @library_errors
-def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model):
+def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model, quiet):
     """For each chosen paper, the papers most related to it: the lists `like` gives, computed in one batch.
 
     Examples:
@@ -429,22 +438,15 @@ def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model):
         papers related-work --all -k 3 --out handout.md
         papers related-work --from friday.txt --format bibtex > friday.bib
     """
-    from .reading.related import CHUNK, related_work as related_lists
+    from .reading.related import related_work as related_lists
     from .render.related import bibtex_keys, write_related
 
     with _open(index, model) as recommender:
         rows = _chosen_rows(recommender, papers, all_papers, from_file)
         keys = bibtex_keys(recommender.papers()) if fmt == "bibtex" else None
-        with _progress_bar("related work") as progress, _output_file(out) as partial:
-            done = 0
-
-            def advance(count):
-                nonlocal done
-                done += count
-                if len(rows) > CHUNK:  # a long run
-                    progress(done, len(rows))
-
-            lists = related_lists(recommender, rows, k=k, why=why, progress=advance)
+        with _reporter(quiet) as reporter, _output_file(out) as partial:
+            reporter.phase("related work", len(rows))
+            lists = related_lists(recommender, rows, k=k, why=why, progress=reporter.advance)
             if partial is None:
                 write_related(lists, click.get_text_stream("stdout"), fmt, why, keys)
             else:
@@ -464,8 +466,9 @@ def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model):
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write to this file instead of standard output.")
 @index_option
+@quiet_option
 @library_errors
-def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, index):
+def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, index, quiet):
     """Split the chosen papers (default: all) into reading-group sessions of similar papers.
 
     Examples:
@@ -479,7 +482,10 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
 
     with _open(index) as recommender:
         rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
-        text = render_plan(plan_sessions(recommender, rows, n=n, max_per_session=max_per_session, seed=seed), fmt)
+        with _reporter(quiet) as reporter:
+            reporter.phase("planning sessions", len(rows))
+            plan = plan_sessions(recommender, rows, n=n, max_per_session=max_per_session, seed=seed)
+        text = render_plan(plan, fmt)
     with _output_file(out) as partial:
         if partial is None:
             click.echo(text, nl=False)
@@ -497,8 +503,9 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
 @click.option("--max-per-session", type=int, default=None, metavar="N", help="As for `sessions`.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-means and of the projection.")
 @index_option
+@quiet_option
 @library_errors
-def map_(papers, all_papers, from_file, out, n, max_per_session, seed, index):
+def map_(papers, all_papers, from_file, out, n, max_per_session, seed, index, quiet):
     """Draw the chosen papers (default: all) as a 2-D map, coloured by session.
 
     Examples:
@@ -513,7 +520,9 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, index):
     check_map_path(out)
     with _open(index) as recommender:
         rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
-        corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session)
+        with _reporter(quiet) as reporter:
+            reporter.phase("laying out the map", len(rows))
+            corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session)
     with _output_file(out) as partial:
         write_map(corpus_map, partial)
     click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)

@@ -28,6 +28,10 @@ class InputWarning(UserWarning):
     """Something in the input a user may want to fix; the build goes on."""
 
 
+class DuplicatePaperWarning(InputWarning):
+    """The same paper twice in the input: kept once."""
+
+
 @dataclass(frozen=True)
 class Paper:
     """One paper: its ID, handle, text and whatever metadata the input gave."""
@@ -333,7 +337,7 @@ def _assemble(records: list[_Record]) -> list[Paper]:
         if key in by_text:
             kept = by_text[key]
             warnings.warn(
-                f"{paper.source}: same paper as {kept.source}; kept once", InputWarning, stacklevel=2
+                f"{paper.source}: same paper as {kept.source}; kept once", DuplicatePaperWarning, stacklevel=2
             )
             continue
         if paper.id in by_id:

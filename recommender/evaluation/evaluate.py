@@ -81,6 +81,7 @@ def prepare_index(
     model: str | None = None,
     chunking: Chunking = Chunking(),
     progress: Callable[[int, int], None] | None = None,
+    on_phase: Callable[[str, int | None], None] | None = None,
 ) -> BuildReport | None:
     """Reuse the index when it was built from this corpus with this model, chunking and TF-IDF, else (re)build it.
 
@@ -93,8 +94,8 @@ def prepare_index(
 
     index = index if index is not None else eval_index_name(corpus)
     model = model or DEFAULT_MODEL
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])
     try:
         with store.open_stored(store.resolve_index_dir(index)) as stored:
@@ -108,10 +109,9 @@ def prepare_index(
         and {k: v for k, v in manifest.get("lexical", {}).items() if k != "terms"} == lexical_settings()
     )
     if current:
-        for warning in caught:  # the build would have shown these
-            warnings.warn(warning.message, warning.category, stacklevel=2)
-        return None
-    return build_index([corpus], index=index, model=model, chunking=chunking, progress=progress)
+        return None  # nothing built, so nothing to warn about: the build that made it did
+    # The build reads the input again, and warns about it as it does.
+    return build_index([corpus], index=index, model=model, chunking=chunking, progress=progress, on_phase=on_phase)
 
 
 def evaluate(
@@ -129,6 +129,7 @@ def evaluate(
     min_score: float | None = None,
     diverse: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    on_phase: Callable[[str, int | None], None] | None = None,
 ) -> Evaluation:
     """Build (or reuse) an index over `corpus`, rank every query, and score the rankings."""
     from ..query.recommender import Recommender
@@ -140,7 +141,7 @@ def evaluate(
         if query_id not in judgements:
             raise InputError(f"{qrels}: no judgements for query {query_id} of {queries}: judge it or remove it")
     index = index if index is not None else eval_index_name(corpus)
-    build = prepare_index(corpus, index, model, chunking, progress)
+    build = prepare_index(corpus, index, model, chunking, progress, on_phase)
     with Recommender.open(index) as recommender:
         rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
         results = []

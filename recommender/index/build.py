@@ -40,19 +40,28 @@ def build_index(
     progress: Callable[[int, int], None] | None = None,
     wait: bool = False,
     export_query_encoder: bool = True,
+    on_phase: Callable[[str, int | None], None] | None = None,
 ) -> BuildReport:
-    """Read papers, embed them (reusing cached vectors), and write a new index atomically."""
+    """Read papers, embed them (reusing cached vectors), and write a new index atomically.
+
+    `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with
+    the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
+    as papers are encoded."""
     from .ann import choose_index, index_description
     from ..embed.sentence_transformer import DEFAULT_MODEL
     from .lexical import build_tfidf
 
     started = time.perf_counter()
     model = model or DEFAULT_MODEL
+    phase = on_phase or (lambda name, total=None: None)
+    phase("reading papers", None)
     papers = read_papers(inputs)
     index_dir = store.resolve_index_dir(index)
     with store.writing(index_dir, wait=wait) as writer:
         previous = _previous_build(index_dir, model)
         try:
+            if export_query_encoder and not (previous is not None and previous.manifest.get("query_encoder")):
+                phase("exporting the model to ONNX", None)
             query_encoder = prepare_query_encoder(model, writer, previous) if export_query_encoder else None
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
@@ -70,16 +79,18 @@ def build_index(
                 missing_total = [0]
                 embedded = embed_texts(
                     encoder, texts, chunking, cache,
-                    progress=advance, on_plan=lambda total: missing_total.__setitem__(0, total),
+                    progress=advance, on_plan=functools.partial(_plan_encoding, missing_total, phase),
                 )
             vectors = embedded.vectors
             choice = choose_index(len(papers), vectors.shape[1], index_type)
+            phase(f"building the {choice.kind} search index", None)
             faiss_index, trained_on = _faiss_index_for(vectors, choice, previous)
             writer.save_array(VECTORS, vectors)
             writer.save_faiss(FAISS, faiss_index)
             offsets = writer.save_jsonl(PAPERS, (paper.to_dict() for paper in papers))
             writer.save_array(OFFSETS, offsets)
             writer.save_json(KEYS, {"ids": [p.id for p in papers], "handles": [p.handle for p in papers]})
+            phase("TF-IDF", None)
             arrays, vocabulary, stop_words = build_tfidf(texts)
             for name in LEXICAL_ARRAYS:
                 writer.save_array(f"lexical/{name}.npy", arrays[name])
@@ -107,10 +118,17 @@ def build_index(
         finally:
             if previous is not None:
                 previous.close()  # unpinned, so the commit can remove the old version
+        phase("checksums", None)
         writer.commit(manifest)
     return BuildReport(
         index_dir, len(papers), embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
     )
+
+
+def _plan_encoding(missing_total: list[int], phase, total: int) -> None:
+    missing_total[0] = total
+    if total:
+        phase("encoding", total)
 
 
 def inputs_fingerprint(papers: Sequence[Paper]) -> str:

@@ -7,7 +7,7 @@ import json
 import re
 import unicodedata
 from collections import Counter
-from typing import Iterable, Sequence, TextIO
+from typing import Iterable, TextIO
 
 from ..corpus.papers import Paper
 from ..errors import InputError
