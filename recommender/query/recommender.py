@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..corpus.papers import Paper
-from ..corpus.summary import summary
+from ..corpus.summary import paper_brief
 from ..embed import loading
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, PaperNotFoundError
@@ -37,18 +37,9 @@ class Recommendation:
         return self.paper.id
 
     def to_dict(self) -> dict:
-        paper = self.paper
-        return {
-            "rank": self.rank,
-            "id": paper.id,
-            "score": round(float(self.score), 4),
-            "handle": paper.handle,
-            "title": paper.title or paper.handle,
-            "snippet": summary(paper),
-            "url": paper.url,
-            "code_links": list(paper.code_links),
-            "why": list(self.why),
-        }
+        brief = paper_brief(self.paper)
+        return {"rank": self.rank, "id": brief.pop("id"), "score": round(float(self.score), 4), **brief,
+                "why": list(self.why)}
 
 
 def load_query_encoder(stored: store.StoredIndex, model: str) -> Encoder:

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..arrays import csr_ranges
 from ..corpus.papers import Paper
-from ..corpus.summary import summary
+from ..corpus.summary import paper_brief
 from ..errors import InputError
 from ..index.lexical import SparseVector, combine
 from ..query.ranking import DENSE_WEIGHT, combine_dense, fuse, order_by_score
@@ -60,16 +60,7 @@ class RelatedList:
     related: tuple[Recommendation, ...]
 
     def to_dict(self) -> dict:
-        paper = self.paper
-        return {
-            "id": paper.id,
-            "handle": paper.handle,
-            "title": paper.title or paper.handle,
-            "snippet": summary(paper),
-            "url": paper.url,
-            "code_links": list(paper.code_links),
-            "related": [item.to_dict() for item in self.related],
-        }
+        return {**paper_brief(self.paper), "related": [item.to_dict() for item in self.related]}
 
 
 def select_rows(recommender: Recommender, references: Sequence[str] = (), all_papers: bool = False) -> list[int]:

@@ -69,15 +69,10 @@ class SessionPlan:
     assignment: tuple[int, ...]  # session number of each chosen paper, in `rows` order
 
     def to_dict(self) -> dict:
-        from ..corpus.summary import summary
+        from ..corpus.summary import paper_brief
 
         def entry(item: SessionPaper, background: bool = False) -> dict:
-            paper = item.paper
-            data = {
-                "id": paper.id, "handle": paper.handle, "title": paper.title or paper.handle,
-                "snippet": summary(paper), "url": paper.url, "code_links": list(paper.code_links),
-                "similarity": round(item.similarity, 4),
-            }
+            data = {**paper_brief(item.paper), "similarity": round(item.similarity, 4)}
             if background:
                 data["session"] = item.session
             return data
