@@ -498,20 +498,24 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
 @main.command(name="map")
 @selection_options
 @click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
-              help="map.html (one self-contained file, hover for details) or map.png.")
+              help="map.html (one offline file: search, click a paper for its nearest papers, zoom, "
+                   "sessions on and off) or map.png.")
 @click.option("--n", "n", type=int, default=6, show_default=True, help="How many groups to colour (as `sessions --n`).")
 @click.option("--max-per-session", type=int, default=None, metavar="N", help="As for `sessions`.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-means and of the projection.")
+@click.option("-k", "k", type=int, default=5, show_default=True,
+              help="Nearest papers shown for a clicked paper (its `related-work -k` list).")
+@click.option("--open", "open_", is_flag=True, help="Open the written map in the browser (or image viewer).")
 @index_option
 @quiet_option
 @library_errors
-def map_(papers, all_papers, from_file, out, n, max_per_session, seed, index, quiet):
+def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_, index, quiet):
     """Draw the chosen papers (default: all) as a 2-D map, coloured by session.
 
     Examples:
 
     \b
-        papers map --out map.html
+        papers map --out map.html --open
         papers map --n 8 --out map.png
     """
     from .reading.layout import build_map
@@ -522,7 +526,9 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, index, qu
         rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
         with _reporter(quiet) as reporter:
             reporter.phase("laying out the map", len(rows))
-            corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session)
+            corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session, k=k)
     with _output_file(out) as partial:
         write_map(corpus_map, partial)
     click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)
+    if open_:
+        click.launch(str(Path(out).resolve()))

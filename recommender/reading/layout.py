@@ -1,9 +1,12 @@
 """A 2-D map of the collection: every paper a point, near its similar papers, coloured by session.
 
 The projection is UMAP (umap-learn, if installed) or else PCA, both seeded; the
-colours are the sessions `papers sessions --n N` would plan. Written as one
-self-contained HTML file (inline SVG and a few lines of JavaScript for hover
-details; nothing fetched from the network) or as a PNG (matplotlib, Agg).
+colours are the sessions `papers sessions --n N` would plan. Each point carries
+its paper's related-work list (the k papers `papers related-work` lists) and,
+for the explorable HTML map, the zoom level from which its name fits on screen
+(names never overlap each other, points or session labels at the zoom they
+appear; more of them appear as one zooms in). Written by render/map.py as one
+self-contained HTML file or as a PNG.
 """
 
 from __future__ import annotations
@@ -32,7 +35,30 @@ FONT = 11.0  # px, paper names
 GROUP_FONT = 14.0  # px, session labels
 CHAR_WIDTH = 0.6  # average glyph width per px of font size (DejaVu Sans), for label boxes
 BOLD_WIDTH = 0.68
-# Okabe-Ito then Tableau: distinguishable, colour-blind friendly first.
+NEIGHBOURS = 5  # related papers carried per point (as `papers related-work -k 5`)
+# Zoom levels of the HTML map (screen px per map unit); a name shown from level i is shown at every level above.
+ZOOM_LEVELS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0)
+SCREEN_RADIUS = 4.0  # px: a point of the HTML map at every zoom, so it can be clicked at 2,734 papers
+
+
+@dataclass(frozen=True)
+class MapNeighbour:
+    """One paper of a point's related-work list."""
+
+    id: str
+    label: str  # title, else handle
+    score: float
+    point: int | None  # its position in CorpusMap.points, None when it is not on the map
+
+
+@dataclass(frozen=True)
+class MapLabel:
+    """Where a point's name goes on the zoomable map: from which zoom, and its offset from the point."""
+
+    level: int | None  # index into ZOOM_LEVELS; None: it never fits (shown only when searched or pinned)
+    dx: float  # screen px from the point to the text's anchor
+    dy: float  # screen px from the point to the text's baseline
+    anchor: str  # SVG text-anchor: start, middle or end
 
 
 @dataclass(frozen=True)
@@ -44,7 +70,15 @@ class MapPoint:
     handle: str
     title: str
     summary: str
-    name_at: tuple[float, float, str] | None  # where the name is written (x, baseline y, anchor)
+    name_at: tuple[float, float, str] | None  # where the name is written (x, baseline y, anchor), PNG and level 0
+    authors: tuple[str, ...] = ()
+    year: int | None = None
+    venue: str = ""
+    url: str = ""
+    code_links: tuple[str, ...] = ()
+    abstract: str = ""
+    label: MapLabel | None = None
+    neighbours: tuple[MapNeighbour, ...] = ()  # its related-work list, best first
 
 
 @dataclass(frozen=True)
@@ -112,14 +146,18 @@ def build_map(
     n: int = 6,
     seed: int = 0,
     max_per_session: int | None = None,
+    k: int = NEIGHBOURS,
 ) -> CorpusMap:
-    """Lay the papers out in 2-D, coloured by session, names placed where they do not collide."""
+    """Lay the papers out in 2-D, coloured by session, names placed where they do not collide;
+    each point carries its k most related papers (`related_work`, over the whole index)."""
     from ..corpus.summary import summary
+    from .related import related_work
     from .sessions import cluster_terms, group_papers
 
     rows = list(range(len(recommender))) if rows is None else list(dict.fromkeys(int(row) for row in rows))
     if not rows:
         raise InputError("no papers to map: the index is empty")
+    related = related_work(recommender, rows, k=k)  # checks k before the slow work
     groups, _ = group_papers(recommender, rows, n, max_per_session, seed)
     labels = cluster_terms(recommender.lexical, rows, groups)
     coordinates, projection = project_2d(np.asarray(recommender.vectors[rows]), seed)
@@ -134,10 +172,18 @@ def build_map(
     # On a crowded map a session label may cover points (its halo keeps it legible); on a sparse one it must not.
     group_marks = _place_group_labels(group_marks, xy if len(rows) <= NAMED_POINTS else xy[:0])
     names = _place_names(xy, [paper.label for paper in papers], group_marks) if len(rows) <= NAMED_POINTS else {}
+    labels = zoom_labels(xy, [paper.handle or paper.title for paper in papers], group_marks, names)
+    position = {paper.id: i for i, paper in enumerate(papers)}
+    neighbours = [
+        tuple(MapNeighbour(item.paper.id, item.paper.label, round(float(item.score), 4), position.get(item.paper.id))
+              for item in listed.related)
+        for listed in related
+    ]
     points = tuple(
-        MapPoint(round(float(x), 1), round(float(y), 1), int(group) + 1, paper.id, paper.handle,
-                 paper.title or paper.handle, summary(paper), names.get(i))
-        for i, ((x, y), group, paper) in enumerate(zip(xy, groups, papers))
+        MapPoint(round(float(x), 2), round(float(y), 2), int(group) + 1, paper.id, paper.handle,
+                 paper.title or paper.handle, summary(paper), names.get(i), paper.authors, paper.year, paper.venue,
+                 paper.url, paper.code_links, paper.abstract, labels[i], near)
+        for i, ((x, y), group, paper, near) in enumerate(zip(xy, groups, papers, neighbours))
     )
     return CorpusMap(points, tuple(group_marks), projection, point_radius(len(points)))
 
@@ -150,8 +196,26 @@ def _fit_to_canvas(coordinates: np.ndarray) -> np.ndarray:
     width, height = WIDTH - left - MARGIN - 120, HEIGHT - top - MARGIN - 10
     scale = min(width / span[0], height / span[1])
     offset = np.array([left + (width - span[0] * scale) / 2, top + (height - span[1] * scale) / 2])
-    xy = (coordinates - low) * scale + offset
-    return np.round(xy, 1)
+    xy = _spread_coinciding((coordinates - low) * scale + offset)
+    return np.round(xy, 2)  # 1/100 px: still apart at the deepest zoom of the HTML map
+
+
+SPREAD = 1.0  # px at zoom 1: points that coincide are put this far from their common spot
+
+
+def _spread_coinciding(xy: np.ndarray) -> np.ndarray:
+    """Papers with (nearly) the same embedding land on the same spot, where only one of them could be
+    clicked at any zoom: put each such set evenly on a small circle round the spot, in row order."""
+    xy = xy.copy()
+    spots: dict[tuple[float, float], list[int]] = {}
+    for i, (x, y) in enumerate(np.round(xy, 1).tolist()):
+        spots.setdefault((x, y), []).append(i)
+    for members in spots.values():
+        if len(members) > 1:
+            centre = xy[members].mean(axis=0)
+            angles = 2 * np.pi * np.arange(len(members)) / len(members)
+            xy[members] = centre + SPREAD * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    return xy
 
 
 def _box(x: float, y: float, text: str, size: float, anchor: str) -> tuple[float, float, float, float]:
@@ -246,6 +310,80 @@ def _place_names(xy: np.ndarray, names: Sequence[str], groups: Sequence[MapGroup
                 placed[i] = (round(float(nx), 1), round(float(ny), 1), anchor)
                 break
     return placed
+
+
+def zoom_labels(
+    xy: np.ndarray, names: Sequence[str], groups: Sequence[MapGroup], fixed: dict[int, tuple] | None = None,
+) -> list[MapLabel]:
+    """For each point, the first zoom level at which its name fits, and where.
+
+    Level 0 keeps the names `_place_names` placed (`fixed`, small maps), or else
+    places them inside the canvas. At each level, in point order, a name goes right,
+    left, above or below its point if its box, at that zoom, is clear of every point, every
+    session label and every name already shown at that zoom; points, names and
+    session labels keep their size on screen, so a name placed at one zoom usually
+    stays clear at higher ones. A name that fits nowhere up to the last level gets
+    level None. About 2 s for 2,734 points."""
+    fixed = fixed or {}
+    count = len(xy)
+    widths = [len(short_name(name)) * FONT * CHAR_WIDTH for name in names]
+    gap = SCREEN_RADIUS + 3
+    options = (  # right, left, above, below
+        (gap, FONT * 0.35, "start"), (-gap, FONT * 0.35, "end"), (0, -gap - 1, "middle"), (0, gap + FONT * 0.8, "middle"),
+    )
+    placed: dict[int, MapLabel] = {
+        i: MapLabel(0, round(float(x - xy[i, 0]), 1), round(float(y - xy[i, 1]), 1), anchor)
+        for i, (x, y, anchor) in fixed.items()
+    }
+    for level, scale in enumerate(ZOOM_LEVELS):
+        if level == 0 and count <= NAMED_POINTS:
+            continue  # `_place_names` named what fits at level 0
+        screen = xy * scale
+        grid = _BoxGrid()
+        for x, y in screen:
+            grid.add((x - SCREEN_RADIUS, y - SCREEN_RADIUS, x + SCREEN_RADIUS, y + SCREEN_RADIUS))
+        for group in groups:
+            grid.add(_box(group.x * scale, group.y * scale, group.label, GROUP_FONT, "middle"))
+        for i, label in placed.items():
+            grid.add(_label_box(screen[i], label.dx, label.dy, label.anchor, widths[i]))
+        for i in range(count):
+            if i in placed:
+                continue
+            for dx, dy, anchor in options:
+                box = _label_box(screen[i], dx, dy, anchor, widths[i])
+                if (level > 0 or _inside(box)) and not grid.hits(box):
+                    grid.add(box)
+                    placed[i] = MapLabel(level, dx, round(dy, 2), anchor)
+                    break
+    return [placed.get(i, MapLabel(None, gap, round(FONT * 0.35, 2), "start")) for i in range(count)]
+
+
+def _label_box(at, dx: float, dy: float, anchor: str, width: float) -> tuple[float, float, float, float]:
+    x, y = at[0] + dx, at[1] + dy
+    left = x if anchor == "start" else x - width if anchor == "end" else x - width / 2
+    return (left - 1, y - FONT * 0.8, left + width + 1, y + FONT * 0.25)
+
+
+class _BoxGrid:
+    """Boxes bucketed by the cells of a coarse grid: an overlap check looks only at the boxes nearby."""
+
+    CELL = 64.0
+
+    def __init__(self):
+        self.cells: dict[tuple[int, int], list[tuple]] = {}
+
+    def _cells(self, box):
+        c = self.CELL
+        for cx in range(int(box[0] // c), int(box[2] // c) + 1):
+            for cy in range(int(box[1] // c), int(box[3] // c) + 1):
+                yield cx, cy
+
+    def add(self, box) -> None:
+        for cell in self._cells(box):
+            self.cells.setdefault(cell, []).append(box)
+
+    def hits(self, box) -> bool:
+        return any(_overlaps(box, self.cells.get(cell, ())) for cell in self._cells(box))
 
 
 def short_name(name: str) -> str:
