@@ -1,5 +1,6 @@
-"""map: every paper drawn, self-contained HTML, PNG, determinism."""
+"""map: every paper drawn, self-contained HTML, PNG, determinism, neighbours, names by zoom."""
 
+import json
 import re
 import sys
 
@@ -9,7 +10,7 @@ from click.testing import CliRunner
 
 from corpus import write_corpus
 from recommender.cli import main
-from recommender.reading.layout import pca_2d, project_2d
+from recommender.reading.layout import ZOOM_LEVELS, MapGroup, pca_2d, project_2d, short_name, zoom_labels
 from test_sessions import topic_papers
 
 
@@ -31,14 +32,15 @@ def test_html_map_shows_every_paper_and_needs_nothing_else(run, workdir):
     assert result.exit_code == 0
     assert result.output == "wrote a map of 24 papers (PCA) to map.html\n"
     page = (workdir / "map.html").read_text(encoding="utf-8")
-    ids = re.findall(r'<circle [^>]*data-id="([^"]+)"', page)
+    ids = re.findall(r'<circle [^>]*data-id="([^"]+)"><title>[^<]+</title></circle>', page)  # a title on each
     assert sorted(ids) == sorted(paper["id"] for paper in topic_papers())
-    assert len(re.findall(r'<text class="group"', page)) == 3
-    assert len(re.findall(r'<text class="name"', page)) >= 12  # most papers are named on the map
+    assert len(re.findall(r'<text class="group g\d"', page)) == 3
+    assert len(re.findall(r'<text class="name lv0 ', page)) >= 12  # most papers are named at the first zoom
+    assert len(re.findall(r'<text class="name lv', page)) == 24  # and every one further in
     # Offline: no external scripts, styles, fonts or images.
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
     assert "@import" not in page and "url(" not in page
-    assert page.count("<script>") == 1
+    assert page.count("<script>") == 1 and page.count('<script type="application/json" id="map-data">') == 1
 
 
 def test_html_map_is_byte_identical_run_to_run(run, workdir):
@@ -55,13 +57,18 @@ def test_png_map(run, workdir):
 def test_paper_text_cannot_break_out_of_the_page(workdir, fake_model, no_umap):
     papers = topic_papers()
     papers[0]["title"] = "</script><script>alert(1)</script> & <b>bold</b>"
+    papers[1]["abstract"] += " <!-- <script> </SCRIPT > ]]>"
     write_corpus(workdir / "in", papers)
     runner = CliRunner()
     assert runner.invoke(main, ["build", "in"]).exit_code == 0
     assert runner.invoke(main, ["map", "--out", "map.html"]).exit_code == 0
     page = (workdir / "map.html").read_text(encoding="utf-8")
-    assert page.count("<script>") == 1 and page.count("</script>") == 1
+    assert page.count("<script") == 2 and page.count("</script>") == 2
     assert "<b>bold</b>" not in page
+    # The papers' text is back, as it was, in the page's data.
+    data = json.loads(page.split('<script type="application/json" id="map-data">')[1].split("</script>")[0])
+    assert papers[0]["title"] in [paper["title"] for paper in data["papers"]]
+    assert any(paper["abstract"].endswith(" <!-- <script> </SCRIPT > ]]>") for paper in data["papers"])
 
 
 @pytest.mark.parametrize("args,message", [
@@ -106,3 +113,88 @@ def test_png_without_matplotlib_is_a_clear_error(run, monkeypatch):
     assert result.exit_code == 1
     assert result.output.strip() == (
         "Error: a PNG map needs matplotlib: `pip install matplotlib`, or write map.html instead")
+
+
+def page_data(path):
+    page = path.read_text(encoding="utf-8")
+    return json.loads(page.split('<script type="application/json" id="map-data">')[1].split("</script>")[0])
+
+
+def test_each_point_carries_its_related_work_list(run, workdir, open_index):
+    from recommender.reading.layout import build_map
+    from recommender.reading.related import related_work, select_rows
+
+    assert run("map", "--out", "map.html", "-k", "3").exit_code == 0
+    data = page_data(workdir / "map.html")
+    index = open_index()
+    expected = list(related_work(index, range(len(index)), k=3))
+    ids = [paper["id"] for paper in data["papers"]]
+    assert ids == [listed.paper.id for listed in expected]
+    for paper, listed in zip(data["papers"], expected):
+        assert [(ids[near[0]], near[1]) for near in paper["near"]] == [
+            (item.paper.id, round(item.score, 4)) for item in listed.related]
+    # A map of some papers: neighbours off the map are named, not pointed at.
+    rows = select_rows(index, ["privacy-0", "video-0"])
+    corpus_map = build_map(index, rows, n=2, k=2)
+    for point, listed in zip(corpus_map.points, related_work(index, rows, k=2)):
+        assert [(near.id, near.label, near.point) for near in point.neighbours] == [
+            (item.paper.id, item.paper.label, None) for item in listed.related]
+
+
+def test_open_shows_the_written_map(run, workdir, monkeypatch):
+    import click
+
+    opened = []
+    monkeypatch.setattr(click, "launch", lambda url, **kwargs: opened.append(url))
+    assert run("map", "--out", "map.html", "--open").exit_code == 0
+    assert opened == [str(workdir / "map.html")]
+    assert run("map", "--out", "other.html").exit_code == 0
+    assert len(opened) == 1
+
+
+def test_names_never_overlap_at_the_zoom_they_appear():
+    rng = np.random.default_rng(1)
+    xy = rng.uniform(40, 900, size=(400, 2))
+    names = [f"paper number {i} " + "x" * (i % 20) for i in range(400)]
+    groups = [MapGroup(1, "1. some, session, words", 200, 300.0, 300.0)]
+    labels = zoom_labels(xy, names, groups)
+    shown_before = 0
+    for level, scale in enumerate(ZOOM_LEVELS):
+        shown = [i for i, label in enumerate(labels) if label.level is not None and label.level <= level]
+        assert len(shown) >= shown_before  # more names as one zooms in
+        shown_before = len(shown)
+        placed = [i for i, label in enumerate(labels) if label.level == level]
+        boxes = {i: name_box(xy[i] * scale, labels[i], names[i]) for i in shown}
+        for i in placed:
+            others = [box for j, box in boxes.items() if j != i]
+            assert not any(overlap(boxes[i], box) for box in others)
+            dots = [(x - 4, y - 4, x + 4, y + 4) for x, y in np.delete(xy, i, axis=0) * scale]
+            assert not any(overlap(boxes[i], box) for box in dots)
+    assert 0 < [label.level for label in labels].count(0) < shown_before
+
+
+def name_box(at, label, name):
+    width = len(short_name(name)) * 11 * 0.6
+    x, y = at[0] + label.dx, at[1] + label.dy
+    left = {"start": x, "end": x - width, "middle": x - width / 2}[label.anchor]
+    return (left, y - 11 * 0.8, left + width, y + 11 * 0.25)
+
+
+def overlap(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def test_papers_at_the_same_spot_are_spread_apart(workdir, fake_model, no_umap, open_index):
+    from recommender import build_index
+    from recommender.reading.layout import build_map
+
+    papers = topic_papers()
+    for number, paper in enumerate(papers[:4]):  # the fake encoder reads no word of 3 letters or fewer
+        paper["title"], paper["abstract"] = "Same words", f"The very same abstract words for these papers {number}."
+    build_index([write_corpus(workdir / "in", papers)])
+    corpus_map = build_map(open_index(), n=3)
+    spots = {(point.x, point.y) for point in corpus_map.points}
+    assert len(spots) == len(papers)
+    same = [point for point in corpus_map.points if point.title == "Same words"]
+    centre = np.mean([[p.x, p.y] for p in same], axis=0)
+    assert [round(float(np.hypot(p.x - centre[0], p.y - centre[1])), 1) for p in same] == [1.0] * 4

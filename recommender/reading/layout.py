@@ -201,16 +201,26 @@ def _fit_to_canvas(coordinates: np.ndarray) -> np.ndarray:
 
 
 SPREAD = 1.0  # px at zoom 1: points that coincide are put this far from their common spot
+CLOSE = 0.1  # px at zoom 1: points this close coincide
 
 
 def _spread_coinciding(xy: np.ndarray) -> np.ndarray:
     """Papers with (nearly) the same embedding land on the same spot, where only one of them could be
-    clicked at any zoom: put each such set evenly on a small circle round the spot, in row order."""
+    clicked at any zoom: put each such set (points within CLOSE of the set's first one) evenly on a
+    small circle round their middle, in row order."""
     xy = xy.copy()
-    spots: dict[tuple[float, float], list[int]] = {}
-    for i, (x, y) in enumerate(np.round(xy, 1).tolist()):
-        spots.setdefault((x, y), []).append(i)
-    for members in spots.values():
+    cells: dict[tuple[int, int], list[int]] = {}  # cell of CLOSE size -> first points of sets there
+    sets: dict[int, list[int]] = {}
+    for i, (x, y) in enumerate(xy.tolist()):
+        cx, cy = int(x // CLOSE), int(y // CLOSE)
+        first = next((j for dx in (-1, 0, 1) for dy in (-1, 0, 1) for j in cells.get((cx + dx, cy + dy), ())
+                      if abs(xy[j, 0] - x) <= CLOSE and abs(xy[j, 1] - y) <= CLOSE), None)
+        if first is None:
+            cells.setdefault((cx, cy), []).append(i)
+            sets[i] = [i]
+        else:
+            sets[first].append(i)
+    for members in sets.values():
         if len(members) > 1:
             centre = xy[members].mean(axis=0)
             angles = 2 * np.pi * np.arange(len(members)) / len(members)
