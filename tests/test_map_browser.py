@@ -129,7 +129,7 @@ def test_search_highlights_matching_papers(page, written, query, expected):
         assert expected
     page.fill("#search", query)
     assert ids_with(page, "#points circle.hit") == expected
-    assert page.inner_text("#count") == f"{len(expected)} of {len(corpus_map.points)} papers match"
+    assert page.inner_text("#count span") == f"{len(expected)} of {len(corpus_map.points)} papers match"
     titles = {p.id: p.title for p in corpus_map.points}
     listed = page.eval_on_selector_all("#results button.paper", "els => els.map(e => e.firstChild.textContent)")
     assert sorted(listed) == sorted(titles[i] for i in expected)

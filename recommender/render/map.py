@@ -56,8 +56,7 @@ def render_html(corpus_map: CorpusMap) -> str:
         "<style>",
         _STYLE.replace("@FONT@", f"{FONT:g}").replace("@GROUP_FONT@", f"{GROUP_FONT:g}"),
         # Level-0 names show without JavaScript; the script shows the others as one zooms in.
-        "#names text.lv0,"
-        + ",".join(f"#names.z{level} text.lv{level}" for level in range(1, len(ZOOM_LEVELS)))
+        ",".join(f"#names.z{level} text.lv{level}" for level in range(len(ZOOM_LEVELS)))
         + "{display:inline}",
         "".join(f"svg.hide-g{group.number} .g{group.number}," for group in corpus_map.groups).rstrip(",")
         + "{display:none!important}",
@@ -188,6 +187,7 @@ svg.searching #names text:not(.show),svg.pinned #names text:not(.show){opacity:.
 #side{width:380px;flex:none;overflow-y:auto;border-left:1px solid #e4e4e4;padding:12px 16px;font-size:14px}
 #search{width:100%;font:inherit;padding:7px 9px;border:1px solid #aaa;border-radius:4px}
 #count{margin:6px 0;color:#555}#count:empty{display:none}
+#count button.fit{font:inherit;margin-left:8px;border:0;background:none;color:#0b57d0;cursor:pointer;padding:0;text-decoration:underline}
 #results{list-style:none;padding:0;margin:0 0 12px;max-height:40vh;overflow-y:auto}
 #results:empty{display:none}
 #side button.paper{display:block;width:100%;text-align:left;font:inherit;background:none;border:0;border-radius:3px;padding:3px 4px;cursor:pointer;color:#0b57d0}
@@ -246,7 +246,9 @@ function homeScale() {
 function apply() {
   svg.setAttribute("viewBox", [view.x, view.y, view.w, view.h].map(v => +v.toFixed(3)).join(" "));
   const s = scale();
-  let level = 0;
+  // Names from level i show at LEVELS[i] screen px per map unit; the first ones also a little below that
+  // (a narrower window), but not on a map drawn much smaller than it was laid out for (a phone).
+  let level = s >= LEVELS[0] * 0.75 ? 0 : -1;
   while (level + 1 < LEVELS.length && s >= LEVELS[level + 1] * 0.999) level++;
   const zoom = [];
   for (let i = 0; i <= level; i++) zoom.push("z" + i);
@@ -276,6 +278,15 @@ function zoomCentre(factor) {
   zoomAt(factor, r.left + r.width / 2, r.top + r.height / 2);
 }
 function fit() { view = Object.assign({}, HOME); apply(); }
+function fitTo(points) {  // the smallest view (up to a sensible zoom) that shows these points
+  const xs = points.map(i => P[i].x), ys = points.map(i => P[i].y), pad = 40 / homeScale();
+  const w = Math.max(Math.max(...xs) - Math.min(...xs) + 2 * pad, HOME.w / 16);
+  const h = Math.max(Math.max(...ys) - Math.min(...ys) + 2 * pad, HOME.h / 16);
+  const f = Math.max(w / HOME.w, h / HOME.h);
+  const cx = (Math.max(...xs) + Math.min(...xs)) / 2, cy = (Math.max(...ys) + Math.min(...ys)) / 2;
+  view = {x: cx - HOME.w * f / 2, y: cy - HOME.h * f / 2, w: HOME.w * f, h: HOME.h * f};
+  apply();
+}
 function centreOn(i) {
   const r = svg.getBoundingClientRect(), m = svg.getScreenCTM(), p = P[i];
   const sx = m.a * p.x + m.e, sy = m.d * p.y + m.f;
@@ -475,8 +486,16 @@ function runSearch() {
   hits.forEach(i => circles[i].classList.add("hit"));
   svg.classList.toggle("searching", words.length > 0);
   results.replaceChildren();
-  countLine.textContent = words.length ? hits.length + " of " + P.length + " papers match" : "";
-  hits.slice(0, 100).forEach(i => paperButton(add(results, "li"), i, P[i].handle !== P[i].title ? P[i].handle : ""));
+  countLine.replaceChildren();
+  if (words.length) {
+    add(countLine, "span", hits.length + " of " + P.length + " papers match");
+    if (hits.length) {
+      const b = add(countLine, "button", "zoom to them", "fit");
+      b.type = "button";
+      b.addEventListener("click", () => fitTo(hits));
+    }
+  }
+  hits.slice(0, 100).forEach(i => paperButton(add(results, "li"), i, P[i].title.startsWith(P[i].handle) ? "" : P[i].handle));
   if (hits.length > 100) add(results, "li", "\u2026 and " + (hits.length - 100) + " more");
   refreshShown();
 }
