@@ -35,6 +35,7 @@ FONT = 11.0  # px, paper names
 GROUP_FONT = 14.0  # px, session labels
 CHAR_WIDTH = 0.6  # average glyph width per px of font size (DejaVu Sans), for label boxes
 BOLD_WIDTH = 0.68
+# Okabe-Ito then Tableau: distinguishable, colour-blind friendly first.
 NEIGHBOURS = 5  # related papers carried per point (as `papers related-work -k 5`)
 # Zoom levels of the HTML map (screen px per map unit); a name shown from level i is shown at every level above.
 ZOOM_LEVELS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0)
@@ -172,7 +173,7 @@ def build_map(
     # On a crowded map a session label may cover points (its halo keeps it legible); on a sparse one it must not.
     group_marks = _place_group_labels(group_marks, xy if len(rows) <= NAMED_POINTS else xy[:0])
     names = _place_names(xy, [paper.label for paper in papers], group_marks) if len(rows) <= NAMED_POINTS else {}
-    labels = zoom_labels(xy, [paper.handle or paper.title for paper in papers], group_marks, names)
+    zoomed = zoom_labels(xy, [paper.handle or paper.title for paper in papers], group_marks, names)
     position = {paper.id: i for i, paper in enumerate(papers)}
     neighbours = [
         tuple(MapNeighbour(item.paper.id, item.paper.label, round(float(item.score), 4), position.get(item.paper.id))
@@ -182,7 +183,7 @@ def build_map(
     points = tuple(
         MapPoint(round(float(x), 2), round(float(y), 2), int(group) + 1, paper.id, paper.handle,
                  paper.title or paper.handle, summary(paper), names.get(i), paper.authors, paper.year, paper.venue,
-                 paper.url, paper.code_links, paper.abstract, labels[i], near)
+                 paper.url, paper.code_links, paper.abstract, zoomed[i], near)
         for i, ((x, y), group, paper, near) in enumerate(zip(xy, groups, papers, neighbours))
     )
     return CorpusMap(points, tuple(group_marks), projection, point_radius(len(points)))

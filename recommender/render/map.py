@@ -68,7 +68,7 @@ def render_html(corpus_map: CorpusMap) -> str:
         "</header>",
         '<div id="app">',
         '<div id="map">',
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="{view}" role="img" aria-label="Map of {count} papers">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="{view}" aria-label="Map of {count} papers">',
         '<g id="links"></g>',
         '<g id="points">',
     ]
@@ -82,7 +82,8 @@ def render_html(corpus_map: CorpusMap) -> str:
         details.append(point.summary)
         parts.append(
             f'<circle class="g{point.group}" cx="{point.x:g}" cy="{point.y:g}" r="{SCREEN_RADIUS:g}" '
-            f'fill="{_colour(point.group)}" data-i="{i}" data-id="{e(point.id)}"><title>{e(chr(10).join(details))}</title></circle>'
+            f'fill="{_colour(point.group)}" data-i="{i}" data-id="{e(point.id)}">'
+            f"<title>{e(chr(10).join(details))}</title></circle>"
         )
     parts.append("</g>")
     parts.append('<g id="names" class="z0">')
@@ -103,9 +104,11 @@ def render_html(corpus_map: CorpusMap) -> str:
         )
     parts.append("</g></svg>")
     parts.append(
-        '<div id="tools" class="js-only"><button type="button" id="zoom-in" title="Zoom in (+)" aria-label="Zoom in">+</button>'
+        '<div id="tools" class="js-only">'
+        '<button type="button" id="zoom-in" title="Zoom in (+)" aria-label="Zoom in">+</button>'
         '<button type="button" id="zoom-out" title="Zoom out (-)" aria-label="Zoom out">\u2212</button>'
-        '<button type="button" id="zoom-fit" title="Show the whole map (0)" aria-label="Show the whole map">\u2922</button></div>'
+        '<button type="button" id="zoom-fit" title="Show the whole map (0)" aria-label="Show the whole map">'
+        "\u2922</button></div>"
     )
     parts.append('<div id="tip" role="tooltip"></div></div>')
     parts.append('<aside id="side">')
@@ -138,7 +141,7 @@ def _page_data(corpus_map: CorpusMap) -> dict:
             "id": point.id, "handle": point.handle, "title": point.title, "authors": list(point.authors),
             "year": point.year, "venue": point.venue, "url": point.url, "code": list(point.code_links),
             "summary": point.summary, "abstract": point.abstract, "group": point.group, "x": point.x, "y": point.y,
-            # A neighbour on the map by its position; one off the map (a --papers selection) by ID and label.
+            # A neighbour on the map by its position; one off it (a map of some papers) by ID and label.
             "near": [[near.point, near.score] if near.point is not None else [-1, near.score, near.id, near.label]
                      for near in point.neighbours],
         }
