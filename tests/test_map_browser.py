@@ -233,6 +233,13 @@ def test_zooming_in_shows_more_names_and_dragging_pans(page, written):
     expected = [i for i, level in enumerate(levels) if level is not None and level <= reached]
     assert len(expected) > levels.count(0)
     assert sorted(shown_names(page)) == expected
+    # Points, names and the names' halos keep their size on screen (a halo that grew would hide the points).
+    sizes = page.evaluate("""() => {
+        const name = getComputedStyle(document.querySelector('#names text'));
+        const point = document.querySelector('#points circle').getBoundingClientRect();
+        return [parseFloat(name.fontSize), parseFloat(name.strokeWidth), point.width];
+    }""")
+    assert [sizes[0] * scale, sizes[1] * scale, sizes[2]] == pytest.approx([11, 3, 8], rel=0.02)
     # The mouse wheel zooms too; a drag moves the view; the fit button goes back.
     box = page.locator("#map svg").bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)

@@ -257,9 +257,10 @@ function apply() {
   for (let i = 0; i <= level; i++) zoom.push("z" + i);
   namesLayer.setAttribute("class", zoom.join(" "));
   groupsLayer.classList.toggle("faint", s / homeScale() > 3);
-  // Points, names and session labels keep their size on screen.
+  // Points, names, session labels and their halos keep their size on screen.
   sizes.textContent = "#points circle{r:" + (DATA.radius / s) + "px}#points circle.pin{r:" + (1.5 * DATA.radius / s) +
-    "px}#names text{font-size:" + (DATA.font / s) + "px}#groups text{font-size:" + (DATA.groupFont / s) + "px}";
+    "px}#names text{font-size:" + (DATA.font / s) + "px;stroke-width:" + (3 / s) + "px}#groups text{font-size:" +
+    (DATA.groupFont / s) + "px;stroke-width:" + (4 / s) + "px}";
   svg.dataset.scale = s.toFixed(3);
 }
 function toMap(clientX, clientY) {
