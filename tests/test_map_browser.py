@@ -175,6 +175,12 @@ def test_clicking_a_paper_pins_it_with_its_related_work_and_links(page, written)
     assert ids_with(page, "#points circle.near") == sorted(near)
     assert page.locator("#links line").count() == 5
     assert page.evaluate("location.hash") == "#privacy-0"
+    # "zoom to them" brings the paper and its neighbours into view.
+    page.click("#pinned h3 button.fit")
+    area = page.locator("#map svg").bounding_box()
+    for paper_id in ["privacy-0", *near]:
+        box = page.locator(f'#points circle[data-id="{paper_id}"]').bounding_box()
+        assert area["x"] <= box["x"] <= area["x"] + area["width"] and area["y"] <= box["y"] <= area["y"] + area["height"]
     # A neighbour in the list pins that paper; Esc unpins.
     page.click("#pinned ol.near li:first-child button")
     first = page.inner_text("#pinned h2")

@@ -190,7 +190,7 @@ svg.searching #names text:not(.show),svg.pinned #names text:not(.show){opacity:.
 #side{width:380px;flex:none;overflow-y:auto;border-left:1px solid #e4e4e4;padding:12px 16px;font-size:14px}
 #search{width:100%;font:inherit;padding:7px 9px;border:1px solid #aaa;border-radius:4px}
 #count{margin:6px 0;color:#555}#count:empty{display:none}
-#count button.fit{font:inherit;margin-left:8px;border:0;background:none;color:#0b57d0;cursor:pointer;padding:0;text-decoration:underline}
+#count button.fit,#pinned h3 button.fit{font:inherit;margin-left:8px;border:0;background:none;color:#0b57d0;cursor:pointer;padding:0;text-decoration:underline}
 #results{list-style:none;padding:0;margin:0 0 12px;max-height:40vh;overflow-y:auto}
 #results:empty{display:none}
 #side button.paper{display:block;width:100%;text-align:left;font:inherit;background:none;border:0;border-radius:3px;padding:3px 4px;cursor:pointer;color:#0b57d0}
@@ -452,7 +452,13 @@ function pin(i) {
     add(d, "summary", "Abstract");
     add(d, "p", p.abstract);
   }
-  add(panel, "h3", "Nearest papers");
+  const heading = add(panel, "h3", "Nearest papers");
+  const onMap = [i].concat(p.near.filter(n => n[0] >= 0).map(n => n[0]));
+  if (onMap.length > 1) {
+    const b = add(heading, "button", "zoom to them", "fit");
+    b.type = "button";
+    b.addEventListener("click", () => fitTo(onMap));
+  }
   const list = add(panel, "ol", undefined, "near");
   p.near.forEach(n => {
     const li = add(list, "li");
