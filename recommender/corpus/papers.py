@@ -1,31 +1,26 @@
-"""Reading papers from seed text, JSONL and CSV files into `Paper` records."""
+"""Papers: the `Paper` record, and reading files of papers into them (the formats
+themselves are in `readers`)."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
-import json
 import re
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
+from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
+from .where import Where, parse_where
 
-SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
-# A seed file opens with a heading line ("NeurIPS 2025 Papers"); an abstract is
-# never this short, so a short single-line first paragraph with no closing
-# punctuation is taken as the heading (and kept as each paper's venue).
-HEADING_MAX_WORDS = 12
+__all__ = ["InputWarning", "Paper", "SUPPORTED_SUFFIXES", "derive_id", "normalise_text", "read_papers"]
+
 ID_LENGTH = 12
-
-
-class InputWarning(UserWarning):
-    """Something in the input a user may want to fix; the build goes on."""
+# Files that name their formats in the message for a folder without papers.
+FORMAT_NAMES = ".txt, .jsonl, .json, .csv or .bib"
 
 
 class DuplicatePaperWarning(InputWarning):
@@ -107,26 +102,49 @@ def derive_id(title: str, abstract: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
-@dataclass
-class _Record:
-    """A paper as read, before IDs are checked and handles assigned."""
-
-    fields: dict
-    source: str
-    extra: dict = field(default_factory=dict)
-
-
-def read_papers(inputs: Iterable[str | Path]) -> list[Paper]:
+def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None) -> list[Paper]:
     """Read every paper from the given files and folders.
 
     IDs given in the input are kept; others are derived from the text. The same
     text twice is kept once (with an `InputWarning` naming both places); one ID
     for two different texts is an `InputError`. Every paper gets a unique handle.
+    Records of bulk exports (BibTeX, arXiv, OpenAlex, Semantic Scholar, CSL-JSON)
+    without an abstract are skipped with one warning a file. `where` keeps only
+    the papers that match every condition (`["category=cs.LG", "year>=2020"]`).
     """
-    records: list[_Record] = []
+    condition = where if isinstance(where, Where) or where is None else parse_where(where)
+    papers: list[Paper] = []
+    read = 0
     for path in _expand_inputs(inputs):
-        records.extend(_read_file(path))
-    return _assemble(records)
+        found, skipped, first_skipped = 0, 0, ""
+        for record in read_records(path):
+            found += 1
+            if record.bulk and _lacks_abstract(record):
+                skipped += 1
+                first_skipped = first_skipped or record.where
+                continue
+            if condition is not None and not condition.matches(record):
+                continue
+            papers.append(_paper_from_record(record))
+        if not found:
+            raise InputError(f"{path}: no papers found")
+        if skipped == found:
+            raise InputError(f"{path}: none of its {found} records has an abstract: papers are found by their abstracts")
+        if skipped:
+            records = "record" if skipped == 1 else "records"
+            warnings.warn(
+                f"{path}: {skipped} {records} without an abstract skipped (the first: {first_skipped})",
+                InputWarning, stacklevel=2,
+            )
+        read += found - skipped
+    if condition is not None and not papers:
+        raise InputError(f"no paper matches --where {condition} (of {read} read): loosen the condition")
+    return _assemble(papers)
+
+
+def _lacks_abstract(record: Record) -> bool:
+    abstract = record.fields.get("abstract")
+    return abstract is None or (isinstance(abstract, str) and not _clean(abstract))
 
 
 def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
@@ -145,128 +163,16 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
                 and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
             if not found:
-                raise InputError(
-                    f"{path}: folder has no .txt, .jsonl or .csv files of papers"
-                )
+                raise InputError(f"{path}: folder has no {FORMAT_NAMES} files of papers")
             files.extend(found)
         elif path.suffix.lower() in SUPPORTED_SUFFIXES:
             files.append(path)
         else:
             raise InputError(
-                f"{path}: unsupported file type '{path.suffix or '(none)'}': use .txt (one abstract a paragraph), .jsonl or .csv"
+                f"{path}: unsupported file type '{path.suffix or '(none)'}': use .txt (one abstract a paragraph), "
+                ".jsonl, .json, .csv or .bib (see README: Inputs)"
             )
     return files
-
-
-def _decode(path: Path) -> str:
-    data = path.read_bytes()
-    if b"\x00" in data:
-        raise InputError(f"{path}: looks like a binary file (contains NUL bytes): give a UTF-8 text file")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise InputError(
-            f"{path} line {line}: not valid UTF-8 (byte 0x{data[error.start]:02x}): re-save the file as UTF-8"
-        ) from None
-
-
-def _read_file(path: Path) -> list[_Record]:
-    text = _decode(path)
-    if not text.strip():
-        raise InputError(f"{path}: file is empty")
-    suffix = path.suffix.lower()
-    if suffix == ".txt":
-        records = _read_seed_text(path, text)
-    elif suffix == ".jsonl":
-        records = _read_jsonl(path, text)
-    else:
-        records = _read_csv(path, text)
-    if not records:
-        raise InputError(f"{path}: no papers found")
-    return records
-
-
-def _read_seed_text(path: Path, text: str) -> list[_Record]:
-    lines = text.splitlines()
-    paragraphs: list[tuple[int, list[str]]] = []
-    current: list[str] = []
-    start = 0
-    for number, line in enumerate(lines, start=1):
-        if line.strip():
-            if not current:
-                start = number
-            current.append(line.strip())
-        elif current:
-            paragraphs.append((start, current))
-            current = []
-    if current:
-        paragraphs.append((start, current))
-    heading = ""
-    if paragraphs:
-        first_line, first = paragraphs[0]
-        looks_like_heading = len(first[0].split()) <= HEADING_MAX_WORDS and not first[0].endswith((".", "!", "?"))
-        if len(first) == 1 and len(paragraphs) > 1 and looks_like_heading:
-            heading = first[0]
-            paragraphs = paragraphs[1:]
-    records = []
-    for number, paragraph in paragraphs:
-        abstract = " ".join(paragraph)
-        records.append(_Record({"abstract": abstract, "venue": heading}, f"{path}:{number}"))
-    return records
-
-
-def _read_jsonl(path: Path, text: str) -> list[_Record]:
-    records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"{path} line {number}: not valid JSON ({error.msg}): fix or remove the line") from None
-        except RecursionError:
-            raise InputError(f"{path} line {number}: JSON nested too deeply: give one flat object a line") from None
-        if not isinstance(data, dict):
-            raise InputError(f"{path} line {number}: expected a JSON object with 'abstract', got {type(data).__name__}")
-        records.append(_Record(data, f"{path}:{number}"))
-    return records
-
-
-def _read_csv(path: Path, text: str) -> list[_Record]:
-    # csv's default field limit (128 KiB) would refuse a long abstract; no field
-    # can be longer than the file. The limit is process-wide, so put it back.
-    limit = csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
-    try:
-        return _read_csv_rows(path, text)
-    finally:
-        csv.field_size_limit(limit)
-
-
-def _read_csv_rows(path: Path, text: str) -> list[_Record]:
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = [name.strip() for name in next(reader)]
-    except csv.Error as error:
-        raise InputError(f"{path} line 1: not valid CSV ({error})") from None
-    if "abstract" not in header:
-        raise InputError(
-            f"{path}: CSV has no 'abstract' column (columns: {', '.join(header) or 'none'}): name the columns id, title, abstract"
-        )
-    records = []
-    try:
-        for row in reader:
-            number = reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(header):
-                raise InputError(
-                    f"{path} line {number}: {len(row)} fields where the header has {len(header)}: quote fields that contain commas"
-                )
-            records.append(_Record(dict(zip(header, row)), f"{path}:{number}"))
-    except csv.Error as error:
-        raise InputError(f"{path} line {reader.line_num}: not valid CSV ({error})") from None
-    return records
 
 
 # C0 and C1 control characters (terminal escapes among them) and the lone
@@ -282,30 +188,30 @@ def _clean(value) -> str:
     return collapse_spaces(_CONTROL.sub(" ", value))
 
 
-def _text_field(record: _Record, name: str, numbers: bool = False) -> str:
+def _text_field(record: Record, name: str, numbers: bool = False) -> str:
     """A text field of a record, cleaned; a list or object there is an input error."""
     value = record.fields.get(name)
     if value is None or isinstance(value, str) or (numbers and isinstance(value, (int, float)) and not isinstance(value, bool)):
         return _clean(value)
-    raise InputError(f"{record.source}: '{name}' must be text, got {type(value).__name__}")
+    raise InputError(f"{record.where}: '{name}' must be text, got {type(value).__name__}")
 
 
-def _paper_from_record(record: _Record) -> Paper:
+def _paper_from_record(record: Record) -> Paper:
     data = record.fields
     if "abstract" not in data:
-        raise InputError(f"{record.source}: record has no 'abstract' field: every paper needs one")
+        raise InputError(f"{record.where}: record has no 'abstract' field: every paper needs one")
     abstract = _text_field(record, "abstract")
     if not abstract:
-        raise InputError(f"{record.source}: abstract is empty: give the text or remove the record")
+        raise InputError(f"{record.where}: abstract is empty: give the text or remove the record")
     title = _text_field(record, "title")
     given_id = _text_field(record, "id", numbers=True)
     authors = data.get("authors") or ()
     if isinstance(authors, str):
         authors = [name for name in (part.strip() for part in re.split(r";|\band\b", authors)) if name]
     elif not isinstance(authors, (list, tuple)):
-        raise InputError(f"{record.source}: 'authors' must be a list or a string")
+        raise InputError(f"{record.where}: 'authors' must be a list or a string")
     if not all(name is None or isinstance(name, str) for name in authors):
-        raise InputError(f"{record.source}: 'authors' must be a list of names (strings)")
+        raise InputError(f"{record.where}: 'authors' must be a list of names (strings)")
     year = data.get("year")
     if year in ("", None):
         year = None
@@ -313,7 +219,7 @@ def _paper_from_record(record: _Record) -> Paper:
         try:
             year = int(str(year).strip())
         except ValueError:
-            raise InputError(f"{record.source}: year '{year}' is not a whole number") from None
+            raise InputError(f"{record.where}: year '{year}' is not a whole number") from None
     return Paper(
         id=given_id or derive_id(title, abstract),
         title=title,
@@ -327,12 +233,11 @@ def _paper_from_record(record: _Record) -> Paper:
     )
 
 
-def _assemble(records: list[_Record]) -> list[Paper]:
+def _assemble(read: list[Paper]) -> list[Paper]:
     papers: list[Paper] = []
     by_text: dict[str, Paper] = {}
     by_id: dict[str, Paper] = {}
-    for record in records:
-        paper = _paper_from_record(record)
+    for paper in read:
         key = normalise_text(f"{paper.title}\n{paper.abstract}")
         if key in by_text:
             kept = by_text[key]

@@ -1,0 +1,118 @@
+"""Readers of paper files, one module a format; `read_records` picks one by the
+file's extension and, for .json and .jsonl, by what the records hold.
+
+    .txt    seed text (a heading, then one abstract a paragraph)   seed_text
+    .csv    our columns: id, title, abstract, authors, ...         tabular
+    .bib    BibTeX                                                 bibtex
+    .jsonl  JSON lines; .json a JSON document or JSON lines:
+            our own records                                        own_json
+            the arXiv metadata snapshot                            arxiv
+            OpenAlex works                                         openalex
+            Semantic Scholar papers                                semantic_scholar
+            CSL-JSON (Zotero)                                      csl_json
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+from ...errors import InputError
+from . import arxiv, bibtex, csl_json, openalex, own_json, seed_text, semantic_scholar, tabular
+from .base import InputWarning, Record, decode, iter_lines, parse_json_line
+
+__all__ = ["InputWarning", "Record", "SUPPORTED_SUFFIXES", "read_records"]
+
+SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv", ".json", ".bib")
+# Checked in this order; our own format takes whatever the others do not claim.
+JSON_FORMATS = (semantic_scholar, openalex, arxiv, csl_json, own_json)
+
+
+def read_records(path: Path) -> Iterator[Record]:
+    """Every record of one file (raises InputError naming the file and record)."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json"):
+        yield from _read_json(path, lines=suffix == ".jsonl")
+        return
+    text = decode(path)
+    if not text.strip():
+        raise InputError(f"{path}: file is empty")
+    if suffix == ".txt":
+        yield from seed_text.read(path, text)
+    elif suffix == ".bib":
+        yield from bibtex.read(path, text)
+    else:
+        yield from tabular.read(path, text)
+
+
+def json_format(data: dict):
+    return next(module for module in JSON_FORMATS if module.looks_like(data))
+
+
+def _read_json(path: Path, lines: bool) -> Iterator[Record]:
+    numbered = iter_lines(path)
+    first = next(numbered, None)
+    if first is None:
+        raise InputError(f"{path}: file is empty")
+    if not lines:
+        # A .json file is one document, unless its first line is a whole object
+        # (the arXiv snapshot is JSON lines named .json).
+        try:
+            lines = isinstance(json.loads(first[1]), dict) and next(numbered, None) is not None
+        except (ValueError, RecursionError):
+            lines = False
+        numbered.close()
+        if lines:
+            numbered = iter_lines(path)
+            first = next(numbered)
+    if lines:
+        yield from _json_lines(path, first, numbered)
+    else:
+        yield from _json_document(path)
+
+
+def _json_lines(path: Path, first: tuple[int, str], numbered: Iterator[tuple[int, str]]) -> Iterator[Record]:
+    fmt = None
+    for number, line in _chain(first, numbered):
+        data = parse_json_line(path, number, line)
+        if fmt is None:
+            fmt = json_format(data) if isinstance(data, dict) else own_json
+        if not isinstance(data, dict):
+            raise InputError(f"{path} line {number}: expected {fmt.DESCRIPTION}, got {type(data).__name__}")
+        yield fmt.record(data, f"{path}:{number}")
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
+def _json_document(path: Path) -> Iterator[Record]:
+    text = decode(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path} line {error.lineno}: not valid JSON ({error.msg}): fix the file") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    if isinstance(data, dict):
+        for key in ("results", "data"):  # an OpenAlex page; a Semantic Scholar search page
+            if isinstance(data.get(key), list):
+                data = data[key]
+                break
+        else:
+            data = [data]
+    if not isinstance(data, list):
+        raise InputError(
+            f"{path}: expected a JSON array of papers (or an object holding them), got {type(data).__name__}"
+        )
+    fmt = next((json_format(item) for item in data if isinstance(item, dict)), own_json)
+    for number, item in enumerate(data, start=1):
+        source = f"{path} item {number}"
+        if item is None and fmt is not own_json:  # the batch APIs answer null for an unknown paper
+            yield Record({}, source, bulk=True)
+            continue
+        if not isinstance(item, dict):
+            raise InputError(f"{source}: expected {fmt.DESCRIPTION}, got {type(item).__name__}")
+        yield fmt.record(item, source)

@@ -1,0 +1,113 @@
+"""What every reader shares: the record it yields, decoding, and the checks on raw values."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from ...errors import InputError
+
+
+class InputWarning(UserWarning):
+    """Something in the input a user may want to fix; the build goes on."""
+
+
+@dataclass
+class Record:
+    """A paper as read, before IDs are checked and handles assigned.
+
+    `fields` uses the names of our own JSONL format (id, title, abstract, authors,
+    year, venue, url); `source` ("file:line") is stored with the paper; `label`
+    names the record in error messages (source and, say, a BibTeX key).
+    `bulk` records come from exports that often lack abstracts: those are skipped
+    with one warning per file instead of refused. `categories` feed `--where`.
+    """
+
+    fields: dict
+    source: str
+    label: str = ""
+    bulk: bool = False
+    categories: tuple[str, ...] = ()
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return self.label or self.source
+
+
+def decode(path: Path) -> str:
+    """The whole file as text: UTF-8 (a BOM allowed), no NUL bytes."""
+    data = path.read_bytes()
+    if b"\x00" in data:
+        raise binary_file(path)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise not_utf8(path, line, data[error.start]) from None
+
+
+def binary_file(path: Path) -> InputError:
+    return InputError(f"{path}: looks like a binary file (contains NUL bytes): give a UTF-8 text file")
+
+
+def not_utf8(path: Path, line: int, byte: int) -> InputError:
+    return InputError(f"{path} line {line}: not valid UTF-8 (byte 0x{byte:02x}): re-save the file as UTF-8")
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every non-blank line, read a line at a time (the arXiv
+    snapshot is gigabytes): the same checks as `decode`, line by line."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if b"\x00" in raw:
+                raise binary_file(path)
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise not_utf8(path, number, raw[error.start]) from None
+            if line.strip():
+                yield number, line.rstrip("\r\n")
+
+
+def parse_json_line(path: Path, number: int, line: str):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path} line {number}: not valid JSON ({error.msg}): fix or remove the line") from None
+    except RecursionError:
+        raise InputError(f"{path} line {number}: JSON nested too deeply: give one flat object a line") from None
+
+
+def expect(record_label: str, value, kinds, what: str):
+    """`value` when it is of one of `kinds` (or None), else an InputError naming the record."""
+    if value is None or isinstance(value, kinds) and not isinstance(value, bool):
+        return value
+    raise InputError(f"{record_label}: '{what}' must be {_describe(kinds)}, got {type(value).__name__}")
+
+
+def _describe(kinds) -> str:
+    names = {str: "text", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    return " or ".join(dict.fromkeys(names.get(kind, kind.__name__) for kind in kinds))
+
+
+def year_from_text(text) -> int | None:
+    """The first four-digit year in a date such as '2020-03-01' or 'Mon, 2 Apr 2007 19:18:42 GMT'."""
+    import re
+
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    if not isinstance(text, str):
+        return None
+    found = re.search(r"(?<!\d)(\d{4})(?!\d)", text)
+    return int(found.group(1)) if found else None
+
+
+def strip_prefix(value: str, *prefixes: str) -> str:
+    for prefix in prefixes:
+        if value.lower().startswith(prefix):
+            return value[len(prefix):]
+    return value

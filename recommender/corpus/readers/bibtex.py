@@ -1,0 +1,161 @@
+"""BibTeX (.bib), as reference managers export it, read with bibtexparser.
+
+Each entry with an `abstract` is a paper: its citation key is the ID. LaTeX in
+titles and abstracts is kept as written (maths, commands, escapes) with only
+the protective braces removed (`{BERT}` -> `BERT`); author names are decoded
+(`M{\\"u}ller` -> `Müller`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ...errors import InputError
+from .base import Record, strip_prefix
+
+NAME = "BibTeX"
+VENUE_FIELDS = ("journal", "journaltitle", "booktitle")
+_COMMAND = re.compile(r"\\([A-Za-z]+|.)", re.S)
+_KEY = re.compile(r"@\s*\w+\s*[{(]\s*([^,\s]+)")
+
+
+def read(path: Path, text: str) -> list[Record]:
+    import bibtexparser
+    from bibtexparser import middlewares
+
+    library = bibtexparser.parse_string(
+        text, append_middleware=[middlewares.NormalizeFieldKeys(), middlewares.SeparateCoAuthors(),
+                                 middlewares.SplitNameParts()],
+    )
+    if library.failed_blocks:
+        block = min(library.failed_blocks, key=lambda b: b.start_line or 0)
+        raise _failed(path, block)
+    return [_record(path, entry) for entry in library.entries]
+
+
+def _failed(path: Path, block) -> InputError:
+    line = (block.start_line or 0) + 1
+    found = _KEY.match(block.raw or "")
+    entry = f" (entry '{found.group(1)}')" if found else ""
+    if type(block).__name__ == "DuplicateBlockKeyBlock":
+        return InputError(f"{path}:{line}{entry}: the key is used by an earlier entry too: give each entry its own key")
+    reason = " ".join(str(block.error).split("bibtex:")[-1].split())
+    return InputError(f"{path}:{line}{entry}: not valid BibTeX ({reason}): fix the entry's braces, quotes and commas")
+
+
+def _record(path: Path, entry) -> Record:
+    line = (entry.start_line or 0) + 1
+    source = f"{path}:{line}"
+    label = f"{source} (entry '{entry.key}')"
+    values = {field.key: field.value for field in entry.fields}
+    for name, value in values.items():
+        if name != "author" and not isinstance(value, str):
+            raise InputError(f"{label}: field '{name}' cannot be read as text")
+    venue = next((values[name] for name in VENUE_FIELDS if values.get(name)), "")
+    doi = strip_prefix(values.get("doi", "").strip(), "https://doi.org/", "http://dx.doi.org/", "doi:")
+    url = values.get("url", "").strip()
+    if not url and doi:
+        url = "https://doi.org/" + doi
+    eprint = values.get("eprint", "").strip()
+    if not url and eprint and values.get("archiveprefix", "arxiv").strip().lower() == "arxiv":
+        url = "https://arxiv.org/abs/" + eprint
+    year = values.get("year") or values.get("date", "")[:4]
+    fields = {
+        "id": entry.key,
+        "title": strip_braces(values["title"]) if "title" in values else None,
+        "abstract": strip_braces(values["abstract"]) if "abstract" in values else None,
+        "authors": _authors(label, values.get("author")),
+        "year": year.strip() or None,
+        "venue": strip_braces(venue),
+        "url": url,
+    }
+    keywords = values.get("keywords", "")
+    categories = tuple(word.strip() for word in re.split(r"[,;]", keywords) if word.strip())
+    return Record(fields, source, label, bulk=True, categories=categories)
+
+
+def _authors(label: str, authors) -> list[str]:
+    if not authors:
+        return []
+    if isinstance(authors, str):  # one name the splitter left alone
+        authors = [authors]
+    from pylatexenc.latex2text import LatexNodes2Text
+
+    decoder = LatexNodes2Text()
+    names = []
+    for name in authors:
+        if isinstance(name, str):
+            text = name
+        else:
+            text = " ".join(name.first + name.von + name.last)
+            if name.jr:
+                text += ", " + " ".join(name.jr)
+        try:
+            decoded = decoder.latex_to_text(text)
+        except Exception:  # pylatexenc gives up on odd markup: keep the name as written
+            decoded = strip_braces(text)
+        decoded = " ".join(decoded.split())
+        if decoded:
+            names.append(decoded)
+    return names
+
+
+def strip_braces(text: str) -> str:
+    """LaTeX as written, less the braces that only protect case or group text.
+
+    Maths ($...$, \\(...\\), \\[...\\]) is kept verbatim, and so are a command's
+    argument braces (`\\emph{word}`) and escapes (`\\{`, `\\%`, `\\$`)."""
+    out: list[str] = []
+    kept: list[bool] = []  # for each open brace: was it written out?
+    math: str | None = None  # the closing delimiter while inside maths
+    i, n = 0, len(text)
+    after_command = False
+    while i < n:
+        char = text[i]
+        if char == "\\":
+            found = _COMMAND.match(text, i)
+            token = found.group(0) if found else char
+            out.append(token)
+            i += len(token)
+            name = token[1:]
+            if math is None and name in ("(", "["):
+                math = "\\)" if name == "(" else "\\]"
+            elif math is not None and token == math:
+                math = None
+            after_command = bool(name) and name not in ("{", "}", "$", "%", "&", "#", "_", " ")
+            continue
+        if math is not None and math.startswith("$"):
+            out.append(char)
+            if text.startswith(math, i):
+                out.append(text[i + 1: i + len(math)])
+                i += len(math)
+                math = None
+            else:
+                i += 1
+            continue
+        if math is None and char == "$":
+            math = "$$" if text.startswith("$$", i) else "$"
+            out.append(math)
+            i += len(math)
+            continue
+        if math is not None:
+            out.append(char)
+            i += 1
+            continue
+        if char == "{":
+            kept.append(after_command)
+            if after_command:
+                out.append(char)
+        elif char == "}":
+            if not kept or kept.pop():
+                out.append(char)
+            # `\frac{a}{b}`: a brace group right after a kept group is an argument too
+            after_command = bool(out) and out[-1] == "}"
+            i += 1
+            continue
+        else:
+            out.append(char)
+        after_command = False
+        i += 1
+    return "".join(out)

@@ -1,0 +1,46 @@
+"""CSV with a header naming our columns (id, title, abstract, authors, year, venue, url)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from ...errors import InputError
+from .base import Record
+
+
+def read(path: Path, text: str) -> list[Record]:
+    # csv's default field limit (128 KiB) would refuse a long abstract; no field
+    # can be longer than the file. The limit is process-wide, so put it back.
+    limit = csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
+    try:
+        return _read_rows(path, text)
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _read_rows(path: Path, text: str) -> list[Record]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [name.strip() for name in next(reader)]
+    except csv.Error as error:
+        raise InputError(f"{path} line 1: not valid CSV ({error})") from None
+    if "abstract" not in header:
+        raise InputError(
+            f"{path}: CSV has no 'abstract' column (columns: {', '.join(header) or 'none'}): name the columns id, title, abstract"
+        )
+    records = []
+    try:
+        for row in reader:
+            number = reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header):
+                raise InputError(
+                    f"{path} line {number}: {len(row)} fields where the header has {len(header)}: quote fields that contain commas"
+                )
+            records.append(Record(dict(zip(header, row)), f"{path}:{number}"))
+    except csv.Error as error:
+        raise InputError(f"{path} line {reader.line_num}: not valid CSV ({error})") from None
+    return records

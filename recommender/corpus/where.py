@@ -1,0 +1,85 @@
+"""`--where` conditions on records as they are read: `category=cs.LG`, `year>=2020`, `venue=*ICML*`.
+
+Conditions are ANDed; within one, comma-separated values are ORed; values are
+matched ignoring case, with shell wildcards (`category=cs.*`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import operator
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..errors import InputError
+
+FIELDS = ("category", "year", "venue")
+_CONDITION = re.compile(r"^\s*([A-Za-z_-]+)\s*(>=|<=|!=|=|>|<)\s*(.*?)\s*$")
+_COMPARE = {"=": operator.eq, "!=": operator.ne, ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+USAGE = "use FIELD=VALUE with FIELD one of category, year, venue (e.g. category=cs.LG, year>=2020)"
+
+
+@dataclass(frozen=True)
+class Condition:
+    field: str
+    op: str
+    values: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.field}{self.op}{','.join(self.values)}"
+
+    def matches(self, record) -> bool:
+        if self.field == "year":
+            year = _year(record.fields.get("year"))
+            if year is None:
+                return False
+            return any(_COMPARE[self.op](year, int(value)) for value in self.values)
+        if self.field == "category":
+            have = [category.casefold() for category in record.categories]
+        else:
+            venue = record.fields.get("venue")
+            have = [venue.casefold()] if isinstance(venue, str) else []
+        found = any(fnmatch.fnmatchcase(item, value.casefold()) for item in have for value in self.values)
+        return found if self.op == "=" else not found
+
+
+@dataclass(frozen=True)
+class Where:
+    conditions: tuple[Condition, ...]
+
+    def __str__(self) -> str:
+        return " ".join(str(condition) for condition in self.conditions)
+
+    def matches(self, record) -> bool:
+        return all(condition.matches(record) for condition in self.conditions)
+
+
+def parse_where(conditions: Sequence[str]) -> Where | None:
+    """`["category=cs.LG,cs.CL", "year>=2020"]` as a Where (None when there are none)."""
+    parsed = []
+    for text in conditions:
+        found = _CONDITION.match(text)
+        if not found or not found.group(3):
+            raise InputError(f"--where '{text}' cannot be read: {USAGE}")
+        name, op, value = found.group(1).lower(), found.group(2), found.group(3)
+        if name in ("categories", "cat"):
+            name = "category"
+        if name not in FIELDS:
+            raise InputError(f"--where '{text}': unknown field '{name}': {USAGE}")
+        values = tuple(part.strip() for part in value.split(",") if part.strip())
+        if name == "year":
+            if not all(re.fullmatch(r"\d{1,4}", v) for v in values):
+                raise InputError(f"--where '{text}': a year is a whole number, e.g. year>=2020")
+        elif op not in ("=", "!="):
+            raise InputError(f"--where '{text}': {name} takes = or != (wildcards allowed: {name}=cs.*)")
+        parsed.append(Condition(name, op, values))
+    return Where(tuple(parsed)) if parsed else None
+
+
+def _year(value) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
