@@ -82,7 +82,8 @@ def _reporter(quiet: bool, unit: str = "papers"):
 
 index_option = click.option(
     "--index", "index", default=None, metavar="NAME|PATH",
-    help="Index name under indexes/ or a path (default: $PAPERS_INDEX or 'default').",
+    help="Index name or a path (default: $PAPERS_INDEX or 'default'); names live in $PAPERS_HOME, "
+         "else ./indexes/ in a checkout, else the user data folder (see `papers indexes`).",
 )
 format_option = click.option(
     "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format."
@@ -170,26 +171,38 @@ def main():
 @click.option("--index-type", type=click.Choice(["auto", "flat", "hnsw", "ivf"]), default="auto", show_default=True,
               help="FAISS index: exact for small corpora, approximate above a threshold.")
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
+@click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
+              help="Keep only matching papers: category=cs.LG,cs.CL, year>=2020, venue=*ICML* (repeatable; all must hold).")
 @quiet_option
 @verbose_option
 @library_errors
-def build(inputs, index, model, chunking, index_type, wait, quiet, verbose):
-    """Build an index from files or folders of papers (.txt, .jsonl, .csv; default: seeds/).
+def build(inputs, index, model, chunking, index_type, wait, where, quiet, verbose):
+    """Build an index from files or folders of papers (default: seeds/ in a checkout).
+
+    Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
+    OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero), .csv and .txt.
 
     Examples:
 
     \b
         papers build
-        papers build papers.jsonl --index neurips
+        papers build my-papers.bib --index mine
+        papers build arxiv-metadata-oai-snapshot.json --where category=cs.LG --index arxiv-lg
         papers build corpus/ --chunking truncate
     """
     from .embed.windows import Chunking
+    from .errors import InputError
     from .index.build import build_index
+
+    if not inputs:
+        if not Path(DEFAULT_INPUT).is_dir():
+            raise InputError("no input given: name a file or folder of papers, e.g. `papers build my-papers.bib`")
+        inputs = (DEFAULT_INPUT,)
 
     with _reporter(quiet) as reporter:
         report = build_index(
-            list(inputs) or [DEFAULT_INPUT], index=index, model=model, chunking=Chunking(strategy=chunking),
-            index_type=index_type, progress=reporter.update, wait=wait, on_phase=reporter.phase,
+            list(inputs), index=index, model=model, chunking=Chunking(strategy=chunking),
+            index_type=index_type, progress=reporter.update, wait=wait, on_phase=reporter.phase, where=where,
         )
     click.echo(
         f"indexed {report.papers} papers in {report.index_dir}: "
@@ -197,15 +210,40 @@ def build(inputs, index, model, chunking, index_type, wait, quiet, verbose):
     )
 
 
+from_file_option = click.option(
+    "--from-file", "paper_file", type=click.Path(), default=None, metavar="FILE",
+    help="Papers as a file in any input format (.bib, .json, .jsonl, .csv, .txt): those in the index are "
+         "recognised by ID or text, the others embedded now.",
+)
+
+
+def _read_paper_file(path: str | None) -> list:
+    """The papers of a --from-file FILE (any format `papers build` reads)."""
+    if path is None:
+        return []
+    from .corpus.papers import read_papers
+
+    return read_papers([path])
+
+
+def _report_found(recommender, papers, path) -> None:
+    """One line on stderr: how many papers of the file the index holds, how many were embedded."""
+    if not papers:
+        return
+    found = sum(row is not None for row in recommender.find_papers(papers))
+    click.echo(f"{path}: {found} of {len(papers)} papers found in the index, {len(papers) - found} embedded now", err=True)
+
+
 @main.command()
-@click.argument("papers", nargs=-1, required=True)
+@click.argument("papers", nargs=-1)
 @click.option("--not", "not_", multiple=True, metavar="ID", help="A paper the results should be unlike (repeatable).")
+@from_file_option
 @ranking_options
 @index_option
 @model_option
 @format_option
 @library_errors
-def like(papers, not_, k, mode, min_score, exclude_file, diverse, why, wide, index, model, fmt):
+def like(papers, not_, paper_file, k, mode, min_score, exclude_file, diverse, why, wide, index, model, fmt):
     """Papers like the given ones (ID, handle or unique ID prefix), never the papers themselves.
 
     Examples:
@@ -214,14 +252,17 @@ def like(papers, not_, k, mode, min_score, exclude_file, diverse, why, wide, ind
         papers like FlashDP
         papers like FlashDP VADB -k 5 --why
         papers like FlashDP --not TFLA --format json
+        papers like --from-file reading-list.bib -k 20
     """
     from .render.tables import render_results
 
+    outside = _read_paper_file(paper_file)
     with _open(index, model) as recommender:
         results = recommender.like(
             *papers, k=k, not_=not_, exclude=_read_exclusions(exclude_file),
-            min_score=min_score, diverse=diverse, why=why, mode=mode,
+            min_score=min_score, diverse=diverse, why=why, mode=mode, papers=outside,
         )
+        _report_found(recommender, outside, paper_file)
     click.echo(render_results(results, fmt, why, _table_width(wide)), nl=False)
 
 
@@ -317,6 +358,22 @@ def info(index, verify, fmt):
 
 
 @main.command()
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@library_errors
+def indexes(fmt):
+    """The indexes in the index home (name, papers, model, size).
+
+    The home is $PAPERS_HOME if set, else ./indexes/ when it exists (a checkout),
+    else the user data folder.
+    """
+    from .index.store import index_home, list_indexes
+    from .render.indexes import render_indexes
+
+    home = index_home()
+    click.echo(render_indexes(list_indexes(home.path), home.describe(), fmt), nl=False)
+
+
+@main.command()
 @click.option("--corpus", required=True, metavar="FILE", help="Papers (.jsonl or .csv), every query and judged paper among them.")
 @click.option("--queries", required=True, metavar="FILE", help="queries.tsv: query_id, paper_id, facet.")
 @click.option("--qrels", required=True, metavar="FILE", help="TREC qrels: query_id 0 paper_id grade.")
@@ -375,7 +432,7 @@ def selection_options(command):
         click.argument("papers", nargs=-1),
         click.option("--all", "all_papers", is_flag=True, help="Every paper in the index."),
         click.option("--from", "from_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                     help="File of paper IDs or handles, one a line (# starts a comment)."),
+                     help="File of paper IDs or handles in the index, one a line (# starts a comment)."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -418,6 +475,7 @@ def _output_file(path: str | None):
 
 @main.command(name="related-work")
 @selection_options
+@from_file_option
 @click.option("-k", "k", type=int, default=5, show_default=True, help="Related papers per paper.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex"]), default="markdown",
               show_default=True, help="Markdown is a printable handout; bibtex lists every paper mentioned.")
@@ -428,8 +486,12 @@ def _output_file(path: str | None):
 @model_option
 @quiet_option
 @library_errors
-def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model, quiet):
+def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, index, model, quiet):
     """For each chosen paper, the papers most related to it: the lists `like` gives, computed in one batch.
+
+    `--from FILE` is a file of IDs or handles of papers in the index; `--from-file FILE`
+    is a file of papers in any input format (.bib, .json, ...), whose papers need
+    not be in the index (those that are not are embedded now).
 
     Examples:
 
@@ -437,13 +499,21 @@ def related_work(papers, all_papers, from_file, k, fmt, out, why, index, model, 
         papers related-work FlashDP VADB
         papers related-work --all -k 3 --out handout.md
         papers related-work --from friday.txt --format bibtex > friday.bib
+        papers related-work --from-file reading-list.bib --out handout.md
     """
     from .reading.related import related_work as related_lists
     from .render.related import bibtex_keys, write_related
 
+    outside = _read_paper_file(paper_file)
     with _open(index, model) as recommender:
-        rows = _chosen_rows(recommender, papers, all_papers, from_file)
-        keys = bibtex_keys(recommender.papers()) if fmt == "bibtex" else None
+        if outside and not (papers or all_papers or from_file):
+            rows = []
+        else:
+            rows = _chosen_rows(recommender, papers, all_papers, from_file)
+        if outside:
+            _report_found(recommender, outside, paper_file)
+            rows = list(rows) + outside  # papers from the file follow those chosen by ID
+        keys = bibtex_keys(list(recommender.papers()) + outside) if fmt == "bibtex" else None
         with _reporter(quiet) as reporter, _output_file(out) as partial:
             reporter.phase("related work", len(rows))
             lists = related_lists(recommender, rows, k=k, why=why, progress=reporter.advance)

@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,12 @@ from fakes import FakeEncoder
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "seeds"
 CSFCUBE = REPO.parent / "shared" / "eval" / "csfcube-dev"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# An index name resolves under ./indexes of the folder a test runs in, as in a
+# checkout, and subprocesses inherit this: no test touches the user data folder.
+# (tests/test_index_home.py unsets it to test the resolution itself.)
+os.environ["PAPERS_HOME"] = "indexes"
 
 
 @pytest.fixture

@@ -41,12 +41,14 @@ def build_index(
     wait: bool = False,
     export_query_encoder: bool = True,
     on_phase: Callable[[str, int | None], None] | None = None,
+    where: Sequence[str] = (),
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
     `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with
     the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
-    as papers are encoded."""
+    as papers are encoded. `where` keeps only the papers matching every condition
+    (`["category=cs.LG"]`, see corpus.where)."""
     from .ann import choose_index, index_description
     from ..embed.sentence_transformer import DEFAULT_MODEL
     from .lexical import build_tfidf
@@ -55,7 +57,7 @@ def build_index(
     model = model or DEFAULT_MODEL
     phase = on_phase or (lambda name, total=None: None)
     phase("reading papers", None)
-    papers = read_papers(inputs)
+    papers = read_papers(inputs, where=list(where))
     index_dir = store.resolve_index_dir(index)
     with store.writing(index_dir, wait=wait) as writer:
         previous = _previous_build(index_dir, model)

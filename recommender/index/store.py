@@ -28,6 +28,7 @@ import shutil
 import sqlite3
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -37,7 +38,11 @@ from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, Inde
 
 FORMAT_VERSION = 1
 DEFAULT_INDEX = "default"
+# Where a bare index name lives: $PAPERS_HOME, else ./indexes/ when it exists
+# (a checkout of the project), else the user data folder (platformdirs).
+HOME_VARIABLE = "PAPERS_HOME"
 INDEX_ROOT = Path("indexes")
+APP_NAME = "papers"
 MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 LOCK = ".lock"
@@ -61,12 +66,40 @@ def default_index() -> str:
     return os.environ.get("PAPERS_INDEX") or DEFAULT_INDEX
 
 
+@dataclass(frozen=True)
+class IndexHome:
+    """The folder bare index names resolve under, and why that one."""
+
+    path: Path
+    reason: str  # "PAPERS_HOME", "checkout" or "user data folder"
+
+    def describe(self) -> str:
+        why = {
+            "PAPERS_HOME": f"from ${HOME_VARIABLE}",
+            "checkout": f"./{INDEX_ROOT}/ of this folder",
+            "user data folder": f"the user data folder; set ${HOME_VARIABLE} to choose another",
+        }[self.reason]
+        return f"{self.path} ({why})"
+
+
+def index_home() -> IndexHome:
+    """$PAPERS_HOME if set, else ./indexes/ when it exists (a checkout), else the user data folder."""
+    home = os.environ.get(HOME_VARIABLE)
+    if home:
+        return IndexHome(Path(home).expanduser(), "PAPERS_HOME")
+    if INDEX_ROOT.is_dir():
+        return IndexHome(INDEX_ROOT, "checkout")
+    import platformdirs
+
+    return IndexHome(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "indexes", "user data folder")
+
+
 def resolve_index_dir(index: str | os.PathLike | None = None) -> Path:
-    """`indexes/<name>` for a bare name, else the path as given."""
+    """`<home>/<name>` for a bare name (see `index_home`), else the path as given."""
     index = str(index) if index is not None else default_index()
     if os.sep in index or index.startswith(".") or (os.altsep and os.altsep in index):
         return Path(index)
-    return INDEX_ROOT / index
+    return index_home().path / index
 
 
 def rebuild_hint(index_dir: Path) -> str:
@@ -75,12 +108,60 @@ def rebuild_hint(index_dir: Path) -> str:
 
 
 def _display(index_dir: Path) -> str:
-    try:
-        if index_dir.parent == INDEX_ROOT:
-            return index_dir.name
-    except ValueError:
-        pass
+    if index_dir.parent == index_home().path:
+        return index_dir.name
     return str(index_dir)
+
+
+# ---------------------------------------------------------------- listing
+
+
+@dataclass(frozen=True)
+class IndexSummary:
+    """One index under the home folder, as `papers indexes` lists it."""
+
+    name: str
+    path: Path
+    papers: int | None
+    model: str
+    bytes: int
+    built_at: str
+    problem: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "path": str(self.path), "papers": self.papers, "model": self.model,
+            "bytes": self.bytes, "built_at": self.built_at, "problem": self.problem,
+        }
+
+
+def list_indexes(home: Path | None = None) -> list[IndexSummary]:
+    """Every index in the home folder (or `home`), by name; a damaged one says what is wrong."""
+    home = index_home().path if home is None else Path(home)
+    if not home.is_dir():
+        return []
+    summaries = []
+    for index_dir in sorted(path for path in home.iterdir() if path.is_dir() and (path / CURRENT).exists()):
+        size = _folder_bytes(index_dir)
+        try:
+            with open_stored(index_dir) as stored:
+                manifest = stored.manifest
+            summaries.append(IndexSummary(
+                index_dir.name, index_dir, manifest.get("paper_count"), manifest.get("model", ""), size,
+                manifest.get("built_at", ""),
+            ))
+        except RecommenderError as error:
+            summaries.append(IndexSummary(index_dir.name, index_dir, None, "", size, "", str(error)))
+    return summaries
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):  # a build may remove files as we go
+            if path.is_file():
+                total += path.stat().st_size
+    return total
 
 
 def file_digest(path: Path) -> str:

@@ -9,7 +9,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..corpus.papers import Paper
+from ..corpus.papers import Paper, normalise_text
 from ..corpus.summary import paper_brief
 from ..embed import loading
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
@@ -66,6 +66,7 @@ class Recommender:
         self._lexical: LexicalIndex | None = None
         self._query_encoder: Encoder | None = None
         self._tiebreak: np.ndarray | None = None
+        self._rows_by_text: dict[str, int] | None = None
 
     @classmethod
     def open(cls, index: str | Path | None = None, model: str | None = None, verify: bool = False) -> "Recommender":
@@ -93,6 +94,7 @@ class Recommender:
         self._faiss = None
         self._lexical = None
         self._query_encoder = None
+        self._rows_by_text = None
         self.stored.close()
 
     def __enter__(self) -> "Recommender":
@@ -183,6 +185,22 @@ class Recommender:
         more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
         raise PaperNotFoundError(f"'{reference}' matches {len(matches)} papers: {shown}{more}: give more of the ID")
 
+    def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
+        """For each paper (read from a file, say), its row in the index, or None when the
+        index does not hold it: the same ID, else the same text (title and abstract,
+        ignoring case and spacing)."""
+        rows_by_id = {paper_id: row for row, paper_id in enumerate(self.ids)}
+        found: list[int | None] = [rows_by_id.get(paper.id) for paper in papers]
+        if any(row is None for row in found):
+            if self._rows_by_text is None:  # one pass over the stored papers, kept for later calls
+                self._rows_by_text = {}
+                for row, stored in enumerate(self.papers()):
+                    self._rows_by_text.setdefault(normalise_text(f"{stored.title}\n{stored.abstract}"), row)
+            for i, paper in enumerate(papers):
+                if found[i] is None:
+                    found[i] = self._rows_by_text.get(normalise_text(f"{paper.title}\n{paper.abstract}"))
+        return found
+
     def show(self, reference: str) -> Paper:
         """The stored record of one paper."""
         return self.papers_at([self.resolve(reference)])[0]
@@ -211,18 +229,43 @@ class Recommender:
         diverse: float | None = None,
         why: bool = False,
         mode: str = "hybrid",
+        papers: Sequence[Paper] = (),
     ) -> list[Recommendation]:
-        """Papers like the given ones (and unlike those in `not_`), never the seeds themselves."""
-        if not references:
-            raise PaperNotFoundError("no paper given: name at least one paper ID or handle")
-        positives = list(dict.fromkeys(self.resolve(r) for r in references))
+        """Papers like the given ones (and unlike those in `not_`), never the seeds themselves.
+
+        `papers` are more seeds as `Paper` records (`read_papers(["reading-list.bib"])`):
+        those the index holds (same ID or same text, see `find_papers`) count as
+        their stored selves and are left out of the results; the others are
+        embedded now with the index's query encoder, windowed as the papers were."""
+        if not references and not papers:
+            raise PaperNotFoundError("no paper given: name at least one paper ID or handle, or give papers from a file")
+        check_options(k, min_score, diverse, mode)
+        papers = list(papers)
+        found = self.find_papers(papers) if papers else []
+        positives = list(dict.fromkeys([self.resolve(r) for r in references] + [row for row in found if row is not None]))
+        outside = list({normalise_text(p.text): p for p, row in zip(papers, found) if row is None}.values())
         negatives = [row for row in dict.fromkeys(self.resolve(r) for r in not_) if row not in positives]
         seeds = positives + negatives
-        weights = seed_weights(len(positives), len(negatives))
-        dense_query = combine_dense(np.asarray(self.vectors[seeds]), weights)
-        lexical_query = None
-        if mode != "dense" or why:
-            lexical_query = combine([self.lexical.row(row) for row in seeds], weights)
+        weights = seed_weights(len(positives) + len(outside), len(negatives))
+        if not outside:
+            dense_query = combine_dense(np.asarray(self.vectors[seeds]), weights)
+            lexical_query = None
+            if mode != "dense" or why:
+                lexical_query = combine([self.lexical.row(row) for row in seeds], weights)
+        else:
+            # Weights are in the order: stored positives, outside papers, negatives.
+            dense_query = None
+            if mode != "lexical":
+                dense_query = combine_dense(np.vstack(
+                    [np.asarray(self.vectors[positives]).reshape(-1, self.manifest["dimension"])]
+                    + [self.encode_query(paper.text)[None, :] for paper in outside]
+                    + [np.asarray(self.vectors[negatives]).reshape(-1, self.manifest["dimension"])]
+                ), weights)
+            lexical_query = None
+            if mode != "dense" or why:
+                lexical_query = combine(
+                    [self.lexical.row(row) for row in positives] + [self.lexical.transform(p.text) for p in outside]
+                    + [self.lexical.row(row) for row in negatives], weights)
         return self._rank(dense_query, lexical_query, k, set(seeds) | self._exclusions(exclude), min_score, diverse, why, mode)
 
     def score_rows(

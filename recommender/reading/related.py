@@ -76,7 +76,7 @@ def select_rows(recommender: Recommender, references: Sequence[str] = (), all_pa
 
 def related_work(
     recommender: Recommender,
-    rows: Sequence[int],
+    rows: Sequence[int | Paper],
     k: int = 5,
     why: bool = False,
     chunk: int = CHUNK,
@@ -85,10 +85,49 @@ def related_work(
 ) -> Iterator[RelatedList]:
     """For each row, its k most related papers (the list `like` gives), computed in batches, yielded in order.
 
-    `progress(count)` is called after each chunk; `stats`, if given, counts the
-    papers ranked through the bound ("bounded") and against every paper ("full")."""
+    A `Paper` among `rows` (read from a file, say) stands for the stored paper
+    when the index holds it (`Recommender.find_papers`); otherwise its list is
+    `like(papers=[paper])`'s, the paper embedded now. `progress(count)` is called
+    after each chunk; `stats`, if given, counts the papers ranked through the
+    bound ("bounded") and against every paper ("full")."""
     check_options(k, None, None, "hybrid")  # now, not when the first list is asked for
-    return _related_lists(recommender, [int(row) for row in rows], k, why, chunk, progress, stats)
+    items = _stored_where_possible(recommender, rows)
+    stored = [item for item in items if not isinstance(item, Paper)]
+    if len(stored) == len(items):
+        return _related_lists(recommender, stored, k, why, chunk, progress, stats)
+    return _mixed_lists(recommender, items, _related_lists(recommender, stored, k, why, chunk, progress, stats),
+                        k, why, progress)
+
+
+def _stored_where_possible(recommender: Recommender, rows: Sequence[int | Paper]) -> list[int | Paper]:
+    """Rows as ints, papers the index holds as their rows, each paper once (first place kept)."""
+    papers = [item for item in rows if isinstance(item, Paper)]
+    found = iter(recommender.find_papers(papers) if papers else [])
+    items: list[int | Paper] = []
+    for item in rows:
+        if isinstance(item, Paper):
+            row = next(found)
+            items.append(item if row is None else row)
+        else:
+            items.append(int(item))
+    seen: set = set()
+    unique = []
+    for item in items:
+        key = item.id if isinstance(item, Paper) else item
+        if key not in seen:
+            seen.add(key)
+            unique.append(item)
+    return unique
+
+
+def _mixed_lists(recommender, items, stored_lists, k, why, progress) -> Iterator[RelatedList]:
+    for item in items:
+        if isinstance(item, Paper):
+            yield RelatedList(item, tuple(recommender.like(papers=[item], k=k, why=why)))
+            if progress is not None:
+                progress(1)
+        else:
+            yield next(stored_lists)
 
 
 def _related_lists(recommender, rows, k, why, chunk, progress, stats) -> Iterator[RelatedList]:

@@ -1,5 +1,5 @@
 """CSL-JSON, as Zotero and other reference managers export it: an array of items with
-id, type, title, abstract, author[] (family/given or literal), issued.date-parts,
+id (or citation-key), type, title, abstract, author[] (family/given or literal), issued.date-parts,
 container-title, DOI and URL."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def record(data: dict, source: str, label: str = "") -> Record:
     where = label or source
     doi = expect(where, data.get("DOI"), str, "DOI") or ""
     doi = strip_prefix(doi.strip(), "https://doi.org/", "http://dx.doi.org/", "doi:")
-    item_id = expect(where, data.get("id"), (str, int), "id")
+    item_id = expect(where, data.get("citation-key"), str, "citation-key") or expect(where, data.get("id"), (str, int), "id")
     venue = data.get("container-title")
     if isinstance(venue, list):  # some exporters give a list of titles
         venue = venue[0] if venue else None
