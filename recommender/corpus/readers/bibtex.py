@@ -8,6 +8,7 @@ the protective braces removed (`{BERT}` -> `BERT`); author names are decoded
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -24,10 +25,19 @@ def read(path: Path, text: str) -> list[Record]:
     import bibtexparser
     from bibtexparser import middlewares
 
-    library = bibtexparser.parse_string(
-        text, append_middleware=[middlewares.NormalizeFieldKeys(), middlewares.SeparateCoAuthors(),
-                                 middlewares.SplitNameParts()],
-    )
+    # bibtexparser logs each syntax error it recovers from; we report the first ourselves.
+    log = logging.getLogger("bibtexparser")  # its modules' loggers inherit this level
+    level = log.level
+    log.setLevel(logging.CRITICAL + 1)
+    try:
+        library = bibtexparser.parse_string(
+            text, append_middleware=[middlewares.NormalizeFieldKeys(), middlewares.SeparateCoAuthors(),
+                                     middlewares.SplitNameParts()],
+        )
+    except Exception as error:  # the parser's own failures: still one line about this file
+        raise InputError(f"{path}: BibTeX cannot be read ({' '.join(str(error).split()) or type(error).__name__})") from None
+    finally:
+        log.setLevel(level)
     if library.failed_blocks:
         block = min(library.failed_blocks, key=lambda b: b.start_line or 0)
         raise _failed(path, block)
@@ -40,7 +50,7 @@ def _failed(path: Path, block) -> InputError:
     entry = f" (entry '{found.group(1)}')" if found else ""
     if type(block).__name__ == "DuplicateBlockKeyBlock":
         return InputError(f"{path}:{line}{entry}: the key is used by an earlier entry too: give each entry its own key")
-    reason = " ".join(str(block.error).split("bibtex:")[-1].split())
+    reason = " ".join(str(getattr(block.error, "abort_reason", "") or block.error).split()) or "syntax error"
     return InputError(f"{path}:{line}{entry}: not valid BibTeX ({reason}): fix the entry's braces, quotes and commas")
 
 
