@@ -61,13 +61,13 @@ def read(name: str, data: bytes):
 
 
 @FUZZ
-@given(st.binary(max_size=300), st.sampled_from(["p.txt", "p.jsonl", "p.csv"]))
+@given(st.binary(max_size=300), st.sampled_from(["p.txt", "p.jsonl", "p.csv", "p.json", "p.bib"]))
 def test_any_bytes(data, name):
     read(name, data)
 
 
 @FUZZ
-@given(text, st.sampled_from(["p.txt", "p.jsonl", "p.csv"]))
+@given(text, st.sampled_from(["p.txt", "p.jsonl", "p.csv", "p.json", "p.bib"]))
 def test_any_text(content, name):
     read(name, content.encode("utf-8", "surrogatepass"))
 
@@ -122,3 +122,38 @@ def test_unique_handles_are_unique_ignoring_case(handles):
     assert len(result) == len(handles)
     assert len({h.lower() for h in result}) == len(result)
     assert all(new == old or new.startswith(f"{old}-") for old, new in zip(handles, result))
+
+
+# Records that look like the bulk formats (so each reader is reached), with any values.
+foreign = st.fixed_dictionaries({}, optional={
+    "paperId": st.one_of(st.text(max_size=8), json_value), "externalIds": json_value,
+    "authors": st.one_of(st.lists(st.fixed_dictionaries({"name": st.one_of(st.text(max_size=8), json_value)})), json_value),
+    "abstract_inverted_index": st.one_of(st.dictionaries(st.text(max_size=6), st.lists(st.integers(-2, 20), max_size=3)),
+                                         json_value),
+    "id": st.one_of(st.just("https://openalex.org/W1"), st.text(max_size=8), json_value),
+    "categories": st.one_of(st.text(max_size=12), json_value), "update_date": json_value, "versions": json_value,
+    "authors_parsed": json_value, "type": json_value, "issued": json_value, "author": json_value,
+    "DOI": json_value, "title": st.one_of(surrogate_text, json_value), "abstract": st.one_of(surrogate_text, json_value),
+    "authorships": json_value, "primary_location": json_value, "publication_year": json_value,
+})
+
+
+@FUZZ
+@given(st.lists(st.one_of(foreign, json_value), min_size=1, max_size=4), st.booleans())
+def test_any_export_records(rows, as_lines):
+    if as_lines:
+        data = "".join(json.dumps(row) + "\n" for row in rows)
+    else:
+        data = json.dumps({"results": rows} if len(rows) % 2 else rows)
+    read("p.json", data.encode("utf-8", "surrogatepass"))
+
+
+bib_text = st.lists(st.one_of(text, st.sampled_from([
+    "@article{k,", "@misc{k2, ", "title = {", "abstract = {", "author = {A and B}", "year = 20x", "}", "{", ",",
+    "@string{s = \"v\"}", "journal = s", "\"", "$", "\\emph{", "\\", "@comment{", "%"])), max_size=12).map("".join)
+
+
+@FUZZ
+@given(bib_text)
+def test_any_bibtex(content):
+    read("p.bib", content.encode("utf-8", "surrogatepass"))
