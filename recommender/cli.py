@@ -365,6 +365,13 @@ def indexes(fmt):
 
     The home is $PAPERS_HOME if set, else ./indexes/ when it exists (a checkout),
     else the user data folder.
+
+    Examples:
+
+    \b
+        papers indexes
+        papers indexes --format json
+        PAPERS_HOME=/data/papers papers indexes
     """
     from .index.store import index_home, list_indexes
     from .render.indexes import render_indexes
