@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # checkout, and subprocesses inherit this: no test touches the user data folder.
 # (tests/test_index_home.py unsets it to test the resolution itself.)
 os.environ["PAPERS_HOME"] = "indexes"
+# And should a test drop PAPERS_HOME outside a checkout, the user data folder is a scratch one.
+os.environ["XDG_DATA_HOME"] = str(Path(tempfile.gettempdir()) / "papers-tests-data")
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ def seed_build(tmp_path_factory):
     """A real `papers build` process over the seeds plus one repeated abstract, network blocked."""
     root = tmp_path_factory.mktemp("offline")
     shutil.copytree(SEEDS, root / "seeds")
+    (root / "indexes").mkdir()  # a checkout: the index goes there, not to the user data folder
     seeds = read_papers([root / "seeds"])
     (root / "extra").mkdir()
     (root / "extra/dup.txt").write_text(f"Copied\n\n{seeds[0].abstract}\n", encoding="utf-8")
