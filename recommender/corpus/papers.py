@@ -119,11 +119,11 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
         found, skipped, first_skipped = 0, 0, ""
         for record in read_records(path):
             found += 1
+            if condition is not None and not condition.matches(record):  # first: the cheap test
+                continue
             if record.bulk and _lacks_abstract(record):
                 skipped += 1
                 first_skipped = first_skipped or record.where
-                continue
-            if condition is not None and not condition.matches(record):
                 continue
             papers.append(_paper_from_record(record))
         if not found:
@@ -136,7 +136,7 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
                 f"{path}: {skipped} {records} without an abstract skipped (the first: {first_skipped})",
                 InputWarning, stacklevel=2,
             )
-        read += found - skipped
+        read += found
     if condition is not None and not papers:
         raise InputError(f"no paper matches --where {condition} (of {read} read): loosen the condition")
     return _assemble(papers)
@@ -144,7 +144,8 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
 
 def _lacks_abstract(record: Record) -> bool:
     abstract = record.fields.get("abstract")
-    return abstract is None or (isinstance(abstract, str) and not _clean(abstract))
+    # Empty once control characters are blanked (as _clean would make it), without collapsing spaces.
+    return abstract is None or (isinstance(abstract, str) and not _CONTROL.sub(" ", abstract).strip())
 
 
 def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
