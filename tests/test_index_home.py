@@ -58,7 +58,7 @@ def test_build_and_info_say_where_the_index_is(elsewhere, fake_model):
     assert result.stdout == f"indexed 6 papers in {home}/default: encoded 6, reused 0 from the cache (flat search)\n"
     assert run("info").stdout.startswith(f"index:      {home}/default\n")
     result = run("like", "dp1", "--index", "nope")
-    assert result.stderr == f"Error: no index at {home}/nope: run `papers build --index nope` first\n"
+    assert result.stderr == f"Error: no index at {home}/nope: run `papers build my-papers.bib --index nope` first\n"
 
 
 def test_papers_indexes_lists_them(elsewhere, fake_model, monkeypatch):

@@ -506,6 +506,8 @@ def _pin_live_version(index_dir: Path):
     for _ in range(5):
         live, digest = _read_current(index_dir)
         if live is None:
+            if index_home().reason == "user data folder":  # not a checkout: no seeds/ to build from
+                hint = hint.replace("papers build", "papers build my-papers.bib", 1)
             raise IndexMissingError(f"no index at {index_dir}: run `{hint}` first")
         manifest = index_dir / live / MANIFEST
         try:
