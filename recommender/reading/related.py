@@ -91,10 +91,10 @@ def related_work(
     after each chunk; `stats`, if given, counts the papers ranked through the
     bound ("bounded") and against every paper ("full")."""
     check_options(k, None, None, "hybrid")  # now, not when the first list is asked for
+    if not any(isinstance(item, Paper) for item in rows):
+        return _related_lists(recommender, [int(row) for row in rows], k, why, chunk, progress, stats)
     items = _stored_where_possible(recommender, rows)
     stored = [item for item in items if not isinstance(item, Paper)]
-    if len(stored) == len(items):
-        return _related_lists(recommender, stored, k, why, chunk, progress, stats)
     return _mixed_lists(recommender, items, _related_lists(recommender, stored, k, why, chunk, progress, stats),
                         k, why, progress)
 
