@@ -525,7 +525,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
             reporter.phase("related work", len(rows))
             lists = related_lists(recommender, rows, k=k, why=why, progress=reporter.advance)
             if partial is None:
-                write_related(lists, click.get_text_stream("stdout"), fmt, why, keys)
+                write_related(lists, sys.stdout, fmt, why, keys)
             else:
                 with open(partial, "w", encoding="utf-8", newline="") as handle:
                     write_related(lists, handle, fmt, why, keys)
