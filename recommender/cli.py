@@ -199,10 +199,11 @@ def build(inputs, index, model, chunking, index_type, wait, where, quiet, verbos
             raise InputError("no input given: name a file or folder of papers, e.g. `papers build my-papers.bib`")
         inputs = (DEFAULT_INPUT,)
 
-    with _reporter(quiet) as reporter:
+    with _stopped_builds(), _reporter(quiet) as reporter:
         report = build_index(
             list(inputs), index=index, model=model, chunking=Chunking(strategy=chunking),
             index_type=index_type, progress=reporter.update, wait=wait, on_phase=reporter.phase, where=where,
+            notice=_notice(reporter),
         )
     click.echo(
         f"indexed {report.papers} papers in {report.index_dir}: "
@@ -232,6 +233,34 @@ def _report_found(recommender, papers, path) -> None:
         return
     found = sum(row is not None for row in recommender.find_papers(papers))
     click.echo(f"{path}: {found} of {len(papers)} papers found in the index, {len(papers) - found} embedded now", err=True)
+
+
+def _notice(reporter):
+    """A line for the user on stderr, between progress lines, even when the work is too short for progress."""
+
+    def notice(message):
+        if reporter.shown:
+            reporter.note(message)
+        elif not reporter.quiet:
+            click.echo(message, err=True)
+
+    return notice
+
+
+@contextlib.contextmanager
+def _stopped_builds():
+    """Ctrl-C during a build: one line saying what is kept and how to resume, exit code 130."""
+    from .errors import EncodingInterrupted
+
+    try:
+        yield
+    except EncodingInterrupted as interrupt:
+        click.echo(f"interrupted: {interrupt.kept:,} of {interrupt.total:,} papers are encoded and kept in the cache; "
+                   "run the same build again to resume", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("interrupted: run the same build again (papers already encoded are kept in the cache)", err=True)
+        sys.exit(130)
 
 
 @main.command()

@@ -31,3 +31,14 @@ class PaperNotFoundError(RecommenderError):
 
 class ModelError(RecommenderError):
     """The embedding model cannot be loaded."""
+
+
+class EncodingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a build. The index is unchanged; the vectors of `kept` of the
+    build's `total` papers are in the embedding cache, so the same build run again
+    resumes from there. A KeyboardInterrupt, so code catching that still does."""
+
+    def __init__(self, kept: int, total: int):
+        super().__init__(kept, total)
+        self.kept = kept
+        self.total = total

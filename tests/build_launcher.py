@@ -12,6 +12,7 @@ Environment:
     PAPERS_TEST_SYNC    folder for the hold handshake; a build about to wait for the
                         index lock also touches waiting-for-lock there
     PAPERS_TEST_REAL_MODEL=1   keep the real model (default: tests/fakes.py's FakeEncoder)
+    PAPERS_TEST_ENCODE_SECONDS the fake encoder sleeps this long in every call (a slow model)
     PAPERS_TEST_NO_NETWORK=1   every socket connection raises
 """
 
@@ -84,6 +85,15 @@ def use_fake_model() -> None:
     from fakes import FakeEncoder
 
     encoder = FakeEncoder()
+    delay = float(os.environ.get("PAPERS_TEST_ENCODE_SECONDS") or 0)
+    if delay:
+        encode = encoder.encode
+
+        def slow_encode(texts):
+            time.sleep(delay)
+            return encode(texts)
+
+        encoder.encode = slow_encode
     loading.load_encoder = lambda model: encoder
     query.load_query_encoder = lambda stored, model: encoder
     core.prepare_query_encoder = lambda model, writer, previous: None

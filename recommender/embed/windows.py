@@ -10,12 +10,14 @@ re-normalised. Nothing is truncated.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from ..arrays import unit_rows
+from ..errors import EncodingInterrupted
 
 
 class Encoder(Protocol):
@@ -87,6 +89,17 @@ class EmbeddingResult:
     reused: int  # texts whose vectors came from the cache
 
 
+# Texts per encoder call: the progress bar moves and memory stays flat.
+ENCODE_BATCH = 64
+# Encoded vectors are committed to the cache every ENCODE_GROUP texts or every
+# COMMIT_SECONDS, whichever comes first (at the end of an encoder call): a build
+# killed at any moment keeps everything up to its last commit.
+ENCODE_GROUP = 256
+COMMIT_SECONDS = 5.0
+# Texts whose cached vectors are looked up at once.
+LOOKUP_CHUNK = 2048
+
+
 def embed_texts(
     encoder: Encoder,
     texts: Sequence[str],
@@ -98,61 +111,118 @@ def embed_texts(
     """One normalised vector per text, reusing cached vectors where the text is unchanged.
 
     `on_plan` is told how many texts need encoding; `progress` how many more are done.
+    New vectors reach the cache as they are made (see ENCODE_GROUP), and only the
+    returned array grows with the number of texts: keys, window texts and window
+    vectors are held for one lookup chunk or one encoder call at a time.
+    On KeyboardInterrupt the vectors encoded so far are committed and
+    EncodingInterrupted says how many of the texts the cache now holds.
     The encoder is not touched at all when every vector is cached.
     """
-    keys = [cache_key(encoder.name, chunking, text) for text in texts]
-    cached = cache.get_many(keys) if cache is not None else {}
-    missing = [i for i, key in enumerate(keys) if key not in cached]
+    count = len(texts)
+    output = _Output(count)
+    missing = np.ones(count, dtype=bool)
+    for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
+        keys = [cache_key(encoder.name, chunking, text) for text in texts[start: start + LOOKUP_CHUNK]]
+        found = cache.get_many(keys)
+        for offset, key in enumerate(keys):
+            vector = found.get(key)
+            if vector is not None:
+                missing[start + offset] = False
+                output.put(start + offset, vector)
+        del keys, found
+    rows = np.flatnonzero(missing)
+    del missing
+    reused = count - len(rows)
     if on_plan is not None:
-        on_plan(len(missing))
-    if missing:
-        fresh = _encode_with_windows(encoder, [texts[i] for i in missing], chunking, progress)
-        dimension = fresh.shape[1]
-        if cache is not None:
-            cache.put_many({keys[i]: fresh[j] for j, i in enumerate(missing)})
-    elif cached:
-        dimension = len(next(iter(cached.values())))
-    else:
-        dimension = encoder.dimension
-    if any(len(vector) != dimension for vector in cached.values()):
-        raise ValueError("cached vectors of different dimensions under one model key")
-    vectors = np.zeros((len(texts), dimension), dtype=np.float32)
-    for j, i in enumerate(missing):
-        vectors[i] = fresh[j]
-    for i, key in enumerate(keys):
-        if key in cached:
-            vectors[i] = cached[key]
-    return EmbeddingResult(vectors, encoded=len(missing), reused=len(texts) - len(missing))
+        on_plan(len(rows))
+    if len(rows):
+        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused)
+    vectors = output.vectors if output.vectors is not None else np.zeros((count, encoder.dimension), dtype=np.float32)
+    return EmbeddingResult(vectors, encoded=len(rows), reused=reused)
 
 
-# Windows are encoded in groups so the progress bar moves and memory stays flat.
-ENCODE_GROUP = 256
+class _Output:
+    """The returned array, made once the dimension is known (from the cache or the model)."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.vectors: np.ndarray | None = None
+
+    def put(self, rows, vectors: np.ndarray) -> None:
+        dimension = vectors.shape[-1]
+        if self.vectors is None:
+            self.vectors = np.zeros((self.count, dimension), dtype=np.float32)
+        elif self.vectors.shape[1] != dimension:
+            raise ValueError("cached vectors of different dimensions under one model key")
+        self.vectors[rows] = vectors
 
 
-def _encode_with_windows(
-    encoder: Encoder, texts: list[str], chunking: Chunking, progress: Callable[[int], None] | None
-) -> np.ndarray:
-    out = np.zeros((len(texts), encoder.dimension), dtype=np.float32)
-    for start in range(0, len(texts), ENCODE_GROUP):
-        group = texts[start: start + ENCODE_GROUP]
-        windows: list[str] = []
-        owners: list[int] = []
-        weights: list[int] = []
-        for i, text in enumerate(group):
-            if chunking.strategy == "truncate":
-                pieces = [(text, 1)]  # the encoder truncates at its own window
-            else:
-                pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap)
-            for piece, count in pieces:
-                windows.append(piece)
-                owners.append(i)
-                weights.append(count)
-        window_vectors = np.asarray(encoder.encode(windows), dtype=np.float32)
-        owners_array = np.asarray(owners)
-        weights_array = np.asarray(weights, dtype=np.float64)
-        for i in range(len(group)):
-            rows = owners_array == i
-            out[start + i] = pool_windows(window_vectors[rows], weights_array[rows])
-        if progress is not None:
-            progress(len(group))
+def _encode_missing(
+    encoder: Encoder,
+    texts: Sequence[str],
+    rows: np.ndarray,
+    chunking: Chunking,
+    cache: VectorCache | None,
+    output: _Output,
+    progress: Callable[[int], None] | None,
+    reused: int,
+) -> None:
+    """Encode texts[rows] an encoder call at a time, committing to the cache in groups."""
+    pending: dict[str, np.ndarray] = {}
+    pending_texts = 0
+    committed = 0
+    last_commit = time.monotonic()
+
+    def commit() -> None:
+        nonlocal pending, pending_texts, committed, last_commit
+        if pending and cache is not None:
+            cache.put_many(pending)
+        committed += pending_texts
+        pending, pending_texts, last_commit = {}, 0, time.monotonic()
+
+    try:
+        for start in range(0, len(rows), ENCODE_BATCH):
+            batch = rows[start: start + ENCODE_BATCH]
+            fresh = _encode_with_windows(encoder, [texts[i] for i in batch], chunking)
+            output.put(batch, fresh)
+            if cache is not None:
+                for i, vector in zip(batch, fresh):
+                    pending[cache_key(encoder.name, chunking, texts[i])] = vector
+                pending_texts += len(batch)
+                if pending_texts >= ENCODE_GROUP or time.monotonic() - last_commit >= COMMIT_SECONDS:
+                    commit()
+            if progress is not None:
+                progress(len(batch))
+        commit()
+    except KeyboardInterrupt as interrupt:
+        if cache is None or isinstance(interrupt, EncodingInterrupted):
+            raise
+        try:
+            commit()  # what is already encoded is kept (a second Ctrl-C skips this)
+        except KeyboardInterrupt:
+            pass
+        raise EncodingInterrupted(kept=reused + committed, total=len(texts)) from None
+
+
+def _encode_with_windows(encoder: Encoder, texts: list[str], chunking: Chunking) -> np.ndarray:
+    """One encoder call for the windows of `texts`; one pooled vector per text."""
+    windows: list[str] = []
+    owners: list[int] = []
+    weights: list[int] = []
+    for i, text in enumerate(texts):
+        if chunking.strategy == "truncate":
+            pieces = [(text, 1)]  # the encoder truncates at its own window
+        else:
+            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap)
+        for piece, count in pieces:
+            windows.append(piece)
+            owners.append(i)
+            weights.append(count)
+    window_vectors = np.asarray(encoder.encode(windows), dtype=np.float32)
+    owners_array = np.asarray(owners)
+    weights_array = np.asarray(weights, dtype=np.float64)
+    out = np.zeros((len(texts), window_vectors.shape[1]), dtype=np.float32)
+    for i in range(len(texts)):
+        rows = owners_array == i
+        out[i] = pool_windows(window_vectors[rows], weights_array[rows])
     return out

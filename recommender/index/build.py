@@ -16,6 +16,7 @@ from .. import __version__
 from ..corpus.papers import Paper, read_papers
 from ..embed import loading
 from ..embed.windows import Chunking, Encoder, embed_texts
+from ..errors import EncodingInterrupted
 from . import store
 from .lexical import settings as lexical_settings
 from .store import FAISS, KEYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
@@ -42,13 +43,21 @@ def build_index(
     export_query_encoder: bool = True,
     on_phase: Callable[[str, int | None], None] | None = None,
     where: Sequence[str] = (),
+    notice: Callable[[str], None] | None = None,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
     `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with
     the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
     as papers are encoded. `where` keeps only the papers matching every condition
-    (`["category=cs.LG"]`, see corpus.where)."""
+    (`["category=cs.LG"]`, see corpus.where).
+
+    Vectors reach the embedding cache in groups as they are encoded, so a build
+    that is killed or interrupted keeps its work: the next one resumes, and tells
+    `notice` so ("resuming: 4,864 of 8,000 papers already encoded"). On
+    KeyboardInterrupt the index is left unchanged and EncodingInterrupted says how
+    many papers' vectors the cache keeps.
+    """
     from .ann import choose_index, index_description
     from ..embed.sentence_transformer import DEFAULT_MODEL
     from .lexical import build_tfidf
@@ -59,6 +68,7 @@ def build_index(
     phase("reading papers", None)
     papers = read_papers(inputs, where=list(where))
     index_dir = store.resolve_index_dir(index)
+    embedded = None
     with store.writing(index_dir, wait=wait) as writer:
         previous = _previous_build(index_dir, model)
         try:
@@ -68,21 +78,8 @@ def build_index(
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             encoder = _LazyEncoder(model, functools.partial(_build_encoder, model, writer, query_encoder))
-            with store.EmbeddingCache(index_dir) as cache:
-                texts = [paper.text for paper in papers]
-                done = 0
-
-                def advance(count: int) -> None:
-                    nonlocal done
-                    done += count
-                    if progress is not None:
-                        progress(done, missing_total[0])
-
-                missing_total = [0]
-                embedded = embed_texts(
-                    encoder, texts, chunking, cache,
-                    progress=advance, on_plan=functools.partial(_plan_encoding, missing_total, phase),
-                )
+            texts = [paper.text for paper in papers]
+            embedded = _embed(encoder, texts, chunking, index_dir, progress, phase, notice)
             vectors = embedded.vectors
             choice = choose_index(len(papers), vectors.shape[1], index_type)
             phase(f"building the {choice.kind} search index", None)
@@ -117,20 +114,50 @@ def build_index(
                 "encoded": embedded.encoded,
                 "reused": embedded.reused,
             }
+        except KeyboardInterrupt as interrupt:
+            if embedded is None or isinstance(interrupt, EncodingInterrupted):
+                raise
+            # Every vector is in the cache already: the next build only writes the index.
+            raise EncodingInterrupted(kept=len(papers), total=len(papers)) from None
         finally:
             if previous is not None:
                 previous.close()  # unpinned, so the commit can remove the old version
         phase("checksums", None)
-        writer.commit(manifest)
+        try:
+            writer.commit(manifest)
+        except KeyboardInterrupt:
+            raise EncodingInterrupted(kept=len(papers), total=len(papers)) from None
     return BuildReport(
         index_dir, len(papers), embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
     )
 
 
-def _plan_encoding(missing_total: list[int], phase, total: int) -> None:
-    missing_total[0] = total
-    if total:
-        phase("encoding", total)
+def _embed(encoder, texts, chunking, index_dir, progress, phase, notice):
+    """embed_texts with the index's cache, a progress total, and a notice when resuming."""
+    with store.EmbeddingCache(index_dir) as cache:
+        resuming = cache.interrupted_encoding()
+        cache.mark_encoding(True)
+        done = 0
+        planned = 0
+
+        def plan(missing: int) -> None:
+            nonlocal planned
+            planned = missing
+            reused = len(texts) - missing
+            if resuming and reused and notice is not None:
+                notice(f"resuming: {reused:,} of {len(texts):,} papers already encoded")
+            if missing:
+                phase("encoding", missing)
+
+        def advance(count: int) -> None:
+            nonlocal done
+            done += count
+            if progress is not None:
+                progress(done, planned)
+
+        embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan)
+        cache.mark_encoding(False)
+    return embedded
 
 
 def inputs_fingerprint(papers: Sequence[Paper]) -> str:

@@ -3,7 +3,7 @@
     indexes/<name>/
         CURRENT          name of the live version folder and its manifest's sha256 (replaced atomically)
         .lock            held by a build (fcntl lock), never by readers
-        cache.sqlite     embedding cache keyed by content hash
+        cache.sqlite     embedding cache keyed by content hash (WAL mode; a CRC-32 per vector)
         v-<build-id>/    one complete build: manifest.json and its files
 
 A build writes a fresh `.tmp-*` folder, checksums every file into the
@@ -29,6 +29,7 @@ import sqlite3
 import time
 import warnings
 from dataclasses import dataclass
+import zlib
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -527,7 +528,14 @@ def _pin_live_version(index_dir: Path):
 
 
 class EmbeddingCache:
-    """Vectors keyed by content hash, in SQLite beside the index (safe under concurrent use)."""
+    """Vectors keyed by content hash, in SQLite beside the index (safe under concurrent use).
+
+    The file is in WAL mode, so a reader never waits for a build committing vectors
+    and a build killed at any moment keeps every transaction it committed. Each row
+    carries the CRC-32 of its vector's bytes: a row whose bytes no longer match
+    (or otherwise unreadable) is treated as absent,
+    so its text is encoded again and the row replaced.
+    """
 
     def __init__(self, index_dir: Path):
         index_dir.mkdir(parents=True, exist_ok=True)
@@ -537,9 +545,32 @@ class EmbeddingCache:
 
     def _connect(self) -> None:
         self.connection = sqlite3.connect(self.path, timeout=60)
+        self.connection.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode NORMAL loses no committed transaction when the process dies
+        # (only, at worst, the last ones on power loss) and never corrupts the file.
+        self.connection.execute("PRAGMA synchronous=NORMAL")
         self.connection.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB)"
+            "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB, checksum INTEGER)"
         )
+        self.connection.execute("CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value TEXT)")
+        columns = {row[1] for row in self.connection.execute("PRAGMA table_info(vectors)")}
+        if "checksum" not in columns:
+            self._add_checksums()
+
+    def _add_checksums(self) -> None:
+        """A cache written before checksums gets one per vector, as found (once, in one
+        transaction): re-encoding it all would cost hours on a large corpus."""
+        self.connection.create_function("crc32", 1, _crc32, deterministic=True)
+        self.connection.execute("BEGIN IMMEDIATE")
+        try:
+            columns = {row[1] for row in self.connection.execute("PRAGMA table_info(vectors)")}
+            if "checksum" not in columns:
+                self.connection.execute("ALTER TABLE vectors ADD COLUMN checksum INTEGER")
+                self.connection.execute("UPDATE vectors SET checksum = crc32(vector)")
+        except BaseException:
+            self.connection.rollback()
+            raise
+        self.connection.commit()
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -568,27 +599,47 @@ class EmbeddingCache:
         for start in range(0, len(unique), 500):
             chunk = unique[start: start + 500]
             marks = ",".join("?" * len(chunk))
-            for key, dimension, blob in self.connection.execute(
-                f"SELECT key, dimension, vector FROM vectors WHERE key IN ({marks})", chunk
+            for key, dimension, blob, checksum in self.connection.execute(
+                f"SELECT key, dimension, vector, checksum FROM vectors WHERE key IN ({marks})", chunk
             ):
-                vector = np.frombuffer(blob, dtype=np.float32)
                 # A damaged row is treated as absent and encoded again.
+                if checksum is None or not isinstance(blob, bytes) or zlib.crc32(blob) != checksum:
+                    continue
+                vector = np.frombuffer(blob, dtype=np.float32)
                 if vector.shape == (dimension,) and np.isfinite(vector).all():
                     found[key] = vector
         return found
 
     def put_many(self, items: dict[str, np.ndarray]) -> None:
+        """Store vectors in one transaction: all of them are kept, or none."""
         with self._guard():
             self._put_many(items)
             return
         self._put_many(items)  # into the fresh cache
 
     def _put_many(self, items: dict[str, np.ndarray]) -> None:
+        rows = []
+        for key, vector in items.items():
+            blob = np.asarray(vector, dtype=np.float32).tobytes()
+            rows.append((key, len(vector), blob, zlib.crc32(blob)))
         with self.connection:
-            self.connection.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                [(key, len(v), np.asarray(v, dtype=np.float32).tobytes()) for key, v in items.items()],
-            )
+            self.connection.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)", rows)
+
+    def interrupted_encoding(self) -> bool:
+        """Whether the last build of this index stopped (killed, Ctrl-C) before its encoding ended."""
+        with self._guard():
+            return self.connection.execute("SELECT 1 FROM state WHERE name = 'encoding'").fetchone() is not None
+        return False
+
+    def mark_encoding(self, running: bool) -> None:
+        """Record that a build's encoding is under way (True) or complete (False)."""
+        with self._guard(), self.connection:
+            if running:
+                self.connection.execute(
+                    "INSERT OR REPLACE INTO state VALUES ('encoding', ?)", (time.strftime("%Y-%m-%dT%H:%M:%S%z"),)
+                )
+            else:
+                self.connection.execute("DELETE FROM state WHERE name = 'encoding'")
 
     def close(self) -> None:
         self.connection.close()
@@ -598,3 +649,7 @@ class EmbeddingCache:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _crc32(blob) -> int | None:
+    return zlib.crc32(blob) if isinstance(blob, bytes) else None
