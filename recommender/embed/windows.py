@@ -89,7 +89,8 @@ class EmbeddingResult:
     reused: int  # texts whose vectors came from the cache
 
 
-# Texts per encoder call: the progress bar moves and memory stays flat.
+# Texts per encoder call (unless the encoder has a `group_size`): the progress bar
+# moves, memory stays flat, and commits can come every few seconds.
 ENCODE_BATCH = 64
 # Encoded vectors are committed to the cache every ENCODE_GROUP texts or every
 # COMMIT_SECONDS, whichever comes first (at the end of an encoder call): a build
@@ -180,9 +181,11 @@ def _encode_missing(
         committed += pending_texts
         pending, pending_texts, last_commit = {}, 0, time.monotonic()
 
+    # An engine with a fixed cost per call (Ray) may ask for more texts a call.
+    per_call = getattr(encoder, "group_size", None) or ENCODE_BATCH
     try:
-        for start in range(0, len(rows), ENCODE_BATCH):
-            batch = rows[start: start + ENCODE_BATCH]
+        for start in range(0, len(rows), per_call):
+            batch = rows[start: start + per_call]
             fresh = _encode_with_windows(encoder, [texts[i] for i in batch], chunking)
             output.put(batch, fresh)
             if cache is not None:
