@@ -1,6 +1,6 @@
 """What checkpointed encoding costs: throughput with and without it, and memory as the corpus grows.
 
-    python scripts/bench_checkpoint.py [--papers 300] [--rounds 3] [--fake SECONDS]
+    python scripts/bench_checkpoint.py [--papers 600] [--rounds 3] [--fake SECONDS] [--small-calls]
     python scripts/bench_checkpoint.py --memory 10000 100000
 
 Throughput: the first N CSFCube dev abstracts ("title. abstract", read with the
@@ -9,9 +9,10 @@ project's reader) encoded through `embed_texts` into a fresh embedding cache, as
 with --fake, tests/fakes.py's encoder sleeping SECONDS per text (no model at all).
   without: the encoding before checkpoints: encoder calls of 256 texts, every
            vector written in one transaction at the end;
-  groups:  calls of 256 texts, a commit after each (checkpoints, old call size);
   with:    today's defaults: calls of ENCODE_BATCH texts, a commit every
-           ENCODE_GROUP texts or COMMIT_SECONDS.
+           ENCODE_GROUP texts or COMMIT_SECONDS;
+  calls64: (with --small-calls) the same with calls of 64 texts, which would
+           allow commits every few seconds on a slow machine.
 Rounds alternate the variants so machine load hits them alike; the best round of
 each counts, and ratios are against `without` from the same run. CPU time (all
 threads of this process) is reported beside wall time: on a loaded machine it is
@@ -49,6 +50,7 @@ if "PAPERS_BENCH_KEEP_PATH" not in os.environ:
 sys.path.insert(1, str(REPO / "tests"))  # the fake encoder
 
 CSFCUBE = REPO.parent / "shared" / "eval" / "csfcube-dev" / "corpus.jsonl"
+SMALL_CALLS = False
 
 
 def csfcube_texts(count: int) -> list[str]:
@@ -66,12 +68,14 @@ def csfcube_texts(count: int) -> list[str]:
 def variants():
     from recommender.embed import windows
 
-    return {
+    found = {
         "without": dict(ENCODE_BATCH=256, ENCODE_GROUP=10**12, COMMIT_SECONDS=float("inf")),
-        "groups": dict(ENCODE_BATCH=256, ENCODE_GROUP=256, COMMIT_SECONDS=windows.COMMIT_SECONDS),
         "with": dict(ENCODE_BATCH=windows.ENCODE_BATCH, ENCODE_GROUP=windows.ENCODE_GROUP,
                      COMMIT_SECONDS=windows.COMMIT_SECONDS),
     }
+    if SMALL_CALLS:
+        found["calls64"] = dict(found["with"], ENCODE_BATCH=64)
+    return found
 
 
 def timed_run(encoder, texts, settings):
@@ -218,13 +222,16 @@ def memory(counts: list[int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--papers", type=int, default=300)
+    parser.add_argument("--papers", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fake", type=float, default=0.0, metavar="SECONDS",
                         help="Use a fake encoder costing SECONDS per window instead of the packaged model.")
+    parser.add_argument("--small-calls", action="store_true", help="Also time encoder calls of 64 texts.")
     parser.add_argument("--memory", type=int, nargs="+", metavar="N", help="Trace memory at these corpus sizes instead.")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global SMALL_CALLS
+    SMALL_CALLS = args.small_calls
     if args.memory_child:
         memory_child(args.memory_child)
     elif args.memory:

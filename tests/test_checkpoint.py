@@ -92,13 +92,15 @@ def test_vectors_reach_the_cache_in_groups_while_encoding_goes_on(fake_model):
 
 
 def test_a_slow_encoder_commits_every_few_seconds(fake_model, monkeypatch):
+    monkeypatch.setattr(windows, "ENCODE_BATCH", 64)
     monkeypatch.setattr(windows, "COMMIT_SECONDS", 0.0)  # every encoder call takes longer than this
     cache = RecordingCache(fake_model)
     embed_texts(fake_model, [paper["abstract"] for paper in many_papers(600)], Chunking(), cache)
     assert [size for size, _ in cache.commits] == [64] * 9 + [24]
 
 
-def test_ctrl_c_keeps_the_committed_groups_and_the_old_index(workdir, fake_model, papers_cli):
+def test_ctrl_c_keeps_the_committed_groups_and_the_old_index(workdir, fake_model, papers_cli, monkeypatch):
+    monkeypatch.setattr(windows, "ENCODE_BATCH", 64)  # a group is four encoder calls
     write_corpus(workdir / "old")
     assert papers_cli("build", "old").exit_code == 0
     old_like = papers_cli("like", "dp1", "--format", "json").stdout
@@ -136,17 +138,24 @@ def test_the_library_says_how_many_papers_an_interrupted_build_kept(workdir, fak
     from recommender import build_index
 
     write_corpus(workdir / "big", many_papers(300))
-    encode = fake_model.encode
-    fake_model.encode = lambda texts: (_ for _ in ()).throw(KeyboardInterrupt) if len(fake_model.encoded_texts) > 500 else encode(texts)
+    encode, calls = fake_model.encode, []
+
+    def interrupted_encode(texts):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return encode(texts)
+
+    fake_model.encode = interrupted_encode
     with pytest.raises(EncodingInterrupted) as stopped:
         build_index(["big"])
-    assert stopped.value.total == 300 and 0 < stopped.value.kept < 300
-    assert cache_rows(workdir / "indexes/default") == stopped.value.kept
+    assert (stopped.value.kept, stopped.value.total) == (windows.ENCODE_GROUP, 300)
+    assert cache_rows(workdir / "indexes/default") == windows.ENCODE_GROUP
     fake_model.encode = encode
     notices = []
     report = build_index(["big"], notice=notices.append)
-    assert notices == [f"resuming: {stopped.value.kept} of 300 papers already encoded"]
-    assert (report.encoded, report.reused) == (300 - stopped.value.kept, stopped.value.kept)
+    assert notices == [f"resuming: {windows.ENCODE_GROUP} of 300 papers already encoded"]
+    assert (report.encoded, report.reused) == (300 - windows.ENCODE_GROUP, windows.ENCODE_GROUP)
 
 
 def launch_slow_build(workdir: Path, *args: str, seconds_per_call: float) -> subprocess.Popen:
@@ -161,7 +170,7 @@ def test_a_build_killed_part_way_resumes_and_ends_as_an_uninterrupted_one(workdi
     papers = many_papers(2000)
     write_corpus(workdir / "big", papers)
     index_dir = workdir / "indexes/default"
-    build = launch_slow_build(workdir, "build", "big", seconds_per_call=0.1)  # 32 calls: >= 3 s
+    build = launch_slow_build(workdir, "build", "big", seconds_per_call=0.3)  # 8 calls: >= 2.4 s
     deadline = time.monotonic() + 120
     while (seen := cache_rows(index_dir)) < windows.ENCODE_GROUP:
         assert build.poll() is None, build.communicate()

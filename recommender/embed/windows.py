@@ -90,11 +90,14 @@ class EmbeddingResult:
 
 
 # Texts per encoder call (unless the encoder has a `group_size`): the progress bar
-# moves, memory stays flat, and commits can come every few seconds.
-ENCODE_BATCH = 64
+# moves and memory stays flat. Smaller calls would allow more frequent commits but
+# cost the ONNX encoder ~10% (it sorts a call's windows by length to pad little;
+# scripts/bench_checkpoint.py).
+ENCODE_BATCH = 256
 # Encoded vectors are committed to the cache every ENCODE_GROUP texts or every
-# COMMIT_SECONDS, whichever comes first (at the end of an encoder call): a build
-# killed at any moment keeps everything up to its last commit.
+# COMMIT_SECONDS, whichever comes first, at the end of an encoder call (so with
+# today's call size, after every call): a build killed at any moment keeps
+# everything up to its last commit.
 ENCODE_GROUP = 256
 COMMIT_SECONDS = 5.0
 # Texts whose cached vectors are looked up at once.
