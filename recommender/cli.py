@@ -182,6 +182,9 @@ def build(inputs, index, model, chunking, index_type, wait, where, quiet, verbos
     Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
     OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero), .csv and .txt.
 
+    A build that is stopped (Ctrl-C, a kill, a crash) keeps the papers it encoded:
+    run the same command again to resume.
+
     Examples:
 
     \b

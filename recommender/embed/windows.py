@@ -50,7 +50,7 @@ class Chunking:
 class VectorCache(Protocol):
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]: ...
 
-    def put_many(self, items: dict[str, np.ndarray]) -> None: ...
+    def put_many(self, items: dict[str, np.ndarray]) -> None: ...  # all kept, or none (one transaction)
 
 
 def split_windows(text: str, spans: list[tuple[int, int]], max_tokens: int, overlap: int) -> list[tuple[str, int]]:
@@ -96,7 +96,7 @@ class EmbeddingResult:
 ENCODE_BATCH = 256
 # Encoded vectors are committed to the cache every ENCODE_GROUP texts or every
 # COMMIT_SECONDS, whichever comes first, at the end of an encoder call (so with
-# today's call size, after every call): a build killed at any moment keeps
+# the default call size, after every call): a build killed at any moment keeps
 # everything up to its last commit.
 ENCODE_GROUP = 256
 COMMIT_SECONDS = 5.0
