@@ -513,17 +513,22 @@ def unique_handles(handles: list[str]) -> list[str]:
     """Same handles, same order; later case-insensitive duplicates become "X-2", "X-3", ...
 
     A generated handle never takes a name that appears elsewhere in the list.
+    Linear time: each base remembers the last number it gave out, and since the
+    taken names only grow, no smaller number can have become free since.
     """
     reserved = {h.lower() for h in handles}
     used: set[str] = set()
+    last_number: dict[str, int] = {}
     result = []
     for handle in handles:
-        candidate, n = handle, 2
-        while candidate.lower() in used:
+        candidate = handle
+        if handle.lower() in used:
+            base = handle.lower()
+            n = last_number.get(base, 1) + 1
+            while (f"{handle}-{n}").lower() in used or (f"{handle}-{n}").lower() in reserved:
+                n += 1
+            last_number[base] = n
             candidate = f"{handle}-{n}"
-            n += 1
-            if candidate.lower() in reserved:
-                candidate = handle  # taken by a later entry: keep counting
         used.add(candidate.lower())
         result.append(candidate)
     return result
