@@ -54,7 +54,7 @@ def test_manifest_describes_the_build(index):
     assert info["format_version"] == store.FORMAT_VERSION
     assert info["chunking"] == {"strategy": "windows", "overlap": 32, "max_tokens": 40}
     assert info["index"]["kind"] == "flat"
-    assert set(index.manifest["files"]) >= {"vectors.npy", "faiss.index", "papers.jsonl", "keys.json"}
+    assert set(index.manifest["files"]) >= {"vectors.npy", "faiss.index", "papers.jsonl", "keys/ids_bytes.npy", "keys/id_rank.npy"}
 
 
 def test_index_from_another_model_is_refused(open_index, index):

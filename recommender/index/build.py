@@ -19,7 +19,8 @@ from ..embed.windows import Chunking, Encoder, embed_texts
 from ..errors import EncodingInterrupted
 from . import store
 from .lexical import settings as lexical_settings
-from .store import FAISS, KEYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from .keys import key_arrays
+from .store import FAISS, KEY_ARRAYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,9 @@ def build_index(
             writer.save_faiss(FAISS, faiss_index)
             offsets = writer.save_jsonl(PAPERS, (paper.to_dict() for paper in papers))
             writer.save_array(OFFSETS, offsets)
-            writer.save_json(KEYS, {"ids": [p.id for p in papers], "handles": [p.handle for p in papers]})
+            keys = key_arrays([p.id for p in papers], [p.handle for p in papers])
+            for name in KEY_ARRAYS:
+                writer.save_array(f"keys/{name}.npy", keys[name])
             phase("TF-IDF", None)
             arrays, vocabulary, stop_words = build_tfidf(texts)
             for name in LEXICAL_ARRAYS:

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, RecommenderError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: IDs and handles as sorted arrays (keys/*.npy) instead of keys.json
 DEFAULT_INDEX = "default"
 # Where a bare index name lives: $PAPERS_HOME, else ./indexes/ when it exists
 # (a checkout of the project), else the user data folder (platformdirs).
@@ -53,7 +53,13 @@ VECTORS = "vectors.npy"
 FAISS = "faiss.index"
 PAPERS = "papers.jsonl"
 OFFSETS = "papers.offsets.npy"
-KEYS = "keys.json"
+# IDs and handles as sorted string arrays with their rows (index/keys.py), keys/<name>.npy.
+KEY_ARRAYS = (
+    "ids_bytes", "ids_offsets", "ids_rows", "id_rank",
+    "folded_ids_bytes", "folded_ids_offsets", "folded_ids_rows",
+    "folded_handles_bytes", "folded_handles_offsets", "folded_handles_rows",
+    "handles_bytes", "handles_offsets",
+)
 LEXICAL_ARRAYS = ("idf", "csr_data", "csr_indices", "csr_indptr", "csc_data", "csc_indices", "csc_indptr")
 VOCABULARY = "lexical/vocabulary.json"
 STOP_WORDS = "lexical/stop_words.json"
@@ -371,8 +377,16 @@ class StoredIndex:
         return name in self.manifest["files"]
 
     def load_array(self, name: str, mmap: bool = False) -> np.ndarray:
+        """A stored array; `mmap=True` maps it read-only, so only the pages used are read."""
         try:
-            return np.load(self.path(name), mmap_mode="r" if mmap else None, allow_pickle=False)
+            try:
+                return np.load(self.path(name), mmap_mode="r" if mmap else None, allow_pickle=False)
+            except ValueError:
+                if not mmap:
+                    raise
+                # Not mappable (e.g. an object array): the plain load names the problem as it always has.
+                np.load(self.path(name), allow_pickle=False)
+                raise
         except (ValueError, OSError, EOFError) as error:
             raise IndexCorruptError(
                 f"index file {self.path(name)} cannot be read ({error}): run `{rebuild_hint(self.index_dir)}`"

@@ -15,8 +15,9 @@ from ..embed import loading
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, PaperNotFoundError
 from ..index import store
+from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, combine
-from ..index.store import FAISS, KEYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from ..index.store import FAISS, KEY_ARRAYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, seed_weights, select
 
 # Candidates fetched from each side before fusion, exclusion and MMR.
@@ -55,17 +56,20 @@ class Recommender:
     def __init__(self, stored: store.StoredIndex):
         self.stored = stored
         self.manifest = stored.manifest
-        keys = stored.load_json(KEYS)
-        self.ids: list[str] = keys["ids"]
-        self.handles: list[str] = keys["handles"]
-        if len(self.ids) != self.manifest["paper_count"]:
-            raise store.corrupt(stored, KEYS, "does not list every paper")
-        self._offsets = stored.load_array(OFFSETS)
+        self._size = int(self.manifest["paper_count"])
+        # Memory-mapped and searched by bisection: opening reads no list of every key.
+        self.keys = Keys(
+            functools.partial(_load_key_array, stored), self._size, functools.partial(_damaged_key_array, stored)
+        )
+        self._offsets = stored.load_array(OFFSETS, mmap=True)
+        if self._offsets.shape != (self._size + 1,):
+            raise store.corrupt(stored, OFFSETS, "does not list every paper")
+        self._ids: list[str] | None = None
+        self._handles: list[str] | None = None
         self._vectors: np.ndarray | None = None
         self._faiss = None
         self._lexical: LexicalIndex | None = None
         self._query_encoder: Encoder | None = None
-        self._tiebreak: np.ndarray | None = None
         self._rows_by_text: dict[str, int] | None = None
 
     @classmethod
@@ -86,7 +90,21 @@ class Recommender:
             raise
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return self._size
+
+    @property
+    def ids(self) -> list[str]:
+        """Every paper's ID in row order (reads them all: for listing and export; lookups use `resolve`)."""
+        if self._ids is None:
+            self._ids = self.keys.all_ids()
+        return self._ids
+
+    @property
+    def handles(self) -> list[str]:
+        """Every paper's handle in row order (reads them all)."""
+        if self._handles is None:
+            self._handles = self.keys.all_handles()
+        return self._handles
 
     def close(self) -> None:
         """Release the index files (the version pin and memory maps); safe to call twice."""
@@ -125,7 +143,7 @@ class Recommender:
     @property
     def lexical(self) -> LexicalIndex:
         if self._lexical is None:
-            arrays = {name: self.stored.load_array(f"lexical/{name}.npy") for name in LEXICAL_ARRAYS}
+            arrays = {name: self.stored.load_array(f"lexical/{name}.npy", mmap=True) for name in LEXICAL_ARRAYS}
             self._lexical = LexicalIndex(
                 arrays,
                 # Not a lambda over self: a cycle would keep the index version pinned (store.open_stored).
@@ -138,12 +156,8 @@ class Recommender:
 
     @property
     def tiebreak(self) -> np.ndarray:
-        """Each row's position in ID order: equal scores are listed by ID."""
-        if self._tiebreak is None:
-            order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
-            self._tiebreak = np.empty(len(order), dtype=np.int64)
-            self._tiebreak[order] = np.arange(len(order))
-        return self._tiebreak
+        """Each row's position in ID order (stored at build time): equal scores are listed by ID."""
+        return self.keys.rank
 
     def cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosine of each row's vector with a unit query, as float32.
@@ -174,14 +188,14 @@ class Recommender:
         reference = reference.strip()
         if not reference:
             raise PaperNotFoundError("empty paper reference: give an ID or handle (see `papers list`)")
-        matches = _matching_rows(reference, self.ids, self.handles)
+        matches = self.keys.matching_rows(reference)
         if len(matches) == 1:
             return matches[0]
         if not matches:
             close = _closest(reference, self.ids, self.handles)
             hint = f": closest matches: {', '.join(close)}" if close else ": see `papers list`"
             raise PaperNotFoundError(f"no paper '{reference}' in the index{hint}")
-        shown = ", ".join(f"{self.ids[row]} ({self.handles[row]})" for row in matches[:5])
+        shown = ", ".join(f"{self.keys.id_of(row)} ({self.keys.handle_of(row)})" for row in matches[:5])
         more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
         raise PaperNotFoundError(f"'{reference}' matches {len(matches)} papers: {shown}{more}: give more of the ID")
 
@@ -316,11 +330,7 @@ class Recommender:
         wanted = {value.strip() for value in exclude if value.strip()}
         if not wanted:
             return set()
-        folded = {value.casefold() for value in wanted}
-        return {
-            row for row, (paper_id, handle) in enumerate(zip(self.ids, self.handles))
-            if paper_id in wanted or handle.casefold() in folded
-        }
+        return self.keys.rows_named(sorted(wanted))
 
     def _rank(
         self,
@@ -374,21 +384,16 @@ def check_options(k: int, min_score: float | None, diverse: float | None, mode: 
         raise InputError(f"--diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}")
 
 
-def _matching_rows(reference: str, ids: Sequence[str], handles: Sequence[str]) -> list[int]:
-    exact = [row for row, paper_id in enumerate(ids) if paper_id == reference]
-    if exact:
-        return exact
-    folded = reference.casefold()
-    by_handle = [row for row, handle in enumerate(handles) if handle.casefold() == folded]
-    if len(by_handle) > 1:
-        # Handles are unique ignoring lower(), not casefold() ("Straße", "STRASSE"): exact case decides.
-        by_handle = [row for row in by_handle if handles[row] == reference] or by_handle
-    if by_handle:
-        return by_handle
-    return [row for row, paper_id in enumerate(ids) if paper_id.casefold().startswith(folded)]
+def _load_key_array(stored: store.StoredIndex, name: str) -> np.ndarray:
+    return stored.load_array(f"keys/{name}.npy", mmap=True)
+
+
+def _damaged_key_array(stored: store.StoredIndex, name: str, problem: str) -> Exception:
+    return store.corrupt(stored, f"keys/{name}.npy", problem)
 
 
 def _closest(reference: str, ids: Sequence[str], handles: Sequence[str], limit: int = 3) -> list[str]:
+    """Names close to a reference that matched nothing (a scan of every key: the error path only)."""
     import difflib
 
     folded = {handle.casefold(): handle for handle in handles}

@@ -1,0 +1,176 @@
+"""Paper IDs and handles as sorted string arrays, looked up by binary search.
+
+Opening an index parses no list of every key: the strings are stored as UTF-8
+bytes plus offsets (memory-mapped), sorted, with the row of each, so finding a
+paper touches about log2(n) strings. Byte order of UTF-8 is code point order,
+so "sorted" here is Python's `sorted` on the strings.
+
+    ids             every ID in ID order (bytes + offsets), with `id_rows` (the row
+                    of each) and `id_rank` (each row's position in ID order: the
+                    tie-break order of equal scores)
+    folded_ids      the casefolded IDs, sorted, with their rows (prefix lookup)
+    handles         every handle in row order
+    folded_handles  the casefolded handles, sorted, with their rows
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Sequence
+
+import numpy as np
+
+# Each table is stored as <name>_bytes and <name>_offsets, the sorted ones with <name>_rows
+# too (store.KEY_ARRAYS lists the files).
+Damaged = Callable[[str, str], Exception]  # (array name, problem) -> the error to raise
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+def _packed(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [_encode(s) for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
+
+
+def _sorted_table(name: str, strings: Sequence[str]) -> dict[str, np.ndarray]:
+    order = sorted(range(len(strings)), key=strings.__getitem__)  # stable: equal strings by row
+    data, offsets = _packed([strings[row] for row in order])
+    return {f"{name}_bytes": data, f"{name}_offsets": offsets, f"{name}_rows": np.asarray(order, dtype=np.int64)}
+
+
+def key_arrays(ids: Sequence[str], handles: Sequence[str]) -> dict[str, np.ndarray]:
+    """The arrays to store for these IDs and handles (in row order)."""
+    arrays = _sorted_table("ids", ids)
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[arrays["ids_rows"]] = np.arange(len(ids), dtype=np.int64)
+    arrays["id_rank"] = rank
+    arrays.update(_sorted_table("folded_ids", [paper_id.casefold() for paper_id in ids]))
+    arrays.update(_sorted_table("folded_handles", [handle.casefold() for handle in handles]))
+    arrays["handles_bytes"], arrays["handles_offsets"] = _packed(handles)
+    return arrays
+
+
+class StringTable:
+    """Strings stored as bytes and offsets (memory-mapped); item i is read on demand."""
+
+    def __init__(
+        self, name: str, data: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None, size: int, damaged: Damaged
+    ):
+        self.name, self.damaged = name, damaged
+        if offsets.shape != (size + 1,):
+            raise damaged(f"{name}_offsets", "does not list every paper")
+        if rows is not None and rows.shape != (size,):
+            raise damaged(f"{name}_rows", "does not list every paper")
+        if data.ndim != 1 or int(offsets[0]) != 0 or int(offsets[-1]) != len(data):
+            raise damaged(f"{name}_offsets", "does not fit its strings")
+        # Plain views of the memory maps: only the pages a lookup touches are read.
+        self.data, self.offsets = np.asarray(data), np.asarray(offsets)
+        self.rows = None if rows is None else np.asarray(rows)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def raw(self, i: int) -> bytes:
+        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+        if not 0 <= start <= end <= len(self.data):
+            raise self.damaged(f"{self.name}_offsets", f"has a bad offset at {i}")
+        return self.data[start:end].tobytes()
+
+    def __getitem__(self, i: int) -> str:
+        try:
+            return _decode(self.raw(i))
+        except UnicodeDecodeError:
+            raise self.damaged(f"{self.name}_bytes", f"has a bad string at {i}") from None
+
+    def all(self) -> list[str]:
+        """Every string, in stored order (reads the whole table)."""
+        data, offsets = self.data.tobytes(), np.asarray(self.offsets).tolist()
+        try:
+            return [_decode(data[offsets[i]: offsets[i + 1]]) for i in range(len(self))]
+        except UnicodeDecodeError:
+            raise self.damaged(f"{self.name}_bytes", "has a bad string") from None
+
+    def rows_equal(self, text: str) -> list[int]:
+        """Rows whose string is `text` (sorted tables only)."""
+        key = _encode(text)
+        low = bisect.bisect_left(range(len(self)), key, key=self.raw)
+        high = bisect.bisect_right(range(len(self)), key, lo=low, key=self.raw)
+        return self._rows(low, high)
+
+    def rows_with_prefix(self, prefix: str) -> list[int]:
+        """Rows whose string starts with `prefix` (sorted tables only)."""
+        key = _encode(prefix)
+        low = bisect.bisect_left(range(len(self)), key, key=self.raw)
+        high = bisect.bisect_right(range(len(self)), key, lo=low, key=lambda i: self.raw(i)[: len(key)])
+        return self._rows(low, high)
+
+    def _rows(self, low: int, high: int) -> list[int]:
+        rows = sorted(int(row) for row in self.rows[low:high])
+        if rows and not 0 <= rows[0] <= rows[-1] < len(self):
+            raise self.damaged(f"{self.name}_rows", "names a row that does not exist")
+        return rows
+
+
+class Keys:
+    """IDs and handles of an index, found by binary search over stored sorted arrays."""
+
+    def __init__(self, load: Callable[[str], np.ndarray], size: int, damaged: Damaged):
+        def table(name: str, sorted_: bool) -> StringTable:
+            rows = load(f"{name}_rows") if sorted_ else None
+            return StringTable(name, load(f"{name}_bytes"), load(f"{name}_offsets"), rows, size, damaged)
+
+        self.ids = table("ids", True)
+        self.folded_ids = table("folded_ids", True)
+        self.folded_handles = table("folded_handles", True)
+        self.handles = table("handles", False)
+        self.rank = np.asarray(load("id_rank"))
+        if self.rank.shape != (size,):
+            raise damaged("id_rank", "does not list every paper")
+
+    def id_of(self, row: int) -> str:
+        position = int(self.rank[row])
+        if not 0 <= position < len(self.ids):
+            raise self.ids.damaged("id_rank", f"has a bad position at row {row}")
+        return self.ids[position]
+
+    def handle_of(self, row: int) -> str:
+        return self.handles[row]
+
+    def all_ids(self) -> list[str]:
+        """Every ID in row order (reads them all: for listing and export, not lookups)."""
+        in_id_order = self.ids.all()
+        return [in_id_order[position] for position in np.asarray(self.rank).tolist()]
+
+    def all_handles(self) -> list[str]:
+        return self.handles.all()
+
+    def matching_rows(self, reference: str) -> list[int]:
+        """Rows a reference names: its exact ID, else its handle ignoring case, else
+        IDs starting with it ignoring case (in row order)."""
+        exact = self.ids.rows_equal(reference)
+        if exact:
+            return exact
+        folded = reference.casefold()
+        by_handle = self.folded_handles.rows_equal(folded)
+        if len(by_handle) > 1:
+            # Handles are unique ignoring lower(), not casefold() ("Straße", "STRASSE"): exact case decides.
+            by_handle = [row for row in by_handle if self.handle_of(row) == reference] or by_handle
+        if by_handle:
+            return by_handle
+        return self.folded_ids.rows_with_prefix(folded)
+
+    def rows_named(self, values: Sequence[str]) -> set[int]:
+        """Rows whose ID is one of `values` or whose handle is one of them ignoring case."""
+        rows: set[int] = set()
+        for value in values:
+            rows.update(self.ids.rows_equal(value))
+            rows.update(self.folded_handles.rows_equal(value.casefold()))
+        return rows
