@@ -1,8 +1,8 @@
 """Damaged or mismatched indexes are refused with the file named and the command to run.
 
 The manifest holds the size and sha256 of every stored file, and CURRENT holds
-the manifest's sha256. Loading checks all sizes and the hashes of files up to
-store.CHEAP_HASH_BYTES; `papers info --verify` hashes everything.
+the manifest's sha256. Loading checks all sizes and the hashes of the smallest files,
+up to store.CHEAP_HASH_BYTES in all; `papers info --verify` hashes everything.
 """
 
 import ast
@@ -104,6 +104,20 @@ def test_a_flipped_byte_in_a_large_file_is_caught_by_verify_only(live, monkeypat
     result = run("info", "--verify")
     assert (result.exit_code, result.stderr) == (
         1, f"Error: index file {live / 'vectors.npy'} does not match its checksum (altered or damaged): {REBUILD}\n")
+
+
+def test_loading_hashes_the_smallest_files_within_the_budget(live, monkeypatch):
+    sizes = {name: entry["bytes"] for name, entry in json.loads((live / store.MANIFEST).read_text())["files"].items()}
+    largest, smallest = max(sizes, key=sizes.get), min(sizes, key=sizes.get)
+    monkeypatch.setattr(store, "CHEAP_HASH_BYTES", sum(sizes.values()) - 1)
+    flip_byte(live / largest)
+    assert run("info").exit_code == 0  # not hashed on load: verify finds it
+    assert run("info", "--verify").exit_code == 1
+    flip_byte(live / largest)
+    flip_byte(live / smallest)
+    result = run("info")
+    assert (result.exit_code, result.stderr) == (
+        1, f"Error: index file {live / smallest} does not match its checksum (altered or damaged): {REBUILD}\n")
 
 
 def test_a_truncated_file_fails_every_load(live, stored_file):
