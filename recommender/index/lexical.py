@@ -10,11 +10,12 @@ against scikit-learn in the tests).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, ContextManager, Iterator, Sequence
 
 import numpy as np
 
@@ -108,13 +109,33 @@ def analyse(text: str, stop_words: frozenset[str]) -> list[str]:
     return grams
 
 
+# read(start, end) -> (csc_indices[start:end], csc_data[start:end])
+ColumnReader = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
+
+
+@contextlib.contextmanager
+def read_columns(indices, data) -> Iterator[ColumnReader]:
+    """A column reader over two slice readers (store.ArrayReader) of csc_indices and csc_data."""
+    with indices.reading() as read_indices, data.reading() as read_data:
+        yield lambda start, end: (read_indices(start, end), read_data(start, end))
+
+
 class LexicalIndex:
     """TF-IDF rows of the corpus, scored with numpy alone."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], load_vocabulary, stop_words: Sequence[str] = ()):
+    def __init__(
+        self,
+        arrays: dict[str, np.ndarray],
+        load_vocabulary,
+        stop_words: Sequence[str] = (),
+        columns: Callable[[], ContextManager[ColumnReader]] | None = None,
+    ):
+        """`columns`, if given, opens a reader of column slices that `scores` uses instead of
+        slicing the CSC arrays (e.g. reading them with pread rather than through a memory map)."""
         # Memory-mapped arrays stay mapped (only the pages a query touches are read);
         # plain ndarray views of them index faster than np.memmap objects.
         arrays = {name: np.asarray(array) for name, array in arrays.items()}
+        self._columns_reader = columns or self._slice_columns
         self.idf = arrays["idf"]
         self.csr_data, self.csr_indices, self.csr_indptr = arrays["csr_data"], arrays["csr_indices"], arrays["csr_indptr"]
         self.csc_data, self.csc_indices, self.csc_indptr = arrays["csc_data"], arrays["csc_indices"], arrays["csc_indptr"]
@@ -162,10 +183,16 @@ class LexicalIndex:
         # exactly what one np.add.at over all the postings would, in the same order.
         starts = self.csc_indptr[query.indices].tolist()
         ends = self.csc_indptr[query.indices + 1].tolist()
-        for start, end, weight in zip(starts, ends, query.values):
-            if end > start:
-                out[self.csc_indices[start:end]] += self.csc_data[start:end] * weight
+        with self._columns_reader() as column:
+            for start, end, weight in zip(starts, ends, query.values):
+                if end > start:
+                    rows, data = column(start, end)
+                    out[rows] += data * weight
         return out
+
+    @contextlib.contextmanager
+    def _slice_columns(self) -> Iterator[ColumnReader]:
+        yield lambda start, end: (self.csc_indices[start:end], self.csc_data[start:end])
 
     def shared_terms(self, query: SparseVector, row: int, limit: int = 3) -> list[str]:
         """The terms that contribute most to the query's score for this row."""

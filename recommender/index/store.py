@@ -393,6 +393,11 @@ class StoredIndex:
                 f"index file {self.path(name)} cannot be read ({error}): run `{rebuild_hint(self.index_dir)}`"
             ) from None
 
+    def array_reader(self, name: str) -> "ArrayReader":
+        """A stored array read by slices into fresh memory (pread), for scattered reads."""
+        mapped = self.load_array(name, mmap=True)
+        return ArrayReader(self, name, mapped.dtype, mapped.shape, int(getattr(mapped, "offset", 0)))
+
     def load_json(self, name: str):
         try:
             return json.loads(self.path(name).read_text(encoding="utf-8"))
@@ -465,6 +470,41 @@ class StoredIndex:
                     raise IndexCorruptError(
                         f"index file {self.path(name)} does not match its checksum (altered or damaged): run `{rebuild_hint(self.index_dir)}`"
                     )
+
+
+class ArrayReader:
+    """Rows of a stored .npy array read with pread, never mapped.
+
+    A memory map is the right tool for reading much of an array. For a few
+    scattered slices it is not: the kernel maps whole page-cache folios (often
+    256 KB and more) around every page touched, so a lookup's peak RSS would grow
+    with the corpus. `reading()` opens the file once for a batch of reads."""
+
+    def __init__(self, stored: StoredIndex, name: str, dtype: np.dtype, shape: tuple, offset: int):
+        self.stored, self.name = stored, name
+        self.dtype, self.shape, self.offset = np.dtype(dtype), tuple(shape), offset
+        self.row_items = int(np.prod(self.shape[1:], dtype=np.int64))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator:
+        """A function `read(start, stop)`: rows start..stop-1 as a new array."""
+        row_bytes = self.row_items * self.dtype.itemsize
+        with open(self.stored.path(self.name), "rb") as handle:
+            descriptor = handle.fileno()
+
+            def read(start: int, stop: int) -> np.ndarray:
+                start, stop = int(start), int(stop)
+                if not 0 <= start <= stop <= self.shape[0]:
+                    raise corrupt(self.stored, self.name, f"has no rows {start}..{stop}")
+                data = os.pread(descriptor, (stop - start) * row_bytes, self.offset + start * row_bytes)
+                if len(data) != (stop - start) * row_bytes:
+                    raise corrupt(self.stored, self.name, "is shorter than its header says")
+                return np.frombuffer(data, dtype=self.dtype).reshape((stop - start, *self.shape[1:]))
+
+            yield read
 
 
 def _smallest(files: dict, budget: int) -> set[str]:

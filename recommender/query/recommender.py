@@ -16,7 +16,7 @@ from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, PaperNotFoundError
 from ..index import store
 from ..index.keys import Keys
-from ..index.lexical import LexicalIndex, SparseVector, combine
+from ..index.lexical import LexicalIndex, SparseVector, combine, read_columns
 from ..index.store import FAISS, KEY_ARRAYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, seed_weights, select
 
@@ -149,6 +149,13 @@ class Recommender:
                 # Not a lambda over self: a cycle would keep the index version pinned (store.open_stored).
                 load_vocabulary=functools.partial(self.stored.load_json, VOCABULARY),
                 stop_words=self.stored.load_json(STOP_WORDS),
+                # A query's postings are read with pread: mapped, they would pull whole
+                # page-cache folios into the process (store.ArrayReader).
+                columns=functools.partial(
+                    read_columns,
+                    self.stored.array_reader("lexical/csc_indices.npy"),
+                    self.stored.array_reader("lexical/csc_data.npy"),
+                ),
             )
             if self._lexical.size != len(self):
                 raise store.corrupt(self.stored, "lexical/csr_indptr.npy", "does not match the paper count")
@@ -159,19 +166,28 @@ class Recommender:
         """Each row's position in ID order (stored at build time): equal scores are listed by ID."""
         return self.keys.rank
 
-    def cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    def cosines(self, rows: np.ndarray, query: np.ndarray, read_rows=None) -> np.ndarray:
         """Cosine of each row's vector with a unit query, as float32.
 
         Summed in float64: a float32 matrix-vector product rounds differently
         depending on which other rows are in the batch, and a paper's score must
-        not depend on its fellow candidates (related-work relies on this)."""
+        not depend on its fellow candidates (related-work relies on this).
+        `read_rows(rows)`, if given, reads the vectors instead of the memory map."""
         vectors, query = np.asarray(self.vectors), np.asarray(query, dtype=np.float64)  # memmap indexing is slow
+        read_rows = read_rows or vectors.__getitem__
         rows = np.asarray(rows, dtype=np.int64)
         out = np.empty(len(rows), dtype=np.float32)
         for start in range(0, len(rows), 8192):  # bounded float64 copies, however many rows
             block = rows[start: start + 8192]
-            out[start: start + len(block)] = vectors[block].astype(np.float64) @ query
+            out[start: start + len(block)] = read_rows(block).astype(np.float64) @ query
         return out
+
+    def _candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """`cosines` for a few scattered candidates: their vectors read with pread, not mapped
+        (a map would pull a page-cache folio into the process per candidate)."""
+        self.vectors  # checks the shape
+        with self.stored.array_reader(VECTORS).reading() as read:
+            return self.cosines(rows, query, lambda block: np.concatenate([read(row, row + 1) for row in block]))
 
     def papers_at(self, rows: Sequence[int]) -> list[Paper]:
         return [Paper.from_dict(row) for row in self.stored.read_jsonl_rows(PAPERS, self._offsets, rows)]
@@ -360,7 +376,7 @@ class Recommender:
         rows = np.array(sorted(candidates - excluded), dtype=np.int64)
         if len(rows) == 0:
             return []
-        dense = self.cosines(rows, dense_query) if mode != "lexical" else np.zeros(len(rows), np.float32)
+        dense = self._candidate_cosines(rows, dense_query) if mode != "lexical" else np.zeros(len(rows), np.float32)
         lexical = lexical_all[rows] if lexical_all is not None else np.zeros(len(rows), np.float32)
         scores = fuse(dense, lexical, mode)
         rows, scores = select(rows, scores, self.tiebreak, self.vectors, k, min_score, diverse)
