@@ -160,3 +160,14 @@ def test_related_work_lists_equal_those_of_the_scans(index):
             mock.patch.object(recommender_module.Recommender, "tiebreak", sorting_tiebreak(index.ids)):
         old = [[(r.id, r.score) for r in item.related] for item in related_work(index, rows, k=5)]
     assert new == old and all(new)
+
+
+def test_vectors_read_with_pread_equal_the_memory_map(index):
+    from recommender.index.store import VECTORS
+
+    rows = np.array(sorted(random.Random(3).sample(range(PAPERS), 300)))
+    query = np.asarray(index.vectors[17], dtype=np.float32)
+    with index.stored.array_reader(VECTORS).reading() as read:
+        read_rows = lambda block: np.concatenate([read(row, row + 1) for row in block])  # noqa: E731
+        assert np.array_equal(read_rows(rows), np.asarray(index.vectors)[rows])
+        assert np.array_equal(index.cosines(rows, query, read_rows), index.cosines(rows, query))

@@ -19,7 +19,6 @@ from typing import Callable, ContextManager, Iterator, Sequence
 
 import numpy as np
 
-
 TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W_]+\b"  # words of 2+ characters that do not start with a digit
 # Single words: on the CSFCube dev set, fused with the dense cosine, they rank better than 1-2 grams over a
 # broader range of weights, with a vocabulary 12 times smaller (scripts/tune_relevance.py, README "Ranking").
@@ -135,7 +134,7 @@ class LexicalIndex:
         # Memory-mapped arrays stay mapped (only the pages a query touches are read);
         # plain ndarray views of them index faster than np.memmap objects.
         arrays = {name: np.asarray(array) for name, array in arrays.items()}
-        self._columns_reader = columns or self._slice_columns
+        self._columns = columns  # not a bound method of self: no reference cycle
         self.idf = arrays["idf"]
         self.csr_data, self.csr_indices, self.csr_indptr = arrays["csr_data"], arrays["csr_indices"], arrays["csr_indptr"]
         self.csc_data, self.csc_indices, self.csc_indptr = arrays["csc_data"], arrays["csc_indices"], arrays["csc_indptr"]
@@ -183,7 +182,7 @@ class LexicalIndex:
         # exactly what one np.add.at over all the postings would, in the same order.
         starts = self.csc_indptr[query.indices].tolist()
         ends = self.csc_indptr[query.indices + 1].tolist()
-        with self._columns_reader() as column:
+        with (self._columns or self._slice_columns)() as column:
             for start, end, weight in zip(starts, ends, query.values):
                 if end > start:
                     rows, data = column(start, end)
