@@ -134,7 +134,7 @@ class LexicalIndex:
         # Memory-mapped arrays stay mapped (only the pages a query touches are read);
         # plain ndarray views of them index faster than np.memmap objects.
         arrays = {name: np.asarray(array) for name, array in arrays.items()}
-        self._columns = columns  # not a bound method of self: no reference cycle
+        self._column_reader = columns  # not a bound method of self: no reference cycle
         self.idf = arrays["idf"]
         self.csr_data, self.csr_indices, self.csr_indptr = arrays["csr_data"], arrays["csr_indices"], arrays["csr_indptr"]
         self.csc_data, self.csc_indices, self.csc_indptr = arrays["csc_data"], arrays["csc_indices"], arrays["csc_indptr"]
@@ -182,7 +182,7 @@ class LexicalIndex:
         # exactly what one np.add.at over all the postings would, in the same order.
         starts = self.csc_indptr[query.indices].tolist()
         ends = self.csc_indptr[query.indices + 1].tolist()
-        with (self._columns or self._slice_columns)() as column:
+        with (self._column_reader or self._slice_columns)() as column:
             for start, end, weight in zip(starts, ends, query.values):
                 if end > start:
                     rows, data = column(start, end)
