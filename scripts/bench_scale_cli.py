@@ -13,7 +13,8 @@ outside the encoder (reading, naming, TF-IDF, FAISS, writing) per paper are repo
 
 Then the real CLI in fresh processes (page cache warm, as for any second command),
 each run alternating with the baseline `python -c "import numpy, faiss"` so that a busy
-machine slows both alike: cold `like` (hybrid), `show`. `search` needs the ONNX query
+machine slows both alike: cold `like` (hybrid), `like --mode lexical` (no FAISS: the
+lookup without the probed IVF lists), `show`. `search` needs the ONNX query
 encoder, which the fake model has not: reported as not measured. Peak RSS of each
 command is its process's ru_maxrss (getrusage RUSAGE_CHILDREN in a wrapper).
 Each size appends one JSON line to --results; the table is printed at the end.
@@ -98,15 +99,18 @@ def build_child(corpus: str, index: str, report: str) -> None:
     from recommender.index import build
 
     encoder = FakeEncoder(name="fake-384", dimension=DIMENSION, max_tokens=256)
-    timers = {"encode_s": 0.0, "read_s": 0.0}
+    # Wall seconds and CPU seconds (of this process, all threads): CPU time per paper is what
+    # a busy shared machine does not distort.
+    timers = {"encode_s": 0.0, "read_s": 0.0, "encode_cpu_s": 0.0, "read_cpu_s": 0.0}
 
     def timed(name, function):
         def wrapper(*args, **kwargs):
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             try:
                 return function(*args, **kwargs)
             finally:
                 timers[name] += time.perf_counter() - started
+                timers[name.replace("_s", "_cpu_s")] += time.process_time() - cpu
         return wrapper
 
     encoder.encode = timed("encode_s", encoder.encode)
@@ -115,11 +119,11 @@ def build_child(corpus: str, index: str, report: str) -> None:
     loading.load_encoder = lambda model: encoder
     build.prepare_query_encoder = lambda model, writer, previous: None
     build.read_papers = timed("read_s", build.read_papers)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     result = build.build_index([corpus], index=index, model="fake-384")
-    total = time.perf_counter() - started
+    total, total_cpu = time.perf_counter() - started, time.process_time() - cpu
     Path(report).write_text(json.dumps({
-        "papers": result.papers, "build_s": total, **timers,
+        "papers": result.papers, "build_s": total, "build_cpu_s": total_cpu, **timers,
         "build_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "index_kind": result.index_kind,
     }))
@@ -143,6 +147,7 @@ def run_size(size: int, out: Path, runs: int, source: Path) -> dict:
         print(f"[{size}] building", flush=True)
         measure([sys.executable, __file__, "--build-child", str(corpus), str(index), str(report)])
     built = json.loads(report.read_text())
+    manifest = json.loads(next(index.glob("v-*/manifest.json")).read_text())
     python = sys.executable
     cli = [python, "-m", "recommender"]
     baseline = [python, "-c", "import numpy, faiss"]
@@ -150,13 +155,15 @@ def run_size(size: int, out: Path, runs: int, source: Path) -> dict:
     seeds = [f"syn{generator.randrange(size):07d}" for _ in range(runs + 1)]
     for command in (baseline, cli + ["like", seeds[-1], "--index", str(index)], cli + ["show", seeds[-1], "--index", str(index)]):
         measure(command)  # warm the page cache once
-    times: dict[str, list] = {"baseline": [], "like": [], "show": []}
-    rss: dict[str, list] = {"baseline": [], "like": [], "show": []}
+    times: dict[str, list] = {"baseline": [], "like": [], "like_lexical": [], "show": []}
+    rss: dict[str, list] = {name: [] for name in times}
     print(f"[{size}] timing {runs} runs", flush=True)
     for run in range(runs):
         for name, command in (
             ("baseline", baseline),
             ("like", cli + ["like", seeds[run], "--index", str(index)]),
+            # Without FAISS: what the lookup costs beyond the probed IVF lists.
+            ("like_lexical", cli + ["like", seeds[run], "--mode", "lexical", "--index", str(index)]),
             ("show", cli + ["show", seeds[run], "--index", str(index)]),
         ):
             result = measure(command)
@@ -169,6 +176,9 @@ def run_size(size: int, out: Path, runs: int, source: Path) -> dict:
         "like_s": statistics.median(times["like"]),
         "like_ratio": statistics.median(times["like"]) / base,
         "like_rss_mb": max(rss["like"]),
+        "like_lexical_s": statistics.median(times["like_lexical"]),
+        "like_lexical_ratio": statistics.median(times["like_lexical"]) / base,
+        "like_lexical_rss_mb": max(rss["like_lexical"]),
         "show_s": statistics.median(times["show"]),
         "show_ratio": statistics.median(times["show"]) / base,
         "show_rss_mb": max(rss["show"]),
@@ -178,8 +188,14 @@ def run_size(size: int, out: Path, runs: int, source: Path) -> dict:
         "build_encode_s": built["encode_s"],
         "build_read_s": built["read_s"],
         "build_us_per_paper_without_encoding": 1e6 * (built["build_s"] - built["encode_s"]) / size,
+        "build_cpu_s": built["build_cpu_s"],
+        "build_encode_cpu_s": built["encode_cpu_s"],
+        "build_read_cpu_s": built["read_cpu_s"],
+        "build_cpu_us_per_paper_without_encoding": 1e6 * (built["build_cpu_s"] - built["encode_cpu_s"]) / size,
+        "build_read_cpu_us_per_paper": 1e6 * built["read_cpu_s"] / size,
         "build_rss_mb": built["build_rss_mb"],
         "index_kind": built["index_kind"],
+        "faiss": manifest["index"]["description"],
         "index_mb": sum(p.stat().st_size for p in index.rglob("*") if p.is_file() and p.name != "cache.sqlite") / 2**20,
         "runs": runs,
     }
@@ -188,15 +204,18 @@ def run_size(size: int, out: Path, runs: int, source: Path) -> dict:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| papers | cold `like` | ratio | peak RSS | `show` | ratio | build s (encoding excl.) | µs/paper excl. encoding | build peak RSS |",
+        "| papers | baseline | cold `like` (ratio, peak RSS) | `like --mode lexical` (ratio, peak RSS) | `show` (ratio) "
+        "| build CPU µs/paper, encoding excl. | of which reading + naming | build wall s | build peak RSS |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['papers']:,} | {r['like_s']:.2f} s | {r['like_ratio']:.2f}x | {r['like_rss_mb']:.0f} MB "
-            f"| {r['show_s']:.2f} s | {r['show_ratio']:.2f}x "
-            f"| {r['build_s'] - r['build_encode_s']:.0f} | {r['build_us_per_paper_without_encoding']:.0f} "
-            f"| {r['build_rss_mb'] / 1024:.1f} GB |"
+            f"| {r['papers']:,} | {r['baseline_s']:.2f} s "
+            f"| {r['like_s']:.2f} s ({r['like_ratio']:.2f}x, {r['like_rss_mb']:.0f} MB) "
+            f"| {r['like_lexical_s']:.2f} s ({r['like_lexical_ratio']:.2f}x, {r['like_lexical_rss_mb']:.0f} MB) "
+            f"| {r['show_s']:.2f} s ({r['show_ratio']:.2f}x) "
+            f"| {r['build_cpu_us_per_paper_without_encoding']:.0f} | {r['build_read_cpu_us_per_paper']:.0f} "
+            f"| {r['build_s']:.0f} | {r['build_rss_mb'] / 1024:.1f} GB |"
         )
     return "\n".join(lines)
 
