@@ -159,6 +159,7 @@ def test_a_damaged_manifest_or_pointer_is_refused(live, damage, message):
 @pytest.mark.parametrize("version, why", [
     (99, "(built by a newer papers: upgrade papers, or run `papers build` to rebuild it)"),
     (0, "(run `papers build` to rebuild it)"),
+    (1, "(run `papers build` to rebuild it)"),  # before IDs and handles became sorted arrays
 ])
 def test_another_format_version_is_refused_with_the_rebuild_command(live, version, why):
     reseal(live, format_version=version)
