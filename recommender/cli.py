@@ -173,10 +173,14 @@ def main():
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
 @click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
               help="Keep only matching papers: category=cs.LG,cs.CL, year>=2020, venue=*ICML* (repeatable; all must hold).")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Encode here, or on a Ray cluster ($RAY_ADDRESS, else a local one); needs recommender[ray].")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="Encode on the CPU or a CUDA GPU; auto: a GPU where torch (or the Ray cluster) has one.")
 @quiet_option
 @verbose_option
 @library_errors
-def build(inputs, index, model, chunking, index_type, wait, where, quiet, verbose):
+def build(inputs, index, model, chunking, index_type, wait, where, engine, device, quiet, verbose):
     """Build an index from files or folders of papers (default: seeds/ in a checkout).
 
     Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
@@ -192,6 +196,7 @@ def build(inputs, index, model, chunking, index_type, wait, where, quiet, verbos
         papers build my-papers.bib --index mine
         papers build arxiv-metadata-oai-snapshot.json --where category=cs.LG --index arxiv-lg
         papers build corpus/ --chunking truncate
+        RAY_ADDRESS=10.0.0.5:6379 papers build corpus/ --engine ray
     """
     from .embed.windows import Chunking
     from .errors import InputError
@@ -207,6 +212,7 @@ def build(inputs, index, model, chunking, index_type, wait, where, quiet, verbos
             list(inputs), index=index, model=model, chunking=Chunking(strategy=chunking),
             index_type=index_type, progress=reporter.update, wait=wait, on_phase=reporter.phase, where=where,
             notice=_notice(reporter),
+            engine=engine, device=device,
         )
     click.echo(
         f"indexed {report.papers} papers in {report.index_dir}: "

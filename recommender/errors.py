@@ -42,3 +42,7 @@ class EncodingInterrupted(KeyboardInterrupt):
         super().__init__(kept, total)
         self.kept = kept
         self.total = total
+
+
+class EngineError(RecommenderError):
+    """The compute engine of a build (Ray) is missing, unreachable, or one of its workers failed."""

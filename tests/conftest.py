@@ -28,7 +28,7 @@ def fake_model(monkeypatch):
 
     encoder = FakeEncoder()
 
-    def load_encoder(model):
+    def load_encoder(model, device="auto"):
         encoder.name = model  # the index records the model that was asked for
         return encoder
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,3 +34,23 @@ class FakeEncoder:
                 out[row, digest[0] % self.dimension] += 1.0 if digest[1] % 2 else -1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms == 0, 1, norms)
+
+
+class FailingEncoder(FakeEncoder):
+    """Tokenizes like FakeEncoder, but every encode fails (as a worker out of memory would)."""
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        raise RuntimeError("out of memory on the worker\nsecond line of the worker's error")
+
+
+@dataclass(frozen=True)
+class FakeSpec:
+    """A picklable spec of FakeEncoder (or FailingEncoder) for Ray workers, like loading.EncoderSpec."""
+
+    model: str
+    device: str = "auto"
+    threads: int | None = None
+    failing: bool = False
+
+    def __call__(self) -> FakeEncoder:
+        return (FailingEncoder if self.failing else FakeEncoder)(name=self.model)

@@ -279,11 +279,11 @@ def _quantise(src: Path, dst: Path) -> Path:
 # --------------------------------------------------------------------------- query time
 
 
-def _make_session(path: Path):
+def _make_session(path: Path, threads: int | None = None):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = INTRA_OP_THREADS
+    options.intra_op_num_threads = threads or INTRA_OP_THREADS
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -293,7 +293,7 @@ def _make_session(path: Path):
 class OnnxEncoder:
     """Encode texts with a model written by :func:`export_onnx`; numpy, onnxruntime, tokenizers only."""
 
-    def __init__(self, folder: Path, name: str):
+    def __init__(self, folder: Path, name: str, threads: int | None = None):
         folder = Path(folder)
         self.folder = folder
         self.name = name
@@ -305,7 +305,7 @@ class OnnxEncoder:
 
             self._tokenizer_json = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
             self._tokenizer = Tokenizer.from_str(self._tokenizer_json)
-            self._session = _make_session(folder / MODEL_FILE)
+            self._session = _make_session(folder / MODEL_FILE, threads)
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"cannot load ONNX model from {folder}: {_one_line(exc)}") from exc
 

@@ -53,11 +53,34 @@ def quiet_libraries() -> None:
         pass
 
 
-class SentenceTransformerEncoder:
-    """A sentence-transformers model on the CPU; vectors L2-normalised."""
+DEVICES = ("auto", "cpu", "cuda")
 
-    def __init__(self, model: str = DEFAULT_MODEL):
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU (imports torch)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def resolve_device(device: str) -> str:
+    """"cpu" or "cuda": "auto" is cuda where torch sees a CUDA GPU; "cuda" without one is a ModelError."""
+    if device not in DEVICES:
+        raise ModelError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
+    if device == "cpu":
+        return "cpu"
+    available = cuda_available()
+    if device == "cuda" and not available:
+        raise ModelError("--device cuda: torch sees no CUDA GPU on this machine: use --device cpu or auto")
+    return "cuda" if available else "cpu"
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model on the CPU or a CUDA GPU; vectors L2-normalised."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, device: str = "auto"):
         set_offline()
+        device = resolve_device(device)
         path = resolve_model_path(model)
         if model not in _PACKAGED_NAMES and not Path(path).exists() and "/" not in model:
             raise ModelError(f"model '{model}' not found: give a sentence-transformers model folder or name")
@@ -65,7 +88,7 @@ class SentenceTransformerEncoder:
             from sentence_transformers import SentenceTransformer
 
             quiet_libraries()
-            self.model = SentenceTransformer(path, device="cpu")
+            self.model = SentenceTransformer(path, device=device)
         except Exception as error:  # any loader failure is the user's model choice
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ModelError(
@@ -73,6 +96,7 @@ class SentenceTransformerEncoder:
             ) from None
         self.name = model
         self.path = path
+        self.device = device
         self.dimension = int(self.model.get_sentence_embedding_dimension())
         # Room for the [CLS] and [SEP] special tokens.
         self.max_tokens = int(self.model.max_seq_length) - 2

@@ -31,6 +31,9 @@ class Encoder(Protocol):
 
     def encode(self, texts: list[str]) -> np.ndarray: ...
 
+    # Optional: `group_size`, how many texts to window and encode per call of `encode`
+    # (default ENCODE_GROUP); an engine with a fixed cost per call asks for more.
+
 
 @dataclass(frozen=True)
 class Chunking:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import time
@@ -45,13 +46,17 @@ def build_index(
     on_phase: Callable[[str, int | None], None] | None = None,
     where: Sequence[str] = (),
     notice: Callable[[str], None] | None = None,
+    engine: str = "local",
+    device: str = "auto",
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
     `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with
     the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
     as papers are encoded. `where` keeps only the papers matching every condition
-    (`["category=cs.LG"]`, see corpus.where).
+    (`["category=cs.LG"]`, see corpus.where). `engine` "local" encodes in this process; "ray" on
+    a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
+    `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -60,11 +65,20 @@ def build_index(
     many papers' vectors the cache keeps.
     """
     from .ann import choose_index, index_description
-    from ..embed.sentence_transformer import DEFAULT_MODEL
+    from ..embed.sentence_transformer import DEFAULT_MODEL, DEVICES
     from .lexical import build_tfidf
+    from ..errors import InputError
 
     started = time.perf_counter()
     model = model or DEFAULT_MODEL
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+    if device not in DEVICES:
+        raise InputError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
+    if engine == "ray":
+        from ..embed.ray_engine import require_ray
+
+        require_ray()
     phase = on_phase or (lambda name, total=None: None)
     phase("reading papers", None)
     papers = read_papers(inputs, where=list(where))
@@ -78,9 +92,13 @@ def build_index(
             query_encoder = prepare_query_encoder(model, writer, previous) if export_query_encoder else None
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
-            encoder = _LazyEncoder(model, functools.partial(_build_encoder, model, writer, query_encoder))
+            engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
+            encoder = _LazyEncoder(
+                model, functools.partial(_build_encoder, model, writer, query_encoder, engine, device, engines)
+            )
             texts = [paper.text for paper in papers]
-            embedded = _embed(encoder, texts, chunking, index_dir, progress, phase, notice)
+            with engines:
+                embedded = _embed(encoder, texts, chunking, index_dir, progress, phase, notice)
             vectors = embedded.vectors
             choice = choose_index(len(papers), vectors.shape[1], index_type)
             phase(f"building the {choice.kind} search index", None)
@@ -233,10 +251,22 @@ def prepare_query_encoder(model: str, writer: store.IndexWriter, previous: store
     return "onnx"
 
 
-def _build_encoder(model: str, writer: store.IndexWriter, query_encoder: str | None) -> Encoder:
-    if query_encoder == "onnx":
-        return loading.load_onnx_encoder(writer.path(QUERY_ENCODER), model)
-    return loading.load_encoder(model)
+ENGINES = ("local", "ray")
+
+
+def _build_encoder(
+    model: str, writer: store.IndexWriter, query_encoder: str | None, engine: str, device: str,
+    resources: contextlib.ExitStack,
+) -> Encoder:
+    folder = writer.path(QUERY_ENCODER) if query_encoder == "onnx" else None
+    if engine == "ray":
+        from ..embed.ray_engine import RayEncoder, RaySession
+
+        session = resources.enter_context(RaySession())
+        # The windows are cut here, with the model's tokenizer on this machine's CPU.
+        local = loading.encoder_spec(model, folder, "cpu")()
+        return RayEncoder(session, loading.encoder_spec(model, folder, device), local, device)
+    return loading.encoder_spec(model, folder, device)()
 
 
 class _LazyEncoder:
@@ -259,6 +289,10 @@ class _LazyEncoder:
     @property
     def max_tokens(self) -> int:
         return self._load().max_tokens
+
+    @property
+    def group_size(self) -> int | None:
+        return getattr(self._load(), "group_size", None)
 
     @property
     def max_tokens_if_known(self) -> int | None:
