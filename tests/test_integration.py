@@ -76,8 +76,8 @@ def test_cli_like_and_search_on_seed_index(seed_index):
 
 
 @pytest.mark.parametrize("command, forbidden", [
-    (["like", "FlashDP"], ("torch", "sentence_transformers", "transformers", "sklearn", "scipy")),
-    (["search", "private training"], ("torch", "sentence_transformers", "transformers", "sklearn")),
+    (["like", "FlashDP"], ("torch", "sentence_transformers", "transformers", "sklearn", "scipy", "ray")),
+    (["search", "private training"], ("torch", "sentence_transformers", "transformers", "sklearn", "ray")),
 ])
 def test_queries_stay_light(seed_index, command, forbidden):
     """`like` loads no model at all; `search` encodes with the ONNX export, not torch."""
