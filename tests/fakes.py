@@ -43,14 +43,26 @@ class FailingEncoder(FakeEncoder):
         raise RuntimeError("out of memory on the worker\nsecond line of the worker's error")
 
 
+class CrashingEncoder(FakeEncoder):
+    """Every encode kills its process, as a segfault or the OOM killer would."""
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        import os
+
+        os._exit(1)
+
+
 @dataclass(frozen=True)
 class FakeSpec:
-    """A picklable spec of FakeEncoder (or FailingEncoder) for Ray workers, like loading.EncoderSpec."""
+    """A picklable spec of a fake encoder for Ray workers, like loading.EncoderSpec.
+
+    `failure`: None, "raise" (FailingEncoder) or "crash" (CrashingEncoder)."""
 
     model: str
     device: str = "auto"
     threads: int | None = None
-    failing: bool = False
+    failure: str | None = None
 
     def __call__(self) -> FakeEncoder:
-        return (FailingEncoder if self.failing else FakeEncoder)(name=self.model)
+        kind = {None: FakeEncoder, "raise": FailingEncoder, "crash": CrashingEncoder}[self.failure]
+        return kind(name=self.model)

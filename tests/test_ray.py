@@ -30,14 +30,14 @@ cloudpickle.register_pickle_by_value(fakes)
 
 @pytest.fixture
 def fake_ray_model(fake_model, monkeypatch):
-    """Ray workers load the fake encoder from a picklable spec; `failing` makes their encode raise."""
-    failing = []
+    """Ray workers load the fake encoder from a picklable spec; append "raise" or "crash" to make them fail."""
+    failures = []
 
     def encoder_spec(model, onnx_folder=None, device="auto", threads=None):
-        return fakes.FakeSpec(model, device, threads, failing=bool(failing))
+        return fakes.FakeSpec(model, device, threads, failure=failures[-1] if failures else None)
 
     monkeypatch.setattr(loading, "encoder_spec", encoder_spec)
-    return failing
+    return failures
 
 
 @pytest.fixture
@@ -75,18 +75,25 @@ def test_ray_rebuild_from_the_cache_starts_no_cluster(papers_cli, fake_ray_model
     assert papers_cli("build", "seeds", "--engine", "ray").output.endswith("encoded 0, reused 38 from the cache (flat search)\n")
 
 
-def test_failing_worker_is_one_line_and_writes_nothing(papers_cli, fake_ray_model, seeds, workdir):
+@pytest.mark.parametrize("failure, message", [
+    ("raise", "Error: a Ray worker failed while encoding (RuntimeError: out of memory on the worker): "
+              "the index is unchanged; fix that, or build with --engine local\n"),
+    ("crash", None),  # the worker process dies: Ray's own error, on one line
+])
+def test_failing_worker_is_one_line_and_writes_nothing(papers_cli, fake_ray_model, seeds, workdir, failure, message):
     assert papers_cli("build", "seeds").exit_code == 0
     index = workdir / "indexes" / "default"
     before = sorted(p.relative_to(index) for p in index.rglob("*"))
     current = (index / "CURRENT").read_text()
     (seeds / "more.jsonl").write_text('{"id": "n1", "title": "New", "abstract": "A new paper about sparse attention."}\n')
-    fake_ray_model.append(True)
+    fake_ray_model.append(failure)
     result = papers_cli("build", "seeds", "--engine", "ray")
-    assert (result.exit_code, result.output) == (1, (
-        "Error: a Ray worker failed while encoding (RuntimeError: out of memory on the worker): "
-        "the index is unchanged; fix that, or build with --engine local\n"
-    ))
+    assert result.exit_code == 1
+    if message is not None:
+        assert result.output == message
+    else:
+        assert result.output.startswith("Error: the Ray build failed (") and result.output.count("\n") == 1
+        assert result.output.endswith("): the index is unchanged; build again, or with --engine local\n")
     assert not ray.is_initialized()  # stopped on failure too
     assert (index / "CURRENT").read_text() == current
     assert sorted(p.relative_to(index) for p in index.rglob("*")) == before  # no half-written version

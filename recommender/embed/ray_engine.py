@@ -18,6 +18,7 @@ import importlib.util
 import logging
 import math
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -51,7 +52,11 @@ def _import_ray():
 
 
 def _one_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    """`Type: first line` of an error; for Ray's task errors, of the error that caused it."""
+    while isinstance(getattr(error, "cause", None), BaseException) and error.cause is not error:
+        error = error.cause
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
@@ -65,6 +70,7 @@ class RaySession:
         self.remote = False  # joined a cluster (its workers may not see this machine's files)
         self._levels: dict[str, int] = {}
         self._context: dict[str, object] = {}
+        self._printer = None
 
     def __enter__(self) -> "RaySession":
         with warnings.catch_warnings():
@@ -86,8 +92,10 @@ class RaySession:
                 ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
                          log_to_driver=False, logging_level=logging.ERROR)
                 self.started = True
-        except Exception as error:
+        except BaseException as error:
             self._close()
+            if not isinstance(error, Exception):
+                raise  # Ctrl-C: stopped what was started, then stop
             where = f"the Ray cluster at RAY_ADDRESS={self.address}" if self.address else "a local Ray cluster"
             hint = "check the address and that the cluster runs" if self.address else "see /tmp/ray/session_latest/logs"
             raise EngineError(f"cannot start {where} ({_one_line(error)}): {hint}") from None
@@ -108,6 +116,9 @@ class RaySession:
             for name, level in self._levels.items():
                 logging.getLogger(name).setLevel(level)
             self._levels.clear()
+            if self._printer is not None:
+                _driver_module().print_to_stdstream = self._printer
+                self._printer = None
             if self.ray is not None and self._context:
                 context = self.ray.data.DataContext.get_current()
                 for key, value in self._context.items():
@@ -120,6 +131,12 @@ class RaySession:
             logger = logging.getLogger(name)
             self._levels.setdefault(name, logger.level)
             logger.setLevel(logging.CRITICAL + 1)
+        # The driver prints the raylet's messages (a worker died, ...) to stdout, even with
+        # log_to_driver=False: they go to Ray's (silenced) logger instead, and the build's error says what failed.
+        driver = _driver_module()
+        if self._printer is None and callable(getattr(driver, "print_to_stdstream", None)):
+            self._printer = driver.print_to_stdstream
+            driver.print_to_stdstream = _log_instead
         context = self.ray.data.DataContext.get_current()
         for key, value in (("enable_progress_bars", False), ("enable_auto_log_stats", False)):
             if hasattr(context, key):
@@ -130,6 +147,17 @@ class RaySession:
         """(CPUs, GPUs) of the cluster."""
         total = self.ray.cluster_resources()
         return int(total.get("CPU", 0)), int(total.get("GPU", 0))
+
+
+def _driver_module():
+    import ray._private.worker as driver  # where Ray's driver prints messages from the cluster
+
+    return driver
+
+
+def _log_instead(data: dict, ignore_prefix: bool = False) -> None:
+    for line in data.get("lines", []):
+        logging.getLogger("ray").info("(%s) %s", data.get("pid", "ray"), line)
 
 
 class _EncodeWorker:
