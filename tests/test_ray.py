@@ -108,3 +108,56 @@ def test_ray_build_with_the_real_model_equals_local_build(seeds, workdir, open_i
     assert (local.encoded, distributed.encoded) == (38, 38)
     assert not ray.is_initialized()
     assert_same_index(open_index(workdir / "local"), open_index(workdir / "ray"))
+
+
+@pytest.fixture
+def ray_head(monkeypatch):
+    """A running Ray cluster to join, as a user's would be: `ray start --head`, stopped by its process group."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the head and this driver, without a token
+    folder = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # Ray's socket paths must stay short
+    log_path = folder / "head.log"
+    with open(log_path, "w") as log:
+        head = subprocess.Popen(
+            [str(Path(sys.executable).with_name("ray")), "start", "--head", f"--port={port}",
+             "--node-ip-address=127.0.0.1", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
+             "--block", f"--temp-dir={folder / 'ray'}"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in log_path.read_text():
+            assert head.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.5)
+        yield f"127.0.0.1:{port}"
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(head.pid, sig)
+                head.wait(timeout=60)
+                break
+            except ProcessLookupError:
+                head.wait()
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_ray_build_joins_the_cluster_at_ray_address(papers_cli, fake_ray_model, seeds, open_index, ray_head, monkeypatch):
+    assert papers_cli("build", "seeds", "--index", "local").exit_code == 0
+    monkeypatch.setenv("RAY_ADDRESS", ray_head)
+    result = papers_cli("build", "seeds", "--index", "joined", "--engine", "ray")
+    assert result.output == "indexed 38 papers in indexes/joined: encoded 38, reused 0 from the cache (flat search)\n"
+    assert not ray.is_initialized()  # disconnected; the cluster itself keeps running
+    assert_same_index(open_index("local"), open_index("joined"))

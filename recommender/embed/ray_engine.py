@@ -86,7 +86,10 @@ class RaySession:
                 self.remote = self.address is not None
             elif self.address:
                 self.remote = True
-                ray.init(address=self.address, log_to_driver=False, logging_level=logging.ERROR)
+                # The workers run this very package (the cluster needs its dependencies, not this version).
+                package = str(Path(__file__).resolve().parents[1])
+                ray.init(address=self.address, log_to_driver=False, logging_level=logging.ERROR,
+                         runtime_env={"py_modules": [package]})
                 self.started = True
             else:
                 ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
@@ -164,10 +167,19 @@ class _EncodeWorker:
     """A Ray actor holding the model; a failure travels back as a message, not an exception,
     so the build can stop with one clear line."""
 
-    def __init__(self, spec, dimension: int):
+    def __init__(self, spec, dimension: int, shipped=None):
         self.dimension = dimension
         self.error = ""
+        self.folder = None
         try:
+            if shipped is not None:  # the model's files, sent through Ray's object store
+                import ray
+                import tempfile
+
+                self.folder = tempfile.TemporaryDirectory(prefix="papers-model-")
+                for name, data in ray.get(shipped).items():
+                    (Path(self.folder.name) / name).write_bytes(data)
+                spec = dataclasses.replace(spec, onnx_folder=self.folder.name)
             self.encoder = spec()
         except Exception as error:  # noqa: BLE001 - reported back to the driver
             self.encoder = None
@@ -216,12 +228,12 @@ class RayEncoder:
         self.actors = actors or max(1, gpus if use_gpus else cpus)
         self.gpus_per_actor = 1 if use_gpus else 0
         self.spec = dataclasses.replace(spec, device=self.device, threads=None if use_gpus else 1)
-        self.runtime_env = None
+        self.shipped = None
         folder = getattr(self.spec, "onnx_folder", None)
         if session.remote and folder is not None and not use_gpus:
-            # The cluster's workers cannot read this machine's index folder: Ray ships the export.
-            self.runtime_env = {"working_dir": str(Path(folder))}
-            self.spec = dataclasses.replace(self.spec, onnx_folder=".")
+            # The cluster's workers cannot read this machine's index folder: the export travels with the job.
+            files = {path.name: path.read_bytes() for path in Path(folder).iterdir() if path.is_file()}
+            self.shipped = session.ray.put(files)
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         return self.local.token_spans(text)
@@ -260,10 +272,9 @@ class RayEncoder:
     def _run(self, data, texts: list[str], blocks: int):
         """The vectors of `texts` from the actor pool, as batches with their row numbers."""
         dataset = data.from_items([{"row": i, "text": text} for i, text in enumerate(texts)], override_num_blocks=blocks)
-        options = {"runtime_env": self.runtime_env} if self.runtime_env else {}
         dataset = dataset.map_batches(
             _EncodeWorker,
-            fn_constructor_args=(self.spec, self.dimension),
+            fn_constructor_args=(self.spec, self.dimension, self.shipped),
             batch_size=math.ceil(len(texts) / blocks),
             batch_format="numpy",
             compute=data.ActorPoolStrategy(size=min(self.actors, blocks)),
@@ -271,7 +282,6 @@ class RayEncoder:
             num_gpus=self.gpus_per_actor,
             udf_modifying_row_count=False,
             max_restarts=0,  # a worker that failed once fails again: stop the build
-            **options,
         )
         return dataset.iter_batches(batch_size=None, batch_format="numpy")
 
