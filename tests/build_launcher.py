@@ -11,7 +11,7 @@ Environment:
                         $PAPERS_TEST_SYNC/ready, then wait for $PAPERS_TEST_SYNC/release)
     PAPERS_TEST_SYNC    folder for the hold handshake; a build about to wait for the
                         index lock also touches waiting-for-lock there
-    PAPERS_TEST_REAL_MODEL=1   keep the real model (default: tests/fakes.py's FakeEncoder)
+    PAPERS_TEST_REAL_MODEL=1   keep the real model (default: tests/fakes.py's FakeEncoder, also on Ray workers)
     PAPERS_TEST_ENCODE_SECONDS the fake encoder sleeps this long in every call (a slow model)
     PAPERS_TEST_NO_NETWORK=1   every socket connection raises
 """
@@ -97,6 +97,12 @@ def use_fake_model() -> None:
     loading.load_encoder = lambda model: encoder
     query.load_query_encoder = lambda stored, model: encoder
     core.prepare_query_encoder = lambda model, writer, previous: None
+    if "--engine" in sys.argv:  # Ray workers build the fake encoder from a spec, its module sent by value
+        import fakes
+        from ray import cloudpickle
+
+        cloudpickle.register_pickle_by_value(fakes)
+        loading.encoder_spec = lambda model, onnx_folder=None, device="auto", threads=None: fakes.FakeSpec(model, device)
 
 
 def block_network() -> None:

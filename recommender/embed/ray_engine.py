@@ -100,7 +100,8 @@ class RaySession:
             if not isinstance(error, Exception):
                 raise  # Ctrl-C: stopped what was started, then stop
             where = f"the Ray cluster at RAY_ADDRESS={self.address}" if self.address else "a local Ray cluster"
-            hint = "check the address and that the cluster runs" if self.address else "see /tmp/ray/session_latest/logs"
+            hint = ("check the address, that the cluster runs, and for a cluster with token authentication "
+                    "RAY_AUTH_MODE=token") if self.address else "see /tmp/ray/session_latest/logs"
             raise EngineError(f"cannot start {where} ({_one_line(error)}): {hint}") from None
         self._quiet()  # ray.init may have set up Ray's loggers again
         return self
@@ -120,7 +121,7 @@ class RaySession:
                 logging.getLogger(name).setLevel(level)
             self._levels.clear()
             if self._printer is not None:
-                _driver_module().print_to_stdstream = self._printer
+                setattr(_driver_module(), "print_to_stdstream", self._printer)
                 self._printer = None
             if self.ray is not None and self._context:
                 context = self.ray.data.DataContext.get_current()
@@ -137,7 +138,7 @@ class RaySession:
         # The driver prints the raylet's messages (a worker died, ...) to stdout, even with
         # log_to_driver=False: they go to Ray's (silenced) logger instead, and the build's error says what failed.
         driver = _driver_module()
-        if self._printer is None and callable(getattr(driver, "print_to_stdstream", None)):
+        if driver is not None and self._printer is None and callable(getattr(driver, "print_to_stdstream", None)):
             self._printer = driver.print_to_stdstream
             driver.print_to_stdstream = _log_instead
         context = self.ray.data.DataContext.get_current()
@@ -153,8 +154,11 @@ class RaySession:
 
 
 def _driver_module():
-    import ray._private.worker as driver  # where Ray's driver prints messages from the cluster
-
+    """Ray's driver module, where it prints messages from the cluster (None if a Ray version moved it)."""
+    try:
+        import ray._private.worker as driver
+    except ImportError:
+        return None
     return driver
 
 
