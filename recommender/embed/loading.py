@@ -27,7 +27,7 @@ def load_onnx_encoder(folder: Path, model: str, threads: int | None = None) -> E
 
 
 def resolve_device(device: str) -> str:
-    """"cpu" or "cuda" for "auto", "cpu" or "cuda" (imports torch unless "cpu")."""
+    """The device to encode on, cpu or cuda, for auto, cpu or cuda (imports torch unless cpu)."""
     from .sentence_transformer import resolve_device as resolve
 
     return resolve(device)

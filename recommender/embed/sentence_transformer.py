@@ -64,7 +64,7 @@ def cuda_available() -> bool:
 
 
 def resolve_device(device: str) -> str:
-    """"cpu" or "cuda": "auto" is cuda where torch sees a CUDA GPU; "cuda" without one is a ModelError."""
+    """The device to encode on, cpu or cuda: auto is cuda where torch sees a CUDA GPU; cuda without one is a ModelError."""
     if device not in DEVICES:
         raise ModelError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
     if device == "cpu":
