@@ -4,7 +4,6 @@ order, TF-IDF scores bit for bit, and the lists of `like` and `related-work`."""
 
 import json
 import random
-from pathlib import Path
 from unittest import mock
 
 import numpy as np

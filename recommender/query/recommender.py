@@ -17,7 +17,7 @@ from ..errors import IndexMismatchError, InputError, PaperNotFoundError
 from ..index import store
 from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, combine, read_columns
-from ..index.store import FAISS, KEY_ARRAYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from ..index.store import FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, seed_weights, select
 
 # Candidates fetched from each side before fusion, exclusion and MMR.
