@@ -53,6 +53,9 @@ def library_errors(command):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        if sys.stdout is None and kwargs.get("out") is None:
+            # Started with standard output closed (`papers list >&-`): its results could go nowhere.
+            raise click.ClickException("standard output is closed: nothing can be printed (redirect it to a file)")
         try:
             with _summarised_warnings(kwargs.get("verbose", False)):
                 return command(*args, **kwargs)
@@ -156,7 +159,34 @@ def _open(index, model=None, verify=False):
     return Recommender.open(index, model=model, verify=verify)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@contextlib.contextmanager
+def _one_line_usage():
+    """Click's usage errors (a bad option value, an unknown option) as one `Error:` line, like every other error."""
+    try:
+        yield
+    except click.UsageError as error:
+        if type(error).__name__ == "NoArgsIsHelpError":  # bare `papers`: click shows the help
+            raise
+        command = error.ctx.command_path if error.ctx is not None else "papers"
+        message = error.format_message().rstrip(".")
+        raise _UsageLine(f"{message} (see `{command} --help`)") from None
+
+
+class _UsageLine(click.ClickException):
+    exit_code = 2
+
+
+class _Group(click.Group):
+    def make_context(self, *args, **kwargs):
+        with _one_line_usage():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _one_line_usage():
+            return super().invoke(ctx)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="recommender", message="papers %(version)s")
 def main():
     """Find related research papers: `papers build`, then `papers like ID` or `papers search TEXT`."""

@@ -113,7 +113,18 @@ BUILD_CASES = [
      "Error: bad/zz.jsonl line 1: not valid JSON (Expecting property name enclosed in double quotes): fix or remove the line"),
     ("index path is a file", {"bad/good.txt": f"Heading\n\n{ABSTRACT}\n", "bad/taken": "x"},
      ["bad/good.txt", "--index", "bad/taken"],
-     "Error: cannot write index bad/taken: File exists: choose a writable --index"),
+     "Error: bad/taken is a file, not an index folder: choose another --index"),
+    # Issue 13, round two of the reliability sweep.
+    ("ID with a line break", {"bad/p.jsonl": jsonl({"id": "a\nb", "abstract": ABSTRACT})}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:1: ID 'a\\nb' contains a tab, line break or control character: give an ID on one line"),
+    ("ID with a tab", {"bad/p.csv": f'id,abstract\n"c\td",{ABSTRACT}\n'}, ["bad/p.csv"],
+     "Error: bad/p.csv:2: ID 'c\\td' contains a tab, line break or control character: give an ID on one line"),
+    ("text file with only a heading", {"bad/h.txt": "NeurIPS 2025 Papers\n"}, ["bad/h.txt"],
+     "Error: bad/h.txt: only a heading line ('NeurIPS 2025 Papers'), no abstracts: put one abstract a paragraph below it"),
+    ("empty --index", {"bad/good.txt": f"Heading\n\n{ABSTRACT}\n"}, ["bad/good.txt", "--index", ""],
+     "Error: --index is empty: give an index name or folder"),
+    ("an index folder given as input", {}, ["indexes/default"],
+     "Error: indexes/default: an index folder, not papers: give the files or folders it was built from"),
 ]
 
 
@@ -157,6 +168,16 @@ QUERY_CASES = [
     ("index built with another model", ["like", "dp1", "--model", "other-model"],
      "Error: index indexes/default was built with model 'all-MiniLM-L6-v2', not 'other-model': "
      "run `papers build --model other-model` to rebuild it"),
+    # Issue 13, round two of the reliability sweep.
+    ("search text not UTF-8", ["search", "caf\udce9 au lait"],
+     "Error: search text is not valid UTF-8 (byte 0xe9): use a UTF-8 terminal or re-type the text"),
+    ("empty --index", ["like", "dp1", "--index", ""], "Error: --index is empty: give an index name or folder"),
+    ("like X --not X", ["like", "dp1", "--not", "dp1"],
+     "Error: 'dp1' is given both as a paper to be like and with --not: drop one of them"),
+    ("like X --not X by handle", ["like", "dp1", "vid1", "--not", "FlashDP"],
+     "Error: 'FlashDP' is given both as a paper to be like and with --not: drop one of them"),
+    ("--index is a file", ["like", "dp1", "--index", "./in/papers.jsonl"],
+     "Error: in/papers.jsonl is a file, not an index folder: give an index name or folder"),
 ]
 
 

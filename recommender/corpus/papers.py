@@ -4,11 +4,12 @@ themselves are in `readers`)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
@@ -19,6 +20,9 @@ from .where import Where, parse_where
 __all__ = ["InputWarning", "Paper", "SUPPORTED_SUFFIXES", "derive_id", "normalise_text", "read_papers"]
 
 ID_LENGTH = 12
+# Abstracts run to a few thousand characters; past this a text is likely a whole paper
+# (~25,000 tokens, ~100 model windows), so the build warns that encoding it takes a while.
+LONG_ABSTRACT = 100_000
 # Files that name their formats in the message for a folder without papers.
 FORMAT_NAMES = ".txt, .jsonl, .json, .csv or .bib"
 
@@ -158,11 +162,9 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
         if not path.exists():
             raise InputError(f"{path}: no such file or folder")
         if path.is_dir():
-            found = sorted(
-                p for p in path.rglob("*")
-                if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
+            if _is_index_folder(path):
+                raise InputError(f"{path}: an index folder, not papers: give the files or folders it was built from")
+            found = sorted(_files_in_folder(path))
             if not found:
                 raise InputError(f"{path}: folder has no {FORMAT_NAMES} files of papers")
             files.extend(found)
@@ -174,6 +176,48 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
                 ".jsonl, .json, .csv or .bib (see README: Inputs)"
             )
     return files
+
+
+def _files_in_folder(folder: Path) -> Iterator[Path]:
+    """Paper files under a folder, hidden ones and index folders left out.
+
+    A subfolder that cannot be read stops the build, as an unreadable file does:
+    skipping it would lose its papers without a word. Symbolic links to folders
+    are not followed (no loops)."""
+
+    def refuse(error: OSError) -> None:
+        raise InputError(f"{error.filename}: cannot read folder ({error.strerror}): fix its permissions or leave it out")
+
+    for parent, folders, names in os.walk(folder, onerror=refuse):
+        here = Path(parent)
+        folders.sort()
+        for name in list(folders):
+            if name.startswith("."):
+                folders.remove(name)
+            elif (here / name).is_symlink():
+                warnings.warn(f"{here / name}: a link to a folder, not followed: give the folder itself", InputWarning,
+                              stacklevel=2)
+            elif _is_index_folder(here / name):
+                # An index kept among its own inputs (`papers build s --index s/idx`) would be read back.
+                warnings.warn(f"{here / name}: an index folder, not papers: skipped", InputWarning, stacklevel=2)
+                folders.remove(name)
+        for name in names:
+            path = here / name
+            if name.startswith(".") or path.suffix.lower() not in SUPPORTED_SUFFIXES:
+                continue
+            if not path.exists():
+                raise InputError(f"{path}: broken symbolic link: fix or remove it")
+            if path.is_file():
+                yield path
+
+
+def _is_index_folder(folder: Path) -> bool:
+    """What `papers build` writes (see index/store.py): a CURRENT pointer, or v-*/ build folders."""
+    try:
+        versions = [path for path in folder.glob("v-*") if path.is_dir()]
+        return bool(versions) and ((folder / "CURRENT").is_file() or any((v / "manifest.json").is_file() for v in versions))
+    except OSError:  # unreadable: os.walk reports it
+        return False
 
 
 # C0 and C1 control characters (terminal escapes among them) and the lone
@@ -197,6 +241,21 @@ def _text_field(record: Record, name: str, numbers: bool = False) -> str:
     raise InputError(f"{record.where}: '{name}' must be text, got {type(value).__name__}")
 
 
+def _given_id(record: Record) -> str:
+    """The ID as given, kept as it is (surrounding spaces aside): one a lookup can be typed with."""
+    value = record.fields.get("id")
+    if value is None or isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        if value is None:
+            return ""
+        raise InputError(f"{record.where}: 'id' must be text, got {type(value).__name__}")
+    value = str(value).strip()
+    if _CONTROL.search(value) or any(character in value for character in "\t\n\r\v\f\u2028\u2029"):
+        raise InputError(
+            f"{record.where}: ID {value!r} contains a tab, line break or control character: give an ID on one line"
+        )
+    return value
+
+
 def _paper_from_record(record: Record) -> Paper:
     data = record.fields
     if "abstract" not in data:
@@ -204,8 +263,14 @@ def _paper_from_record(record: Record) -> Paper:
     abstract = _text_field(record, "abstract")
     if not abstract:
         raise InputError(f"{record.where}: abstract is empty: give the text or remove the record")
+    if len(abstract) > LONG_ABSTRACT:
+        warnings.warn(
+            f"{record.where}: abstract is {len(abstract):,} characters long (a whole paper?): "
+            "encoding it takes minutes with the real model",
+            InputWarning, stacklevel=2,
+        )
     title = _text_field(record, "title")
-    given_id = _text_field(record, "id", numbers=True)
+    given_id = _given_id(record)
     authors = data.get("authors") or ()
     if isinstance(authors, str):
         authors = [name for name in (part.strip() for part in re.split(r";|\band\b", authors)) if name]
@@ -230,7 +295,8 @@ def _paper_from_record(record: Record) -> Paper:
         venue=_text_field(record, "venue", numbers=True),
         url=_text_field(record, "url"),
         code_links=extract_code_links(abstract),
-        source=record.source,
+        # A file name that is not UTF-8 reaches us with surrogate escapes, which cannot be stored.
+        source=record.source.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import time
@@ -231,6 +232,9 @@ def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
     return previous
 
 
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
 def prepare_query_encoder(model: str, writer: store.IndexWriter, previous: store.StoredIndex | None) -> str | None:
     """Reuse the previous build's ONNX export of the same model, else export anew."""
     from ..errors import ModelError
@@ -246,6 +250,11 @@ def prepare_query_encoder(model: str, writer: store.IndexWriter, previous: store
         export_onnx(resolve_model_path(model), target)
     except ModelError as error:
         store.remove_tree(target)
+        cause = error.__cause__
+        if isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS:
+            # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
+            raise store.write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
+        loading.load_encoder(model)  # a model that cannot be loaded at all is the error to report, not a warning
         warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
         return None
     return "onnx"

@@ -35,7 +35,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, RecommenderError
+from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, InputError, RecommenderError
 
 FORMAT_VERSION = 2  # 2: IDs and handles as sorted arrays (keys/*.npy) instead of keys.json
 DEFAULT_INDEX = "default"
@@ -105,6 +105,9 @@ def index_home() -> IndexHome:
 def resolve_index_dir(index: str | os.PathLike | None = None) -> Path:
     """`<home>/<name>` for a bare name (see `index_home`), else the path as given."""
     index = str(index) if index is not None else default_index()
+    if not index.strip():
+        # An unset variable in a script (`--index "$NAME"`) would otherwise build into indexes/ itself.
+        raise InputError("--index is empty: give an index name or folder")
     if os.sep in index or index.startswith(".") or (os.altsep and os.altsep in index):
         return Path(index)
     return index_home().path / index
@@ -193,19 +196,33 @@ class IndexWriter:
     def path(self, name: str) -> Path:
         """A path inside the build folder, for files written by other libraries (FAISS, ONNX)."""
         target = self.folder / name
-        target.parent.mkdir(parents=True, exist_ok=True)
+        with self.writing_file(target.parent):
+            target.parent.mkdir(parents=True, exist_ok=True)
         return target
 
+    @contextlib.contextmanager
+    def writing_file(self, path: Path) -> Iterator[None]:
+        """A failed write (disk full, quota, read-only) becomes one line naming the file."""
+        try:
+            yield
+        except OSError as error:
+            raise write_error(self.index_dir, error.filename or path, error.strerror or str(error)) from None
+
     def save_array(self, name: str, array: np.ndarray) -> None:
-        np.save(self.path(name), np.ascontiguousarray(array), allow_pickle=False)
+        path = self.path(name)
+        with self.writing_file(path):
+            np.save(path, np.ascontiguousarray(array), allow_pickle=False)
 
     def save_json(self, name: str, data) -> None:
-        self.path(name).write_text(json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+        path = self.path(name)
+        with self.writing_file(path):
+            path.write_text(json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
 
     def save_jsonl(self, name: str, rows: Iterable[dict]) -> np.ndarray:
         """Write one JSON object a line; returns the byte offset of each line (and the end)."""
         offsets = [0]
-        with open(self.path(name), "wb") as handle:
+        path = self.path(name)
+        with self.writing_file(path), open(path, "wb") as handle:
             for row in rows:
                 line = (json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
                 handle.write(line)
@@ -215,9 +232,21 @@ class IndexWriter:
     def save_faiss(self, name: str, index) -> None:
         import faiss
 
-        faiss.write_index(index, str(self.path(name)))
+        path = self.path(name)
+        try:
+            faiss.write_index(index, str(path))
+        except RuntimeError as error:  # FAISS reports a failed fwrite (disk full) as a RuntimeError
+            problem = _faiss_write_problem(str(error))
+            raise write_error(self.index_dir, path, problem) from None
 
     def commit(self, manifest: dict) -> Path:
+        with self.writing_file(self.folder):
+            version = self._commit(manifest)
+        _fsync_dir(self.index_dir)
+        return version
+
+    def _commit(self, manifest: dict) -> Path:
+        """Checksum, rename, swap CURRENT: until the swap, the live index is untouched."""
         files = {}
         for path in sorted(p for p in self.folder.rglob("*") if p.is_file()):
             relative = path.relative_to(self.folder).as_posix()
@@ -233,8 +262,26 @@ class IndexWriter:
         pointer.write_text(f"{version.name} {digest}\n", encoding="utf-8")
         _fsync_file(pointer)
         os.replace(pointer, self.index_dir / CURRENT)
-        _fsync_dir(self.index_dir)
         return version
+
+
+def write_error(index_dir: Path, path, problem: str) -> RecommenderError:
+    """A file of a build could not be written; the live index is untouched."""
+    return RecommenderError(
+        f"cannot write {path}: {problem}: free some disk space or choose another --index "
+        f"(the index {_display(index_dir)} is unchanged)"
+    )
+
+
+def _faiss_write_problem(message: str) -> str:
+    """The reason in a FAISS write error (its text ends with the C library's strerror)."""
+    import errno
+
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO, errno.EFBIG):
+        if os.strerror(code) in message:
+            return os.strerror(code)
+    lines = message.strip().splitlines()
+    return lines[-1] if lines else "write failed"
 
 
 def _fsync_file(path: Path) -> None:
@@ -260,6 +307,8 @@ def _fsync_tree(folder: Path) -> None:
 @contextlib.contextmanager
 def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
     """Lock the index, hand out a private build folder, clean up whatever happens."""
+    if index_dir.exists() and not index_dir.is_dir():
+        raise InputError(f"{index_dir} is a file, not an index folder: choose another --index")
     try:
         index_dir.mkdir(parents=True, exist_ok=True)
         lock = open(index_dir / LOCK, "a+")
@@ -571,6 +620,8 @@ def _pin_live_version(index_dir: Path):
     locking: then we read CURRENT again.
     """
     hint = rebuild_hint(index_dir)
+    if index_dir.exists() and not index_dir.is_dir():
+        raise IndexMissingError(f"{index_dir} is a file, not an index folder: give an index name or folder")
     for _ in range(5):
         live, digest = _read_current(index_dir)
         if live is None:

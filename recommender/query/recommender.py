@@ -180,6 +180,9 @@ class Recommender:
         for start in range(0, len(rows), 8192):  # bounded float64 copies, however many rows
             block = rows[start: start + 8192]
             out[start: start + len(block)] = read_rows(block).astype(np.float64) @ query
+        if not np.isfinite(out).all():
+            self.vectors_at(rows)  # names the damaged row
+            raise store.corrupt(self.stored, VECTORS, "gives scores that are not numbers")
         return out
 
     def _candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -188,6 +191,19 @@ class Recommender:
         self.vectors  # checks the shape
         with self.stored.array_reader(VECTORS).reading() as read:
             return self.cosines(rows, query, lambda block: np.concatenate([read(row, row + 1) for row in block]))
+
+    def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
+        """The stored vectors of these rows (float32), refused if damage left NaN or infinity in them.
+
+        Files over the hashing threshold are not re-hashed on every load (store.CHEAP_HASH_BYTES),
+        so the rows a command uses are checked here: a NaN would otherwise print as a score or
+        crash FAISS."""
+        vectors = np.asarray(self.vectors[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
+        finite = np.isfinite(vectors).all(axis=1)
+        if not finite.all():
+            row = int(np.asarray(rows)[np.flatnonzero(~finite)[0]])
+            raise store.corrupt(self.stored, VECTORS, f"holds values that are not numbers (NaN or infinity) in row {row}")
+        return vectors
 
     def papers_at(self, rows: Sequence[int]) -> list[Paper]:
         return [Paper.from_dict(row) for row in self.stored.read_jsonl_rows(PAPERS, self._offsets, rows)]
@@ -274,11 +290,14 @@ class Recommender:
         found = self.find_papers(papers) if papers else []
         positives = list(dict.fromkeys([self.resolve(r) for r in references] + [row for row in found if row is not None]))
         outside = list({normalise_text(p.text): p for p, row in zip(papers, found) if row is None}.values())
-        negatives = [row for row in dict.fromkeys(self.resolve(r) for r in not_) if row not in positives]
+        negatives = list(dict.fromkeys(self.resolve(r) for r in not_))
+        both = [reference for reference in not_ if self.resolve(reference) in positives]
+        if both:
+            raise InputError(f"'{both[0]}' is given both as a paper to be like and with --not: drop one of them")
         seeds = positives + negatives
         weights = seed_weights(len(positives) + len(outside), len(negatives))
         if not outside:
-            dense_query = combine_dense(np.asarray(self.vectors[seeds]), weights)
+            dense_query = combine_dense(self.vectors_at(seeds), weights)
             lexical_query = None
             if mode != "dense" or why:
                 lexical_query = combine([self.lexical.row(row) for row in seeds], weights)
@@ -287,9 +306,9 @@ class Recommender:
             dense_query = None
             if mode != "lexical":
                 dense_query = combine_dense(np.vstack(
-                    [np.asarray(self.vectors[positives]).reshape(-1, self.manifest["dimension"])]
+                    [self.vectors_at(positives).reshape(-1, self.manifest["dimension"])]
                     + [self.encode_query(paper.text)[None, :] for paper in outside]
-                    + [np.asarray(self.vectors[negatives]).reshape(-1, self.manifest["dimension"])]
+                    + [self.vectors_at(negatives).reshape(-1, self.manifest["dimension"])]
                 ), weights)
             lexical_query = None
             if mode != "dense" or why:
@@ -305,7 +324,7 @@ class Recommender:
         check_options(1, None, None, mode)
         rows = np.asarray(rows, dtype=np.int64)
         zeros = np.zeros(len(rows), np.float32)
-        dense = self.cosines(rows, np.asarray(self.vectors[query_row])) if mode != "lexical" else zeros
+        dense = self.cosines(rows, self.vectors_at([query_row])[0]) if mode != "lexical" else zeros
         lexical = self.lexical.scores(self.lexical.row(query_row))[rows] if mode != "dense" else zeros
         return fuse(dense, lexical, mode, dense_weight)
 
@@ -322,6 +341,7 @@ class Recommender:
         """Papers about a free text."""
         if not text or not text.strip():
             raise InputError("empty search text: give some words to search for")
+        check_text(text, "search text")
         dense_query = None
         if mode != "lexical":
             dense_query = self.encode_query(text)
@@ -386,6 +406,17 @@ class Recommender:
             terms = tuple(self.lexical.shared_terms(lexical_query, int(row))) if why else ()
             results.append(Recommendation(rank, float(score), paper, terms))
         return results
+
+
+def check_text(text: str, what: str) -> None:
+    """Refuse text holding lone surrogates: bytes that were not UTF-8 (Python decodes command-line
+    arguments with surrogateescape), which no tokenizer accepts."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = text[error.start]
+        byte = f" (byte 0x{ord(bad) - 0xDC00:02x})" if 0xDC80 <= ord(bad) <= 0xDCFF else ""
+        raise InputError(f"{what} is not valid UTF-8{byte}: use a UTF-8 terminal or re-type the text") from None
 
 
 def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:

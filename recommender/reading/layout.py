@@ -161,7 +161,7 @@ def build_map(
     related = related_work(recommender, rows, k=k)  # checks k before the slow work
     groups, _ = group_papers(recommender, rows, n, max_per_session, seed)
     labels = cluster_terms(recommender.lexical, rows, groups)
-    coordinates, projection = project_2d(np.asarray(recommender.vectors[rows]), seed)
+    coordinates, projection = project_2d(recommender.vectors_at(rows), seed)
     xy = _fit_to_canvas(coordinates)
     papers = recommender.papers_at(rows)
     group_marks = []

@@ -137,7 +137,7 @@ def _related_lists(recommender, rows, k, why, chunk, progress, stats) -> Iterato
     counts.setdefault("full", 0)
     for start in range(0, len(rows), chunk):
         block = [int(row) for row in rows[start: start + chunk]]
-        vectors = np.asarray(recommender.vectors[block])
+        vectors = recommender.vectors_at(block)
         # The query vector exactly as `like` builds it for one paper.
         queries = np.stack([combine_dense(vectors[i: i + 1], [1.0]) for i in range(len(block))])
         if ranker.exhaustive:

@@ -248,7 +248,7 @@ def group_papers(recommender: Recommender, rows: Sequence[int], n: int, max_per_
         raise InputError(
             f"{n} sessions of at most {capacity} papers cannot hold {len(rows)} papers: raise --max-per-session or --n"
         )
-    vectors = np.asarray(recommender.vectors[rows], dtype=np.float32)
+    vectors = recommender.vectors_at(rows)
     centres = spherical_kmeans(vectors, n, seed)
     assignment = assign_with_capacity(vectors @ centres.T, capacity)
     # A few Lloyd steps under the capacity: centres move to the papers they actually hold,
@@ -283,7 +283,7 @@ def plan_sessions(
     rows = list(dict.fromkeys(int(row) for row in rows))
     groups, centres = group_papers(recommender, rows, n, max_per_session, seed)
     labels = cluster_terms(recommender.lexical, rows, groups)
-    vectors = np.asarray(recommender.vectors[rows], dtype=np.float32)
+    vectors = recommender.vectors_at(rows)
     fit = np.einsum("ij,ij->i", vectors, centres[groups])
     session_of = dict(zip(rows, (groups + 1).tolist()))
     tiebreak = recommender.tiebreak

@@ -39,7 +39,10 @@ class Record:
 
 def decode(path: Path) -> str:
     """The whole file as text: UTF-8 (a BOM allowed), no NUL bytes."""
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"{path}: cannot read file ({error.strerror}): fix its permissions or leave it out") from None
     if b"\x00" in data:
         raise binary_file(path)
     try:
@@ -60,7 +63,11 @@ def not_utf8(path: Path, line: int, byte: int) -> InputError:
 def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of every non-blank line, read a line at a time (the arXiv
     snapshot is gigabytes): the same checks as `decode`, line by line."""
-    with open(path, "rb") as handle:
+    try:
+        handle = open(path, "rb")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read file ({error.strerror}): fix its permissions or leave it out") from None
+    with handle:
         for number, raw in enumerate(handle, start=1):
             if b"\x00" in raw:
                 raise binary_file(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...errors import InputError
 from .base import Record
 
 # A seed file opens with a heading line ("NeurIPS 2025 Papers"); an abstract is
@@ -31,7 +32,11 @@ def read(path: Path, text: str) -> list[Record]:
     if paragraphs:
         first_line, first = paragraphs[0]
         looks_like_heading = len(first[0].split()) <= HEADING_MAX_WORDS and not first[0].endswith((".", "!", "?"))
-        if len(first) == 1 and len(paragraphs) > 1 and looks_like_heading:
+        if len(first) == 1 and looks_like_heading:
+            if len(paragraphs) == 1:
+                raise InputError(
+                    f"{path}: only a heading line ('{first[0]}'), no abstracts: put one abstract a paragraph below it"
+                )
             heading = first[0]
             paragraphs = paragraphs[1:]
     records = []

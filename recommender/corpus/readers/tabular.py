@@ -26,6 +26,9 @@ def _read_rows(path: Path, text: str) -> list[Record]:
         header = [name.strip() for name in next(reader)]
     except csv.Error as error:
         raise InputError(f"{path} line 1: not valid CSV ({error})") from None
+    repeated = sorted({name for name in header if name and header.count(name) > 1})
+    if repeated:
+        raise InputError(f"{path}: CSV column '{repeated[0]}' appears more than once: give each column once")
     if "abstract" not in header:
         raise InputError(
             f"{path}: CSV has no 'abstract' column (columns: {', '.join(header) or 'none'}): name the columns id, title, abstract"

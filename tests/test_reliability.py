@@ -1,0 +1,314 @@
+"""Reliability, round two (issue 13): cases an adversarial sweep broke, each as it was met.
+
+Permission cases run a real `papers` process with root's overrides dropped
+(setpriv removes CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH); full-disk cases run
+on a small tmpfs mounted for the test. Each skips, with its reason, where the
+machine does not allow it.
+"""
+
+import errno
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from corpus import PAPERS, write_corpus
+from recommender import build_index
+from recommender.cli import main
+from recommender.index import store
+
+TESTS = Path(__file__).resolve().parent
+LAUNCHER = TESTS / "build_launcher.py"
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), prog_name="papers")
+
+
+def papers_process(workdir: Path, *args, drop_root_overrides: bool = False, **options) -> subprocess.CompletedProcess:
+    """`papers ARGS` as a real process (the fake model), optionally without root's permission overrides."""
+    env = dict(os.environ, PAPERS_TEST_POINT="")
+    env.pop("PAPERS_INDEX", None)
+    command = [sys.executable, str(LAUNCHER), *args]
+    if drop_root_overrides:
+        command = [*NO_OVERRIDES, *command]
+    options = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **options}
+    return subprocess.run(command, cwd=workdir, env=env, timeout=300, **options)
+
+
+NO_OVERRIDES = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
+
+
+def _why_permissions_cannot_be_tested() -> str | None:
+    if os.geteuid() != 0:
+        return None  # not root: permissions hold anyway
+    if shutil.which("setpriv") is None:
+        return "setpriv is not installed: cannot drop root's permission overrides"
+    with tempfile.TemporaryDirectory() as folder:
+        secret = Path(folder) / "secret"
+        secret.write_text("x")
+        secret.chmod(0)
+        probe = subprocess.run([*NO_OVERRIDES, "cat", str(secret)], capture_output=True)
+        if probe.returncode == 0:
+            return "dropping CAP_DAC_OVERRIDE has no effect here: root still reads a mode-000 file"
+    return None
+
+
+@pytest.fixture
+def no_overrides():
+    reason = _why_permissions_cannot_be_tested()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def small_disk(monkeypatch, fake_model):
+    """A 64 MB tmpfs as the work folder; `fill()` uses up all its space."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = Path(tempfile.mkdtemp(prefix="papers-disk-"))
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        mount.rmdir()
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    monkeypatch.chdir(mount)
+    monkeypatch.delenv("PAPERS_INDEX", raising=False)
+    try:
+        yield mount
+    finally:
+        os.chdir("/")
+        subprocess.run(["umount", str(mount)], check=True)
+        mount.rmdir()
+
+
+def fill(mount: Path) -> None:
+    """Write a filler file until the disk has no byte left."""
+    descriptor = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        for size in (1 << 20, 1 << 12, 1):
+            block = b"\0" * size
+            while True:
+                try:
+                    os.write(descriptor, block)
+                except OSError as error:
+                    assert error.errno == errno.ENOSPC
+                    break
+    finally:
+        os.close(descriptor)
+
+
+def live_files(index_dir: Path) -> dict[str, bytes]:
+    """CURRENT and the files of every build folder: what readers see."""
+    return {
+        path.relative_to(index_dir).as_posix(): path.read_bytes()
+        for path in sorted(index_dir.rglob("*"))
+        if path.is_file() and (path.name == "CURRENT" or path.relative_to(index_dir).parts[0].startswith("v-"))
+    }
+
+
+def without_build_names(text: str) -> str:
+    return re.sub(r"(\.tmp|v)-\d{8}T\d{6}-\d+-[0-9a-f]{6}", r"\1-*", text)
+
+
+# ---------------------------------------------------------------- 1. an index inside its own input folder
+
+
+def test_an_index_kept_in_its_input_folder_is_not_read_back(workdir, fake_model, open_index):
+    folder = workdir / "s"
+    write_corpus(folder, PAPERS[:3], "a.jsonl")
+    write_corpus(folder, PAPERS[3:], "b.jsonl")
+    assert run("build", "s", "--index", "s/idx").exit_code == 0
+    again = run("build", "s", "--index", "s/idx")
+    assert (again.exit_code, again.stderr) == (0, "warning: s/idx: an index folder, not papers: skipped\n")
+    (folder / "b.jsonl").unlink()
+    third = run("build", "s", "--index", "s/idx")
+    assert third.exit_code == 0
+    assert third.stdout.startswith("indexed 3 papers in s/idx")
+    assert open_index("s/idx").ids == ["dp1", "dp2", "vid1"]  # the deleted papers stay deleted
+
+
+def test_any_index_among_the_inputs_is_skipped_even_half_built(workdir, fake_model, open_index):
+    write_corpus(workdir / "s")
+    assert run("build", "s", "--index", "s/other").exit_code == 0
+    (workdir / "s/other/CURRENT").unlink()  # a first build killed before it went live
+    result = run("build", "s")
+    assert (result.exit_code, result.stderr) == (0, "warning: s/other: an index folder, not papers: skipped\n")
+    assert len(open_index()) == len(PAPERS)
+
+
+# ---------------------------------------------------------------- 2. an unreadable subfolder
+
+
+@pytest.mark.parametrize("unreadable, message", [
+    ("in/sub", "Error: in/sub: cannot read folder (Permission denied): fix its permissions or leave it out\n"),
+    ("in/sub/b.jsonl", "Error: in/sub/b.jsonl: cannot read file (Permission denied): fix its permissions or leave it out\n"),
+])
+def test_an_unreadable_subfolder_stops_the_build_like_an_unreadable_file(workdir, no_overrides, unreadable, message):
+    workdir.chmod(0o755)
+    write_corpus(workdir / "in", PAPERS[:3], "a.jsonl")
+    write_corpus(workdir / "in/sub", PAPERS[3:], "b.jsonl")
+    (workdir / unreadable).chmod(0)
+    try:
+        done = papers_process(workdir, "build", "in", drop_root_overrides=True, text=True)
+    finally:
+        (workdir / unreadable).chmod(0o755)
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", message)
+    assert not (workdir / "indexes/default/CURRENT").exists()
+
+
+# ---------------------------------------------------------------- 3. search text that is not UTF-8
+
+
+def test_search_text_in_latin_1_bytes_is_refused_in_one_line(workdir, fake_model):
+    build_index([write_corpus(workdir / "in")])
+    done = papers_process(workdir, "search", "caf\xe9 au lait".encode("latin-1"))
+    assert (done.returncode, done.stdout, done.stderr.decode()) == (
+        1, b"", "Error: search text is not valid UTF-8 (byte 0xe9): use a UTF-8 terminal or re-type the text\n")
+
+
+# ---------------------------------------------------------------- 4. a full disk while the build writes
+
+
+FULL_AT = [
+    # (where the disk fills up, what the build writes there, the path its error names)
+    ("save_faiss", "faiss.index", "indexes/default/.tmp-*/faiss.index"),
+    ("save_array", "vectors.npy", "indexes/default/.tmp-*/vectors.npy"),
+    ("save_jsonl", "papers.jsonl", "indexes/default/.tmp-*/papers.jsonl"),
+    ("commit", "manifest.json", "indexes/default/.tmp-*/manifest.json"),
+]
+
+
+@pytest.mark.parametrize("method, name, shown", FULL_AT, ids=[row[1] for row in FULL_AT])
+def test_a_full_disk_during_a_build_names_the_file_and_keeps_the_old_index(small_disk, monkeypatch, method, name, shown):
+    write_corpus(small_disk / "old")
+    assert run("build", "old").exit_code == 0
+    index_dir = small_disk / "indexes/default"
+    before = live_files(index_dir)
+    write_corpus(small_disk / "new", PAPERS + [
+        {"id": f"n{i}", "abstract": f"Paper {i} about topic{i} and words{i * 7} in graphs."} for i in range(50)
+    ])
+    real = getattr(store.IndexWriter, method)
+
+    def full_then_write(writer, *args, **kwargs):
+        if method == "commit" or args[0].endswith(name):
+            fill(small_disk)
+        return real(writer, *args, **kwargs)
+
+    monkeypatch.setattr(store.IndexWriter, method, full_then_write)
+    result = run("build", "new")
+    assert (result.exit_code, result.stdout, without_build_names(result.stderr)) == (1, "", (
+        f"Error: cannot write {shown}: No space left on device: free some disk space or choose another --index "
+        "(the index default is unchanged)\n"))
+    (small_disk / "filler").unlink()
+    assert live_files(index_dir) == before
+    assert sorted(p.name for p in index_dir.iterdir()) == [".lock", "CURRENT", "cache.sqlite", *[
+        p.name for p in index_dir.glob("v-*")]]  # the build's private folder is gone
+    assert run("info", "--verify").exit_code == 0
+
+
+# ---------------------------------------------------------------- 9. click's usage errors
+
+
+USAGE_CASES = [
+    (["like", "dp1", "-k", "ten"], "Error: Invalid value for '-k': 'ten' is not a valid integer (see `papers like --help`)"),
+    (["search", "x", "--format", "xml"],
+     "Error: Invalid value for '--format': 'xml' is not one of 'table', 'json', 'jsonl', 'csv', 'markdown' "
+     "(see `papers search --help`)"),
+    (["like", "dp1", "--exclude", "in"], "Error: Invalid value for '--exclude': File 'in' is a directory (see `papers like --help`)"),
+    (["like"], "Error: Missing argument 'PAPERS...' (see `papers like --help`)"),
+    (["lik", "dp1"], "Error: No such command 'lik'. Did you mean 'like'? (see `papers --help`)"),
+    (["--bogus"], "Error: No such option '--bogus' (see `papers --help`)"),
+    (["build", "--chunking", "words"],
+     "Error: Invalid value for '--chunking': 'words' is not one of 'windows', 'truncate' (see `papers build --help`)"),
+]
+
+
+@pytest.mark.parametrize("args, message", USAGE_CASES, ids=[" ".join(row[0]) for row in USAGE_CASES])
+def test_usage_errors_are_one_line(workdir, fake_model, args, message):
+    (workdir / "in").mkdir()
+    result = run(*args)
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", message + "\n")
+
+
+def test_bare_papers_still_shows_the_help(workdir):
+    result = run()
+    assert result.exit_code == 2 and result.stderr.startswith("Usage: papers [OPTIONS] COMMAND [ARGS]...")
+    assert "Commands:" in result.stderr
+
+
+# ---------------------------------------------------------------- 10. a bad --model
+
+
+@pytest.mark.model  # imports torch
+def test_a_model_that_cannot_be_loaded_gives_no_slower_model_warning(workdir):
+    # Without the fake model: the real export and loader refuse a folder that is not a model.
+    (workdir / "not-a-model").mkdir()
+    write_corpus(workdir / "in")
+    result = run("build", "in", "--model", "not-a-model")
+    assert result.exit_code == 1
+    assert "will use the full model" not in result.stderr
+    assert result.stderr.startswith("Error: cannot load model 'not-a-model' (")
+    assert result.stderr.endswith("): give a local sentence-transformers model folder; nothing is downloaded\n")
+    assert result.stderr.count("\n") == 1
+    assert not (workdir / "indexes/default/CURRENT").exists()
+
+
+# ---------------------------------------------------------------- 12. NaN in stored vectors
+
+
+@pytest.fixture
+def nan_index(workdir, fake_model, monkeypatch):
+    """An index whose vectors.npy holds a NaN in dp2's row, as if damaged past the load-time hashing."""
+    build_index([write_corpus(workdir / "in")])
+    monkeypatch.setattr(store, "CHEAP_HASH_BYTES", 0)  # as for a vector file over the threshold
+    path = next((workdir / "indexes/default").glob("v-*/vectors.npy"))
+    vectors = np.load(path, mmap_mode="r+")
+    vectors[1, 5] = np.nan
+    vectors.flush()
+    del vectors
+    return workdir
+
+
+NAN_MESSAGE = ("Error: index file indexes/default/v-*/vectors.npy holds values that are not numbers (NaN or infinity) "
+               "in row 1: run `papers build`\n")
+
+
+@pytest.mark.parametrize("args", [
+    ["like", "dp2"], ["like", "dp1"], ["search", "private fine-tuning language models"], ["sessions", "--n", "2"],
+    ["related-work", "--all", "--out", "r.md"], ["map", "--out", "m.html"],
+], ids=lambda args: " ".join(args))
+def test_nan_in_vectors_is_refused_as_damage(nan_index, args):
+    result = run(*args)
+    assert (result.exit_code, result.stdout, without_build_names(result.stderr)) == (1, "", NAN_MESSAGE)
+    assert sorted(p.name for p in nan_index.iterdir()) == ["in", "indexes"]  # no output file, whole or partial
+
+
+def test_nan_in_vectors_is_caught_by_verify(nan_index, monkeypatch):
+    assert "does not match its checksum" in run("info", "--verify").stderr
+
+
+# ---------------------------------------------------------------- 13. standard output closed
+
+
+@pytest.mark.parametrize("args", [["list"], ["like", "dp1"], ["info"], ["related-work", "dp1"]])
+def test_results_with_standard_output_closed_fail(workdir, fake_model, args):
+    build_index([write_corpus(workdir / "in")])
+    done = papers_process(workdir, *args, text=True, stdout=None, preexec_fn=lambda: os.close(1))
+    assert (done.returncode, done.stderr) == (
+        1, "Error: standard output is closed: nothing can be printed (redirect it to a file)\n")
+
+
+def test_related_work_to_a_file_needs_no_standard_output(workdir, fake_model):
+    build_index([write_corpus(workdir / "in")])
+    done = papers_process(workdir, "related-work", "dp1", "--out", "r.md", text=True, stdout=None,
+                          preexec_fn=lambda: os.close(1))
+    assert (done.returncode, done.stderr) == (0, "wrote related work for 1 papers to r.md\n")
+    assert (workdir / "r.md").read_text().startswith("#")
