@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -57,7 +59,7 @@ def library_errors(command):
             # Started with standard output closed (`papers list >&-`): its results could go nowhere.
             raise click.ClickException("standard output is closed: nothing can be printed (redirect it to a file)")
         try:
-            with _summarised_warnings(kwargs.get("verbose", False)):
+            with _summarised_warnings(kwargs.get("verbose", False)), _terminate_unwinds():
                 return command(*args, **kwargs)
         except RecommenderError as error:
             raise click.ClickException(str(error)) from None
@@ -68,6 +70,10 @@ def library_errors(command):
         except OSError as error:
             where = f"{error.filename}: " if error.filename else ""
             raise click.ClickException(f"{where}{error.strerror or error}") from None
+        except MemoryError:
+            raise click.ClickException("out of memory: free some memory or raise the limit (ulimit -v)") from None
+        except ImportError as error:  # a library that cannot be mapped under a memory limit, or a broken install
+            raise click.ClickException(f"cannot load a library ({error}): check memory limits (ulimit -v) or reinstall") from None
 
     return wrapper
 
@@ -81,6 +87,24 @@ def _reporter(quiet: bool, unit: str = "papers"):
     from .render.progress import ProgressReporter
 
     return ProgressReporter(quiet=quiet, unit=unit, min_total=PROGRESS_MIN)
+
+
+@contextlib.contextmanager
+def _terminate_unwinds():
+    """SIGTERM (`kill`, a closed terminal) unwinds like Ctrl-C while a command runs, so a partial
+    output file or a build's private folder is removed on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 index_option = click.option(
@@ -533,9 +557,10 @@ def _output_file(path: str | None):
     if path is None:
         yield None
         return
-    import os
+    from .index.store import check_not_in_index
 
     target = Path(path)
+    check_not_in_index(target)
     partial = target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
     try:
         yield partial

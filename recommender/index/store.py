@@ -71,7 +71,7 @@ CHEAP_HASH_BYTES = 4 * 1024 * 1024
 
 
 def default_index() -> str:
-    return os.environ.get("PAPERS_INDEX") or DEFAULT_INDEX
+    return (os.environ.get("PAPERS_INDEX") or "").strip() or DEFAULT_INDEX
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,22 @@ def resolve_index_dir(index: str | os.PathLike | None = None) -> Path:
         # An unset variable in a script (`--index "$NAME"`) would otherwise build into indexes/ itself.
         raise InputError("--index is empty: give an index name or folder")
     if os.sep in index or index.startswith(".") or (os.altsep and os.altsep in index):
-        return Path(index)
+        path = Path(index)
+        if path.resolve() == index_home().path.resolve():
+            raise InputError(f"--index {index} is the folder that holds every index: give an index name")
+        return path
     return index_home().path / index
+
+
+def check_not_in_index(path: str | os.PathLike) -> None:
+    """Refuse an output file among an index's own files (`--out indexes/default/CURRENT`)."""
+    target = Path(os.path.abspath(path))
+    for folder in target.parents:
+        if (folder / CURRENT).is_file() or (folder / LOCK).is_file():
+            inside = target.relative_to(folder).parts
+            if len(inside) > 1 or inside[0] in (CURRENT, LOCK) or inside[0].startswith((CACHE, f".{CURRENT}")):
+                raise InputError(f"{path} is inside the index folder {os.path.relpath(folder)}: write it somewhere else")
+            return
 
 
 def rebuild_hint(index_dir: Path) -> str:
@@ -342,6 +356,8 @@ def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
         parts = path.read_text(encoding="utf-8").split()
     except FileNotFoundError:
         return None, None
+    except PermissionError:
+        raise RecommenderError(f"cannot read index {index_dir}: permission denied: ask its owner, or build your own") from None
     except (UnicodeDecodeError, OSError):
         parts = ["?"]
     if not parts:

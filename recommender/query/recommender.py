@@ -226,10 +226,10 @@ class Recommender:
         if not matches:
             close = _closest(reference, self.ids, self.handles)
             hint = f": closest matches: {', '.join(close)}" if close else ": see `papers list`"
-            raise PaperNotFoundError(f"no paper '{reference}' in the index{hint}")
+            raise PaperNotFoundError(f"no paper '{_printable(reference)}' in the index{hint}")
         shown = ", ".join(f"{self.keys.id_of(row)} ({self.keys.handle_of(row)})" for row in matches[:5])
         more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
-        raise PaperNotFoundError(f"'{reference}' matches {len(matches)} papers: {shown}{more}: give more of the ID")
+        raise PaperNotFoundError(f"'{_printable(reference)}' matches {len(matches)} papers: {shown}{more}: give more of the ID")
 
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
         """For each paper (read from a file, say), its row in the index, or None when the
@@ -406,6 +406,11 @@ class Recommender:
             terms = tuple(self.lexical.shared_terms(lexical_query, int(row))) if why else ()
             results.append(Recommendation(rank, float(score), paper, terms))
         return results
+
+
+def _printable(text: str) -> str:
+    """A reference as it can be shown on one line (a newline in it shows as \\n)."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def check_text(text: str, what: str) -> None:

@@ -1,0 +1,806 @@
+"""Adversarial sweep (issue 13): hostile or careless uses of `papers`, each run as a real process.
+
+    python scripts/reliability_sweep.py [--only SUBSTRING]
+
+Runs as root on Linux (tmpfs mounts, setpriv to drop root's permission overrides);
+cases that need what the machine lacks are reported as skipped. Every case runs in a
+fresh folder with the six-paper corpus built into indexes/default (the fake encoder of
+tests/fakes.py, through tests/build_launcher.py). A case holds when the command exits as
+expected, any error is one `Error:` line with no traceback, and the index readers see
+is unchanged unless the case changes it on purpose. Prints one row per case and the counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCHER = REPO / "tests" / "build_launcher.py"
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+from corpus import PAPERS, write_corpus  # noqa: E402
+
+NO_OVERRIDES = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
+
+
+class Skip(Exception):
+    pass
+
+
+def env(**extra) -> dict:
+    values = dict(os.environ, PAPERS_TEST_POINT="", PYTHONPATH=f"{REPO}:{REPO / 'tests'}")
+    values.pop("PAPERS_INDEX", None)
+    values.update(extra)
+    return values
+
+
+def papers(cwd: Path, *args, prefix=(), stdin=None, timeout=300, extra_env=None, preexec=None, real=False):
+    """`papers ARGS` through the test launcher (fake model), or the real entry point with `real`."""
+    program = ["-m", "recommender"] if real else [str(LAUNCHER)]
+    command = [*prefix, sys.executable, *program, *args]
+    done = subprocess.run(command, cwd=cwd, env=env(**(extra_env or {})), capture_output=True, timeout=timeout,
+                          stdin=stdin, preexec_fn=preexec)
+    return done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+
+
+def spawn(cwd: Path, *args, point="", action="hold", sync: Path | None = None, prefix=()):
+    extra = {"PAPERS_TEST_POINT": point, "PAPERS_TEST_ACTION": action}
+    if sync is not None:
+        sync.mkdir(exist_ok=True)
+        extra["PAPERS_TEST_SYNC"] = str(sync)
+    return subprocess.Popen([*prefix, sys.executable, str(LAUNCHER), *args], cwd=cwd, env=env(**extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_file(path: Path, process, limit=120):
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"never reached {path.name}: {process.stderr.read() if process.poll() is not None else ''}")
+        time.sleep(0.02)
+
+
+def readers_view(cwd: Path, index="default") -> tuple:
+    """What readers see: the paper list and a like list, or the error they get."""
+    return (papers(cwd, "list", "--format", "json", "--index", index)[:2],
+            papers(cwd, "like", "dp1", "--format", "json", "--index", index)[:2])
+
+
+def one_error_line(code, stderr, expected_code=1) -> str | None:
+    """None when the failure is the clean kind: the expected exit, one Error line (warnings allowed)."""
+    if "Traceback" in stderr:
+        return "traceback: " + stderr.strip().splitlines()[-1]
+    errors = [line for line in stderr.splitlines()
+              if line.strip() and not line.startswith(("warning: ", "encoding", "related work"))]  # bar labels
+    if code != expected_code:
+        return f"exit {code}, expected {expected_code}: {stderr.strip()[:200]}"
+    if len(errors) != 1 or not errors[0].startswith("Error: "):
+        return f"not one Error line: {stderr.strip()[:300]!r}"
+    return None
+
+
+class Mount:
+    """A small tmpfs, unmounted on exit."""
+
+    def __init__(self, size="16m", options=""):
+        if os.geteuid() != 0:
+            raise Skip("mounting a tmpfs needs root")
+        self.path = Path(tempfile.mkdtemp(prefix="sweep-disk-"))
+        opts = f"size={size}" + (f",{options}" if options else "")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(self.path)], capture_output=True, text=True)
+        if done.returncode:
+            self.path.rmdir()
+            raise Skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
+
+    def __enter__(self):
+        return self.path
+
+    def __exit__(self, *exc):
+        subprocess.run(["umount", "-l", str(self.path)])
+        self.path.rmdir()
+
+
+def fill(mount: Path) -> None:
+    with open(mount / "filler", "ab", buffering=0) as handle:
+        for size in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    handle.write(b"\0" * size)
+            except OSError:
+                pass
+
+
+def need_overrides_droppable():
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        raise Skip("needs root and setpriv")
+
+
+# ---------------------------------------------------------------- the cases
+# Each takes the work folder (six papers in in/papers.jsonl, built into indexes/default)
+# and returns None when it held, or what went wrong.
+
+CASES = []
+
+
+def case(name):
+    def register(function):
+        CASES.append((name, function))
+        return function
+
+    return register
+
+
+def expect_error(cwd, *args, code=1, keep_index=True, **options):
+    before = readers_view(cwd) if keep_index else None
+    got_code, _, stderr = papers(cwd, *args, **options)
+    problem = one_error_line(got_code, stderr, code)
+    if problem:
+        return problem
+    if keep_index and readers_view(cwd) != before:
+        return "the index changed"
+    return None
+
+
+def expect_ok(cwd, *args, **options):
+    code, stdout, stderr = papers(cwd, *args, **options)
+    if code != 0 or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-300:]}"
+    return None
+
+
+# -- signals
+
+
+@case("SIGINT during a build: old index kept, leftovers cleaned by the next build")
+def _(cwd):
+    write_corpus(cwd / "new", PAPERS[:4])
+    before = readers_view(cwd)
+    build = spawn(cwd, "build", "new", point="after-files", sync=cwd / "sync")
+    wait_file(cwd / "sync/ready", build)
+    build.send_signal(signal.SIGINT)
+    (cwd / "sync/release").touch()
+    _, stderr = build.communicate(timeout=60)
+    if build.returncode == 0:
+        return "build finished despite SIGINT"
+    if "Traceback" in stderr or len(stderr.strip().splitlines()) > 1:
+        return f"not one line: {stderr!r}"
+    if readers_view(cwd) != before:
+        return "index changed"
+    if any(p.name.startswith(".tmp-") for p in (cwd / "indexes/default").iterdir()):
+        return "a .tmp- folder is left behind"
+    return expect_ok(cwd, "build", "new")
+
+
+@case("SIGTERM during a build: old index kept, next build cleans up")
+def _(cwd):
+    write_corpus(cwd / "new", PAPERS[:4])
+    before = readers_view(cwd)
+    build = spawn(cwd, "build", "new", point="before-current", sync=cwd / "sync")
+    wait_file(cwd / "sync/ready", build)
+    build.send_signal(signal.SIGTERM)
+    build.communicate(timeout=60)
+    if readers_view(cwd) != before:
+        return "index changed"
+    problem = expect_ok(cwd, "build", "new")
+    left = [p.name for p in (cwd / "indexes/default").iterdir() if p.name.startswith((".tmp-", ".CURRENT.tmp"))]
+    return problem or (f"leftovers after the next build: {left}" if left else None)
+
+
+@case("SIGTERM during related-work --out: no partial file left")
+def _(cwd):
+    write_corpus(cwd / "big", [{"id": f"b{i}", "abstract": f"Paper {i} about topic{i % 17} and word{i % 5}."}
+                               for i in range(3000)])
+    if papers(cwd, "build", "big", "--index", "big")[0]:
+        return "build failed"
+    process = spawn(cwd, "related-work", "--all", "--index", "big", "--out", "r.md")
+    deadline = time.monotonic() + 60
+    while not list(cwd.glob(".r.partial-*")) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    left = sorted(p.name for p in cwd.iterdir() if p.name.startswith(".r.") or p.name == "r.md")
+    return f"left behind: {left}" if left else None
+
+
+@case("SIGINT during related-work --out: no partial file left")
+def _(cwd):
+    write_corpus(cwd / "big", [{"id": f"b{i}", "abstract": f"Paper {i} about topic{i % 17} and word{i % 5}."}
+                               for i in range(3000)])
+    if papers(cwd, "build", "big", "--index", "big")[0]:
+        return "build failed"
+    process = spawn(cwd, "related-work", "--all", "--index", "big", "--out", "r.md")
+    deadline = time.monotonic() + 60
+    while not list(cwd.glob(".r.partial-*")) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    left = sorted(p.name for p in cwd.iterdir() if p.name.startswith(".r.") or p.name == "r.md")
+    if left:
+        return f"left behind: {left}"
+    return f"not one line: {stderr!r}" if "Traceback" in stderr else None
+
+
+@case("papers list | head -1 (closed pipe): quiet")
+def _(cwd):
+    done = subprocess.run(f"{sys.executable} {LAUNCHER} list | head -1", shell=True, cwd=cwd, env=env(),
+                          capture_output=True, text=True)
+    return f"stderr: {done.stderr!r}" if done.stderr else None
+
+
+# -- resource limits
+
+
+def ulimit(kind: str, value: int):
+    import resource
+
+    def apply():
+        resource.setrlimit(kind, (value, value))
+
+    return apply
+
+
+@case("ulimit -v 1 GB during a build")
+def _(cwd):
+    import resource
+
+    code, _, stderr = papers(cwd, "build", "in", "--index", "v", preexec=ulimit(resource.RLIMIT_AS, 1 << 30))
+    if code == 0:
+        return None
+    return one_error_line(code, stderr)
+
+
+@case("ulimit -v 200 MB during a build (real entry point and model): one line")
+def _(cwd):
+    import resource
+
+    code, _, stderr = papers(cwd, "build", "in", "--index", "v", preexec=ulimit(resource.RLIMIT_AS, 200 << 20),
+                             real=True)
+    return None if code == 0 else one_error_line(code, stderr)
+
+
+@case("ulimit -v 200 MB during like (real entry point): one line")
+def _(cwd):
+    import resource
+
+    code, _, stderr = papers(cwd, "like", "dp1", preexec=ulimit(resource.RLIMIT_AS, 200 << 20), real=True)
+    return None if code == 0 else one_error_line(code, stderr)
+
+
+@case("ulimit -v 200 MB during search (real entry point and model): one line")
+def _(cwd):
+    import resource
+
+    code, _, stderr = papers(cwd, "search", "private training", preexec=ulimit(resource.RLIMIT_AS, 200 << 20),
+                             real=True)
+    return None if code == 0 else one_error_line(code, stderr)
+
+
+@case("ulimit -f 1 KB (file size) during a build: one line naming the file, index kept")
+def _(cwd):
+    import resource
+
+    write_corpus(cwd / "new", [{"id": f"n{i}", "abstract": f"Paper {i} about topic{i}."} for i in range(200)])
+    return expect_error(cwd, "build", "new", preexec=ulimit(resource.RLIMIT_FSIZE, 1024))
+
+
+@case("ulimit -n 12 (open files) during a build: works or one line")
+def _(cwd):
+    import resource
+
+    write_corpus(cwd / "new", PAPERS[:4])
+    code, _, stderr = papers(cwd, "build", "new", preexec=ulimit(resource.RLIMIT_NOFILE, 12))
+    return None if code == 0 else one_error_line(code, stderr)
+
+
+@case("ulimit -n 12 during like: one line")
+def _(cwd):
+    import resource
+
+    code, _, stderr = papers(cwd, "like", "dp1", preexec=ulimit(resource.RLIMIT_NOFILE, 12))
+    return None if code == 0 else one_error_line(code, stderr)
+
+
+# -- concurrency
+
+
+@case("two concurrent related-work --out to the same file: one whole file")
+def _(cwd):
+    first = spawn(cwd, "related-work", "--all", "--out", "same.md")
+    second = spawn(cwd, "related-work", "--all", "--format", "json", "--out", "same.md")
+    codes = [first.wait(timeout=120), second.wait(timeout=120)]
+    first.communicate(), second.communicate()
+    if codes != [0, 0]:
+        return f"exits {codes}"
+    text = (cwd / "same.md").read_text()
+    whole = text.startswith("# Related work") or json.loads(text) is not None
+    left = [p.name for p in cwd.iterdir() if ".partial-" in p.name]
+    return None if whole and not left else f"mixed or left over: {left}"
+
+
+@case("three concurrent builds with --wait: all succeed, one version left")
+def _(cwd):
+    processes = [spawn(cwd, "build", "in", "--wait") for _ in range(3)]
+    codes = [p.wait(timeout=300) for p in processes]
+    for p in processes:
+        p.communicate()
+    versions = list((cwd / "indexes/default").glob("v-*"))
+    return None if codes == [0, 0, 0] and len(versions) == 1 else f"exits {codes}, {len(versions)} versions"
+
+
+@case("concurrent builds of two indexes from the same folder")
+def _(cwd):
+    processes = [spawn(cwd, "build", "in", "--index", name) for name in ("a", "b")]
+    codes = [p.wait(timeout=300) for p in processes]
+    for p in processes:
+        p.communicate()
+    return None if codes == [0, 0] else f"exits {codes}"
+
+
+@case("index deleted while a reader holds it: the reader's command still answers")
+def _(cwd):
+    reader = spawn(cwd, "build", "in", "--index", "r", point="after-current", sync=cwd / "sync")
+    wait_file(cwd / "sync/ready", reader)
+    (cwd / "sync/release").touch()
+    reader.communicate(timeout=60)
+    shutil.rmtree(cwd / "indexes/r")
+    return expect_error(cwd, "like", "dp1", "--index", "r", keep_index=False)
+
+
+# -- clocks and time zones
+
+
+@case("build with TZ set to a bogus zone")
+def _(cwd):
+    return expect_ok(cwd, "build", "in", "--index", "tz", extra_env={"TZ": "Nowhere/Bogus"})
+
+
+@case("manifest built_at in the future: info shows it, queries work")
+def _(cwd):
+    manifest = next((cwd / "indexes/default").glob("v-*/manifest.json"))
+    data = json.loads(manifest.read_text())
+    data["built_at"] = "2099-01-01T00:00:00+0000"
+    manifest.write_text(json.dumps(data))
+    # The manifest is hashed in CURRENT: an edited manifest is damage, refused in one line.
+    return expect_error(cwd, "info", keep_index=False)
+
+
+@case("version folder name from a clock far in the future, then a normal build")
+def _(cwd):
+    index = cwd / "indexes/default"
+    live = index / (index / "CURRENT").read_text().split()[0]
+    future = index / "v-29991231T235959-1-abcdef"
+    live.rename(future)
+    digest = (index / "CURRENT").read_text().split()[1]
+    (index / "CURRENT").write_text(f"{future.name} {digest}\n")
+    problem = expect_ok(cwd, "like", "dp1") or expect_ok(cwd, "build", "in")
+    versions = sorted(p.name for p in index.glob("v-*"))
+    return problem or (None if len(versions) == 1 and versions[0] != future.name else f"versions: {versions}")
+
+
+@case("two builds within the same second: distinct versions")
+def _(cwd):
+    return expect_ok(cwd, "build", "in") or expect_ok(cwd, "build", "in") or expect_ok(cwd, "info", "--verify")
+
+
+# -- long and odd paths
+
+
+@case("index name of 300 characters: one line")
+def _(cwd):
+    return expect_error(cwd, "build", "in", "--index", "x" * 300)
+
+
+@case("input path nested past PATH_MAX: one line")
+def _(cwd):
+    os.chdir(cwd)
+    try:
+        for _ in range(20):  # relative steps: the absolute path would exceed PATH_MAX
+            os.mkdir("d" * 250)
+            os.chdir("d" * 250)
+        Path("p.jsonl").write_text(json.dumps(PAPERS[0]) + "\n")
+    finally:
+        os.chdir(cwd)
+    deep = "/".join(["d" * 250] * 20) + "/p.jsonl"
+    return expect_error(cwd, "build", deep, "--index", "deep")
+
+
+@case("file name of 255 characters with spaces and unicode")
+def _(cwd):
+    name = ("é paper " * 40)[:120].strip() + ".jsonl"  # 240 bytes: é is two
+    write_corpus(cwd / "odd", PAPERS[:2], name)
+    return expect_ok(cwd, "build", "odd", "--index", "odd")
+
+
+@case("file name with a newline in it")
+def _(cwd):
+    write_corpus(cwd / "odd", PAPERS[:2], "two\nlines.jsonl")
+    return expect_ok(cwd, "build", "odd", "--index", "odd")
+
+
+@case("file name starting with a dash, after --")
+def _(cwd):
+    write_corpus(cwd, PAPERS[:2], "-dash.jsonl")
+    return expect_ok(cwd, "build", "--index", "dash", "--", "-dash.jsonl")
+
+
+@case("file name not valid UTF-8")
+def _(cwd):
+    folder = cwd / "odd"
+    folder.mkdir()
+    with open(os.path.join(bytes(folder), b"caf\xe9.jsonl"), "w") as handle:
+        handle.write(json.dumps(PAPERS[0]) + "\n")
+    return expect_ok(cwd, "build", "odd", "--index", "odd")
+
+
+@case("symlink loop in an input folder")
+def _(cwd):
+    (cwd / "in/loop").symlink_to(cwd / "in")
+    return expect_ok(cwd, "build", "in", "--index", "loop")
+
+
+@case("symlink to a folder elsewhere: not followed, with a note")
+def _(cwd):
+    write_corpus(cwd / "elsewhere", PAPERS[:1], "e.jsonl")
+    write_corpus(cwd / "mix", PAPERS[1:2], "m.jsonl")
+    (cwd / "mix/link").symlink_to(cwd / "elsewhere")
+    code, _, stderr = papers(cwd, "build", "mix", "--index", "mix")
+    return None if code == 0 and "not followed" in stderr else f"exit {code}: {stderr!r}"
+
+
+@case("broken symlink named like a paper file: one line")
+def _(cwd):
+    (cwd / "in/gone.jsonl").symlink_to(cwd / "nowhere.jsonl")
+    return expect_error(cwd, "build", "in")
+
+
+@case("symlinked paper file is read")
+def _(cwd):
+    write_corpus(cwd / "elsewhere", PAPERS[:1], "e.jsonl")
+    (cwd / "lnk").mkdir()
+    (cwd / "lnk/e.jsonl").symlink_to(cwd / "elsewhere/e.jsonl")
+    return expect_ok(cwd, "build", "lnk", "--index", "lnk")
+
+
+@case("FIFO named like a paper file in a folder: skipped, no hang")
+def _(cwd):
+    os.mkfifo(cwd / "in/pipe.jsonl")
+    return expect_ok(cwd, "build", "in", timeout=60)
+
+
+@case("a user's folder holding a file named CURRENT is still read")
+def _(cwd):
+    write_corpus(cwd / "notes", PAPERS[:2])
+    (cwd / "notes/CURRENT").write_text("what I am reading\n")
+    return expect_ok(cwd, "build", "notes", "--index", "notes")
+
+
+# -- index locations
+
+
+@case("--index . builds into the current folder and reads back")
+def _(cwd):
+    (cwd / "here").mkdir()
+    write_corpus(cwd / "here/in")
+    return expect_ok(cwd / "here", "build", "in", "--index", ".") or expect_ok(cwd / "here", "like", "dp1", "--index", ".")
+
+
+@case("--index indexes (the folder of all indexes): refused")
+def _(cwd):
+    return expect_error(cwd, "build", "in", "--index", "./indexes")
+
+
+@case("PAPERS_INDEX set to spaces: the default index")
+def _(cwd):
+    return expect_ok(cwd, "like", "dp1", extra_env={"PAPERS_INDEX": "  "})
+
+
+@case("index folder on a read-only filesystem: build refused in one line, queries work")
+def _(cwd):
+    with Mount("16m") as mount:
+        shutil.copytree(cwd / "indexes", mount / "indexes")
+        shutil.copytree(cwd / "in", mount / "in")
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        return expect_error(mount, "build", "in") or expect_ok(mount, "like", "dp1")
+
+
+@case("index moved to another name: still opens")
+def _(cwd):
+    shutil.move(cwd / "indexes/default", cwd / "indexes/moved")
+    return expect_ok(cwd, "like", "dp1", "--index", "moved") or expect_ok(cwd, "info", "--verify", "--index", "moved")
+
+
+@case("--out inside an index folder: refused, index kept")
+def _(cwd):
+    return expect_error(cwd, "related-work", "dp1", "--out", "indexes/default/CURRENT")
+
+
+@case("--out into a missing folder: one line naming it")
+def _(cwd):
+    code, _, stderr = papers(cwd, "related-work", "dp1", "--out", "nowhere/r.md")
+    return one_error_line(code, stderr) or (None if "nowhere" in stderr and ".partial" not in stderr else stderr)
+
+
+@case("--out on a full disk: one line naming the output, no partial file")
+def _(cwd):
+    with Mount("16m") as mount:
+        shutil.copytree(cwd / "indexes", mount / "indexes")
+        fill(mount)
+        code, _, stderr = papers(mount, "related-work", "--all", "--out", "r.md")
+        left = [p.name for p in mount.iterdir() if p.name not in ("indexes", "filler")]
+        problem = one_error_line(code, stderr)
+        return problem or (f"left: {left}" if left else None) or (stderr if ".partial" in stderr else None)
+
+
+@case("sessions --out on a full disk: one line naming the output")
+def _(cwd):
+    with Mount("16m") as mount:
+        shutil.copytree(cwd / "indexes", mount / "indexes")
+        fill(mount)
+        code, _, stderr = papers(mount, "sessions", "--n", "2", "--out", "s.md")
+        return one_error_line(code, stderr) or (stderr if ".partial" in stderr else None)
+
+
+@case("embedding cache on a full disk: one line, index kept")
+def _(cwd):
+    with Mount("16m") as mount:
+        shutil.copytree(cwd / "indexes", mount / "indexes")
+        write_corpus(mount / "new", [{"id": f"n{i}", "abstract": f"Paper {i} about topic{i}."} for i in range(50)])
+        fill(mount)
+        return expect_error(mount, "build", "new")
+
+
+@case("papers list > /dev/full: one line, non-zero")
+def _(cwd):
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, str(LAUNCHER), "list"], cwd=cwd, env=env(), stdout=full,
+                              stderr=subprocess.PIPE, text=True)
+    return one_error_line(done.returncode, done.stderr)
+
+
+@case("output to a terminal that cannot encode the titles (PYTHONIOENCODING=ascii)")
+def _(cwd):
+    write_corpus(cwd / "cjk", [{"id": "c1", "title": "中文 模型", "abstract": "Modèles de langue pour le chinois."},
+                               {"id": "c2", "title": "Другой", "abstract": "Another abstract entirely."}])
+    if papers(cwd, "build", "cjk", "--index", "cjk")[0]:
+        return "build failed"
+    return expect_ok(cwd, "list", "--index", "cjk", extra_env={"PYTHONIOENCODING": "ascii"})
+
+
+# -- option values
+
+
+@case("-k ''")
+def _(cwd):
+    return expect_error(cwd, "like", "dp1", "-k", "", code=2)
+
+
+@case("-k 10**20")
+def _(cwd):
+    return expect_ok(cwd, "like", "dp1", "-k", str(10 ** 20))
+
+
+@case("-k 10**6 on six papers")
+def _(cwd):
+    return expect_ok(cwd, "search", "private", "-k", "1000000", "--diverse", "0.5")
+
+
+@case("related-work -k 0")
+def _(cwd):
+    return expect_error(cwd, "related-work", "dp1", "-k", "0")
+
+
+@case("related-work -k 10**20")
+def _(cwd):
+    return expect_ok(cwd, "related-work", "dp1", "-k", str(10 ** 20))
+
+
+@case("sessions --n 0")
+def _(cwd):
+    return expect_error(cwd, "sessions", "--n", "0")
+
+
+@case("sessions --n 10**20")
+def _(cwd):
+    return expect_error(cwd, "sessions", "--n", str(10 ** 20))
+
+
+@case("sessions --max-per-session -1")
+def _(cwd):
+    return expect_error(cwd, "sessions", "--n", "2", "--max-per-session", "-1")
+
+
+@case("map --n 10**20")
+def _(cwd):
+    return expect_error(cwd, "map", "--out", "m.html", "--n", str(10 ** 20))
+
+
+@case("--min-score inf")
+def _(cwd):
+    return expect_error(cwd, "like", "dp1", "--min-score", "inf")
+
+
+@case("--diverse nan")
+def _(cwd):
+    return expect_error(cwd, "like", "dp1", "--diverse", "nan")
+
+
+@case("--exclude every paper: empty result, exit 0")
+def _(cwd):
+    (cwd / "read.txt").write_text("\n".join(p["id"] for p in PAPERS))
+    return expect_ok(cwd, "like", "dp1", "--exclude", "read.txt")
+
+
+@case("like with a reference that is not UTF-8")
+def _(cwd):
+    return expect_error(cwd, "like", b"caf\xe9")
+
+
+@case("show with an ID holding a newline")
+def _(cwd):
+    return expect_error(cwd, "show", "dp\n1")
+
+
+@case("like with the same paper 500 times")
+def _(cwd):
+    return expect_ok(cwd, "like", *["dp1"] * 500)
+
+
+@case("--from a file of 100,000 unknown IDs")
+def _(cwd):
+    (cwd / "ids.txt").write_text("\n".join(f"zz{i}" for i in range(100_000)))
+    return expect_error(cwd, "related-work", "--from", "ids.txt")
+
+
+# -- corpora at the edges
+
+
+@case("a corpus of one paper: build, like, sessions --n 1, map")
+def _(cwd):
+    write_corpus(cwd / "one", PAPERS[:1])
+    return (expect_ok(cwd, "build", "one", "--index", "one") or expect_ok(cwd, "like", "dp1", "--index", "one")
+            or expect_ok(cwd, "sessions", "--n", "1", "--index", "one")
+            or expect_ok(cwd, "map", "--out", "m.html", "--n", "1", "--index", "one"))
+
+
+@case("--index-type ivf on six papers")
+def _(cwd):
+    return expect_ok(cwd, "build", "in", "--index", "ivf", "--index-type", "ivf") or expect_ok(
+        cwd, "like", "dp1", "--index", "ivf")
+
+
+@case("--index-type hnsw on one paper")
+def _(cwd):
+    write_corpus(cwd / "one", PAPERS[:1])
+    return expect_ok(cwd, "build", "one", "--index", "h", "--index-type", "hnsw") or expect_ok(
+        cwd, "search", "private", "--index", "h")
+
+
+@case("CSV with a duplicated column name")
+def _(cwd):
+    (cwd / "dup.csv").write_text("id,abstract,abstract\np1,First text here.,Second text here.\n")
+    return expect_error(cwd, "build", "dup.csv", "--index", "dup", keep_index=False)
+
+
+@case("CSV with a BOM and CRLF line endings")
+def _(cwd):
+    (cwd / "bom.csv").write_bytes("\ufeffid,title,abstract\r\np1,T,Some abstract text.\r\n".encode())
+    return expect_ok(cwd, "build", "bom.csv", "--index", "bom")
+
+
+@case("JSONL with id given as a number and as the same string")
+def _(cwd):
+    (cwd / "n.jsonl").write_text('{"id": 1, "abstract": "One text."}\n{"id": "1", "abstract": "Other text."}\n')
+    return expect_error(cwd, "build", "n.jsonl", "--index", "n", keep_index=False)
+
+
+@case("JSONL id true (a boolean)")
+def _(cwd):
+    (cwd / "b.jsonl").write_text('{"id": true, "abstract": "One text."}\n')
+    return expect_error(cwd, "build", "b.jsonl", "--index", "b", keep_index=False)
+
+
+@case("JSONL year of 30 digits")
+def _(cwd):
+    (cwd / "y.jsonl").write_text('{"id": "y", "abstract": "One text.", "year": 123456789012345678901234567890}\n')
+    return expect_ok(cwd, "build", "y.jsonl", "--index", "y") or expect_ok(cwd, "list", "--index", "y", "--format", "csv")
+
+
+@case("search text of 1 MB")
+def _(cwd):
+    (cwd / "q.txt").write_text("private training " * 60_000)
+    return expect_ok(cwd, "search", (cwd / "q.txt").read_text()[:120_000])
+
+
+@case("an abstract of 1 MB: size warning and a progress bar")
+def _(cwd):
+    words = " ".join(f"w{i % 997}x{i % 13}" for i in range(140_000))
+    write_corpus(cwd / "huge", [{"id": "huge", "abstract": words}, PAPERS[0]])
+    code, _, stderr = papers(cwd, "build", "huge", "--index", "huge", timeout=1800)
+    if code:
+        return f"exit {code}: {stderr[-300:]}"
+    return None if "characters long" in stderr and "encoding" in stderr else f"no warning or bar: {stderr[:300]!r}"
+
+
+@case("unreadable index folder (root's overrides dropped): one line")
+def _(cwd):
+    need_overrides_droppable()
+    (cwd / "indexes/default").chmod(0)
+    try:
+        code, _, stderr = papers(cwd, "like", "dp1", prefix=NO_OVERRIDES)
+    finally:
+        (cwd / "indexes/default").chmod(0o755)
+    return one_error_line(code, stderr)
+
+
+@case("unreadable vectors file (root's overrides dropped): one line")
+def _(cwd):
+    need_overrides_droppable()
+    path = next((cwd / "indexes/default").glob("v-*/vectors.npy"))
+    path.chmod(0)
+    try:
+        code, _, stderr = papers(cwd, "like", "dp1", prefix=NO_OVERRIDES)
+    finally:
+        path.chmod(0o644)
+    return one_error_line(code, stderr)
+
+
+@case("unwritable --out folder (root's overrides dropped): one line")
+def _(cwd):
+    need_overrides_droppable()
+    (cwd / "locked").mkdir()
+    (cwd / "locked").chmod(0o555)
+    code, _, stderr = papers(cwd, "related-work", "dp1", "--out", "locked/r.md", prefix=NO_OVERRIDES)
+    return one_error_line(code, stderr) or (stderr if ".partial" in stderr else None)
+
+
+@case("--exclude file unreadable (root's overrides dropped): one line")
+def _(cwd):
+    need_overrides_droppable()
+    (cwd / "read.txt").write_text("dp2\n")
+    (cwd / "read.txt").chmod(0)
+    code, _, stderr = papers(cwd, "like", "dp1", "--exclude", "read.txt", prefix=NO_OVERRIDES)
+    return one_error_line(code, stderr, expected_code=(1 if code == 1 else 2))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", default="")
+    options = parser.parse_args()
+    counts = {"held": 0, "broke": 0, "skipped": 0}
+    base = Path(tempfile.mkdtemp(prefix="sweep-"))
+    base.chmod(0o755)
+    template = base / "template"
+    template.mkdir()
+    write_corpus(template / "in")
+    if papers(template, "build", "in")[0]:
+        print("cannot build the template index")
+        return 2
+    for number, (name, function) in enumerate(CASES, start=1):
+        if options.only not in name:
+            continue
+        cwd = base / f"case-{number}"
+        shutil.copytree(template, cwd, symlinks=True)
+        try:
+            problem = function(cwd)
+            verdict = "held" if problem is None else "broke"
+        except Skip as reason:
+            verdict, problem = "skipped", str(reason)
+        except Exception as error:  # noqa: BLE001 - a harness failure is reported as a broken case
+            verdict, problem = "broke", f"harness: {type(error).__name__}: {error}"
+        counts[verdict] += 1
+        print(f"{number:3d} {verdict:7s} {name}" + (f"\n            {problem}" if problem else ""), flush=True)
+    shutil.rmtree(base, ignore_errors=True)
+    print(f"\n{sum(counts.values())} cases: {counts['held']} held, {counts['broke']} broke, {counts['skipped']} skipped")
+    return 1 if counts["broke"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
