@@ -125,6 +125,10 @@ BUILD_CASES = [
      "Error: --index is empty: give an index name or folder"),
     ("an index folder given as input", {}, ["indexes/default"],
      "Error: indexes/default: an index folder, not papers: give the files or folders it was built from"),
+    ("CSV with a repeated column", {"bad/p.csv": "id,abstract,abstract\np1,First text.,Second text.\n"}, ["bad/p.csv"],
+     "Error: bad/p.csv: CSV column 'abstract' appears more than once: give each column once"),
+    ("--index the folder of all indexes", {"bad/good.txt": f"Heading\n\n{ABSTRACT}\n"}, ["bad/good.txt", "--index", "./indexes"],
+     "Error: --index ./indexes is the folder that holds every index: give an index name"),
 ]
 
 
@@ -178,6 +182,13 @@ QUERY_CASES = [
      "Error: 'FlashDP' is given both as a paper to be like and with --not: drop one of them"),
     ("--index is a file", ["like", "dp1", "--index", "./in/papers.jsonl"],
      "Error: in/papers.jsonl is a file, not an index folder: give an index name or folder"),
+    ("reference with a line break", ["show", "dp\n1"], "Error: no paper 'dp\\n1' in the index: closest matches: dp1"),
+    ("--out among the index's files", ["related-work", "dp1", "--out", "indexes/default/CURRENT"],
+     "Error: indexes/default/CURRENT is inside the index folder indexes/default: write it somewhere else"),
+    ("--out in a build folder", ["sessions", "--n", "2", "--out", "indexes/default/v-1/s.md"],
+     "Error: indexes/default/v-1/s.md is inside the index folder indexes/default: write it somewhere else"),
+    ("--out in a missing folder", ["related-work", "dp1", "--out", "nowhere/r.md"],
+     "Error: nowhere: no such folder (for nowhere/r.md)"),
 ]
 
 

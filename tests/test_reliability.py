@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -70,7 +71,7 @@ def no_overrides():
 
 
 @pytest.fixture
-def small_disk(monkeypatch, fake_model):
+def small_disk(monkeypatch):
     """A 64 MB tmpfs as the work folder; `fill()` uses up all its space."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
@@ -187,7 +188,8 @@ FULL_AT = [
 
 
 @pytest.mark.parametrize("method, name, shown", FULL_AT, ids=[row[1] for row in FULL_AT])
-def test_a_full_disk_during_a_build_names_the_file_and_keeps_the_old_index(small_disk, monkeypatch, method, name, shown):
+def test_a_full_disk_during_a_build_names_the_file_and_keeps_the_old_index(small_disk, fake_model, monkeypatch, method,
+                                                                           name, shown):
     write_corpus(small_disk / "old")
     assert run("build", "old").exit_code == 0
     index_dir = small_disk / "indexes/default"
@@ -212,6 +214,26 @@ def test_a_full_disk_during_a_build_names_the_file_and_keeps_the_old_index(small
     assert sorted(p.name for p in index_dir.iterdir()) == [".lock", "CURRENT", "cache.sqlite", *[
         p.name for p in index_dir.glob("v-*")]]  # the build's private folder is gone
     assert run("info", "--verify").exit_code == 0
+
+
+@pytest.mark.model
+def test_a_full_disk_during_the_model_export_fails_the_build(small_disk, monkeypatch):
+    # Decision (README, Guarantees): no silently ~60x slower index; the build fails, naming the folder.
+    from recommender.embed import onnx_encoder
+
+    real = onnx_encoder.export_onnx
+
+    def full_then_export(*args, **kwargs):
+        fill(small_disk)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnx_encoder, "export_onnx", full_then_export)
+    write_corpus(small_disk / "in")
+    result = run("build", "in")
+    assert (result.exit_code, result.stdout, without_build_names(result.stderr)) == (1, "", (
+        "Error: cannot write indexes/default/.tmp-*/query-encoder: No space left on device: free some disk space "
+        "or choose another --index (the index default is unchanged)\n"))
+    assert not (small_disk / "indexes/default/CURRENT").exists()
 
 
 # ---------------------------------------------------------------- 9. click's usage errors
@@ -312,3 +334,113 @@ def test_related_work_to_a_file_needs_no_standard_output(workdir, fake_model):
                           preexec_fn=lambda: os.close(1))
     assert (done.returncode, done.stderr) == (0, "wrote related work for 1 papers to r.md\n")
     assert (workdir / "r.md").read_text().startswith("#")
+
+
+# ---------------------------------------------------------------- found by the sweep (scripts/reliability_sweep.py)
+
+
+def test_sigterm_during_related_work_out_leaves_no_partial_file(workdir, fake_model, monkeypatch):
+    from recommender.render import related
+
+    build_index([write_corpus(workdir / "in")])
+    real = related.write_related
+
+    def write_then_terminated(lists, handle, *args):
+        real(lists, handle, *args)
+        os.kill(os.getpid(), signal.SIGTERM)  # as `kill` would, mid-run
+
+    monkeypatch.setattr(related, "write_related", write_then_terminated)
+    result = run("related-work", "--all", "--out", "r.md")
+    assert result.exit_code == 128 + signal.SIGTERM
+    assert sorted(p.name for p in workdir.iterdir()) == ["in", "indexes"]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back once the command ends
+
+
+def test_a_memory_limit_gives_one_line(workdir, fake_model):
+    build_index([write_corpus(workdir / "in")])
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (200 << 20, 200 << 20))
+
+    done = subprocess.run([sys.executable, "-m", "recommender", "like", "dp1"], cwd=workdir, capture_output=True,
+                          text=True, preexec_fn=limit, env=dict(os.environ, PYTHONPATH=str(TESTS.parent)))
+    if done.returncode == 0:
+        pytest.skip("200 MB of address space is enough here: no memory error to show")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "ulimit -v" in done.stderr
+
+
+def test_a_file_name_that_is_not_utf8_is_read(workdir, fake_model, open_index):
+    folder = workdir / "odd"
+    folder.mkdir()
+    with open(os.path.join(bytes(folder), b"caf\xe9.jsonl"), "w") as handle:
+        handle.write(json.dumps(PAPERS[0]) + "\n")
+    result = run("build", "odd")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert open_index().show("dp1").source == "odd/caf\ufffd.jsonl:1"
+
+
+def test_a_broken_link_named_like_a_paper_file_stops_the_build(workdir, fake_model):
+    write_corpus(workdir / "in")
+    (workdir / "in/gone.jsonl").symlink_to(workdir / "nowhere.jsonl")
+    result = run("build", "in")
+    assert (result.exit_code, result.stderr) == (1, "Error: in/gone.jsonl: broken symbolic link: fix or remove it\n")
+
+
+def test_a_link_to_a_folder_is_not_followed_and_says_so(workdir, fake_model, open_index):
+    write_corpus(workdir / "elsewhere", PAPERS[:2])
+    write_corpus(workdir / "in", PAPERS[2:])
+    (workdir / "in/loop").symlink_to(workdir / "in")
+    (workdir / "in/more").symlink_to(workdir / "elsewhere")
+    result = run("build", "in")
+    assert (result.exit_code, result.stderr) == (0, (
+        "warning: in/loop: a link to a folder, not followed: give the folder itself\n"
+        "warning: in/more: a link to a folder, not followed: give the folder itself\n"))
+    assert len(open_index()) == 4
+
+
+def test_a_folder_with_a_file_named_current_is_still_read(workdir, fake_model, open_index):
+    write_corpus(workdir / "notes")
+    (workdir / "notes/CURRENT").write_text("what I am reading\n")
+    assert run("build", "notes").exit_code == 0
+    assert len(open_index()) == len(PAPERS)
+
+
+def test_papers_index_of_spaces_means_the_default(workdir, fake_model, monkeypatch):
+    build_index([write_corpus(workdir / "in")])
+    monkeypatch.setenv("PAPERS_INDEX", "  ")
+    assert run("like", "dp1").exit_code == 0
+
+
+def test_an_unreadable_index_says_so_instead_of_damaged(workdir, fake_model, no_overrides):
+    workdir.chmod(0o755)
+    build_index([write_corpus(workdir / "in")])
+    (workdir / "indexes/default").chmod(0)
+    try:
+        done = papers_process(workdir, "like", "dp1", drop_root_overrides=True, text=True)
+    finally:
+        (workdir / "indexes/default").chmod(0o755)
+    assert (done.returncode, done.stderr) == (
+        1, "Error: cannot read index indexes/default: permission denied: ask its owner, or build your own\n")
+
+
+def test_an_unwritable_out_folder_names_the_output(workdir, fake_model, no_overrides):
+    workdir.chmod(0o755)
+    build_index([write_corpus(workdir / "in")])
+    (workdir / "locked").mkdir(mode=0o555)
+    done = papers_process(workdir, "related-work", "dp1", "--out", "locked/r.md", drop_root_overrides=True, text=True)
+    assert (done.returncode, done.stderr) == (1, "Error: cannot write locked/r.md: Permission denied\n")
+
+
+def test_a_huge_abstract_is_announced_and_shows_a_bar(workdir, fake_model):
+    abstract = " ".join(f"w{i % 997}x{i % 13}" for i in range(15_000))
+    assert len(abstract) > 100_000
+    write_corpus(workdir / "in", [{"id": "huge", "abstract": abstract}, PAPERS[0]])
+    result = run("build", "in")
+    assert result.exit_code == 0
+    lines = result.stderr.splitlines()
+    assert lines[0] == (f"warning: in/papers.jsonl:1: abstract is {len(abstract):,} characters long (a whole paper?): "
+                        "encoding it takes minutes with the real model")
+    assert lines[1].startswith("encoding")  # the bar, although there are only two papers
