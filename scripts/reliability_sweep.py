@@ -344,7 +344,7 @@ def _(cwd):
     return None if codes == [0, 0] else f"exits {codes}"
 
 
-@case("index deleted while a reader holds it: the reader's command still answers")
+@case("index folder deleted after a build: one line")
 def _(cwd):
     reader = spawn(cwd, "build", "in", "--index", "r", point="after-current", sync=cwd / "sync")
     wait_file(cwd / "sync/ready", reader)
@@ -362,7 +362,7 @@ def _(cwd):
     return expect_ok(cwd, "build", "in", "--index", "tz", extra_env={"TZ": "Nowhere/Bogus"})
 
 
-@case("manifest built_at in the future: info shows it, queries work")
+@case("manifest edited to a built_at in the future: refused as damage in one line")
 def _(cwd):
     manifest = next((cwd / "indexes/default").glob("v-*/manifest.json"))
     data = json.loads(manifest.read_text())
