@@ -187,8 +187,6 @@ QUERY_CASES = [
      "Error: indexes/default/CURRENT is inside the index folder indexes/default: write it somewhere else"),
     ("--out in a build folder", ["sessions", "--n", "2", "--out", "indexes/default/v-1/s.md"],
      "Error: indexes/default/v-1/s.md is inside the index folder indexes/default: write it somewhere else"),
-    ("--out in a missing folder", ["related-work", "dp1", "--out", "nowhere/r.md"],
-     "Error: nowhere: no such folder (for nowhere/r.md)"),
 ]
 
 
