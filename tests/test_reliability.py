@@ -245,7 +245,7 @@ USAGE_CASES = [
      "Error: Invalid value for '--format': 'xml' is not one of 'table', 'json', 'jsonl', 'csv', 'markdown' "
      "(see `papers search --help`)"),
     (["like", "dp1", "--exclude", "in"], "Error: Invalid value for '--exclude': File 'in' is a directory (see `papers like --help`)"),
-    (["like"], "Error: Missing argument 'PAPERS...' (see `papers like --help`)"),
+    (["show"], "Error: Missing argument 'PAPER' (see `papers show --help`)"),
     (["lik", "dp1"], "Error: No such command 'lik'. Did you mean 'like'? (see `papers --help`)"),
     (["--bogus"], "Error: No such option '--bogus' (see `papers --help`)"),
     (["build", "--chunking", "words"],
