@@ -434,7 +434,7 @@ def test_an_unwritable_out_folder_names_the_output(workdir, fake_model, no_overr
     assert (done.returncode, done.stderr) == (1, "Error: locked/r.md: Permission denied\n")
 
 
-def test_a_huge_abstract_is_announced_and_its_windows_move_the_progress(workdir, fake_model):
+def test_a_huge_abstract_is_announced(workdir, fake_model):
     abstract = " ".join(f"w{i % 997}x{i % 13}" for i in range(15_000))
     assert len(abstract) > 100_000
     write_corpus(workdir / "in", [{"id": "huge", "abstract": abstract}, PAPERS[0]])
@@ -442,14 +442,3 @@ def test_a_huge_abstract_is_announced_and_its_windows_move_the_progress(workdir,
     assert (result.exit_code, result.stderr) == (0, (
         f"warning: in/papers.jsonl:1: abstract is {len(abstract):,} characters long (a whole paper?): "
         "encoding it takes minutes with the real model\n"))
-
-
-def test_the_windows_of_a_huge_text_report_progress_as_they_are_encoded(fake_model):
-    from recommender.embed.windows import WINDOW_SLICE, Chunking, embed_texts
-
-    text = " ".join(f"w{i % 997}x{i % 13}" for i in range(15_000))
-    steps = []
-    embed_texts(fake_model, [text, "A short one."], Chunking(), progress=steps.append)
-    assert len(steps) > 1 and all(0 < step < 2 for step in steps)  # fractions of the two texts, in order
-    assert sum(steps) == pytest.approx(2)
-    assert len(fake_model.encoded_texts) > WINDOW_SLICE

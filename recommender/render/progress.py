@@ -87,7 +87,7 @@ class ProgressReporter:
         if self.name is None:
             return
         elapsed = self.clock() - self.started
-        count = f"{round(self.done):,} {self.unit} in " if self.done else ""  # fractions while a huge text is encoded
+        count = f"{self.done:,} {self.unit} in " if self.done else ""
         self._clear()
         self._write(f"{self.name}: {count}{duration(elapsed)}" if (self.done or elapsed >= 1) else f"{self.name}: done")
         self.name = None
@@ -104,7 +104,7 @@ class ProgressReporter:
 
     def _status(self) -> str:
         elapsed = self.clock() - self.started
-        parts = [f"{round(self.done):,}/{self.total:,} {self.unit}" if self.total else f"{round(self.done):,} {self.unit}"]
+        parts = [f"{self.done:,}/{self.total:,} {self.unit}" if self.total else f"{self.done:,} {self.unit}"]
         if self.done and elapsed > 0:
             rate = self.done / elapsed
             parts.append(f"{rate:,.1f}/s")
