@@ -28,6 +28,9 @@ LAUNCHER = REPO / "tests" / "build_launcher.py"
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from corpus import PAPERS, write_corpus  # noqa: E402
 
+# Bare index names resolve under ./indexes/ when it exists (every case folder has one);
+# anything that still looks for the user data folder finds a scratch one, never the real one.
+SCRATCH_DATA = tempfile.mkdtemp(prefix="sweep-data-")
 NO_OVERRIDES = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
 
 
@@ -36,8 +39,9 @@ class Skip(Exception):
 
 
 def env(**extra) -> dict:
-    values = dict(os.environ, PAPERS_TEST_POINT="", PYTHONPATH=f"{REPO}:{REPO / 'tests'}")
+    values = dict(os.environ, PAPERS_TEST_POINT="", PYTHONPATH=f"{REPO}:{REPO / 'tests'}", XDG_DATA_HOME=SCRATCH_DATA)
     values.pop("PAPERS_INDEX", None)
+    values.pop("PAPERS_HOME", None)
     values.update(extra)
     return values
 
@@ -779,6 +783,7 @@ def main() -> int:
     base.chmod(0o755)
     template = base / "template"
     template.mkdir()
+    (template / "indexes").mkdir()
     write_corpus(template / "in")
     if papers(template, "build", "in")[0]:
         print("cannot build the template index")
@@ -798,6 +803,7 @@ def main() -> int:
         counts[verdict] += 1
         print(f"{number:3d} {verdict:7s} {name}" + (f"\n            {problem}" if problem else ""), flush=True)
     shutil.rmtree(base, ignore_errors=True)
+    shutil.rmtree(SCRATCH_DATA, ignore_errors=True)
     print(f"\n{sum(counts.values())} cases: {counts['held']} held, {counts['broke']} broke, {counts['skipped']} skipped")
     return 1 if counts["broke"] else 0
 
