@@ -446,7 +446,8 @@ def info(index, verify, fmt):
         files = len(recommender.manifest["files"])
     click.echo(render_info(details, fmt), nl=False)
     if verify:
-        click.echo(f"verified: {files} files match their checksums")
+        # With --format json, standard output stays pure JSON: the confirmation goes to stderr.
+        click.echo(f"verified: {files} files match their checksums", err=fmt == "json")
 
 
 @main.command()
