@@ -19,6 +19,14 @@ PAPERS = [
      "abstract": "Gated linear recurrent networks compete with transformers for sequence modeling with fast kernels."},
 ]
 
+# The same papers under arXiv-like IDs, so that IDs have real unique prefixes.
+LONG_IDS = {"dp1": "arXiv.2401.00117", "dp2": "arXiv.2401.00254", "vid1": "arXiv.2402.00031",
+            "vid2": "arXiv.2402.10042", "rnn1": "arXiv.2403.00051", "rnn2": "arXiv.2403.00066"}
+
+
+def long_id_papers():
+    return [{**paper, "id": LONG_IDS[paper["id"]]} for paper in PAPERS]
+
 
 def write_corpus(folder: Path, papers=PAPERS, name: str = "papers.jsonl") -> Path:
     folder.mkdir(parents=True, exist_ok=True)

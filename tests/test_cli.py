@@ -32,6 +32,7 @@ def test_index_option_and_environment(run, workdir, monkeypatch):
 
 
 def test_like_table(built):
+    # The table layout; the ranking itself is checked against independently computed cosines in test_options.py.
     result = built("like", "dp1", "-k", "3")
     assert result.exit_code == 0
     assert result.output == (
@@ -62,7 +63,8 @@ def test_tables_fit_the_terminal_width():
     assert render(rows, list(widths), "table", widths, 0).splitlines()[1].endswith("S" * 100)  # --wide
 
 
-def test_like_by_handle_any_case_and_prefix_give_the_same_list(built):
+def test_like_by_id_or_handle_in_any_case_gives_the_same_list(built):
+    # Lookup by unique ID prefix: tests/test_options.py (these IDs have no unique prefix shorter than themselves).
     outputs = {built("like", ref, "-k", "3").output for ref in ("dp1", "FLASHDP", "flashdp")}
     assert len(outputs) == 1
 

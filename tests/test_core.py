@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from corpus import PAPERS, write_corpus
+from corpus import PAPERS, long_id_papers, write_corpus
 from recommender import build_index
 from recommender.embed.windows import Chunking, embed_texts, split_windows
 from recommender.errors import IndexMismatchError, IndexMissingError, PaperNotFoundError
@@ -82,13 +82,23 @@ def test_no_index_says_what_to_run(open_index, workdir):
 
 
 @pytest.mark.parametrize("reference, row", [("dp1", 0), ("FLASHDP", 0), ("flashdp", 0), ("vid2", 3), ("TFLA", 4)])
-def test_resolve_by_id_handle_or_prefix(index, reference, row):
+def test_resolve_by_id_or_handle(index, reference, row):
     assert index.resolve(reference) == row
+
+
+@pytest.mark.parametrize("reference, row", [
+    ("arXiv.2401.00117", 0), ("arXiv.2401.001", 0), ("ARXIV.2401.002", 1), ("arxiv.2402.1", 3), ("arXiv.2403.0005", 4),
+    ("tfla", 4),  # a handle still wins
+])
+def test_resolve_by_unique_id_prefix(open_index, workdir, fake_model, reference, row):
+    build_index([write_corpus(workdir / "in", long_id_papers())])
+    assert open_index().resolve(reference) == row
 
 
 @pytest.mark.parametrize("reference, message", [
     ("FlashDB", "no paper 'FlashDB' in the index: closest matches: FlashDP"),
     ("vid", "'vid' matches 2 papers: vid1 (VADB), vid2 (Video Quality Models): give more of the ID"),
+    ("dp1x", "no paper 'dp1x' in the index: closest matches: dp1"),  # longer than an ID is not a prefix
 ])
 def test_unknown_or_ambiguous_reference(index, reference, message):
     with pytest.raises(PaperNotFoundError) as caught:

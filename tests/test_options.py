@@ -11,12 +11,8 @@ import numpy as np
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from corpus import PAPERS, write_corpus
+from corpus import PAPERS, long_id_papers, write_corpus
 from recommender.query.ranking import DENSE_WEIGHT
-
-# The tiny corpus under arXiv-like IDs, so that IDs have real unique prefixes.
-LONG_IDS = {"dp1": "arXiv.2401.00117", "dp2": "arXiv.2401.00254", "vid1": "arXiv.2402.00031",
-            "vid2": "arXiv.2402.10042", "rnn1": "arXiv.2403.00051", "rnn2": "arXiv.2403.00066"}
 
 
 def jsonl(result):
@@ -48,8 +44,7 @@ def expected_order(scores, ids, exclude=()):
 
 @pytest.fixture
 def long_ids(papers_cli, workdir):
-    papers = [{**paper, "id": LONG_IDS[paper["id"]]} for paper in PAPERS]
-    write_corpus(workdir / "in", papers)
+    write_corpus(workdir / "in", long_id_papers())
     assert papers_cli("build", "in").exit_code == 0
     return papers_cli
 
