@@ -156,13 +156,13 @@ def test_judged_paper_missing_from_the_index_counts_as_never_retrieved(collectio
 @pytest.mark.parametrize(
     "args, files, message",
     [
-        (["--pool", "some"], None, "Invalid value for '--pool'"),
         (["--dense-weight", "1.5"], None, "--dense-weight must be between 0 and 1 (1 = dense only), got 1.5"),
-        (["--min-score", "2"], None, "--min-score must be between -1 and 1"),
+        (["--min-score", "2"], None, "--min-score must be between -1 and 1 (scores are cosine similarities), got 2"),
         ([], ("corpus.jsonl", "nope.tsv", "qrels.txt"), "nope.tsv: no such file"),
-        ([], ("corpus.jsonl", "queries.tsv", "bad.txt"), "bad.txt line 1: expected 'query_id 0 doc_id relevance'"),
-        ([], ("corpus.jsonl", "other.tsv", "qrels.txt"), "qrels.txt: no judgements for query x of other.tsv"),
-        ([], ("corpus.jsonl", "ghost.tsv", "ghost.txt"), "query g is paper ghost, which is not in corpus.jsonl"),
+        ([], ("corpus.jsonl", "queries.tsv", "bad.txt"),
+         "bad.txt line 1: expected 'query_id 0 doc_id relevance', got 'q_method a 3'"),
+        ([], ("corpus.jsonl", "other.tsv", "qrels.txt"), "qrels.txt: no judgements for query x of other.tsv: judge it or remove it"),
+        ([], ("corpus.jsonl", "ghost.tsv", "ghost.txt"), "ghost.tsv: query g is paper ghost, which is not in corpus.jsonl"),
     ],
 )
 def test_errors_are_one_line(run, collection, args, files, message):
@@ -171,9 +171,16 @@ def test_errors_are_one_line(run, collection, args, files, message):
     (collection / "ghost.tsv").write_text("g\tghost\tmethod\n", encoding="utf-8")
     (collection / "ghost.txt").write_text("g 0 a 1\n", encoding="utf-8")
     result = run(*args, files=files) if files else run(*args)
-    assert result.exit_code != 0
-    assert message in result.output
-    assert "Traceback" not in result.output
+    assert (result.exit_code, result.stdout) == (1, "")
+    # The whole message is one line, the last on stderr (a progress label may come before it).
+    assert result.stderr.endswith(f"\nError: {message}\n") or result.stderr == f"Error: {message}\n"
+    assert result.stderr.count("Error") == 1 and "Traceback" not in result.stderr
+
+
+def test_an_unknown_option_value_is_a_usage_error(run):
+    result = run("--pool", "some")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines()[-1] == "Error: Invalid value for '--pool': 'some' is not one of 'judged', 'all'."
 
 
 @pytest.mark.model
