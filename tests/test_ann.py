@@ -60,8 +60,7 @@ def test_threshold_boundary():
 def test_million_uses_ivf_with_sqrt_lists():
     c = ann.choose_index(1_000_000, 384)
     assert c.kind == "ivf"
-    assert c.params["nlist"] == 4000
-    assert c.params["train_size"] <= 1_000_000
+    assert c.params == {"nlist": 4000, "encoding": "SQfp16", "train_size": 160_000, "niter": 10}  # 40 points a list
     assert "1,000,000" in c.reason
 
 
@@ -125,15 +124,49 @@ def test_flat_is_exact(data, indexes):
     np.testing.assert_array_equal(ids, exact_topk(data, queries, 10))
 
 
-def test_tuned_params_are_set_and_serialised(indexes, tmp_path):
+def self_recall(index, x, k=10, queries=256, seed=1):
+    """recall@k of ``index`` against exact search, the documented tuning measure: a seeded sample
+    of stored vectors as queries, each query's own row left out."""
+    rows = np.sort(np.random.default_rng(seed).choice(len(x), size=queries, replace=False))
+    truth = [[t for t in row if t != q][:k] for row, q in zip(exact_topk(x, x[rows], k + 1), rows)]
+    _, ids = index.search(x[rows], k + 1)
+    found = [[i for i in row if i != q][:k] for row, q in zip(ids, rows)]
+    return np.mean([len(set(a) & set(b)) for a, b in zip(found, truth)]) / k
+
+
+def test_ivf_nprobe_is_the_smallest_that_reaches_the_target(data, indexes):
     ivf = indexes["ivf"]
-    assert 1 <= ivf.nprobe <= ivf.nlist
-    path = str(tmp_path / "ivf.faiss")
-    faiss.write_index(ivf, path)
+    tuned = ivf.nprobe
+    assert tuned > 1  # one list is not enough on this data: the tuner had work to do
+    assert self_recall(ivf, data) >= ann.TUNE_TARGET_RECALL
+    ivf.nprobe = tuned // 2
+    try:
+        assert self_recall(ivf, data) < ann.TUNE_TARGET_RECALL
+    finally:
+        ivf.nprobe = tuned
+
+
+def test_hnsw_ef_search_is_raised_until_the_target_is_reached():
+    # A sparse graph (M=12) over unclustered vectors: faiss's default efSearch of 16 misses neighbours.
+    x = np.random.default_rng(0).standard_normal((3000, DIM)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    hnsw = ann.build_faiss_index(x, ann.IndexChoice("hnsw", {"M": 12, "ef_construction": 40}))
+    tuned = hnsw.hnsw.efSearch
+    assert self_recall(hnsw, x) >= ann.TUNE_TARGET_RECALL
+    hnsw.hnsw.efSearch = 16
+    assert self_recall(hnsw, x) < ann.TUNE_TARGET_RECALL
+    hnsw.hnsw.efSearch = tuned // 2
+    assert self_recall(hnsw, x) < ann.TUNE_TARGET_RECALL
+
+
+@pytest.mark.parametrize("kind", ALL)
+def test_tuned_params_survive_serialisation(kind, indexes, tmp_path):
+    path = str(tmp_path / f"{kind}.faiss")
+    faiss.write_index(indexes[kind], path)
     back = faiss.read_index(path)
-    assert back.nprobe == ivf.nprobe
-    assert ann.index_description(back) == ann.index_description(ivf)
-    assert 1 <= indexes["hnsw"].hnsw.efSearch
+    assert ann.index_description(back) == ann.index_description(indexes[kind])
+    queries = clustered(20, seed=6)
+    np.testing.assert_array_equal(ann.search_index(back, queries, 10)[1], ann.search_index(indexes[kind], queries, 10)[1])
 
 
 def test_ivf_build_is_deterministic(data):

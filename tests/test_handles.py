@@ -88,12 +88,31 @@ def test_seed_handles_are_unique_short_and_clean():
         assert not any(c in handle for c in "\\$*{}()[]")
 
 
-def test_deterministic():
+def test_same_handles_and_links_in_every_process():
+    """Handles are stored in the index and typed by users: they must not depend on string hashing
+    (set or dict order), which changes from one Python process to the next."""
+    import json
+    import os
+
+    code = (
+        "import json, sys\n"
+        "from recommender.corpus.handles import derive_handle, extract_code_links, unique_handles\n"
+        "from recommender.corpus.papers import read_papers\n"
+        f"abstracts = [p.abstract for p in read_papers([{str(SEEDS)!r}])]\n"
+        "handles = [derive_handle('', a) for a in abstracts]\n"
+        "print(json.dumps([handles, unique_handles(handles + ['x', 'X', 'x-2', 'X']),\n"
+        "                  [list(extract_code_links(a)) for a in abstracts]]))\n"
+    )
+    outputs = []
+    for hash_seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed,
+               "PYTHONPATH": os.pathsep.join([str(SEEDS.parent), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        outputs.append(json.loads(done.stdout))
     abstracts = seed_abstracts()
-    first = [derive_handle("", a) for a in abstracts]
-    assert [derive_handle("", a) for a in abstracts] == first
-    assert [extract_code_links(a) for a in abstracts] == [extract_code_links(a) for a in abstracts]
-    assert unique_handles(["X", "x", "X"]) == unique_handles(["X", "x", "X"])
+    handles = [derive_handle("", a) for a in abstracts]
+    here = [handles, unique_handles(handles + ["x", "X", "x-2", "X"]), [list(extract_code_links(a)) for a in abstracts]]
+    assert outputs == [here] * 3
 
 
 @pytest.mark.parametrize(

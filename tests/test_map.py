@@ -81,12 +81,21 @@ def test_errors(run, args, message):
     assert result.output.strip() == message
 
 
-def test_pca_is_deterministic():
+def test_pca_is_the_principal_plane_with_fixed_signs():
+    from sklearn.decomposition import PCA
+
     rng = np.random.default_rng(0)
-    vectors = rng.standard_normal((30, 8)).astype(np.float32)
-    first = pca_2d(vectors)
-    assert first.shape == (30, 2)
-    np.testing.assert_array_equal(first, pca_2d(vectors.copy()))
+    vectors = rng.standard_normal((30, 8)).astype(np.float32) * np.linspace(3, 0.5, 8, dtype=np.float32)
+    coordinates = pca_2d(vectors)
+    assert coordinates.shape == (30, 2)
+    reference = PCA(n_components=2).fit_transform(vectors.astype(np.float64))
+    signs = np.sign(np.sum(coordinates * reference, axis=0))
+    np.testing.assert_allclose(coordinates, reference * signs, atol=1e-6)
+    # The signs are a property of the data, not of the SVD's arbitrary choice: shuffling the papers or
+    # reversing them never mirrors the map.
+    order = rng.permutation(30)
+    np.testing.assert_allclose(pca_2d(vectors[order]), coordinates[order], atol=1e-6)
+    np.testing.assert_allclose(pca_2d(vectors[::-1].copy()), coordinates[::-1], atol=1e-6)
 
 
 def test_few_papers_use_pca():
