@@ -19,6 +19,20 @@ os.environ["PAPERS_HOME"] = "indexes"
 os.environ["XDG_DATA_HOME"] = str(Path(tempfile.gettempdir()) / "papers-tests-data")
 
 
+def require_csfcube() -> Path:
+    """The CSFCube dev collection (../shared/eval/csfcube-dev), which holds the only test of the headline
+    relevance figure. In CI (`CI` set) it must be there: a missing copy fails; elsewhere the test is skipped
+    with the reason shown (`pytest -rs`)."""
+    import os
+
+    if not CSFCUBE.is_dir():
+        message = f"{CSFCUBE} is missing: the CSFCube dev collection is needed for the relevance tests"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI is set, so it must be there)", pytrace=False)
+        pytest.skip(message)
+    return CSFCUBE
+
+
 @pytest.fixture
 def fake_model(monkeypatch):
     """Every model load gives the same fake encoder; no ONNX export."""

@@ -9,7 +9,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from conftest import CSFCUBE
+from conftest import require_csfcube
 from corpus import write_corpus
 from recommender.cli import main
 from recommender.evaluation.evaluate import evaluate
@@ -184,8 +184,8 @@ def test_an_unknown_option_value_is_a_usage_error(run):
 
 
 @pytest.mark.model
-@pytest.mark.skipif(not CSFCUBE.is_dir(), reason="needs ../shared/eval/csfcube-dev")
 def test_hybrid_reaches_the_target_on_csfcube_dev(workdir):
+    CSFCUBE = require_csfcube()
     # Encodes 2,734 papers with the real model: about 3 minutes on 2 cores the first time.
     started = time.perf_counter()
     result = evaluate(CSFCUBE / "corpus.jsonl", CSFCUBE / "queries.tsv", CSFCUBE / "qrels.txt", mode="hybrid")

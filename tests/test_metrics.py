@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require_csfcube
 from recommender.errors import InputError
 from recommender.evaluation.metrics import (
     METRIC_NAMES,
@@ -21,7 +22,6 @@ from recommender.evaluation.metrics import (
     score_query,
 )
 
-CSFCUBE_DEV = Path(__file__).resolve().parents[2] / "shared/eval/csfcube-dev"
 
 L3 = math.log2(3)  # discount of rank 3; ranks 1 and 2 are undiscounted
 
@@ -401,9 +401,8 @@ def test_cross_check_with_ir_measures(relevant_at):
 
 @pytest.fixture(scope="module")
 def csfcube():
-    if not CSFCUBE_DEV.is_dir():
-        pytest.skip(f"{CSFCUBE_DEV} not present")
-    return read_qrels(CSFCUBE_DEV / "qrels.txt"), read_queries(CSFCUBE_DEV / "queries.tsv")
+    folder = require_csfcube()
+    return read_qrels(folder / "qrels.txt"), read_queries(folder / "queries.tsv")
 
 
 def test_csfcube_files_parse(csfcube):
