@@ -207,3 +207,48 @@ def test_papers_at_the_same_spot_are_spread_apart(workdir, fake_model, no_umap, 
     same = [point for point in corpus_map.points if point.title == "Same words"]
     centre = np.mean([[p.x, p.y] for p in same], axis=0)
     assert [round(float(np.hypot(p.x - centre[0], p.y - centre[1])), 1) for p in same] == [1.0] * 4
+@pytest.mark.parametrize("args", [["--n", "3"], ["--n", "4", "--seed", "2"], ["--n", "2", "--max-per-session", "14"]])
+def test_colours_are_the_sessions_that_sessions_plans(run, workdir, args):
+    assert run("map", "--out", "map.html", *args).exit_code == 0
+    page = (workdir / "map.html").read_text(encoding="utf-8")
+    data = page_data(workdir / "map.html")
+    plan = json.loads(run("sessions", "--format", "json", *args).stdout)
+    assert {paper["id"]: paper["group"] for paper in data["papers"]} == {
+        paper["id"]: session["session"] for session in plan["sessions"] for paper in session["papers"]}
+    assert [(group["number"], group["size"]) for group in data["groups"]] == [
+        (session["session"], session["size"]) for session in plan["sessions"]]
+    for group, session in zip(data["groups"], plan["sessions"]):
+        assert group["label"].endswith(", ".join(session["label"]))
+    # Each session has its own colour, the same on its points and its legend swatch.
+    fill = dict((paper_id, colour) for colour, paper_id in re.findall(r'<circle [^>]*fill="([^"]+)"[^>]*data-id="([^"]+)"', page))
+    swatch = {int(number): colour for number, colour in re.findall(
+        r'data-g="(\d+)"[^>]*><span class="swatch" style="background:([^"]+)"', page)}
+    assert sorted(swatch) == [session["session"] for session in plan["sessions"]]
+    assert len(set(swatch.values())) == len(swatch)
+    for session in plan["sessions"]:
+        assert {fill[paper["id"]] for paper in session["papers"]} == {swatch[session["session"]]}
+
+
+@pytest.mark.model  # not the sentence model, but as slow: numba compiles UMAP on first use (~30-60 s)
+def test_umap_map_of_a_small_index(workdir, papers_cli):
+    """The projection users get (umap-learn is a dependency): no PCA swap here."""
+    write_corpus(workdir / "in", topic_papers())
+    assert papers_cli("build", "in").exit_code == 0
+    result = papers_cli("map", "--out", "map.html", "--n", "3", "--seed", "1")
+    assert (result.exit_code, result.stderr) == (0, "wrote a map of 24 papers (UMAP) to map.html\n")
+    page = (workdir / "map.html").read_text(encoding="utf-8")
+    assert "(UMAP of their sentence embeddings)" in page
+    papers = page_data(workdir / "map.html")["papers"]
+    points = [(paper["x"], paper["y"]) for paper in papers]
+    assert len(points) == 24 and len(set(points)) > 20  # laid out, not collapsed onto a few spots
+    # Papers on one topic lie nearer each other than papers on different topics.
+    ids = [paper["id"] for paper in papers]
+    xy = np.array(points)
+    topic = np.array([paper_id.split("-")[0] for paper_id in ids])
+    distance = np.linalg.norm(xy[:, None] - xy[None], axis=2)
+    same = topic[:, None] == topic[None]
+    np.fill_diagonal(same, False)
+    assert distance[same].mean() < 0.5 * distance[topic[:, None] != topic[None]].mean()
+    # Seeded: the same page again.
+    assert papers_cli("map", "--out", "again.html", "--n", "3", "--seed", "1").exit_code == 0
+    assert (workdir / "again.html").read_bytes() == page.encode("utf-8")
