@@ -62,6 +62,25 @@ def test_background_reading_comes_from_outside_the_session(index):
         assert all(item.session not in (None, session.number) for item in session.background)
 
 
+@pytest.mark.parametrize("rows, n", [(None, 3), (None, 5), (["privacy-0", "privacy-1", "video-0", "video-1", "graphs-2"], 2)])
+def test_background_reading_is_the_closest_papers_outside_the_session(index, rows, n):
+    rows = list(range(len(index))) if rows is None else [index.resolve(ref) for ref in rows]
+    plan = plan_sessions(index, rows, n=n)
+    vectors = np.asarray(index.vectors, dtype=np.float64)
+    for session in plan.sessions:
+        members = [index.resolve(item.paper.id) for item in session.papers]
+        centre = vectors[members].sum(axis=0)
+        centre /= np.linalg.norm(centre)
+        similarity = vectors @ centre
+        outside = sorted((row for row in range(len(index)) if row not in members), key=lambda row: -similarity[row])
+        background = [index.resolve(item.paper.id) for item in session.background]
+        # The three best similarities outside the session (papers that tie may come in either order).
+        assert not set(background) & set(members) and len(set(background)) == 3
+        assert [similarity[row] for row in background] == pytest.approx([similarity[row] for row in outside[:3]], abs=1e-5)
+        assert [item.similarity for item in session.background] == pytest.approx(
+            [similarity[row] for row in background], abs=1e-5)
+
+
 def test_max_per_session_is_respected(index):
     plan = plan_sessions(index, range(len(index)), n=2, max_per_session=12)
     assert [len(session.papers) for session in plan.sessions] == [12, 12]
