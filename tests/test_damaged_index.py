@@ -237,3 +237,59 @@ def test_a_damaged_embedding_cache_is_started_afresh(workdir, fake_model):
     assert result.stdout == "indexed 6 papers in indexes/default: encoded 6, reused 0 from the cache (flat search)\n"
     assert run("build", "in").stdout.endswith("encoded 0, reused 6 from the cache (flat search)\n")
     assert run("info", "--verify").exit_code == 0
+
+
+# ---------------------------------------------------------------- the ONNX query encoder (a real export)
+
+QUERY_ENCODER_FILES = [f"{store.QUERY_ENCODER}/{name}" for name in ("model.onnx", "tokenizer.json", "onnx_encoder.json")]
+
+
+@pytest.fixture(scope="module")
+def real_index(tmp_path_factory):
+    """An index of the six-paper corpus built with the packaged model, so with its ONNX query encoder."""
+    folder = tmp_path_factory.mktemp("real")
+    build_index([write_corpus(folder / "in")], index=folder / "indexes" / "default")
+    return folder / "indexes" / "default"
+
+
+@pytest.fixture
+def real_live(real_index, workdir) -> Path:
+    """A fresh copy of that index as indexes/default of the work folder; its live version folder."""
+    import shutil
+
+    shutil.copytree(real_index, workdir / "indexes" / "default")
+    live = Path("indexes/default") / (Path("indexes/default/CURRENT").read_text().split()[0])
+    manifest = json.loads((live / store.MANIFEST).read_text())
+    assert set(QUERY_ENCODER_FILES) <= set(manifest["files"])  # the export is there and checksummed
+    return live
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("name", QUERY_ENCODER_FILES)
+def test_a_damaged_query_encoder_is_refused(real_live, name):
+    path = real_live / name
+    assert run("search", "private training", "-k", "1").exit_code == 0
+    flip_byte(path)
+    verify = run("info", "--verify")
+    message = f"Error: index file {path} does not match its checksum (altered or damaged): {REBUILD}\n"
+    assert (verify.exit_code, verify.stdout, verify.stderr) == (1, "", message)
+    if path.stat().st_size <= store.CHEAP_HASH_BYTES:  # small files are hashed on every load too
+        assert run("search", "private training").stderr == message
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("name", QUERY_ENCODER_FILES)
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_a_truncated_or_missing_query_encoder_file_fails_every_load(real_live, name, damage):
+    path = real_live / name
+    size = path.stat().st_size
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[: size // 2])
+        message = (f"Error: index file {path} is {size // 2} bytes, the manifest says {size} "
+                   f"(truncated or altered): {REBUILD}\n")
+    else:
+        path.unlink()
+        message = f"Error: index file {path} is missing: {REBUILD}\n"
+    for args in (["search", "private training"], ["like", "dp1"], ["info", "--verify"]):
+        result = run(*args)
+        assert (result.exit_code, result.stdout, result.stderr) == (1, "", message), args
