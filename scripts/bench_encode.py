@@ -8,7 +8,8 @@ default batch size of 32:
   (b) sentence-transformers (torch) with larger batches,
   (c) sentence-transformers ``backend="onnx"`` (needs optimum's onnxruntime part; reported as
       unavailable when it cannot load),
-  (d) recommender.embed.onnx_encoder.OnnxEncoder on models written by export_onnx: fp32, O2-fused, int8.
+  (d) recommender.embed.onnx_encoder.OnnxEncoder on models written by export_onnx (fp32) and rewritten by
+      scripts/onnx_variants.py (O2-fused, int8).
 
 For each: texts/s, speed-up over (a) and the largest deviation 1 - cos(v, v_a) over all texts.
 Then cold start: wall time of ``python -c "import sentence_transformers"`` against a fresh process
@@ -138,7 +139,8 @@ def main() -> None:
     for bs in (64, 128):
         backends.append((f"(b) ST torch, batch {bs}", lambda x, bs=bs: st.encode(x, batch_size=bs), ""))
 
-    from recommender.embed.onnx_encoder import OnnxEncoder, export_onnx
+    from onnx_variants import export_variant
+    from recommender.embed.onnx_encoder import OnnxEncoder
 
     with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp:
         tmp = Path(tmp)
@@ -167,9 +169,9 @@ def main() -> None:
         for variant in ("fp32", "O2", "int8"):
             folder = tmp / f"onnx_{variant}"
             t0 = time.perf_counter()
-            export_onnx(model_path, folder, variant=variant)
+            export_variant(model_path, folder, variant)
             size = (folder / "model.onnx").stat().st_size / 2**20
-            print(f"export_onnx variant={variant}: {time.perf_counter() - t0:.1f} s, model.onnx {size:.0f} MiB")
+            print(f"export_variant {variant}: {time.perf_counter() - t0:.1f} s, model.onnx {size:.0f} MiB")
             folders[variant] = folder
             enc = OnnxEncoder(folder, "all-MiniLM-L6-v2")
             for bs in (16, 32) if variant != "O2" else (32,):

@@ -174,7 +174,8 @@ def main(argv=None) -> int:
     ap.add_argument("--centres", type=int, default=2000, help="sub-topic clusters in the mixture")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="faiss OpenMP threads (0 = default)")
-    ap.add_argument("--encoding", default=None, help="override IVF encoding (SQfp16, SQ8, flat)")
+    ap.add_argument("--encoding", default=None,
+                    help="override the IVF vectors' faiss encoding (SQfp16, SQ8, Flat: the package uses SQfp16)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
 

@@ -97,6 +97,11 @@ def test_build_unknown_kind(data):
         ann.build_faiss_index(data, ann.IndexChoice("lsh", {}, ""))
 
 
+def test_build_unknown_ivf_encoding(data):
+    with pytest.raises(InputError, match="unknown IVF encoding 'bogus'"):
+        ann.build_faiss_index(data[:500], ann.IndexChoice("ivf", {"nlist": 4, "encoding": "bogus"}, ""))
+
+
 # ---------------------------------------------------------------- build / search
 
 @pytest.mark.parametrize("kind", ALL)

@@ -62,11 +62,6 @@ def test_missing_folder_is_model_error(tmp_path):
     assert "\n" not in str(info.value)
 
 
-def test_unknown_variant_is_model_error(tmp_path):
-    with pytest.raises(ModelError):
-        export_onnx("whatever", tmp_path, variant="fp8")
-
-
 def test_pooling_ignores_padding():
     enc = OnnxEncoder.__new__(OnnxEncoder)
     enc._pooling = ["mean", "max", "cls"]

@@ -24,11 +24,9 @@ TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "onnx_encoder.json"
 FORMAT_VERSION = 1
 
-#: Ways to write the ONNX graph. "fp32": the plain export, same numbers as torch up to float
-#: rounding. "O2": plus onnxruntime's offline transformer fusions (what optimum calls O2).
-#: "int8": dynamic int8 quantisation of the plain graph's weights (faster, but vectors move).
-VARIANTS = ("fp32", "O2", "int8")
-DEFAULT_VARIANT = "fp32"
+#: The graph is the plain fp32 export: the same numbers as torch up to float rounding. (Fused and
+#: int8 variants were measured and not adopted: scripts/onnx_variants.py, scripts/bench_encode.py.)
+VARIANT = "fp32"
 
 POOLING_MODES = ("mean", "max", "cls", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 # Names used by the legacy 1_Pooling/config.json booleans.
@@ -62,25 +60,23 @@ def _pooling_modes(config: dict) -> list[str]:
 # --------------------------------------------------------------------------- build time
 
 
-def export_onnx(model_name_or_path: str, out_dir: Path, *, variant: str = DEFAULT_VARIANT) -> Path:
+def export_onnx(model_name_or_path: str, out_dir: Path) -> Path:
     """Export a sentence-transformers model to ``out_dir`` for :class:`OnnxEncoder`; return ``out_dir``.
 
     Only models made of a Transformer, a Pooling and optionally a Normalize module can be exported;
     anything else (Dense layers, static embeddings, ...) raises :class:`ModelError`, as does any
     failure to load or export the model.
     """
-    if variant not in VARIANTS:
-        raise ModelError(f"unknown ONNX variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     out_dir = Path(out_dir)
     try:
-        return _export(str(model_name_or_path), out_dir, variant)
+        return _export(str(model_name_or_path), out_dir)
     except ModelError:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure becomes one line for the CLI
         raise ModelError(f"cannot export model {model_name_or_path!r} to ONNX: {_one_line(exc)}") from exc
 
 
-def _export(model_name_or_path: str, out_dir: Path, variant: str) -> Path:
+def _export(model_name_or_path: str, out_dir: Path) -> Path:
     import logging
     import tempfile
     import warnings
@@ -169,25 +165,18 @@ def _export(model_name_or_path: str, out_dir: Path, variant: str) -> Path:
             )
 
         final = raw
-        if variant == "O2":
-            final = _optimise(raw, tmp_dir / "optimised.onnx", hf_model.config)
-        elif variant == "int8":
-            # Like sentence-transformers' export_dynamic_quantized_onnx_model: quantise the plain graph
-            # (the fused one has contrib ops the quantiser cannot type).
-            final = _quantise(raw, tmp_dir / "quantised.onnx")
-
         hidden = int(reference.shape[-1])
         config = {
             "format_version": FORMAT_VERSION,
             "source_model": model_name_or_path,
-            "variant": variant,
+            "variant": VARIANT,
             "input_names": input_names,
             "pad_id": int(pad_id),
             "hidden_size": hidden,
             "dimension": hidden * len(settings["pooling_modes"]),
             **settings,
         }
-        # Check the written graph runs and, for fp32, reproduces torch.
+        # Check the written graph runs and reproduces torch.
         probe = _make_session(final)
         feeds = {n: np.asarray(arrays[n], dtype=np.int64) for n in input_names}
         got = probe.run(None, feeds)[0]
@@ -195,7 +184,7 @@ def _export(model_name_or_path: str, out_dir: Path, variant: str) -> Path:
             raise ModelError(f"exported ONNX model gives shape {got.shape}, torch gives {reference.shape}")
         valid = np.asarray(arrays["attention_mask"], dtype=bool)
         deviation = float(np.abs(got - reference)[valid].max())
-        if variant != "int8" and deviation > 1e-3:
+        if deviation > 1e-3:
             raise ModelError("exported ONNX model does not reproduce the torch model's outputs")
         del probe
 
@@ -238,44 +227,6 @@ def _read_settings(st) -> dict:
     }
 
 
-def _optimise(src: Path, dst: Path, hf_config) -> Path:
-    """onnxruntime's offline transformer fusions (attention, layer norm, GELU): optimum's "O2"."""
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    optimised = optimize_model(
-        str(src),
-        model_type="bert",  # the fusions of ORT's "bert" type also match RoBERTa-like encoders
-        num_heads=int(getattr(hf_config, "num_attention_heads", 0) or 0),
-        hidden_size=int(getattr(hf_config, "hidden_size", 0) or 0),
-        opt_level=2,  # 99 would bake in hardware-specific (NCHWc) layouts
-        use_gpu=False,
-        only_onnxruntime=False,
-    )
-    optimised.save_model_to_file(str(dst))
-    return dst
-
-
-def _quantise(src: Path, dst: Path) -> Path:
-    """Dynamic int8 quantisation of the weights (no calibration data).
-
-    Per-channel weight scales, like optimum's avx2/avx512/avx512_vnni presets that
-    sentence-transformers' export_dynamic_quantized_onnx_model uses: per-tensor scales move
-    MiniLM's vectors to cosine ~0.88 of the fp32 ones, per-channel to ~0.99.
-    """
-    import logging
-
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # "consider pre-processing" is logged on the root logger
-    try:
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False)
-    finally:
-        root.setLevel(level)
-    return dst
-
-
 # --------------------------------------------------------------------------- query time
 
 
@@ -310,7 +261,7 @@ class OnnxEncoder:
             raise ModelError(f"cannot load ONNX model from {folder}: {_one_line(exc)}") from exc
 
         self.config = config
-        self.variant = str(config.get("variant", "fp32"))
+        self.variant = str(config.get("variant", VARIANT))
         self.max_seq_length = int(config["max_seq_length"])
         self.max_tokens = self.max_seq_length - int(config.get("num_special_tokens", 2))
         self.dimension = int(config["dimension"])

@@ -248,15 +248,12 @@ def build_faiss_index(vectors: np.ndarray, choice: IndexChoice, seed: int = 0):
     train_size = max(min(train_size, n), nlist)
     niter = int(choice.params.get("niter", IVF_KMEANS_ITER))
 
-    quantizer = faiss.IndexFlatIP(dim)
-    if encoding == "flat":
-        index = faiss.IndexIVFFlat(quantizer, dim, nlist, ip)
-    else:
-        qtypes = {"SQfp16": faiss.ScalarQuantizer.QT_fp16,
-                  "SQ8": faiss.ScalarQuantizer.QT_8bit}
-        if encoding not in qtypes:
-            raise InputError(f"unknown IVF encoding {encoding!r}")
-        index = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qtypes[encoding], ip)
+    # `encoding` is a faiss factory code for the stored vectors: always "SQfp16" here (see the module
+    # docstring); scripts/bench_scale.py compares others ("SQ8", "Flat") through the same path.
+    try:
+        index = faiss.index_factory(dim, f"IVF{nlist},{encoding}", ip)
+    except RuntimeError:
+        raise InputError(f"unknown IVF encoding {encoding!r}") from None
     index.cp.seed = int(seed)
     index.cp.spherical = True  # unit-norm centroids suit cosine / inner product
     index.cp.niter = niter
