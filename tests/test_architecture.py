@@ -1,0 +1,202 @@
+"""The package's shape, read from its imports (ast; nothing is imported or run).
+
+Data flows one way through the layers below; a module may import from its own layer or lower ones,
+never from a layer above. Imports inside functions count too (the CLI imports lazily). No import
+cycles, and no `_private` name imported or used from another module.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import recommender
+
+PACKAGE = Path(recommender.__file__).resolve().parent
+
+# Lowest first. `__init__` and `__main__` modules are exempt: they only re-export and start the CLI.
+LAYERS = [
+    {"errors", "arrays"},
+    {"corpus"},
+    {"embed"},
+    {"index"},
+    {"query"},
+    {"reading", "evaluation"},
+    {"render"},
+    {"cli"},
+]
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package at `root`."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def is_exempt(path: Path) -> bool:
+    return path.name in ("__init__.py", "__main__.py")
+
+
+def imports(name: str, path: Path, known: dict[str, Path]):
+    """(imported module, imported name or None, line) for each import, resolved to the package's modules."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                yield (full, None, node.lineno) if full in known else (target, alias.name, node.lineno)
+
+
+def private_attributes(path: Path, known: dict[str, Path], name: str):
+    """`module._name` uses, where `module` is a package module bound by an import in this file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound = {}
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else [])) if node.level else (node.module or "")
+            for alias in node.names:
+                if f"{target}.{alias.name}" in known:
+                    bound[alias.asname or alias.name] = f"{target}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known and alias.asname:
+                    bound[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            yield bound[node.value.id], node.attr, node.lineno
+
+
+def layer(module: str) -> int | None:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else None
+    for level, names in enumerate(LAYERS):
+        if top in names:
+            return level
+    return None
+
+
+def problems(root: Path) -> list[str]:
+    """Every layering breach, import cycle and cross-module private name in the package at `root`."""
+    known = modules(root)
+    found, edges = [], {}
+    for name, path in known.items():
+        if is_exempt(path):
+            continue
+        own = layer(name)
+        if own is None:
+            found.append(f"{name}: in no layer; add its folder to LAYERS in tests/test_architecture.py")
+            continue
+        for target, imported, line in imports(name, path, known):
+            if target not in known or target == name:
+                continue
+            if not is_exempt(known[target]):
+                edges.setdefault(name, set()).add(target)
+            other = layer(target)
+            if other is not None and other > own:
+                found.append(f"{name}:{line} imports {target}, a layer above it")
+            if imported and imported.startswith("_") and not imported.startswith("__"):
+                found.append(f"{name}:{line} imports the private name {target}.{imported}")
+        for target, attribute, line in private_attributes(path, known, name):
+            if target != name:
+                found.append(f"{name}:{line} uses the private name {target}.{attribute}")
+    found.extend(f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(edges))
+    return found
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected group of modules (Tarjan), as a closed path."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def connect(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    found = []
+    for group in groups:
+        members = set(group)
+        path = [group[0]]
+        while True:  # walk inside the group until a module repeats
+            nxt = min(n for n in edges[path[-1]] if n in members)
+            if nxt in path:
+                found.append(path[path.index(nxt):] + [nxt])
+                break
+            path.append(nxt)
+    return found
+
+
+def test_the_package_imports_only_downwards_with_no_cycle_and_no_private_names():
+    assert problems(PACKAGE) == []
+
+
+def test_every_folder_of_the_package_is_in_a_layer():
+    folders = {path.name for path in PACKAGE.iterdir() if path.is_dir() and (path / "__init__.py").exists()}
+    modules_ = {path.stem for path in PACKAGE.glob("*.py") if not is_exempt(path)}
+    assert folders | modules_ <= set().union(*LAYERS)
+
+
+# ---------------------------------------------------------------- the checker itself finds each breach
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    package = root / "pkg"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return package
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"errors.py": "", "corpus/__init__.py": "", "corpus/papers.py": "from ..errors import InputError\n"}, []),
+    ({"corpus/__init__.py": "", "corpus/papers.py": "def f():\n    from ..query import ranking\n",
+      "query/__init__.py": "", "query/ranking.py": ""},
+     ["pkg.corpus.papers:2 imports pkg.query.ranking, a layer above it"]),
+    ({"query/__init__.py": "", "query/a.py": "from . import b\n", "query/b.py": "from .a import x\n"},
+     ["import cycle: pkg.query.a -> pkg.query.b -> pkg.query.a"]),
+    ({"corpus/__init__.py": "", "corpus/text.py": "def _clean(x):\n    return x\n",
+      "corpus/handles.py": "from .text import _clean\n"},
+     ["pkg.corpus.handles:1 imports the private name pkg.corpus.text._clean"]),
+    ({"index/__init__.py": "", "index/store.py": "_SECRET = 1\n",
+      "query/__init__.py": "", "query/ranking.py": "from ..index import store\nx = store._SECRET\n"},
+     ["pkg.query.ranking:2 uses the private name pkg.index.store._SECRET"]),
+    ({"gadgets/__init__.py": "", "gadgets/tool.py": ""},
+     ["pkg.gadgets.tool: in no layer; add its folder to LAYERS in tests/test_architecture.py"]),
+], ids=["clean", "upward import", "cycle", "private import", "private attribute", "no layer"])
+def test_the_checker_finds_each_kind_of_breach(tmp_path, files, expected):
+    assert problems(write_package(tmp_path, files)) == expected
