@@ -285,7 +285,7 @@ def _paper_from_record(record: Record) -> Paper:
         try:
             year = int(str(year).strip())
         except ValueError:
-            raise InputError(f"{record.where}: year '{year}' is not a whole number") from None
+            raise InputError(f"{record.where}: year {str(year)!r} is not a whole number") from None  # repr: one line
     return Paper(
         id=given_id or derive_id(title, abstract),
         title=title,
