@@ -180,7 +180,7 @@ def test_errors_are_one_line(run, collection, args, files, message):
 def test_an_unknown_option_value_is_a_usage_error(run):
     result = run("--pool", "some")
     assert (result.exit_code, result.stdout) == (2, "")
-    assert result.stderr.splitlines()[-1] == "Error: Invalid value for '--pool': 'some' is not one of 'judged', 'all'."
+    assert result.stderr == "Error: Invalid value for '--pool': 'some' is not one of 'judged', 'all' (see `main evaluate --help`)\n"
 
 
 @pytest.mark.model
