@@ -1,4 +1,6 @@
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -17,6 +19,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 os.environ["PAPERS_HOME"] = "indexes"
 # And should a test drop PAPERS_HOME outside a checkout, the user data folder is a scratch one.
 os.environ["XDG_DATA_HOME"] = str(Path(tempfile.gettempdir()) / "papers-tests-data")
+# The shared ONNX exports (one per model) go to a scratch cache for this test session: exported once,
+# by the first test that builds with the real model, and reused by the others, as for a user.
+os.environ["PAPERS_CACHE"] = tempfile.mkdtemp(prefix="papers-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["PAPERS_CACHE"], True)
 
 
 def require_csfcube() -> Path:
@@ -48,7 +54,7 @@ def fake_model(monkeypatch):
 
     monkeypatch.setattr(loading, "load_encoder", load_encoder)
     monkeypatch.setattr(recommender, "load_query_encoder", lambda stored, model: encoder)
-    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous: None)
+    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
     return encoder
 
 

@@ -41,6 +41,7 @@ _LEGACY_POOLING_KEYS = {
 
 INTRA_OP_THREADS = 2
 BATCH_SIZE = 32
+TOKENS_PER_BATCH = 512
 
 
 def _one_line(exc: BaseException) -> str:
@@ -238,6 +239,9 @@ def _make_session(path: Path, threads: int | None = None):
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Idle threads sleep instead of spinning: on a busy machine spinning took ~35% more CPU time
+    # and up to 2.5x the wall time for the same vectors (scripts/bench_vs_llm.py, issue 14).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
 
@@ -296,9 +300,15 @@ class OnnxEncoder:
         encodings = self._tokenizer.encode_batch(texts)
         # Longest first, like sentence-transformers: batches of similar length waste little padding.
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
+        start = 0
+        while start < len(order):
+            # At most `batch_size` texts and TOKENS_PER_BATCH tokens (the first is the longest), so that
+            # long windows do not multiply the attention's memory: peak RSS follows the budget.
+            longest = len(encodings[order[start]].ids)
+            count = max(1, min(batch_size, TOKENS_PER_BATCH // max(longest, 1)))
+            idx = order[start : start + count]
             out[idx] = self._encode_batch([encodings[i] for i in idx])
+            start += count
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         out /= np.maximum(norms, 1e-12)
         return out

@@ -56,8 +56,14 @@ def quiet_libraries() -> None:
 DEVICES = ("auto", "cpu", "cuda")
 
 
+# Device files of the GPU drivers torch.cuda works through (NVIDIA's, and ROCm's for AMD).
+GPU_DRIVER_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia/version", "/dev/kfd")
+
+
 def cuda_available() -> bool:
-    """Whether torch sees a CUDA GPU (imports torch)."""
+    """Whether torch sees a CUDA GPU (imports torch, unless no GPU driver is installed at all)."""
+    if not any(os.path.exists(path) for path in GPU_DRIVER_FILES):
+        return False  # the ~2 s and ~300 MB of importing torch would only say the same
     import torch
 
     return bool(torch.cuda.is_available())

@@ -17,6 +17,7 @@ import numpy as np
 from .. import __version__
 from ..corpus.papers import Paper, read_papers
 from ..embed import loading
+from ..embed.export_cache import RECORD
 from ..embed.windows import Chunking, Encoder, embed_texts
 from ..errors import EncodingInterrupted
 from . import store
@@ -88,9 +89,7 @@ def build_index(
     with store.writing(index_dir, wait=wait) as writer:
         previous = _previous_build(index_dir, model)
         try:
-            if export_query_encoder and not (previous is not None and previous.manifest.get("query_encoder")):
-                phase("exporting the model to ONNX", None)
-            query_encoder = prepare_query_encoder(model, writer, previous) if export_query_encoder else None
+            query_encoder = prepare_query_encoder(model, writer, previous, phase) if export_query_encoder else None
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
@@ -235,8 +234,13 @@ def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
-def prepare_query_encoder(model: str, writer: store.IndexWriter, previous: store.StoredIndex | None) -> str | None:
-    """Reuse the previous build's ONNX export of the same model, else export anew."""
+def prepare_query_encoder(
+    model: str, writer: store.IndexWriter, previous: store.StoredIndex | None,
+    on_phase: Callable[[str, int | None], None] | None = None,
+) -> str | None:
+    """The index's ONNX export of `model`: the previous build's, else the shared one from the user cache
+    (exported there once per model), else one exported for this index alone. `on_phase` is told
+    when an export starts."""
     from ..errors import ModelError
 
     target = writer.path(QUERY_ENCODER)
@@ -246,18 +250,40 @@ def prepare_query_encoder(model: str, writer: store.IndexWriter, previous: store
     from ..embed.onnx_encoder import export_onnx
     from ..embed.sentence_transformer import resolve_model_path
 
+    def exporting() -> None:
+        if on_phase is not None:
+            on_phase("exporting the model to ONNX (once per model)", None)
+
     try:
-        export_onnx(resolve_model_path(model), target)
-    except ModelError as error:
+        shared = _shared_export(model, exporting)
+        if shared is not None:
+            store.link_tree(shared, target, skip={RECORD})
+        else:
+            exporting()
+            export_onnx(resolve_model_path(model), target)
+    except (ModelError, OSError) as error:
         store.remove_tree(target)
-        cause = error.__cause__
-        if isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS:
+        cause = error if isinstance(error, OSError) else error.__cause__
+        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS):
             # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
             raise store.write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
         loading.load_encoder(model)  # a model that cannot be loaded at all is the error to report, not a warning
         warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
         return None
     return "onnx"
+
+
+def _shared_export(model: str, exporting: Callable[[], None]) -> Path | None:
+    """The model's export from the user cache (made there if missing); None where it cannot be shared.
+
+    A cache folder that cannot be written (read-only home, no space) is not an error of the
+    build: the index then gets its own export, as when the model has no local folder."""
+    from ..embed.export_cache import shared_export
+
+    try:
+        return shared_export(model, exporting)
+    except OSError:
+        return None
 
 
 ENGINES = ("local", "ray")

@@ -36,6 +36,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, InputError, RecommenderError
+from ..digests import file_digest
 
 FORMAT_VERSION = 2  # 2: IDs and handles as sorted arrays (keys/*.npy) instead of keys.json
 DEFAULT_INDEX = "default"
@@ -187,14 +188,6 @@ def _folder_bytes(folder: Path) -> int:
             if path.is_file():
                 total += path.stat().st_size
     return total
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- writing
@@ -396,16 +389,23 @@ def _remove_old_versions(index_dir: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def link_tree(source: Path, target: Path) -> None:
-    """Reuse a previous build's files: hard links where the filesystem allows, else copies."""
+def link_tree(source: Path, target: Path, skip: Iterable[str] = ()) -> None:
+    """Reuse files made elsewhere (a previous build, the shared model export) in a build:
+    hard links where the filesystem allows, else copies; file names in `skip` are left out."""
 
-    def link_or_copy(src, dst):
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
-    shutil.copytree(source, target, dirs_exist_ok=True, copy_function=link_or_copy)
+    skip = set(skip)
+    # A plain walk rather than shutil.copytree, which gathers failures into one shutil.Error:
+    # the first OSError (a full disk) is raised as itself, for a one-line message.
+    for folder, _, names in os.walk(source):
+        destination = target / Path(folder).relative_to(source)
+        destination.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            if name in skip:
+                continue
+            try:
+                os.link(Path(folder) / name, destination / name)
+            except OSError:
+                shutil.copy2(Path(folder) / name, destination / name)
 
 
 def remove_tree(target: Path) -> None:
