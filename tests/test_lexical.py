@@ -79,3 +79,54 @@ def test_stored_rows_are_the_vectorizers_rows(fitted):
         vector = lexical.row(row)
         ours[vector.indices] = vector.values
         np.testing.assert_allclose(ours, matrix[row], atol=1e-6)
+
+
+def test_stop_words_are_scikit_learns():
+    from recommender.index.lexical import english_stop_words
+
+    assert english_stop_words() == ENGLISH_STOP_WORDS
+
+
+@pytest.mark.parametrize("texts", [
+    list(seed_texts()),
+    TRICKY,
+    ["the and of", "", "a I"],  # no term survives
+    ["single"],
+    ["repeated repeated repeated words", "words", "other words entirely"],
+], ids=["seeds", "tricky", "no terms", "one text", "repeats"])
+def test_the_stored_arrays_are_scikit_learns_matrix(texts):
+    arrays, vocabulary, stop_words = build_tfidf(texts)
+    assert stop_words == sorted(ENGLISH_STOP_WORDS)
+    try:
+        fitted = vectorizer()
+        matrix = fitted.fit_transform(texts).tocsr()
+    except ValueError:  # scikit-learn refuses a corpus with no term: empty arrays here
+        assert (vocabulary, arrays["csr_data"].size, arrays["csr_indptr"].tolist()) == ([], 0, [0] * (len(texts) + 1))
+        return
+    matrix.sort_indices()
+    assert vocabulary == fitted.get_feature_names_out().tolist()
+    np.testing.assert_allclose(arrays["idf"], fitted.idf_, rtol=1e-6)
+    assert arrays["csr_indptr"].tolist() == matrix.indptr.tolist()
+    assert arrays["csr_indices"].tolist() == matrix.indices.tolist()
+    np.testing.assert_allclose(arrays["csr_data"], matrix.data, atol=1e-6)
+    columns = matrix.tocsc()
+    columns.sort_indices()
+    assert arrays["csc_indptr"].tolist() == columns.indptr.tolist()
+    assert arrays["csc_indices"].tolist() == columns.indices.tolist()
+    np.testing.assert_allclose(arrays["csc_data"], columns.data, atol=1e-6)
+    assert {name: array.dtype.name for name, array in arrays.items()} == {
+        "idf": "float32", "csr_data": "float32", "csr_indices": "int32", "csr_indptr": "int64",
+        "csc_data": "float32", "csc_indices": "int32", "csc_indptr": "int64"}
+
+
+def test_fitting_imports_neither_scikit_learn_nor_scipy():
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    script = ("import sys\nfrom recommender.index.lexical import build_tfidf\n"
+              "build_tfidf(['a first text about graphs', 'a second one about trees'])\n"
+              "print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"

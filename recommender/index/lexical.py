@@ -1,20 +1,24 @@
 """The lexical side: TF-IDF over title and abstract, in the spirit of arxiv-sanity-lite.
 
-The matrix is built with scikit-learn's `TfidfVectorizer` (single words,
-sublinear tf, English stop words, l2-normalised rows). Querying needs neither
-scikit-learn nor scipy (both slow to import on a cold start): the matrix is
-kept as plain CSR and CSC arrays and scored with numpy, and a free-text query is
-analysed by `analyse`, which reproduces the vectorizer's analyser (checked
-against scikit-learn in the tests).
+The matrix is scikit-learn's `TfidfVectorizer` (single words, sublinear tf,
+English stop words, l2-normalised rows), computed with numpy: neither a build nor
+a query imports scikit-learn or scipy (both slow to import). It is kept as plain
+CSR and CSC arrays and scored with numpy, and text is analysed by `analyse`,
+which reproduces the vectorizer's analyser (both checked against scikit-learn in
+the tests).
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
+import functools
 import math
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, ContextManager, Iterator, Sequence
 
 import numpy as np
@@ -42,53 +46,68 @@ class SparseVector:
         return cls(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32))
 
 
-def build_tfidf(texts: Sequence[str], min_df: int | float = 1, max_df: float = 1.0):
-    """Fit TF-IDF on the texts; returns (arrays to store, vocabulary in column order, stop words)."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
+def build_tfidf(texts: Sequence[str]):
+    """Fit TF-IDF on the texts; returns (arrays to store, vocabulary in column order, stop words).
 
-    vectorizer = TfidfVectorizer(
-        strip_accents="unicode",
-        lowercase=True,
-        stop_words="english",
-        token_pattern=TOKEN_PATTERN,
-        ngram_range=NGRAM_RANGE,
-        sublinear_tf=True,
-        min_df=min_df if len(texts) > 1 else 1,
-        max_df=max_df if len(texts) > 1 else 1.0,
-        dtype=np.float32,
-    )
-    try:
-        matrix = vectorizer.fit_transform(texts).tocsr()
-    except ValueError:  # no term survives (e.g. every text is stop words or digits)
-        vectorizer = None
-        matrix = None
-    if matrix is None:
-        arrays = {
-            "idf": np.zeros(0, dtype=np.float32),
-            "csr_data": np.zeros(0, dtype=np.float32),
-            "csr_indices": np.zeros(0, dtype=np.int32),
-            "csr_indptr": np.zeros(len(texts) + 1, dtype=np.int64),
-            "csc_data": np.zeros(0, dtype=np.float32),
-            "csc_indices": np.zeros(0, dtype=np.int32),
-            "csc_indptr": np.zeros(1, dtype=np.int64),
-        }
-        return arrays, [], sorted(ENGLISH_STOP_WORDS)
-    matrix.sort_indices()
-    columns = matrix.tocsc()
-    columns.sort_indices()
-    vocabulary = [""] * len(vectorizer.vocabulary_)
-    for term, column in vectorizer.vocabulary_.items():
-        vocabulary[column] = term
+    The numbers are those of scikit-learn's `TfidfVectorizer` with the settings above (smooth idf,
+    sublinear tf, l2 rows, terms in sorted order; the tests compare them), computed here with numpy
+    so that a build does not import scikit-learn and scipy (~1 s and ~150 MB)."""
+    stop_words = english_stop_words()
+    columns: dict[str, int] = {}  # term -> column in order of first use, sorted below
+    # Compact arrays rather than lists: 4 bytes a posting, not a Python int each (1M papers: ~80M postings).
+    indices, counts, indptr = array.array("i"), array.array("i"), array.array("q", [0])
+    for text in texts:
+        terms = Counter(analyse(text, stop_words))
+        indices.extend(columns.setdefault(term, len(columns)) for term in terms)
+        counts.extend(terms.values())
+        indptr.append(len(indices))
+    vocabulary = sorted(columns)
+    rank = np.zeros(len(columns), dtype=np.int32)
+    rank[[columns[term] for term in vocabulary]] = np.arange(len(vocabulary), dtype=np.int32)
+    del columns
+    csr_indices = rank[np.frombuffer(indices, dtype=np.int32)] if indices else np.zeros(0, dtype=np.int32)
+    csr_indptr = np.frombuffer(indptr, dtype=np.int64).copy()
+    counts = np.frombuffer(counts, dtype=np.int32)
+    del indices, indptr
+    documents = np.bincount(csr_indices, minlength=len(vocabulary))
+    idf = (np.log((1 + len(texts)) / (1 + documents)) + 1).astype(np.float32)
+    weights = ((np.log(counts.astype(np.float64)) + 1) * idf[csr_indices]).astype(np.float32)
+    rows = np.repeat(np.arange(len(texts)), np.diff(csr_indptr))
+    norms = np.sqrt(np.bincount(rows, weights=weights.astype(np.float64) ** 2, minlength=len(texts)))
+    csr_data = (weights / np.where(norms == 0, 1, norms)[rows]).astype(np.float32)
+    # Columns sorted within each row, as scipy's sort_indices leaves them.
+    order = np.lexsort((csr_indices, rows))
+    csr_indices, csr_data = csr_indices[order], csr_data[order]
+    # The same matrix by column: rows in order within each column.
+    by_column = np.lexsort((rows[order], csr_indices))
+    csc_indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+    np.cumsum(documents, out=csc_indptr[1:])
     arrays = {
-        "idf": vectorizer.idf_.astype(np.float32),
-        "csr_data": matrix.data.astype(np.float32),
-        "csr_indices": matrix.indices.astype(np.int32),
-        "csr_indptr": matrix.indptr.astype(np.int64),
-        "csc_data": columns.data.astype(np.float32),
-        "csc_indices": columns.indices.astype(np.int32),
-        "csc_indptr": columns.indptr.astype(np.int64),
+        "idf": idf,
+        "csr_data": csr_data,
+        "csr_indices": csr_indices.astype(np.int32),
+        "csr_indptr": csr_indptr,
+        "csc_data": csr_data[by_column],
+        "csc_indices": rows[order][by_column].astype(np.int32),
+        "csc_indptr": csc_indptr,
     }
-    return arrays, vocabulary, sorted(ENGLISH_STOP_WORDS)
+    return arrays, vocabulary, sorted(stop_words)
+
+
+@functools.lru_cache(maxsize=1)
+def english_stop_words() -> frozenset[str]:
+    """scikit-learn's English stop word list, read from its module file without importing scikit-learn
+    (whose package import pulls in scipy)."""
+    import importlib.util
+
+    package = importlib.util.find_spec("sklearn")
+    if package is None or not package.submodule_search_locations:
+        raise ImportError("scikit-learn is not installed: run `pip install scikit-learn`")
+    path = Path(package.submodule_search_locations[0]) / "feature_extraction" / "_stop_words.py"
+    spec = importlib.util.spec_from_file_location("_papers_sklearn_stop_words", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return frozenset(module.ENGLISH_STOP_WORDS)
 
 
 _TOKEN = re.compile(TOKEN_PATTERN)
