@@ -31,7 +31,7 @@ class DuplicatePaperWarning(InputWarning):
     """The same paper twice in the input: kept once."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: no __dict__ per paper (~0.3 GB less at 1M papers)
 class Paper:
     """One paper: its ID, handle, text and whatever metadata the input gave."""
 
