@@ -216,6 +216,20 @@ def test_search_batches_match(data, indexes, monkeypatch):
     np.testing.assert_allclose(whole[0], batched[0])
 
 
+@pytest.mark.parametrize("kind", ALL)
+def test_single_query_on_one_thread_finds_what_a_batch_finds(kind, data, indexes):
+    """A single query runs on one OpenMP thread (faster on a busy machine); same neighbours,
+    scores to float rounding, and the caller's thread count is restored."""
+    q = clustered(20, seed=6)
+    threads = faiss.omp_get_max_threads()
+    batch = ann.search_index(indexes[kind], q, 10)
+    for row in range(len(q)):
+        scores, ids = ann.search_index(indexes[kind], q[row], 10)
+        np.testing.assert_array_equal(ids[0], batch[1][row])
+        np.testing.assert_allclose(scores[0], batch[0][row], atol=1e-6)
+    assert faiss.omp_get_max_threads() == threads
+
+
 def test_query_dimension_mismatch(indexes):
     with pytest.raises(InputError):
         ann.search_index(indexes["flat"], np.ones((1, DIM + 1), np.float32), 3)
