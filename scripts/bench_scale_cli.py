@@ -312,15 +312,21 @@ def run_size(size: int, out: Path, runs: int, source: Path, kind: str, build_onl
     return row
 
 
+def probes(description: str) -> str:
+    """"nprobe 192 of 4,000 lists" from the manifest's description of the FAISS index; "all (flat)" for exact search."""
+    found = re.search(r"nlist=([\d,]+), nprobe=([\d,]+)", description)
+    return f"{found.group(2)} of {found.group(1)} lists" if found else "all (flat)"
+
+
 def table(rows: list[dict]) -> str:
     lines = [
-        "| papers | baseline | cold `like` (ratio, peak RSS) | `like --mode lexical` (ratio, peak RSS) | `show` (ratio) "
-        "| build CPU µs/paper, encoding excl. | of which reading + naming | build wall s | build peak RSS |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| papers (corpus) | FAISS probes | baseline | cold `like` (ratio, peak RSS) | `like --mode lexical` (ratio, peak RSS) "
+        "| `show` (ratio) | build CPU µs/paper, encoding excl. | of which reading + naming | build wall s | build peak RSS |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['papers']:,} | {r['baseline_s']:.2f} s "
+            f"| {r['papers']:,} ({r.get('corpus', 'mixed')}) | {probes(r['faiss'])} | {r['baseline_s']:.2f} s "
             f"| {r['like_s']:.2f} s ({r['like_ratio']:.2f}x, {r['like_rss_mb']:.0f} MB) "
             f"| {r['like_lexical_s']:.2f} s ({r['like_lexical_ratio']:.2f}x, {r['like_lexical_rss_mb']:.0f} MB) "
             f"| {r['show_s']:.2f} s ({r['show_ratio']:.2f}x) "
@@ -345,9 +351,13 @@ def main() -> None:
     parser.add_argument("--check-topics", action="store_true",
                         help="only check that the fake encoder's neighbourhoods follow the topics, then stop")
     parser.add_argument("--build-only", action="store_true", help="write the corpora and build, without timing the CLI")
+    parser.add_argument("--table", type=Path, help="only print the table of a results file (JSON lines), then stop")
     args = parser.parse_args()
     if args.check_topics:
         check_topics(args.sentences)
+        return
+    if args.table:
+        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
         return
     results = args.results or args.out / "results.jsonl"
     rows = []
