@@ -3,7 +3,7 @@
 
     python scripts/bench_scale_cli.py [--sizes 10000 100000 1000000] [--out /tmp/bench_scale_cli]
                                       [--runs 7] [--results results.jsonl] [--corpus topics|mixed]
-                                      [--build-only] [--check-topics]
+                                      [--build-only] [--check-topics] [--compare-code DIR]
 
 Corpus: synthetic papers made of real sentences from the CSFCube dev corpus
 (/work/shared/eval/csfcube-dev/corpus.jsonl, or --sentences; 2,7xx papers), IDs
@@ -35,12 +35,17 @@ lookup without the probed IVF lists), `show`. `search` needs the ONNX query
 encoder, which the fake model has not: reported as not measured. The package's bytecode is
 cached (PYTHONDONTWRITEBYTECODE is dropped for the commands), as an installed package's is. Peak RSS of each
 command is its process's ru_maxrss (getrusage RUSAGE_CHILDREN in a wrapper).
+`--compare-code DIR` also times `like` with another version of the package (DIR holds
+its `recommender/`, e.g. from `git archive <commit> recommender | tar -x -C DIR`) on the
+same indexes, alternating: cold through the CLI, and warm through the Python API (median
+of 30 `Recommender.like` calls in one process).
 Each size appends one JSON line to --results; the table is printed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -74,16 +79,17 @@ WRAPPER = (
 )
 
 
-def environment() -> dict:
-    """PYTHONPATH to this checkout; bytecode written and used (to a cache outside the checkout), as an
+def environment(root: Path = ROOT) -> dict:
+    """PYTHONPATH to this checkout (or `root`); bytecode written and used (to a cache outside the checkout), as an
     installed package has it: without, every command would compile the package's modules anew (~30 ms)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(Path(tempfile.gettempdir()) / "bench_scale_cli-pycache"))
+    cache = "bench_scale_cli-pycache" if root == ROOT else "bench_scale_cli-pycache-" + hashlib.sha1(str(root).encode()).hexdigest()[:8]
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONPYCACHEPREFIX=str(Path(tempfile.gettempdir()) / cache))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
-def measure(command: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-c", WRAPPER, *command], capture_output=True, text=True, env=environment())
+def measure(command: list[str], root: Path = ROOT) -> dict:
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *command], capture_output=True, text=True, env=environment(root))
     if out.returncode:
         raise SystemExit(f"failed: {' '.join(command)}\n{out.stderr}")
     return json.loads(out.stdout)
@@ -242,7 +248,32 @@ class _Discard(list):
 # ---------------------------------------------------------------- one size
 
 
-def run_size(size: int, out: Path, runs: int, source: Path, kind: str, build_only: bool = False) -> dict | None:
+WARM_CALLS = 30
+
+
+def warm_child(index: str) -> None:
+    """Median milliseconds of WARM_CALLS `Recommender.like` calls in one process (the Python API, warm)."""
+    from recommender import Recommender
+
+    with Recommender.open(index) as recommender:
+        count, times = len(recommender), []
+        for call in range(WARM_CALLS):
+            started = time.perf_counter()
+            recommender.like(f"syn{(call * 7919) % count:07d}")
+            times.append(time.perf_counter() - started)
+    print(json.dumps({"warm_like_ms": 1000 * statistics.median(times)}))
+
+
+def warm_like(index: Path, root: Path) -> float:
+    out = subprocess.run([sys.executable, __file__, "--warm-child", str(index)], capture_output=True, text=True,
+                         env=environment(root))
+    if out.returncode:
+        raise SystemExit(f"warm like failed with {root}:\n{out.stderr}")
+    return json.loads(out.stdout)["warm_like_ms"]
+
+
+def run_size(size: int, out: Path, runs: int, source: Path, kind: str, build_only: bool = False,
+             other: Path | None = None) -> dict | None:
     out.mkdir(parents=True, exist_ok=True)
     name = f"{kind}-{size}"
     corpus, index, report = out / f"corpus-{name}.jsonl", out / f"index-{name}", out / f"build-{name}.json"
@@ -264,7 +295,11 @@ def run_size(size: int, out: Path, runs: int, source: Path, kind: str, build_onl
     seeds = [f"syn{generator.randrange(size):07d}" for _ in range(runs + 1)]
     for command in (baseline, cli + ["like", seeds[-1], "--index", str(index)], cli + ["show", seeds[-1], "--index", str(index)]):
         measure(command)  # warm the page cache once
+    if other is not None:
+        measure(cli + ["like", seeds[-1], "--index", str(index)], other)
     times: dict[str, list] = {"baseline": [], "like": [], "like_lexical": [], "show": []}
+    if other is not None:
+        times["like_other_code"] = []
     rss: dict[str, list] = {name: [] for name in times}
     print(f"[{size}] timing {runs} runs", flush=True)
     for run in range(runs):
@@ -274,8 +309,10 @@ def run_size(size: int, out: Path, runs: int, source: Path, kind: str, build_onl
             # Without FAISS: what the lookup costs beyond the probed IVF lists.
             ("like_lexical", cli + ["like", seeds[run], "--mode", "lexical", "--index", str(index)]),
             ("show", cli + ["show", seeds[run], "--index", str(index)]),
+            # The same `like` with another version of the package (--compare-code), alternating.
+            *([("like_other_code", cli + ["like", seeds[run], "--index", str(index)])] if other is not None else []),
         ):
-            result = measure(command)
+            result = measure(command, other if name == "like_other_code" else ROOT)
             times[name].append(result["wall"])
             rss[name].append(result["rss_kb"] / 1024)
     base = statistics.median(times["baseline"])
@@ -309,6 +346,18 @@ def run_size(size: int, out: Path, runs: int, source: Path, kind: str, build_onl
         "index_mb": sum(p.stat().st_size for p in index.rglob("*") if p.is_file() and p.name != "cache.sqlite") / 2**20,
         "runs": runs,
     }
+    if other is not None:
+        row.update({
+            "other_code": str(other),
+            "like_other_code_ratio": statistics.median(times["like_other_code"]) / base,
+            "like_other_code_rss_mb": max(rss["like_other_code"]),
+        })
+        # Warm lookups through the Python API, alternating the two versions (medians of WARM_CALLS calls).
+        warm = {"this": [], "other": []}
+        for _ in range(2):
+            warm["other"].append(warm_like(index, other))
+            warm["this"].append(warm_like(index, ROOT))
+        row.update({"warm_like_ms": min(warm["this"]), "warm_like_other_code_ms": min(warm["other"])})
     return row
 
 
@@ -340,6 +389,9 @@ def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == "--build-child":
         build_child(*sys.argv[2:])
         return
+    if len(sys.argv) == 3 and sys.argv[1] == "--warm-child":
+        warm_child(sys.argv[2])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench_scale_cli"))
@@ -351,6 +403,9 @@ def main() -> None:
     parser.add_argument("--check-topics", action="store_true",
                         help="only check that the fake encoder's neighbourhoods follow the topics, then stop")
     parser.add_argument("--build-only", action="store_true", help="write the corpora and build, without timing the CLI")
+    parser.add_argument("--compare-code", type=Path, metavar="DIR",
+                        help="also time `like` (cold, and warm through the API) with the package in DIR, e.g. "
+                             "`git archive <commit> recommender | tar -x -C DIR`")
     parser.add_argument("--table", type=Path, help="only print the table of a results file (JSON lines), then stop")
     args = parser.parse_args()
     if args.check_topics:
@@ -362,7 +417,7 @@ def main() -> None:
     results = args.results or args.out / "results.jsonl"
     rows = []
     for size in args.sizes:
-        row = run_size(size, args.out, args.runs, args.sentences, args.corpus, args.build_only)
+        row = run_size(size, args.out, args.runs, args.sentences, args.corpus, args.build_only, args.compare_code)
         if row is None:
             continue
         rows.append(row)
@@ -373,6 +428,14 @@ def main() -> None:
     print(f"baseline: `python -c \"import numpy, faiss\"` in the same run; targets: like <= {TARGETS['like']}x, "
           f"show <= {TARGETS['show']}x, like peak RSS <= {TARGETS['like_rss_mb']} MB; search: not measured (fake encoder)")
     print(table(rows))
+    compared = [r for r in rows if "other_code" in r]
+    if compared:
+        print(f"\n`like` with {compared[0]['other_code']} against this checkout, same indexes, same run:\n")
+        print("| papers (corpus) | cold, other code | cold, this code | warm API call, other code | warm, this code |")
+        print("|---|---|---|---|---|")
+        for r in compared:
+            print(f"| {r['papers']:,} ({r['corpus']}) | {r['like_other_code_ratio']:.2f}x, {r['like_other_code_rss_mb']:.0f} MB "
+                  f"| {r['like_ratio']:.2f}x, {r['like_rss_mb']:.0f} MB | {r['warm_like_other_code_ms']:.1f} ms | {r['warm_like_ms']:.1f} ms |")
 
 
 if __name__ == "__main__":
