@@ -228,7 +228,7 @@ def build_child(corpus: str, index: str, report: str) -> None:
     encoder.token_spans = timed("encode_s", encoder.token_spans)
     encoder.encoded_texts = _Discard()  # the fake keeps every text otherwise
     loading.load_encoder = lambda model: encoder
-    build.prepare_query_encoder = lambda model, writer, previous: None
+    build.prepare_query_encoder = lambda model, writer, previous, on_phase=None: None
     build.read_papers = timed("read_s", build.read_papers)
     started, cpu = time.perf_counter(), time.process_time()
     result = build.build_index([corpus], index=index, model="fake-384")
