@@ -311,18 +311,20 @@ def _notice(reporter):
 
 
 @contextlib.contextmanager
-def _stopped_builds():
-    """Ctrl-C during a build: one line saying what is kept and how to resume, exit code 130."""
+def _stopped_builds(command: str = "build"):
+    """Ctrl-C during a build (of `papers build`, or of `papers evaluate`'s index): one line saying
+    what is kept and how to resume, exit code 130."""
     from .errors import EncodingInterrupted
 
     try:
         yield
     except EncodingInterrupted as interrupt:
         click.echo(f"interrupted: {interrupt.kept:,} of {interrupt.total:,} papers are encoded and kept in the cache; "
-                   "run the same build again to resume", err=True)
+                   f"run the same {command} again to resume", err=True)
         sys.exit(130)
     except KeyboardInterrupt:
-        click.echo("interrupted: run the same build again (papers already encoded are kept in the cache)", err=True)
+        click.echo(f"interrupted: run the same {command} again (papers already encoded are kept in the cache)",
+                   err=True)
         sys.exit(130)
 
 
@@ -510,7 +512,7 @@ def evaluate(corpus, queries, qrels, index, model, chunking, mode, dense_weight,
     from .query.ranking import DENSE_WEIGHT
     from .render.evaluation import render_evaluation
 
-    with _reporter(quiet) as reporter:
+    with _stopped_builds("evaluate"), _reporter(quiet) as reporter:
         evaluation = run(
             corpus, queries, qrels, index=index, model=model, chunking=Chunking(strategy=chunking), mode=mode,
             pool=pool, relevant_at=relevant_at, dense_weight=DENSE_WEIGHT if dense_weight is None else dense_weight,

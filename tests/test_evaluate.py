@@ -82,6 +82,16 @@ def test_second_run_reuses_the_index_and_modes_share_it(run, fake_model):
     assert second.stdout.startswith("hybrid (dense weight 0.50), judged pool")
 
 
+def test_ctrl_c_while_its_index_is_built_is_one_line(run, fake_model, workdir):
+    def interrupted(texts):
+        raise KeyboardInterrupt
+
+    fake_model.encode = interrupted
+    result = run("--mode", "dense")
+    assert (result.exit_code, result.stdout, result.stderr.splitlines()[-1]) == (
+        130, "", "interrupted: 0 of 6 papers are encoded and kept in the cache; run the same evaluate again to resume")
+
+
 def test_changing_chunking_rebuilds_the_index(run):
     run("--mode", "lexical")
     result = run("--mode", "lexical", "--chunking", "truncate")
