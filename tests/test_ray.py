@@ -72,6 +72,23 @@ def test_ray_build_equals_local_build(papers_cli, fake_ray_model, seeds, open_in
     assert_same_index(open_index("local"), open_index("ray"))
 
 
+def test_a_ray_build_leaves_the_programs_signal_handlers_as_they_were(fake_ray_model, seeds, workdir):
+    import signal
+
+    from recommender import build_index
+
+    def mine(number, frame):  # a library user's own handlers
+        pass
+
+    before = {number: signal.signal(number, mine) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        build_index([seeds], index=workdir / "ray", engine="ray")
+        assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == (mine, mine)
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
 def test_ray_rebuild_from_the_cache_starts_no_cluster(papers_cli, fake_ray_model, seeds, monkeypatch):
     assert papers_cli("build", "seeds").exit_code == 0
     monkeypatch.setattr(ray, "init", lambda *args, **kwargs: pytest.fail("Ray started with nothing to encode"))

@@ -19,6 +19,8 @@ import logging
 import math
 import os
 import re
+import signal
+import threading
 import warnings
 from pathlib import Path
 
@@ -71,6 +73,7 @@ class RaySession:
         self._levels: dict[str, int] = {}
         self._context: dict[str, object] = {}
         self._printer = None
+        self._handlers: dict[int, object] = {}  # signal handlers ray.init replaces, put back at the end
 
     def __enter__(self) -> "RaySession":
         with warnings.catch_warnings():
@@ -81,6 +84,8 @@ class RaySession:
         ray = _import_ray()
         self.ray = ray
         self._quiet()
+        if threading.current_thread() is threading.main_thread():
+            self._handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
         try:
             if ray.is_initialized():  # a program that set up Ray itself keeps it
                 self.remote = self.address is not None
@@ -117,6 +122,11 @@ class RaySession:
                 self.ray.shutdown()
                 self.started = False
         finally:
+            # ray.init installs its own SIGTERM handler; a library user's program gets its own back.
+            for number, handler in self._handlers.items():
+                if handler is not None:
+                    signal.signal(number, handler)
+            self._handlers.clear()
             for name, level in self._levels.items():
                 logging.getLogger(name).setLevel(level)
             self._levels.clear()
