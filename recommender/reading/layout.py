@@ -172,8 +172,10 @@ def build_map(
                                     float(np.median(members[:, 1]))))
     # On a crowded map a session label may cover points (its halo keeps it legible); on a sparse one it must not.
     group_marks = _place_group_labels(group_marks, xy if len(rows) <= NAMED_POINTS else xy[:0])
-    names = _place_names(xy, [paper.label for paper in papers], group_marks) if len(rows) <= NAMED_POINTS else {}
-    zoomed = zoom_labels(xy, [paper.handle or paper.title for paper in papers], group_marks, names)
+    # The names the map writes beside its points (render/map.py): measured as they are written.
+    shown = [paper.handle or paper.title for paper in papers]
+    names = _place_names(xy, shown, group_marks) if len(rows) <= NAMED_POINTS else {}
+    zoomed = zoom_labels(xy, shown, group_marks, names)
     position = {paper.id: i for i, paper in enumerate(papers)}
     neighbours = [
         tuple(MapNeighbour(item.paper.id, item.paper.label, round(float(item.score), 4), position.get(item.paper.id))
