@@ -94,7 +94,12 @@ def test_stop_words_are_scikit_learns():
     ["single"],
     ["repeated repeated repeated words", "words", "other words entirely"],
 ], ids=["seeds", "tricky", "no terms", "one text", "repeats"])
-def test_the_stored_arrays_are_scikit_learns_matrix(texts):
+@pytest.mark.parametrize("chunk", [None, 1, 7, 50], ids=["one chunk", "chunks of 1", "chunks of 7", "chunks of 50"])
+def test_the_stored_arrays_are_scikit_learns_matrix(texts, chunk, monkeypatch):
+    from recommender.index import lexical
+
+    if chunk is not None:  # rows longer than a chunk, chunks of many rows: the same arrays
+        monkeypatch.setattr(lexical, "CHUNK_POSTINGS", chunk)
     arrays, vocabulary, stop_words = build_tfidf(texts)
     assert stop_words == sorted(ENGLISH_STOP_WORDS)
     try:
