@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import os
 import signal
 import sys
@@ -564,6 +565,7 @@ def _output_file(path: str | None):
 
     target = Path(path)
     check_not_in_index(target)
+    _remove_stale_partials(target)
     partial = target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
     try:
         yield partial
@@ -574,6 +576,22 @@ def _output_file(path: str | None):
         raise
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _remove_stale_partials(target: Path) -> None:
+    """The unfinished files of earlier runs writing `target` that were killed (SIGKILL leaves no
+    chance to clean up): removed once their process is gone; a running one's is left alone."""
+    prefix, suffix = f".{target.stem}.partial-", target.suffix
+    for leftover in target.parent.glob(f"{glob.escape(prefix)}*{glob.escape(suffix)}"):
+        pid = leftover.name[len(prefix): len(leftover.name) - len(suffix)]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            leftover.unlink(missing_ok=True)
+        except PermissionError:
+            pass  # another user's process, still running
 
 
 @main.command(name="related-work")

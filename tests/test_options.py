@@ -273,6 +273,23 @@ def test_out_keeps_its_old_content_after_a_failure(built, workdir, failing_write
     assert not [p.name for p in workdir.iterdir() if "partial" in p.name]
 
 
+def test_out_removes_what_a_killed_run_left_and_spares_a_running_ones(built, workdir):
+    import os
+    import subprocess
+    import sys
+
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(finished.stdout)  # a process that has exited: its PID names no process now (the test's own
+    # children are reaped, and PIDs are not reused this quickly)
+    stale = workdir / f".out.partial-{dead}.md"
+    running = workdir / f".out.partial-{os.getppid()}.md"  # a live process's unfinished file
+    other = workdir / f".other.partial-{dead}.md"  # another output's: not this run's business
+    for path in (stale, running, other):
+        path.write_text("half a file")
+    assert built("related-work", "--all", "--out", "out.md").exit_code == 0
+    assert sorted(p.name for p in workdir.iterdir() if "partial" in p.name) == sorted([running.name, other.name])
+
+
 def test_sessions_out_is_absent_when_planning_fails(built, workdir):
     result = built("sessions", "--n", "9", "--out", "plan.md")
     assert (result.exit_code, result.stderr) == (1, "Error: cannot split 6 papers into 9 sessions: use --n 6 or fewer\n")
