@@ -14,7 +14,7 @@ from recommender.corpus.papers import Paper
 from recommender.query.ranking import DENSE_WEIGHT
 from recommender.reading import related
 from recommender.corpus.summary import summary
-from recommender.reading.related import _BatchRanker, related_work, select_rows
+from recommender.reading.related import BatchRanker, related_work, select_rows
 from recommender.reading.sessions import plan_sessions
 from recommender.render.related import bibtex_entry, bibtex_escape, bibtex_key, bibtex_keys
 
@@ -75,7 +75,7 @@ def test_batched_lists_are_like_one_by_one(big, k, why, monkeypatch):
 
 
 def test_papers_the_bound_cannot_vouch_for_are_scored_against_every_paper(big, monkeypatch):
-    monkeypatch.setattr(_BatchRanker, "rank", lambda *args: None)
+    monkeypatch.setattr(BatchRanker, "rank", lambda *args: None)
     stats = {}
     lists = list(related_work(big, [0, 5, 7], k=3, why=True, stats=stats))
     assert stats == {"bounded": 0, "full": 3}

@@ -131,7 +131,7 @@ def _mixed_lists(recommender, items, stored_lists, k, why, progress) -> Iterator
 
 
 def _related_lists(recommender, rows, k, why, chunk, progress, stats) -> Iterator[RelatedList]:
-    ranker = _BatchRanker(recommender, k, why)
+    ranker = BatchRanker(recommender, k, why)
     counts = stats if stats is not None else {}
     counts.setdefault("bounded", 0)
     counts.setdefault("full", 0)
@@ -166,8 +166,9 @@ def _nearest(recommender: Recommender, queries: np.ndarray, k: int) -> tuple[np.
     return search_index(recommender.faiss_index, queries, k)
 
 
-class _BatchRanker:
-    """The per-paper part of `related_work`: exact scores on candidates, and the bound."""
+class BatchRanker:
+    """The per-paper part of `related_work`: exact scores on candidates, and the bound that vouches
+    for them (`rank` returns None for a paper it cannot vouch for, which is then scored in full)."""
 
     def __init__(self, recommender: Recommender, k: int, why: bool):
         self.recommender = recommender
