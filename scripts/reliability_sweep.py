@@ -198,35 +198,31 @@ def _(cwd):
     return problem or (f"leftovers after the next build: {left}" if left else None)
 
 
-@case("SIGTERM during related-work --out: no partial file left")
-def _(cwd):
+def signal_related_work_out(cwd, signal_number) -> tuple[list[str], str]:
+    """Build a 3,000-paper index, start `related-work --all --out r.md`, send the signal once its
+    partial file exists; returns what is left beside it and the command's stderr."""
     write_corpus(cwd / "big", [{"id": f"b{i}", "abstract": f"Paper {i} about topic{i % 17} and word{i % 5}."}
                                for i in range(3000)])
     if papers(cwd, "build", "big", "--index", "big")[0]:
-        return "build failed"
+        raise RuntimeError("build failed")
     process = spawn(cwd, "related-work", "--all", "--index", "big", "--out", "r.md")
     deadline = time.monotonic() + 60
     while not list(cwd.glob(".r.partial-*")) and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.01)
-    process.send_signal(signal.SIGTERM)
-    process.communicate(timeout=60)
-    left = sorted(p.name for p in cwd.iterdir() if p.name.startswith(".r.") or p.name == "r.md")
+    process.send_signal(signal_number)
+    _, stderr = process.communicate(timeout=60)
+    return sorted(p.name for p in cwd.iterdir() if p.name.startswith(".r.") or p.name == "r.md"), stderr
+
+
+@case("SIGTERM during related-work --out: no partial file left")
+def _(cwd):
+    left, _ = signal_related_work_out(cwd, signal.SIGTERM)
     return f"left behind: {left}" if left else None
 
 
 @case("SIGINT during related-work --out: no partial file left")
 def _(cwd):
-    write_corpus(cwd / "big", [{"id": f"b{i}", "abstract": f"Paper {i} about topic{i % 17} and word{i % 5}."}
-                               for i in range(3000)])
-    if papers(cwd, "build", "big", "--index", "big")[0]:
-        return "build failed"
-    process = spawn(cwd, "related-work", "--all", "--index", "big", "--out", "r.md")
-    deadline = time.monotonic() + 60
-    while not list(cwd.glob(".r.partial-*")) and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.01)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
-    left = sorted(p.name for p in cwd.iterdir() if p.name.startswith(".r.") or p.name == "r.md")
+    left, stderr = signal_related_work_out(cwd, signal.SIGINT)
     if left:
         return f"left behind: {left}"
     return f"not one line: {stderr!r}" if "Traceback" in stderr else None

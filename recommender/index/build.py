@@ -17,7 +17,7 @@ import numpy as np
 from .. import __version__
 from ..corpus.papers import Paper, read_papers
 from ..embed import loading
-from ..embed.export_cache import RECORD
+from ..embed import export_cache
 from ..embed.windows import Chunking, Encoder, embed_texts
 from ..errors import EncodingInterrupted
 from . import store
@@ -274,7 +274,7 @@ def prepare_query_encoder(
     try:
         shared = _shared_export(model, exporting)
         if shared is not None:
-            store.link_tree(shared, target, skip={RECORD})
+            store.link_tree(shared, target, skip={export_cache.RECORD})
         else:
             exporting()
             export_onnx(resolve_model_path(model), target)
@@ -295,10 +295,8 @@ def _shared_export(model: str, exporting: Callable[[], None]) -> Path | None:
 
     A cache folder that cannot be written (read-only home, no space) is not an error of the
     build: the index then gets its own export, as when the model has no local folder."""
-    from ..embed.export_cache import shared_export
-
     try:
-        return shared_export(model, exporting)
+        return export_cache.shared_export(model, exporting)
     except OSError:
         return None
 
