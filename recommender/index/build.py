@@ -23,7 +23,7 @@ from ..errors import EncodingInterrupted
 from . import store
 from .lexical import settings as lexical_settings
 from .keys import key_arrays
-from .store import FAISS, KEY_ARRAYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from .store import COLUMN_MAX, FAISS, KEY_ARRAYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,7 @@ def build_index(
             arrays, vocabulary, stop_words = build_tfidf(texts)
             for name in LEXICAL_ARRAYS:
                 writer.save_array(f"lexical/{name}.npy", arrays[name])
+            writer.save_array(COLUMN_MAX, arrays["column_max"])
             writer.save_json(VOCABULARY, vocabulary)
             writer.save_json(STOP_WORDS, stop_words)
             previous_chunking = previous.manifest.get("chunking", {}) if previous else {}

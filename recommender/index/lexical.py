@@ -98,8 +98,20 @@ def build_tfidf(texts: Sequence[str]):
     arrays = {
         "idf": idf, "csr_data": csr_data, "csr_indices": csr_indices, "csr_indptr": indptr,
         "csc_data": csc_data, "csc_indices": csc_indices, "csc_indptr": csc_indptr,
+        "column_max": column_maxima(csc_data, csc_indptr),
     }
     return arrays, vocabulary, sorted(stop_words)
+
+
+def column_maxima(csc_data: np.ndarray, csc_indptr: np.ndarray) -> np.ndarray:
+    """Each column's largest weight (0 for an empty column), float32: a term's contribution to any
+    row's score is at most its query weight times this (weights are never negative)."""
+    counts = np.diff(csc_indptr)
+    out = np.zeros(len(counts), dtype=np.float32)
+    filled = counts > 0
+    if filled.any():
+        out[filled] = np.maximum.reduceat(np.asarray(csc_data), csc_indptr[:-1][filled])
+    return out
 
 
 def _row_chunks(indptr: np.ndarray) -> Iterator[tuple[int, int]]:

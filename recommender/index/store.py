@@ -62,6 +62,9 @@ KEY_ARRAYS = (
     "handles_bytes", "handles_offsets",
 )
 LEXICAL_ARRAYS = ("idf", "csr_data", "csr_indices", "csr_indptr", "csc_data", "csc_indices", "csc_indptr")
+# Each vocabulary column's largest weight, the bound of exact top-k lexical scoring
+# (lexical.LexicalIndex.top). Indexes built before it lack it: they are scored in full.
+COLUMN_MAX = "lexical/column_max.npy"
 VOCABULARY = "lexical/vocabulary.json"
 STOP_WORDS = "lexical/stop_words.json"
 QUERY_ENCODER = "query-encoder"
