@@ -119,9 +119,11 @@ def test_the_stored_arrays_are_scikit_learns_matrix(texts, chunk, monkeypatch):
     assert arrays["csc_indptr"].tolist() == columns.indptr.tolist()
     assert arrays["csc_indices"].tolist() == columns.indices.tolist()
     np.testing.assert_allclose(arrays["csc_data"], columns.data, atol=1e-6)
+    assert arrays["column_max"].tolist() == [
+        float(arrays["csc_data"][start:end].max(initial=0)) for start, end in zip(columns.indptr, columns.indptr[1:])]
     assert {name: array.dtype.name for name, array in arrays.items()} == {
         "idf": "float32", "csr_data": "float32", "csr_indices": "int32", "csr_indptr": "int64",
-        "csc_data": "float32", "csc_indices": "int32", "csc_indptr": "int64"}
+        "csc_data": "float32", "csc_indices": "int32", "csc_indptr": "int64", "column_max": "float32"}
 
 
 def test_fitting_imports_neither_scikit_learn_nor_scipy():

@@ -1,6 +1,7 @@
 """At 10k papers, the lookups that do not grow with the corpus give exactly what a
 straightforward scan gives: rows named by IDs, handles and prefixes, the tie-break
-order, TF-IDF scores bit for bit, and the lists of `like` and `related-work`."""
+order, TF-IDF scores bit for bit, the top rows by TF-IDF score (with and without the bound that
+prunes them), and the lists of `like` and `related-work`."""
 
 import json
 import random
@@ -12,7 +13,7 @@ import pytest
 from fakes import FakeEncoder
 from recommender import Recommender, build_index
 from recommender.embed import loading
-from recommender.index import build, keys
+from recommender.index import build, keys, lexical as lexical_module
 from recommender.index.lexical import LexicalIndex, combine
 from recommender.query import recommender as recommender_module
 from recommender.reading.related import related_work
@@ -84,6 +85,23 @@ def add_at_scores(lexical: LexicalIndex, query) -> np.ndarray:
     return out
 
 
+def sorted_top(lexical: LexicalIndex, query, k: int, also=(), stats=None):
+    """`LexicalIndex.top` the straightforward way: every row scored, sorted by (score descending, row)."""
+    scores = add_at_scores(lexical, query)
+    best = np.lexsort((np.arange(len(scores)), -scores))[:k]
+    rows = np.union1d(best, np.asarray(also, dtype=np.int64))
+    return rows, scores[rows]
+
+
+@pytest.fixture(params=["default", "forced"])
+def pruning(request, monkeypatch):
+    """`LexicalIndex.top` as configured, or with its bound tried on every query and used whenever it prunes."""
+    if request.param == "forced":
+        monkeypatch.setattr(lexical_module, "PRUNE_MIN_POSTINGS", 0)
+        monkeypatch.setattr(lexical_module, "ROW_COST", 1)
+    return request.param
+
+
 def references(index) -> list[str]:
     generator = random.Random(5)
     ids, handles = index.ids, index.handles
@@ -138,13 +156,31 @@ def lists(index, run):
     return [[item.to_dict() for item in run(seed)] for seed in ("P1", "graph models-3", "2101.00008", "Aa-6", "straße-15")]
 
 
+def test_top_rows_equal_those_of_a_sort_bit_for_bit(index, pruning):
+    lexical, used = index.lexical, []
+    queries = [lexical.row(row) for row in range(0, PAPERS, 251)]
+    queries.append(combine([lexical.row(1), lexical.row(2), lexical.row(3)], [1.0, 1.0, -0.5]))
+    queries.append(combine([lexical.row(4), lexical.row(5)], [1.0, -1.0]))
+    queries.append(lexical.transform("prorral neuantx graelity"))
+    for number, query in enumerate(queries):
+        for k in (10, 100, 1000):
+            also = random.Random(number).sample(range(PAPERS), 100)
+            stats: dict = {}
+            rows, scores = lexical.top(query, k, also, stats)
+            want_rows, want_scores = sorted_top(lexical, query, k, also)
+            assert (rows.tolist(), scores.tobytes()) == (want_rows.tolist(), want_scores.tobytes())
+            used.append(stats["pruned"])
+    if pruning == "forced":
+        assert sum(used) > len(used) // 2
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "lexical"])
-def test_like_lists_equal_those_of_the_scans(index, mode):
+def test_like_lists_equal_those_of_the_scans(index, mode, pruning):
     def run(seed):
         return index.like(seed, k=12, mode=mode, why=True, exclude=["P5", "Graph Models"])
 
     new = lists(index, run)
-    with mock.patch.object(LexicalIndex, "scores", add_at_scores):
+    with mock.patch.object(LexicalIndex, "scores", add_at_scores), mock.patch.object(LexicalIndex, "top", sorted_top):
         ids, handles = index.ids, index.handles
         with mock.patch.object(keys.Keys, "matching_rows", lambda self, ref: scan_matching_rows(ref, ids, handles)), \
                 mock.patch.object(recommender_module.Recommender, "tiebreak", sorting_tiebreak(ids)):

@@ -16,8 +16,8 @@ from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, PaperNotFoundError
 from ..index import store
 from ..index.keys import Keys
-from ..index.lexical import LexicalIndex, SparseVector, combine, read_columns
-from ..index.store import FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from ..index.lexical import LexicalIndex, SparseVector, combine, read_columns, read_ranges
+from ..index.store import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, seed_weights, select
 
 # Candidates fetched from each side before fusion, exclusion and MMR.
@@ -144,6 +144,10 @@ class Recommender:
     def lexical(self) -> LexicalIndex:
         if self._lexical is None:
             arrays = {name: self.stored.load_array(f"lexical/{name}.npy", mmap=True) for name in LEXICAL_ARRAYS}
+            if self.stored.has(COLUMN_MAX):  # not in indexes built before it: they are scored in full
+                arrays["column_max"] = self.stored.load_array(COLUMN_MAX)
+                if arrays["column_max"].shape != arrays["idf"].shape:
+                    raise store.corrupt(self.stored, COLUMN_MAX, "does not match the vocabulary")
             self._lexical = LexicalIndex(
                 arrays,
                 # Not a lambda over self: a cycle would keep the index version pinned (store.open_stored).
@@ -155,6 +159,11 @@ class Recommender:
                     read_columns,
                     self.stored.array_reader("lexical/csc_indices.npy"),
                     self.stored.array_reader("lexical/csc_data.npy"),
+                ),
+                rows=functools.partial(
+                    read_ranges,
+                    self.stored.array_reader("lexical/csr_indices.npy"),
+                    self.stored.array_reader("lexical/csr_data.npy"),
                 ),
             )
             if self._lexical.size != len(self):
@@ -383,21 +392,23 @@ class Recommender:
         n = len(self)
         fetch = min(n, max(MIN_CANDIDATES, 4 * (k + len(excluded))))
         candidates: set[int] = set()
-        lexical_all = None
+        lexical_rows = lexical_scores = None
         if mode != "lexical":
             from ..index.ann import search_index
 
             _, rows = search_index(self.faiss_index, dense_query[None, :], fetch)
             candidates.update(int(row) for row in rows[0] if row >= 0)
         if mode != "dense":
-            lexical_all = self.lexical.scores(lexical_query)
-            top = np.argpartition(-lexical_all, fetch - 1)[:fetch] if fetch < n else np.arange(n)
-            candidates.update(int(row) for row in top)
+            # The `fetch` best rows by lexical score, and the lexical scores of the dense candidates.
+            lexical_rows, lexical_scores = self.lexical.top(lexical_query, fetch, sorted(candidates))
+            candidates.update(lexical_rows.tolist())
         rows = np.array(sorted(candidates - excluded), dtype=np.int64)
         if len(rows) == 0:
             return []
         dense = self._candidate_cosines(rows, dense_query) if mode != "lexical" else np.zeros(len(rows), np.float32)
-        lexical = lexical_all[rows] if lexical_all is not None else np.zeros(len(rows), np.float32)
+        lexical = np.zeros(len(rows), np.float32)
+        if lexical_rows is not None:
+            lexical = lexical_scores[np.searchsorted(lexical_rows, rows)]
         scores = fuse(dense, lexical, mode)
         rows, scores = select(rows, scores, self.tiebreak, self.vectors, k, min_score, diverse)
         papers = self.papers_at(rows.tolist())

@@ -181,12 +181,7 @@ class BatchRanker:
         self.tiebreak = recommender.tiebreak
         lexical = self.lexical
         self.df = np.diff(lexical.csc_indptr)
-        data, starts = lexical.csc_data, lexical.csc_indptr[:-1]
-        self.column_max = np.zeros(len(self.df), dtype=np.float32)
-        filled = self.df > 0
-        if len(data):
-            self.column_max[filled] = np.maximum.reduceat(data, starts[filled])
-        self.scratch = np.zeros(len(self.df), dtype=np.float32)
+        self.column_max = lexical.maxima()
 
     def rank(self, row: int, query: np.ndarray, dense_scores, dense_ids):
         """(rows, scores) of `row`'s top k, or None when the bound cannot vouch for them."""
@@ -202,7 +197,7 @@ class BatchRanker:
         # A first top k from the nearest few gives a score the final k-th paper must reach.
         first = 2 * self.k
         scores = fuse(self.recommender.cosines(candidates[:first], query),
-                      self.lexical_at(lexical_query, candidates[:first]), "hybrid")
+                      self.lexical.scores_at(lexical_query, candidates[:first]), "hybrid")
         if len(scores) < self.k:
             return None
         kth = float(np.sort(scores)[-self.k]) - SLACK
@@ -221,7 +216,7 @@ class BatchRanker:
         outside[row] = False
         more = np.concatenate([rest, np.flatnonzero(outside)])
         rows = np.concatenate([candidates[:first], more])
-        more_scores = fuse(self.recommender.cosines(more, query), self.lexical_at(lexical_query, more), "hybrid")
+        more_scores = fuse(self.recommender.cosines(more, query), self.lexical.scores_at(lexical_query, more), "hybrid")
         scores = np.concatenate([scores, more_scores])
         order = order_by_score(rows, scores, self.tiebreak)[: self.k]
         return rows[order], scores[order]
@@ -256,28 +251,6 @@ class BatchRanker:
         )
         partial += rest + SLACK
         return partial
-
-    def lexical_at(self, query: SparseVector, rows: np.ndarray) -> np.ndarray:
-        """`LexicalIndex.scores(query)[rows]`, bit for bit, touching only those rows.
-
-        Same float32 products, summed in the same (ascending term) order."""
-        lexical, scratch = self.lexical, self.scratch
-        out = np.zeros(len(rows), dtype=np.float32)
-        if len(query.indices) == 0 or len(rows) == 0:
-            return out
-        scratch[query.indices] = query.values
-        try:
-            starts = lexical.csr_indptr[rows]
-            lengths = lexical.csr_indptr[rows + 1] - starts
-            positions = csr_ranges(starts, lengths)
-            weights = scratch[lexical.csr_indices[positions]]
-            shared = np.flatnonzero(weights)  # adding the zero products would change nothing
-            products = weights[shared] * lexical.csr_data[positions[shared]]
-            owners = np.repeat(np.arange(len(rows)), lengths)[shared]
-            np.add.at(out, owners, products)  # in order, one by one: the same float32 sums
-        finally:
-            scratch[query.indices] = 0
-        return out
 
     def recommendations(self, row: int, rows, scores, papers: dict[int, Paper]) -> tuple[Recommendation, ...]:
         lexical_query = combine([self.lexical.row(row)], [1.0]) if self.why else None
