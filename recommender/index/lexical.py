@@ -55,8 +55,10 @@ ROW_COST = 1200
 """The cost of scoring one row exactly (its postings read with two preads), in column postings scanned."""
 FIRST_ESTIMATE = 0.1
 """Share of the query's postings scanned before the first estimate of the k-th best score."""
-GIVE_UP = 0.6
-"""Share of the query's postings scanned after which a query that cannot be pruned is scored in full."""
+COUNT_STRIDE = 16
+"""The candidates left are counted among every COUNT_STRIDE-th row (an estimate, for deciding when to stop)."""
+GIVE_UP = 0.5
+"""Share of the query's postings scanned after which a query whose bound is still above the threshold is scored in full."""
 
 # Postings handled at once after the texts are read: temporaries stay ~100 MB however large the corpus.
 CHUNK_POSTINGS = 1 << 22
@@ -372,7 +374,7 @@ class LexicalIndex:
         left = np.append(np.cumsum(lengths[order][::-1])[::-1], 0)
         partial = np.zeros(self.size, dtype=np.float32)
         exact_rows, exact_scores = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        theta, scanned, estimated_at, read_rows = None, 0, 0, 0
+        theta, scanned, estimated_at, read_rows, before = None, 0, 0, 0, self.size
         with (self._column_reader or self._slice_columns)() as column, \
                 (self._row_reader or contextlib.nullcontext)() as read:
 
@@ -395,12 +397,22 @@ class LexicalIndex:
                     score_exactly(np.union1d(_leading(partial, k), also))
                     theta = float(np.partition(exact_scores, len(exact_scores) - k)[len(exact_scores) - k])
                     estimated_at = scanned
+                    if theta <= slack:  # no bound is ever below it
+                        return None
                 if remaining[i] + slack < theta:
                     floor = theta - remaining[i] - slack  # a row below it cannot reach theta
-                    candidates = np.count_nonzero(partial >= floor)
-                    if candidates * ROW_COST <= left[i] or (i == len(order) and candidates * ROW_COST <= total):
+                    candidates = int(np.count_nonzero(partial[::COUNT_STRIDE] >= floor)) * COUNT_STRIDE  # about
+                    cost = candidates * ROW_COST  # of reading the candidates' rows
+                    if i == len(order):
+                        if cost > total:
+                            return None
                         break
-                if scanned > GIVE_UP * total:
+                    # Stop when reading the rows costs less than the next column, or when the column
+                    # just scanned removed fewer candidates than it cost.
+                    if cost <= left[i] and (cost <= lengths[order[i]] or (before - candidates) * ROW_COST < lengths[term]):
+                        break
+                    before = candidates
+                elif scanned > GIVE_UP * total:  # the bound is not below the threshold yet: it will not pay
                     return None
             else:
                 return None
