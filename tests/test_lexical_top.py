@@ -2,7 +2,7 @@
 of given rows, through the column-max bound when it can, exactly as scoring every row gives them.
 
 On a 3,000-paper corpus of Zipf-like words where many papers share their text (equal scores), with
-the bound forced on for queries of every size (PRUNE_MIN_POSTINGS = 0, ROW_COST = 1): the same rows and the same
+the bound forced on for queries of every size (PRUNE_MIN_POSTINGS = 0, ROW_COST = 1, GIVE_UP = 1): the same rows and the same
 float32 scores, bit for bit, as the straightforward full scoring and sort. And an index built before
 the column maxima were stored scores in full and gives the same lists."""
 
@@ -51,6 +51,7 @@ def pruning(monkeypatch):
     """The bound is tried on every query, however few its postings, and used whenever it prunes."""
     monkeypatch.setattr(lexical_module, "PRUNE_MIN_POSTINGS", 0)
     monkeypatch.setattr(lexical_module, "ROW_COST", 1)
+    monkeypatch.setattr(lexical_module, "GIVE_UP", 1.0)
 
 
 def sorted_top(lexical: LexicalIndex, query: SparseVector, k: int, also) -> tuple[np.ndarray, np.ndarray]:

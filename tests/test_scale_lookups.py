@@ -99,6 +99,7 @@ def pruning(request, monkeypatch):
     if request.param == "forced":
         monkeypatch.setattr(lexical_module, "PRUNE_MIN_POSTINGS", 0)
         monkeypatch.setattr(lexical_module, "ROW_COST", 1)
+        monkeypatch.setattr(lexical_module, "GIVE_UP", 1.0)
     return request.param
 
 
