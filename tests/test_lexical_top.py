@@ -2,9 +2,10 @@
 of given rows, through the column-max bound when it can, exactly as scoring every row gives them.
 
 On a 3,000-paper corpus of Zipf-like words where many papers share their text (equal scores), with
-the bound forced on for queries of every size (PRUNE_MIN_POSTINGS = 0, ROW_COST = 1, GIVE_UP = 1): the same rows and the same
-float32 scores, bit for bit, as the straightforward full scoring and sort. And an index built before
-the column maxima were stored scores in full and gives the same lists."""
+the bound forced on for queries of every size (PRUNE_MIN_POSTINGS = 0, ROW_COST = 1, GIVE_UP = 1):
+the same rows and the same float32 scores, bit for bit, as the straightforward full scoring and
+sort. And an index built before the column maxima were stored scores in full and gives the same
+lists."""
 
 import json
 import random
