@@ -21,3 +21,10 @@ def csr_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (np.cumsum(lengths) - lengths), lengths)
     return offsets + np.arange(total, dtype=np.int64)
+
+
+def sorted_union(*parts) -> np.ndarray:
+    """The distinct values of integer arrays, sorted, as int64: np.union1d without its first call's
+    import of numpy.ma (~10 ms of a cold command, through np.unique)."""
+    values = np.sort(np.concatenate([np.asarray(part, dtype=np.int64).ravel() for part in parts]))
+    return values[np.concatenate([[True], values[1:] != values[:-1]])] if len(values) else values

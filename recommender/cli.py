@@ -221,8 +221,9 @@ def main():
 @click.argument("inputs", nargs=-1, type=click.Path())
 @index_option
 @click.option("--model", default=None, help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2, packaged).")
-@click.option("--chunking", type=click.Choice(["windows", "truncate"]), default="windows", show_default=True,
-              help="Long abstracts: mean of overlapping windows, or cut at the model's limit.")
+@click.option("--chunking", type=click.Choice(["sentences", "windows", "truncate"]), default="sentences", show_default=True,
+              help="Long abstracts: mean of windows that each start with the title and end at a sentence end, "
+                   "of plain token windows, or cut at the model's limit.")
 @click.option("--index-type", type=click.Choice(["auto", "flat", "hnsw", "ivf"]), default="auto", show_default=True,
               help="FAISS index: exact for small corpora, approximate above a threshold.")
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
@@ -483,8 +484,9 @@ def indexes(fmt):
 @click.option("--index", "index", default=None, metavar="NAME|PATH",
               help="Index to build or reuse (default: eval-<corpus file stem>).")
 @click.option("--model", default=None, help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2).")
-@click.option("--chunking", type=click.Choice(["windows", "truncate"]), default="windows", show_default=True,
-              help="Long abstracts: mean of overlapping windows, or cut at the model's limit.")
+@click.option("--chunking", type=click.Choice(["sentences", "windows", "truncate"]), default="sentences", show_default=True,
+              help="Long abstracts: mean of windows that each start with the title and end at a sentence end, "
+                   "of plain token windows, or cut at the model's limit.")
 @click.option("--mode", type=click.Choice(["hybrid", "dense", "lexical"]), default="hybrid", show_default=True,
               help="Rank by embeddings, TF-IDF, or both fused.")
 @click.option("--dense-weight", type=float, default=None, metavar="W",

@@ -17,11 +17,9 @@ Each measurement runs in a fresh subprocess so that peak RSS (ru_maxrss) is its 
                  --out F` does): wall time and peak RSS
   flat baseline  the same batch of queries (every paper's vector) through a plain
                  FAISS IndexFlatIP search for 100 neighbours each (`like`'s dense
-                 candidates), in batches of 1024: the exact dense search alone
+                 candidates, ranking.POOL), in batches of 1024: the exact dense search alone
   ratio          related-work / flat baseline
   like x n       `Recommender.like` on --sample random papers, time per paper x n
-  bounded        papers whose list the bound settled (the rest were scored
-                 against every paper)
   = like         sampled papers whose related-work list is identical to `like`'s
                  (ids and scores); on an IVF index `like` itself is approximate
 """
@@ -137,22 +135,22 @@ def worker_related(index_dir: Path, k: int, out: Path) -> dict:
     from recommender.render.related import write_related
 
     recommender = Recommender.open(index_dir)
-    stats: dict = {}
     with open(out, "w", encoding="utf-8") as handle:
-        write_related(related_work(recommender, range(len(recommender)), k=k, stats=stats), handle, "jsonl")
-    return {"seconds": time.perf_counter() - started, "rss": maxrss_bytes(), **stats}
+        write_related(related_work(recommender, range(len(recommender)), k=k), handle, "jsonl")
+    return {"seconds": time.perf_counter() - started, "rss": maxrss_bytes()}
 
 
 def worker_baseline(index_dir: Path, k: int) -> dict:
     import faiss
 
-    from recommender.query.recommender import MIN_CANDIDATES, Recommender
+    from recommender.query.ranking import POOL
+    from recommender.query.recommender import Recommender
 
     recommender = Recommender.open(index_dir)
     vectors = np.ascontiguousarray(recommender.vectors, dtype=np.float32)
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(vectors)
-    fetch = max(MIN_CANDIDATES, 4 * (k + 1))
+    fetch = max(POOL, 4 * (k + 1))
     started = time.perf_counter()
     for start in range(0, len(vectors), 1024):
         index.search(vectors[start: start + 1024], fetch)
@@ -209,7 +207,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"k={args.k}, {os.cpu_count()} cores, indexes in {workdir}")
     header = (f"{'papers':>8} {'index':>5} {'related-work':>12} {'peak RSS':>9} {'flat search':>11} {'ratio':>6} "
-              f"{'like x n':>9} {'speed-up':>8} {'bounded':>8} {'= like':>9}")
+              f"{'like x n':>9} {'speed-up':>8} {'= like':>9}")
     rows = []
     for n in args.sizes:
         index_dir = workdir / f"index-{n}"
@@ -228,7 +226,6 @@ def main() -> None:
             f"{n:>8,} {kind:>5} {related['seconds']:>10.1f} s {related['rss'] / 2**20:>6.0f} MB "
             f"{baseline['seconds']:>9.1f} s {related['seconds'] / baseline['seconds']:>5.1f}x "
             f"{like['like_total_s']:>7.0f} s {like['like_total_s'] / related['seconds']:>7.1f}x "
-            f"{related['bounded'] / (related['bounded'] + related['full']):>7.1%} "
             f"{like['same']:>4}/{like['sampled']}"
         )
         print(header if len(rows) == 1 else "", rows[-1], sep="\n" if len(rows) == 1 else "", flush=True)

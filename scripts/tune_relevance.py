@@ -1,20 +1,28 @@
-"""Measure the rankers on a test collection and tune the hybrid's dense weight.
+"""Choose the hybrid ranking's settings by repeated 2-fold cross-validation on a test collection.
 
-    python scripts/tune_relevance.py [--data ../shared/eval/csfcube-dev] [--step 0.05]
+    python scripts/tune_relevance.py [--data ../shared/eval/csfcube-dev] [--index-root DIR] [--repeats 50]
 
-Builds (or reuses) two indexes of the corpus, windows and truncate chunking
-(the first build encodes every paper: minutes), then prints each ranker's
-figures (x100), the hybrid's curve over dense weights, a split-half check (tune
-on half the queries, measure on the other half, both ways), per-facet figures,
-reciprocal rank fusion for comparison, and how the rule for a query paper
-judged against itself moves the figures. Every figure except the RRF and
-self-judgement comparisons comes from `recommender.evaluate.evaluate`, i.e.
-from what `papers evaluate` prints.
+Builds (or reuses) two indexes of the collection with `papers evaluate`'s own
+code, "sentences" chunking (windows that start with the title and end at
+sentence ends, the default) and "windows" (plain token windows, the previous
+default); the first build of each encodes every paper: minutes. Then:
+
+* each ranker's MAP / NDCG%20 on all the queries (x100), every query ranked
+  over its judged pool as `papers evaluate` ranks it (`evaluate.rank_rows`);
+* repeated 2-fold cross-validation over the query papers (a paper's queries,
+  one per facet, stay on one side): in each fold the setting (chunking, dense
+  weight, pool size) with the best MAP + NDCG%20 on one half is measured on the
+  other half. The held-out figures' mean and spread are what to expect on new
+  queries; the setting chosen most often is what ships;
+* the same cross-validation for the previous default's family (plain windows,
+  a fixed convex mix of the two cosines), for a like-for-like comparison;
+* a per-query bootstrap 95% interval of the shipped setting's figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 import warnings
@@ -22,148 +30,181 @@ from pathlib import Path
 
 import numpy as np
 
-from recommender.evaluation import metrics
-from recommender.query.recommender import Recommender
 from recommender.embed.windows import Chunking
-from recommender.evaluation.evaluate import eval_index_name, evaluate, rank_rows
-from recommender.query.ranking import DENSE_WEIGHT
+from recommender.evaluation import metrics
+from recommender.evaluation.evaluate import evaluate, rank_rows
+from recommender.query import recommender as ranker
+from recommender.query.ranking import DENSE_WEIGHT, POOL, select
 
-SHOWN = ("map", "ndcg_pct_20", "ndcg_at_10", "recall_at_20", "mrr")
-HEAD = "  MAP NDCG%20 NDCG@10  R@20   MRR"
-
-
-def figures(scores: dict, names=SHOWN) -> str:
-    return " ".join(f"{100 * scores[name]:5.1f}" for name in names)
-
-
-def mean(evaluation, subset=None) -> dict:
-    return metrics.mean_scores([q.scores for q in evaluation.queries if subset is None or q.query_id in subset])
-
-
-def objective(scores: dict) -> float:
-    """What the weight is chosen on: MAP and NDCG%20, CSFCube's two headline figures, equally."""
-    return scores["map"] + scores["ndcg_pct_20"]
+CHUNKINGS = ("sentences", "windows")
+WEIGHTS = (0.5, 0.55, 0.6, 2 / 3, 0.7, 0.75, 0.8)  # of the window cosine; the rest to TF-IDF
+POOLS = (50, 100, 200)  # candidates from each side the per-query normalisation is measured over
+CONVEX_WEIGHTS = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)  # the previous default's family: w x dense + (1-w) x TF-IDF
 
 
 class Collection:
-    def __init__(self, data: Path, chunking: str, index: str):
+    """The collection and its indexes; every setting's per-query figures, computed once."""
+
+    def __init__(self, data: Path, root: Path):
         self.files = (data / "corpus.jsonl", data / "queries.tsv", data / "qrels.txt")
-        self.chunking, self.index = Chunking(strategy=chunking), index
-        started = time.perf_counter()
-        self.run("dense")  # builds the index, or reuses it
-        print(f"# {chunking}: index {index} ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        self.root = root
+        self.opened: dict = {}
+        self.queries = metrics.read_queries(self.files[1])
+        self.qrels = metrics.read_qrels(self.files[2])
 
-    def run(self, mode: str, weight: float = DENSE_WEIGHT, pool: str = "judged"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # duplicate papers kept once: reported by `papers evaluate`
-            return evaluate(*self.files, index=self.index, chunking=self.chunking, mode=mode,
-                            dense_weight=weight, pool=pool)
+    def open(self, chunking: str):
+        """Build (or reuse) the index with `papers evaluate`'s own code, then keep it open."""
+        if chunking not in self.opened:
+            started = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # duplicate papers kept once: reported by `papers evaluate`
+                evaluation = evaluate(*self.files, index=self.root / f"eval-{chunking}",
+                                      chunking=Chunking(strategy=chunking), mode="lexical")
+            if evaluation.build is not None:
+                print(f"# built the {chunking} index in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            self.opened[chunking] = ranker.Recommender.open(self.root / f"eval-{chunking}")
+        return self.opened[chunking]
 
-    def _loop(self, ranked):
-        """Per-query scores of a custom ranking `ranked(recommender, query_row, judged) -> (ids, judged)`."""
-        recommender = Recommender.open(self.index)
+    def run(self, chunking: str, mode: str = "hybrid", weight: float = DENSE_WEIGHT, pool: int = POOL) -> np.ndarray:
+        """[queries, 2]: MAP and NDCG%20 (x100) of each query, ranked as `papers evaluate` ranks it."""
+        recommender = self.open(chunking)
+        ranker.POOL = pool
+        try:
+            return self._figures(recommender, lambda query_row, rows: rank_rows(recommender, query_row, rows, mode, weight))
+        finally:
+            ranker.POOL = POOL
+
+    def convex(self, weight: float) -> np.ndarray:
+        """The previous default: plain windows, weight x window cosine + (1 - weight) x TF-IDF cosine."""
+        recommender = self.open("windows")
+
+        def ranked(query_row, rows):
+            rows = np.asarray(sorted(rows), dtype=np.int64)
+            dense = recommender.score_rows(query_row, rows, "dense").astype(np.float64)
+            lexical = recommender.score_rows(query_row, rows, "lexical").astype(np.float64)
+            scores = (weight * dense + (1 - weight) * lexical).astype(np.float32)
+            return select(rows, scores, recommender.tiebreak, recommender.vectors, len(rows))[0].tolist()
+
+        return self._figures(recommender, ranked)
+
+    def _figures(self, recommender, ranked) -> np.ndarray:
         rows = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
-        qrels = metrics.read_qrels(self.files[2])
         out = []
-        for query_id, paper_id, _ in metrics.read_queries(self.files[1]):
-            ranking, judged = ranked(recommender, rows, rows[paper_id], dict(qrels[query_id]))
-            out.append(metrics.score_query(ranking, judged, query_id=query_id))
-        return metrics.mean_scores(out)
+        for query_id, paper_id, _ in self.queries:
+            judged = self.qrels[query_id]
+            order = ranked(rows[paper_id], [rows[doc] for doc in judged if doc in rows])
+            scores = metrics.score_query([recommender.ids[row] for row in order], judged, query_id=query_id)
+            out.append([100 * scores.map, 100 * scores.ndcg_pct_20])
+        return np.array(out)
 
-    def self_rule(self, mode: str, rule: str, weight: float = DENSE_WEIGHT) -> dict:
-        """'drop': forget the query paper's judgement of itself; 'unranked': keep it, never rank the paper."""
-        def ranked(recommender, rows, query_row, judged):
-            query_id = recommender.ids[query_row]
-            if rule == "drop":
-                judged.pop(query_id, None)
-            candidates = [rows[doc] for doc in judged if doc in rows and doc != query_id]
-            order = rank_rows(recommender, query_row, candidates, mode, weight)
-            return [recommender.ids[row] for row in order], judged
-        return self._loop(ranked)
+    def papers(self) -> list[str]:
+        return [paper_id for _, paper_id, _ in self.queries]
 
-    def rrf(self, k: int = 60) -> dict:
-        """Reciprocal rank fusion of the dense and lexical ranks over the whole corpus, judged pool kept."""
-        def ranked(recommender, rows, query_row, judged):
-            everything = np.arange(len(recommender))
-            fused = np.zeros(len(everything))
-            for mode in ("dense", "lexical"):
-                scores = recommender.score_rows(query_row, everything, mode)
-                ranks = np.empty(len(everything))
-                ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(everything) + 1)
-                fused += 1.0 / (k + ranks)
-            candidates = [rows[doc] for doc in judged if doc in rows]
-            order = sorted(candidates, key=lambda row: (-fused[row], recommender.ids[row]))
-            return [recommender.ids[row] for row in order], judged
-        return self._loop(ranked)
+    def close(self) -> None:
+        for opened in self.opened.values():
+            opened.close()
+
+
+def fmt(cells: np.ndarray) -> str:
+    return f"{cells[0]:5.1f} / {cells[1]:5.1f}"
+
+
+def folds(papers: list[str], repeats: int, seed: int = 0):
+    """Repeated 2-fold splits of the query papers: (train papers, test papers) pairs."""
+    rng = np.random.default_rng(seed)
+    unique = sorted(set(papers))
+    for _ in range(repeats):
+        order = rng.permutation(len(unique))
+        half = {unique[i] for i in order[: len(unique) // 2]}
+        yield half, set(unique) - half
+        yield set(unique) - half, half
+
+
+def cross_validate(scores: np.ndarray, papers: list[str], repeats: int) -> tuple[np.ndarray, np.ndarray]:
+    """scores [settings, queries, 2] -> (held-out [folds, 2], chosen setting per fold)."""
+    held, chosen = [], []
+    for train, _ in folds(papers, repeats):
+        mask = np.array([paper in train for paper in papers])
+        best = int(np.argmax(scores[:, mask].mean(axis=1).sum(axis=1)))
+        chosen.append(best)
+        held.append(scores[best, ~mask].mean(axis=0))
+    return np.array(held), np.array(chosen)
+
+
+def bootstrap(scores: np.ndarray, draws: int = 2000, seed: int = 0) -> np.ndarray:
+    """[2, 2]: the 2.5% and 97.5% points of the mean over queries resampled with replacement."""
+    rng = np.random.default_rng(seed)
+    means = np.array([scores[rng.integers(0, len(scores), len(scores))].mean(axis=0) for _ in range(draws)])
+    return np.percentile(means, [2.5, 97.5], axis=0)
+
+
+def report(collection: Collection, repeats: int) -> None:
+    papers = collection.papers()
+    rows = {
+        "dense, plain windows (previous)": collection.run("windows", "dense"),
+        "dense, title-prefixed sentence windows": collection.run("sentences", "dense"),
+        "lexical (TF-IDF)": collection.run("sentences", "lexical"),
+        "previous default: plain windows, 0.55 x dense + 0.45 x TF-IDF": collection.convex(0.55),
+        "z-fusion, plain windows, shipped weight and pool": collection.run("windows"),
+        f"shipped: sentence windows, z-fusion, dense weight {DENSE_WEIGHT:.2f}, pool {POOL}": collection.run("sentences"),
+    }
+    print(f"ranker (judged pool, {len(papers)} queries)                              MAP / NDCG%20")
+    for name, figures in rows.items():
+        print(f"  {name:70} {fmt(figures.mean(axis=0))}")
+
+    settings = list(itertools.product(CHUNKINGS, WEIGHTS, POOLS))
+    started = time.perf_counter()
+    scores = np.stack([collection.run(chunking, "hybrid", weight, pool) for chunking, weight, pool in settings])
+    print(f"# {len(settings)} settings evaluated in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    held, chosen = cross_validate(scores, papers, repeats)
+    print(f"\nz-fusion: repeated 2-fold CV over {len(set(papers))} query papers ({2 * repeats} folds), "
+          "setting chosen on one half, measured on the other:")
+    print(f"  held-out MAP {held[:, 0].mean():.1f} (sd {held[:, 0].std():.1f}), "
+          f"NDCG%20 {held[:, 1].mean():.1f} (sd {held[:, 1].std():.1f})")
+    counts = np.bincount(chosen, minlength=len(settings))
+    for index in np.argsort(-counts, kind="stable")[:5]:
+        if counts[index]:
+            chunking, weight, pool = settings[index]
+            print(f"  chosen {counts[index]:3d}x: {chunking:9} dense weight {weight:.2f} pool {pool:3d}   "
+                  f"(all queries {fmt(scores[index].mean(axis=0))})")
+
+    convex = np.stack([collection.convex(weight) for weight in CONVEX_WEIGHTS])
+    held_convex, chosen_convex = cross_validate(convex, papers, repeats)
+    print("\nprevious default's family (plain windows, convex mix), the same folds:")
+    print(f"  held-out MAP {held_convex[:, 0].mean():.1f} (sd {held_convex[:, 0].std():.1f}), "
+          f"NDCG%20 {held_convex[:, 1].mean():.1f} (sd {held_convex[:, 1].std():.1f}); "
+          f"weights chosen {sorted(set(CONVEX_WEIGHTS[i] for i in chosen_convex))}")
+    gain = held - held_convex
+    print(f"  z-fusion minus previous, fold by fold: MAP {gain[:, 0].mean():+.1f} (sd {gain[:, 0].std():.1f}, "
+          f"better in {int((gain[:, 0] > 0).sum())} of {len(gain)} folds), NDCG%20 {gain[:, 1].mean():+.1f} "
+          f"(sd {gain[:, 1].std():.1f})")
+
+    shipped = rows[f"shipped: sentence windows, z-fusion, dense weight {DENSE_WEIGHT:.2f}, pool {POOL}"]
+    low, high = bootstrap(shipped)
+    print(f"\nshipped, bootstrap 95% over queries: MAP {low[0]:.1f}-{high[0]:.1f}, NDCG%20 {low[1]:.1f}-{high[1]:.1f}")
+    previous = rows["previous default: plain windows, 0.55 x dense + 0.45 x TF-IDF"]
+    difference = shipped - previous
+    low, high = bootstrap(difference)
+    print(f"shipped minus previous default, paired bootstrap 95%: MAP {low[0]:+.1f} to {high[0]:+.1f}, "
+          f"NDCG%20 {low[1]:+.1f} to {high[1]:+.1f}")
+    for name, column in (("MAP", 0), ("NDCG%20", 1)):
+        change = difference[:, column]
+        print(f"  {name} per query: better on {int((change > 0.5).sum())}, worse on {int((change < -0.5).sum())}, "
+              f"within 0.5 on {int((abs(change) <= 0.5).sum())} of {len(change)}; median change {np.median(change):+.1f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/eval/csfcube-dev")
-    parser.add_argument("--step", type=float, default=0.05)
+    parser.add_argument("--index-root", type=Path, default=Path.home() / ".cache/papers-tune-relevance",
+                        help="where the collection's indexes (and their encoded vectors) are kept: a re-run reuses them")
+    parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
     args = parser.parse_args()
-    windows = Collection(args.data, "windows", eval_index_name("corpus"))
-    truncate = Collection(args.data, "truncate", "eval-truncate")
-    chosen = f"hybrid {DENSE_WEIGHT:.2f}"
-
-    print(f"ranker (judged pool)               {HEAD}")
-    rankers = {
-        "dense, windows": windows.run("dense"),
-        "dense, truncate": truncate.run("dense"),
-        "lexical (TF-IDF)": windows.run("lexical"),
-        f"{chosen}, windows": windows.run("hybrid"),
-        f"{chosen}, truncate": truncate.run("hybrid"),
-    }
-    for name, evaluation in rankers.items():
-        print(f"{name:34} {figures(mean(evaluation))}")
-    print(f"{'RRF k=60, windows':34} {figures(windows.rrf())}")
-    print(f"{chosen + ', windows, all pool':34} {figures(mean(windows.run('hybrid', pool='all')))}")
-
-    print("\nthe query paper judged against itself (2 queries): MAP / NDCG%20 when it is")
-    print("                  ranked (first)    judgement dropped   kept, never ranked")
-    for name, collection, mode in (("dense, truncate", truncate, "dense"), ("dense, windows", windows, "dense"),
-                                   ("lexical", windows, "lexical"), (chosen, windows, "hybrid")):
-        cells = [figures(mean(collection.run(mode)), SHOWN[:2])]
-        cells += [figures(collection.self_rule(mode, rule), SHOWN[:2]) for rule in ("drop", "unranked")]
-        print(f"  {name:15} " + "       ".join(cells))
-
-    weights = [round(float(w), 4) for w in np.arange(0.0, 1.0 + 1e-9, args.step)]
-    curve = {w: windows.run("hybrid", w) for w in weights}
-    ordered = sorted(q.query_id for q in curve[weights[0]].queries)
-    halves = (set(ordered[: len(ordered) // 2]), set(ordered[len(ordered) // 2:]))
-    print(f"\nhybrid, windows, by dense weight  {HEAD}   half A MAP N%20  half B MAP N%20")
-    for w, evaluation in curve.items():
-        print(f"  {w:4.2f}                            {figures(mean(evaluation))}   "
-              f"{figures(mean(evaluation, halves[0]), SHOWN[:2])}       {figures(mean(evaluation, halves[1]), SHOWN[:2])}")
-
-    def plateau(w, subset=None):
-        """The objective averaged over the weights within 0.1 of w: favours broad plateaus over spikes."""
-        near = [v for v in weights if abs(v - w) <= 0.1 + 1e-9]
-        return sum(objective(mean(curve[v], subset)) for v in near) / len(near)
-
-    print(f"\nbest weight on all queries: {max(weights, key=lambda w: objective(mean(curve[w]))):.2f} (peak), "
-          f"{max(weights, key=plateau):.2f} (middle of the best plateau, +-0.1)")
-    print("\nsplit-half check (halves of the sorted query ids, 14 + 14; objective MAP + NDCG%20, plateau-averaged):")
-    for name, tune, check in (("A, check on B", *halves), ("B, check on A", *reversed(halves))):
-        best = max(weights, key=lambda w: plateau(w, tune))
-        oracle = max(weights, key=lambda w: plateau(w, check))
-        nearest = min(weights, key=lambda w: abs(w - DENSE_WEIGHT))
-        print(f"  tune on {name}: best w={best:.2f}; held-out MAP/NDCG%20 {figures(mean(curve[best], check), SHOWN[:2])} "
-              f"(at the shipped w={nearest:.2f}: {figures(mean(curve[nearest], check), SHOWN[:2])}; "
-              f"held-out half's own best w={oracle:.2f}: {figures(mean(curve[oracle], check), SHOWN[:2])})")
-
-    facets = sorted({q.facet for q in curve[weights[0]].queries})
-    print(f"\nper facet                               {HEAD}")
-    for facet in facets:
-        members = {q.query_id for q in curve[weights[0]].queries if q.facet == facet}
-        for name in ("dense, windows", "dense, truncate", "lexical (TF-IDF)", f"{chosen}, windows"):
-            print(f"  {facet:10} {name:28} {figures(mean(rankers[name], members))}  ({len(members)} queries)")
-
-    hybrid, dense = rankers[f"{chosen}, windows"].queries, rankers["dense, windows"].queries
-    better = sum(objective(vars(h.scores)) > objective(vars(d.scores)) for h, d in zip(hybrid, dense))
-    worse = sum(objective(vars(h.scores)) < objective(vars(d.scores)) for h, d in zip(hybrid, dense))
-    print(f"\n{chosen} vs dense windows per query (MAP + NDCG%20): better on {better}, worse on {worse}, "
-          f"of {len(hybrid)}")
+    collection = Collection(args.data, args.index_root)
+    try:
+        report(collection, args.repeats)
+    finally:
+        collection.close()
 
 
 if __name__ == "__main__":

@@ -37,9 +37,9 @@ def test_like_table(built):
     assert result.exit_code == 0
     assert result.output == (
         "rank  score  id    title                         snippet\n"
-        "   1  0.394  dp2   Private Fine-Tuning           Differentially private fine-tuning of language models with…\n"
-        "   2  0.158  rnn1  TFLA: Tiled Flash Linear At…  Linear recurrent networks with gating and fast kernels for…\n"
-        "   3  0.135  rnn2  Gated Linear RNNs             Gated linear recurrent networks compete with transformers f…\n"
+        "   1  0.473  dp2   Private Fine-Tuning           Differentially private fine-tuning of language models with…\n"
+        "   2  0.217  rnn1  TFLA: Tiled Flash Linear At…  Linear recurrent networks with gating and fast kernels for…\n"
+        "   3  0.193  rnn2  Gated Linear RNNs             Gated linear recurrent networks compete with transformers f…\n"
     )
 
 
@@ -47,8 +47,8 @@ def test_like_wide_cuts_nothing(built):
     result = built("like", "dp1", "-k", "2", "--wide")
     assert result.output == (
         "rank  score  id    title                               snippet\n"
-        "   1  0.394  dp2   Private Fine-Tuning                 Differentially private fine-tuning of language models with low memory gradient clipping.\n"
-        "   2  0.158  rnn1  TFLA: Tiled Flash Linear Attention  Linear recurrent networks with gating and fast kernels for long sequence language modeling.\n"
+        "   1  0.473  dp2   Private Fine-Tuning                 Differentially private fine-tuning of language models with low memory gradient clipping.\n"
+        "   2  0.217  rnn1  TFLA: Tiled Flash Linear Attention  Linear recurrent networks with gating and fast kernels for long sequence language modeling.\n"
     )
 
 
@@ -73,7 +73,7 @@ def test_like_jsonl_is_json_a_line(built):
     result = built("like", "dp1", "-k", "2", "--format", "jsonl")
     rows = [json.loads(line) for line in result.output.splitlines()]
     assert rows[0] == {
-        "rank": 1, "id": "dp2", "score": 0.3943, "handle": "Private Fine-Tuning", "title": "Private Fine-Tuning",
+        "rank": 1, "id": "dp2", "score": 0.4735, "handle": "Private Fine-Tuning", "title": "Private Fine-Tuning",
         "snippet": "Differentially private fine-tuning of language models with low memory gradient clipping.",
         "url": "", "code_links": [], "why": [],
     }
@@ -84,19 +84,19 @@ def test_like_json_csv_markdown(built):
     rows = json.loads(built("like", "dp1", "-k", "2", "--format", "json").output)
     assert [row["id"] for row in rows] == ["dp2", "rnn1"]
     table = list(csv.DictReader(io.StringIO(built("like", "dp1", "-k", "2", "--format", "csv").output)))
-    assert [(row["rank"], row["id"], row["score"]) for row in table] == [("1", "dp2", "0.394"), ("2", "rnn1", "0.158")]
+    assert [(row["rank"], row["id"], row["score"]) for row in table] == [("1", "dp2", "0.473"), ("2", "rnn1", "0.217")]
     assert built("like", "dp1", "-k", "1", "--format", "markdown").output == (
         "| rank | score | id | title | snippet |\n"
         "|---|---|---|---|---|\n"
-        "| 1 | 0.394 | dp2 | Private Fine-Tuning | Differentially private fine-tuning of language models with low memory gradient clipping. |\n"
+        "| 1 | 0.473 | dp2 | Private Fine-Tuning | Differentially private fine-tuning of language models with low memory gradient clipping. |\n"
     )
 
 
 def test_like_why(built):
     assert built("like", "dp1", "-k", "2", "--why").output == (
         "rank  score  id    title                         why\n"
-        "   1  0.394  dp2   Private Fine-Tuning           private; clipping; differentially\n"
-        "   2  0.158  rnn1  TFLA: Tiled Flash Linear At…  fast; language\n"
+        "   1  0.473  dp2   Private Fine-Tuning           private; clipping; differentially\n"
+        "   2  0.217  rnn1  TFLA: Tiled Flash Linear At…  fast; language\n"
     )
 
 
@@ -110,8 +110,8 @@ def test_like_several_with_not_and_exclude(built, workdir):
 def test_search_table(built):
     assert built("search", "video aesthetic", "-k", "2").output == (
         "rank  score  id    title                   snippet\n"
-        "   1  0.514  vid1  VADB: Video Aesthetics  A video aesthetic assessment database with professional ann…\n"
-        "   2  0.485  vid2  Video Quality Models    Video quality assessment models trained on aesthetic annota…\n"
+        "   1  0.542  vid1  VADB: Video Aesthetics  A video aesthetic assessment database with professional ann…\n"
+        "   2  0.506  vid2  Video Quality Models    Video quality assessment models trained on aesthetic annota…\n"
     )
 
 
@@ -148,7 +148,7 @@ def test_info(built):
         "index:      indexes/default\n"
         "papers:     6\n"
         "model:      all-MiniLM-L6-v2 (256 dimensions)\n"
-        "long texts: windows of 40 tokens, 32 overlap, mean-pooled\n"
+        "long texts: windows of 40 tokens, each starting with the title and ending at a sentence end, mean-pooled\n"
         "search:     flat: exact inner-product search: 6 papers <= 50,000\n"
         "lexical:    TF-IDF, 52 terms (single words, sublinear tf)\n"
         "queries:    full model\n"

@@ -52,7 +52,7 @@ def test_manifest_describes_the_build(index):
     assert info["dimension"] == 256
     assert info["paper_count"] == 6
     assert info["format_version"] == store.FORMAT_VERSION
-    assert info["chunking"] == {"strategy": "windows", "overlap": 32, "max_tokens": 40}
+    assert info["chunking"] == {"strategy": "sentences", "overlap": 32, "max_tokens": 40}
     assert info["index"]["kind"] == "flat"
     assert set(index.manifest["files"]) >= {"vectors.npy", "faiss.index", "papers.jsonl", "keys/ids_bytes.npy", "keys/id_rank.npy"}
 

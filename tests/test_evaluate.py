@@ -53,7 +53,7 @@ def run(collection):
 
 def settings_line(mode: str, pool: str = "judged") -> str:
     return (f"{mode}, {pool} pool, relevant at grade >= 2; "
-            "indexes/eval-corpus: 6 papers, all-MiniLM-L6-v2, windows\n\n")
+            "indexes/eval-corpus: 6 papers, all-MiniLM-L6-v2, sentences\n\n")
 
 
 def test_lexical_judged_pool_known_answer(run):
@@ -112,7 +112,7 @@ def test_per_query_table(run):
 def test_json_output(run):
     data = json.loads(run("--mode", "lexical", "--format", "json", "--per-query").stdout)
     assert data["settings"] == {
-        "index": "indexes/eval-corpus", "papers": 6, "model": "all-MiniLM-L6-v2", "chunking": "windows",
+        "index": "indexes/eval-corpus", "papers": 6, "model": "all-MiniLM-L6-v2", "chunking": "sentences",
         "mode": "lexical", "dense_weight": None, "pool": "judged", "relevant_at": 2, "min_score": None, "diverse": None,
     }
     figures = {"map": 86.7, "ndcg_at_10": 96.5, "ndcg_pct_20": 100.0, "recall_at_20": 100.0, "mrr": 100.0}
@@ -201,5 +201,7 @@ def test_hybrid_reaches_the_target_on_csfcube_dev(workdir):
     result = evaluate(CSFCUBE / "corpus.jsonl", CSFCUBE / "queries.tsv", CSFCUBE / "qrels.txt", mode="hybrid")
     print(f"evaluated in {time.perf_counter() - started:.0f} s")
     assert len(result.queries) == 28
-    assert 100 * result.overall["map"] >= 42.5
-    assert 100 * result.overall["ndcg_pct_20"] >= 61.0
+    # The shipped ranking gives 44.9 / 62.9 (README); the previous default gave 42.9 / 62.6. A little room
+    # for float noise across machines.
+    assert 100 * result.overall["map"] >= 44.5
+    assert 100 * result.overall["ndcg_pct_20"] >= 62.5

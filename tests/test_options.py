@@ -12,7 +12,7 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from corpus import PAPERS, long_id_papers, write_corpus
-from recommender.query.ranking import DENSE_WEIGHT
+from recommender.query.ranking import DENSE_WEIGHT, POOL
 
 
 def jsonl(result):
@@ -30,6 +30,16 @@ def tfidf(index):
                                  token_pattern=r"(?u)\b[^\W\d_][^\W_]+\b", sublinear_tf=True)
     matrix = vectorizer.fit_transform(corpus_texts(index)).toarray()
     return vectorizer, matrix
+
+
+def hybrid(dense, lexical, pool):
+    """The hybrid score from first principles (README "Ranking and how it was measured"): the window cosine and TF-IDF
+    z-normalised over the candidate pool (every paper but the seeds here: fewer than POOL), mixed with
+    DENSE_WEIGHT, then put on the window cosine's scale over the pool."""
+    assert len(pool) < POOL
+    z = lambda x: (x - x[pool].mean()) / x[pool].std()  # noqa: E731
+    mixed = DENSE_WEIGHT * z(dense) + (1 - DENSE_WEIGHT) * z(lexical)
+    return np.clip(dense[pool].mean() + z(mixed) * dense[pool].std(), -1, 1)
 
 
 def expected_order(scores, ids, exclude=()):
@@ -79,7 +89,7 @@ def test_search_mode_ranks_by_that_cosine(built, open_index, fake_model, mode):
     dense = index.vectors @ fake_model.encode([query])[0]
     vectorizer, matrix = tfidf(index)
     lexical = matrix @ vectorizer.transform([query]).toarray()[0]
-    scores = {"dense": dense, "lexical": lexical, "hybrid": DENSE_WEIGHT * dense + (1 - DENSE_WEIGHT) * lexical}[mode]
+    scores = {"dense": dense, "lexical": lexical, "hybrid": hybrid(dense, lexical, np.arange(len(dense)))}[mode]
     rows = jsonl(built("search", query, "--mode", mode, "-k", "6", "--format", "jsonl"))
     assert [(row["id"], row["score"]) for row in rows] == expected_order(scores, index.ids)
 
@@ -90,7 +100,7 @@ def test_like_mode_ranks_by_that_cosine(built, open_index, mode):
     dense = index.vectors @ index.vectors[0]
     _, matrix = tfidf(index)
     lexical = matrix @ matrix[0]
-    scores = {"dense": dense, "lexical": lexical, "hybrid": DENSE_WEIGHT * dense + (1 - DENSE_WEIGHT) * lexical}[mode]
+    scores = {"dense": dense, "lexical": lexical, "hybrid": hybrid(dense, lexical, np.arange(1, len(dense)))}[mode]
     rows = jsonl(built("like", "dp1", "--mode", mode, "-k", "5", "--format", "jsonl"))
     assert [(row["id"], row["score"]) for row in rows] == expected_order(scores, index.ids, exclude={"dp1"})
 

@@ -1,4 +1,4 @@
-"""related-work: batched lists equal `like`'s, every output format, determinism, errors."""
+"""related-work: its lists equal `like`'s, every output format, determinism, errors."""
 
 import csv
 import io
@@ -11,10 +11,9 @@ import pytest
 from corpus import write_corpus
 from recommender import build_index
 from recommender.corpus.papers import Paper
-from recommender.query.ranking import DENSE_WEIGHT
-from recommender.reading import related
 from recommender.corpus.summary import summary
-from recommender.reading.related import BatchRanker, related_work, select_rows
+from recommender.query import recommender as recommender_module
+from recommender.reading.related import related_work, select_rows
 from recommender.reading.sessions import plan_sessions
 from recommender.render.related import bibtex_entry, bibtex_escape, bibtex_key, bibtex_keys
 
@@ -30,8 +29,8 @@ COMMON = "method results show propose model approach learning data performance e
 
 
 def topic_papers(count=300, seed=1):
-    """Papers on six topics, mixed with common words and a few cross-topic words: enough papers
-    (more than `like`'s 100 candidates) for the batched bound to matter."""
+    """Papers on six topics, mixed with common words and a few cross-topic words: more papers
+    than `like`'s candidate pool from either side (ranking.POOL)."""
     rng = random.Random(seed)
     names = sorted(TOPICS)
     papers = []
@@ -63,24 +62,14 @@ def as_tuples(results):
 
 
 @pytest.mark.parametrize("k,why", [(5, True), (1, False), (12, False)])
-def test_batched_lists_are_like_one_by_one(big, k, why, monkeypatch):
-    monkeypatch.setattr(related, "CANDIDATES", 100)  # fewer candidates than papers: the bound is needed
-    stats = {}
-    lists = list(related_work(big, range(len(big)), k=k, why=why, chunk=64, stats=stats))
-    assert [item.paper.id for item in lists] == big.ids
+def test_lists_are_like_one_by_one(big, k, why, monkeypatch):
+    monkeypatch.setattr(recommender_module, "POOL", 100)  # fewer candidates than papers from each side
+    rows = range(0, len(big), 7)
+    lists = list(related_work(big, rows, k=k, why=why, chunk=16))
+    assert [item.paper.id for item in lists] == [big.ids[row] for row in rows]
     for item in lists:
         assert as_tuples(item.related) == as_tuples(big.like(item.paper.id, k=k, why=why))
         assert item.paper.id not in {r.id for r in item.related}
-    assert stats["bounded"] > len(big) // 2  # the batched bound does the work, not `like`
-
-
-def test_papers_the_bound_cannot_vouch_for_are_scored_against_every_paper(big, monkeypatch):
-    monkeypatch.setattr(BatchRanker, "rank", lambda *args: None)
-    stats = {}
-    lists = list(related_work(big, [0, 5, 7], k=3, why=True, stats=stats))
-    assert stats == {"bounded": 0, "full": 3}
-    assert [as_tuples(item.related) for item in lists] == [
-        as_tuples(big.like(big.ids[row], k=3, why=True)) for row in (0, 5, 7)]
 
 
 def test_small_index_scores_every_paper(small):
@@ -128,8 +117,9 @@ def test_markdown_handout(open_index, built):
     assert result.stdout == f"""\
 # Related work
 
-For each paper, the papers most like it in the collection, best first. The score (-1 to 1, higher is closer) is {DENSE_WEIGHT:g} x the \
-cosine of the two papers' sentence embeddings + {1 - DENSE_WEIGHT:g} x the cosine of their TF-IDF word vectors.
+For each paper, the papers most like it in the collection, best first. The score (-1 to 1, higher is closer) \
+combines the cosine of the two papers' embeddings and the cosine of their TF-IDF word vectors, each measured \
+against the paper's other candidates, and reads like an embedding cosine.
 
 ## FlashDP: Fast Private Training
 

@@ -249,7 +249,7 @@ USAGE_CASES = [
     (["lik", "dp1"], "Error: No such command 'lik'. Did you mean 'like'? (see `papers --help`)"),
     (["--bogus"], "Error: No such option '--bogus' (see `papers --help`)"),
     (["build", "--chunking", "words"],
-     "Error: Invalid value for '--chunking': 'words' is not one of 'windows', 'truncate' (see `papers build --help`)"),
+     "Error: Invalid value for '--chunking': 'words' is not one of 'sentences', 'windows', 'truncate' (see `papers build --help`)"),
 ]
 
 

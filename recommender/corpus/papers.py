@@ -51,8 +51,15 @@ class Paper:
         """The text that is embedded: title and abstract together."""
         if not self.title:
             return self.abstract
-        separator = " " if self.title.rstrip()[-1:] in ".?!:" else ". "
-        return f"{self.title.rstrip()}{separator}{self.abstract}"
+        return f"{self.title.rstrip()}{self._separator()}{self.abstract}"
+
+    @property
+    def head(self) -> int:
+        """How many characters of `text` the title takes (with its separator); 0 without a title."""
+        return len(self.title.rstrip()) + len(self._separator()) if self.title else 0
+
+    def _separator(self) -> str:
+        return " " if self.title.rstrip()[-1:] in ".?!:" else ". "
 
     @property
     def label(self) -> str:

@@ -17,6 +17,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from ..arrays import unit_rows
+from ..corpus.text import SENTENCE_END
 from ..errors import EncodingInterrupted
 
 
@@ -39,7 +40,7 @@ class Encoder(Protocol):
 class Chunking:
     """How long texts are cut and combined; recorded in the manifest."""
 
-    strategy: str = "windows"  # "windows" or "truncate"
+    strategy: str = "sentences"  # "sentences" (title + whole sentences per window), "windows" or "truncate"
     overlap: int = 32  # tokens shared by consecutive windows
 
     def to_dict(self) -> dict:
@@ -56,8 +57,18 @@ class VectorCache(Protocol):
     def put_many(self, items: dict[str, np.ndarray]) -> None: ...  # all kept, or none (one transaction)
 
 
-def split_windows(text: str, spans: list[tuple[int, int]], max_tokens: int, overlap: int) -> list[tuple[str, int]]:
-    """Cut `text` into windows of at most `max_tokens` tokens; returns (window text, token count)."""
+def split_windows(
+    text: str, spans: list[tuple[int, int]], max_tokens: int, overlap: int, head: int | None = None
+) -> list[tuple[str, int]]:
+    """Cut `text` into windows of at most `max_tokens` tokens; returns (window text, token count).
+
+    With `head` (the "sentences" chunking) every window starts with `text[:head]`
+    (the title) and ends at a sentence boundary where one fits; consecutive windows
+    share the last whole sentences that fit in `overlap` tokens. The count is of
+    the tokens after the head. Without it, fixed token windows, as the "windows" chunking.
+    """
+    if head is not None:
+        return _sentence_windows(text, spans, max_tokens, overlap, head)
     if len(spans) <= max_tokens:
         return [(text, max(len(spans), 1))]
     step = max(1, max_tokens - overlap)
@@ -69,6 +80,45 @@ def split_windows(text: str, spans: list[tuple[int, int]], max_tokens: int, over
         if end == len(spans):
             return windows
         start += step
+
+
+# A title longer than this share of a window is not repeated in every window.
+MAX_HEAD_SHARE = 0.5
+
+
+def sentence_starts(text: str, spans: list[tuple[int, int]], first: int) -> list[int]:
+    """Token positions (from `first` on) where a sentence of `text` starts, and the end."""
+    chars = [match.end() for match in SENTENCE_END.finditer(text)]
+    starts, position = [first], first
+    for char in chars:
+        while position < len(spans) and spans[position][0] < char:
+            position += 1
+        if position > starts[-1] and position < len(spans):
+            starts.append(position)
+    return starts + [len(spans)] if starts[-1] != len(spans) else starts
+
+
+def _sentence_windows(text: str, spans: list[tuple[int, int]], max_tokens: int, overlap: int, head: int) -> list[tuple[str, int]]:
+    head_tokens = sum(1 for start, _ in spans if start < head)
+    if len(spans) <= max_tokens or head_tokens == len(spans):
+        return [(text, max(len(spans) - head_tokens, 1))]
+    if head_tokens > MAX_HEAD_SHARE * max_tokens:
+        head, head_tokens = 0, 0
+    prefix = text[:head]
+    if prefix and not prefix[-1].isspace():
+        prefix += " "
+    budget = max_tokens - head_tokens
+    bounds = sentence_starts(text, spans, head_tokens)
+    windows = []
+    start = head_tokens
+    while True:
+        fitting = [b for b in bounds if start < b <= start + budget]
+        end = fitting[-1] if fitting else min(start + budget, len(spans))
+        windows.append((prefix + text[spans[start][0]: spans[end - 1][1]], end - start))
+        if end == len(spans):
+            return windows
+        shared = [b for b in bounds if start < b < end and end - b <= overlap]
+        start = shared[0] if shared else end
 
 
 def pool_windows(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
@@ -114,8 +164,12 @@ def embed_texts(
     cache: VectorCache | None = None,
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
+    heads: Sequence[int] | None = None,
 ) -> EmbeddingResult:
     """One normalised vector per text, reusing cached vectors where the text is unchanged.
+
+    With `heads` (how many characters of each text its title takes; 0, no title, by default),
+    "sentences" chunking puts the title at the start of every window.
 
     `on_plan` is told how many texts need encoding; `progress` how many more are done.
     New vectors reach the cache as they are made (see ENCODE_GROUP), and only the
@@ -125,11 +179,15 @@ def embed_texts(
     EncodingInterrupted says how many of the texts the cache now holds.
     The encoder is not touched at all when every vector is cached.
     """
+    if chunking.strategy != "sentences":
+        heads = None  # the head matters to "sentences" chunking only
+    elif heads is None:
+        heads = [0] * len(texts)
     count = len(texts)
     output = _Output(count)
     missing = np.ones(count, dtype=bool)
     for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
-        keys = [cache_key(encoder.name, chunking, text) for text in texts[start: start + LOOKUP_CHUNK]]
+        keys = [_text_key(encoder, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
         found = cache.get_many(keys)
         for offset, key in enumerate(keys):
             vector = found.get(key)
@@ -143,9 +201,16 @@ def embed_texts(
     if on_plan is not None:
         on_plan(len(rows))
     if len(rows):
-        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused)
+        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads)
     vectors = output.vectors if output.vectors is not None else np.zeros((count, encoder.dimension), dtype=np.float32)
     return EmbeddingResult(vectors, encoded=len(rows), reused=reused)
+
+
+def _text_key(encoder: Encoder, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int) -> str:
+    """The cache key of texts[i]; with a head, the head is part of it (the same text windows differently)."""
+    if heads is None:
+        return cache_key(encoder.name, chunking, texts[i])
+    return cache_key(encoder.name, chunking, f"{heads[i]}\x00{texts[i]}")
 
 
 class _Output:
@@ -173,6 +238,7 @@ def _encode_missing(
     output: _Output,
     progress: Callable[[int], None] | None,
     reused: int,
+    heads: Sequence[int] | None = None,
 ) -> None:
     """Encode texts[rows] an encoder call at a time, committing to the cache in groups."""
     pending: dict[str, np.ndarray] = {}
@@ -192,11 +258,12 @@ def _encode_missing(
     try:
         for start in range(0, len(rows), per_call):
             batch = rows[start: start + per_call]
-            fresh = _encode_with_windows(encoder, [texts[i] for i in batch], chunking)
+            fresh = _encode_with_windows(encoder, [texts[i] for i in batch], chunking,
+                                         [heads[i] for i in batch] if heads is not None else None)
             output.put(batch, fresh)
             if cache is not None:
                 for i, vector in zip(batch, fresh):
-                    pending[cache_key(encoder.name, chunking, texts[i])] = vector
+                    pending[_text_key(encoder, chunking, texts, heads, i)] = vector
                 pending_texts += len(batch)
                 if pending_texts >= ENCODE_GROUP or time.monotonic() - last_commit >= COMMIT_SECONDS:
                     commit()
@@ -213,8 +280,11 @@ def _encode_missing(
         raise EncodingInterrupted(kept=reused + committed, total=len(texts)) from None
 
 
-def _encode_with_windows(encoder: Encoder, texts: list[str], chunking: Chunking) -> np.ndarray:
-    """One encoder call for the windows of `texts`; one pooled vector per text."""
+def _encode_with_windows(
+    encoder: Encoder, texts: list[str], chunking: Chunking, heads: Sequence[int] | None = None
+) -> np.ndarray:
+    """One encoder call for the windows of `texts`; one pooled vector per text (with `heads` and
+    "sentences" chunking, each window starts with the text's title)."""
     windows: list[str] = []
     owners: list[int] = []
     weights: list[int] = []
@@ -222,7 +292,8 @@ def _encode_with_windows(encoder: Encoder, texts: list[str], chunking: Chunking)
         if chunking.strategy == "truncate":
             pieces = [(text, 1)]  # the encoder truncates at its own window
         else:
-            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap)
+            head = heads[i] if heads is not None and chunking.strategy == "sentences" else None
+            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap, head)
         for piece, count in pieces:
             windows.append(piece)
             owners.append(i)
@@ -235,3 +306,4 @@ def _encode_with_windows(encoder: Encoder, texts: list[str], chunking: Chunking)
         rows = owners_array == i
         out[i] = pool_windows(window_vectors[rows], weights_array[rows])
     return out
+

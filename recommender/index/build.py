@@ -98,7 +98,8 @@ def build_index(
             )
             texts = _Texts(papers)
             with engines:
-                embedded = _embed(encoder, texts, chunking, index_dir, progress, phase, notice)
+                embedded = _embed(encoder, texts, chunking, index_dir, progress, phase, notice,
+                                  np.fromiter((paper.head for paper in papers), np.int32, len(papers)))
             vectors = embedded.vectors
             choice = choose_index(len(papers), vectors.shape[1], index_type)
             phase(f"building the {choice.kind} search index", None)
@@ -171,7 +172,7 @@ class _Texts(Sequence[str]):
         return self._papers[item].text
 
 
-def _embed(encoder, texts, chunking, index_dir, progress, phase, notice):
+def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None):
     """embed_texts with the index's cache, a progress total, and a notice when resuming."""
     with store.EmbeddingCache(index_dir) as cache:
         resuming = cache.interrupted_encoding()
@@ -194,7 +195,7 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice):
             if progress is not None:
                 progress(done, planned)
 
-        embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan)
+        embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads)
         cache.mark_encoding(False)
     return embedded
 

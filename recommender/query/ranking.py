@@ -7,11 +7,13 @@ from typing import Sequence
 import numpy as np
 
 MODES = ("dense", "lexical", "hybrid")
-# Weight of the dense cosine in the hybrid score (the rest is the TF-IDF cosine): a convex mix, so hybrid
-# scores stay in [-1, 1] and --min-score keeps its meaning. Chosen on the CSFCube dev half as the middle of
-# the plateau 0.45-0.65, where MAP and NDCG%20 vary by under one point (scripts/tune_relevance.py; README
-# "Ranking and how it was measured"); weighted score fusion beat reciprocal rank fusion there.
-DENSE_WEIGHT = 0.55
+# The hybrid score: the window cosine and the TF-IDF cosine, each z-normalised over the query's candidate
+# pool (POOL papers from each of the dense and lexical sides), mixed with DENSE_WEIGHT (the rest to TF-IDF),
+# then put back on the window cosine's scale (`fuse`), so scores stay in -1..1 and --min-score keeps a
+# meaning. DENSE_WEIGHT and POOL chosen by repeated 2-fold cross-validation over the CSFCube dev query
+# papers (scripts/tune_relevance.py; README "Ranking and how it was measured").
+DENSE_WEIGHT = 0.7
+POOL = 200
 # Weight of the negative seeds against the positive ones (Rocchio's gamma/beta).
 NEGATIVE_WEIGHT = 0.5
 
@@ -28,13 +30,33 @@ def combine_dense(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
     return (query / norm if norm > 0 else query).astype(np.float32)
 
 
-def fuse(dense: np.ndarray, lexical: np.ndarray, mode: str, dense_weight: float = DENSE_WEIGHT) -> np.ndarray:
-    """The score a mode ranks by: a cosine, or a convex mix of the two cosines."""
+def fuse(
+    dense: np.ndarray, lexical: np.ndarray, mode: str, pool: np.ndarray, dense_weight: float = DENSE_WEIGHT
+) -> np.ndarray:
+    """The score a mode ranks by: a cosine, or in hybrid mode the z-fusion of the two, in -1..1.
+
+    Hybrid: each cosine is z-normalised by its mean and spread over `pool` (positions of the
+    query's candidate pool), and the mix (weights `dense_weight` and the rest) is put on the
+    window cosine's scale over the pool: a paper whose mix stands s standard deviations above
+    the pool's mean scores the pool's mean window cosine + s of their standard deviations
+    (clipped to -1..1). So the order is the z-fusion's, and a paper's score depends on its own
+    cosines and the pool only, never on the other papers ranked with it."""
     if mode == "dense":
         return dense
     if mode == "lexical":
         return lexical
-    return dense_weight * dense + (1.0 - dense_weight) * lexical
+    dense = np.asarray(dense, dtype=np.float64)
+    mixed = dense_weight * _standardised(dense, pool) + (1.0 - dense_weight) * _standardised(lexical, pool)
+    standing = _standardised(mixed, pool)
+    sample = dense[pool] if len(pool) else dense
+    return np.clip(float(sample.mean()) + standing * float(sample.std()), -1.0, 1.0).astype(np.float32)
+
+
+def _standardised(scores: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    scores = np.asarray(scores, dtype=np.float64)
+    sample = scores[pool] if len(pool) else scores
+    spread = float(sample.std())
+    return (scores - float(sample.mean())) / (spread if spread > 1e-9 else 1.0)
 
 
 def order_by_score(rows: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:

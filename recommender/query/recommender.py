@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
+from ..arrays import sorted_union
 from ..corpus.papers import Paper, normalise_text
 from ..corpus.summary import paper_brief
 from ..embed import loading
@@ -16,12 +17,9 @@ from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, PaperNotFoundError
 from ..index import store
 from ..index.keys import Keys
-from ..index.lexical import LexicalIndex, SparseVector, combine, read_columns, read_ranges
+from ..index.lexical import LexicalIndex, SparseVector, best_rows, combine, read_columns, read_ranges
 from ..index.store import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
-from .ranking import DENSE_WEIGHT, MODES, combine_dense, fuse, seed_weights, select
-
-# Candidates fetched from each side before fusion, exclusion and MMR.
-MIN_CANDIDATES = 100
+from .ranking import DENSE_WEIGHT, MODES, POOL, combine_dense, fuse, order_by_score, seed_weights, select
 
 
 @dataclass(frozen=True)
@@ -201,6 +199,13 @@ class Recommender:
         with self.stored.array_reader(VECTORS).reading() as read:
             return self.cosines(rows, query, lambda block: np.concatenate([read(row, row + 1) for row in block]))
 
+    def _query_cosines(self, query: "_Query", rows: np.ndarray) -> np.ndarray:
+        """`cosines` of a query's candidates: read with pread for one query (`_candidate_cosines`), from the
+        memory map for a batch (`like_each`, which reads many); the same float64 sums either way."""
+        if query.batched:
+            return self.cosines(rows, query.dense)
+        return self._candidate_cosines(rows, query.dense)
+
     def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
         """The stored vectors of these rows (float32), refused if damage left NaN or infinity in them.
 
@@ -303,39 +308,57 @@ class Recommender:
         both = [reference for reference in not_ if self.resolve(reference) in positives]
         if both:
             raise InputError(f"'{both[0]}' is given both as a paper to be like and with --not: drop one of them")
-        seeds = positives + negatives
-        weights = seed_weights(len(positives) + len(outside), len(negatives))
-        if not outside:
-            dense_query = combine_dense(self.vectors_at(seeds), weights)
-            lexical_query = None
-            if mode != "dense" or why:
-                lexical_query = combine([self.lexical.row(row) for row in seeds], weights)
-        else:
-            # Weights are in the order: stored positives, outside papers, negatives.
-            dense_query = None
-            if mode != "lexical":
-                dense_query = combine_dense(np.vstack(
-                    [self.vectors_at(positives).reshape(-1, self.manifest["dimension"])]
-                    + [self.encode_query(paper.text)[None, :] for paper in outside]
-                    + [self.vectors_at(negatives).reshape(-1, self.manifest["dimension"])]
-                ), weights)
-            lexical_query = None
-            if mode != "dense" or why:
-                lexical_query = combine(
-                    [self.lexical.row(row) for row in positives] + [self.lexical.transform(p.text) for p in outside]
-                    + [self.lexical.row(row) for row in negatives], weights)
-        return self._rank(dense_query, lexical_query, k, set(seeds) | self._exclusions(exclude), min_score, diverse, why, mode)
+        return self.like_rows(positives, negatives, k=k, excluded=self._exclusions(exclude), min_score=min_score,
+                              diverse=diverse, why=why, mode=mode, outside=outside)
+
+    def like_rows(
+        self,
+        positives: Sequence[int],
+        negatives: Sequence[int] = (),
+        k: int = 10,
+        excluded: set[int] = frozenset(),
+        min_score: float | None = None,
+        diverse: float | None = None,
+        why: bool = False,
+        mode: str = "hybrid",
+        outside: Sequence[Paper] = (),
+    ) -> list[Recommendation]:
+        """`like` for papers given by row, and papers not in the index (`outside`, embedded now)."""
+        check_options(k, min_score, diverse, mode)
+        query = self._seed_query(list(positives), list(negatives), mode, why, list(outside))
+        seeds = set(positives) | set(negatives)
+        return self._rank(query, k, seeds, set(excluded) | seeds, min_score, diverse, why, mode)
+
+    def like_each(self, rows: Sequence[int], k: int = 10, why: bool = False) -> list[list[Recommendation]]:
+        """`like_rows([row], k=k, why=why)` for each of `rows`: the same lists, with the dense
+        candidates of all of them found by one batched FAISS search (related-work); each list is then
+        re-ranked over its own candidates only."""
+        check_options(k, None, None, "hybrid")
+        rows = [int(row) for row in rows]
+        if not rows:
+            return []
+        queries = [self._seed_query([row], [], "hybrid", why) for row in rows]
+        from ..index.ann import search_index
+
+        # Deep enough for `_rank`'s candidates (a seed excluded) and `_scores`' pool.
+        depth = min(len(self), max(POOL, 4 * (k + 1)) + 1 + POOL_MARGIN)
+        found = search_index(self.faiss_index, np.stack([query.dense for query in queries]), depth)[1]
+        results = []
+        for batch in self.lexical.batches([query.lexical for query in queries], LEXICAL_BUDGET):
+            lexical = self.lexical.scores_many([queries[i].lexical for i in batch])
+            for i, scores in zip(batch, lexical):
+                query = queries[i]
+                query.dense_found, query.batched, query.lexical_scores = found[i], True, scores
+                results.append(self._rank(query, k, {rows[i]}, {rows[i]}, None, None, why, "hybrid"))
+        return results
 
     def score_rows(
         self, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT
     ) -> np.ndarray:
-        """Scores of `rows` against the paper at `query_row`, fused as `like` fuses them (used by evaluation)."""
+        """Scores of `rows` against the paper at `query_row`, as `like` scores them (used by evaluation)."""
         check_options(1, None, None, mode)
-        rows = np.asarray(rows, dtype=np.int64)
-        zeros = np.zeros(len(rows), np.float32)
-        dense = self.cosines(rows, self.vectors_at([query_row])[0]) if mode != "lexical" else zeros
-        lexical = self.lexical.scores(self.lexical.row(query_row))[rows] if mode != "dense" else zeros
-        return fuse(dense, lexical, mode, dense_weight)
+        query = self._seed_query([query_row], [], mode, False)
+        return self._scores(query, np.asarray(rows, dtype=np.int64), {query_row}, mode, dense_weight)
 
     def search(
         self,
@@ -351,24 +374,34 @@ class Recommender:
         if not text or not text.strip():
             raise InputError("empty search text: give some words to search for")
         check_text(text, "search text")
-        dense_query = None
-        if mode != "lexical":
-            dense_query = self.encode_query(text)
+        check_options(k, min_score, diverse, mode)
+        dense_query = self.encode_query(text) if mode != "lexical" else None
         lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
-        return self._rank(dense_query, lexical_query, k, self._exclusions(exclude), min_score, diverse, why, mode)
+        return self._rank(_Query(dense_query, lexical_query), k, set(), self._exclusions(exclude),
+                          min_score, diverse, why, mode)
 
-    def encode_query(self, text: str) -> np.ndarray:
-        """A free text as one vector, windowed like the papers were."""
+    @property
+    def query_encoder(self) -> Encoder:
+        """The model, loaded on first use (free-text queries only: `like` never needs it)."""
         if self._query_encoder is None:
             self._query_encoder = load_query_encoder(self.stored, self.manifest["model"])
-        chunking = Chunking.from_dict({key: value for key, value in self.manifest["chunking"].items() if key != "max_tokens"})
-        encoder = self._query_encoder
+        return self._query_encoder
+
+    def encode_query(self, text: str, head: int = 0) -> np.ndarray:
+        """A free text as one vector, windowed like the papers were (`head`: characters of a title that
+        starts the text, repeated at the start of every window as the build does)."""
+        chunking = self._chunking()
+        encoder = self.query_encoder
         if chunking.strategy == "truncate":
             pieces = [(text, 1)]
         else:
-            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap)
+            head = head if chunking.strategy == "sentences" else None
+            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap, head=head)
         vectors = encoder.encode([piece for piece, _ in pieces])
         return pool_windows(vectors, [count for _, count in pieces])
+
+    def _chunking(self) -> Chunking:
+        return Chunking.from_dict({key: value for key, value in self.manifest["chunking"].items() if key != "max_tokens"})
 
     def _exclusions(self, exclude: Sequence[str]) -> set[int]:
         # IDs already read may include papers outside this index: those need no excluding.
@@ -377,11 +410,101 @@ class Recommender:
             return set()
         return self.keys.rows_named(sorted(wanted))
 
+    def _seed_query(
+        self, positives: list[int], negatives: list[int], mode: str, why: bool, outside: list[Paper] = (),
+    ) -> "_Query":
+        """The query of `like`: Rocchio over the seeds (stored positives, papers from outside the index,
+        negatives, in that order)."""
+        weights = seed_weights(len(positives) + len(outside), len(negatives))
+        dimension = self.manifest["dimension"]
+        dense_query = None
+        if mode != "lexical" or not outside:
+            # Papers from outside the index windowed as the build windows papers (the title in every window).
+            outside_vectors = [self.encode_query(paper.text, paper.head)[None, :] for paper in outside]
+            dense_query = combine_dense(np.vstack(
+                [self.vectors_at(positives).reshape(-1, dimension)] + outside_vectors
+                + [self.vectors_at(negatives).reshape(-1, dimension)]
+            ), weights)
+        lexical_query = None
+        if mode != "dense" or why:
+            lexical_query = combine(
+                [self.lexical.row(row) for row in positives] + [self.lexical.transform(p.text) for p in outside]
+                + [self.lexical.row(row) for row in negatives], weights)
+        return _Query(dense_query, lexical_query)
+
+    def _pool(self, query: "_Query", seeds: set[int], size: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
+        """The `size` best papers (seeds left out) by embedding cosine and by TF-IDF, each best first
+        (the TF-IDF side only in hybrid and lexical mode)."""
+        n = len(self)
+        dense_rows = lexical_rows = np.zeros(0, dtype=np.int64)
+        key = (size, frozenset(seeds), mode)
+        if key in query.pools:
+            return query.pools[key]
+        if query.dense is not None and mode != "lexical":
+            found = self._dense_found(query, min(n, size + len(seeds) + POOL_MARGIN))
+            found = np.array([row for row in found.tolist() if row not in seeds], np.int64)
+            # Ordered by the exact cosine (float64, each row on its own): the candidates do not depend on
+            # how FAISS rounded, so `like_each`'s batched search finds those `like`'s own search finds.
+            exact = self._query_cosines(query, found)
+            dense_rows = found[order_by_score(found, exact, self.tiebreak)][:size]
+        if mode != "dense":
+            wanted = min(n, size + len(seeds))
+            rows, scores = self._lexical_found(query, wanted, dense_rows)
+            best = best_rows(scores, wanted)  # equal scores: lower rows, whichever way they were found
+            top = rows[best][np.lexsort((self.tiebreak[rows[best]], -scores[best]))]
+            lexical_rows = np.array([row for row in top.tolist() if row not in seeds][:size], np.int64)
+        query.pools[key] = (dense_rows, lexical_rows)
+        return dense_rows, lexical_rows
+
+    def _dense_found(self, query: "_Query", depth: int) -> np.ndarray:
+        """FAISS's `depth` nearest rows to the query (those of `like_each`'s batched search if it went deep enough)."""
+        found = query.dense_found
+        if found is None or len(found) < depth:
+            from ..index.ann import search_index
+
+            found = search_index(self.faiss_index, query.dense[None, :], depth)[1][0]
+        return found[:depth][found[:depth] >= 0]
+
+    def _lexical_found(self, query: "_Query", depth: int, also) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) in ascending rows: the `depth` best rows by TF-IDF and the rows `also`, with their
+        exact scores (`LexicalIndex.top`, or `like_each`'s scores of every row); kept for the next call."""
+        also = sorted_union(also)
+        known = query.lexical_found
+        if known is not None and known[2] >= depth:
+            at = np.minimum(np.searchsorted(known[0], also), max(len(known[0]) - 1, 0))
+            if len(known[0]) and np.array_equal(known[0][at], also) or not len(also):
+                return known[0], known[1]
+        if query.lexical_scores is not None:
+            rows = sorted_union(best_rows(query.lexical_scores, depth), also)
+            found = rows, query.lexical_scores[rows]
+        else:
+            found = self.lexical.top(query.lexical, depth, also)
+        query.lexical_found = (*found, depth)
+        return found
+
+    def _scores(self, query: "_Query", rows: np.ndarray, seeds: set[int], mode: str,
+                dense_weight: float = DENSE_WEIGHT) -> np.ndarray:
+        """The score each of `rows` is ranked by (-1..1). In hybrid mode both cosines are normalised over
+        the query's pool (POOL papers from each side, seeds left out) and fused (`ranking.fuse`), so a
+        paper's score does not depend on which other papers are ranked with it."""
+        if mode == "dense":
+            return self._query_cosines(query, rows)
+        if mode == "lexical":
+            found, scores = self._lexical_found(query, 1, rows)
+            return scores[np.searchsorted(found, rows)]
+        dense_rows, lexical_rows = self._pool(query, seeds, POOL, mode)
+        pool = sorted_union(dense_rows, lexical_rows)
+        everything = sorted_union(pool, rows)
+        found, lexical = self._lexical_found(query, 1, everything)
+        fused = fuse(self._query_cosines(query, everything), lexical[np.searchsorted(found, everything)], mode,
+                     np.searchsorted(everything, pool), dense_weight)
+        return fused[np.searchsorted(everything, rows)]
+
     def _rank(
         self,
-        dense_query: np.ndarray | None,
-        lexical_query: SparseVector | None,
+        query: "_Query",
         k: int,
+        seeds: set[int],
         excluded: set[int],
         min_score: float | None,
         diverse: float | None,
@@ -389,34 +512,26 @@ class Recommender:
         mode: str,
     ) -> list[Recommendation]:
         check_options(k, min_score, diverse, mode)
-        n = len(self)
-        fetch = min(n, max(MIN_CANDIDATES, 4 * (k + len(excluded))))
-        candidates: set[int] = set()
-        lexical_rows = lexical_scores = None
-        if mode != "lexical":
-            from ..index.ann import search_index
-
-            _, rows = search_index(self.faiss_index, dense_query[None, :], fetch)
-            candidates.update(int(row) for row in rows[0] if row >= 0)
-        if mode != "dense":
-            # The `fetch` best rows by lexical score, and the lexical scores of the dense candidates.
-            lexical_rows, lexical_scores = self.lexical.top(lexical_query, fetch, sorted(candidates))
-            candidates.update(lexical_rows.tolist())
-        rows = np.array(sorted(candidates - excluded), dtype=np.int64)
+        fetch = max(POOL, 4 * (k + len(excluded)))
+        dense_rows, lexical_rows = self._pool(query, seeds, fetch, mode)
+        rows = np.array(sorted((set(dense_rows.tolist()) | set(lexical_rows.tolist())) - excluded), dtype=np.int64)
         if len(rows) == 0:
             return []
-        dense = self._candidate_cosines(rows, dense_query) if mode != "lexical" else np.zeros(len(rows), np.float32)
-        lexical = np.zeros(len(rows), np.float32)
-        if lexical_rows is not None:
-            lexical = lexical_scores[np.searchsorted(lexical_rows, rows)]
-        scores = fuse(dense, lexical, mode)
+        scores = self._scores(query, rows, seeds, mode)
         rows, scores = select(rows, scores, self.tiebreak, self.vectors, k, min_score, diverse)
         papers = self.papers_at(rows.tolist())
         results = []
         for rank, (row, score, paper) in enumerate(zip(rows, scores, papers), start=1):
-            terms = tuple(self.lexical.shared_terms(lexical_query, int(row))) if why else ()
+            terms = tuple(self.lexical.shared_terms(query.lexical, int(row))) if why else ()
             results.append(Recommendation(rank, float(score), paper, terms))
         return results
+
+
+# Postings and score cells (one a query and paper) `like_each` holds at once for its batched TF-IDF
+# scores: about 40 bytes a posting and 4 a cell, so about 50 MB whatever the corpus.
+LEXICAL_BUDGET = 1 << 20
+# FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`Recommender._pool`).
+POOL_MARGIN = 16
 
 
 def _printable(text: str) -> str:
@@ -433,6 +548,19 @@ def check_text(text: str, what: str) -> None:
         bad = text[error.start]
         byte = f" (byte 0x{ord(bad) - 0xDC00:02x})" if 0xDC80 <= ord(bad) <= 0xDCFF else ""
         raise InputError(f"{what} is not valid UTF-8{byte}: use a UTF-8 terminal or re-type the text") from None
+
+
+@dataclass
+class _Query:
+    """What a ranking compares papers with: an embedding and TF-IDF terms, and what was found for them."""
+
+    dense: np.ndarray | None
+    lexical: SparseVector | None
+    lexical_scores: np.ndarray | None = None  # every row's, when scored in a batch (`like_each`)
+    dense_found: np.ndarray | None = None  # FAISS's nearest rows, when searched in a batch (`like_each`)
+    lexical_found: tuple | None = None  # (rows, scores, depth) `_lexical_found` found
+    pools: dict = field(default_factory=dict)  # (size, seeds, mode) -> the candidates `_pool` found
+    batched: bool = False  # one of many queries (`like_each`): candidate vectors read from the memory map
 
 
 def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:

@@ -11,7 +11,6 @@ from typing import Iterable, TextIO
 
 from ..corpus.papers import Paper
 from ..errors import InputError
-from ..query.ranking import DENSE_WEIGHT
 from ..reading.related import RelatedList
 from .markdown import code_links, md, snippet
 from .tables import LIST_SEPARATOR
@@ -63,9 +62,9 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
 
 _MARKDOWN_INTRO = (
     "# Related work\n\n"
-    "For each paper, the papers most like it in the collection, best first. The score (-1 to 1, higher is closer) is "
-    f"{DENSE_WEIGHT:g} x the cosine of the two papers' sentence embeddings + {1 - DENSE_WEIGHT:g} x the cosine "
-    "of their TF-IDF word vectors.\n"
+    "For each paper, the papers most like it in the collection, best first. The score (-1 to 1, higher is closer) "
+    "combines the cosine of the two papers' embeddings and the cosine of their TF-IDF word vectors, each measured "
+    "against the paper's other candidates, and reads like an embedding cosine.\n"
 )
 
 

@@ -169,10 +169,11 @@ def render_info(info: dict, fmt: str) -> str:
         return json.dumps(info, ensure_ascii=False, indent=2 if fmt == "json" else None, sort_keys=True) + "\n"
     chunking = info.get("chunking", {})
     index = info.get("index", {})
-    windows = (
-        f"windows of {chunking.get('max_tokens') or 'model-max'} tokens, {chunking.get('overlap')} overlap, mean-pooled"
-        if chunking.get("strategy") == "windows" else "truncated at the model's window"
-    )
+    size = chunking.get("max_tokens") or "model-max"
+    windows = {
+        "sentences": f"windows of {size} tokens, each starting with the title and ending at a sentence end, mean-pooled",
+        "windows": f"windows of {size} tokens, {chunking.get('overlap')} overlap, mean-pooled",
+    }.get(chunking.get("strategy"), "truncated at the model's window")
     lines = [
         ("index", info["path"]),
         ("papers", info["paper_count"]),
