@@ -95,21 +95,6 @@ def test_scores_many_are_scores_bit_for_bit(fitted):
     assert lexical.scores_many([]).shape == (0, lexical.size)
 
 
-@pytest.mark.parametrize("budget", [1, 100, 5_000, 10**9])
-def test_batches_cover_every_query_once_within_the_budget(fitted, budget):
-    _, _, lexical = fitted
-    queries = [lexical.row(row) for row in range(lexical.size)]
-    batches = list(lexical.batches(queries, budget))
-    assert [i for batch in batches for i in batch] == list(range(len(queries)))
-    for batch in batches:
-        postings = sum(int(np.diff(lexical.csc_indptr)[queries[i].indices].sum()) for i in batch)
-        assert len(batch) == 1 or (postings <= budget and len(batch) * lexical.size <= budget)
-    if budget == 1:
-        assert len(batches) == len(queries)
-    if budget == 10**9:
-        assert len(batches) == 1
-
-
 def test_stop_words_are_scikit_learns():
     from recommender.index.lexical import english_stop_words
 

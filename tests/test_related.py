@@ -61,9 +61,15 @@ def as_tuples(results):
     return [(r.rank, r.id, r.score, r.why) for r in results]
 
 
-@pytest.mark.parametrize("k,why", [(5, True), (1, False), (12, False)])
-def test_lists_are_like_one_by_one(big, k, why, monkeypatch):
+@pytest.mark.parametrize("k,why,pruned", [(5, True, False), (1, False, False), (12, False, False), (5, True, True)])
+def test_lists_are_like_one_by_one(big, k, why, pruned, monkeypatch):
+    if pruned:  # `like` takes its TF-IDF candidates through the column-max bound; related-work scores every row
+        from recommender.index import lexical as lexical_module
+
+        for name, value in (("PRUNE_MIN_POSTINGS", 0), ("ROW_COST", 1), ("GIVE_UP", 1.0)):
+            monkeypatch.setattr(lexical_module, name, value)
     monkeypatch.setattr(recommender_module, "POOL", 100)  # fewer candidates than papers from each side
+    monkeypatch.setattr(recommender_module, "LEXICAL_CELLS", 3 * len(big))  # TF-IDF of 3 papers at a time
     rows = range(0, len(big), 7)
     lists = list(related_work(big, rows, k=k, why=why, chunk=16))
     assert [item.paper.id for item in lists] == [big.ids[row] for row in rows]

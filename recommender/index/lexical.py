@@ -294,35 +294,19 @@ class LexicalIndex:
                     np.add.at(out, rows, data * weight)
         return out
 
-    def batches(self, queries: Sequence[SparseVector], budget: int) -> Iterator[range]:
-        """Consecutive ranges of `queries` for `scores_many`, each within `budget` postings read and
-        within `budget` score cells (queries x papers); at least one query a range."""
-        start, postings = 0, 0
-        for i, query in enumerate(queries):
-            count = int((self.csc_indptr[query.indices + 1] - self.csc_indptr[query.indices]).sum())
-            if i > start and (postings + count > budget or (i + 1 - start) * self.size > budget):
-                yield range(start, i)
-                start, postings = i, 0
-            postings += count
-        if start < len(queries):
-            yield range(start, len(queries))
-
     def scores_many(self, queries: Sequence[SparseVector]) -> np.ndarray:
-        """`scores(query)` for each query, as rows of one array, bit for bit the same: every query's
-        postings gathered at once from the memory-mapped columns (a batch reads most of them anyway),
-        then added by np.add.at in the order `scores` adds them (term by term, float32)."""
+        """`scores(query)` for each query, as rows of one array, bit for bit the same: each query's
+        postings sliced from the memory-mapped columns (a batch reads most of them anyway) and added
+        by one np.add.at in the order `scores` adds them (term by term, float32)."""
         out = np.zeros((len(queries), self.size), dtype=np.float32)
-        if not queries:
-            return out
-        terms = np.concatenate([query.indices for query in queries]).astype(np.int64)
-        weights = np.concatenate([query.values for query in queries]).astype(np.float32)
-        owners = np.repeat(np.arange(len(queries), dtype=np.int64), [len(query.indices) for query in queries])
-        starts = self.csc_indptr[terms].astype(np.int64)
-        lengths = self.csc_indptr[terms + 1].astype(np.int64) - starts
-        positions = csr_ranges(starts, lengths)
-        contributions = self.csc_data[positions] * np.repeat(weights, lengths)
-        cells = np.repeat(owners * self.size, lengths) + self.csc_indices[positions]
-        np.add.at(out.reshape(-1), cells, contributions)
+        for query, row in zip(queries, out):
+            starts = self.csc_indptr[query.indices].tolist()
+            ends = self.csc_indptr[query.indices + 1].tolist()
+            pieces = [(start, end, weight) for start, end, weight in zip(starts, ends, query.values) if end > start]
+            if pieces:
+                rows = np.concatenate([self.csc_indices[start:end] for start, end, _ in pieces])
+                products = np.concatenate([self.csc_data[start:end] * weight for start, end, weight in pieces])
+                np.add.at(row, rows, products)
         return out
 
     @contextlib.contextmanager

@@ -344,7 +344,8 @@ class Recommender:
         depth = min(len(self), max(POOL, 4 * (k + 1)) + 1 + POOL_MARGIN)
         found = search_index(self.faiss_index, np.stack([query.dense for query in queries]), depth)[1]
         results = []
-        for batch in self.lexical.batches([query.lexical for query in queries], LEXICAL_BUDGET):
+        step = max(1, LEXICAL_CELLS // len(self))
+        for batch in (range(start, min(start + step, len(rows))) for start in range(0, len(rows), step)):
             lexical = self.lexical.scores_many([queries[i].lexical for i in batch])
             for i, scores in zip(batch, lexical):
                 query = queries[i]
@@ -527,9 +528,8 @@ class Recommender:
         return results
 
 
-# Postings and score cells (one a query and paper) `like_each` holds at once for its batched TF-IDF
-# scores: about 40 bytes a posting and 4 a cell, so about 50 MB whatever the corpus.
-LEXICAL_BUDGET = 1 << 20
+# TF-IDF scores (one a query and paper) `like_each` holds at once: 16 MB whatever the corpus.
+LEXICAL_CELLS = 1 << 22
 # FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`Recommender._pool`).
 POOL_MARGIN = 16
 
