@@ -351,6 +351,7 @@ class Recommender:
                 query = queries[i]
                 query.dense_found, query.batched, query.lexical_scores = found[i], True, scores
                 results.append(self._rank(query, k, {rows[i]}, {rows[i]}, None, None, why, "hybrid"))
+                queries[i] = None  # its scores of every paper are not kept past its list
         return results
 
     def score_rows(
