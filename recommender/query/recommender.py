@@ -201,10 +201,15 @@ class Recommender:
 
     def _query_cosines(self, query: "_Query", rows: np.ndarray) -> np.ndarray:
         """`cosines` of a query's candidates: read with pread for one query (`_candidate_cosines`), from the
-        memory map for a batch (`like_each`, which reads many); the same float64 sums either way."""
-        if query.batched:
-            return self.cosines(rows, query.dense)
-        return self._candidate_cosines(rows, query.dense)
+        memory map for a batch (`like_each`, which reads many); the same float64 sums either way. Each row's
+        vector is read once a query (the pool and the ranked candidates overlap)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        known = query.cosines
+        missing = np.array([row for row in rows.tolist() if row not in known], dtype=np.int64)
+        if len(missing):
+            found = self.cosines(missing, query.dense) if query.batched else self._candidate_cosines(missing, query.dense)
+            known.update(zip(missing.tolist(), found.tolist()))
+        return np.array([known[row] for row in rows.tolist()], dtype=np.float32)
 
     def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
         """The stored vectors of these rows (float32), refused if damage left NaN or infinity in them.
@@ -561,6 +566,7 @@ class _Query:
     dense_found: np.ndarray | None = None  # FAISS's nearest rows, when searched in a batch (`like_each`)
     lexical_found: tuple | None = None  # (rows, scores, depth) `_lexical_found` found
     pools: dict = field(default_factory=dict)  # (size, seeds, mode) -> the candidates `_pool` found
+    cosines: dict = field(default_factory=dict)  # row -> its cosine with `dense`, once read
     batched: bool = False  # one of many queries (`like_each`): candidate vectors read from the memory map
 
 
