@@ -9,6 +9,7 @@ re-normalised. Nothing is truncated.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import time
 from dataclasses import asdict, dataclass
@@ -112,13 +113,14 @@ def _sentence_windows(text: str, spans: list[tuple[int, int]], max_tokens: int, 
     windows = []
     start = head_tokens
     while True:
-        fitting = [b for b in bounds if start < b <= start + budget]
-        end = fitting[-1] if fitting else min(start + budget, len(spans))
+        last = bounds[bisect.bisect_right(bounds, start + budget) - 1]  # the last sentence start that fits
+        end = last if last > start else min(start + budget, len(spans))
         windows.append((prefix + text[spans[start][0]: spans[end - 1][1]], end - start))
         if end == len(spans):
             return windows
-        shared = [b for b in bounds if start < b < end and end - b <= overlap]
-        start = shared[0] if shared else end
+        # The next window starts at the first sentence of this one that ends it within `overlap` tokens.
+        shared = bounds[bisect.bisect_left(bounds, max(start + 1, end - overlap))]
+        start = shared if shared < end else end
 
 
 def pool_windows(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
