@@ -221,9 +221,10 @@ def main():
 @click.argument("inputs", nargs=-1, type=click.Path())
 @index_option
 @click.option("--model", default=None, help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2, packaged).")
-@click.option("--chunking", type=click.Choice(["sentences", "windows", "truncate"]), default="sentences", show_default=True,
-              help="Long abstracts: mean of windows that each start with the title and end at a sentence end, "
-                   "of plain token windows, or cut at the model's limit.")
+@click.option("--chunking", type=click.Choice(["sentences", "windows", "truncate"]), default=None,
+              help="Long abstracts: mean of windows that each start with the title and end at a sentence end "
+                   "(the default for a new index), of plain token windows, or cut at the model's limit. "
+                   "A rebuild keeps the index's own unless given.")
 @click.option("--index-type", type=click.Choice(["auto", "flat", "hnsw", "ivf"]), default="auto", show_default=True,
               help="FAISS index: exact for small corpora, approximate above a threshold.")
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
@@ -265,7 +266,7 @@ def build(inputs, index, model, chunking, index_type, wait, where, engine, devic
 
     with _stopped_builds(), _reporter(quiet) as reporter:
         report = build_index(
-            list(inputs), index=index, model=model, chunking=Chunking(strategy=chunking),
+            list(inputs), index=index, model=model, chunking=Chunking(strategy=chunking) if chunking else None,
             index_type=index_type, progress=reporter.update, wait=wait, on_phase=reporter.phase, where=where,
             notice=_notice(reporter),
             engine=engine, device=device,

@@ -199,6 +199,25 @@ def test_hnsw_build_of_a_larger_corpus_tunes_and_finds_every_paper(workdir, open
         assert index.search(index.papers_at([row])[0].text, k=1, mode="dense")[0].id == index.ids[row]
 
 
+def test_a_rebuild_keeps_the_index_chunking_unless_given(run, workdir, open_index):
+    write_corpus(workdir / "in")
+    assert run("build", "in", "--chunking", "windows").exit_code == 0  # as the previous default made it
+    kept = run("build", "in")
+    assert (kept.exit_code, kept.stdout, kept.stderr) == (
+        0, "indexed 6 papers in indexes/default: encoded 0, reused 6 from the cache (flat search)\n",
+        "keeping this index's chunking 'windows': --chunking sentences (the default for new indexes) "
+        "would encode every paper again\n")
+    assert open_index().manifest["chunking"]["strategy"] == "windows"
+    changed = run("build", "in", "--chunking", "sentences")
+    assert (changed.stdout, changed.stderr) == (
+        "indexed 6 papers in indexes/default: encoded 6, reused 0 from the cache (flat search)\n", "")
+    again = run("build", "in")  # the default's own chunking: kept without a word
+    assert (again.stdout, again.stderr) == (
+        "indexed 6 papers in indexes/default: encoded 0, reused 6 from the cache (flat search)\n", "")
+    assert run("build", "in", "--index", "fresh").exit_code == 0
+    assert open_index("fresh").manifest["chunking"]["strategy"] == "sentences"  # a new index: the default
+
+
 def test_chunking_truncate_embeds_only_the_first_window(run, workdir, open_index, fake_model):
     abstract = " ".join(["privacy"] * 45 + ["sparsification"] * 200)  # the first window is all "privacy"
     papers = PAPERS + [{"id": "long", "title": "Private training", "abstract": abstract}]

@@ -40,7 +40,7 @@ def build_index(
     inputs: Iterable[str | Path],
     index: str | Path | None = None,
     model: str | None = None,
-    chunking: Chunking = Chunking(),
+    chunking: Chunking | None = None,
     index_type: str = "auto",
     progress: Callable[[int, int], None] | None = None,
     wait: bool = False,
@@ -52,6 +52,9 @@ def build_index(
     device: str = "auto",
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
+
+    `chunking` None keeps the chunking of the index being rebuilt (so an upgrade's new default
+    does not re-encode every paper of an existing index), else takes the default `Chunking()`.
 
     `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with
     the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
@@ -89,6 +92,8 @@ def build_index(
     with store.writing(index_dir, wait=wait) as writer:
         previous = _previous_build(index_dir, model)
         try:
+            if chunking is None:
+                chunking = _kept_chunking(previous, notice)
             query_encoder = prepare_query_encoder(model, writer, previous, phase) if export_query_encoder else None
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
@@ -234,6 +239,17 @@ def _faiss_index_for(vectors: np.ndarray, choice, previous: store.StoredIndex | 
             add_to_index(index, vectors[old_count:])
             return index, trained_on
     return build_faiss_index(vectors, choice), len(vectors)
+
+
+def _kept_chunking(previous: store.StoredIndex | None, notice: Callable[[str], None] | None) -> Chunking:
+    """The previous build's chunking, else the default; a notice when an older default is kept."""
+    if previous is None or "chunking" not in previous.manifest:
+        return Chunking()
+    kept = Chunking.from_dict({key: value for key, value in previous.manifest["chunking"].items() if key != "max_tokens"})
+    if kept != Chunking() and notice is not None:
+        notice(f"keeping this index's chunking '{kept.strategy}': --chunking {Chunking().strategy} "
+               f"(the default for new indexes) would encode every paper again")
+    return kept
 
 
 def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
