@@ -87,7 +87,7 @@ def split_windows(
 MAX_HEAD_SHARE = 0.5
 
 
-def sentence_starts(text: str, spans: list[tuple[int, int]], first: int) -> list[int]:
+def _sentence_starts(text: str, spans: list[tuple[int, int]], first: int) -> list[int]:
     """Token positions (from `first` on) where a sentence of `text` starts, and the end."""
     chars = [match.end() for match in SENTENCE_END.finditer(text)]
     starts, position = [first], first
@@ -109,7 +109,7 @@ def _sentence_windows(text: str, spans: list[tuple[int, int]], max_tokens: int, 
     if prefix and not prefix[-1].isspace():
         prefix += " "
     budget = max_tokens - head_tokens
-    bounds = sentence_starts(text, spans, head_tokens)
+    bounds = _sentence_starts(text, spans, head_tokens)
     windows = []
     start = head_tokens
     while True:

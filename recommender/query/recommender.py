@@ -387,18 +387,13 @@ class Recommender:
         return self._rank(_Query(dense_query, lexical_query), k, set(), self._exclusions(exclude),
                           min_score, diverse, why, mode)
 
-    @property
-    def query_encoder(self) -> Encoder:
-        """The model, loaded on first use (free-text queries only: `like` never needs it)."""
-        if self._query_encoder is None:
-            self._query_encoder = load_query_encoder(self.stored, self.manifest["model"])
-        return self._query_encoder
-
     def encode_query(self, text: str, head: int = 0) -> np.ndarray:
         """A free text as one vector, windowed like the papers were (`head`: characters of a title that
         starts the text, repeated at the start of every window as the build does)."""
+        if self._query_encoder is None:  # loaded on first use: `like` of stored papers never needs it
+            self._query_encoder = load_query_encoder(self.stored, self.manifest["model"])
         chunking = self._chunking()
-        encoder = self.query_encoder
+        encoder = self._query_encoder
         if chunking.strategy == "truncate":
             pieces = [(text, 1)]
         else:
@@ -477,10 +472,8 @@ class Recommender:
         exact scores (`LexicalIndex.top`, or `like_each`'s scores of every row); kept for the next call."""
         also = sorted_union(also)
         known = query.lexical_found
-        if known is not None and known[2] >= depth:
-            at = np.minimum(np.searchsorted(known[0], also), max(len(known[0]) - 1, 0))
-            if len(known[0]) and np.array_equal(known[0][at], also) or not len(also):
-                return known[0], known[1]
+        if known is not None and known[2] >= depth and _holds(known[0], also):
+            return known[0], known[1]
         if query.lexical_scores is not None:
             rows = sorted_union(best_rows(query.lexical_scores, depth), also)
             found = rows, query.lexical_scores[rows]
@@ -554,6 +547,14 @@ def check_text(text: str, what: str) -> None:
         bad = text[error.start]
         byte = f" (byte 0x{ord(bad) - 0xDC00:02x})" if 0xDC80 <= ord(bad) <= 0xDCFF else ""
         raise InputError(f"{what} is not valid UTF-8{byte}: use a UTF-8 terminal or re-type the text") from None
+
+
+def _holds(rows: np.ndarray, wanted: np.ndarray) -> bool:
+    """Whether the sorted `rows` hold every one of the sorted `wanted`."""
+    if len(wanted) == 0:
+        return True
+    at = np.searchsorted(rows, wanted)
+    return bool(at[-1] < len(rows) and np.array_equal(rows[at], wanted))
 
 
 @dataclass
