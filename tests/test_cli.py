@@ -1,7 +1,10 @@
 import csv
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -203,3 +206,23 @@ def test_every_command_help_shows_examples(run):
         result = run(name, "--help")
         assert result.exit_code == 0
         assert "Examples:\n\n      papers " + name in result.output, name
+
+
+def test_like_imports_only_what_it_uses(built, workdir, tmp_path):
+    """A cold `like` given an index folder imports no file reader, no SQLite and no platformdirs:
+    each costs every cold lookup milliseconds it does not use (README, Performance)."""
+    index = workdir / "indexes" / "default"
+    elsewhere = tmp_path / "elsewhere"  # no indexes/ here: the folder of indexes would be the user's
+    elsewhere.mkdir()
+    unused = ("recommender.corpus.readers.bibtex", "recommender.corpus.readers.arxiv", "recommender.corpus.where",
+              "sqlite3", "platformdirs", "secrets")
+    code = (
+        "import sys; from recommender.cli import main\n"
+        f"sys.argv = ['papers', 'like', 'FlashDP', '--index', {str(index)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        f"print('UNUSED', [m for m in {unused!r} if m in sys.modules])\n"
+    )
+    environment = {name: value for name, value in os.environ.items() if name not in ("PAPERS_HOME", "PAPERS_INDEX")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=environment, capture_output=True,
+                            text=True)
+    assert "Private Fine-Tuning" in result.stdout and "UNUSED []" in result.stdout, result.stdout + result.stderr

@@ -9,13 +9,15 @@ import re
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
-from .where import Where, parse_where
+
+if TYPE_CHECKING:
+    from .where import Where
 
 __all__ = ["InputWarning", "Paper", "SUPPORTED_SUFFIXES", "derive_id", "normalise_text", "read_papers"]
 
@@ -123,6 +125,8 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
     without an abstract are skipped with one warning a file. `where` keeps only
     the papers that match every condition (`["category=cs.LG", "year>=2020"]`).
     """
+    from .where import Where, parse_where  # here, not at import: `papers like` reads no file
+
     condition = where if isinstance(where, Where) or where is None else parse_where(where)
     papers: list[Paper] = []
     read = 0

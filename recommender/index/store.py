@@ -23,9 +23,7 @@ import gc
 import hashlib
 import json
 import os
-import secrets
 import shutil
-import sqlite3
 import time
 import warnings
 from dataclasses import dataclass
@@ -114,7 +112,8 @@ def resolve_index_dir(index: str | os.PathLike | None = None) -> Path:
         raise InputError("--index is empty: give an index name or folder")
     if os.sep in index or index.startswith(".") or (os.altsep and os.altsep in index):
         path = Path(index)
-        if path.resolve() == index_home().path.resolve():
+        # An index is not the folder of indexes: no need to work out where that is (platformdirs).
+        if not (path / CURRENT).is_file() and path.resolve() == index_home().path.resolve():
             raise InputError(f"--index {index} is the folder that holds every index: give an index name")
         return path
     return index_home().path / index
@@ -332,7 +331,7 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
                 f"index {index_dir} is being built by another process: wait for it to finish, or use --wait"
             ) from None
         _remove_leftovers(index_dir)
-        folder = index_dir / f".tmp-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{secrets.token_hex(3)}"
+        folder = index_dir / f".tmp-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
         folder.mkdir()
         try:
             yield IndexWriter(index_dir, folder)
@@ -619,7 +618,6 @@ def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
     Sizes of all files and hashes of the small ones are always checked;
     `verify=True` hashes every file.
     """
-    hint = rebuild_hint(index_dir)
     live, manifest_digest, pin = _pin_live_version(index_dir)
     try:
         folder = index_dir / live
@@ -629,20 +627,20 @@ def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
             if not isinstance(manifest, dict) or "files" not in manifest:
                 raise ValueError("not a manifest")
         except FileNotFoundError:
-            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{hint}`") from None
+            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{rebuild_hint(index_dir)}`") from None
         except ValueError:
-            raise IndexCorruptError(f"index file {folder / MANIFEST} is damaged: run `{hint}`") from None
+            raise IndexCorruptError(f"index file {folder / MANIFEST} is damaged: run `{rebuild_hint(index_dir)}`") from None
         version = manifest.get("format_version")
         if version != FORMAT_VERSION:
             newer = isinstance(version, int) and version > FORMAT_VERSION
             raise IndexMismatchError(
                 f"index {index_dir} has format version {version}, this papers reads version {FORMAT_VERSION}"
                 + (" (built by a newer papers: upgrade papers, or " if newer else " (")
-                + f"run `{hint}` to rebuild it)"
+                + f"run `{rebuild_hint(index_dir)}` to rebuild it)"
             )
         if manifest_digest is not None and hashlib.sha256(raw).hexdigest() != manifest_digest:
             raise IndexCorruptError(
-                f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered or damaged): run `{hint}`"
+                f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered or damaged): run `{rebuild_hint(index_dir)}`"
             )
         stored = StoredIndex(index_dir, folder, manifest, pin)
         stored.verify(full=verify)
@@ -660,12 +658,12 @@ def _pin_live_version(index_dir: Path):
     may swap CURRENT and remove the version between our reading CURRENT and
     locking: then we read CURRENT again.
     """
-    hint = rebuild_hint(index_dir)
     if index_dir.exists() and not index_dir.is_dir():
         raise IndexMissingError(f"{index_dir} is a file, not an index folder: give an index name or folder")
     for _ in range(5):
         live, digest = _read_current(index_dir)
         if live is None:
+            hint = rebuild_hint(index_dir)
             if index_home().reason == "user data folder":  # not a checkout: no seeds/ to build from
                 hint = hint.replace("papers build", "papers build my-papers.bib", 1)
             raise IndexMissingError(f"no index at {index_dir}: run `{hint}` first")
@@ -675,7 +673,7 @@ def _pin_live_version(index_dir: Path):
         except FileNotFoundError:
             if _read_current(index_dir)[0] != live:
                 continue
-            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{hint}`") from None
+            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{rebuild_hint(index_dir)}`") from None
         fcntl.flock(pin, fcntl.LOCK_SH)
         if manifest.exists():
             return live, digest, pin
@@ -703,6 +701,8 @@ class EmbeddingCache:
             self._connect()
 
     def _connect(self) -> None:
+        import sqlite3  # here: only builds use the cache, and lookups need not pay for the import
+
         self.connection = sqlite3.connect(self.path, timeout=60)
         self.connection.execute("PRAGMA journal_mode=WAL")
         # In WAL mode NORMAL loses no committed transaction when the process dies
@@ -735,6 +735,8 @@ class EmbeddingCache:
     def _guard(self) -> Iterator[None]:
         """A damaged cache file is replaced by an empty one (it only saves time); other
         SQLite failures (disk full, read-only) become one-line errors."""
+        import sqlite3
+
         try:
             yield
         except sqlite3.DatabaseError as error:

@@ -19,14 +19,21 @@ from pathlib import Path
 from typing import Iterator
 
 from ...errors import InputError
-from . import arxiv, bibtex, csl_json, openalex, own_json, seed_text, semantic_scholar, tabular
 from .base import InputWarning, Record, decode, iter_lines, parse_json_line
 
 __all__ = ["InputWarning", "Record", "SUPPORTED_SUFFIXES", "read_records"]
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv", ".json", ".bib")
-# Checked in this order; our own format takes whatever the others do not claim.
-JSON_FORMATS = (semantic_scholar, openalex, arxiv, csl_json, own_json)
+
+# The format modules are imported on the first read, not with this package: every
+# command imports it (through corpus.papers), and `papers like` reads no file.
+
+
+def _json_formats() -> tuple:
+    """The JSON formats' modules, in the order they are tried: our own takes what the others do not claim."""
+    from . import arxiv, csl_json, openalex, own_json, semantic_scholar
+
+    return (semantic_scholar, openalex, arxiv, csl_json, own_json)
 
 
 def read_records(path: Path) -> Iterator[Record]:
@@ -35,6 +42,8 @@ def read_records(path: Path) -> Iterator[Record]:
     if suffix in (".jsonl", ".json"):
         yield from _read_json(path, lines=suffix == ".jsonl")
         return
+    from . import bibtex, seed_text, tabular
+
     text = decode(path)
     if not text.strip():
         raise InputError(f"{path}: file is empty")
@@ -47,7 +56,7 @@ def read_records(path: Path) -> Iterator[Record]:
 
 
 def json_format(data: dict):
-    return next(module for module in JSON_FORMATS if module.looks_like(data))
+    return next(module for module in _json_formats() if module.looks_like(data))
 
 
 def _read_json(path: Path, lines: bool) -> Iterator[Record]:
@@ -73,6 +82,8 @@ def _read_json(path: Path, lines: bool) -> Iterator[Record]:
 
 
 def _json_lines(path: Path, first: tuple[int, str], numbered: Iterator[tuple[int, str]]) -> Iterator[Record]:
+    from . import own_json
+
     fmt = None
     for number, line in _chain(first, numbered):
         data = parse_json_line(path, number, line)
@@ -89,6 +100,8 @@ def _chain(first, rest):
 
 
 def _json_document(path: Path) -> Iterator[Record]:
+    from . import own_json
+
     text = decode(path)
     try:
         data = json.loads(text)
