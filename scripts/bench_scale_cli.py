@@ -34,8 +34,8 @@ once for every size. The papers are still encoded by the fake encoder, so `searc
 encodes its query with the real ONNX model and searches the fake vectors: right for
 timing, meaningless for relevance.
 
-Then the real CLI in fresh processes (page cache warm, as for any second command),
-each run alternating with the baseline `python -c "import numpy, faiss"` so that a busy
+Then the real CLI in fresh processes (page cache warm, as for any second command: every file of
+the index is read once first), each run alternating with the baseline `python -c "import numpy, faiss"` so that a busy
 machine slows both alike: cold `like` (hybrid), `like --mode lexical` (no FAISS: the
 lookup without the probed IVF lists), `show`; and cold `search` (hybrid, a query of 8
 words) alternating with its own baseline, the ONNX query encoder's load time in a fresh
@@ -277,6 +277,17 @@ def warm_like(index: Path, root: Path) -> float:
     return json.loads(out.stdout)["warm_like_ms"]
 
 
+def read_through(index: Path) -> None:
+    """Every file of the index read once, so that each timed command finds what it reads in the page
+    cache: else the first command to touch a seed's postings reads them from disk, and whichever
+    command runs first in a round (this code's `like`, before --compare-code's) is the slower."""
+    for path in sorted(index.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                while handle.read(1 << 24):
+                    pass
+
+
 def run_size(size: int, out: Path, runs: int, source: Path, kind: str, build_only: bool = False,
              other: Path | None = None) -> dict | None:
     out.mkdir(parents=True, exist_ok=True)
@@ -307,9 +318,10 @@ def run_size(size: int, out: Path, runs: int, source: Path, kind: str, build_onl
     baseline = [python, "-c", "import numpy, faiss"]
     generator = random.Random(1)
     seeds = [f"syn{generator.randrange(size):07d}" for _ in range(runs + 1)]
+    read_through(index)
     for command in (baseline, cli + ["like", seeds[-1], "--index", str(index)], cli + ["show", seeds[-1], "--index", str(index)],
                     encoder_baseline, search):
-        measure(command)  # warm the page cache once
+        measure(command)  # the interpreters' own files too
     if other is not None:
         measure(cli + ["like", seeds[-1], "--index", str(index)], other)
     times: dict[str, list] = {"baseline": [], "like": [], "like_lexical": [], "show": [], "encoder_baseline": [],
