@@ -34,20 +34,20 @@ once for every size. The papers are still encoded by the fake encoder, so `searc
 encodes its query with the real ONNX model and searches the fake vectors: right for
 timing, meaningless for relevance.
 
-Then the real CLI in fresh processes (page cache warm, as for any second command: every file of
-the index is read once first), each run alternating with the baseline `python -c "import numpy, faiss"` so that a busy
-machine slows both alike: cold `like` (hybrid), `like --mode lexical` (no FAISS: the
-lookup without the probed IVF lists), `show`; and cold `search` (hybrid, a query of 8
-words) alternating with its own baseline, the ONNX query encoder's load time in a fresh
-process (`python -c` importing recommender.embed.onnx_encoder, loading OnnxEncoder on the
-index's export and encoding one short query), reported as the difference. The package's bytecode is
-cached (PYTHONDONTWRITEBYTECODE is dropped for the commands), as an installed package's is. Peak RSS of each
-command is its process's ru_maxrss (getrusage RUSAGE_CHILDREN in a wrapper).
-`--compare-code DIR` also times `like` with another version of the package (DIR holds
-its `recommender/`, e.g. from `git archive <commit> recommender | tar -x -C DIR`) on the
-same indexes, alternating: cold through the CLI, and warm through the Python API (median
-of 30 `Recommender.like` calls in one process).
-Each size appends one JSON line to --results; the table is printed at the end.
+Then the real CLI in fresh processes (page cache warm, as for any second command: every file
+of the index is read once first), each run alternating with the baseline `python -c "import
+numpy, faiss"` so that a busy machine slows both alike: cold `like` (hybrid), `like --mode
+lexical` (no FAISS: the lookup without the probed IVF lists), `show`; and cold `search`
+(hybrid, a query of 8 words) alternating with its own baseline, the ONNX query encoder's
+load time in a fresh process (`python -c` importing recommender.embed.onnx_encoder, loading
+OnnxEncoder on the index's export and encoding one short query), reported as the difference.
+The package's bytecode is cached (PYTHONDONTWRITEBYTECODE is dropped for the commands), as
+an installed package's is. Peak RSS of each command is its process's ru_maxrss (getrusage
+RUSAGE_CHILDREN in a wrapper). `--compare-code DIR` also times `like` with another version
+of the package (DIR holds its `recommender/`, e.g. from `git archive <commit> recommender |
+tar -x -C DIR`) on the same indexes, alternating: cold through the CLI, and warm through the
+Python API (median of 30 `Recommender.like` calls in one process). Each size appends one
+JSON line to --results; the table is printed at the end.
 """
 
 from __future__ import annotations
