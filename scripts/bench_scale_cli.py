@@ -28,7 +28,7 @@ index's size, for its vectors, the fake encoder's vectors of the same papers, an
 mixed corpora. Measured on CSFCube's 2,734 papers (MiniLM, sentence windows; IVF209), recall@10
 at 5% / 10% / 20% of the lists: MiniLM 0.93 / 0.98 / 0.99; fake, same papers 0.77 / 0.86 /
 0.93; topics 0.81 / 0.90 / 0.95; mixed 0.51 / 0.69 / 0.87. Real embeddings cluster more
-than the topics corpus; the mixed one is a worst case no real corpus comes near.
+than the topics corpus; the mixed one is a worst case far from what this real corpus shows.
 
 Built through `build_index` with the test suite's fake encoder (tests/fakes.py,
 384 dimensions) in a fresh process; its peak RSS and the time outside the encoder
