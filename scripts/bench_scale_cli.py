@@ -168,8 +168,6 @@ def check_topics(source_path: Path, count: int = 20_000, queries: int = 1000, k:
     the fake vectors) whose home CSFCube paper is the query's home or one of its
     NEIGHBOURS neighbours, against the share by chance; and the recall@10 of an IVF index
     with 4*sqrt(count) lists at a few nprobe values, as the build tunes it."""
-    import faiss
-
     source = read_source(source_path)
     near = neighbourhoods(source)
     for kind in ("topics", "mixed"):
@@ -186,45 +184,46 @@ def check_topics(source_path: Path, count: int = 20_000, queries: int = 1000, k:
             same = np.mean([np.isin(homes[top[i]], near[homes[row]]).mean() for i, row in enumerate(rows)])
             chance = (NEIGHBOURS + 1) / len(source)
             line += f"; top-{k} neighbours in the query's topic neighbourhood: {same:.0%} (chance {chance:.1%})"
-        nlist = int(round(4 * math.sqrt(count)))
-        index = faiss.index_factory(DIMENSION, f"IVF{nlist},Flat", faiss.METRIC_INNER_PRODUCT)
-        index.cp.seed, index.cp.spherical, index.cp.niter = 0, True, 10
-        index.train(vectors)
-        index.add(vectors)
-        recalls = []
-        for nprobe in (4, 16, 64, 256):
-            index.nprobe = nprobe
-            _, got = index.search(vectors[rows], k + 1)
-            hits = sum(len(np.intersect1d(got[i][got[i] != row][:k], top[i])) for i, row in enumerate(rows))
-            recalls.append(f"nprobe {nprobe}: {hits / top.size:.2f}")
+        nlist, recalls = ivf_recalls(vectors, rows, top, lambda lists: (4, 16, 64, 256))
+        recalls = [f"nprobe {nprobe}: {recall:.2f}" for nprobe, recall in recalls]
         print(f"{line}; IVF{nlist} recall@{k}: " + ", ".join(recalls), flush=True)
 
 
 SHARES = (0.02, 0.05, 0.1, 0.2, 0.4)  # of the IVF lists probed
 
 
-def recall_by_share(vectors: np.ndarray, queries: int = 500, k: int = 10) -> str:
-    """Recall@k of an IVF index with 4*sqrt(n) lists (as the build makes it) against exact search,
-    for `queries` of the vectors, probing each share of SHARES of the lists."""
+def ivf_recalls(vectors: np.ndarray, rows: np.ndarray, top: np.ndarray, probes) -> tuple[int, list]:
+    """(nlist, [(nprobe, recall@k)]) of an IVF index of `vectors` with 4*sqrt(n) lists (as the build
+    makes it): each query row's neighbours (itself left out) against its exact top-k `top`, for each
+    nprobe of `probes(nlist)`."""
     import faiss
 
-    vectors = np.ascontiguousarray(vectors / np.linalg.norm(vectors, axis=1, keepdims=True), dtype=np.float32)
-    rows = np.random.default_rng(0).choice(len(vectors), size=min(queries, len(vectors)), replace=False)
-    scores = vectors[rows] @ vectors.T
-    scores[np.arange(len(rows)), rows] = -np.inf
-    top = np.argsort(-scores, axis=1)[:, :k]
+    k = top.shape[1]
     nlist = int(round(4 * math.sqrt(len(vectors))))
     index = faiss.index_factory(vectors.shape[1], f"IVF{nlist},Flat", faiss.METRIC_INNER_PRODUCT)
     index.cp.seed, index.cp.spherical, index.cp.niter = 0, True, 10
     index.train(vectors)
     index.add(vectors)
     recalls = []
-    for share in SHARES:
-        index.nprobe = max(1, int(round(share * nlist)))
+    for nprobe in probes(nlist):
+        index.nprobe = nprobe
         _, got = index.search(vectors[rows], k + 1)
         hits = sum(len(np.intersect1d(got[i][got[i] != row][:k], top[i])) for i, row in enumerate(rows))
-        recalls.append(f"{share:.0%} {hits / top.size:.2f}")
-    return f"IVF{nlist} recall@{k} by share of lists probed: " + ", ".join(recalls)
+        recalls.append((nprobe, hits / top.size))
+    return nlist, recalls
+
+
+def recall_by_share(vectors: np.ndarray, queries: int = 500, k: int = 10) -> str:
+    """Recall@k of an IVF index with 4*sqrt(n) lists against exact search, for `queries` of the
+    vectors, probing each share of SHARES of the lists."""
+    vectors = np.ascontiguousarray(vectors / np.linalg.norm(vectors, axis=1, keepdims=True), dtype=np.float32)
+    rows = np.random.default_rng(0).choice(len(vectors), size=min(queries, len(vectors)), replace=False)
+    scores = vectors[rows] @ vectors.T
+    scores[np.arange(len(rows)), rows] = -np.inf
+    top = np.argsort(-scores, axis=1)[:, :k]
+    nlist, recalls = ivf_recalls(vectors, rows, top, lambda lists: [max(1, int(round(share * lists))) for share in SHARES])
+    shown = ", ".join(f"{share:.0%} {recall:.2f}" for share, (_, recall) in zip(SHARES, recalls))
+    return f"IVF{nlist} recall@{k} by share of lists probed: {shown}"
 
 
 def check_real(index_dir: Path, source_path: Path) -> None:
