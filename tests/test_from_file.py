@@ -76,6 +76,47 @@ def test_the_python_api_takes_papers(built, workdir, open_index):
         recommender.like()
 
 
+def test_a_paper_is_found_by_its_text_without_reading_every_stored_paper(built, workdir, open_index, monkeypatch):
+    recommender = open_index()
+    # A lookup must not grow with the corpus: no list of every ID, no pass over the stored papers.
+    monkeypatch.setattr(recommender.keys, "all_ids", lambda: pytest.fail("read every ID"))
+    monkeypatch.setattr(recommender, "papers", lambda: pytest.fail("read every paper"))
+    vid2 = recommender.show("vid2")
+    respaced = Paper("mine", "  " + vid2.title.upper(), vid2.abstract.replace(" ", "\n  "))
+    outside = Paper(OUTSIDE["id"], OUTSIDE["title"], OUTSIDE["abstract"])
+    assert recommender.find_papers([respaced, outside, Paper("dp1", "", "Any text: the ID decides.")]) == [3, None, 0]
+
+
+def test_a_digest_shared_by_other_papers_is_confirmed_on_their_text(workdir, fake_model, open_index, monkeypatch):
+    # Every paper stored under one digest: only the text itself can tell them apart.
+    from corpus import write_corpus
+    from recommender import build_index
+    from recommender.index import keys
+
+    monkeypatch.setattr(keys, "text_digest", lambda key: 7)
+    build_index([write_corpus(workdir / "in")])
+    recommender = open_index()
+    vid2 = recommender.show("vid2")
+    assert len(recommender.keys.rows_with_text("anything")) == len(PAPERS)
+    assert recommender.find_papers([Paper("mine", vid2.title, vid2.abstract),
+                                    Paper(OUTSIDE["id"], OUTSIDE["title"], OUTSIDE["abstract"])]) == [3, None]
+
+
+def test_an_index_built_before_the_text_digests_is_scanned(workdir, fake_model, open_index, monkeypatch):
+    from corpus import write_corpus
+    from recommender import build_index
+    from recommender.index import build, store
+
+    monkeypatch.setattr(build, "KEY_ARRAYS", tuple(n for n in store.KEY_ARRAYS if not n.startswith("text_digest")))
+    build_index([write_corpus(workdir / "in")])
+    recommender = open_index()
+    assert "keys/text_digests.npy" not in recommender.manifest["files"]
+    assert recommender.keys.rows_with_text("anything") is None
+    vid2 = recommender.show("vid2")
+    assert recommender.find_papers([Paper("mine", vid2.title.lower(), vid2.abstract),
+                                    Paper(OUTSIDE["id"], OUTSIDE["title"], OUTSIDE["abstract"])]) == [3, None]
+
+
 def test_any_input_format_works(built, workdir):
     (workdir / "list.bib").write_text(
         "@article{mine, title={Private Language Model Training}, abstract={Differentially private training of "

@@ -1,4 +1,7 @@
+import hashlib
 import json
+import re
+import sys
 import warnings
 
 import pytest
@@ -73,6 +76,15 @@ def test_derived_ids_are_stable_and_normalised():
     assert derive_id("", ABSTRACT_A) == derive_id("", "  " + ABSTRACT_A.upper().replace(" ", "\n "))
     assert derive_id("", ABSTRACT_A) != derive_id("", ABSTRACT_B)
     assert len(derive_id("", ABSTRACT_A)) == 12
+
+
+def test_derived_ids_collapse_every_unicode_space_as_the_stored_ones_were():
+    # Stored indexes hold IDs derived with the rule "runs of \\s made one space, stripped, casefolded":
+    # collapsing spaces faster must not change one of them.
+    spaces = "".join(chr(i) for i in range(sys.maxunicode + 1) if re.fullmatch(r"\s", chr(i)))
+    title, abstract = f"{spaces}Title\u00a0\u2003Of{spaces}", f"Deep{spaces}NETS\x1c\x1fGo. {spaces}"
+    rule = re.sub(r"\s+", " ", f"{title}\n{abstract}").strip().casefold()
+    assert derive_id(title, abstract) == hashlib.sha256(rule.encode("utf-8")).hexdigest()[:12] == "8fc5359ca2b2"
 
 
 def test_ids_and_handles_do_not_depend_on_file_order(tmp_path):

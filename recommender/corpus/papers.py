@@ -19,7 +19,7 @@ from .text import collapse_spaces, first_sentence
 if TYPE_CHECKING:
     from .where import Where
 
-__all__ = ["InputWarning", "Paper", "SUPPORTED_SUFFIXES", "derive_id", "normalise_text", "read_papers"]
+__all__ = ["InputWarning", "Paper", "SUPPORTED_SUFFIXES", "derive_id", "normalise_text", "read_papers", "text_key"]
 
 ID_LENGTH = 12
 # Abstracts run to a few thousand characters; past this a text is likely a whole paper
@@ -109,10 +109,14 @@ def normalise_text(text: str) -> str:
     return collapse_spaces(text).casefold()
 
 
+def text_key(title: str, abstract: str) -> str:
+    """What makes two papers the same paper: their title and abstract, ignoring case and spacing."""
+    return normalise_text(f"{title}\n{abstract}")
+
+
 def derive_id(title: str, abstract: str) -> str:
     """A short stable ID from the normalised text: same text, same ID, any run."""
-    key = normalise_text(f"{title}\n{abstract}")
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:ID_LENGTH]
+    return hashlib.sha256(text_key(title, abstract).encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
 def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None) -> list[Paper]:
@@ -316,7 +320,7 @@ def _assemble(read: list[Paper]) -> list[Paper]:
     by_text: dict[str, Paper] = {}
     by_id: dict[str, Paper] = {}
     for paper in read:
-        key = normalise_text(f"{paper.title}\n{paper.abstract}")
+        key = text_key(paper.title, paper.abstract)
         if key in by_text:
             kept = by_text[key]
             warnings.warn(

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .. import __version__
-from ..corpus.papers import Paper, read_papers
+from ..corpus.papers import Paper, read_papers, text_key
 from ..embed import loading
 from ..embed import export_cache
 from ..embed.windows import Chunking, Encoder, embed_texts
@@ -115,7 +115,8 @@ def build_index(
             del faiss_index  # not held through the TF-IDF fit (0.8 GB at 1M papers)
             offsets = writer.save_jsonl(PAPERS, (paper.to_dict() for paper in papers))
             writer.save_array(OFFSETS, offsets)
-            keys = key_arrays([p.id for p in papers], [p.handle for p in papers])
+            keys = key_arrays([p.id for p in papers], [p.handle for p in papers],
+                              (text_key(p.title, p.abstract) for p in papers))
             for name in KEY_ARRAYS:
                 writer.save_array(f"keys/{name}.npy", keys[name])
             phase("TF-IDF", None)

@@ -11,12 +11,17 @@ so "sorted" here is Python's `sorted` on the strings.
     folded_ids      the casefolded IDs, sorted, with their rows (prefix lookup)
     handles         every handle in row order
     folded_handles  the casefolded handles, sorted, with their rows
+    text_digests    a 64-bit hash of each paper's text key (`corpus.papers.text_key`),
+                    sorted, with `text_digest_rows`: a paper read from a file is found
+                    by its text without reading the stored papers (indexes built
+                    before these arrays lack them, and are scanned)
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Sequence
+import hashlib
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -46,8 +51,20 @@ def _sorted_table(name: str, strings: Sequence[str]) -> dict[str, np.ndarray]:
     return {f"{name}_bytes": data, f"{name}_offsets": offsets, f"{name}_rows": np.asarray(order, dtype=np.int64)}
 
 
-def key_arrays(ids: Sequence[str], handles: Sequence[str]) -> dict[str, np.ndarray]:
-    """The arrays to store for these IDs and handles (in row order)."""
+def text_digest(key: str) -> int:
+    """The stored 64-bit hash of a text key (a match is confirmed on the stored paper)."""
+    return int.from_bytes(hashlib.blake2b(_encode(key), digest_size=8).digest(), "little")
+
+
+def text_digest_arrays(text_keys: Iterable[str]) -> dict[str, np.ndarray]:
+    """The sorted digests of the papers' text keys (in row order) and the row of each."""
+    digests = np.fromiter((text_digest(key) for key in text_keys), dtype=np.uint64)
+    order = np.argsort(digests, kind="stable")  # equal digests: lower rows first
+    return {"text_digests": digests[order], "text_digest_rows": order.astype(np.int64)}
+
+
+def key_arrays(ids: Sequence[str], handles: Sequence[str], text_keys: Iterable[str]) -> dict[str, np.ndarray]:
+    """The arrays to store for these IDs, handles and text keys (in row order)."""
     arrays = _sorted_table("ids", ids)
     rank = np.empty(len(ids), dtype=np.int64)
     rank[arrays["ids_rows"]] = np.arange(len(ids), dtype=np.int64)
@@ -55,6 +72,7 @@ def key_arrays(ids: Sequence[str], handles: Sequence[str]) -> dict[str, np.ndarr
     arrays.update(_sorted_table("folded_ids", [paper_id.casefold() for paper_id in ids]))
     arrays.update(_sorted_table("folded_handles", [handle.casefold() for handle in handles]))
     arrays["handles_bytes"], arrays["handles_offsets"] = _packed(handles)
+    arrays.update(text_digest_arrays(text_keys))
     return arrays
 
 
@@ -122,7 +140,8 @@ class StringTable:
 class Keys:
     """IDs and handles of an index, found by binary search over stored sorted arrays."""
 
-    def __init__(self, load: Callable[[str], np.ndarray], size: int, damaged: Damaged):
+    def __init__(self, load: Callable[[str], np.ndarray], size: int, damaged: Damaged,
+                 has: Callable[[str], bool] = lambda name: True):
         def table(name: str, sorted_: bool) -> StringTable:
             rows = load(f"{name}_rows") if sorted_ else None
             return StringTable(name, load(f"{name}_bytes"), load(f"{name}_offsets"), rows, size, damaged)
@@ -134,6 +153,11 @@ class Keys:
         self.rank = np.asarray(load("id_rank"))
         if self.rank.shape != (size,):
             raise damaged("id_rank", "does not list every paper")
+        self.text_digests = self.text_digest_rows = None
+        if has("text_digests"):
+            self.text_digests, self.text_digest_rows = load("text_digests"), load("text_digest_rows")
+            if self.text_digests.shape != (size,) or self.text_digest_rows.shape != (size,):
+                raise damaged("text_digests", "does not list every paper")
 
     def id_of(self, row: int) -> str:
         position = int(self.rank[row])
@@ -166,6 +190,24 @@ class Keys:
         if by_handle:
             return by_handle
         return self.folded_ids.rows_with_prefix(folded)
+
+    def row_of_id(self, paper_id: str) -> int | None:
+        """The row of the paper with exactly this ID, if any."""
+        rows = self.ids.rows_equal(paper_id)
+        return rows[0] if rows else None
+
+    def rows_with_text(self, text_key: str) -> list[int] | None:
+        """Rows whose text key may be `text_key` (same 64-bit digest; confirm on the paper), in row
+        order; None when the index predates the digests."""
+        if self.text_digests is None:
+            return None
+        digest = np.uint64(text_digest(text_key))
+        low = int(np.searchsorted(self.text_digests, digest, side="left"))
+        high = int(np.searchsorted(self.text_digests, digest, side="right"))
+        rows = sorted(int(row) for row in self.text_digest_rows[low:high])
+        if rows and not 0 <= rows[0] <= rows[-1] < len(self.rank):
+            raise self.ids.damaged("text_digest_rows", "names a row that does not exist")
+        return rows
 
     def rows_named(self, values: Sequence[str]) -> set[int]:
         """Rows whose ID is one of `values` or whose handle is one of them ignoring case."""

@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..arrays import sorted_union
-from ..corpus.papers import Paper, normalise_text
+from ..corpus.papers import Paper, normalise_text, text_key
 from ..corpus.summary import paper_brief
 from ..embed import loading
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
@@ -57,7 +57,8 @@ class Recommender:
         self._size = int(self.manifest["paper_count"])
         # Memory-mapped and searched by bisection: opening reads no list of every key.
         self.keys = Keys(
-            functools.partial(_load_key_array, stored), self._size, functools.partial(_damaged_key_array, stored)
+            functools.partial(_load_key_array, stored), self._size, functools.partial(_damaged_key_array, stored),
+            has=lambda name: stored.has(f"keys/{name}.npy"),
         )
         self._offsets = stored.load_array(OFFSETS, mmap=True)
         if self._offsets.shape != (self._size + 1,):
@@ -253,18 +254,26 @@ class Recommender:
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
         """For each paper (read from a file, say), its row in the index, or None when the
         index does not hold it: the same ID, else the same text (title and abstract,
-        ignoring case and spacing)."""
-        rows_by_id = {paper_id: row for row, paper_id in enumerate(self.ids)}
-        found: list[int | None] = [rows_by_id.get(paper.id) for paper in papers]
-        if any(row is None for row in found):
-            if self._rows_by_text is None:  # one pass over the stored papers, kept for later calls
+        ignoring case and spacing; the first such row). Looked up on disk: reads only
+        the papers whose text digest matches."""
+        found: list[int | None] = [self.keys.row_of_id(paper.id) for paper in papers]
+        for i, paper in enumerate(papers):
+            if found[i] is None:
+                found[i] = self._row_with_text(text_key(paper.title, paper.abstract))
+        return found
+
+    def _row_with_text(self, key: str) -> int | None:
+        candidates = self.keys.rows_with_text(key)
+        if candidates is None:  # an index built before the text digests: one pass, kept for later calls
+            if self._rows_by_text is None:
                 self._rows_by_text = {}
                 for row, stored in enumerate(self.papers()):
-                    self._rows_by_text.setdefault(normalise_text(f"{stored.title}\n{stored.abstract}"), row)
-            for i, paper in enumerate(papers):
-                if found[i] is None:
-                    found[i] = self._rows_by_text.get(normalise_text(f"{paper.title}\n{paper.abstract}"))
-        return found
+                    self._rows_by_text.setdefault(text_key(stored.title, stored.abstract), row)
+            return self._rows_by_text.get(key)
+        for row, stored in zip(candidates, self.papers_at(candidates)):  # a 64-bit digest may collide
+            if text_key(stored.title, stored.abstract) == key:
+                return row
+        return None
 
     def show(self, reference: str) -> Paper:
         """The stored record of one paper."""
