@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from conftest import FIXTURES
 from corpus import PAPERS
 from recommender.corpus.papers import Paper
 
@@ -93,11 +94,11 @@ def test_a_digest_shared_by_other_papers_is_confirmed_on_their_text(workdir, fak
     from recommender import build_index
     from recommender.index import keys
 
-    monkeypatch.setattr(keys, "text_digest", lambda key: 7)
+    monkeypatch.setattr(keys, "digest", lambda key: 7)
     build_index([write_corpus(workdir / "in")])
     recommender = open_index()
     vid2 = recommender.show("vid2")
-    assert len(recommender.keys.rows_with_text("anything")) == len(PAPERS)
+    assert len(recommender.keys.rows_with("text", "anything")) == len(PAPERS)
     assert recommender.find_papers([Paper("mine", vid2.title, vid2.abstract),
                                     Paper(OUTSIDE["id"], OUTSIDE["title"], OUTSIDE["abstract"])]) == [3, None]
 
@@ -107,14 +108,37 @@ def test_an_index_built_before_the_text_digests_is_scanned(workdir, fake_model, 
     from recommender import build_index
     from recommender.index import build, store
 
-    monkeypatch.setattr(build, "KEY_ARRAYS", tuple(n for n in store.KEY_ARRAYS if not n.startswith("text_digest")))
+    monkeypatch.setattr(build, "KEY_ARRAYS", tuple(n for n in store.KEY_ARRAYS if "_digest" not in n))
     build_index([write_corpus(workdir / "in")])
     recommender = open_index()
     assert "keys/text_digests.npy" not in recommender.manifest["files"]
-    assert recommender.keys.rows_with_text("anything") is None
+    assert recommender.keys.rows_with("text", "anything") is recommender.keys.rows_with("identifier", "x") is None
     vid2 = recommender.show("vid2")
     assert recommender.find_papers([Paper("mine", vid2.title.lower(), vid2.abstract),
                                     Paper(OUTSIDE["id"], OUTSIDE["title"], OUTSIDE["abstract"])]) == [3, None]
+
+
+def test_a_paper_of_the_index_is_recognised_by_its_arxiv_id_or_doi(workdir, fake_model, open_index, monkeypatch):
+    # An index of the arXiv snapshot; a reading list as Zotero exports it, other IDs and texts.
+    from recommender import build_index, read_papers
+
+    build_index([FIXTURES / "arxiv-metadata-oai-snapshot.json"])
+    recommender = open_index()
+    monkeypatch.setattr(recommender, "papers", lambda: pytest.fail("read every paper"))
+    rows = {paper_id: recommender.resolve(paper_id) for paper_id in ("1706.03762", "1412.6980", "0704.0001")}
+    with pytest.warns(UserWarning):  # goodfellow2016deep has no abstract
+        library = read_papers([FIXTURES / "library.bib"])
+    assert [p.id for p in library] == ["vaswani2017attention", "kingma2014adam", "he2016deep", "muller2019graphs"]
+    # By the eprint field, by arXiv's own DOI; he2016deep (a CVF page) and muller2019graphs are not in it.
+    assert recommender.find_papers(library) == [rows["1706.03762"], rows["1412.6980"], None, None]
+    other = "Another version of the text."
+    assert recommender.find_papers([
+        Paper("mine-1", "Retitled", other, url="https://arxiv.org/abs/1706.03762v7"),
+        # 0704.0001's record also has a doi field: one identifier a paper, and the arXiv ID is the one kept.
+        Paper("mine-2", "Retitled", other, url="https://doi.org/10.1103/PHYSREVD.76.013009"),
+        Paper("10.48550/arXiv.1412.6980", "Retitled", other),  # CSL JSON: the DOI is the ID
+        Paper("mine-3", "Retitled", other, url="https://arxiv.org/abs/9999.99999"),
+    ]) == [rows["1706.03762"], None, rows["1412.6980"], None]
 
 
 def test_any_input_format_works(built, workdir):

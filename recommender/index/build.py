@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .. import __version__
+from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, read_papers, text_key
 from ..embed import loading
 from ..embed import export_cache
@@ -116,7 +117,8 @@ def build_index(
             offsets = writer.save_jsonl(PAPERS, (paper.to_dict() for paper in papers))
             writer.save_array(OFFSETS, offsets)
             keys = key_arrays([p.id for p in papers], [p.handle for p in papers],
-                              (text_key(p.title, p.abstract) for p in papers))
+                              (text_key(p.title, p.abstract) for p in papers),
+                              (work_identifier(p.url, p.id) for p in papers))
             for name in KEY_ARRAYS:
                 writer.save_array(f"keys/{name}.npy", keys[name])
             phase("TF-IDF", None)

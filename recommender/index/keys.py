@@ -12,9 +12,12 @@ so "sorted" here is Python's `sorted` on the strings.
     handles         every handle in row order
     folded_handles  the casefolded handles, sorted, with their rows
     text_digests    a 64-bit hash of each paper's text key (`corpus.papers.text_key`),
-                    sorted, with `text_digest_rows`: a paper read from a file is found
-                    by its text without reading the stored papers (indexes built
-                    before these arrays lack them, and are scanned)
+                    sorted, with `text_digest_rows`
+    identifier_digests  the same for each paper's arXiv ID or DOI
+                    (`corpus.identifiers.work_identifier`), papers without one left out
+The digest tables find a paper read from a file without reading the stored
+papers (a match is confirmed on the stored paper); indexes built before them
+lack them, and their papers are scanned.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+DIGESTS = ("text", "identifier")  # the digest tables, each <name>_digests and <name>_digest_rows
 # Each table is stored as <name>_bytes and <name>_offsets, the sorted ones with <name>_rows
 # too (store.KEY_ARRAYS lists the files).
 Damaged = Callable[[str, str], Exception]  # (array name, problem) -> the error to raise
@@ -51,20 +55,48 @@ def _sorted_table(name: str, strings: Sequence[str]) -> dict[str, np.ndarray]:
     return {f"{name}_bytes": data, f"{name}_offsets": offsets, f"{name}_rows": np.asarray(order, dtype=np.int64)}
 
 
-def text_digest(key: str) -> int:
-    """The stored 64-bit hash of a text key (a match is confirmed on the stored paper)."""
+def digest(key: str) -> int:
+    """The stored 64-bit hash of a key (a match is confirmed on the stored paper)."""
     return int.from_bytes(hashlib.blake2b(_encode(key), digest_size=8).digest(), "little")
 
 
-def text_digest_arrays(text_keys: Iterable[str]) -> dict[str, np.ndarray]:
-    """The sorted digests of the papers' text keys (in row order) and the row of each."""
-    digests = np.fromiter((text_digest(key) for key in text_keys), dtype=np.uint64)
+def digest_arrays(name: str, keys: Iterable[str]) -> dict[str, np.ndarray]:
+    """`<name>_digests`, the sorted digests of the papers' keys (in row order; empty keys left
+    out), and `<name>_digest_rows`, the row of each."""
+    rows, digests = [], []
+    for row, key in enumerate(keys):
+        if key:
+            rows.append(row)
+            digests.append(digest(key))
+    digests = np.array(digests, dtype=np.uint64)
     order = np.argsort(digests, kind="stable")  # equal digests: lower rows first
-    return {"text_digests": digests[order], "text_digest_rows": order.astype(np.int64)}
+    return {f"{name}_digests": digests[order], f"{name}_digest_rows": np.array(rows, dtype=np.int64)[order]}
 
 
-def key_arrays(ids: Sequence[str], handles: Sequence[str], text_keys: Iterable[str]) -> dict[str, np.ndarray]:
-    """The arrays to store for these IDs, handles and text keys (in row order)."""
+class DigestTable:
+    """Rows by the digest of a key, by binary search over the stored sorted digests."""
+
+    def __init__(self, name: str, digests: np.ndarray, rows: np.ndarray, size: int, damaged: Damaged):
+        if digests.ndim != 1 or rows.shape != digests.shape or len(digests) > size:
+            raise damaged(f"{name}_digests", "does not match its rows")
+        self.name, self.size, self.damaged = name, size, damaged
+        self.digests, self.rows = np.asarray(digests), np.asarray(rows)
+
+    def rows_of(self, key: str) -> list[int]:
+        """Rows whose key may be `key` (the same digest), in row order."""
+        wanted = np.uint64(digest(key))
+        low = int(np.searchsorted(self.digests, wanted, side="left"))
+        high = int(np.searchsorted(self.digests, wanted, side="right"))
+        rows = sorted(int(row) for row in self.rows[low:high])
+        if rows and not 0 <= rows[0] <= rows[-1] < self.size:
+            raise self.damaged(f"{self.name}_digest_rows", "names a row that does not exist")
+        return rows
+
+
+def key_arrays(
+    ids: Sequence[str], handles: Sequence[str], text_keys: Iterable[str], identifiers: Iterable[str]
+) -> dict[str, np.ndarray]:
+    """The arrays to store for these IDs, handles, text keys and identifiers (in row order)."""
     arrays = _sorted_table("ids", ids)
     rank = np.empty(len(ids), dtype=np.int64)
     rank[arrays["ids_rows"]] = np.arange(len(ids), dtype=np.int64)
@@ -72,7 +104,8 @@ def key_arrays(ids: Sequence[str], handles: Sequence[str], text_keys: Iterable[s
     arrays.update(_sorted_table("folded_ids", [paper_id.casefold() for paper_id in ids]))
     arrays.update(_sorted_table("folded_handles", [handle.casefold() for handle in handles]))
     arrays["handles_bytes"], arrays["handles_offsets"] = _packed(handles)
-    arrays.update(text_digest_arrays(text_keys))
+    arrays.update(digest_arrays("text", text_keys))
+    arrays.update(digest_arrays("identifier", identifiers))
     return arrays
 
 
@@ -153,11 +186,10 @@ class Keys:
         self.rank = np.asarray(load("id_rank"))
         if self.rank.shape != (size,):
             raise damaged("id_rank", "does not list every paper")
-        self.text_digests = self.text_digest_rows = None
-        if has("text_digests"):
-            self.text_digests, self.text_digest_rows = load("text_digests"), load("text_digest_rows")
-            if self.text_digests.shape != (size,) or self.text_digest_rows.shape != (size,):
-                raise damaged("text_digests", "does not list every paper")
+        self.digests = {
+            name: DigestTable(name, load(f"{name}_digests"), load(f"{name}_digest_rows"), size, damaged)
+            for name in DIGESTS if has(f"{name}_digests")
+        }
 
     def id_of(self, row: int) -> str:
         position = int(self.rank[row])
@@ -196,18 +228,11 @@ class Keys:
         rows = self.ids.rows_equal(paper_id)
         return rows[0] if rows else None
 
-    def rows_with_text(self, text_key: str) -> list[int] | None:
-        """Rows whose text key may be `text_key` (same 64-bit digest; confirm on the paper), in row
-        order; None when the index predates the digests."""
-        if self.text_digests is None:
-            return None
-        digest = np.uint64(text_digest(text_key))
-        low = int(np.searchsorted(self.text_digests, digest, side="left"))
-        high = int(np.searchsorted(self.text_digests, digest, side="right"))
-        rows = sorted(int(row) for row in self.text_digest_rows[low:high])
-        if rows and not 0 <= rows[0] <= rows[-1] < len(self.rank):
-            raise self.ids.damaged("text_digest_rows", "names a row that does not exist")
-        return rows
+    def rows_with(self, table: str, key: str) -> list[int] | None:
+        """Rows whose `table` key ("text" or "identifier") may be `key` (the same digest: confirm
+        on the paper), in row order; None when the index predates that table."""
+        found = self.digests.get(table)
+        return None if found is None else found.rows_of(key)
 
     def rows_named(self, values: Sequence[str]) -> set[int]:
         """Rows whose ID is one of `values` or whose handle is one of them ignoring case."""

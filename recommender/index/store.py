@@ -59,7 +59,7 @@ KEY_ARRAYS = (
     "folded_handles_bytes", "folded_handles_offsets", "folded_handles_rows",
     "handles_bytes", "handles_offsets",
     # Indexes built before these lack them: a paper read from a file is then found by a scan.
-    "text_digests", "text_digest_rows",
+    "text_digests", "text_digest_rows", "identifier_digests", "identifier_digest_rows",
 )
 LEXICAL_ARRAYS = ("idf", "csr_data", "csr_indices", "csr_indptr", "csc_data", "csc_indices", "csc_indptr")
 # Each vocabulary column's largest weight, the bound of exact top-k lexical scoring

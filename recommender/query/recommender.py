@@ -10,6 +10,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..arrays import sorted_union
+from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, normalise_text, text_key
 from ..corpus.summary import paper_brief
 from ..embed import loading
@@ -69,7 +70,7 @@ class Recommender:
         self._faiss = None
         self._lexical: LexicalIndex | None = None
         self._query_encoder: Encoder | None = None
-        self._rows_by_text: dict[str, int] | None = None
+        self._rows_by_key: dict[str, dict[str, int]] = {}  # indexes without digest tables
 
     @classmethod
     def open(cls, index: str | Path | None = None, model: str | None = None, verify: bool = False) -> "Recommender":
@@ -111,7 +112,7 @@ class Recommender:
         self._faiss = None
         self._lexical = None
         self._query_encoder = None
-        self._rows_by_text = None
+        self._rows_by_key = {}
         self.stored.close()
 
     def __enter__(self) -> "Recommender":
@@ -253,25 +254,30 @@ class Recommender:
 
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
         """For each paper (read from a file, say), its row in the index, or None when the
-        index does not hold it: the same ID, else the same text (title and abstract,
-        ignoring case and spacing; the first such row). Looked up on disk: reads only
-        the papers whose text digest matches."""
+        index does not hold it: the same ID, else the same arXiv ID or DOI (from its URL or
+        ID), else the same text (title and abstract, ignoring case and spacing); the first
+        such row. Looked up on disk: reads only the papers whose digest matches."""
         found: list[int | None] = [self.keys.row_of_id(paper.id) for paper in papers]
         for i, paper in enumerate(papers):
-            if found[i] is None:
-                found[i] = self._row_with_text(text_key(paper.title, paper.abstract))
+            for table, key_of in PAPER_KEYS.items():
+                if found[i] is not None:
+                    break
+                key = key_of(paper)
+                if key:
+                    found[i] = self._row_with(table, key)
         return found
 
-    def _row_with_text(self, key: str) -> int | None:
-        candidates = self.keys.rows_with_text(key)
-        if candidates is None:  # an index built before the text digests: one pass, kept for later calls
-            if self._rows_by_text is None:
-                self._rows_by_text = {}
+    def _row_with(self, table: str, key: str) -> int | None:
+        candidates = self.keys.rows_with(table, key)
+        if candidates is None:  # an index built before the digest tables: one pass, kept for later calls
+            if not self._rows_by_key:
+                self._rows_by_key = {name: {} for name in PAPER_KEYS}
                 for row, stored in enumerate(self.papers()):
-                    self._rows_by_text.setdefault(text_key(stored.title, stored.abstract), row)
-            return self._rows_by_text.get(key)
+                    for name, key_of in PAPER_KEYS.items():
+                        self._rows_by_key[name].setdefault(key_of(stored), row)
+            return self._rows_by_key[table].get(key)
         for row, stored in zip(candidates, self.papers_at(candidates)):  # a 64-bit digest may collide
-            if text_key(stored.title, stored.abstract) == key:
+            if PAPER_KEYS[table](stored) == key:
                 return row
         return None
 
@@ -536,6 +542,12 @@ class Recommender:
         return results
 
 
+# What else makes a paper read from a file one the index holds, in the order tried after its ID
+# (`find_papers`): the same arXiv ID or DOI, else the same title and abstract.
+PAPER_KEYS = {
+    "identifier": lambda paper: work_identifier(paper.url, paper.id),
+    "text": lambda paper: text_key(paper.title, paper.abstract),
+}
 # TF-IDF scores (one a query and paper) `like_each` holds at once: 16 MB whatever the corpus.
 LEXICAL_CELLS = 1 << 22
 # FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`Recommender._pool`).
