@@ -626,7 +626,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
         papers related-work --from-file reading-list.bib --out handout.md
     """
     from .reading.related import related_work as related_lists
-    from .render.related import bibtex_keys, write_related
+    from .render.related import BibtexKeys, write_related
 
     outside = _read_paper_file(paper_file)
     with _open(index, model) as recommender:
@@ -637,7 +637,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
         if outside:
             _report_found(recommender, outside, paper_file)
             rows = list(rows) + outside  # papers from the file follow those chosen by ID
-        keys = bibtex_keys(list(recommender.papers()) + outside) if fmt == "bibtex" else None
+        keys = BibtexKeys(recommender, outside) if fmt == "bibtex" else None
         with _reporter(quiet) as reporter, _output_file(out) as partial:
             reporter.phase("related work", len(rows))
             lists = related_lists(recommender, rows, k=k, why=why, progress=reporter.advance)

@@ -209,13 +209,14 @@ def test_every_command_help_shows_examples(run):
 
 
 def test_like_imports_only_what_it_uses(built, workdir, tmp_path):
-    """A cold `like` given an index folder imports no file reader, no SQLite and no platformdirs:
+    """A cold `like` given an index folder imports no file reader, no SQLite, no platformdirs and
+    nothing only `--from-file` or BibTeX output needs:
     each costs every cold lookup milliseconds it does not use (README, Performance)."""
     index = workdir / "indexes" / "default"
     elsewhere = tmp_path / "elsewhere"  # no indexes/ here: the folder of indexes would be the user's
     elsewhere.mkdir()
     unused = ("recommender.corpus.readers.bibtex", "recommender.corpus.readers.arxiv", "recommender.corpus.where",
-              "sqlite3", "platformdirs", "secrets")
+              "sqlite3", "platformdirs", "secrets", "recommender.corpus.identifiers", "recommender.corpus.citation")
     code = (
         "import sys; from recommender.cli import main\n"
         f"sys.argv = ['papers', 'like', 'FlashDP', '--index', {str(index)!r}]\n"

@@ -15,7 +15,8 @@ from recommender.corpus.summary import summary
 from recommender.query import recommender as recommender_module
 from recommender.reading.related import related_work, select_rows
 from recommender.reading.sessions import plan_sessions
-from recommender.render.related import bibtex_entry, bibtex_escape, bibtex_key, bibtex_keys
+from recommender.corpus.citation import citation_key, unique_citation_key, unique_citation_keys
+from recommender.render.related import BibtexKeys, bibtex_entry, bibtex_escape
 
 TOPICS = {
     "privacy": "differential privacy private gradient clipping noise budget membership attack federated",
@@ -251,14 +252,65 @@ def test_bibtex_escape(text, escaped):
     ((), 2020, "Notes", "arXiv 2101/1", "arXiv-2101/1"),  # no author: the ID, made a valid key
 ])
 def test_bibtex_key(authors, year, title, paper_id, key):
-    assert bibtex_key(Paper(id=paper_id, title=title, abstract="A.", authors=authors, year=year)) == key
+    assert citation_key(Paper(id=paper_id, title=title, abstract="A.", authors=authors, year=year)) == key
 
 
 def test_bibtex_keys_are_unique_and_stable():
     papers = [Paper(id=i, title=title, abstract=i, authors=("Ada Lovelace",), year=1843)
               for i, title in (("a", "Notes"), ("b", "Notes again"), ("c", "Engine"), ("d", "Notes"))]
-    assert bibtex_keys(papers) == {"a": "lovelace1843notesa", "b": "lovelace1843notesb", "c": "lovelace1843engine",
+    assert unique_citation_keys(papers) == {"a": "lovelace1843notesa", "b": "lovelace1843notesb", "c": "lovelace1843engine",
                                    "d": "lovelace1843notesc"}
+
+
+def test_citation_keys_are_never_shared():
+    # Titles from a few letters: keys that are other keys with a suffix, shared and not, by the dozen.
+    rng = random.Random(0)
+    for _ in range(20):
+        titles = [rng.choice(["n"] * 6 + ["na", "nb", "naa", "nab", "nb", "nz", "nza"]) for _ in range(rng.randint(2, 90))]
+        papers = [Paper(id=f"p{i}", title=title, abstract="A.", authors=("Ada Lovelace",), year=1843)
+                  for i, title in enumerate(titles)]
+        keys = list(unique_citation_keys(papers).values())
+        assert len({key.casefold() for key in keys}) == len(papers)
+
+
+@pytest.mark.parametrize("key, member, sharing, expected", [
+    ("k", 0, {"k": (0,)}, "k"),  # nobody else has it
+    ("k", 1, {"k": (0, 1, 2)}, "kb"),
+    ("k", 0, {"k": (0, 1), "ka": (7,)}, "kb"),  # "ka" is another paper's own key
+    ("k", 1, {"k": (0, 1), "kb": (7, 8)}, "kc"),  # and so is "kb", though shared ("kba", "kbb")
+    # The 27th of "k" would be "kaa": "ka" is shared, so its papers may take "kaa"; "kab" too.
+    ("k", 26, {"k": tuple(range(30)), "ka": (40, 41)}, "kbb"),
+])
+def test_unique_citation_key(key, member, sharing, expected):
+    assert unique_citation_key(key, member, lambda folded: sharing.get(folded, ())) == expected
+
+
+KEYED = [("Notes", "Notes"), ("Notes again", "Notes"), ("Notesa", "Notesa"), ("Engine", "Engine"),
+         ("Notes", "Notes"), ("The notes", "Notes")]
+
+
+@pytest.mark.parametrize("with_table", [True, False])
+def test_bibtex_keys_of_an_index_are_looked_up(workdir, fake_model, open_index, monkeypatch, with_table):
+    from recommender.index import build, store
+
+    if not with_table:  # an index built before the table of citation keys: scanned, same keys
+        monkeypatch.setattr(build, "KEY_ARRAYS", tuple(n for n in store.KEY_ARRAYS if not n.startswith("citation")))
+    (workdir / "in.jsonl").write_text("".join(json.dumps({
+        "id": f"p{i}", "title": title, "abstract": f"Paper {i} is about {title.lower()} {i * 'and more '}.",
+        "authors": ["Ada Lovelace"], "year": 1843}) + "\n" for i, (title, _) in enumerate(KEYED)))
+    build_index(["in.jsonl"])
+    index = open_index()
+    stored = list(index.papers())
+    outside = [Paper("o1", "Notes", "An outside paper.", authors=("Ada Lovelace",), year=1843),
+               Paper("mine", stored[3].title, stored[3].abstract)]  # the index holds it (same text)
+    if with_table:
+        monkeypatch.setattr(index, "papers", lambda: pytest.fail("read every paper"))
+    keys = BibtexKeys(index, outside)
+    assert [keys(paper) for paper in stored + outside[:1]] == [
+        "lovelace1843notesb", "lovelace1843notesc", "lovelace1843notesa", "lovelace1843engine",
+        "lovelace1843notesd", "lovelace1843notese", "lovelace1843notesf"]
+    assert dict(zip([p.id for p in stored + outside[:1]], map(keys, stored + outside[:1]))) == \
+        unique_citation_keys(stored + outside[:1])
 
 
 def test_bibtex_entry_always_has_a_title():

@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .. import __version__
+from ..corpus.citation import citation_key
 from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, read_papers, text_key
 from ..embed import loading
@@ -118,7 +119,8 @@ def build_index(
             writer.save_array(OFFSETS, offsets)
             keys = key_arrays([p.id for p in papers], [p.handle for p in papers],
                               (text_key(p.title, p.abstract) for p in papers),
-                              (work_identifier(p.url, p.id) for p in papers))
+                              (work_identifier(p.url, p.id) for p in papers),
+                              [citation_key(p) for p in papers])
             for name in KEY_ARRAYS:
                 writer.save_array(f"keys/{name}.npy", keys[name])
             phase("TF-IDF", None)

@@ -13,11 +13,13 @@ so "sorted" here is Python's `sorted` on the strings.
     folded_handles  the casefolded handles, sorted, with their rows
     text_digests    a 64-bit hash of each paper's text key (`corpus.papers.text_key`),
                     sorted, with `text_digest_rows`
+    citation_keys   each paper's citation key (`corpus.citation.citation_key`) casefolded,
+                    sorted, with their rows: who shares a BibTeX key
     identifier_digests  the same for each paper's arXiv ID or DOI
                     (`corpus.identifiers.work_identifier`), papers without one left out
 The digest tables find a paper read from a file without reading the stored
-papers (a match is confirmed on the stored paper); indexes built before them
-lack them, and their papers are scanned.
+papers (a match is confirmed on the stored paper). Indexes built before these
+three tables lack them, and their papers are scanned instead.
 """
 
 from __future__ import annotations
@@ -94,9 +96,10 @@ class DigestTable:
 
 
 def key_arrays(
-    ids: Sequence[str], handles: Sequence[str], text_keys: Iterable[str], identifiers: Iterable[str]
+    ids: Sequence[str], handles: Sequence[str], text_keys: Iterable[str], identifiers: Iterable[str],
+    citation_keys: Sequence[str],
 ) -> dict[str, np.ndarray]:
-    """The arrays to store for these IDs, handles, text keys and identifiers (in row order)."""
+    """The arrays to store for these IDs, handles, text keys, identifiers and citation keys (in row order)."""
     arrays = _sorted_table("ids", ids)
     rank = np.empty(len(ids), dtype=np.int64)
     rank[arrays["ids_rows"]] = np.arange(len(ids), dtype=np.int64)
@@ -104,6 +107,7 @@ def key_arrays(
     arrays.update(_sorted_table("folded_ids", [paper_id.casefold() for paper_id in ids]))
     arrays.update(_sorted_table("folded_handles", [handle.casefold() for handle in handles]))
     arrays["handles_bytes"], arrays["handles_offsets"] = _packed(handles)
+    arrays.update(_sorted_table("citation_keys", [key.casefold() for key in citation_keys]))
     arrays.update(digest_arrays("text", text_keys))
     arrays.update(digest_arrays("identifier", identifiers))
     return arrays
@@ -186,6 +190,7 @@ class Keys:
         self.rank = np.asarray(load("id_rank"))
         if self.rank.shape != (size,):
             raise damaged("id_rank", "does not list every paper")
+        self.citation_keys = table("citation_keys", True) if has("citation_keys_bytes") else None
         self.digests = {
             name: DigestTable(name, load(f"{name}_digests"), load(f"{name}_digest_rows"), size, damaged)
             for name in DIGESTS if has(f"{name}_digests")
@@ -227,6 +232,11 @@ class Keys:
         """The row of the paper with exactly this ID, if any."""
         rows = self.ids.rows_equal(paper_id)
         return rows[0] if rows else None
+
+    def rows_with_citation_key(self, folded: str) -> list[int] | None:
+        """Rows whose casefolded citation key is `folded`, in row order; None when the index
+        predates the table."""
+        return None if self.citation_keys is None else self.citation_keys.rows_equal(folded)
 
     def rows_with(self, table: str, key: str) -> list[int] | None:
         """Rows whose `table` key ("text" or "identifier") may be `key` (the same digest: confirm

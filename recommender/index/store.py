@@ -58,7 +58,8 @@ KEY_ARRAYS = (
     "folded_ids_bytes", "folded_ids_offsets", "folded_ids_rows",
     "folded_handles_bytes", "folded_handles_offsets", "folded_handles_rows",
     "handles_bytes", "handles_offsets",
-    # Indexes built before these lack them: a paper read from a file is then found by a scan.
+    # Indexes built before these lack them: their papers are then scanned (index/keys.py).
+    "citation_keys_bytes", "citation_keys_offsets", "citation_keys_rows",
     "text_digests", "text_digest_rows", "identifier_digests", "identifier_digest_rows",
 )
 LEXICAL_ARRAYS = ("idf", "csr_data", "csr_indices", "csr_indptr", "csc_data", "csc_indices", "csc_indptr")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -10,7 +11,6 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..arrays import sorted_union
-from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, normalise_text, text_key
 from ..corpus.summary import paper_brief
 from ..embed import loading
@@ -71,6 +71,7 @@ class Recommender:
         self._lexical: LexicalIndex | None = None
         self._query_encoder: Encoder | None = None
         self._rows_by_key: dict[str, dict[str, int]] = {}  # indexes without digest tables
+        self._rows_by_citation_key: dict[str, list[int]] | None = None  # nor citation keys
 
     @classmethod
     def open(cls, index: str | Path | None = None, model: str | None = None, verify: bool = False) -> "Recommender":
@@ -113,6 +114,7 @@ class Recommender:
         self._lexical = None
         self._query_encoder = None
         self._rows_by_key = {}
+        self._rows_by_citation_key = None
         self.stored.close()
 
     def __enter__(self) -> "Recommender":
@@ -280,6 +282,19 @@ class Recommender:
             if PAPER_KEYS[table](stored) == key:
                 return row
         return None
+
+    def citation_key_rows(self, folded: str) -> list[int]:
+        """Rows whose casefolded citation key (`corpus.citation.citation_key`) is `folded`, in row order."""
+        rows = self.keys.rows_with_citation_key(folded)
+        if rows is not None:
+            return rows
+        if self._rows_by_citation_key is None:  # an index built before the table: one pass, kept
+            from ..corpus.citation import citation_key
+
+            self._rows_by_citation_key = defaultdict(list)
+            for row, stored in enumerate(self.papers()):
+                self._rows_by_citation_key[citation_key(stored).casefold()].append(row)
+        return self._rows_by_citation_key.get(folded, [])
 
     def show(self, reference: str) -> Paper:
         """The stored record of one paper."""
@@ -544,10 +559,13 @@ class Recommender:
 
 # What else makes a paper read from a file one the index holds, in the order tried after its ID
 # (`find_papers`): the same arXiv ID or DOI, else the same title and abstract.
-PAPER_KEYS = {
-    "identifier": lambda paper: work_identifier(paper.url, paper.id),
-    "text": lambda paper: text_key(paper.title, paper.abstract),
-}
+def _identifier(paper: Paper) -> str:
+    from ..corpus.identifiers import work_identifier  # imported on use: a cold `like` never needs it
+
+    return work_identifier(paper.url, paper.id)
+
+
+PAPER_KEYS = {"identifier": _identifier, "text": lambda paper: text_key(paper.title, paper.abstract)}
 # TF-IDF scores (one a query and paper) `like_each` holds at once: 16 MB whatever the corpus.
 LEXICAL_CELLS = 1 << 22
 # FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`Recommender._pool`).

@@ -5,25 +5,29 @@ from __future__ import annotations
 import csv
 import json
 import re
-import unicodedata
-from collections import Counter
-from typing import Iterable, TextIO
+from collections import defaultdict
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TextIO
 
+from ..corpus.citation import citation_key, unique_citation_key
 from ..corpus.papers import Paper
 from ..errors import InputError
 from ..reading.related import RelatedList
 from .markdown import code_links, md, snippet
 from .tables import LIST_SEPARATOR
 
+if TYPE_CHECKING:
+    from ..query.recommender import Recommender
+
 RELATED_FORMATS = ("markdown", "json", "jsonl", "csv", "bibtex")
 CSV_COLUMNS = ("paper_id", "paper_handle", "rank", "id", "handle", "title", "score", "snippet", "url", "code_links", "why")
 
 
 def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool = False,
-                  keys: dict[str, str] | None = None) -> int:
+                  keys: Callable[[Paper], str] | None = None) -> int:
     """Write the lists to `out` as they come (nothing is held back); returns how many were written.
 
-    `keys` maps paper IDs to BibTeX keys (see `bibtex_keys`); needed for "bibtex"."""
+    `keys` gives each paper's BibTeX key ("bibtex"): `BibtexKeys` over the index, so that the
+    keys are unique; without it, each paper's own `citation_key`."""
     if fmt not in RELATED_FORMATS:
         raise InputError(f"unknown format '{fmt}': use one of {', '.join(RELATED_FORMATS)}")
     count = 0
@@ -53,7 +57,7 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
             for paper in (item.paper, *(related.paper for related in item.related)):
                 if paper.id not in seen:
                     seen.add(paper.id)
-                    out.write(bibtex_entry(paper, (keys or {}).get(paper.id) or bibtex_key(paper)))
+                    out.write(bibtex_entry(paper, (keys or citation_key)(paper)))
         count += 1
     if fmt == "json":
         out.write("\n]\n" if count else "]\n")
@@ -97,58 +101,38 @@ def _markdown(item: RelatedList, why: bool) -> str:
 
 # ---------------------------------------------------------------- BibTeX
 
-# Words a reference manager skips when it picks the title word of a key.
-_KEY_SKIP = frozenset("a an the on of in for and to with towards toward via from by is are at as do does".split())
 
+class BibtexKeys:
+    """BibTeX keys unique among an index's papers and papers from outside it (`outside`, those the
+    index does not hold): a key several papers share gets "a", "b", ... in index order, outside
+    papers after (`corpus.citation.unique_citation_key`). A key costs a few lookups of the
+    index's table of citation keys, whatever the corpus size."""
 
-def _ascii_word(text: str) -> str:
-    return "".join(re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()))
+    def __init__(self, index: Recommender, outside: Sequence[Paper] = ()):
+        self.index = index
+        held = index.find_papers(list(outside)) if outside else []
+        self.outside = {paper.id: position for position, (paper, row) in enumerate(zip(outside, held)) if row is None}
+        self.outside_by_key: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for paper, row in zip(outside, held):
+            if row is None:
+                self.outside_by_key[citation_key(paper).casefold()].append(("outside", self.outside[paper.id]))
+        self._sharing: dict[str, tuple] = {}  # the same few keys are asked for again and again
 
+    def __call__(self, paper: Paper) -> str:
+        if paper.id in self.outside:
+            member = ("outside", self.outside[paper.id])
+        else:
+            row = self.index.keys.row_of_id(paper.id)
+            if row is None:  # neither the index's nor an outside paper: its own key
+                return citation_key(paper)
+            member = ("index", row)
+        return unique_citation_key(citation_key(paper), member, self._sharers)
 
-def _family_name(author: str) -> str:
-    """"Ada Lovelace" -> "lovelace"; "Lovelace, Ada" -> "lovelace"."""
-    name = author.split(",")[0] if "," in author else (author.split() or [""])[-1]
-    return _ascii_word(name)
-
-
-def bibtex_key(paper: Paper) -> str:
-    """A citation key as reference managers make them, author-year-word ("lovelace1843notes"),
-    else the paper's ID (its characters outside BibTeX's key set replaced by "-")."""
-    family = _family_name(paper.authors[0]) if paper.authors else ""
-    year = str(paper.year or "").strip()
-    if family and year.isdigit():
-        words = [_ascii_word(word) for word in (paper.title or paper.handle).split()]
-        word = next((w for w in words if w and w not in _KEY_SKIP), "")
-        return f"{family}{year}{word}"
-    return re.sub(r"[^A-Za-z0-9_:.+/-]", "-", paper.id)
-
-
-def bibtex_keys(papers: Iterable[Paper]) -> dict[str, str]:
-    """Keys for every paper of an index, unique and stable: a key several papers share gets
-    "a", "b", ... appended in index order, as reference managers do."""
-    keys = {paper.id: bibtex_key(paper) for paper in papers}
-    counts = Counter(key.casefold() for key in keys.values())
-    taken = {key.casefold() for key, count in counts.items() if count == 1}
-    unique = {}
-    for paper_id, key in keys.items():
-        if counts[key.casefold()] > 1:
-            number = 0
-            while (key + _suffix(number)).casefold() in taken:
-                number += 1
-            key += _suffix(number)
-            taken.add(key.casefold())
-        unique[paper_id] = key
-    return unique
-
-
-def _suffix(number: int) -> str:
-    """0 -> "a", 25 -> "z", 26 -> "aa"."""
-    letters = ""
-    number += 1
-    while number:
-        number, rest = divmod(number - 1, 26)
-        letters = chr(ord("a") + rest) + letters
-    return letters
+    def _sharers(self, folded: str) -> tuple:
+        if folded not in self._sharing:
+            self._sharing[folded] = tuple(("index", row) for row in self.index.citation_key_rows(folded)) + tuple(
+                self.outside_by_key.get(folded, ()))
+        return self._sharing[folded]
 
 
 _ESCAPED = re.compile(r"\\[%&$#_{}]")
