@@ -123,6 +123,7 @@ def build_index(
                               [citation_key(p) for p in papers])
             for name in KEY_ARRAYS:
                 writer.save_array(f"keys/{name}.npy", keys[name])
+            del keys  # not held through the TF-IDF fit (the build's peak)
             phase("TF-IDF", None)
             arrays, vocabulary, stop_words = build_tfidf(texts)
             for name in LEXICAL_ARRAYS:

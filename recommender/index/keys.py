@@ -65,14 +65,13 @@ def digest(key: str) -> int:
 def digest_arrays(name: str, keys: Iterable[str]) -> dict[str, np.ndarray]:
     """`<name>_digests`, the sorted digests of the papers' keys (in row order; empty keys left
     out), and `<name>_digest_rows`, the row of each."""
-    rows, digests = [], []
-    for row, key in enumerate(keys):
-        if key:
-            rows.append(row)
-            digests.append(digest(key))
-    digests = np.array(digests, dtype=np.uint64)
+    # One numpy record a paper, not Python lists of ints: 1M papers are 9 MB here, not ~70 MB.
+    records = np.fromiter(((digest(key), True) if key else (0, False) for key in keys),
+                          dtype=[("digest", np.uint64), ("present", np.bool_)])
+    rows = np.flatnonzero(records["present"])
+    digests = records["digest"][rows]
     order = np.argsort(digests, kind="stable")  # equal digests: lower rows first
-    return {f"{name}_digests": digests[order], f"{name}_digest_rows": np.array(rows, dtype=np.int64)[order]}
+    return {f"{name}_digests": digests[order], f"{name}_digest_rows": rows[order].astype(np.int64)}
 
 
 class DigestTable:
