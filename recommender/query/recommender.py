@@ -557,14 +557,14 @@ class Recommender:
         return results
 
 
-# What else makes a paper read from a file one the index holds, in the order tried after its ID
-# (`find_papers`): the same arXiv ID or DOI, else the same title and abstract.
 def _identifier(paper: Paper) -> str:
     from ..corpus.identifiers import work_identifier  # imported on use: a cold `like` never needs it
 
     return work_identifier(paper.url, paper.id)
 
 
+# What else makes a paper read from a file one the index holds, in the order tried after its ID
+# (`find_papers`): the same arXiv ID or DOI, else the same title and abstract.
 PAPER_KEYS = {"identifier": _identifier, "text": lambda paper: text_key(paper.title, paper.abstract)}
 # TF-IDF scores (one a query and paper) `like_each` holds at once: 16 MB whatever the corpus.
 LEXICAL_CELLS = 1 << 22
