@@ -141,6 +141,21 @@ def test_a_paper_of_the_index_is_recognised_by_its_arxiv_id_or_doi(workdir, fake
     ]) == [rows["1706.03762"], None, rows["1412.6980"], None]
 
 
+def test_a_bibtex_library_against_an_arxiv_index(papers_cli, workdir):
+    import shutil
+
+    shutil.copy(FIXTURES / "arxiv-metadata-oai-snapshot.json", workdir / "arxiv.json")
+    shutil.copy(FIXTURES / "library.bib", workdir / "library.bib")
+    assert papers_cli("build", "arxiv.json").exit_code == 0
+    result = papers_cli("related-work", "--from-file", "library.bib", "-k", "1", "--format", "jsonl")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1] == "library.bib: 2 of 4 papers found in the index, 2 embedded now"
+    lists = [json.loads(line) for line in result.stdout.splitlines()]
+    # Found by eprint and by arXiv's DOI: listed as the stored papers, never among their own related.
+    assert [entry["id"] for entry in lists] == ["1706.03762", "1412.6980", "he2016deep", "muller2019graphs"]
+    assert all(entry["related"][0]["id"] != entry["id"] for entry in lists)
+
+
 def test_any_input_format_works(built, workdir):
     (workdir / "list.bib").write_text(
         "@article{mine, title={Private Language Model Training}, abstract={Differentially private training of "
