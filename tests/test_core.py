@@ -8,6 +8,7 @@ from recommender import build_index
 from recommender.embed.windows import Chunking, embed_texts, split_windows
 from recommender.errors import IndexMismatchError, IndexMissingError, PaperNotFoundError
 from recommender.index import store
+from recommender.query import recommender as recommender_module
 
 
 @pytest.fixture
@@ -101,6 +102,31 @@ def test_resolve_by_unique_id_prefix(open_index, workdir, fake_model, reference,
     ("dp1x", "no paper 'dp1x' in the index: closest matches: dp1"),  # longer than an ID is not a prefix
 ])
 def test_unknown_or_ambiguous_reference(index, reference, message):
+    with pytest.raises(PaperNotFoundError) as caught:
+        index.resolve(reference)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("reference, message", [
+    ("FlashDB", "no paper 'FlashDB' in the index: closest matches: FlashDP, FlashDP-13, FlashDP-12"),
+    ("dp1x", "no paper 'dp1x' in the index: closest matches: dp1"),
+    ("Gated linear RNS", "no paper 'Gated linear RNS' in the index: closest matches: Gated Linear RNNs, "
+                         "Gated Linear RNNs 95, Gated Linear RNNs 89"),
+    ("Gaited Linear RNNs", "no paper 'Gaited Linear RNNs' in the index: closest matches: Gated Linear RNNs, "
+                           "Gated Linear RNNs 11, Gated Linear RNNs 113"),  # sorts next to it
+    ("Xated Linear RNNs", "no paper 'Xated Linear RNNs' in the index: see `papers list`"),  # sorts far: none
+])
+def test_a_large_index_suggests_names_near_the_reference_without_reading_them_all(
+        workdir, fake_model, open_index, monkeypatch, reference, message):
+    # Past CLOSEST_SCAN papers, the names sorted next to the reference (and to its first half).
+    build_index([write_corpus(workdir / "in", [dict(PAPERS[i % 6], id=f"p{i:03d}", title=f"{PAPERS[i % 6]['title']} {i}",
+                                                   abstract=f"{PAPERS[i % 6]['abstract']} Copy {i}.") for i in range(300)]
+                              + PAPERS)])
+    index = open_index()
+    monkeypatch.setattr(recommender_module, "CLOSEST_SCAN", 100)
+    monkeypatch.setattr(recommender_module, "CLOSEST_NEAR", 5)
+    monkeypatch.setattr(index.keys, "all_ids", lambda: pytest.fail("read every ID"))
+    monkeypatch.setattr(index.keys, "all_handles", lambda: pytest.fail("read every handle"))
     with pytest.raises(PaperNotFoundError) as caught:
         index.resolve(reference)
     assert str(caught.value) == message

@@ -159,6 +159,10 @@ class StringTable:
         high = bisect.bisect_right(range(len(self)), key, lo=low, key=self.raw)
         return self._rows(low, high)
 
+    def position(self, text: str) -> int:
+        """Where `text` would go in a sorted table."""
+        return bisect.bisect_left(range(len(self)), _encode(text), key=self.raw)
+
     def rows_with_prefix(self, prefix: str) -> list[int]:
         """Rows whose string starts with `prefix` (sorted tables only)."""
         key = _encode(prefix)
@@ -227,6 +231,20 @@ class Keys:
         if by_handle:
             return by_handle
         return self.folded_ids.rows_with_prefix(folded)
+
+    def names_near(self, reference: str, count: int) -> tuple[list[str], list[str]]:
+        """(IDs, handles) of the `count` papers on each side of `reference`, and of its first half,
+        in casefolded order: where a name with a typo in its second half sorts, found without
+        reading every key."""
+        folded = reference.casefold()
+        near: list[set[int]] = []
+        for table in (self.folded_ids, self.folded_handles):
+            rows = set()
+            for probe in {folded, folded[: len(folded) // 2]}:
+                position = table.position(probe)
+                rows.update(int(row) for row in table.rows[max(0, position - count): position + count])
+            near.append(rows)
+        return [self.id_of(row) for row in sorted(near[0])], [self.handle_of(row) for row in sorted(near[1])]
 
     def row_of_id(self, paper_id: str) -> int | None:
         """The row of the paper with exactly this ID, if any."""
