@@ -181,8 +181,10 @@ class Keys:
     """IDs, handles, citation keys and digests of an index, found by binary search over stored
     sorted arrays."""
 
-    def __init__(self, load: Callable[[str], np.ndarray], size: int, damaged: Damaged,
-                 has: Callable[[str], bool] = lambda name: True):
+    def __init__(self, load: Callable[[str], np.ndarray], has: Callable[[str], bool], size: int, damaged: Damaged):
+        """`load` maps an array's name to the array, `has` says whether the index stores it (the
+        tables added since format 2 may be missing)."""
+
         def table(name: str, sorted_: bool) -> StringTable:
             rows = load(f"{name}_rows") if sorted_ else None
             return StringTable(name, load(f"{name}_bytes"), load(f"{name}_offsets"), rows, size, damaged)

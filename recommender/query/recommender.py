@@ -58,8 +58,8 @@ class Recommender:
         self._size = int(self.manifest["paper_count"])
         # Memory-mapped and searched by bisection: opening reads no list of every key.
         self.keys = Keys(
-            functools.partial(_load_key_array, stored), self._size, functools.partial(_damaged_key_array, stored),
-            has=lambda name: stored.has(f"keys/{name}.npy"),
+            functools.partial(_load_key_array, stored), lambda name: stored.has(f"keys/{name}.npy"), self._size,
+            functools.partial(_damaged_key_array, stored),
         )
         self._offsets = stored.load_array(OFFSETS, mmap=True)
         if self._offsets.shape != (self._size + 1,):
