@@ -25,6 +25,7 @@ three tables lack them, and their papers are scanned instead.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 from typing import Callable, Iterable, Sequence
 
@@ -154,9 +155,8 @@ class StringTable:
 
     def rows_equal(self, text: str) -> list[int]:
         """Rows whose string is `text` (sorted tables only)."""
-        key = _encode(text)
-        low = bisect.bisect_left(range(len(self)), key, key=self.raw)
-        high = bisect.bisect_right(range(len(self)), key, lo=low, key=self.raw)
+        low = self.position(text)
+        high = bisect.bisect_right(range(len(self)), _encode(text), lo=low, key=self.raw)
         return self._rows(low, high)
 
     def position(self, text: str) -> int:
@@ -166,7 +166,7 @@ class StringTable:
     def rows_with_prefix(self, prefix: str) -> list[int]:
         """Rows whose string starts with `prefix` (sorted tables only)."""
         key = _encode(prefix)
-        low = bisect.bisect_left(range(len(self)), key, key=self.raw)
+        low = self.position(prefix)
         high = bisect.bisect_right(range(len(self)), key, lo=low, key=lambda i: self.raw(i)[: len(key)])
         return self._rows(low, high)
 
@@ -196,11 +196,19 @@ class Keys:
         self.rank = np.asarray(load("id_rank"))
         if self.rank.shape != (size,):
             raise damaged("id_rank", "does not list every paper")
-        self.citation_keys = table("citation_keys", True) if has("citation_keys_bytes") else None
-        self.digests = {
-            name: DigestTable(name, load(f"{name}_digests"), load(f"{name}_digest_rows"), size, damaged)
-            for name in DIGESTS if has(f"{name}_digests")
-        }
+        # The tables only `--from-file` and BibTeX output use are opened on first use: a cold
+        # `papers like` maps none of them.
+        self._table, self._load, self._has, self._size, self._damaged = table, load, has, size, damaged
+
+    @functools.cached_property
+    def citation_keys(self) -> StringTable | None:
+        return self._table("citation_keys", True) if self._has("citation_keys_bytes") else None
+
+    @functools.cached_property
+    def digests(self) -> dict[str, DigestTable]:
+        load, size, damaged = self._load, self._size, self._damaged
+        return {name: DigestTable(name, load(f"{name}_digests"), load(f"{name}_digest_rows"), size, damaged)
+                for name in DIGESTS if self._has(f"{name}_digests")}
 
     def id_of(self, row: int) -> str:
         position = int(self.rank[row])
