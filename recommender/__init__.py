@@ -10,6 +10,8 @@ sessions, map layout) and evaluation -> render -> cli.
 """
 
 __version__ = "0.1.0"
+#: The name to `pip install` (the import package is `recommender`, the command `papers`).
+DISTRIBUTION = "papers-like"
 
 # Public name -> the module that defines it. Loaded lazily: `papers like` must not
 # pay for modules it does not use.
@@ -29,7 +31,7 @@ _EXPORTS = {
     "evaluate": "evaluation.evaluate",
 }
 
-__all__ = [*_EXPORTS, "__version__"]
+__all__ = [*_EXPORTS, "__version__", "DISTRIBUTION"]
 
 
 def __getattr__(name):

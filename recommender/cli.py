@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from . import DISTRIBUTION, __version__
 from .errors import RecommenderError
 from .render.tables import FORMATS, plural
 
@@ -212,7 +213,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="recommender", message="papers %(version)s")
+@click.version_option(__version__, package_name=DISTRIBUTION, message="papers %(version)s (the %(package)s distribution)")
 def main():
     """Find related research papers: `papers build`, then `papers like ID` or `papers search TEXT`."""
 
@@ -231,7 +232,7 @@ def main():
 @click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
               help="Keep only matching papers: category=cs.LG,cs.CL, year>=2020, venue=*ICML* (repeatable; all must hold).")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Encode here, or on a Ray cluster ($RAY_ADDRESS, else a local one); needs recommender[ray].")
+              help=f"Encode here, or on a Ray cluster ($RAY_ADDRESS, else a local one); needs {DISTRIBUTION}[ray].")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="Encode on the CPU or a CUDA GPU; auto: a GPU where torch (or the Ray cluster) has one.")
 @quiet_option

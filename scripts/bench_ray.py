@@ -9,7 +9,7 @@ process (ONNX Runtime, its default threads), and through `RayEncoder` on a local
 cluster of this machine's cores (one actor a core, one thread each, each loading the
 export). The Ray figure is given without and with the cluster's start and stop, which
 a build pays once. Rounds alternate the two so machine load hits both alike; the best
-round of each counts. Needs the ray extra: pip install 'recommender[ray]'.
+round of each counts. Needs the ray extra: pip install 'papers-like[ray]'.
 """
 
 from __future__ import annotations

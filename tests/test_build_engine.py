@@ -63,7 +63,7 @@ def test_missing_ray_extra_is_one_line(papers_cli, monkeypatch, workdir):
     write_corpus(workdir / "in")
     result = papers_cli("build", "in", "--engine", "ray")
     assert (result.exit_code, result.output) == (
-        1, "Error: --engine ray needs Ray, which is not installed: run `pip install 'recommender[ray]'`\n"
+        1, "Error: --engine ray needs Ray, which is not installed: run `pip install 'papers-like[ray]'`\n"
     )
 
 

@@ -20,6 +20,19 @@ def test_build_then_rebuild_encodes_nothing(run, workdir):
     assert second.output == "indexed 6 papers in indexes/default: encoded 0, reused 6 from the cache (flat search)\n"
 
 
+def test_source_date_epoch_sets_the_recorded_build_time(run, workdir, monkeypatch):
+    """As reproducible builds do: the documentation's examples show `papers info` of a fixed time."""
+    write_corpus(workdir / "in")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
+    assert run("build", "in").exit_code == 0
+    assert "built:      2025-12-01T00:00:00+0000 by papers" in run("info").stdout
+    assert json.loads(run("indexes", "--format", "json").stdout)[0]["built_at"] == "2025-12-01T00:00:00+0000"
+
+
+def test_version_names_the_distribution(run):
+    assert run("--version").stdout == "papers 0.1.0 (the papers-like distribution)\n"
+
+
 def test_build_defaults_to_seeds_folder(run, workdir):
     write_corpus(workdir / "seeds")
     assert run("build").output.startswith("indexed 6 papers in indexes/default")

@@ -19,7 +19,7 @@ try:
 except ImportError:
     if os.environ.get("CI") == "true":
         raise  # CI installs the ray extra: its tests must run there
-    pytest.skip("Ray is not installed: `pip install 'recommender[ray]'` runs these tests", allow_module_level=True)
+    pytest.skip("Ray is not installed: `pip install 'papers-like[ray]'` runs these tests", allow_module_level=True)
 
 import fakes
 from conftest import REPO, SEEDS

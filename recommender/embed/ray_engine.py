@@ -26,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import DISTRIBUTION
 from ..errors import EngineError
 from .windows import Encoder
 
-RAY_EXTRA = "pip install 'recommender[ray]'"
+RAY_EXTRA = f"pip install '{DISTRIBUTION}[ray]'"
 #: Texts windowed and encoded per Ray Data run: the actor pool (and its model loads) starts once a run.
 GROUP_SIZE = 16384
 #: Windows per call of an actor.

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import functools
 import hashlib
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -37,6 +38,15 @@ class BuildReport:
     index_kind: str
     seconds: float
 
+
+
+def build_time() -> str:
+    """When the index was built, as its manifest records it: now, or $SOURCE_DATE_EPOCH (UTC) where
+    that is set, as reproducible builds do (the documentation's examples show a fixed time)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch.isdigit():
+        return time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(int(epoch)))
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 def build_index(
     inputs: Iterable[str | Path],
@@ -140,7 +150,7 @@ def build_index(
                 "paper_count": len(papers),
                 "inputs_fingerprint": inputs_fingerprint(papers),
                 "package_version": __version__,
-                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "built_at": build_time(),
                 "index": {
                     "kind": choice.kind, "params": choice.params, "reason": choice.reason,
                     "description": described, "trained_on": trained_on,
