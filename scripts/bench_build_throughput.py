@@ -8,6 +8,8 @@ texts at its defaults (it truncates at 256 tokens). Build path: what `papers bui
 does, i.e. the ONNX export of the same model through `embed_texts`, long texts cut
 into windows and pooled (more tokens encoded than the baseline). Rounds alternate
 the two so machine load hits both alike; the best round of each counts.
+
+Quoted in: docs/performance.md (the table's build-encoding row, and "Build throughput").
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ busy shared machine slows both alike; the figures are medians and ratios.
 
 Needs a built index (`papers build`); targets: like <= 2x `import numpy, faiss`,
 search <= 0.3x `import sentence_transformers`.
+
+Quoted in: docs/performance.md (the cold `like` and `search` rows) and README.md's headline figures.
 """
 
 from __future__ import annotations

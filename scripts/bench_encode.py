@@ -16,6 +16,8 @@ Then cold start: wall time of ``python -c "import sentence_transformers"`` again
 that imports recommender.embed.onnx_encoder, loads the exported model and encodes one query.
 
 Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-runs 3]
+
+Quoted in: docs/performance.md ("Build throughput": the ONNX export against torch, the int8 variant not used).
 """
 
 from __future__ import annotations

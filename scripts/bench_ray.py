@@ -10,6 +10,8 @@ cluster of this machine's cores (one actor a core, one thread each, each loading
 export). The Ray figure is given without and with the cluster's start and stop, which
 a build pays once. Rounds alternate the two so machine load hits both alike; the best
 round of each counts. Needs the ray extra: pip install 'papers-like[ray]'.
+
+Quoted in: docs/scaling-out.md (the table of encoding stages).
 """
 
 from __future__ import annotations

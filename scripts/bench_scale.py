@@ -26,6 +26,8 @@ Reported per row:
   recall@10      vs exact top-10 over --queries queries
 faiss threads: default (= cores) unless --threads; faiss runs a single query on
 one thread for both flat and IVF, so latencies are effectively single-thread.
+
+Quoted in: docs/performance.md (the 1M recall, latency and build-memory rows, and "Scale") and README.md's headline figures.
 """
 
 from __future__ import annotations

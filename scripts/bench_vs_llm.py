@@ -15,6 +15,8 @@ folder with an empty embedding cache). `papers` runs with its shared ONNX export
 user cache, as for every build after a user's first; that first build (which exports the model
 once) is measured separately, once per corpus, against an empty cache.
 Reported: median wall time, CPU time (user + system) and peak RSS of each, and their ratios.
+
+Quoted in: docs/performance.md ("Builds: where the time goes, and against `llm embed-multi`") and README.md's headline figures.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ benchmark, this module rewrites such an export in place as
 * "int8": dynamic int8 quantisation of the plain graph's weights (faster, but vectors move).
 
 The result is read by the same OnnxEncoder (its onnx_encoder.json records the variant).
+
+Quoted in: nowhere on its own: a helper module of bench_encode.py (not run by itself).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Wall time, CPU time and peak memory of a command run in a fresh process, for the benchmarks."""
+"""Wall time, CPU time and peak memory of a command run in a fresh process, for the benchmarks.
+
+Quoted in: nowhere on its own: a helper module of bench_vs_llm.py and bench_scale_cli.py (not run by itself).
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ Builds INPUT into a fresh index in a temporary folder, in this process, and prin
 phase its wall time, CPU time (all threads) and the process's peak RSS when it ended. Imports
 are a phase of their own. The shared ONNX export is taken from the user cache as in a normal
 build, unless --cold-cache gives the build an empty cache (the first build with a model).
+
+Quoted in: docs/performance.md (the table of a build's phases).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ fresh folder with the six-paper corpus built into indexes/default (the fake enco
 tests/fakes.py, through tests/build_launcher.py). A case holds when the command exits as
 expected, any error is one `Error:` line with no traceback, and the index readers see
 is unchanged unless the case changes it on purpose. Prints one row per case and the counts.
+
+Quoted in: docs/guarantees.md ("The reliability sweep").
 """
 
 from __future__ import annotations

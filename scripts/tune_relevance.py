@@ -17,6 +17,8 @@ default); the first build of each encodes every paper: minutes. Then:
 * the same cross-validation for the previous default's family (plain windows,
   a fixed convex mix of the two cosines), for a like-for-like comparison;
 * a per-query bootstrap 95% interval of the shipped setting's figures.
+
+Quoted in: docs/ranking.md (every figure of "How the settings were chosen") and README.md's headline figures.
 """
 
 from __future__ import annotations

@@ -87,3 +87,15 @@ def test_links_from_the_front_pages_reach_a_file_and_heading(page):
         if anchor:
             headings = re.findall(r"^#+ (.+)$", target.read_text(encoding="utf-8"), flags=re.M)
             assert anchor in {github_anchor(h) for h in headings}, f"{page}: no heading #{anchor} in {path}"
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "scripts").glob("*.py")))
+def test_every_script_says_what_it_measures_and_where_it_is_quoted(script):
+    import ast
+
+    docstring = ast.get_docstring(ast.parse((ROOT / "scripts" / script).read_text(encoding="utf-8")))
+    assert docstring, f"scripts/{script} has no docstring"
+    quoted = re.search(r"^Quoted in: (.+)$", docstring, flags=re.M | re.S)
+    assert quoted, f"scripts/{script}: its docstring does not say which page quotes it (`Quoted in: ...`)"
+    for page in re.findall(r"\b((?:docs/)?[\w-]+\.md)\b", quoted.group(1)):
+        assert (ROOT / page).exists(), f"scripts/{script} names {page}, which does not exist"
