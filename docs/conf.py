@@ -30,6 +30,8 @@ myst_enable_extensions = ["colon_fence", "deflist"]
 
 # Signatures as written in the code; docstrings are read from the source, nothing is imported twice.
 autodoc_member_order = "bysource"
+# The docstrings are written for reading in the code: `name` is code, as in Markdown.
+default_role = "code"
 autodoc_typehints = "signature"
 autodoc_default_options = {"members": True, "undoc-members": False}
 
