@@ -88,13 +88,14 @@ def _execute(command: str, cwd: Path, work: Path, status: int | None) -> str:
 
 
 def run(*commands: str, head: int | None = None, width: int | None = None, fresh: bool = False,
-        files: dict | None = None, status: int | None = 0, lang: str = "console") -> None:
+        files: dict | None = None, show_files: bool = False, status: int | None = 0,
+        lang: str = "console") -> None:
     """Write a fenced block with each command (`$ papers ...`) followed by its real output.
 
     head: show only the first lines of each output, then `...`; width: cut longer lines there,
     ending them with `…` (the prose says so where it is used); fresh: run in a new checkout with
     no index (its first `papers build` encodes every paper); files: {name: text or Path} written into
-    the folder first; status: the exit status every command must have (None: any)."""
+    the folder first (show_files: each shown before the commands, in its own block); status: the exit status every command must have (None: any)."""
     work = _work()
     folder = _checkout(work / "fresh") if fresh else _seed_checkout()
     for name, content in (files or {}).items():
@@ -104,6 +105,10 @@ def run(*commands: str, head: int | None = None, width: int | None = None, fresh
             shutil.copyfile(content, target)
         else:
             target.write_text(content, encoding="utf-8")
+        if show_files:
+            cog.outl(f"`{name}`:\n")
+            _fence(target.read_text(encoding="utf-8").rstrip("\n").split("\n"), Path(name).suffix.lstrip(".") or "text")
+            cog.outl()
     lines = []
     for command in commands:
         lines += [f"$ {command}", *_shorten(_execute(command, folder, work, status), head, width)]
