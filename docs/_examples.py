@@ -130,6 +130,18 @@ def _shorten(text: str, head: int | None, width: int | None) -> list[str]:
     return lines
 
 
+def python(code: str) -> None:
+    """Show a Python snippet, then what it prints when run in the seed checkout (a fresh process)."""
+    code = code.strip("\n")
+    _fence(code.split("\n"), "python")
+    done = subprocess.run([sys.executable, "-c", code], cwd=_seed_checkout(), env=_environment(_work()),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"docs example failed:\n{code}\n{done.stdout}")
+    cog.outl("\nprints\n")
+    _fence(done.stdout.rstrip("\n").split("\n"), "text")
+
+
 def help_text(*command: str) -> str:
     """`papers COMMAND --help` as printed at 80 columns (click's help, not an imitation)."""
     from click.testing import CliRunner
