@@ -226,7 +226,7 @@ def main() -> None:
                 abstract = " ".join(abstract) if isinstance(abstract, list) else abstract
                 corpus.append(f"{r.get('title', '').strip()}. {abstract.strip()}")
             print()
-            print(f"CSFCube dev quality ({len(corpus)} papers; README: all-MiniLM-L6-v2 39.5 MAP, 59.6 NDCG%20):")
+            print(f"CSFCube dev quality ({len(corpus)} papers; docs/ranking.md: all-MiniLM-L6-v2 39.5 MAP, 59.6 NDCG%20):")
             for variant, folder in folders.items():
                 enc = OnnxEncoder(folder, "all-MiniLM-L6-v2")
                 v = enc.encode(corpus)

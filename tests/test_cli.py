@@ -224,7 +224,7 @@ def test_every_command_help_shows_examples(run):
 def test_like_imports_only_what_it_uses(built, workdir, tmp_path):
     """A cold `like` given an index folder imports no file reader, no SQLite, no platformdirs and
     nothing only `--from-file` or BibTeX output needs:
-    each costs every cold lookup milliseconds it does not use (README, Performance)."""
+    each costs every cold lookup milliseconds it does not use (docs/performance.md)."""
     index = workdir / "indexes" / "default"
     elsewhere = tmp_path / "elsewhere"  # no indexes/ here: the folder of indexes would be the user's
     elsewhere.mkdir()

@@ -201,7 +201,7 @@ def test_hybrid_reaches_the_target_on_csfcube_dev(workdir):
     result = evaluate(CSFCUBE / "corpus.jsonl", CSFCUBE / "queries.tsv", CSFCUBE / "qrels.txt", mode="hybrid")
     print(f"evaluated in {time.perf_counter() - started:.0f} s")
     assert len(result.queries) == 28
-    # The shipped ranking gives 44.9 / 62.9 (README); the previous default gave 42.9 / 62.6. A little room
+    # The shipped ranking gives 44.9 / 62.9 (docs/ranking.md); the previous default gave 42.9 / 62.6. A little room
     # for float noise across machines.
     assert 100 * result.overall["map"] >= 44.5
     assert 100 * result.overall["ndcg_pct_20"] >= 62.5

@@ -25,7 +25,7 @@ def corpus_texts(index):
 
 
 def tfidf(index):
-    """scikit-learn's TF-IDF over the corpus, with the settings the index records (README "Ranking")."""
+    """scikit-learn's TF-IDF over the corpus, with the settings the index records (docs/ranking.md)."""
     vectorizer = TfidfVectorizer(strip_accents="unicode", lowercase=True, stop_words="english",
                                  token_pattern=r"(?u)\b[^\W\d_][^\W_]+\b", sublinear_tf=True)
     matrix = vectorizer.fit_transform(corpus_texts(index)).toarray()
@@ -33,7 +33,7 @@ def tfidf(index):
 
 
 def hybrid(dense, lexical, pool):
-    """The hybrid score from first principles (README "Ranking and how it was measured"): the window cosine and TF-IDF
+    """The hybrid score from first principles (docs/ranking.md): the window cosine and TF-IDF
     z-normalised over the candidate pool (every paper but the seeds here: fewer than POOL), mixed with
     DENSE_WEIGHT, then put on the window cosine's scale over the pool."""
     assert len(pool) < POOL

@@ -218,7 +218,7 @@ def test_a_full_disk_during_a_build_names_the_file_and_keeps_the_old_index(small
 
 @pytest.mark.model
 def test_a_full_disk_during_the_model_export_fails_the_build(small_disk, monkeypatch):
-    # Decision (README, Guarantees): no silently ~60x slower index; the build fails, naming the folder.
+    # Decision (docs/guarantees.md): no silently ~60x slower index; the build fails, naming the folder.
     from recommender.embed import onnx_encoder
 
     real = onnx_encoder.export_onnx

@@ -188,7 +188,7 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
         else:
             raise InputError(
                 f"{path}: unsupported file type '{path.suffix or '(none)'}': use .txt (one abstract a paragraph), "
-                ".jsonl, .json, .csv or .bib (see README: Inputs)"
+                ".jsonl, .json, .csv or .bib (see docs/input-formats.md)"
             )
     return files
 

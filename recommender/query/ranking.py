@@ -11,7 +11,7 @@ MODES = ("dense", "lexical", "hybrid")
 # pool (POOL papers from each of the dense and lexical sides), mixed with DENSE_WEIGHT (the rest to TF-IDF),
 # then put back on the window cosine's scale (`fuse`), so scores stay in -1..1 and --min-score keeps a
 # meaning. DENSE_WEIGHT and POOL chosen by repeated 2-fold cross-validation over the CSFCube dev query
-# papers (scripts/tune_relevance.py; README "Ranking and how it was measured").
+# papers (scripts/tune_relevance.py; docs/ranking.md).
 DENSE_WEIGHT = 0.7
 POOL = 200
 # Weight of the negative seeds against the positive ones (Rocchio's gamma/beta).
