@@ -484,6 +484,43 @@ def indexes(fmt):
     click.echo(render_indexes(list_indexes(home.path), home.describe(), fmt), nl=False)
 
 
+@main.group(cls=_Group)
+def cache():
+    """The embedding cache shared by every index (in the user cache folder, or $PAPERS_CACHE).
+
+    Vectors are kept by the model's files, the chunking and the text, so a second index
+    over the same papers encodes only the new ones.
+
+    Examples:
+
+    \b
+        papers cache info
+        papers cache info --format json
+        papers cache clear
+    """
+
+
+@cache.command(name="info")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@library_errors
+def cache_info(fmt):
+    """Where the embedding cache is, its size and how many vectors it holds."""
+    from .index.store import embedding_cache_info
+    from .render.indexes import render_cache
+
+    click.echo(render_cache(embedding_cache_info(), fmt), nl=False)
+
+
+@cache.command(name="clear")
+@library_errors
+def cache_clear():
+    """Empty the embedding cache (the next builds encode their papers again; indexes are untouched)."""
+    from .index.store import clear_embedding_cache
+    from .render.indexes import render_cache_cleared
+
+    click.echo(render_cache_cleared(clear_embedding_cache()), nl=False)
+
+
 @main.command()
 @click.option("--corpus", required=True, metavar="FILE", help="Papers (.jsonl or .csv), every query and judged paper among them.")
 @click.option("--queries", required=True, metavar="FILE", help="queries.tsv: query_id, paper_id, facet.")

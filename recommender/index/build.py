@@ -62,6 +62,7 @@ def build_index(
     notice: Callable[[str], None] | None = None,
     engine: str = "local",
     device: str = "auto",
+    built_by: str = "build",
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -74,6 +75,7 @@ def build_index(
     (`["category=cs.LG"]`, see corpus.where). `engine` "local" encodes in this process; "ray" on
     a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
     `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
+    `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only its own).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -148,6 +150,7 @@ def build_index(
             manifest = {
                 "model": model,
                 "model_identity": model_key,
+                "built_by": built_by,
                 "dimension": int(vectors.shape[1]),
                 "chunking": dict(chunking.to_dict(), max_tokens=max_tokens),
                 "paper_count": len(papers),

@@ -777,12 +777,33 @@ def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
             raise IndexCorruptError(
                 f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered or damaged): run `{rebuild_hint(index_dir)}`"
             )
+        problem = _manifest_problem(manifest)
+        if problem:
+            raise IndexCorruptError(f"index file {folder / MANIFEST} {problem} (damaged or forged): run `{rebuild_hint(index_dir)}`")
         stored = StoredIndex(index_dir, folder, manifest, pin)
         stored.verify(full=verify)
     except BaseException:
         pin.close()  # refused: nothing may stay open
         raise
     return stored
+
+
+def _manifest_problem(manifest: dict) -> str:
+    """What is missing or wrong in a manifest of this format (every build writes these), else ''."""
+    if not isinstance(manifest.get("model"), str) or not manifest["model"]:
+        return "names no model"
+    for key in ("dimension", "paper_count"):
+        value = manifest.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "dimension" else 0):
+            return f"has no valid {key}"
+    if not isinstance(manifest.get("chunking"), dict):
+        return "has no chunking"
+    files_ = manifest.get("files")
+    if not isinstance(files_, dict) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("bytes"), int) and isinstance(entry.get("sha256"), str)
+            for entry in files_.values()):
+        return "has no valid list of files"
+    return ""
 
 
 def _pin_live_version(index_dir: Path):
@@ -992,6 +1013,31 @@ class EmbeddingCache:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def embedding_cache_info(folder: Path | None = None) -> dict:
+    """The shared embedding cache as `papers cache info` shows it: path, bytes (with its -wal file) and
+    entries (vectors); a cache never made is reported empty and is not created."""
+    from ..embed import export_cache
+
+    path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
+    if not path.exists() and not path.is_symlink():
+        return {"path": str(path), "bytes": 0, "entries": 0}
+    with EmbeddingCache(path.parent) as cache:
+        return cache.summary()
+
+
+def clear_embedding_cache(folder: Path | None = None) -> dict:
+    """Empty the shared embedding cache (`papers cache clear`): every index's next build encodes its papers
+    again; the indexes themselves and the ONNX exports are untouched. Returns the entries removed and
+    the bytes the file took before and takes now."""
+    before = embedding_cache_info(folder)
+    if not before["entries"] and not before["bytes"]:
+        return {**before, "removed": 0, "bytes_before": 0}
+    with EmbeddingCache(Path(before["path"]).parent) as cache:
+        removed = cache.clear()
+        after = cache.summary()
+    return {**after, "removed": removed, "bytes_before": before["bytes"]}
 
 
 def legacy_cache(index_dir: Path) -> Path | None:
