@@ -103,10 +103,7 @@ def open_lock_file(path: str | os.PathLike) -> IO:
     """The lock file at `path`, made if missing, for fcntl locks: never opened through a link, and
     refused unless it is a plain file of this user (a second user's file could be locked by them
     forever). Raises OSError (ELOOP for a link) naming the path."""
-    try:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as error:
-        raise OSError(error.errno, _link_or_reason(error), str(path)) from None
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     status = os.fstat(descriptor)
     if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
         os.close(descriptor)
@@ -159,14 +156,6 @@ def _remove_if_ours(temporary: Path) -> None:
     with contextlib.suppress(OSError):
         if stat.S_ISREG(os.lstat(temporary).st_mode):
             os.unlink(temporary)
-
-
-def _link_or_reason(error: OSError) -> str:
-    import errno
-
-    if error.errno == errno.ELOOP:
-        return "is a symbolic link, which is never followed: remove it"
-    return error.strerror or str(error)
 
 
 def _naming(error: OSError, temporary: Path, target: Path) -> OSError:

@@ -146,7 +146,8 @@ def build_index(
             writer.save_json(VOCABULARY, vocabulary)
             writer.save_json(STOP_WORDS, stop_words)
             previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
-            max_tokens = encoder.max_tokens_if_known or previous_chunking.get("max_tokens")
+            max_tokens = (encoder.max_tokens_if_known or encoder.remembered_max_tokens
+                          or previous_chunking.get("max_tokens"))
             manifest = {
                 "model": model,
                 "model_identity": model_key,
@@ -237,6 +238,11 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
         embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads,
                                model_key=model_key)
         cache.mark_encoding(False)
+        known = getattr(encoder, "max_tokens_if_known", None)
+        if known is not None:
+            cache.remember_model(model_key, {"max_tokens": known})
+        elif hasattr(encoder, "remembered_max_tokens"):
+            encoder.remembered_max_tokens = cache.model_facts(model_key).get("max_tokens")
     return embedded
 
 
@@ -424,6 +430,7 @@ class _LazyEncoder:
         self.name = model
         self._load_encoder = load
         self._encoder: Encoder | None = None
+        self.remembered_max_tokens: int | None = None  # the model's window, as the cache remembers it
 
     def _load(self) -> Encoder:
         if self._encoder is None:

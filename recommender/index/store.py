@@ -25,6 +25,7 @@ own format: nothing on the load path can execute stored code.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gc
 import hashlib
@@ -366,6 +367,9 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
         index_dir.mkdir(parents=True, exist_ok=True)
         lock = files.open_lock_file(index_dir / LOCK)
     except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise RecommenderError(f"cannot use index {index_dir}: {index_dir / LOCK} is a symbolic link, which is never "
+                                   "followed: remove it, or choose another --index") from None
         if error.errno is None:  # not a plain file of ours
             raise RecommenderError(f"cannot use index {index_dir}: {error}: remove it, or choose another --index") from None
         raise RecommenderError(f"cannot write index {index_dir}: {error.strerror}: choose a writable --index") from None
@@ -984,6 +988,23 @@ class EmbeddingCache:
                 )
             else:
                 self.connection.execute("DELETE FROM state WHERE name = ?", (self._state_name,))
+
+    def remember_model(self, model_key: str, facts: dict) -> None:
+        """Keep what the model told of itself (its window, `max_tokens`), so that a build taking every vector
+        from the cache, without loading the model, records the same manifest as one that encoded them."""
+        with self._guard(), self.connection:
+            self.connection.execute("INSERT OR REPLACE INTO state VALUES (?, ?)",
+                                    (f"model {model_key}", json.dumps(facts, sort_keys=True)))
+
+    def model_facts(self, model_key: str) -> dict:
+        with self._guard():
+            row = self.connection.execute("SELECT value FROM state WHERE name = ?", (f"model {model_key}",)).fetchone()
+            try:
+                facts = json.loads(row[0]) if row else {}
+            except ValueError:
+                facts = {}
+            return facts if isinstance(facts, dict) else {}
+        return {}
 
     @property
     def _state_name(self) -> str:
