@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import stat
 from pathlib import Path
 from typing import IO, Iterator
@@ -50,7 +49,7 @@ def open_exclusive(path: str | os.PathLike, mode: str = "w", encoding: str | Non
 
 def partial_path(target: Path) -> Path:
     """A fresh temporary name beside `target` (short, whatever the length of target's name)."""
-    return target.with_name(f"{PARTIAL_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
+    return target.with_name(f"{PARTIAL_PREFIX}{os.getpid()}-{os.urandom(4).hex()}")
 
 
 @contextlib.contextmanager
