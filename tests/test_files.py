@@ -626,3 +626,21 @@ def test_with_the_real_model_an_index_from_the_cache_is_identical(workdir):
     first, second = (snapshot(live_version(workdir / "indexes" / name)) for name in ("fresh", "cached"))
     first.pop(store.MANIFEST), second.pop(store.MANIFEST)
     assert first == second
+
+
+def test_an_array_header_claiming_more_than_its_file_is_damage_not_out_of_memory(workdir, fake_model):
+    write_corpus(workdir / "in")
+    assert run("build", "in").exit_code == 0
+    index_dir = workdir / "indexes/default"
+    version = live_version(index_dir)
+    path = version / store.COLUMN_MAX
+    data = path.read_bytes()
+    header = data[:128].decode("latin-1")
+    shape = header[header.index("'shape': (") + len("'shape': ("):].split(")")[0]
+    forged = header.replace(f"'shape': ({shape})", "'shape': (400000000000,)").ljust(127) + "\n"
+    path.write_bytes(forged[:128].encode("latin-1") + data[128:])
+    reseal(index_dir)
+    result = run("search", "private training", "--mode", "lexical")
+    assert result.exit_code == 1 and "out of memory" not in result.stderr
+    assert result.stderr.startswith(f"Error: index file indexes/default/{version.name}/{store.COLUMN_MAX} cannot be read (")
+    assert len(result.stderr.splitlines()) == 1

@@ -582,7 +582,10 @@ class StoredIndex:
         """A stored array; `mmap=True` maps it read-only, so only the pages used are read."""
         try:
             try:
-                return np.load(self.path(name), mmap_mode="r" if mmap else None, allow_pickle=False)
+                # Mapped first even when read whole: a header claiming more than the file holds is then
+                # damage (ValueError), not an allocation of that much memory ("out of memory").
+                mapped = np.load(self.path(name), mmap_mode="r", allow_pickle=False)
+                return mapped if mmap else np.array(mapped)
             except ValueError:
                 if not mmap:
                     raise
@@ -643,6 +646,12 @@ class StoredIndex:
         except RuntimeError:
             try:
                 return faiss.read_index(str(self.path(name)))
+            except MemoryError:
+                size = self.path(name).stat().st_size
+                raise IndexCorruptError(
+                    f"index file {self.path(name)} ({size:,} bytes) asks for more memory than there is: if "
+                    f"`papers info --verify` finds it damaged, run `{rebuild_hint(self.index_dir)}`; else free some memory"
+                ) from None
             except RuntimeError as error:
                 message = str(error).strip().splitlines()[-1] if str(error).strip() else "unreadable"
                 raise IndexCorruptError(
