@@ -201,24 +201,10 @@ def embed_texts(
         heads = [0] * len(texts)
     count = len(texts)
     model_key = encoder.name if model_key is None else model_key
-    output = _Output(count)
-    missing = np.ones(count, dtype=bool)
-    odd = False  # a cached vector of another dimension than the first one found
-    for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
-        keys = [_text_key(model_key, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
-        found = cache.get_many(keys)
-        for offset, key in enumerate(keys):
-            vector = found.get(key)
-            if vector is not None and output.fits(vector):
-                missing[start + offset] = False
-                output.put(start + offset, vector)
-            elif vector is not None:
-                odd = True  # damaged or forged: encoded again
-        del keys, found
+    output, missing, odd = _cached(texts, chunking, cache, heads, model_key, None)
     if output.vectors is not None and (odd or missing.any()) and encoder.dimension != output.vectors.shape[1]:
-        # The model (loaded anyway) says the cached vectors found first were the odd ones: encode every text.
-        output = _Output(count)
-        missing[:] = True
+        # The model (loaded anyway) says the cached vectors found first were the odd ones: look again for its own.
+        output, missing, _ = _cached(texts, chunking, cache, heads, model_key, encoder.dimension)
     rows = np.flatnonzero(missing)
     del missing
     reused = count - len(rows)
@@ -228,6 +214,29 @@ def embed_texts(
         _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads, model_key)
     vectors = output.vectors if output.vectors is not None else np.zeros((count, encoder.dimension), dtype=np.float32)
     return EmbeddingResult(vectors, encoded=len(rows), reused=reused)
+
+
+def _cached(texts, chunking, cache, heads, model_key, dimension):
+    """The output filled with the cached vectors (of `dimension`, else of the first one found's), which rows
+    are still missing, and whether a vector of another dimension was passed over (damaged or forged)."""
+    count = len(texts)
+    output = _Output(count)
+    missing = np.ones(count, dtype=bool)
+    odd = False
+    for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
+        keys = [_text_key(model_key, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
+        found = cache.get_many(keys)
+        for offset, key in enumerate(keys):
+            vector = found.get(key)
+            if vector is None:
+                continue
+            if output.fits(vector) and (dimension is None or vector.shape[-1] == dimension):
+                missing[start + offset] = False
+                output.put(start + offset, vector)
+            else:
+                odd = True  # encoded again
+        del keys, found
+    return output, missing, odd
 
 
 def _text_key(model_key: str, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int) -> str:
