@@ -138,7 +138,7 @@ def check_not_in_index(path: str | os.PathLike) -> None:
     """Refuse an output file among an index's own files (`--out indexes/default/CURRENT`)."""
     target = Path(os.path.abspath(path))
     for folder in target.parents:
-        if (folder / CURRENT).is_file() or ((folder / LOCK).is_file() and (folder / CACHE).is_file()):
+        if (folder / CURRENT).is_file() or ((folder / LOCK).is_file() and is_index_folder(folder)):
             inside = target.relative_to(folder).parts
             if len(inside) > 1 or inside[0] in (CURRENT, LOCK) or inside[0].startswith((CACHE, f".{CURRENT}")):
                 raise InputError(f"{path} is inside the index folder {os.path.relpath(folder)}: write it somewhere else")
