@@ -1141,6 +1141,7 @@ def main() -> int:
     (template / "indexes").mkdir()
     write_corpus(template / "in")
     CASE_CACHE[0] = Path(SCRATCH_CACHE) / "template"
+    CASE_CACHE[0].mkdir()
     if papers(template, "build", "in")[0]:
         print("cannot build the template index")
         return 2
