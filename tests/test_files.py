@@ -644,3 +644,54 @@ def test_an_array_header_claiming_more_than_its_file_is_damage_not_out_of_memory
     assert result.exit_code == 1 and "out of memory" not in result.stderr
     assert result.stderr.startswith(f"Error: index file indexes/default/{version.name}/{store.COLUMN_MAX} cannot be read (")
     assert len(result.stderr.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- recommender/files.py itself
+
+
+def test_replacing_writes_whole_or_not_at_all(tmp_path):
+    from recommender import files
+
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with files.replacing(target) as handle:
+            handle.write("half")
+            raise RuntimeError("stopped")
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    files.write_text(target, "new")
+    assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    files.write_bytes(tmp_path / ("b" * 255), b"x")  # the longest name a folder allows
+    assert (tmp_path / ("b" * 255)).read_bytes() == b"x"
+
+
+@pytest.mark.parametrize("planted", ["link to a file", "dangling link", "file"])
+def test_create_exclusive_never_opens_what_is_already_there(tmp_path, planted):
+    from recommender import files
+
+    victim_file = tmp_path / "victim"
+    victim_file.write_text("mine")
+    path = tmp_path / "new"
+    if planted == "link to a file":
+        path.symlink_to(victim_file)
+    elif planted == "dangling link":
+        path.symlink_to(tmp_path / "would-be-made")
+    else:
+        path.write_text("there")
+    with pytest.raises(FileExistsError):
+        files.create_exclusive(path)
+    assert victim_file.read_text() == "mine" and not (tmp_path / "would-be-made").exists()
+
+
+def test_open_lock_file_refuses_a_link(tmp_path):
+    import errno
+
+    from recommender import files
+
+    (tmp_path / "target").write_text("")
+    (tmp_path / ".lock").symlink_to(tmp_path / "target")
+    with pytest.raises(OSError) as raised:
+        files.open_lock_file(tmp_path / ".lock")
+    assert raised.value.errno == errno.ELOOP
+    with files.open_lock_file(tmp_path / "fresh.lock") as lock:
+        assert lock.writable()
