@@ -207,16 +207,13 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
         opened = store.EmbeddingCache(owner=str(index_dir.resolve()))
     except store.CacheUnavailable as unavailable:
         warnings.warn(str(unavailable), stacklevel=2)
-        opened = contextlib.nullcontext(None)
+        opened = contextlib.nullcontext(None)  # encoded without a cache: nothing to resume from
     with opened as cache:
-        if cache is None:
-            if missing_phase := len(texts):
-                phase("encoding", missing_phase)
-            return embed_texts(encoder, texts, chunking, None, progress=lambda done: progress and progress(done, len(texts)),
-                               heads=heads, model_key=model_key)
-        _migrate_legacy_cache(index_dir, cache, encoder.name, model_key, chunking, texts, heads)
-        resuming = cache.interrupted_encoding()
-        cache.mark_encoding(True)
+        if cache is not None:
+            _migrate_legacy_cache(index_dir, cache, encoder.name, model_key, chunking, texts, heads)
+        resuming = cache is not None and cache.interrupted_encoding()
+        if cache is not None:
+            cache.mark_encoding(True)
         done = 0
         planned = 0
 
@@ -237,12 +234,13 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
 
         embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads,
                                model_key=model_key)
-        cache.mark_encoding(False)
-        known = getattr(encoder, "max_tokens_if_known", None)
-        if known is not None:
-            cache.remember_model(model_key, {"max_tokens": known})
-        elif hasattr(encoder, "remembered_max_tokens"):
-            encoder.remembered_max_tokens = cache.model_facts(model_key).get("max_tokens")
+        if cache is not None:
+            cache.mark_encoding(False)
+            known = getattr(encoder, "max_tokens_if_known", None)
+            if known is not None:
+                cache.remember_model(model_key, {"max_tokens": known})
+            elif hasattr(encoder, "remembered_max_tokens"):
+                encoder.remembered_max_tokens = cache.model_facts(model_key).get("max_tokens")
     return embedded
 
 
