@@ -29,6 +29,9 @@ _EXPORTS = {
     "build_map": "reading.layout",
     "write_map": "render.map",
     "evaluate": "evaluation.evaluate",
+    "embedding_cache_info": "index.store",  # papers cache info
+    "clear_embedding_cache": "index.store",  # papers cache clear
+    "replacing": "files",  # write a file whole, exclusively, never through a link
 }
 
 __all__ = [*_EXPORTS, "__version__", "DISTRIBUTION"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import glob
 import os
 import signal
 import sys
@@ -74,6 +73,12 @@ def library_errors(command):
             raise click.ClickException(f"{where}{error.strerror or error}") from None
         except MemoryError:
             raise click.ClickException("out of memory: free some memory or raise the limit (ulimit -v)") from None
+        except KeyboardInterrupt:
+            # Ctrl-C outside a build (those say what they keep): one line, as a build's, not click's "Aborted!".
+            out = kwargs.get("out")
+            kept = f"{out} was not written (an earlier file of that name is kept); " if out else ""
+            click.echo(f"interrupted: {kept}run the same command again", err=True)
+            sys.exit(130)
         except ImportError as error:  # a library that cannot be mapped under a memory limit, or a broken install
             raise click.ClickException(f"cannot load a library ({error}): check memory limits (ulimit -v) or reinstall") from None
 
@@ -479,6 +484,43 @@ def indexes(fmt):
     click.echo(render_indexes(list_indexes(home.path), home.describe(), fmt), nl=False)
 
 
+@main.group(cls=_Group)
+def cache():
+    """The embedding cache shared by every index (in the user cache folder, or $PAPERS_CACHE).
+
+    Vectors are kept by the model's files, the chunking and the text, so a second index
+    over the same papers encodes only the new ones.
+
+    Examples:
+
+    \b
+        papers cache info
+        papers cache info --format json
+        papers cache clear
+    """
+
+
+@cache.command(name="info")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@library_errors
+def cache_info(fmt):
+    """Where the embedding cache is, its size and how many vectors it holds."""
+    from .index.store import embedding_cache_info
+    from .render.indexes import render_cache
+
+    click.echo(render_cache(embedding_cache_info(), fmt), nl=False)
+
+
+@cache.command(name="clear")
+@library_errors
+def cache_clear():
+    """Empty the embedding cache (the next builds encode their papers again; indexes are untouched)."""
+    from .index.store import clear_embedding_cache
+    from .render.indexes import render_cache_cleared
+
+    click.echo(render_cache_cleared(clear_embedding_cache()), nl=False)
+
+
 @main.command()
 @click.option("--corpus", required=True, metavar="FILE", help="Papers (.jsonl or .csv), every query and judged paper among them.")
 @click.option("--queries", required=True, metavar="FILE", help="queries.tsv: query_id, paper_id, facet.")
@@ -560,42 +602,20 @@ def _chosen_rows(recommender, papers, all_papers, from_file, everything_by_defau
 
 
 @contextlib.contextmanager
-def _output_file(path: str | None):
-    """Standard output, or a file that appears only once it is complete (a failed run leaves none)."""
+def _output_file(path: str | None, mode: str = "w"):
+    """None (standard output), or a file object whose content replaces `path` once complete: created
+    exclusively beside it, never through a link, so a failed run leaves no file (files.replacing)."""
     if path is None:
         yield None
         return
+    from .files import remove_stale_partials, replacing
     from .index.store import check_not_in_index
 
     target = Path(path)
     check_not_in_index(target)
-    _remove_stale_partials(target)
-    partial = target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
-    try:
-        yield partial
-        os.replace(partial, target)
-    except OSError as error:
-        if error.filename in (partial, str(partial)):  # name the file the user asked for, not ours
-            raise OSError(error.errno, error.strerror, str(target)) from None
-        raise
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-def _remove_stale_partials(target: Path) -> None:
-    """The unfinished files of earlier runs writing `target` that were killed (SIGKILL leaves no
-    chance to clean up): removed once their process is gone; a running one's is left alone."""
-    prefix, suffix = f".{target.stem}.partial-", target.suffix
-    for leftover in target.parent.glob(f"{glob.escape(prefix)}*{glob.escape(suffix)}"):
-        pid = leftover.name[len(prefix): len(leftover.name) - len(suffix)]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            leftover.unlink(missing_ok=True)
-        except PermissionError:
-            pass  # another user's process, still running
+    remove_stale_partials(target.parent)
+    with replacing(target, mode, newline="" if "b" not in mode else None) as handle:
+        yield handle
 
 
 @main.command(name="related-work")
@@ -642,11 +662,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
         with _reporter(quiet) as reporter, _output_file(out) as partial:
             reporter.phase("related work", len(rows))
             lists = related_lists(recommender, rows, k=k, why=why, progress=reporter.advance)
-            if partial is None:
-                write_related(lists, sys.stdout, fmt, why, keys)
-            else:
-                with open(partial, "w", encoding="utf-8", newline="") as handle:
-                    write_related(lists, handle, fmt, why, keys)
+            write_related(lists, sys.stdout if partial is None else partial, fmt, why, keys)
     if out is not None:
         click.echo(f"wrote related work for {len(rows)} papers to {out}", err=True)
 
@@ -685,7 +701,7 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
         if partial is None:
             click.echo(text, nl=False)
         else:
-            partial.write_text(text, encoding="utf-8")
+            partial.write(text)
     if out is not None:
         click.echo(f"wrote {plural(n, 'session')} to {out}", err=True)
 
@@ -722,8 +738,8 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
         with _reporter(quiet) as reporter:
             reporter.phase("laying out the map", len(rows))
             corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session, k=k)
-    with _output_file(out) as partial:
-        write_map(corpus_map, partial)
+    with _output_file(out, "wb") as handle:
+        write_map(corpus_map, out, handle)
     click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)
     if open_:
         click.launch(str(Path(out).resolve()))

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 
 def file_digest(path: Path) -> str:
-    """The sha256 of a file's content, read in 1 MiB blocks, as hex."""
+    """The sha256 of a file's content, read in 1 MiB blocks, as hex. A symbolic link is never
+    followed (OSError ELOOP): what is hashed is always the file itself, never what a link names."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

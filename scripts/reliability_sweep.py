@@ -33,7 +33,12 @@ from corpus import PAPERS, write_corpus  # noqa: E402
 # Bare index names resolve under ./indexes/ when it exists (every case folder has one);
 # anything that still looks for the user data folder finds a scratch one, never the real one.
 SCRATCH_DATA = tempfile.mkdtemp(prefix="sweep-data-")
+# The user cache folder (ONNX exports, the embedding cache shared by every index): a scratch one per case.
+SCRATCH_CACHE = tempfile.mkdtemp(prefix="sweep-cache-")
 NO_OVERRIDES = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
+
+
+CASE_CACHE = [Path(SCRATCH_CACHE)]  # the current case's own cache folder (set by main)
 
 
 class Skip(Exception):
@@ -41,7 +46,8 @@ class Skip(Exception):
 
 
 def env(**extra) -> dict:
-    values = dict(os.environ, PAPERS_TEST_POINT="", PYTHONPATH=f"{REPO}:{REPO / 'tests'}", XDG_DATA_HOME=SCRATCH_DATA)
+    values = dict(os.environ, PAPERS_TEST_POINT="", PYTHONPATH=f"{REPO}:{REPO / 'tests'}", XDG_DATA_HOME=SCRATCH_DATA,
+                  PAPERS_CACHE=str(CASE_CACHE[0]))
     values.pop("PAPERS_INDEX", None)
     values.pop("PAPERS_HOME", None)
     values.update(extra)
@@ -196,7 +202,8 @@ def _(cwd):
     if readers_view(cwd) != before:
         return "index changed"
     problem = expect_ok(cwd, "build", "new")
-    left = [p.name for p in (cwd / "indexes/default").iterdir() if p.name.startswith((".tmp-", ".CURRENT.tmp"))]
+    left = [p.name for p in (cwd / "indexes/default").iterdir()
+            if p.name.startswith((".tmp-", ".CURRENT.tmp", ".papers-partial-"))]
     return problem or (f"leftovers after the next build: {left}" if left else None)
 
 
@@ -209,11 +216,11 @@ def signal_related_work_out(cwd, signal_number) -> tuple[list[str], str]:
         raise RuntimeError("build failed")
     process = spawn(cwd, "related-work", "--all", "--index", "big", "--out", "r.md")
     deadline = time.monotonic() + 60
-    while not list(cwd.glob(".r.partial-*")) and time.monotonic() < deadline and process.poll() is None:
+    while not list(cwd.glob(".papers-partial-*")) and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.01)
     process.send_signal(signal_number)
     _, stderr = process.communicate(timeout=60)
-    return sorted(p.name for p in cwd.iterdir() if p.name.startswith(".r.") or p.name == "r.md"), stderr
+    return sorted(p.name for p in cwd.iterdir() if p.name.startswith((".r.", ".papers-partial-")) or p.name == "r.md"), stderr
 
 
 @case("SIGTERM during related-work --out: no partial file left")
@@ -487,11 +494,14 @@ def _(cwd):
 # -- index locations
 
 
-@case("--index . builds into the current folder and reads back")
+@case("--index . on a folder of the user's is refused (issue 22); an empty one builds and reads back")
 def _(cwd):
     (cwd / "here").mkdir()
     write_corpus(cwd / "here/in")
-    return expect_ok(cwd / "here", "build", "in", "--index", ".") or expect_ok(cwd / "here", "like", "dp1", "--index", ".")
+    problem = expect_error(cwd / "here", "build", "in", "--index", ".", keep_index=False)
+    (cwd / "empty").mkdir()
+    return problem or expect_ok(cwd / "empty", "build", "../here/in", "--index", ".") or expect_ok(
+        cwd / "empty", "like", "dp1", "--index", ".")
 
 
 @case("--index indexes (the folder of all indexes): refused")
@@ -772,6 +782,353 @@ def _(cwd):
     return one_error_line(code, stderr, expected_code=(1 if code == 1 else 2))
 
 
+# -- files (issue 22, round three): what the tool removes, links it never follows, reuse it checks
+
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+def tree(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): (os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else None)
+            for p in sorted(folder.rglob("*"))}
+
+
+def live(cwd: Path, index="default") -> Path:
+    folder = cwd / "indexes" / index if "/" not in index else Path(index)
+    return folder / (folder / "CURRENT").read_text().split()[0]
+
+
+def reseal(folder: Path, change=lambda manifest: None) -> None:
+    """Forge the live version: the manifest's hashes made anew (and `change` applied), CURRENT updated."""
+    import hashlib
+
+    version = folder / (folder / "CURRENT").read_text().split()[0]
+    manifest = json.loads((version / "manifest.json").read_text())
+    for name in manifest["files"]:
+        data = (version / name).read_bytes()
+        manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    change(manifest)
+    (version / "manifest.json").write_text(json.dumps(manifest))
+    (folder / "CURRENT").write_text(f"{version.name} {hashlib.sha256((version / 'manifest.json').read_bytes()).hexdigest()}\n")
+
+
+def shared_folder() -> Path:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        raise Skip("needs root and setpriv to act as a second user")
+    folder = Path(tempfile.mkdtemp(prefix="sweep-shared-", dir="/tmp"))
+    folder.chmod(0o777)
+    return folder
+
+
+def as_nobody(script: str) -> None:
+    done = subprocess.run([*AS_NOBODY, sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    if done.returncode:
+        raise Skip(f"cannot run python as nobody: {done.stderr.strip()[-200:]}")
+
+
+def user_folder_unchanged(cwd: Path, files: dict) -> str | None:
+    mine = cwd / "mydocs"
+    for name, text in files.items():
+        (mine / name).parent.mkdir(parents=True, exist_ok=True)
+        (mine / name).write_text(text)
+    before = tree(mine)
+    problem = expect_error(cwd, "build", "in", "--index", "./mydocs", keep_index=False)
+    return problem or (None if tree(mine) == before else "the folder changed")
+
+
+@case("build --index on a folder of the user's (v-final/, .tmp-notes/): refused, nothing changed")
+def _(cwd):
+    return user_folder_unchanged(cwd, {"v-final/thesis.tex": "x", ".tmp-notes/a.txt": "y"})
+
+
+@case("build --index on a folder holding only a file of the user's: refused")
+def _(cwd):
+    return user_folder_unchanged(cwd, {"README": "mine"})
+
+
+@case("build --index on a folder with a forged v-1/manifest.json beside the user's file: refused")
+def _(cwd):
+    return user_folder_unchanged(cwd, {"v-1/manifest.json": '{"files": {}}', "v-1/keep.txt": "mine"})
+
+
+@case("build --index on a folder with a .lock and the user's file: refused")
+def _(cwd):
+    return user_folder_unchanged(cwd, {".lock": "", "draft.md": "mine"})
+
+
+@case("a rebuild keeps v-final/ and .tmp-notes/ that the user put in the index folder")
+def _(cwd):
+    index = cwd / "indexes/default"
+    (index / "v-final").mkdir()
+    (index / "v-final/thesis.tex").write_text("mine")
+    (index / ".tmp-notes").mkdir()
+    (index / ".tmp-notes/a.txt").write_text("mine")
+    problem = expect_ok(cwd, "build", "in") or expect_ok(cwd, "build", "in")
+    kept = (index / "v-final/thesis.tex").exists() and (index / ".tmp-notes/a.txt").exists()
+    return problem or (None if kept else "the user's folders were removed")
+
+
+@case("a file the user put into an old version folder keeps that version")
+def _(cwd):
+    old = live(cwd)
+    (old / "notes.txt").write_text("mine")
+    problem = expect_ok(cwd, "build", "in") or expect_ok(cwd, "build", "in")
+    return problem or (None if (old / "notes.txt").exists() else "removed with the old version")
+
+
+@case("CURRENT replaced by a symlink: one line, never followed")
+def _(cwd):
+    index = cwd / "indexes/default"
+    (cwd / "elsewhere").write_text((index / "CURRENT").read_text())
+    (index / "CURRENT").unlink()
+    (index / "CURRENT").symlink_to(cwd / "elsewhere")
+    before = (cwd / "elsewhere").read_text()
+    problem = expect_error(cwd, "build", "in", keep_index=False)
+    return problem or (None if (cwd / "elsewhere").read_text() == before else "wrote through the link")
+
+
+@case("a stored file replaced by a link to identical bytes: verify refuses it")
+def _(cwd):
+    path = live(cwd) / "vectors.npy"
+    (cwd / "copy.npy").write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(cwd / "copy.npy")
+    return expect_error(cwd, "info", "--verify", keep_index=False)
+
+
+@case(".lock planted as a symlink in an index folder: one line, target unchanged")
+def _(cwd):
+    index = cwd / "indexes/default"
+    (cwd / "secret").write_text("")
+    (index / ".lock").unlink()
+    (index / ".lock").symlink_to(cwd / "secret")
+    return expect_error(cwd, "build", "in")
+
+
+@case("cache.sqlite planted as a symlink to an empty file: not followed, the file stays empty")
+def _(cwd):
+    (cwd / "private.db").write_bytes(b"")
+    (cwd / "indexes/default/cache.sqlite").symlink_to(cwd / "private.db")
+    problem = expect_ok(cwd, "build", "in")
+    return problem or (None if (cwd / "private.db").read_bytes() == b"" else "SQLite wrote through the link")
+
+
+@case("the shared embeddings.sqlite is a symlink: one line")
+def _(cwd):
+    cache = CASE_CACHE[0] / "embeddings.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{cache}{suffix}").unlink(missing_ok=True)
+    (cwd / "private.db").write_bytes(b"")
+    cache.symlink_to(cwd / "private.db")
+    problem = expect_error(cwd, "build", "in")
+    return problem or (None if (cwd / "private.db").read_bytes() == b"" else "wrote through the link")
+
+
+@case("papers cache info when the cache is a symlink: one line")
+def _(cwd):
+    cache = CASE_CACHE[0] / "embeddings.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{cache}{suffix}").unlink(missing_ok=True)
+    cache.symlink_to(cwd / "nowhere.db")
+    return expect_error(cwd, "cache", "info", keep_index=False)
+
+
+@case("papers cache clear, then a build: every paper encoded again, the index verifies")
+def _(cwd):
+    problem = expect_ok(cwd, "cache", "clear")
+    code, stdout, stderr = papers(cwd, "build", "in")
+    if code or "encoded 6, reused 0" not in stdout:
+        return f"exit {code}: {stdout.strip()} {stderr.strip()[-200:]}"
+    return problem or expect_ok(cwd, "info", "--verify")
+
+
+@case("papers cache info with no cache yet: empty, and none is made")
+def _(cwd):
+    shutil.rmtree(CASE_CACHE[0])
+    code, stdout, _ = papers(cwd, "cache", "info", "--format", "json")
+    if code or json.loads(stdout)["entries"] != 0:
+        return f"exit {code}: {stdout}"
+    return "a cache file was made" if (CASE_CACHE[0] / "embeddings.sqlite").exists() else None
+
+
+@case("a second index over the same papers encodes none")
+def _(cwd):
+    code, stdout, stderr = papers(cwd, "build", "in", "--index", "second")
+    return None if code == 0 and "encoded 0, reused 6" in stdout else f"exit {code}: {stdout.strip()} {stderr[-200:]}"
+
+
+@case("two builds of different indexes at once share the cache")
+def _(cwd):
+    write_corpus(cwd / "more", PAPERS + [{"id": "x", "abstract": "Another paper on graphs and kernels."}])
+    builds = [spawn(cwd, "build", source, "--index", name) for source, name in (("in", "one"), ("more", "two"))]
+    outputs = [build.communicate(timeout=300) for build in builds]
+    if any(build.returncode for build in builds):
+        return f"a build failed: {outputs}"
+    return expect_ok(cwd, "info", "--index", "one", "--verify") or expect_ok(cwd, "info", "--index", "two", "--verify")
+
+
+@case("a cache row of another dimension: encoded again, no traceback")
+def _(cwd):
+    import sqlite3
+    import zlib
+
+    forged = b"\0\0\x80?" * 3
+    with sqlite3.connect(CASE_CACHE[0] / "embeddings.sqlite") as db:
+        db.execute("UPDATE vectors SET dimension = 3, vector = ?, checksum = ? WHERE rowid = (SELECT min(rowid) FROM vectors)",
+                   (forged, zlib.crc32(forged)))
+    db.close()
+    code, stdout, stderr = papers(cwd, "build", "in")
+    return None if code == 0 and "encoded 1, reused 5" in stdout else f"exit {code}: {stdout.strip()} {stderr[-300:]}"
+
+
+@case("a forged manifest without a model: one line")
+def _(cwd):
+    reseal(cwd / "indexes/default", lambda manifest: manifest.pop("model"))
+    return expect_error(cwd, "info", keep_index=False) or expect_error(cwd, "search", "private", keep_index=False)
+
+
+@case("a forged manifest whose paper count is a string: one line")
+def _(cwd):
+    reseal(cwd / "indexes/default", lambda manifest: manifest.update(paper_count="6"))
+    return expect_error(cwd, "like", "dp1", keep_index=False)
+
+
+@case("an IVF index whose ids are out of range: one line")
+def _(cwd):
+    import faiss
+    import numpy as np
+
+    problem = expect_ok(cwd, "build", "in", "--index-type", "ivf")
+    version = live(cwd)
+    index = faiss.read_index(str(version / "faiss.index"))
+    vectors = np.load(version / "vectors.npy")
+    index.reset()
+    index.add_with_ids(vectors, np.arange(len(vectors), dtype=np.int64) + 10**6)
+    faiss.write_index(index, str(version / "faiss.index"))
+    reseal(cwd / "indexes/default")
+    return problem or expect_error(cwd, "like", "dp1", keep_index=False)
+
+
+@case("a .npy header claiming 10^11 rows: damage, not 'out of memory'")
+def _(cwd):
+    path = live(cwd) / "lexical/column_max.npy"
+    data = path.read_bytes()
+    header = data[:128].decode("latin-1")
+    start = header.index("'shape': (") + len("'shape': (")
+    forged = (header[:start] + "100000000000," + header[header.index(")", start):]).ljust(127)[:127] + "\n"
+    path.write_bytes(forged.encode("latin-1") + data[128:])
+    reseal(cwd / "indexes/default")
+    code, _, stderr = papers(cwd, "search", "private", "--mode", "lexical")
+    return one_error_line(code, stderr) or ("said out of memory" if "out of memory" in stderr else None)
+
+
+@case("evaluate --index default (an index of other papers): refused, index unchanged")
+def _(cwd):
+    (cwd / "c.jsonl").write_text('{"id": "q", "abstract": "Sparse attention."}\n{"id": "a", "abstract": "Dense."}\n')
+    (cwd / "q.tsv").write_text("query_id\tpaper_id\tfacet\nq1\tq\tmethod\n")
+    (cwd / "r.txt").write_text("q1 0 a 2\n")
+    return expect_error(cwd, "evaluate", "--corpus", "c.jsonl", "--queries", "q.tsv", "--qrels", "r.txt",
+                        "--index", "default")
+
+
+@case("--out of 243 characters: written")
+def _(cwd):
+    name = "r" * 240 + ".md"
+    problem = expect_ok(cwd, "related-work", "--all", "--out", name)
+    return problem or (None if (cwd / name).is_file() else "no file")
+
+
+@case("--out whose name is a planted symlink: replaced, the linked file untouched")
+def _(cwd):
+    (cwd / "thesis.tex").write_text("mine")
+    (cwd / "handout.md").symlink_to(cwd / "thesis.tex")
+    problem = expect_ok(cwd, "related-work", "--all", "--out", "handout.md")
+    if (cwd / "thesis.tex").read_text() != "mine":
+        return "wrote through the link"
+    return problem or (None if not (cwd / "handout.md").is_symlink() else "still a link")
+
+
+@case("SIGINT during map --out: exit 130, one line, no partial file")
+def _(cwd):
+    write_corpus(cwd / "big", [{"id": f"b{i}", "abstract": f"Paper {i} about topic{i % 17} and word{i % 5}."}
+                               for i in range(3000)])
+    if papers(cwd, "build", "big", "--index", "big")[0]:
+        raise RuntimeError("build failed")
+    process = subprocess.Popen([sys.executable, str(LAUNCHER), "map", "--index", "big", "--out", "m.html"], cwd=cwd,
+                               env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    if process.returncode == 0:
+        raise Skip("the map was written before the signal came")
+    left = [p.name for p in cwd.iterdir() if "partial" in p.name or p.name == "m.html"]
+    lines = [line for line in stderr.strip().splitlines() if not line.startswith("laying out")]  # progress
+    if process.returncode != 130 or "Aborted" in stderr or len(lines) != 1 or not lines[0].startswith("interrupted: "):
+        return f"exit {process.returncode}: {stderr.strip()[-200:]!r}"
+    return f"left {left}" if left else None
+
+
+@case("second user plants links at the next PIDs' --out temporary names: nothing of ours overwritten")
+def _(cwd):
+    shared = shared_folder()
+    try:
+        secret = cwd / "thesis.tex"
+        secret.write_text("mine")
+        last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+        names = [f".h.partial-{pid}.md" for pid in range(last + 1, last + 300)]
+        as_nobody(f"import os\nfor n in {names!r}:\n    os.symlink({str(secret)!r}, os.path.join({str(shared)!r}, n))\n")
+        problem = expect_ok(cwd, "related-work", "--all", "--out", str(shared / "h.md"))
+        return problem or (None if secret.read_text() == "mine" else "overwrote the first user's file")
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@case("second user's .papers-partial file in a shared --out folder: left alone")
+def _(cwd):
+    shared = shared_folder()
+    try:
+        theirs = shared / ".papers-partial-999999-deadbeef"
+        as_nobody(f"open({str(theirs)!r}, 'w').write('theirs')\n")
+        problem = expect_ok(cwd, "related-work", "--all", "--out", str(shared / "h.md"))
+        return problem or (None if theirs.exists() else "removed another user's file")
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@case("second user replaces a shared index's .lock with a file of theirs: refused, one line")
+def _(cwd):
+    shared = shared_folder()
+    try:
+        index = shared / "idx"
+        problem = expect_ok(cwd, "build", "in", "--index", str(index))
+        index.chmod(0o777)
+        (index / ".lock").unlink()
+        as_nobody(f"open({str(index / '.lock')!r}, 'w').close()\n")
+        return problem or expect_error(cwd, "build", "in", "--index", str(index), keep_index=False)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@case("a damaged ONNX export in the index: the rebuild does not carry it over")
+def _(cwd):
+    # The fake model has no export (tests/build_launcher.py): checked at the library level instead.
+    sys.path.insert(0, str(REPO))
+    from recommender.index import store
+
+    source, target = cwd / "src", cwd / "dst"
+    source.mkdir()
+    (source / "model.onnx").write_bytes(b"good")
+    import hashlib
+
+    record = {"model.onnx": {"bytes": 4, "sha256": hashlib.sha256(b"good").hexdigest()}}
+    (source / "model.onnx").write_bytes(b"bad!")
+    if store.link_checked(source, target, record) or target.exists():
+        return "a damaged file was linked"
+    (source / "model.onnx").unlink()
+    (cwd / "good").write_bytes(b"good")
+    (source / "model.onnx").symlink_to(cwd / "good")
+    return "a link was linked" if store.link_checked(source, target, record) else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
@@ -783,6 +1140,8 @@ def main() -> int:
     template.mkdir()
     (template / "indexes").mkdir()
     write_corpus(template / "in")
+    CASE_CACHE[0] = Path(SCRATCH_CACHE) / "template"
+    CASE_CACHE[0].mkdir()
     if papers(template, "build", "in")[0]:
         print("cannot build the template index")
         return 2
@@ -791,6 +1150,8 @@ def main() -> int:
             continue
         cwd = base / f"case-{number}"
         shutil.copytree(template, cwd, symlinks=True)
+        CASE_CACHE[0] = Path(SCRATCH_CACHE) / f"case-{number}"
+        shutil.copytree(Path(SCRATCH_CACHE) / "template", CASE_CACHE[0], symlinks=True)
         try:
             problem = function(cwd)
             verdict = "held" if problem is None else "broke"
@@ -802,6 +1163,7 @@ def main() -> int:
         print(f"{number:3d} {verdict:7s} {name}" + (f"\n            {problem}" if problem else ""), flush=True)
     shutil.rmtree(base, ignore_errors=True)
     shutil.rmtree(SCRATCH_DATA, ignore_errors=True)
+    shutil.rmtree(SCRATCH_CACHE, ignore_errors=True)
     print(f"\n{sum(counts.values())} cases: {counts['held']} held, {counts['broke']} broke, {counts['skipped']} skipped")
     return 1 if counts["broke"] else 0
 

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recommender import cli  # noqa: E402
-from recommender.embed import loading  # noqa: E402
+from recommender.embed import export_cache, loading  # noqa: E402
 from recommender.index import build as core, store  # noqa: E402
 from recommender.query import recommender as query  # noqa: E402
 
@@ -68,8 +68,7 @@ def install_hooks() -> None:
     core.embed_texts = after(core.embed_texts, "after-encoding")
     store.IndexWriter.commit = before(store.IndexWriter.commit, "after-files")
     store._fsync_tree = after(store._fsync_tree, "before-rename")
-    store._fsync_file = after(store._fsync_file, "before-current",
-                              when=lambda path: Path(path).name.startswith(f".{store.CURRENT}.tmp"))
+    store._pointer_written = after(store._pointer_written, "before-current")
     store._remove_old_versions = before(store._remove_old_versions, "after-current")
     flock = fcntl.flock
 
@@ -97,6 +96,7 @@ def use_fake_model() -> None:
     loading.load_encoder = lambda model: encoder
     query.load_query_encoder = lambda stored, model: encoder
     core.prepare_query_encoder = lambda model, writer, previous, on_phase=None: None
+    export_cache.model_identity = lambda model: f"fake:{model}"
     if "--engine" in sys.argv:  # Ray workers build the fake encoder from a spec, its module sent by value
         import fakes
         from ray import cloudpickle

@@ -21,8 +21,8 @@ os.environ["PAPERS_HOME"] = "indexes"
 os.environ["XDG_DATA_HOME"] = str(Path(tempfile.gettempdir()) / "papers-tests-data")
 # The shared ONNX exports (one per model) go to a scratch cache for this test session: exported once,
 # by the first test that builds with the real model, and reused by the others, as for a user.
-os.environ["PAPERS_CACHE"] = tempfile.mkdtemp(prefix="papers-tests-cache-")
-atexit.register(shutil.rmtree, os.environ["PAPERS_CACHE"], True)
+SESSION_CACHE = os.environ["PAPERS_CACHE"] = tempfile.mkdtemp(prefix="papers-tests-cache-")
+atexit.register(shutil.rmtree, SESSION_CACHE, True)
 
 
 def require_csfcube() -> Path:
@@ -42,7 +42,7 @@ def require_csfcube() -> Path:
 @pytest.fixture
 def fake_model(monkeypatch):
     """Every model load gives the same fake encoder; no ONNX export."""
-    from recommender.embed import loading
+    from recommender.embed import export_cache, loading
     from recommender.index import build
     from recommender.query import recommender
 
@@ -55,7 +55,21 @@ def fake_model(monkeypatch):
     monkeypatch.setattr(loading, "load_encoder", load_encoder)
     monkeypatch.setattr(recommender, "load_query_encoder", lambda stored, model: encoder)
     monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
+    # The fake's vectors are keyed apart from the real model's (and no model folder is hashed).
+    monkeypatch.setattr(export_cache, "model_identity", lambda model: f"fake:{model}", raising=False)
     return encoder
+
+
+@pytest.fixture(autouse=True)
+def own_embedding_cache(tmp_path_factory, monkeypatch):
+    """Each test its own user cache folder (so its own embedding cache, as a new user has), sharing
+    the session's ONNX exports: the real model is exported once for the whole run."""
+    folder = tmp_path_factory.mktemp("user-cache")
+    exports = Path(SESSION_CACHE) / "onnx"
+    exports.mkdir(exist_ok=True)
+    (folder / "onnx").symlink_to(exports)
+    monkeypatch.setenv("PAPERS_CACHE", str(folder))
+    return folder
 
 
 @pytest.fixture

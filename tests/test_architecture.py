@@ -18,7 +18,7 @@ PACKAGE = Path(recommender.__file__).resolve().parent
 
 # Lowest first. `__init__` and `__main__` modules are exempt: they only re-export and start the CLI.
 LAYERS = [
-    {"errors", "arrays", "digests"},
+    {"errors", "arrays", "digests", "files"},
     {"corpus"},
     {"embed"},
     {"index"},

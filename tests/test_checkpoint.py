@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from corpus import write_corpus
 from recommender import Recommender
 from recommender.cli import main
-from recommender.embed import windows
+from recommender.embed import export_cache, windows
 from recommender.embed.windows import Chunking, embed_texts
 from recommender.errors import EncodingInterrupted
 from recommender.index import store
@@ -47,7 +47,7 @@ def run(*args: str):
 
 def cache_rows(index_dir: Path) -> int:
     """Committed vectors, read as another process would (WAL: never blocks the writer)."""
-    path = index_dir / store.CACHE
+    path = export_cache.embedding_cache_path()
     if not path.exists():
         return 0
     with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
@@ -198,7 +198,7 @@ def test_a_build_killed_part_way_resumes_and_ends_as_an_uninterrupted_one(workdi
 
 
 def flip_bit(index_dir: Path, row: int = 0, bit: int = 0) -> None:
-    with contextlib.closing(sqlite3.connect(index_dir / store.CACHE)) as db, db:
+    with contextlib.closing(sqlite3.connect(export_cache.embedding_cache_path())) as db, db:
         key, blob = db.execute("SELECT key, vector FROM vectors ORDER BY key LIMIT 1 OFFSET ?", (row,)).fetchone()
         damaged = bytearray(blob)
         damaged[bit // 8] ^= 1 << (bit % 8)
@@ -221,7 +221,7 @@ def test_a_cache_written_before_checksums_is_kept_and_checked_from_then_on(workd
     write_corpus(workdir / "in")
     assert papers_cli("build", "in").exit_code == 0
     before = stored_vectors()
-    cache = workdir / "indexes/default" / store.CACHE
+    cache = export_cache.embedding_cache_path()
     with contextlib.closing(sqlite3.connect(cache)) as db, db:
         db.execute("ALTER TABLE vectors DROP COLUMN checksum")  # the layout of earlier versions
         db.execute("DROP TABLE state")
@@ -237,5 +237,5 @@ def test_a_cache_written_before_checksums_is_kept_and_checked_from_then_on(workd
 def test_the_cache_is_in_wal_mode(workdir, fake_model, papers_cli):
     write_corpus(workdir / "in")
     assert papers_cli("build", "in").exit_code == 0
-    with contextlib.closing(sqlite3.connect(workdir / "indexes/default" / store.CACHE)) as db:
+    with contextlib.closing(sqlite3.connect(export_cache.embedding_cache_path())) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)

@@ -21,7 +21,7 @@ from corpus import write_corpus
 from fakes import FakeEncoder
 import recommender
 from recommender import Recommender, build_index
-from recommender.embed import loading
+from recommender.embed import export_cache, loading
 from recommender.index import build, store
 from recommender.cli import main
 
@@ -228,11 +228,11 @@ def test_no_module_can_unpickle():
 def test_a_damaged_embedding_cache_is_started_afresh(workdir, fake_model):
     write_corpus(workdir / "in")
     assert run("build", "in").exit_code == 0
-    cache = workdir / "indexes/default" / store.CACHE
+    cache = export_cache.embedding_cache_path()
     cache.write_bytes(b"not a database" * 1000)
     result = run("build", "in")
     assert result.exit_code == 0
-    assert result.stderr == (f"warning: embedding cache indexes/default/{store.CACHE} was damaged (file is not a database) "
+    assert result.stderr == (f"warning: embedding cache {cache} was damaged (file is not a database) "
                              "and is started afresh: every paper is encoded again\n")
     assert result.stdout == "indexed 6 papers in indexes/default: encoded 6, reused 0 from the cache (flat search)\n"
     assert run("build", "in").stdout.endswith("encoded 0, reused 6 from the cache (flat search)\n")

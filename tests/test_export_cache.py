@@ -129,7 +129,8 @@ def test_a_cache_that_cannot_be_written_gives_the_index_its_own_export(tmp_path,
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     monkeypatch.setenv("PAPERS_CACHE", str(blocked / "cache"))  # under a file: mkdir fails
-    build_index([SEEDS], "a", model=str(model_dir))
+    with pytest.warns(UserWarning, match="encoded without the embedding cache"):  # nor is the cache there
+        build_index([SEEDS], "a", model=str(model_dir))
     assert len(exports) == 1  # exported into the index itself
     with store.open_stored(store.resolve_index_dir("a"), verify=True) as stored:
         assert stored.manifest["query_encoder"] == "onnx"

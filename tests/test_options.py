@@ -174,7 +174,8 @@ def test_index_type_from_the_command_line(run, workdir, open_index, kind, search
     write_corpus(workdir / "in")
     assert run("build", "in", "--index", "exact").exit_code == 0
     built = run("build", "in", "--index-type", kind)
-    assert built.stdout == f"indexed 6 papers in indexes/default: encoded 6, reused 0 from the cache ({kind} search)\n"
+    # The embedding cache is the user's, shared by every index: the second index encodes nothing.
+    assert built.stdout == f"indexed 6 papers in indexes/default: encoded 0, reused 6 from the cache ({kind} search)\n"
     assert f"search:     {search}\n" in run("info").stdout
     import faiss
 
@@ -270,8 +271,8 @@ def failing_writer(monkeypatch):
             handle.write("half a file")
         raise OSError(28, "No space left on device")
 
-    def half_map_then_fail(corpus_map, path):
-        path.write_text("half a map")
+    def half_map_then_fail(corpus_map, path, handle):
+        handle.write(b"half a map")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(related, "write_related", half_then_fail)
@@ -285,7 +286,8 @@ def failing_writer(monkeypatch):
 def test_out_is_absent_after_a_failure(built, workdir, failing_writer, args):
     before = sorted(p.name for p in workdir.iterdir())
     result = built(*args)
-    assert (result.exit_code, result.stdout, result.stderr) == (1, "", "Error: No space left on device\n")
+    out = args[args.index("--out") + 1]  # a full disk names the file it could not write
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"Error: {out}: No space left on device\n")
     assert sorted(p.name for p in workdir.iterdir()) == before
 
 
@@ -310,13 +312,17 @@ def test_out_removes_what_a_killed_run_left_and_spares_a_running_ones(built, wor
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(finished.stdout)  # a process that has exited: its PID names no process now (the test's own
     # children are reaped, and PIDs are not reused this quickly)
-    stale = workdir / f".out.partial-{dead}.md"
-    running = workdir / f".out.partial-{os.getppid()}.md"  # a live process's unfinished file
-    other = workdir / f".other.partial-{dead}.md"  # another output's: not this run's business
-    for path in (stale, running, other):
+    stale = workdir / f".papers-partial-{dead}-0badcafe"
+    running = workdir / f".papers-partial-{os.getppid()}-0badcafe"  # a live process's unfinished file
+    foreign = workdir / f".papers-partial-{dead}-0000cafe"  # another user's: never ours to remove
+    linked = workdir / f".papers-partial-{dead}-1111cafe"  # a link: never followed nor removed
+    for path in (stale, running, foreign):
         path.write_text("half a file")
+    os.chown(foreign, 65534, 65534)
+    linked.symlink_to(workdir / "elsewhere")
     assert built("related-work", "--all", "--out", "out.md").exit_code == 0
-    assert sorted(p.name for p in workdir.iterdir() if "partial" in p.name) == sorted([running.name, other.name])
+    assert sorted(p.name for p in workdir.iterdir() if "partial" in p.name) == sorted(
+        [running.name, foreign.name, linked.name])
 
 
 def test_sessions_out_is_absent_when_planning_fails(built, workdir):

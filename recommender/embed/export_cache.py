@@ -10,9 +10,12 @@ model folder's files, so an edited or replaced model gets its own export:
         model.onnx, tokenizer.json, onnx_encoder.json   (what onnx_encoder.export_onnx writes)
         export.json                                     sha256 and size of each of those files
 
-An entry is checked against export.json every time it is used; a damaged one is
-replaced by a fresh export. Entries appear by rename, so concurrent builds never
-see half an export. This module is the only one that touches the cache folder.
+    <cache>/embeddings.sqlite                          the embedding cache of every index (index/store.py)
+
+An entry is checked against export.json every time it is used; a damaged one, or one
+holding anything but plain files (a link planted there is never followed), is replaced
+by a fresh export. Entries appear by rename, so concurrent builds never see half an
+export. This module is the only one that says where things live in the cache folder.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from pathlib import Path
 from typing import Callable
 
 from ..digests import file_digest
+from ..files import open_exclusive
 from ..errors import ModelError
 from . import onnx_encoder
 
 CACHE_VARIABLE = "PAPERS_CACHE"
 APP_NAME = "papers"  # the platformdirs name, as for the user data folder of indexes
 RECORD = "export.json"
+EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (index/store.EmbeddingCache)
 _FILES = (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE, onnx_encoder.CONFIG_FILE)
 
 
@@ -66,13 +71,42 @@ def model_folder(model: str) -> Path | None:
     return None
 
 
+def embedding_cache_path() -> Path:
+    """Where the embedding cache shared by every index lives."""
+    return cache_home() / EMBEDDINGS
+
+
+def model_identity(model: str) -> str:
+    """The one value that names which model makes a vector, for the embedding cache's key: the sha256
+    of the model folder's files when the model has a local folder (so a model replaced in the same
+    folder is a new model), else its name. (A precision, fp32 or int8, joins this value.)"""
+    folder = model_folder(model)
+    return f"files:{folder_digest(folder)}" if folder is not None else f"name:{model}"
+
+
 def folder_digest(folder: Path) -> str:
-    """sha256 over every file of `folder` (relative path and content), in path order."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".git" not in p.parts):
-        digest.update(path.relative_to(folder).as_posix().encode("utf-8") + b"\0")
-        digest.update(file_digest(path).encode("ascii"))
-    return digest.hexdigest()
+    """sha256 over every file of `folder` (relative path and content), in path order.
+
+    Remembered for this process by each file's size, mtime and inode: a build asks twice (the
+    export and the embedding cache), and the model's files are hundreds of MB."""
+    found = sorted(p for p in folder.rglob("*") if p.is_file() and ".git" not in p.parts)
+    signature = (str(folder.resolve()), tuple(
+        (p.relative_to(folder).as_posix(), *_stat_signature(p)) for p in found))
+    if signature not in _DIGESTS:
+        digest = hashlib.sha256()
+        for path in found:
+            digest.update(path.relative_to(folder).as_posix().encode("utf-8") + b"\0")
+            digest.update(file_digest(path.resolve()).encode("ascii"))  # hub caches link to their blobs
+        _DIGESTS[signature] = digest.hexdigest()
+    return _DIGESTS[signature]
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def _stat_signature(path: Path) -> tuple[int, int, int, int]:
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns, status.st_ino, status.st_ctime_ns
 
 
 def shared_export(model: str, exporting: Callable[[], None] | None = None) -> Path | None:
@@ -100,8 +134,8 @@ def shared_export(model: str, exporting: Callable[[], None] | None = None) -> Pa
             raise
         files = {name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
                  for name in _FILES}
-        (staging / RECORD).write_text(json.dumps({"source": str(folder), "files": files}, indent=2) + "\n",
-                                      encoding="utf-8")
+        with open_exclusive(staging / RECORD, "w") as handle:
+            handle.write(json.dumps({"source": str(folder), "files": files}, indent=2) + "\n")
         if entry.exists():  # damaged: moved aside first, since a folder is not replaced by rename
             _remove(entry)
         try:
@@ -114,14 +148,25 @@ def shared_export(model: str, exporting: Callable[[], None] | None = None) -> Pa
     return entry
 
 
+def entry_files(entry: Path) -> dict[str, dict]:
+    """The entry's record: file name -> {"bytes", "sha256"} (what a build checks each linked file against)."""
+    record = json.loads((entry / RECORD).read_text(encoding="utf-8"))
+    return record["files"]
+
+
 def _intact(entry: Path) -> bool:
+    """Every file of the entry is a plain file (never a link) matching its record, and nothing else is there."""
     try:
-        record = json.loads((entry / RECORD).read_text(encoding="utf-8"))
+        if entry.is_symlink() or not (entry / RECORD).is_file() or (entry / RECORD).is_symlink():
+            return False
+        record = entry_files(entry)
+        if set(record) != set(_FILES) or {path.name for path in entry.iterdir()} != {*_FILES, RECORD}:
+            return False
         return all(
-            (entry / name).stat().st_size == expected["bytes"] and file_digest(entry / name) == expected["sha256"]
-            for name, expected in record["files"].items()
-        ) and set(record["files"]) == set(_FILES)
-    except (OSError, ValueError, KeyError, TypeError):
+            (entry / name).lstat().st_size == expected["bytes"] and file_digest(entry / name) == expected["sha256"]
+            for name, expected in record.items()
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
 
 

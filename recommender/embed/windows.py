@@ -132,9 +132,18 @@ def pool_windows(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
 
 
 def cache_key(model: str, chunking: Chunking, text: str) -> str:
-    """Content hash of everything that determines a text's vector."""
+    """Content hash of everything that determines a text's vector. `model` is the model's identity,
+    one value (export_cache.model_identity: the hash of its files), never just a path."""
     material = f"{model}\x00{chunking.strategy}:{chunking.overlap}\x00{text}"
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def text_cache_key(model: str, chunking: Chunking, text: str, head: int | None) -> str:
+    """The cache key of one text; with a head (the "sentences" chunking), the head is part of it
+    (the same text windows differently)."""
+    if head is None or chunking.strategy != "sentences":
+        return cache_key(model, chunking, text)
+    return cache_key(model, chunking, f"{head}\x00{text}")
 
 
 @dataclass(frozen=True)
@@ -167,8 +176,13 @@ def embed_texts(
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
     heads: Sequence[int] | None = None,
+    model_key: str | None = None,
 ) -> EmbeddingResult:
     """One normalised vector per text, reusing cached vectors where the text is unchanged.
+
+    `model_key` is the model's part of every cache key (default the encoder's name): the build
+    passes the model's identity, the hash of its files. A cached vector of another dimension than
+    the others (or than the model's, when the model is loaded anyway) is encoded again.
 
     With `heads` (how many characters of each text its title takes; 0, no title, by default),
     "sentences" chunking puts the title at the start of every window.
@@ -186,33 +200,47 @@ def embed_texts(
     elif heads is None:
         heads = [0] * len(texts)
     count = len(texts)
-    output = _Output(count)
-    missing = np.ones(count, dtype=bool)
-    for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
-        keys = [_text_key(encoder, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
-        found = cache.get_many(keys)
-        for offset, key in enumerate(keys):
-            vector = found.get(key)
-            if vector is not None:
-                missing[start + offset] = False
-                output.put(start + offset, vector)
-        del keys, found
+    model_key = encoder.name if model_key is None else model_key
+    output, missing, odd = _cached(texts, chunking, cache, heads, model_key, None)
+    if output.vectors is not None and (odd or missing.any()) and encoder.dimension != output.vectors.shape[1]:
+        # The model (loaded anyway) says the cached vectors found first were the odd ones: look again for its own.
+        output, missing, _ = _cached(texts, chunking, cache, heads, model_key, encoder.dimension)
     rows = np.flatnonzero(missing)
     del missing
     reused = count - len(rows)
     if on_plan is not None:
         on_plan(len(rows))
     if len(rows):
-        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads)
+        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads, model_key)
     vectors = output.vectors if output.vectors is not None else np.zeros((count, encoder.dimension), dtype=np.float32)
     return EmbeddingResult(vectors, encoded=len(rows), reused=reused)
 
 
-def _text_key(encoder: Encoder, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int) -> str:
-    """The cache key of texts[i]; with a head, the head is part of it (the same text windows differently)."""
-    if heads is None:
-        return cache_key(encoder.name, chunking, texts[i])
-    return cache_key(encoder.name, chunking, f"{heads[i]}\x00{texts[i]}")
+def _cached(texts, chunking, cache, heads, model_key, dimension):
+    """The output filled with the cached vectors (of `dimension`, else of the first one found's), which rows
+    are still missing, and whether a vector of another dimension was passed over (damaged or forged)."""
+    count = len(texts)
+    output = _Output(count)
+    missing = np.ones(count, dtype=bool)
+    odd = False
+    for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
+        keys = [_text_key(model_key, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
+        found = cache.get_many(keys)
+        for offset, key in enumerate(keys):
+            vector = found.get(key)
+            if vector is None:
+                continue
+            if output.fits(vector) and (dimension is None or vector.shape[-1] == dimension):
+                missing[start + offset] = False
+                output.put(start + offset, vector)
+            else:
+                odd = True  # encoded again
+        del keys, found
+    return output, missing, odd
+
+
+def _text_key(model_key: str, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int) -> str:
+    return text_cache_key(model_key, chunking, texts[i], heads[i] if heads is not None else None)
 
 
 class _Output:
@@ -222,12 +250,15 @@ class _Output:
         self.count = count
         self.vectors: np.ndarray | None = None
 
+    def fits(self, vector: np.ndarray) -> bool:
+        return self.vectors is None or vector.shape[-1] == self.vectors.shape[1]
+
     def put(self, rows, vectors: np.ndarray) -> None:
         dimension = vectors.shape[-1]
         if self.vectors is None:
             self.vectors = np.zeros((self.count, dimension), dtype=np.float32)
         elif self.vectors.shape[1] != dimension:
-            raise ValueError("cached vectors of different dimensions under one model key")
+            raise ValueError("vectors of different dimensions from one model")
         self.vectors[rows] = vectors
 
 
@@ -241,6 +272,7 @@ def _encode_missing(
     progress: Callable[[int], None] | None,
     reused: int,
     heads: Sequence[int] | None = None,
+    model_key: str = "",
 ) -> None:
     """Encode texts[rows] an encoder call at a time, committing to the cache in groups."""
     pending: dict[str, np.ndarray] = {}
@@ -265,7 +297,7 @@ def _encode_missing(
             output.put(batch, fresh)
             if cache is not None:
                 for i, vector in zip(batch, fresh):
-                    pending[_text_key(encoder, chunking, texts, heads, i)] = vector
+                    pending[_text_key(model_key, chunking, texts, heads, i)] = vector
                 pending_texts += len(batch)
                 if pending_texts >= ENCODE_GROUP or time.monotonic() - last_commit >= COMMIT_SECONDS:
                     commit()

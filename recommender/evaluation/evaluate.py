@@ -97,11 +97,16 @@ def prepare_index(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])
+    index_dir = store.resolve_index_dir(index)
     try:
-        with store.open_stored(store.resolve_index_dir(index)) as stored:
+        with store.open_stored(index_dir) as stored:
             manifest = stored.manifest
     except RecommenderError:  # missing, corrupt or of another format version: build it
         manifest = {}
+        if store.is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
+            # Damaged or of another version: whose it is cannot be told, so it is not replaced.
+            raise InputError(f"--index {index} is an index that cannot be read, and evaluate does not replace "
+                             f"an index it did not build: leave --index out (eval-{Path(corpus).stem}) or give a new name")
     current = (
         manifest.get("model") == model
         and {k: v for k, v in manifest.get("chunking", {}).items() if k != "max_tokens"} == chunking.to_dict()
@@ -110,8 +115,14 @@ def prepare_index(
     )
     if current:
         return None  # nothing built, so nothing to warn about: the build that made it did
+    if manifest and manifest.get("built_by") != "evaluate" and str(index) != eval_index_name(corpus):
+        raise InputError(
+            f"--index {index} is an index of {manifest.get('paper_count', 'other')} other papers that evaluate did not "
+            f"build: it is left as it is; leave --index out (eval-{Path(corpus).stem}) or give a new name"
+        )
     # The build reads the input again, and warns about it as it does.
-    return build_index([corpus], index=index, model=model, chunking=chunking, progress=progress, on_phase=on_phase)
+    return build_index([corpus], index=index, model=model, chunking=chunking, progress=progress, on_phase=on_phase,
+                       built_by="evaluate")
 
 
 def evaluate(

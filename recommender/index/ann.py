@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import IndexCorruptError, InputError
 
 EXACT_LIMIT = 50_000
 """Largest corpus searched exactly (flat inner product); see module docstring."""
@@ -320,6 +320,8 @@ def search_index(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
             d, i = index.search(q[i0:i0 + SEARCH_BATCH], k)
             scores[i0:i0 + len(d)] = d
             ids[i0:i0 + len(i)] = i
+    if (ids >= index.ntotal).any():  # forged or damaged lists: never an index into the papers
+        raise IndexCorruptError(f"the search index gives paper numbers beyond its {index.ntotal:,} vectors")
     scores[ids < 0] = -np.inf
     return scores, ids
 

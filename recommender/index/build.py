@@ -21,7 +21,7 @@ from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, read_papers, text_key
 from ..embed import loading
 from ..embed import export_cache
-from ..embed.windows import Chunking, Encoder, embed_texts
+from ..embed.windows import Chunking, Encoder, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
 from . import store
 from .lexical import settings as lexical_settings
@@ -62,6 +62,7 @@ def build_index(
     notice: Callable[[str], None] | None = None,
     engine: str = "local",
     device: str = "auto",
+    built_by: str = "build",
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -74,6 +75,7 @@ def build_index(
     (`["category=cs.LG"]`, see corpus.where). `engine` "local" encodes in this process; "ray" on
     a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
     `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
+    `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only its own).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -100,6 +102,8 @@ def build_index(
     phase("reading papers", None)
     papers = read_papers(inputs, where=list(where))
     index_dir = store.resolve_index_dir(index)
+    store.check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
+    model_key = export_cache.model_identity(model)
     embedded = None
     with store.writing(index_dir, wait=wait) as writer:
         previous = _previous_build(index_dir, model)
@@ -116,7 +120,7 @@ def build_index(
             texts = _Texts(papers)
             with engines:
                 embedded = _embed(encoder, texts, chunking, index_dir, progress, phase, notice,
-                                  np.fromiter((paper.head for paper in papers), np.int32, len(papers)))
+                                  np.fromiter((paper.head for paper in papers), np.int32, len(papers)), model_key)
             vectors = embedded.vectors
             choice = choose_index(len(papers), vectors.shape[1], index_type)
             phase(f"building the {choice.kind} search index", None)
@@ -142,9 +146,12 @@ def build_index(
             writer.save_json(VOCABULARY, vocabulary)
             writer.save_json(STOP_WORDS, stop_words)
             previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
-            max_tokens = encoder.max_tokens_if_known or previous_chunking.get("max_tokens")
+            max_tokens = (encoder.max_tokens_if_known or encoder.remembered_max_tokens
+                          or previous_chunking.get("max_tokens"))
             manifest = {
                 "model": model,
+                "model_identity": model_key,
+                "built_by": built_by,
                 "dimension": int(vectors.shape[1]),
                 "chunking": dict(chunking.to_dict(), max_tokens=max_tokens),
                 "paper_count": len(papers),
@@ -193,11 +200,20 @@ class _Texts(Sequence[str]):
         return self._papers[item].text
 
 
-def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None):
-    """embed_texts with the index's cache, a progress total, and a notice when resuming."""
-    with store.EmbeddingCache(index_dir) as cache:
-        resuming = cache.interrupted_encoding()
-        cache.mark_encoding(True)
+def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_key=None):
+    """embed_texts with the shared embedding cache, a progress total, and a notice when resuming."""
+    model_key = encoder.name if model_key is None else model_key
+    try:
+        opened = store.EmbeddingCache(owner=str(index_dir.resolve()))
+    except store.CacheUnavailable as unavailable:
+        warnings.warn(str(unavailable), stacklevel=2)
+        opened = contextlib.nullcontext(None)  # encoded without a cache: nothing to resume from
+    with opened as cache:
+        if cache is not None:
+            _migrate_legacy_cache(index_dir, cache, encoder.name, model_key, chunking, texts, heads)
+        resuming = cache is not None and cache.interrupted_encoding()
+        if cache is not None:
+            cache.mark_encoding(True)
         done = 0
         planned = 0
 
@@ -216,9 +232,50 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
             if progress is not None:
                 progress(done, planned)
 
-        embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads)
-        cache.mark_encoding(False)
+        embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads,
+                               model_key=model_key)
+        if cache is not None:
+            cache.mark_encoding(False)
+            known = getattr(encoder, "max_tokens_if_known", None)
+            if known is not None:
+                cache.remember_model(model_key, {"max_tokens": known})
+            elif hasattr(encoder, "remembered_max_tokens"):
+                encoder.remembered_max_tokens = cache.model_facts(model_key).get("max_tokens")
     return embedded
+
+
+def _migrate_legacy_cache(index_dir, cache, model, model_key, chunking, texts, heads) -> None:
+    """An index built before the shared cache kept its own (cache.sqlite in the index folder): the
+    vectors of this build's texts found there are copied into the shared cache, and the old file
+    is removed (it is the index's own). Its rows were keyed by the model's name, so they are read
+    only for a model given by name (a model folder may have been replaced since: encoded again)."""
+    legacy = store.legacy_cache(index_dir)
+    if legacy is None:
+        return
+    if not _named_model(model):
+        store.remove_legacy_cache(index_dir)
+        return
+    heads = heads if chunking.strategy == "sentences" else None
+    for start in range(0, len(texts), LEGACY_CHUNK):
+        pairs = {}
+        for i in range(start, min(start + LEGACY_CHUNK, len(texts))):
+            head = int(heads[i]) if heads is not None else None
+            new = text_cache_key(model_key, chunking, texts[i], head)
+            pairs[text_cache_key(model, chunking, texts[i], head)] = new
+        missing = set(pairs.values()) - set(cache.get_many(list(pairs.values())))
+        wanted = [old for old, new in pairs.items() if new in missing]
+        found = store.read_legacy_vectors(legacy, wanted)
+        if found:
+            cache.put_many({pairs[old]: vector for old, vector in found.items()})
+    store.remove_legacy_cache(index_dir)
+
+
+LEGACY_CHUNK = 2048
+
+
+def _named_model(model: str) -> bool:
+    """A model given by name (the packaged one, a hub name), not by a folder of the user's."""
+    return not Path(model).expanduser().is_dir()
 
 
 def inputs_fingerprint(papers: Sequence[Paper]) -> str:
@@ -295,8 +352,7 @@ def prepare_query_encoder(
     from ..errors import ModelError
 
     target = writer.path(QUERY_ENCODER)
-    if previous is not None and previous.manifest.get("query_encoder"):
-        store.link_tree(previous.path(QUERY_ENCODER), target)
+    if _reuse_previous_export(model, previous, target):
         return previous.manifest["query_encoder"]
     from ..embed.onnx_encoder import export_onnx
     from ..embed.sentence_transformer import resolve_model_path
@@ -307,9 +363,8 @@ def prepare_query_encoder(
 
     try:
         shared = _shared_export(model, exporting)
-        if shared is not None:
-            store.link_tree(shared, target, skip={export_cache.RECORD})
-        else:
+        if shared is None or not store.link_checked(shared, target, export_cache.entry_files(shared)):
+            # No shared export, or one damaged since it was checked: this index gets its own.
             exporting()
             export_onnx(resolve_model_path(model), target)
     except (ModelError, OSError) as error:
@@ -322,6 +377,19 @@ def prepare_query_encoder(
         warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
         return None
     return "onnx"
+
+
+def _reuse_previous_export(model: str, previous: store.StoredIndex | None, target: Path) -> bool:
+    """Link the previous build's ONNX export into this one, if it was made from the same model files
+    and every file of it still matches the previous manifest (damage is never carried over)."""
+    if previous is None or not previous.manifest.get("query_encoder"):
+        return False
+    if previous.manifest.get("model_identity") != export_cache.model_identity(model):
+        return False  # built before identities were recorded, or the model folder holds another model now
+    prefix = f"{QUERY_ENCODER}/"
+    expected = {name[len(prefix):]: record for name, record in previous.manifest.get("files", {}).items()
+                if name.startswith(prefix)}
+    return bool(expected) and store.link_checked(previous.path(QUERY_ENCODER), target, expected)
 
 
 def _shared_export(model: str, exporting: Callable[[], None]) -> Path | None:
@@ -360,6 +428,7 @@ class _LazyEncoder:
         self.name = model
         self._load_encoder = load
         self._encoder: Encoder | None = None
+        self.remembered_max_tokens: int | None = None  # the model's window, as the cache remembers it
 
     def _load(self) -> Encoder:
         if self._encoder is None:

@@ -3,14 +3,21 @@
     indexes/<name>/
         CURRENT          name of the live version folder and its manifest's sha256 (replaced atomically)
         .lock            held by a build (fcntl lock), never by readers
-        cache.sqlite     embedding cache keyed by content hash (WAL mode; a CRC-32 per vector)
-        v-<build-id>/    one complete build: manifest.json and its files
+        v-<build-id>/    one complete build: manifest.json and the files it lists
+        cache.sqlite     only in indexes built before the shared cache: read as a fallback (see EmbeddingCache)
+
+The embedding cache is shared by every index of the user: `<cache home>/embeddings.sqlite`
+(export_cache.cache_home(), beside the ONNX exports).
 
 A build writes a fresh `.tmp-*` folder, checksums every file into the
 manifest, renames the folder to `v-*` and then swaps CURRENT with
 `os.replace`, so readers see the old index or the new one, never a mixture.
 A reader holds a shared lock on its version's manifest; a build removes an old
 version only when it can lock it exclusively, so no version vanishes under a reader.
+A build removes only what the index's own records say it made: a `.tmp-*` folder holding
+the `.papers-build` mark it was made with, a `.tmp-*` or `v-*` folder whose files are those
+its manifest lists; a non-empty folder that is no index is refused before anything is written. Every file
+is created exclusively and never through a link (recommender/files.py).
 Stored data is numpy arrays (loaded with allow_pickle=False), JSON, and FAISS's
 own format: nothing on the load path can execute stored code.
 """
@@ -18,12 +25,14 @@ own format: nothing on the load path can execute stored code.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gc
 import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 import warnings
 from dataclasses import dataclass
@@ -33,6 +42,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .. import files
 from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, InputError, RecommenderError
 from ..digests import file_digest
 
@@ -46,7 +56,9 @@ APP_NAME = "papers"
 MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 LOCK = ".lock"
-CACHE = "cache.sqlite"
+CACHE = "cache.sqlite"  # the per-index embedding cache of indexes built before the shared one
+# In every build folder from its creation on: what says papers made it (so only such folders are removed).
+BUILD_MARK = ".papers-build"
 # The files of one build (inside v-<build-id>/).
 VECTORS = "vectors.npy"
 FAISS = "faiss.index"
@@ -126,7 +138,7 @@ def check_not_in_index(path: str | os.PathLike) -> None:
     """Refuse an output file among an index's own files (`--out indexes/default/CURRENT`)."""
     target = Path(os.path.abspath(path))
     for folder in target.parents:
-        if (folder / CURRENT).is_file() or ((folder / LOCK).is_file() and (folder / CACHE).is_file()):
+        if (folder / CURRENT).is_file() or ((folder / LOCK).is_file() and is_index_folder(folder)):
             inside = target.relative_to(folder).parts
             if len(inside) > 1 or inside[0] in (CURRENT, LOCK) or inside[0].startswith((CACHE, f".{CURRENT}")):
                 raise InputError(f"{path} is inside the index folder {os.path.relpath(folder)}: write it somewhere else")
@@ -220,21 +232,27 @@ class IndexWriter:
         except OSError as error:
             raise write_error(self.index_dir, error.filename or path, error.strerror or str(error)) from None
 
-    def save_array(self, name: str, array: np.ndarray) -> None:
+    def create(self, name: str, mode: str = "wb"):
+        """A new file of the build, created exclusively (never through a link)."""
         path = self.path(name)
         with self.writing_file(path):
-            np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+            return files.open_exclusive(path, mode)
+
+    def save_array(self, name: str, array: np.ndarray) -> None:
+        path = self.path(name)
+        with self.writing_file(path), self.create(name) as handle:
+            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
 
     def save_json(self, name: str, data) -> None:
         path = self.path(name)
-        with self.writing_file(path):
-            path.write_text(json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+        with self.writing_file(path), self.create(name, "w") as handle:
+            handle.write(json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True))
 
     def save_jsonl(self, name: str, rows: Iterable[dict]) -> np.ndarray:
         """Write one JSON object a line; returns the byte offset of each line (and the end)."""
         offsets = [0]
         path = self.path(name)
-        with self.writing_file(path), open(path, "wb") as handle:
+        with self.writing_file(path), self.create(name) as handle:
             for row in rows:
                 line = (json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
                 handle.write(line)
@@ -245,11 +263,27 @@ class IndexWriter:
         import faiss
 
         path = self.path(name)
-        try:
-            faiss.write_index(index, str(path))
-        except RuntimeError as error:  # FAISS reports a failed fwrite (disk full) as a RuntimeError
-            problem = _faiss_write_problem(str(error))
-            raise write_error(self.index_dir, path, problem) from None
+        with self.writing_file(path), self.create(name) as handle:
+            failure: list[OSError] = []
+
+            def write(data: bytes) -> int:
+                try:
+                    handle.write(data)
+                except OSError as error:
+                    failure.append(error)
+                    raise
+                return len(data)
+
+            try:
+                faiss.write_index(index, faiss.PyCallbackIOWriter(write))
+                if not failure:
+                    handle.flush()
+            except (RuntimeError, OSError) as error:
+                problem = failure[0].strerror if failure else (
+                    error.strerror if isinstance(error, OSError) else _faiss_write_problem(str(error)))
+                raise write_error(self.index_dir, path, problem or "write failed") from None
+            if failure:
+                raise write_error(self.index_dir, path, failure[0].strerror or "write failed")
 
     def commit(self, manifest: dict) -> Path:
         with self.writing_file(self.folder):
@@ -259,22 +293,29 @@ class IndexWriter:
 
     def _commit(self, manifest: dict) -> Path:
         """Checksum, rename, swap CURRENT: until the swap, the live index is untouched."""
-        files = {}
-        for path in sorted(p for p in self.folder.rglob("*") if p.is_file()):
+        found = {}
+        for path in sorted(p for p in self.folder.rglob("*") if not p.is_dir() and p.name != BUILD_MARK):
             relative = path.relative_to(self.folder).as_posix()
-            files[relative] = {"bytes": path.stat().st_size, "sha256": file_digest(path)}
-        manifest = dict(manifest, format_version=FORMAT_VERSION, files=files)
+            if not files.is_plain_file(path):  # only links could be: nothing of the build makes one
+                raise IndexCorruptError(f"{path} is a link, not a file this build wrote: nothing was changed")
+            found[relative] = {"bytes": path.stat().st_size, "sha256": file_digest(path)}
+        manifest = dict(manifest, format_version=FORMAT_VERSION, files=found)
         self.save_json(MANIFEST, manifest)
+        # From here the manifest, listing every file of the folder, is what says the build made it.
+        (self.folder / BUILD_MARK).unlink()
         _fsync_tree(self.folder)
         version = self.index_dir / ("v-" + self.folder.name.removeprefix(".tmp-"))
         os.rename(self.folder, version)
-        pointer = self.index_dir / f".{CURRENT}.tmp-{os.getpid()}"
         # CURRENT also holds the manifest's hash, so the manifest is checked like every other file.
         digest = file_digest(version / MANIFEST)
-        pointer.write_text(f"{version.name} {digest}\n", encoding="utf-8")
-        _fsync_file(pointer)
-        os.replace(pointer, self.index_dir / CURRENT)
+        with files.replacing(self.index_dir / CURRENT) as pointer:
+            pointer.write(f"{version.name} {digest}\n")
+            _pointer_written(pointer)
         return version
+
+
+def _pointer_written(pointer) -> None:
+    """CURRENT's new content is written, not yet in place (a hook for the crash tests)."""
 
 
 def write_error(index_dir: Path, path, problem: str) -> RecommenderError:
@@ -321,10 +362,16 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
     """Lock the index, hand out a private build folder, clean up whatever happens."""
     if index_dir.exists() and not index_dir.is_dir():
         raise InputError(f"{index_dir} is a file, not an index folder: choose another --index")
+    check_index_folder(index_dir)
     try:
         index_dir.mkdir(parents=True, exist_ok=True)
-        lock = open(index_dir / LOCK, "a+")
+        lock = files.open_lock_file(index_dir / LOCK)
     except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise RecommenderError(f"cannot use index {index_dir}: {index_dir / LOCK} is a symbolic link, which is never "
+                                   "followed: remove it, or choose another --index") from None
+        if error.errno is None:  # not a plain file of ours
+            raise RecommenderError(f"cannot use index {index_dir}: {error}: remove it, or choose another --index") from None
         raise RecommenderError(f"cannot write index {index_dir}: {error.strerror}: choose a writable --index") from None
     with lock:
         try:
@@ -335,12 +382,82 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
             ) from None
         _remove_leftovers(index_dir)
         folder = index_dir / f".tmp-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
-        folder.mkdir()
+        try:
+            folder.mkdir()  # exclusive: fails on anything already there, a link included
+            os.close(files.create_exclusive(folder / BUILD_MARK))
+        except OSError as error:
+            remove_tree(folder)
+            raise write_error(index_dir, error.filename or folder, error.strerror or str(error)) from None
         try:
             yield IndexWriter(index_dir, folder)
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
         _remove_old_versions(index_dir)
+
+
+def is_index_folder(folder: Path) -> bool:
+    """Whether `folder` holds an index (a CURRENT pointer), or only what a build of one leaves."""
+    if files.is_plain_file(folder / CURRENT):
+        return True
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return bool(names) and all(_made_by_a_build(folder, name) for name in names)
+
+
+def check_index_folder(index_dir: Path) -> None:
+    """Refuse a folder that holds other things than an index (a folder of the user's, `--index ./mydocs`)
+    before anything in it is touched; a missing or empty folder is fine."""
+    try:
+        names = sorted(os.listdir(index_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as error:
+        raise RecommenderError(f"cannot read {index_dir}: {error.strerror}: choose another --index") from None
+    if not names or is_index_folder(index_dir):
+        return
+    foreign = [name + ("/" if (index_dir / name).is_dir() else "") for name in names
+               if not _made_by_a_build(index_dir, name)]
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    raise InputError(
+        f"--index {index_dir} is a folder of other files ({shown}), not an index: nothing in it was changed; "
+        "give a new or empty folder, or an index name"
+    )
+
+
+def _made_by_a_build(index_dir: Path, name: str) -> bool:
+    """Whether the entry `name` of an index folder is one that builds make (and may remove)."""
+    path = index_dir / name
+    if name in (LOCK, CACHE) or name in (f"{CACHE}-wal", f"{CACHE}-shm", f"{CACHE}-journal"):
+        return files.is_plain_file(path)
+    if name.startswith(files.PARTIAL_PREFIX) or name.startswith(f".{CURRENT}.tmp-"):
+        return files.is_plain_file(path)
+    if name.startswith((".tmp-", "v-")):
+        return _is_own_version(path)
+    return False
+
+
+def _is_marked_build(path: Path) -> bool:
+    """A real folder (not a link) holding the mark a build puts in every folder it makes."""
+    return not path.is_symlink() and path.is_dir() and files.is_plain_file(path / BUILD_MARK)
+
+
+def _is_own_version(path: Path) -> bool:
+    """A folder of a build: the mark of one under way, or a manifest that lists every file in it."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    try:
+        listed = set(json.loads((path / MANIFEST).read_text(encoding="utf-8"))["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return _is_marked_build(path)
+    for found in path.rglob("*"):
+        if found.is_dir() and not found.is_symlink():
+            continue
+        relative = found.relative_to(path).as_posix()
+        if relative not in listed and relative not in (MANIFEST, BUILD_MARK):
+            return False
+    return True
 
 
 def _live_version(index_dir: Path) -> str | None:
@@ -366,11 +483,15 @@ def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
 
 
 def _remove_leftovers(index_dir: Path) -> None:
-    """Folders a killed build left behind (only called while holding the lock)."""
+    """What killed builds left behind (only called while holding the lock): build folders with their
+    mark, and temporary pointer files; nothing else."""
     for path in index_dir.glob(".tmp-*"):
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-    for path in index_dir.glob(f".{CURRENT}.tmp-*"):
-        path.unlink(missing_ok=True)
+        if _is_marked_build(path) or _is_own_version(path):
+            remove_tree(path)
+    for path in index_dir.glob(f".{CURRENT}.tmp-*"):  # pointers of builds before files.replacing
+        if files.is_plain_file(path):
+            path.unlink(missing_ok=True)
+    files.remove_stale_partials(index_dir)
 
 
 def _remove_old_versions(index_dir: Path) -> None:
@@ -379,38 +500,48 @@ def _remove_old_versions(index_dir: Path) -> None:
         return
     gc.collect()  # readers this process dropped but that sit in reference cycles still hold a pin
     for path in index_dir.glob("v-*"):
-        if path.name == live:
-            continue
+        if path.name == live or not _is_own_version(path):
+            continue  # what the index's records do not say it made is not ours to remove
         try:
             pin = open(path / MANIFEST, "rb")
-        except OSError:  # never committed, or damaged: no reader can hold it
-            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # marked, but never committed: no reader can hold it
+            remove_tree(path)
             continue
         with pin:
             try:
                 fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # still open in a reader (see open_stored): a later build removes it
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
 
 
-def link_tree(source: Path, target: Path, skip: Iterable[str] = ()) -> None:
-    """Reuse files made elsewhere (a previous build, the shared model export) in a build:
-    hard links where the filesystem allows, else copies; file names in `skip` are left out."""
+def link_checked(source: Path, target: Path, expected: dict[str, dict]) -> bool:
+    """Reuse files made elsewhere (a previous build, the shared model export) in a build: each file
+    named in `expected` (relative path -> {"bytes", "sha256"}, the source's own record) is hard-linked
+    where the filesystem allows, else copied, and then checked against its record.
 
-    skip = set(skip)
-    # A plain walk rather than shutil.copytree, which gathers failures into one shutil.Error:
-    # the first OSError (a full disk) is raised as itself, for a one-line message.
-    for folder, _, names in os.walk(source):
-        destination = target / Path(folder).relative_to(source)
-        destination.mkdir(parents=True, exist_ok=True)
-        for name in names:
-            if name in skip:
-                continue
-            try:
-                os.link(Path(folder) / name, destination / name)
-            except OSError:
-                shutil.copy2(Path(folder) / name, destination / name)
+    False, with nothing left at `target`, when any file is missing, is not a plain file (a link
+    planted there is never followed) or does not match its record: damage is never carried into a
+    new version. An OSError of the target (a full disk) is raised as itself, for a one-line message."""
+    for name, record in sorted(expected.items()):
+        origin, destination = source / name, target / name
+        if not files.is_plain_file(origin) or ".." in Path(name).parts:
+            remove_tree(target)
+            return False
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(origin, destination, follow_symlinks=False)
+        except FileNotFoundError:
+            remove_tree(target)
+            return False
+        except OSError:
+            with open(origin, "rb") as reading, files.open_exclusive(destination, "wb") as writing_:
+                shutil.copyfileobj(reading, writing_)
+        if not (files.is_plain_file(destination) and destination.stat().st_size == record.get("bytes")
+                and file_digest(destination) == record.get("sha256")):
+            remove_tree(target)
+            return False
+    return True
 
 
 def remove_tree(target: Path) -> None:
@@ -451,7 +582,10 @@ class StoredIndex:
         """A stored array; `mmap=True` maps it read-only, so only the pages used are read."""
         try:
             try:
-                return np.load(self.path(name), mmap_mode="r" if mmap else None, allow_pickle=False)
+                # Mapped first even when read whole: a header claiming more than the file holds is then
+                # damage (ValueError), not an allocation of that much memory ("out of memory").
+                mapped = np.load(self.path(name), mmap_mode="r", allow_pickle=False)
+                return mapped if mmap else np.array(mapped)
             except ValueError:
                 if not mmap:
                     raise
@@ -512,6 +646,12 @@ class StoredIndex:
         except RuntimeError:
             try:
                 return faiss.read_index(str(self.path(name)))
+            except MemoryError:
+                size = self.path(name).stat().st_size
+                raise IndexCorruptError(
+                    f"index file {self.path(name)} ({size:,} bytes) asks for more memory than there is: if "
+                    f"`papers info --verify` finds it damaged, run `{rebuild_hint(self.index_dir)}`; else free some memory"
+                ) from None
             except RuntimeError as error:
                 message = str(error).strip().splitlines()[-1] if str(error).strip() else "unreadable"
                 raise IndexCorruptError(
@@ -524,11 +664,16 @@ class StoredIndex:
         for name, expected in sorted(self.manifest["files"].items()):
             path = self.path(name)
             try:
-                size = path.stat().st_size
+                status = path.lstat()
             except FileNotFoundError:
                 raise IndexCorruptError(
                     f"index file {path} is missing: run `{rebuild_hint(self.index_dir)}`"
                 ) from None
+            if not stat.S_ISREG(status.st_mode):  # a build writes plain files only: a link was planted
+                raise IndexCorruptError(
+                    f"index file {path} is not a plain file (a link?): run `{rebuild_hint(self.index_dir)}`"
+                )
+            size = status.st_size
             if size != expected["bytes"]:
                 raise IndexCorruptError(
                     f"index file {path} is {size} bytes, the manifest says {expected['bytes']} (truncated or altered): run `{rebuild_hint(self.index_dir)}`"
@@ -645,12 +790,33 @@ def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
             raise IndexCorruptError(
                 f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered or damaged): run `{rebuild_hint(index_dir)}`"
             )
+        problem = _manifest_problem(manifest)
+        if problem:
+            raise IndexCorruptError(f"index file {folder / MANIFEST} {problem} (damaged or forged): run `{rebuild_hint(index_dir)}`")
         stored = StoredIndex(index_dir, folder, manifest, pin)
         stored.verify(full=verify)
     except BaseException:
         pin.close()  # refused: nothing may stay open
         raise
     return stored
+
+
+def _manifest_problem(manifest: dict) -> str:
+    """What is missing or wrong in a manifest of this format (every build writes these), else ''."""
+    if not isinstance(manifest.get("model"), str) or not manifest["model"]:
+        return "names no model"
+    for key in ("dimension", "paper_count"):
+        value = manifest.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "dimension" else 0):
+            return f"has no valid {key}"
+    if not isinstance(manifest.get("chunking"), dict):
+        return "has no chunking"
+    files_ = manifest.get("files")
+    if not isinstance(files_, dict) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("bytes"), int) and isinstance(entry.get("sha256"), str)
+            for entry in files_.values()):
+        return "has no valid list of files"
+    return ""
 
 
 def _pin_live_version(index_dir: Path):
@@ -687,21 +853,47 @@ def _pin_live_version(index_dir: Path):
 # ---------------------------------------------------------------- embedding cache
 
 
+class CacheUnavailable(RecommenderError):
+    """The user cache folder cannot be made (read-only home, under a file): builds go on without the cache."""
+
+
 class EmbeddingCache:
-    """Vectors keyed by content hash, in SQLite beside the index (safe under concurrent use).
+    """Vectors keyed by content hash (model identity, chunking, text: embed.windows.cache_key), in one
+    SQLite file shared by every index of the user (export_cache.embedding_cache_path()), safe under
+    concurrent builds.
 
     The file is in WAL mode, so a reader never waits for a build committing vectors
     and a build killed at any moment keeps every transaction it committed. Each row
     carries the CRC-32 of its vector's bytes: a row whose bytes no longer match
     (or otherwise unreadable) is treated as absent,
-    so its text is encoded again and the row replaced.
+    so its text is encoded again and the row replaced. The file (and its -wal and -shm
+    files) is never opened through a link.
+
+    `folder` holds the file (default: the user cache folder); `owner` names the index whose build
+    uses it, for its own record of an encoding under way (see `interrupted_encoding`).
     """
 
-    def __init__(self, index_dir: Path):
-        index_dir.mkdir(parents=True, exist_ok=True)
-        self.path = index_dir / CACHE
+    def __init__(self, folder: Path | None = None, owner: str = ""):
+        from ..embed import export_cache
+
+        folder = export_cache.cache_home() if folder is None else Path(folder)
+        self.path = folder / export_cache.EMBEDDINGS
+        self.owner = owner
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CacheUnavailable(f"the cache folder {folder} cannot be made ({error.strerror}): papers are "
+                                   "encoded without the embedding cache; set $PAPERS_CACHE to a writable folder") from None
+        self._refuse_links()
         with self._guard():
             self._connect()
+
+    def _refuse_links(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            path = Path(f"{self.path}{suffix}")
+            if path.is_symlink():
+                raise RecommenderError(f"embedding cache file {path} is a symbolic link, which is never followed: "
+                                       "remove it (or run `papers cache clear`)")
 
     def _connect(self) -> None:
         import sqlite3  # here: only builds use the cache, and lookups need not pay for the import
@@ -790,20 +982,58 @@ class EmbeddingCache:
             self.connection.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)", rows)
 
     def interrupted_encoding(self) -> bool:
-        """Whether the last build of this index stopped (killed, Ctrl-C) before its encoding ended."""
+        """Whether the last build of the owner index stopped (killed, Ctrl-C) before its encoding ended."""
         with self._guard():
-            return self.connection.execute("SELECT 1 FROM state WHERE name = 'encoding'").fetchone() is not None
+            return self.connection.execute(
+                "SELECT 1 FROM state WHERE name = ?", (self._state_name,)).fetchone() is not None
         return False
 
     def mark_encoding(self, running: bool) -> None:
-        """Record that a build's encoding is under way (True) or complete (False)."""
+        """Record that the owner index's build is encoding (True) or is done with it (False)."""
         with self._guard(), self.connection:
             if running:
                 self.connection.execute(
-                    "INSERT OR REPLACE INTO state VALUES ('encoding', ?)", (time.strftime("%Y-%m-%dT%H:%M:%S%z"),)
+                    "INSERT OR REPLACE INTO state VALUES (?, ?)", (self._state_name, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
                 )
             else:
-                self.connection.execute("DELETE FROM state WHERE name = 'encoding'")
+                self.connection.execute("DELETE FROM state WHERE name = ?", (self._state_name,))
+
+    def remember_model(self, model_key: str, facts: dict) -> None:
+        """Keep what the model told of itself (its window, `max_tokens`), so that a build taking every vector
+        from the cache, without loading the model, records the same manifest as one that encoded them."""
+        with self._guard(), self.connection:
+            self.connection.execute("INSERT OR REPLACE INTO state VALUES (?, ?)",
+                                    (f"model {model_key}", json.dumps(facts, sort_keys=True)))
+
+    def model_facts(self, model_key: str) -> dict:
+        with self._guard():
+            row = self.connection.execute("SELECT value FROM state WHERE name = ?", (f"model {model_key}",)).fetchone()
+            try:
+                facts = json.loads(row[0]) if row else {}
+            except ValueError:
+                facts = {}
+            return facts if isinstance(facts, dict) else {}
+        return {}
+
+    @property
+    def _state_name(self) -> str:
+        return f"encoding {self.owner}" if self.owner else "encoding"
+
+    def summary(self) -> dict:
+        """What `papers cache info` shows: the file, its size in bytes (with its -wal), and its vectors."""
+        with self._guard():
+            entries = self.connection.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        size = sum(Path(f"{self.path}{suffix}").stat().st_size for suffix in ("", "-wal")
+                   if Path(f"{self.path}{suffix}").is_file())
+        return {"path": str(self.path), "bytes": size, "entries": int(entries)}
+
+    def clear(self) -> int:
+        """Remove every vector (the file stays, so concurrent builds keep a valid cache); returns how many."""
+        with self._guard(), self.connection:
+            removed = self.connection.execute("DELETE FROM vectors").rowcount
+        self.connection.execute("VACUUM")
+        self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(removed)
 
     def close(self) -> None:
         self.connection.close()
@@ -813,6 +1043,82 @@ class EmbeddingCache:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def embedding_cache_info(folder: Path | None = None) -> dict:
+    """The shared embedding cache as `papers cache info` shows it: path, bytes (with its -wal file) and
+    entries (vectors); a cache never made is reported empty and is not created."""
+    from ..embed import export_cache
+
+    path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
+    if not path.exists() and not path.is_symlink():
+        return {"path": str(path), "bytes": 0, "entries": 0}
+    with EmbeddingCache(path.parent) as cache:
+        return cache.summary()
+
+
+def clear_embedding_cache(folder: Path | None = None) -> dict:
+    """Empty the shared embedding cache (`papers cache clear`): every index's next build encodes its papers
+    again; the indexes themselves and the ONNX exports are untouched. Returns the entries removed and
+    the bytes the file took before and takes now."""
+    before = embedding_cache_info(folder)
+    if not before["entries"] and not before["bytes"]:
+        return {**before, "removed": 0, "bytes_before": 0}
+    with EmbeddingCache(Path(before["path"]).parent) as cache:
+        removed = cache.clear()
+        after = cache.summary()
+    return {**after, "removed": removed, "bytes_before": before["bytes"]}
+
+
+def legacy_cache(index_dir: Path) -> Path | None:
+    """The per-index embedding cache of an index built before the shared one, if it has one
+    (a plain file of this user: a link or another user's file is never read)."""
+    path = index_dir / CACHE
+    try:
+        status = path.lstat()
+    except OSError:
+        return None
+    return path if stat.S_ISREG(status.st_mode) and status.st_uid == os.getuid() else None
+
+
+def remove_legacy_cache(index_dir: Path) -> None:
+    """Remove an index's own per-index cache once its vectors are in the shared one (the build holds the lock)."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        path = Path(f"{index_dir / CACHE}{suffix}")
+        if files.is_plain_file(path):
+            path.unlink(missing_ok=True)
+
+
+def read_legacy_vectors(path: Path, keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """Vectors of a per-index cache (see `legacy_cache`) by their keys, read-only; rows that fail their
+    checksum are left out, and an unreadable file gives none (those papers are encoded again)."""
+    import sqlite3
+    from urllib.parse import quote
+
+    found: dict[str, np.ndarray] = {}
+    try:
+        connection = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=60)
+    except sqlite3.Error:
+        return found
+    try:
+        with contextlib.closing(connection):
+            columns = {row[1] for row in connection.execute("PRAGMA table_info(vectors)")}
+            checksum = "checksum" if "checksum" in columns else "NULL"
+            unique = list(dict.fromkeys(keys))
+            for start in range(0, len(unique), 500):
+                chunk = unique[start: start + 500]
+                rows = connection.execute(
+                    f"SELECT key, dimension, vector, {checksum} FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
+                    chunk)
+                for key, dimension, blob, crc in rows:
+                    if not isinstance(blob, bytes) or (crc is not None and zlib.crc32(blob) != crc):
+                        continue
+                    vector = np.frombuffer(blob, dtype=np.float32)
+                    if vector.shape == (dimension,) and np.isfinite(vector).all():
+                        found[key] = vector
+    except sqlite3.Error:
+        return {}
+    return found
 
 
 def _crc32(blob) -> int | None:

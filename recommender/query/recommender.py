@@ -134,6 +134,16 @@ class Recommender:
             self._vectors = vectors
         return self._vectors
 
+    def _faiss_search(self, queries: np.ndarray, depth: int) -> np.ndarray:
+        """The rows FAISS finds nearest each query (-1 past the end); a forged index's rows out of range are damage."""
+        from ..errors import IndexCorruptError
+        from ..index.ann import search_index
+
+        try:
+            return search_index(self.faiss_index, queries, depth)[1]
+        except IndexCorruptError as error:
+            raise store.corrupt(self.stored, FAISS, f"is damaged or forged ({error})") from None
+
     @property
     def faiss_index(self):
         if self._faiss is None:
@@ -376,11 +386,9 @@ class Recommender:
         if not rows:
             return []
         queries = [self._seed_query([row], [], "hybrid", why) for row in rows]
-        from ..index.ann import search_index
-
         # Deep enough for `_rank`'s candidates (a seed excluded) and `_scores`' pool.
         depth = min(len(self), max(POOL, 4 * (k + 1)) + 1 + POOL_MARGIN)
-        found = search_index(self.faiss_index, np.stack([query.dense for query in queries]), depth)[1]
+        found = self._faiss_search(np.stack([query.dense for query in queries]), depth)
         results = []
         step = max(1, LEXICAL_CELLS // len(self))
         for batch in (range(start, min(start + step, len(rows))) for start in range(0, len(rows), step)):
@@ -495,9 +503,7 @@ class Recommender:
         """FAISS's `depth` nearest rows to the query (those of `like_each`'s batched search if it went deep enough)."""
         found = query.dense_found
         if found is None or len(found) < depth:
-            from ..index.ann import search_index
-
-            found = search_index(self.faiss_index, query.dense[None, :], depth)[1][0]
+            found = self._faiss_search(query.dense[None, :], depth)[0]
         return found[:depth][found[:depth] >= 0]
 
     def _lexical_found(self, query: "_Query", depth: int, also) -> tuple[np.ndarray, np.ndarray]:

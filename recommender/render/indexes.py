@@ -35,3 +35,17 @@ def _size(size: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1000
     return f"{size:.1f} GB"
+
+
+def render_cache(summary: dict, fmt: str) -> str:
+    """`papers cache info`: the embedding cache's path, size and entries (JSON: the same object)."""
+    if fmt == "json":
+        return json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+    return (f"embedding cache: {summary['path']}\n"
+            f"size:    {_size(summary['bytes'])} ({summary['bytes']:,} bytes)\n"
+            f"entries: {summary['entries']:,} vectors\n")
+
+
+def render_cache_cleared(summary: dict) -> str:
+    return (f"removed {summary['removed']:,} vectors from the embedding cache {summary['path']} "
+            f"({_size(summary['bytes_before'])} -> {_size(summary['bytes'])})\n")

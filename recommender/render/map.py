@@ -5,8 +5,10 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import InputError
+from ..files import replacing
 from ..reading.layout import (
     FONT, GROUP_FONT, MARGIN, NAMED_POINTS, SCREEN_RADIUS, TOP, ZOOM_LEVELS, CorpusMap, MapLabel, short_name,
 )
@@ -26,14 +28,17 @@ def check_map_path(path: str | Path) -> Path:
     return path
 
 
-def write_map(corpus_map: CorpusMap, path: str | Path) -> Path:
-    """Write the map as .html (self-contained) or .png, chosen by the file's suffix."""
+def write_map(corpus_map: CorpusMap, path: str | Path, handle: BinaryIO | None = None) -> Path:
+    """Write the map as .html (self-contained) or .png, chosen by the file's suffix, into `handle`
+    (a binary file object) if given, else to `path` (replaced whole: files.replacing)."""
     path = check_map_path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".png":
-        render_png(corpus_map, path)
+    if handle is None:
+        with replacing(path, "wb") as fresh:
+            return write_map(corpus_map, path, fresh)
+    if path.suffix.lower() == ".png":
+        render_png(corpus_map, handle)
     else:
-        path.write_text(render_html(corpus_map), encoding="utf-8")
+        handle.write(render_html(corpus_map).encode("utf-8"))
     return path
 
 
@@ -545,7 +550,7 @@ fromAddress();
 })();"""
 
 
-def render_png(corpus_map: CorpusMap, path: str | Path) -> None:
+def render_png(corpus_map: CorpusMap, path: str | Path | BinaryIO) -> None:
     """The same map as a PNG (matplotlib's Agg backend: no display needed)."""
     try:
         import matplotlib
@@ -588,5 +593,5 @@ def render_png(corpus_map: CorpusMap, path: str | Path) -> None:
     ]
     figure.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.02, 0.0), ncol=2, frameon=False,
                   fontsize=12 * pt, handletextpad=0.3, columnspacing=2.0)
-    figure.savefig(path, dpi=150, facecolor="white", metadata={"Software": None})
+    figure.savefig(path, format="png", dpi=150, facecolor="white", metadata={"Software": None})
     plt.close(figure)
