@@ -64,11 +64,14 @@ def _names(sentence: str, name: str) -> bool:
 
 def paper_brief(paper: Paper) -> dict:
     """A paper as every list shows it: id, handle, title (the handle when there is none),
-    snippet (its summary sentence), url and code links."""
+    authors, year, venue, snippet (its summary sentence), url and code links."""
     return {
         "id": paper.id,
         "handle": paper.handle,
         "title": paper.title or paper.handle,
+        "authors": list(paper.authors),
+        "year": paper.year,
+        "venue": paper.venue,
         "snippet": summary(paper),
         "url": paper.url,
         "code_links": list(paper.code_links),

@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 
 from ..errors import InputError
+from .points import POINT_SUFFIXES, write_points
 from ..reading.layout import (
     FONT, GROUP_FONT, MARGIN, NAMED_POINTS, SCREEN_RADIUS, TOP, ZOOM_LEVELS, CorpusMap, MapLabel, short_name,
 )
 
-MAP_SUFFIXES = (".html", ".htm", ".png")
+MAP_SUFFIXES = (".html", ".htm", ".png", ".csv", ".json")
 PALETTE = (
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#8C6D1F", "#56B4E9", "#000000",
     "#9467BD", "#17BECF", "#BCBD22", "#7F7F7F", "#E377C2", "#2CA02C", "#D62728", "#1F77B4",
@@ -19,18 +20,21 @@ PALETTE = (
 
 
 def check_map_path(path: str | Path) -> Path:
-    """The path, if its suffix names a map format (.html or .png)."""
+    """The path, if its suffix names a map format (.html, .png, or the points as .csv or .json)."""
     path = Path(path)
     if path.suffix.lower() not in MAP_SUFFIXES:
-        raise InputError(f"{path}: cannot tell the map format from the name: end it in .html or .png")
+        raise InputError(f"{path}: cannot tell the map format from the name: end it in .html, .png, .csv or .json")
     return path
 
 
 def write_map(corpus_map: CorpusMap, path: str | Path) -> Path:
-    """Write the map as .html (self-contained) or .png, chosen by the file's suffix."""
+    """Write the map as .html (self-contained) or .png, or its points as .csv or .json, chosen by
+    the file's suffix."""
     path = check_map_path(path)
     suffix = path.suffix.lower()
-    if suffix == ".png":
+    if suffix in POINT_SUFFIXES:
+        write_points(corpus_map, path)
+    elif suffix == ".png":
         render_png(corpus_map, path)
     else:
         path.write_text(render_html(corpus_map), encoding="utf-8")
