@@ -63,9 +63,14 @@ _CONFERENCE = re.compile(
     r"recsys|aistats|uai|colt|corl|icra|iros|interspeech|icassp|soda|stoc|focs|icalp|chi|uist|osdi|sosp|"
     r"nsdi|eurosys|isca|micro|asplos|pldi|popl|icse|fse|ccs|usenix|ndss|miccai|ismir|lrec|conll)\b",
     re.IGNORECASE)
-_JOURNAL = re.compile(
-    r"\b(?:journal|transactions|trans\.|letters|magazine|review|reviews|annals|bulletin|nature|science|pnas|"
-    r"jmlr|tmlr|tacl|tpami|ijcv|cell|plos|elife|acta|communications)\b", re.IGNORECASE)
+# Words that make a venue a journal even beside a conference's name ("Transactions of the ACL",
+# "Proceedings of the National Academy of Sciences").
+_JOURNAL_WORDS = re.compile(
+    r"\b(?:journal|transactions|trans\.|letters|magazine|annals|bulletin|proceedings of the (?:national academy|"
+    r"ieee|royal society|american mathematical))\b", re.IGNORECASE)
+_JOURNAL_NAMES = re.compile(
+    r"\b(?:review|reviews|nature|science|pnas|jmlr|tmlr|tacl|tpami|ijcv|cell|plos|elife|acta|communications)\b",
+    re.IGNORECASE)
 
 
 def arxiv_id(paper: Paper) -> str:
@@ -86,9 +91,11 @@ def entry_type(paper: Paper) -> tuple[str, str]:
     venue = paper.venue
     if not venue or _ARXIV_VENUE.search(venue) and not _CONFERENCE.search(venue):
         return "misc", "howpublished"
+    if _JOURNAL_WORDS.search(venue):
+        return "article", "journal"
     if _CONFERENCE.search(venue):
         return "inproceedings", "booktitle"
-    if _JOURNAL.search(venue):
+    if _JOURNAL_NAMES.search(venue):
         return "article", "journal"
     return "misc", "howpublished"
 
