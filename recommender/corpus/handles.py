@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import re
 
-from .latex import latex_text
-
 __all__ = ["derive_handle", "unique_handles", "extract_code_links", "MAX_HANDLE_LEN"]
 
 MAX_HANDLE_LEN = 40
@@ -117,9 +115,7 @@ def _unwrap_math(match: re.Match) -> str:
 
 def plain_text(text: str) -> str:
     """Plain prose: no URLs, LaTeX markup, math, markdown emphasis or citations."""
-    # LaTeX read as every document reads it (corpus.latex): `BERT~\\citep{x}` is "BERT [x]", and
-    # the bracketed citation then goes with the others below.
-    text = _ANY_URL_RE.sub(" ", _unescape_latex(latex_text(text or "")))
+    text = _ANY_URL_RE.sub(" ", _unescape_latex(text or ""))
     previous = None
     while previous != text:  # formatting commands can nest
         previous, text = text, _FORMAT_CMD_RE.sub(r"\1", text)

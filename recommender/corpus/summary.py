@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from .handles import plain_text
+from .latex import latex_text
 from .papers import Paper
 from .text import first_sentence, split_sentences
 
@@ -25,8 +26,10 @@ def summary(paper: Paper) -> str:
         if (handle and _names(sentence, handle)) or _CUE.search(sentence):
             chosen = _standalone(sentence)
             break
-    # Plain prose: markup gone, and no space left where it was before ")" or punctuation.
-    return re.sub(r"\(\s+", "(", re.sub(r"\s+([).,;:!?])", r"\1", plain_text(chosen)))
+    # Plain prose: LaTeX read as every document reads it (corpus.latex: `BERT~\\citep{x}` is
+    # "BERT [x]", a citation plain_text then drops), markup gone, and no space left where it was
+    # before ")" or punctuation.
+    return re.sub(r"\(\s+", "(", re.sub(r"\s+([).,;:!?])", r"\1", plain_text(latex_text(chosen))))
 
 
 # Openings that point back to sentences the summary leaves out ("To address this, ...").
