@@ -673,7 +673,8 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
 @click.option("--max-per-session", type=int, default=None, metavar="N",
               help="Most papers in one session (default: 1.25 x the average, rounded up).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-means that forms the sessions.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "csv"]), default="markdown", show_default=True,
+              help="csv: one row per paper (and per background paper) with its session.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write to this file instead of standard output.")
 @index_option
@@ -687,6 +688,7 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
     \b
         papers sessions --n 4
         papers sessions --from term.txt --n 3 --out plan.md
+        papers sessions --format csv --out plan.csv
     """
     from .reading.sessions import plan_sessions
     from .render.sessions import render_plan
@@ -710,7 +712,8 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
 @selection_options
 @click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
               help="map.html (one offline file: search, click a paper for its nearest papers, zoom, "
-                   "sessions on and off) or map.png.")
+                   "sessions on and off), map.png, or points.csv / points.json (each paper's x, y and session, "
+                   "to plot in other tools).")
 @click.option("--n", "n", type=int, default=6, show_default=True, help="How many groups to colour (as `sessions --n`).")
 @click.option("--max-per-session", type=int, default=None, metavar="N", help="As for `sessions`.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-means and of the projection.")
@@ -728,6 +731,7 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
     \b
         papers map --out map.html --open
         papers map --n 8 --out map.png
+        papers map --out points.csv
     """
     from .reading.layout import build_map
     from .render.map import check_map_path, write_map

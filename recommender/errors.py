@@ -46,3 +46,11 @@ class EncodingInterrupted(KeyboardInterrupt):
 
 class EngineError(RecommenderError):
     """The compute engine of a build (Ray) is missing, unreachable, or one of its workers failed."""
+
+
+def shell_command(*words: str) -> str:
+    """A command for a message ("run `papers build --index 'my;docs'`"), each word quoted for the
+    shell, so that pasting it runs that one command whatever a path or name holds."""
+    import shlex
+
+    return shlex.join(str(word) for word in words)

@@ -90,7 +90,7 @@ def test_like_jsonl_is_json_a_line(built):
     rows = [json.loads(line) for line in result.output.splitlines()]
     assert rows[0] == {
         "rank": 1, "id": "dp2", "score": 0.4735, "handle": "Private Fine-Tuning", "title": "Private Fine-Tuning",
-        "snippet": "Differentially private fine-tuning of language models with low memory gradient clipping.",
+        "authors": [], "year": None, "venue": "", "snippet": "Differentially private fine-tuning of language models with low memory gradient clipping.",
         "url": "", "code_links": [], "why": [],
     }
     assert [row["id"] for row in rows] == ["dp2", "rnn1"]
@@ -102,9 +102,10 @@ def test_like_json_csv_markdown(built):
     table = list(csv.DictReader(io.StringIO(built("like", "dp1", "-k", "2", "--format", "csv").output)))
     assert [(row["rank"], row["id"], row["score"]) for row in table] == [("1", "dp2", "0.473"), ("2", "rnn1", "0.217")]
     assert built("like", "dp1", "-k", "1", "--format", "markdown").output == (
-        "| rank | score | id | title | snippet |\n"
-        "|---|---|---|---|---|\n"
-        "| 1 | 0.473 | dp2 | Private Fine-Tuning | Differentially private fine-tuning of language models with low memory gradient clipping. |\n"
+        "| rank | score | title | authors | year | venue | id | snippet | code_links |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        "| 1 | 0.473 | Private Fine-Tuning |  |  |  | dp2 | Differentially private fine-tuning of language models with low "
+        "memory gradient clipping. |  |\n"
     )
 
 
@@ -170,7 +171,7 @@ def test_info(built):
         "queries:    full model\n"
         "built: X\n"
         "inputs:     fingerprint X\n"
-        "size:       0.0 MB\n"
+        "size:       24.6 KB\n"
     )
     data = json.loads(built("info", "--format", "json").output)
     assert data["paper_count"] == 6 and data["model"] == "all-MiniLM-L6-v2"

@@ -6,6 +6,7 @@ what users get fails these tests.
 """
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -253,7 +254,7 @@ def test_info_verify_json_is_pure_json(built, open_index):
     assert data["paper_count"] == 6
     assert result.stderr == f"verified: {files} files match their checksums\n"
     table = built("info", "--verify")
-    assert table.stdout.endswith(f"size:       0.0 MB\nverified: {files} files match their checksums\n")
+    assert re.search(rf"\nsize:       [0-9.]+ KB\nverified: {files} files match their checksums\n$", table.stdout)
     assert table.stderr == ""
 
 

@@ -16,7 +16,8 @@ from recommender.query import recommender as recommender_module
 from recommender.reading.related import related_work, select_rows
 from recommender.reading.sessions import plan_sessions
 from recommender.corpus.citation import citation_key, unique_citation_key, unique_citation_keys
-from recommender.render.related import BibtexKeys, bibtex_entry, bibtex_escape
+from recommender.render.bibtex import bibtex_entry, bibtex_escape
+from recommender.render.related import BibtexKeys
 
 TOPICS = {
     "privacy": "differential privacy private gradient clipping noise budget membership attack federated",
@@ -149,7 +150,8 @@ def test_all_formats_parse_back(open_index, built, workdir):
     assert [item["id"] for item in lists] == ["dp1", "dp2", "vid1", "vid2", "rnn1", "rnn2"]
     assert [r["id"] for r in lists[0]["related"]] == [r.id for r in open_index().like("dp1", k=3)]
     assert [r["rank"] for r in lists[0]["related"]] == [1, 2, 3]
-    assert set(lists[0]["related"][0]) == {"rank", "id", "score", "handle", "title", "snippet", "url", "code_links"}
+    assert set(lists[0]["related"][0]) == {"rank", "id", "score", "handle", "title", "authors", "year", "venue",
+                                             "snippet", "url", "code_links"}
 
     lines = built("related-work", "--all", "-k", "3", "--format", "jsonl").stdout.splitlines()
     assert [json.loads(line) for line in lines] == lists
@@ -237,7 +239,8 @@ def test_errors(built, args, message):
     ("x_1 & y#2 $z$", "x\\_1 \\& y\\#2 $z$"),  # inline maths kept as written
     ("cost $O(n^{2})$ or 5\\$", "cost $O(n^{2})$ or 5\\$"),
     ("unbalanced $a{$ maths", "unbalanced \\$a\\textbraceleft{}\\$ maths"),
-    ("\\emph{new} ~ a^b", "\\textbackslash{}emph\\textbraceleft{}new\\textbraceright{} \\textasciitilde{} a\\textasciicircum{}b"),
+    ("\\emph{new} ~ a^b", "new a\\textasciicircum{}b"),  # formatting read, ~ a tie (corpus.latex)
+    ("\\foo{x} \\~a", "\\textbackslash{}foo\\textbraceleft{}x\\textbraceright{} \\textbackslash{}\\textasciitilde{}a"),
     ("line\nbreak", "line break"),
 ])
 def test_bibtex_escape(text, escaped):
@@ -331,9 +334,9 @@ def test_bibtex_entry_has_only_the_metadata_given():
 @misc{OnBraces,
   title = {{On \\textbraceleft{}Braces\\textbraceright{}}},
   author = {Ada Lovelace and C. Babbage},
-  year = {1843},
   howpublished = {Notes},
-  url = {https://example.org/a\\%20b},
+  year = {1843},
+  url = {https://example.org/a%20b},
   abstract = {A.}
 }
 

@@ -145,9 +145,10 @@ def test_json_plan_and_determinism(run):
     assert plan["papers"] == 24
     assert [s["session"] for s in plan["sessions"]] == [1, 2, 3]
     assert sum(s["size"] for s in plan["sessions"]) == 24
-    assert set(plan["sessions"][0]["papers"][0]) == {"id", "handle", "title", "snippet", "url", "code_links", "similarity"}
+    assert set(plan["sessions"][0]["papers"][0]) == {"id", "handle", "title", "authors", "year", "venue", "snippet", "url",
+                                                     "code_links", "similarity"}
     assert set(plan["sessions"][0]["background"][0]) == {
-        "id", "handle", "title", "snippet", "url", "code_links", "similarity", "session"}
+        "id", "handle", "title", "authors", "year", "venue", "snippet", "url", "code_links", "similarity", "session"}
 
 
 def test_chosen_papers_and_out_file(run, workdir):

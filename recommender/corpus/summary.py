@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from .handles import plain_text
+from .latex import latex_text
 from .papers import Paper
 from .text import first_sentence, split_sentences
 
@@ -25,8 +26,10 @@ def summary(paper: Paper) -> str:
         if (handle and _names(sentence, handle)) or _CUE.search(sentence):
             chosen = _standalone(sentence)
             break
-    # Plain prose: markup gone, and no space left where it was before ")" or punctuation.
-    return re.sub(r"\(\s+", "(", re.sub(r"\s+([).,;:!?])", r"\1", plain_text(chosen)))
+    # Plain prose: LaTeX read as every document reads it (corpus.latex: `BERT~\\citep{x}` is
+    # "BERT [x]", a citation plain_text then drops), markup gone, and no space left where it was
+    # before ")" or punctuation.
+    return re.sub(r"\(\s+", "(", re.sub(r"\s+([).,;:!?])", r"\1", plain_text(latex_text(chosen))))
 
 
 # Openings that point back to sentences the summary leaves out ("To address this, ...").
@@ -64,11 +67,14 @@ def _names(sentence: str, name: str) -> bool:
 
 def paper_brief(paper: Paper) -> dict:
     """A paper as every list shows it: id, handle, title (the handle when there is none),
-    snippet (its summary sentence), url and code links."""
+    authors, year, venue, snippet (its summary sentence), url and code links."""
     return {
         "id": paper.id,
         "handle": paper.handle,
         "title": paper.title or paper.handle,
+        "authors": list(paper.authors),
+        "year": paper.year,
+        "venue": paper.venue,
         "snippet": summary(paper),
         "url": paper.url,
         "code_links": list(paper.code_links),

@@ -43,7 +43,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from .. import files
-from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, InputError, RecommenderError
+from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, InputError, RecommenderError, shell_command
 from ..digests import file_digest
 
 FORMAT_VERSION = 2  # 2: IDs and handles as sorted arrays (keys/*.npy) instead of keys.json
@@ -145,9 +145,10 @@ def check_not_in_index(path: str | os.PathLike) -> None:
             return
 
 
-def rebuild_hint(index_dir: Path) -> str:
-    target = "" if index_dir == resolve_index_dir(None) else f" --index {_display(index_dir)}"
-    return f"papers build{target}"
+def rebuild_hint(index_dir: Path, inputs: str | None = None) -> str:
+    """The command that rebuilds the index, quoted for the shell (errors.shell_command)."""
+    target = () if index_dir == resolve_index_dir(None) else ("--index", _display(index_dir))
+    return shell_command("papers", "build", *([inputs] if inputs else []), *target)
 
 
 def _display(index_dir: Path) -> str:
@@ -185,17 +186,23 @@ def list_indexes(home: Path | None = None) -> list[IndexSummary]:
         return []
     summaries = []
     for index_dir in sorted(path for path in home.iterdir() if path.is_dir() and (path / CURRENT).exists()):
-        size = _folder_bytes(index_dir)
+        full_path = Path(os.path.abspath(index_dir))
         try:
             with open_stored(index_dir) as stored:
                 manifest = stored.manifest
             summaries.append(IndexSummary(
-                index_dir.name, index_dir, manifest.get("paper_count"), manifest.get("model", ""), size,
-                manifest.get("built_at", ""),
+                index_dir.name, full_path, manifest.get("paper_count"), manifest.get("model", ""),
+                index_bytes(manifest), manifest.get("built_at", ""),
             ))
-        except RecommenderError as error:
-            summaries.append(IndexSummary(index_dir.name, index_dir, None, "", size, "", str(error)))
+        except RecommenderError as error:  # no manifest to go by: what the folder takes on disk
+            summaries.append(IndexSummary(index_dir.name, full_path, None, "", _folder_bytes(index_dir), "", str(error)))
     return summaries
+
+
+def index_bytes(manifest: dict) -> int:
+    """An index's size as `info` and `indexes` report it: the bytes of the files its manifest
+    lists (the live version; not the embedding cache or versions still open by a reader)."""
+    return sum(int(entry["bytes"]) for entry in manifest.get("files", {}).values())
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -832,9 +839,8 @@ def _pin_live_version(index_dir: Path):
     for _ in range(5):
         live, digest = _read_current(index_dir)
         if live is None:
-            hint = rebuild_hint(index_dir)
-            if index_home().reason == "user data folder":  # not a checkout: no seeds/ to build from
-                hint = hint.replace("papers build", "papers build my-papers.bib", 1)
+            # Outside a checkout there is no seeds/ to build from: the hint names an input.
+            hint = rebuild_hint(index_dir, "my-papers.bib" if index_home().reason == "user data folder" else None)
             raise IndexMissingError(f"no index at {index_dir}: run `{hint}` first")
         manifest = index_dir / live / MANIFEST
         try:

@@ -15,7 +15,7 @@ from ..corpus.papers import Paper, normalise_text, text_key
 from ..corpus.summary import paper_brief
 from ..embed import loading
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
-from ..errors import IndexMismatchError, InputError, PaperNotFoundError
+from ..errors import IndexMismatchError, InputError, PaperNotFoundError, shell_command
 from ..index import store
 from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, best_rows, combine, read_columns, read_ranges
@@ -81,9 +81,10 @@ class Recommender:
         try:
             built_with = stored.manifest.get("model")
             if model is not None and model != built_with:
-                target = "" if index is None else f" --index {index}"
+                target = () if index is None else ("--index", str(index))
+                command = shell_command("papers", "build", *target, "--model", model)
                 raise IndexMismatchError(
-                    f"index {index_dir} was built with model '{built_with}', not '{model}': run `papers build{target} --model {model}` to rebuild it"
+                    f"index {index_dir} was built with model '{built_with}', not '{model}': run `{command}` to rebuild it"
                 )
             return cls(stored)
         except BaseException:
@@ -318,7 +319,7 @@ class Recommender:
         manifest = dict(self.manifest)
         manifest.pop("files", None)
         manifest["path"] = str(self.stored.index_dir)
-        manifest["bytes"] = sum(entry["bytes"] for entry in self.manifest["files"].values())
+        manifest["bytes"] = store.index_bytes(self.manifest)
         return manifest
 
     def verify(self) -> None:

@@ -1,13 +1,15 @@
-"""`papers indexes`: the indexes in the home folder, as a table or JSON."""
+"""`papers indexes`: the indexes in the home folder, as a table, JSON, CSV or Markdown."""
 
 from __future__ import annotations
 
 import json
 from typing import Sequence
 
-from .tables import render
+from .tables import human_size, render
 
-COLUMNS = ("name", "papers", "model", "size", "built_at", "problem")
+TABLE_COLUMNS = ("name", "papers", "model", "size", "built_at", "problem")
+# The machine formats: the size in bytes and the index's full path.
+DATA_COLUMNS = ("name", "path", "papers", "model", "bytes", "built_at", "problem")
 
 
 def render_indexes(summaries: Sequence, home: str, fmt: str) -> str:
@@ -16,25 +18,19 @@ def render_indexes(summaries: Sequence, home: str, fmt: str) -> str:
         if fmt == "jsonl":
             return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
         return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "csv":
+        return render([summary.to_dict() for summary in summaries], DATA_COLUMNS, "csv")
     if not summaries and fmt == "table":
         return f"no indexes in {home}: build one with `papers build my-papers.bib`\n"
     rows = []
     for summary in summaries:
         row = summary.to_dict()
-        row["size"] = _size(summary.bytes)
+        row["size"] = human_size(summary.bytes)
         row["papers"] = "" if summary.papers is None else summary.papers
         rows.append(row)
-    columns = [c for c in COLUMNS if c != "problem" or any(s.problem for s in summaries)]
+    columns = [c for c in TABLE_COLUMNS if c != "problem" or any(s.problem for s in summaries)]
     text = render(rows, columns, fmt, {c: 0 for c in columns})
     return f"indexes in {home}\n{text}" if fmt == "table" else text
-
-
-def _size(size: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.1f} GB"
 
 
 def render_cache(summary: dict, fmt: str) -> str:
@@ -42,10 +38,10 @@ def render_cache(summary: dict, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
     return (f"embedding cache: {summary['path']}\n"
-            f"size:    {_size(summary['bytes'])} ({summary['bytes']:,} bytes)\n"
+            f"size:    {human_size(summary['bytes'])} ({summary['bytes']:,} bytes)\n"
             f"entries: {summary['entries']:,} vectors\n")
 
 
 def render_cache_cleared(summary: dict) -> str:
     return (f"removed {summary['removed']:,} vectors from the embedding cache {summary['path']} "
-            f"({_size(summary['bytes_before'])} -> {_size(summary['bytes'])})\n")
+            f"({human_size(summary['bytes_before'])} -> {human_size(summary['bytes'])})\n")

@@ -9,11 +9,12 @@ from typing import BinaryIO
 
 from ..errors import InputError
 from ..files import replacing
+from .points import POINT_SUFFIXES, render_points
 from ..reading.layout import (
     FONT, GROUP_FONT, MARGIN, NAMED_POINTS, SCREEN_RADIUS, TOP, ZOOM_LEVELS, CorpusMap, MapLabel, short_name,
 )
 
-MAP_SUFFIXES = (".html", ".htm", ".png")
+MAP_SUFFIXES = (".html", ".htm", ".png", ".csv", ".json")
 PALETTE = (
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#8C6D1F", "#56B4E9", "#000000",
     "#9467BD", "#17BECF", "#BCBD22", "#7F7F7F", "#E377C2", "#2CA02C", "#D62728", "#1F77B4",
@@ -21,21 +22,25 @@ PALETTE = (
 
 
 def check_map_path(path: str | Path) -> Path:
-    """The path, if its suffix names a map format (.html or .png)."""
+    """The path, if its suffix names a map format (.html, .png, or the points as .csv or .json)."""
     path = Path(path)
     if path.suffix.lower() not in MAP_SUFFIXES:
-        raise InputError(f"{path}: cannot tell the map format from the name: end it in .html or .png")
+        raise InputError(f"{path}: cannot tell the map format from the name: end it in .html, .png, .csv or .json")
     return path
 
 
 def write_map(corpus_map: CorpusMap, path: str | Path, handle: BinaryIO | None = None) -> Path:
-    """Write the map as .html (self-contained) or .png, chosen by the file's suffix, into `handle`
-    (a binary file object) if given, else to `path` (replaced whole: files.replacing)."""
+    """Write the map as .html (self-contained) or .png, or its points as .csv or .json, chosen by
+    the file's suffix, into `handle` (a binary file object) if given, else to `path` (replaced
+    whole: files.replacing)."""
     path = check_map_path(path)
     if handle is None:
         with replacing(path, "wb") as fresh:
             return write_map(corpus_map, path, fresh)
-    if path.suffix.lower() == ".png":
+    suffix = path.suffix.lower()
+    if suffix in POINT_SUFFIXES:
+        handle.write(render_points(corpus_map, suffix.lstrip(".")).encode("utf-8"))
+    elif suffix == ".png":
         render_png(corpus_map, handle)
     else:
         handle.write(render_html(corpus_map).encode("utf-8"))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import json
-import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TextIO
 
@@ -12,14 +10,16 @@ from ..corpus.citation import citation_key, unique_citation_key
 from ..corpus.papers import Paper
 from ..errors import InputError
 from ..reading.related import RelatedList
-from .markdown import code_links, md, snippet
-from .tables import LIST_SEPARATOR
+from .bibtex import bibtex_entry
+from .markdown import code_links, md, md_latex, reference, snippet
+from .tables import LIST_SEPARATOR, csv_writer
 
 if TYPE_CHECKING:
     from ..query.recommender import Recommender
 
 RELATED_FORMATS = ("markdown", "json", "jsonl", "csv", "bibtex")
-CSV_COLUMNS = ("paper_id", "paper_handle", "rank", "id", "handle", "title", "score", "snippet", "url", "code_links", "why")
+CSV_COLUMNS = ("paper_id", "paper_handle", "rank", "id", "handle", "title", "authors", "year", "venue", "score", "snippet",
+               "url", "code_links", "why")
 
 
 def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool = False,
@@ -34,8 +34,8 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
     if fmt == "json":
         out.write("[")
     elif fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(CSV_COLUMNS if why else CSV_COLUMNS[:-1])
+        write_row = csv_writer(out)
+        write_row(CSV_COLUMNS if why else CSV_COLUMNS[:-1])
     elif fmt == "markdown":
         out.write(_MARKDOWN_INTRO)
     seen: set[str] = set()
@@ -47,10 +47,11 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
             out.write(json.dumps(_json_row(item, why), ensure_ascii=False) + "\n")
         elif fmt == "csv":
             for related in item.related:
-                row = [item.paper.id, item.paper.handle, related.rank, related.id, related.paper.handle,
-                       related.paper.title or related.paper.handle, f"{related.score:.4f}",
-                       snippet(related.paper, 10_000), related.paper.url, LIST_SEPARATOR.join(related.paper.code_links)]
-                writer.writerow(row + [LIST_SEPARATOR.join(related.why)] if why else row)
+                other = related.paper
+                row = [item.paper.id, item.paper.handle, related.rank, related.id, other.handle, other.label,
+                       LIST_SEPARATOR.join(other.authors), other.year, other.venue, f"{related.score:.4f}",
+                       snippet(other, 10_000), other.url, LIST_SEPARATOR.join(other.code_links)]
+                write_row(row + [LIST_SEPARATOR.join(related.why)] if why else row)
         elif fmt == "markdown":
             out.write(_markdown(item, why))
         else:
@@ -82,7 +83,10 @@ def _json_row(item: RelatedList, why: bool) -> dict:
 
 def _markdown(item: RelatedList, why: bool) -> str:
     paper = item.paper
-    lines = ["", f"## {md(paper.label)}", "", md(snippet(paper, 400))]
+    lines = ["", f"## {md_latex(paper.label)}", ""]
+    if reference(paper):
+        lines += [reference(paper), ""]
+    lines.append(md_latex(snippet(paper, 400)))
     if paper.code_links:
         lines += ["", f"Code: {code_links(paper)}"]
     lines.append("")
@@ -90,7 +94,9 @@ def _markdown(item: RelatedList, why: bool) -> str:
         lines.append("No related papers in the collection.")
     for related in item.related:
         other = related.paper
-        line = f"{related.rank}. **{md(other.label)}** ({related.score:.2f}): {md(snippet(other))}"
+        line = f"{related.rank}. **{md_latex(other.label)}** ({related.score:.2f}): {md_latex(snippet(other))}"
+        if reference(other):
+            line += f" {reference(other)}"
         if other.code_links:
             line += f" Code: {code_links(other)}"
         lines.append(line)
@@ -133,71 +139,3 @@ class BibtexKeys:
             self._sharing[folded] = tuple(("index", row) for row in self.index.citation_key_rows(folded)) + tuple(
                 self.outside_by_key.get(folded, ()))
         return self._sharing[folded]
-
-
-_ESCAPED = re.compile(r"\\[%&$#_{}]")
-_SPECIAL = {
-    "\\": r"\textbackslash{}", "{": r"\textbraceleft{}", "}": r"\textbraceright{}", "%": r"\%", "&": r"\&",
-    "$": r"\$", "#": r"\#", "_": r"\_", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}",
-}
-
-
-_MATH = re.compile(r"(?<!\\)\$[^$]+(?<!\\)\$")
-
-
-def bibtex_escape(text: str) -> str:
-    """A field value safe inside BibTeX braces: LaTeX specials escaped (already escaped ones kept),
-    inline maths ($...$ with balanced braces) kept as written, braces never left unbalanced."""
-    out = []
-    position = 0
-    for match in _MATH.finditer(text):
-        if _balanced(match.group()):
-            out.append(_escape_prose(text[position: match.start()]))
-            out.append(match.group())
-            position = match.end()
-    out.append(_escape_prose(text[position:]))
-    return " ".join("".join(out).split())
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for char in text.replace("\\{", "").replace("\\}", ""):
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if depth < 0:
-            return False
-    return depth == 0
-
-
-def _escape_prose(text: str) -> str:
-    out = []
-    position = 0
-    for match in _ESCAPED.finditer(text):
-        out.append("".join(_SPECIAL.get(c, c) for c in text[position: match.start()]))
-        escaped = match.group()
-        out.append(_SPECIAL[escaped[1]] if escaped[1] in "{}" else escaped)
-        position = match.end()
-    out.append("".join(_SPECIAL.get(c, c) for c in text[position:]))
-    return "".join(out)
-
-
-def bibtex_entry(paper: Paper, key: str) -> str:
-    """A @misc entry with the metadata the paper has, and nothing made up."""
-    fields = []
-    fields.append(("title", "{" + bibtex_escape(paper.title or paper.handle) + "}"))
-    if paper.authors:
-        fields.append(("author", " and ".join(bibtex_escape(author) for author in paper.authors)))
-    if paper.year:
-        fields.append(("year", str(paper.year)))
-    if paper.venue:
-        fields.append(("howpublished", bibtex_escape(paper.venue)))
-    if paper.url:
-        fields.append(("url", _bibtex_url(paper.url)))
-    if paper.code_links:
-        fields.append(("note", "Code: " + ", ".join(f"\\url{{{_bibtex_url(link)}}}" for link in paper.code_links)))
-    fields.append(("abstract", bibtex_escape(paper.abstract)))
-    body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
-    return f"@misc{{{key},\n{body}\n}}\n\n"
-
-
-def _bibtex_url(url: str) -> str:
-    return re.sub(r"[{}\s\\]", "", url).replace("%", r"\%").replace("#", r"\#")

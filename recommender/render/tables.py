@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Sequence
+import re
+from typing import Callable, Iterable, Sequence, TextIO
 
 from ..corpus.text import shorten
+from .markdown import md, md_latex, md_link, reference
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 # Display widths of the table; JSON and CSV carry the full text.
@@ -23,6 +25,35 @@ def plural(count: int, noun: str) -> str:
 LIST_SEPARATOR = "; "
 """Joins a list (authors, code links, why terms) in every flat format: table, CSV, Markdown."""
 
+# OWASP's CSV injection rule: a cell a spreadsheet would read as a formula or a command.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def spreadsheet_safe(value) -> str:
+    """A CSV cell that no spreadsheet runs (OWASP, "CSV Injection"): a cell starting with `=`, `+`,
+    `-`, `@`, a tab or a carriage return gets a leading `'`, which spreadsheets read as "text"
+    and do not show; a plain number ("-0.125") is left as it is, since it runs nothing."""
+    text = _flat(value)
+    if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def csv_writer(out: TextIO) -> Callable[[Sequence], None]:
+    """Writes one CSV row to `out` as every command writes CSV: each cell spreadsheet-safe,
+    lists joined with LIST_SEPARATOR."""
+    writer = csv.writer(out, lineterminator="\n")
+    return lambda row: writer.writerow([spreadsheet_safe(cell) for cell in row])
+
+
+def write_csv(out: TextIO, header: Sequence[str], rows: Iterable[Sequence]) -> None:
+    """A header, then the rows, as `csv_writer` writes them."""
+    write = csv_writer(out)
+    write(header)
+    for row in rows:
+        write(row)
+
 
 def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns: dict[str, int] | None = None,
            width: int | None = None) -> str:
@@ -35,18 +66,21 @@ def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if fmt == "csv":
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: _flat(row.get(key)) for key in columns})
+        write_csv(buffer, list(columns), ([row.get(key) for key in columns] for row in rows))
         return buffer.getvalue()
     widths = table_columns or {column: 0 for column in columns}
     if fmt == "markdown":
-        lines = ["| " + " | ".join(widths) + " |", "|" + "|".join("---" for _ in widths) + "|"]
-        for row in rows:
-            lines.append("| " + " | ".join(_flat(row.get(c)).replace("|", "\\|") for c in widths) + " |")
-        return "\n".join(lines) + "\n"
+        return markdown_table(rows, list(widths))
     return _table(rows, _fit(rows, widths, width))
+
+
+def markdown_table(rows: Sequence[dict], columns: Sequence[str], cells: dict | None = None) -> str:
+    """A Markdown table; every cell escaped (render.markdown.md), or made by `cells[column](row)`."""
+    cells = cells or {}
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(cells[c](row) if c in cells else md(_flat(row.get(c))) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
 
 
 # A column that is cut to fit the terminal keeps at least this many characters.
@@ -103,7 +137,28 @@ def _is_number(text: str) -> bool:
         return False
 
 
-RESULT_COLUMNS = ("rank", "id", "score", "handle", "title", "snippet", "url", "code_links", "why")
+RESULT_COLUMNS = ("rank", "id", "score", "handle", "title", "authors", "year", "venue", "snippet", "url", "code_links",
+                  "why")
+
+
+def _md_title(row: dict) -> str:
+    """A title cell: the title (LaTeX read as every document reads it), linked to the paper's web page."""
+    return md_link(row["url"], md_latex(row["title"]), escaped=True) if row.get("url") else md_latex(row["title"])
+
+
+def _md_links(row: dict) -> str:
+    return ", ".join(md_link(link) for link in row.get("code_links") or ())
+
+
+def _md_list(row: dict, column: str) -> str:
+    return md_latex(LIST_SEPARATOR.join(row.get(column) or ()))
+
+
+_MARKDOWN_CELLS = {
+    "title": _md_title, "snippet": lambda row: md_latex(row["snippet"]), "code_links": _md_links,
+    "authors": lambda row: _md_list(row, "authors"), "why": lambda row: md(LIST_SEPARATOR.join(row.get("why") or ())),
+    "venue": lambda row: md_latex(row.get("venue") or ""),
+}
 
 
 def render_results(results: Sequence, fmt: str, why: bool = False, width: int | None = None) -> str:
@@ -117,6 +172,9 @@ def render_results(results: Sequence, fmt: str, why: bool = False, width: int | 
         row["score"] = f"{row['score']:.3f}" if fmt in ("table", "markdown") else row["score"]
     if fmt == "table" and not rows:
         return "no papers found\n"
+    if fmt == "markdown":
+        shown = ["rank", "score", "title", "authors", "year", "venue", "id", "snippet", "code_links"]
+        return markdown_table(rows, shown + (["why"] if why else []), _MARKDOWN_CELLS)
     return render(rows, columns, fmt, table, width)
 
 
@@ -136,6 +194,8 @@ def render_papers(papers: Sequence, fmt: str, width: int | None = None) -> str:
         row["summary"] = paper.title or paper.first_sentence
         rows.append(row)
     columns = [*PAPER_COLUMNS, "abstract"]
+    if fmt == "markdown":
+        return markdown_table(rows, ["id", "handle", "title", "authors", "year", "venue", "code_links"], _MARKDOWN_CELLS)
     return render(rows, columns, fmt, {"id": 0, "handle": 24, "summary": 70}, width)
 
 
@@ -146,10 +206,9 @@ def render_paper(paper, fmt: str) -> str:
         return json.dumps(data, ensure_ascii=False, indent=2 if fmt == "json" else None) + "\n"
     if fmt == "csv":
         return render([data], list(data), "csv")
-    lines = []
     if fmt == "markdown":
-        lines.append(f"## {paper.title or paper.handle}")
-        lines.append("")
+        return _paper_markdown(paper)
+    lines = []
     fields = [
         ("id", paper.id), ("handle", paper.handle), ("title", paper.title),
         ("authors", LIST_SEPARATOR.join(paper.authors)), ("year", paper.year), ("venue", paper.venue),
@@ -157,10 +216,22 @@ def render_paper(paper, fmt: str) -> str:
     ]
     for name, value in fields:
         if value not in ("", None):
-            lines.append(f"- **{name}**: {value}" if fmt == "markdown" else f"{name + ':':9}{value}")
+            lines.append(f"{name + ':':9}{value}")
     lines.append("")
     lines.append(paper.abstract)
     return "\n".join(lines) + "\n"
+
+
+def _paper_markdown(paper) -> str:
+    lines = [f"## {md_latex(paper.label)}", ""]
+    if reference(paper):
+        lines += [reference(paper), ""]
+    fields = [
+        ("id", md(paper.id)), ("handle", md(paper.handle)), ("code", ", ".join(md_link(link) for link in paper.code_links)),
+        ("source", md(paper.source)),
+    ]
+    lines += [f"- **{name}**: {value}" for name, value in fields if value]
+    return "\n".join(lines + ["", md_latex(paper.abstract)]) + "\n"
 
 
 def render_info(info: dict, fmt: str) -> str:
@@ -184,9 +255,18 @@ def render_info(info: dict, fmt: str) -> str:
         ("queries", "ONNX export (no torch at query time)" if info.get("query_encoder") == "onnx" else "full model"),
         ("built", f"{info['built_at']} by papers {info['package_version']} (format {info['format_version']})"),
         ("inputs", f"fingerprint {info['inputs_fingerprint']}"),
-        ("size", f"{info['bytes'] / 1e6:.1f} MB"),
+        ("size", human_size(info["bytes"])),
     ]
     return "".join(f"{name + ':':12}{value}\n" for name, value in lines)
+
+
+def human_size(size: int) -> str:
+    """Bytes as `info` and `indexes` show them: "512 B", "3.4 KB", "12.0 MB" (powers of 1000)."""
+    for unit in ("B", "KB", "MB"):
+        if size < (1000 if unit == "B" else 999.95):  # 999,999 B is "1.0 MB", not "1000.0 KB"
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
 
 
 def _grams(info: dict) -> str:
