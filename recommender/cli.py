@@ -160,19 +160,9 @@ def _read_id_file(path: str | None, option: str, required: bool = False) -> list
     """Paper IDs or handles from a file, one a line (# starts a comment)."""
     if path is None:
         return []
-    from .errors import InputError
+    from .corpus.id_files import read_id_file
 
-    usage = f"{option} takes a file of paper IDs or handles, one a line"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file ({usage})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text ({usage})") from None
-    references = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if required and not references:
-        raise InputError(f"{path}: no paper IDs in it ({usage})")
-    return references
+    return read_id_file(path, option, required)
 
 
 def _read_exclusions(path: str | None) -> list[str]:
@@ -285,13 +275,11 @@ from_file_option = click.option(
 )
 
 
-def _read_paper_file(path: str | None) -> list:
+def _read_paper_file(recommender, path: str | None) -> list:
     """The papers of a --from-file FILE (any format `papers build` reads)."""
     if path is None:
         return []
-    from .corpus.papers import read_papers
-
-    return read_papers([path])
+    return recommender.read_papers(path)
 
 
 def _report_found(recommender, papers, path) -> None:
@@ -354,8 +342,8 @@ def like(papers, not_, paper_file, k, mode, min_score, exclude_file, diverse, wh
     """
     from .render.tables import render_results
 
-    outside = _read_paper_file(paper_file)
     with _open(index, model) as recommender:
+        outside = _read_paper_file(recommender, paper_file)
         results = recommender.like(
             *papers, k=k, not_=not_, exclude=_read_exclusions(exclude_file),
             min_score=min_score, diverse=diverse, why=why, mode=mode, papers=outside,
@@ -629,8 +617,8 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
     from .reading.related import related_work as related_lists
     from .render.related import BibtexKeys, write_related
 
-    outside = _read_paper_file(paper_file)
     with _open(index, model) as recommender:
+        outside = _read_paper_file(recommender, paper_file)
         if outside and not (papers or all_papers or from_file):
             rows = []
         else:

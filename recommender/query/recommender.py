@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..arrays import sorted_union
-from ..corpus.papers import Paper, normalise_text, text_key
+from ..corpus.papers import InputWarning, Paper, normalise_text, text_key
 from ..corpus.summary import paper_brief
 from ..embed import loading
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
@@ -271,6 +272,31 @@ class Recommender:
                 if key:
                     found[i] = self._row_with(table, key)
         return found
+
+    def read_papers(self, path: str | Path) -> list[Paper]:
+        """The papers of a file in any input format, to give as `papers=` (`--from-file`).
+
+        An entry without an abstract (a reading list of keys and titles) is kept when the
+        index holds it (`find_papers`: its ID, arXiv ID or DOI); one that matches nothing
+        cannot be embedded, so it is skipped, with one warning for the file."""
+        from ..corpus.papers import read_papers
+
+        lacking: list[tuple[Paper, str]] = []
+        papers = read_papers([path], without_abstract=lacking)
+        found = self.find_papers([paper for paper, _ in lacking]) if lacking else []
+        skipped = [where for (_, where), row in zip(lacking, found) if row is None]
+        if skipped and not papers and len(skipped) == len(lacking):
+            raise InputError(
+                f"{path}: none of its {len(lacking)} records has an abstract or names a paper of the index "
+                "(by key, DOI or arXiv ID): give their abstracts"
+            )
+        if skipped:
+            records = "record" if len(skipped) == 1 else "records"
+            warnings.warn(f"{path}: {len(skipped)} {records} without an abstract and not in the index skipped "
+                          f"(the first: {skipped[0]})", InputWarning, stacklevel=2)
+        # Those with abstracts, then those without that the index holds.
+        kept = {id(paper) for (paper, _), row in zip(lacking, found) if row is not None}
+        return papers + [paper for paper, _ in lacking if id(paper) in kept]
 
     def _row_with(self, table: str, key: str) -> int | None:
         candidates = self.keys.rows_with(table, key)
