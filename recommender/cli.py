@@ -15,12 +15,14 @@ from pathlib import Path
 import click
 
 from . import DISTRIBUTION, __version__
-from .errors import RecommenderError
+from .errors import OptionError, RecommenderError
 from .render.tables import FORMATS, plural
 
 DEFAULT_INPUT = "seeds"
-# Encoding fewer papers than this takes a few seconds: no progress bar.
+# Encoding fewer papers than this takes a few seconds: no progress bar...
 PROGRESS_MIN = 100
+# ...unless a phase runs this long (a first model export, UMAP's first compile): then every phase is logged.
+SLOW_PHASE_SECONDS = 3.0
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -63,6 +65,8 @@ def library_errors(command):
         try:
             with _summarised_warnings(kwargs.get("verbose", False)), _terminate_unwinds():
                 return command(*args, **kwargs)
+        except OptionError as error:  # an option's value out of range: bad usage, as click's own errors
+            raise _UsageLine(str(error)) from None
         except RecommenderError as error:
             raise click.ClickException(str(error)) from None
         except BrokenPipeError:
@@ -88,7 +92,7 @@ def _reporter(quiet: bool, unit: str = "papers"):
     """Progress on stderr: live on a terminal; elsewhere only for long work (PROGRESS_MIN items)."""
     from .render.progress import ProgressReporter
 
-    return ProgressReporter(quiet=quiet, unit=unit, min_total=PROGRESS_MIN)
+    return ProgressReporter(quiet=quiet, unit=unit, min_total=PROGRESS_MIN, min_seconds=SLOW_PHASE_SECONDS)
 
 
 @contextlib.contextmanager
@@ -193,6 +197,18 @@ class _UsageLine(click.ClickException):
 
 
 class _Group(click.Group):
+    def main(self, *args, **kwargs):
+        """Output that cannot be written (`papers --help > /dev/full`, a closed pipe) is one line, not a traceback."""
+        try:
+            return super().main(*args, **kwargs)
+        except BrokenPipeError:
+            _silence_stdout()
+            sys.exit(141)
+        except OSError as error:  # library errors are caught in each command: this is writing out help or a version
+            _silence_stdout()
+            click.echo(f"Error: cannot write to standard output: {error.strerror or error}", err=True)
+            sys.exit(1)
+
     def make_context(self, *args, **kwargs):
         with _one_line_usage():
             return super().make_context(*args, **kwargs)
@@ -200,6 +216,12 @@ class _Group(click.Group):
     def invoke(self, ctx):
         with _one_line_usage():
             return super().invoke(ctx)
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so what is still buffered cannot fail again at exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -400,22 +422,28 @@ def show(paper, index, fmt):
 
 @main.command(name="list")
 @index_option
+@click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
+              help="Only papers that match, as `papers build --where` takes it: category=cs.LG, year>=2020, "
+                   "venue=*ICML* (repeatable; all must hold).")
+@click.option("--limit", type=int, default=None, metavar="N", help="At most N papers (the first in index order).")
 @format_option
 @wide_option
 @library_errors
-def list_(index, fmt, wide):
-    """Every paper in the index.
+def list_(index, where, limit, fmt, wide):
+    """Every paper in the index (or those --where picks).
 
     Examples:
 
     \b
         papers list
+        papers list --limit 20
+        papers list --where year>=2020 --where category=cs.LG
         papers list --format csv > papers.csv
     """
     from .render.tables import render_papers
 
     with _open(index) as recommender:
-        papers = list(recommender.papers())
+        papers = recommender.list_papers(where=where, limit=limit)
     click.echo(render_papers(papers, fmt, _table_width(wide)), nl=False)
 
 
@@ -444,11 +472,12 @@ def info(index, verify, fmt):
         click.echo(f"verified: {files} files match their checksums", err=fmt == "json")
 
 
-@main.command()
+@main.group(cls=_Group, invoke_without_command=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.pass_context
 @library_errors
-def indexes(fmt):
-    """The indexes in the index home (name, papers, model, size).
+def indexes(ctx, fmt):
+    """The indexes in the index home (name, papers, model, size); `rm` and `mv` remove and rename one.
 
     The home is $PAPERS_HOME if set, else ./indexes/ when it exists (a checkout),
     else the user data folder.
@@ -458,13 +487,56 @@ def indexes(fmt):
     \b
         papers indexes
         papers indexes --format json
+        papers indexes rm old-arxiv
+        papers indexes mv default iclr2020
         PAPERS_HOME=/data/papers papers indexes
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from .index.store import index_home, list_indexes
     from .render.indexes import render_indexes
 
     home = index_home()
     click.echo(render_indexes(list_indexes(home.path), home.describe(), fmt), nl=False)
+
+
+@indexes.command(name="rm")
+@click.argument("name", metavar="NAME|PATH")
+@library_errors
+def indexes_rm(name):
+    """Remove an index: what its builds made, nothing else (a folder that is not an index is refused).
+
+    Examples:
+
+    \b
+        papers indexes rm old-arxiv
+    """
+    from .index.store import remove_index
+
+    index_dir, kept = remove_index(name)
+    if kept:
+        shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
+        click.echo(f"removed index {name} ({index_dir}); kept what papers did not make there: {shown}", err=True)
+    else:
+        click.echo(f"removed index {name} ({index_dir})", err=True)
+
+
+@indexes.command(name="mv")
+@click.argument("old", metavar="OLD")
+@click.argument("new", metavar="NEW")
+@library_errors
+def indexes_mv(old, new):
+    """Rename an index (a reader that has it open keeps reading it).
+
+    Examples:
+
+    \b
+        papers indexes mv default iclr2020
+    """
+    from .index.store import rename_index
+
+    old_dir, new_dir = rename_index(old, new)
+    click.echo(f"renamed index {old_dir} to {new_dir}", err=True)
 
 
 @main.command()

@@ -168,7 +168,7 @@ QUERY_CASES = [
      "Error: read.txt: no such file (--exclude takes a file of paper IDs or handles, one a line)"),
     ("empty search text", ["search", "  "], "Error: empty search text: give some words to search for"),
     ("index name that does not exist", ["like", "dp1", "--index", "other"],
-     "Error: no index at indexes/other: run `papers build --index other` first"),
+     "Error: no index at indexes/other (names resolve under $PAPERS_HOME): run `papers build --index other` first"),
     ("index built with another model", ["like", "dp1", "--model", "other-model"],
      "Error: index indexes/default was built with model 'all-MiniLM-L6-v2', not 'other-model': "
      "run `papers build --model other-model` to rebuild it"),
@@ -190,17 +190,24 @@ QUERY_CASES = [
 ]
 
 
-@pytest.mark.parametrize("args, message", [row[1:] for row in QUERY_CASES], ids=[row[0] for row in QUERY_CASES])
-def test_bad_query_is_refused_and_the_index_kept(workdir, built, args, message):
+# Option values out of range are bad usage: exit 2, as click's own usage errors (issue 23, item 12).
+USAGE_ERRORS = {"-k 0", "negative -k", "--min-score above 1", "--min-score below -1", "--min-score not a number",
+                "--diverse outside 0..1"}
+
+
+@pytest.mark.parametrize("args, message, code", [(*row[1:], 2 if row[0] in USAGE_ERRORS else 1) for row in QUERY_CASES],
+                         ids=[row[0] for row in QUERY_CASES])
+def test_bad_query_is_refused_and_the_index_kept(workdir, built, args, message, code):
     result = run(*args)
-    assert (result.exit_code, result.stdout, result.stderr) == (1, "", message + "\n")
+    assert (result.exit_code, result.stdout, result.stderr) == (code, "", message + "\n")
     assert snapshot(workdir / "indexes") == built
 
 
 @pytest.mark.parametrize("args", [["like", "dp1"], ["search", "video"], ["show", "dp1"], ["list"], ["info"]])
 def test_querying_before_any_index_says_what_to_run(workdir, fake_model, args):
     result = run(*args)
-    assert (result.exit_code, result.stderr) == (1, "Error: no index at indexes/default: run `papers build` first\n")
+    assert (result.exit_code, result.stderr) == (
+        1, "Error: no index at indexes/default (names resolve under $PAPERS_HOME): run `papers build` first\n")
     assert not (workdir / "indexes").exists()
 
 

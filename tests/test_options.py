@@ -321,6 +321,6 @@ def test_out_removes_what_a_killed_run_left_and_spares_a_running_ones(built, wor
 
 def test_sessions_out_is_absent_when_planning_fails(built, workdir):
     result = built("sessions", "--n", "9", "--out", "plan.md")
-    assert (result.exit_code, result.stderr) == (1, "Error: cannot split 6 papers into 9 sessions: use --n 6 or fewer\n")
+    assert (result.exit_code, result.stderr) == (2, "Error: cannot split 6 papers into 9 sessions: use --n 6 or fewer\n")
     assert not (workdir / "plan.md").exists()
     assert not [p.name for p in workdir.iterdir() if "partial" in p.name]

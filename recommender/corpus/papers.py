@@ -48,6 +48,7 @@ class Paper:
     url: str = ""
     code_links: tuple[str, ...] = ()
     source: str = ""
+    categories: tuple[str, ...] = ()  # as the input gave them (arXiv categories, keywords, tags): for --where
 
     @property
     def text(self) -> str:
@@ -85,6 +86,7 @@ class Paper:
             "url": self.url,
             "code_links": list(self.code_links),
             "source": self.source,
+            "categories": list(self.categories),
         }
 
     @classmethod
@@ -100,6 +102,7 @@ class Paper:
             url=data.get("url", ""),
             code_links=tuple(data.get("code_links") or ()),
             source=data.get("source", ""),
+            categories=tuple(data.get("categories") or ()),
         )
 
 
@@ -328,6 +331,7 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         code_links=extract_code_links(abstract),
         # A file name that is not UTF-8 reaches us with surrogate escapes, which cannot be stored.
         source=record.source.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+        categories=tuple(dict.fromkeys(_clean(name) for name in record.categories if _clean(name))),
     )
 
 
