@@ -251,14 +251,11 @@ def remove_index(index: str | os.PathLike) -> tuple[Path, list[str]]:
         for path in sorted(index_dir.iterdir()):
             name = path.name
             if name in _MADE_FILES or _CURRENT_TEMP.match(name):
-                if name != LOCK:
-                    path.unlink(missing_ok=True)
+                path.unlink(missing_ok=True)  # the lock too: held open, it stays ours until we let go
             elif (name.startswith("v-") and (path / MANIFEST).is_file()) or _BUILD_FOLDER.match(name):
                 shutil.rmtree(path)
             else:
                 kept.append(name)
-        if not kept:
-            (index_dir / LOCK).unlink(missing_ok=True)
     if not kept:
         index_dir.rmdir()
     return index_dir, kept
@@ -754,8 +751,9 @@ def missing_index(index_dir: Path) -> IndexMissingError:
 
         user_data = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "indexes"
         if user_data.resolve() != home.path.resolve() and (user_data / index_dir.name / CURRENT).is_file():
-            message += (f"; the user data folder has an index '{index_dir.name}' ({user_data / index_dir.name}): "
-                        f"unset ${HOME_VARIABLE} or give --index {shlex.quote(str(user_data / index_dir.name))}")
+            return IndexMissingError(
+                f"{message}; the user data folder has an index '{index_dir.name}' ({user_data / index_dir.name}): "
+                f"unset ${HOME_VARIABLE} or give --index {shlex.quote(str(user_data / index_dir.name))}")
     others = [path.name for path in _index_folders(home.path) if path != index_dir] if named else []
     if named and index_dir.name == default_index() and others:
         shown = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
