@@ -331,8 +331,6 @@ def test_sessions_out_is_absent_when_planning_fails(built, workdir):
 
 # (case, arguments, exact stderr): exit 2, as click's own usage errors (`-k abc`)
 USAGE_CASES = [
-    ("-k abc (click's own)", ["like", "dp1", "-k", "abc"],
-     "Error: Invalid value for '-k': 'abc' is not a valid integer (see `main like --help`)"),  # CliRunner: `main`
     ("-k -1", ["like", "dp1", "-k", "-1"], "Error: -k must be at least 1, got -1"),
     ("search -k 0", ["search", "video", "-k", "0"], "Error: -k must be at least 1, got 0"),
     ("related-work -k 0", ["related-work", "dp1", "-k", "0"], "Error: -k must be at least 1, got 0"),
@@ -366,10 +364,9 @@ def test_bad_option_values_exit_2(built, workdir, args, message):
     assert not (workdir / "m.html").exists()
 
 
-@pytest.mark.parametrize("seed", ["0", str(2**31 - 1)])
-def test_seeds_in_range_plan_sessions(built, seed):
-    result = built("sessions", "--n", "2", "--seed", seed, "--format", "json")
-    assert result.exit_code == 0, result.output
+def test_the_seed_range_ends_where_faiss_does(built):
+    assert built("sessions", "--n", "2", "--seed", str(2**31 - 1), "--format", "json").exit_code == 0
+    assert built("sessions", "--n", "2", "--seed", str(2**31), "--format", "json").exit_code == 2
 
 
 # ---------------------------------------------------------------- messages that say what to do

@@ -364,8 +364,6 @@ BIBTEX_AS_BIBTEX = [
      "@inproceedings{child, title={A Paper}, crossref={PARENT}, abstract={An abstract about graphs.}}\n"
      "@proceedings{parent, title={Proceedings of Z}, year={2022}}\n",
      "child", {"venue": "Proceedings of Z", "year": 2022}),
-    ("month macros", "@article{m, title={T}, month=jan, journal={J}, abstract={An abstract about graphs.}}\n",
-     "m", {"venue": "J"}),
 ]
 
 
