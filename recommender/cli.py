@@ -23,6 +23,8 @@ DEFAULT_INPUT = "seeds"
 PROGRESS_MIN = 100
 # ...unless a phase runs this long (a first model export, UMAP's first compile): then every phase is logged.
 SLOW_PHASE_SECONDS = 3.0
+# Seconds instead of SLOW_PHASE_SECONDS, or "off": for logs that are compared (the docs' examples).
+SLOW_PHASE_VARIABLE = "PAPERS_SLOW_PHASE_SECONDS"
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -92,7 +94,17 @@ def _reporter(quiet: bool, unit: str = "papers"):
     """Progress on stderr: live on a terminal; elsewhere only for long work (PROGRESS_MIN items)."""
     from .render.progress import ProgressReporter
 
-    return ProgressReporter(quiet=quiet, unit=unit, min_total=PROGRESS_MIN, min_seconds=SLOW_PHASE_SECONDS)
+    return ProgressReporter(quiet=quiet, unit=unit, min_total=PROGRESS_MIN, min_seconds=_slow_phase_seconds())
+
+
+def _slow_phase_seconds() -> float | None:
+    value = os.environ.get(SLOW_PHASE_VARIABLE, "").strip()
+    if value.lower() == "off":
+        return None
+    try:
+        return max(0.0, float(value)) if value else SLOW_PHASE_SECONDS
+    except ValueError:
+        return SLOW_PHASE_SECONDS
 
 
 @contextlib.contextmanager
