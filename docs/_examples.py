@@ -52,6 +52,7 @@ def _environment(work: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PAPERS_HOME", "PAPERS_INDEX", "COLUMNS")}
     env["PAPERS_CACHE"] = str(work / "cache")  # the shared ONNX export: made once, in the work folder
     env["SOURCE_DATE_EPOCH"] = BUILD_TIME  # the build time `papers info` shows, the same every run
+    env["PAPERS_SLOW_PHASE_SECONDS"] = "off"  # a short build's log stays silent however loaded the machine
     return env
 
 

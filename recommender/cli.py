@@ -14,12 +14,16 @@ from pathlib import Path
 import click
 
 from . import DISTRIBUTION, __version__
-from .errors import RecommenderError
+from .errors import OptionError, RecommenderError
 from .render.tables import FORMATS, plural
 
 DEFAULT_INPUT = "seeds"
-# Encoding fewer papers than this takes a few seconds: no progress bar.
+# Encoding fewer papers than this takes a few seconds: no progress bar...
 PROGRESS_MIN = 100
+# ...unless a phase runs this long (a first model export, UMAP's first compile): then every phase is logged.
+SLOW_PHASE_SECONDS = 3.0
+# Seconds instead of SLOW_PHASE_SECONDS, or "off": for logs that are compared (the docs' examples).
+SLOW_PHASE_VARIABLE = "PAPERS_SLOW_PHASE_SECONDS"
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -62,6 +66,8 @@ def library_errors(command):
         try:
             with _summarised_warnings(kwargs.get("verbose", False)), _terminate_unwinds():
                 return command(*args, **kwargs)
+        except OptionError as error:  # an option's value out of range: bad usage, as click's own errors
+            raise _UsageLine(str(error)) from None
         except RecommenderError as error:
             raise click.ClickException(str(error)) from None
         except BrokenPipeError:
@@ -93,7 +99,17 @@ def _reporter(quiet: bool, unit: str = "papers"):
     """Progress on stderr: live on a terminal; elsewhere only for long work (PROGRESS_MIN items)."""
     from .render.progress import ProgressReporter
 
-    return ProgressReporter(quiet=quiet, unit=unit, min_total=PROGRESS_MIN)
+    return ProgressReporter(quiet=quiet, unit=unit, min_total=PROGRESS_MIN, min_seconds=_slow_phase_seconds())
+
+
+def _slow_phase_seconds() -> float | None:
+    value = os.environ.get(SLOW_PHASE_VARIABLE, "").strip()
+    if value.lower() == "off":
+        return None
+    try:
+        return max(0.0, float(value)) if value else SLOW_PHASE_SECONDS
+    except ValueError:
+        return SLOW_PHASE_SECONDS
 
 
 @contextlib.contextmanager
@@ -165,19 +181,9 @@ def _read_id_file(path: str | None, option: str, required: bool = False) -> list
     """Paper IDs or handles from a file, one a line (# starts a comment)."""
     if path is None:
         return []
-    from .errors import InputError
+    from .corpus.id_files import read_id_file
 
-    usage = f"{option} takes a file of paper IDs or handles, one a line"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file ({usage})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text ({usage})") from None
-    references = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if required and not references:
-        raise InputError(f"{path}: no paper IDs in it ({usage})")
-    return references
+    return read_id_file(path, option, required)
 
 
 def _read_exclusions(path: str | None) -> list[str]:
@@ -208,6 +214,18 @@ class _UsageLine(click.ClickException):
 
 
 class _Group(click.Group):
+    def main(self, *args, **kwargs):
+        """Output that cannot be written (`papers --help > /dev/full`, a closed pipe) is one line, not a traceback."""
+        try:
+            return super().main(*args, **kwargs)
+        except BrokenPipeError:
+            _silence_stdout()
+            sys.exit(141)
+        except OSError as error:  # library errors are caught in each command: this is writing out help or a version
+            _silence_stdout()
+            click.echo(f"Error: cannot write to standard output: {error.strerror or error}", err=True)
+            sys.exit(1)
+
     def make_context(self, *args, **kwargs):
         with _one_line_usage():
             return super().make_context(*args, **kwargs)
@@ -215,6 +233,12 @@ class _Group(click.Group):
     def invoke(self, ctx):
         with _one_line_usage():
             return super().invoke(ctx)
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so what is still buffered cannot fail again at exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -290,13 +314,11 @@ from_file_option = click.option(
 )
 
 
-def _read_paper_file(path: str | None) -> list:
+def _read_paper_file(recommender, path: str | None) -> list:
     """The papers of a --from-file FILE (any format `papers build` reads)."""
     if path is None:
         return []
-    from .corpus.papers import read_papers
-
-    return read_papers([path])
+    return recommender.read_papers(path)
 
 
 def _report_found(recommender, papers, path) -> None:
@@ -359,8 +381,8 @@ def like(papers, not_, paper_file, k, mode, min_score, exclude_file, diverse, wh
     """
     from .render.tables import render_results
 
-    outside = _read_paper_file(paper_file)
     with _open(index, model) as recommender:
+        outside = _read_paper_file(recommender, paper_file)
         results = recommender.like(
             *papers, k=k, not_=not_, exclude=_read_exclusions(exclude_file),
             min_score=min_score, diverse=diverse, why=why, mode=mode, papers=outside,
@@ -417,22 +439,28 @@ def show(paper, index, fmt):
 
 @main.command(name="list")
 @index_option
+@click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
+              help="Only papers that match, as `papers build --where` takes it: category=cs.LG, year>=2020, "
+                   "venue=*ICML* (repeatable; all must hold).")
+@click.option("--limit", type=int, default=None, metavar="N", help="At most N papers (the first in index order).")
 @format_option
 @wide_option
 @library_errors
-def list_(index, fmt, wide):
-    """Every paper in the index.
+def list_(index, where, limit, fmt, wide):
+    """Every paper in the index (or those --where picks).
 
     Examples:
 
     \b
         papers list
+        papers list --limit 20
+        papers list --where year>=2020 --where category=cs.LG
         papers list --format csv > papers.csv
     """
     from .render.tables import render_papers
 
     with _open(index) as recommender:
-        papers = list(recommender.papers())
+        papers = recommender.list_papers(where=where, limit=limit)
     click.echo(render_papers(papers, fmt, _table_width(wide)), nl=False)
 
 
@@ -461,11 +489,12 @@ def info(index, verify, fmt):
         click.echo(f"verified: {files} files match their checksums", err=fmt == "json")
 
 
-@main.command()
+@main.group(cls=_Group, invoke_without_command=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.pass_context
 @library_errors
-def indexes(fmt):
-    """The indexes in the index home (name, papers, model, size).
+def indexes(ctx, fmt):
+    """The indexes in the index home (name, papers, model, size); `rm` and `mv` remove and rename one.
 
     The home is $PAPERS_HOME if set, else ./indexes/ when it exists (a checkout),
     else the user data folder.
@@ -475,8 +504,12 @@ def indexes(fmt):
     \b
         papers indexes
         papers indexes --format json
+        papers indexes rm old-arxiv
+        papers indexes mv default iclr2020
         PAPERS_HOME=/data/papers papers indexes
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from .index.store import index_home, list_indexes
     from .render.indexes import render_indexes
 
@@ -519,6 +552,45 @@ def cache_clear():
     from .render.indexes import render_cache_cleared
 
     click.echo(render_cache_cleared(clear_embedding_cache()), nl=False)
+
+
+@indexes.command(name="rm")
+@click.argument("name", metavar="NAME|PATH")
+@library_errors
+def indexes_rm(name):
+    """Remove an index: what its builds made, nothing else (a folder that is not an index is refused).
+
+    Examples:
+
+    \b
+        papers indexes rm old-arxiv
+    """
+    from .index.store import remove_index
+
+    index_dir, kept = remove_index(name)
+    if kept:
+        shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
+        click.echo(f"removed index {name} ({index_dir}); kept what papers did not make there: {shown}", err=True)
+    else:
+        click.echo(f"removed index {name} ({index_dir})", err=True)
+
+
+@indexes.command(name="mv")
+@click.argument("old", metavar="OLD")
+@click.argument("new", metavar="NEW")
+@library_errors
+def indexes_mv(old, new):
+    """Rename an index (a reader that has it open keeps reading it).
+
+    Examples:
+
+    \b
+        papers indexes mv default iclr2020
+    """
+    from .index.store import rename_index
+
+    old_dir, new_dir = rename_index(old, new)
+    click.echo(f"renamed index {old_dir} to {new_dir}", err=True)
 
 
 @main.command()
@@ -649,8 +721,8 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
     from .reading.related import related_work as related_lists
     from .render.related import BibtexKeys, write_related
 
-    outside = _read_paper_file(paper_file)
     with _open(index, model) as recommender:
+        outside = _read_paper_file(recommender, paper_file)
         if outside and not (papers or all_papers or from_file):
             rows = []
         else:

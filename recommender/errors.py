@@ -9,6 +9,10 @@ class InputError(RecommenderError):
     """An input file or record cannot be read as papers."""
 
 
+class OptionError(InputError):
+    """An option's value is out of its range: bad usage, which the CLI exits with 2 for, as for click's own."""
+
+
 class IndexMissingError(RecommenderError):
     """No index exists where one was asked for."""
 

@@ -91,8 +91,8 @@ BUILD_CASES = [
      "Error: bad/p.jsonl:2: abstract is empty: give the text or remove the record"),
     ("control characters only", {"bad/p.jsonl": jsonl({"abstract": "\u0007\u001b\u0000"})}, ["bad/p.jsonl"],
      "Error: bad/p.jsonl:1: abstract is empty: give the text or remove the record"),
-    ("CSV without needed columns", {"bad/p.csv": "id,title,summary\np1,A,Some text\n"}, ["bad/p.csv"],
-     "Error: bad/p.csv: CSV has no 'abstract' column (columns: id, title, summary): name the columns id, title, abstract"),
+    ("CSV without needed columns", {"bad/p.csv": "id,title,notes\np1,A,Some text\n"}, ["bad/p.csv"],
+     "Error: bad/p.csv: CSV has no 'abstract' column (columns: id, title, notes): name the columns id, title, abstract"),
     ("CSV with a ragged row", {"bad/p.csv": f"id,title,abstract\np1,A,{ABSTRACT}\np2,B,We study X, and Y\n"},
      ["bad/p.csv"],
      "Error: bad/p.csv line 3: 4 fields where the header has 3: quote fields that contain commas"),
@@ -129,6 +129,22 @@ BUILD_CASES = [
      "Error: bad/p.csv: CSV column 'abstract' appears more than once: give each column once"),
     ("--index the folder of all indexes", {"bad/good.txt": f"Heading\n\n{ABSTRACT}\n"}, ["bad/good.txt", "--index", "./indexes"],
      "Error: --index ./indexes is the folder that holds every index: give an index name"),
+    # Issue 22 item 13: IDs that look like other IDs.
+    ("ID with a right-to-left override", {"bad/p.jsonl": jsonl({"id": "dp\u202e1", "abstract": ABSTRACT})}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:1: ID 'dp\\u202e1' contains an invisible or text-direction character "
+     "(U+202E RIGHT-TO-LEFT OVERRIDE): give an ID of visible characters"),
+    ("ID with a left-to-right isolate", {"bad/p.csv": f"id,abstract\n\u2066dp1\u2069,{ABSTRACT}\n"}, ["bad/p.csv"],
+     "Error: bad/p.csv:2: ID '\\u2066dp1\\u2069' contains an invisible or text-direction character "
+     "(U+2066 LEFT-TO-RIGHT ISOLATE): give an ID of visible characters"),
+    ("ID with a zero-width space", {"bad/p.jsonl": jsonl({"id": "dp\u200b1", "abstract": ABSTRACT})}, ["bad/p.jsonl"],
+     "Error: bad/p.jsonl:1: ID 'dp\\u200b1' contains an invisible or text-direction character "
+     "(U+200B ZERO WIDTH SPACE): give an ID of visible characters"),
+    ("BibTeX key with a zero-width joiner", {"bad/r.bib": f"@article{{dp\u200d1, abstract={{{ABSTRACT}}}}}\n"}, ["bad/r.bib"],
+     "Error: bad/r.bib:1 (entry 'dp\u200d1'): ID 'dp\\u200d1' contains an invisible or text-direction character "
+     "(U+200D ZERO WIDTH JOINER): give an ID of visible characters"),
+    # Issue 22 item 16: UTF-16 is text in another encoding, not a binary file.
+    ("UTF-16 from Notepad", {"bad/p.txt": f"Heading\n\n{ABSTRACT}\n".encode("utf-16")}, ["bad/p.txt"],
+     "Error: bad/p.txt: UTF-16LE text, not UTF-8: re-save it as UTF-8 (e.g. `iconv -f UTF-16LE -t UTF-8`)"),
 ]
 
 
@@ -168,7 +184,7 @@ QUERY_CASES = [
      "Error: read.txt: no such file (--exclude takes a file of paper IDs or handles, one a line)"),
     ("empty search text", ["search", "  "], "Error: empty search text: give some words to search for"),
     ("index name that does not exist", ["like", "dp1", "--index", "other"],
-     "Error: no index at indexes/other: run `papers build --index other` first"),
+     "Error: no index at indexes/other (names resolve under $PAPERS_HOME): run `papers build --index other` first"),
     ("index built with another model", ["like", "dp1", "--model", "other-model"],
      "Error: index indexes/default was built with model 'all-MiniLM-L6-v2', not 'other-model': "
      "run `papers build --model other-model` to rebuild it"),
@@ -190,17 +206,24 @@ QUERY_CASES = [
 ]
 
 
-@pytest.mark.parametrize("args, message", [row[1:] for row in QUERY_CASES], ids=[row[0] for row in QUERY_CASES])
-def test_bad_query_is_refused_and_the_index_kept(workdir, built, args, message):
+# Option values out of range are bad usage: exit 2, as click's own usage errors (issue 23, item 12).
+USAGE_ERRORS = {"-k 0", "negative -k", "--min-score above 1", "--min-score below -1", "--min-score not a number",
+                "--diverse outside 0..1"}
+
+
+@pytest.mark.parametrize("args, message, code", [(*row[1:], 2 if row[0] in USAGE_ERRORS else 1) for row in QUERY_CASES],
+                         ids=[row[0] for row in QUERY_CASES])
+def test_bad_query_is_refused_and_the_index_kept(workdir, built, args, message, code):
     result = run(*args)
-    assert (result.exit_code, result.stdout, result.stderr) == (1, "", message + "\n")
+    assert (result.exit_code, result.stdout, result.stderr) == (code, "", message + "\n")
     assert snapshot(workdir / "indexes") == built
 
 
 @pytest.mark.parametrize("args", [["like", "dp1"], ["search", "video"], ["show", "dp1"], ["list"], ["info"]])
 def test_querying_before_any_index_says_what_to_run(workdir, fake_model, args):
     result = run(*args)
-    assert (result.exit_code, result.stderr) == (1, "Error: no index at indexes/default: run `papers build` first\n")
+    assert (result.exit_code, result.stderr) == (
+        1, "Error: no index at indexes/default (names resolve under $PAPERS_HOME): run `papers build` first\n")
     assert not (workdir / "indexes").exists()
 
 
@@ -280,3 +303,73 @@ def test_handles_equal_only_under_casefold_resolve_by_exact_case(workdir, fake_m
     assert run("show", "STRASSE", "--format", "json").stdout == run("show", "s2", "--format", "json").stdout
     assert run("like", "strasse").stderr == (
         "Error: 'strasse' matches 2 papers: s1 (Straße), s2 (STRASSE): give more of the ID\n")
+
+
+# ---------------------------------------------------------------- files of IDs (--from, --exclude)
+# Issue 22 item 12, issue 23 item 11: read like input files (a BOM and CRLF from Notepad), `# comments` after an ID.
+
+ID_FILES = [
+    ("UTF-8 BOM", b"\xef\xbb\xbfvid1\nrnn2\n"),
+    ("BOM and CRLF", b"\xef\xbb\xbfvid1\r\nrnn2\r\n"),
+    ("comments after the IDs", b"# Friday\nvid1   # read in March\nrnn2\t# Ana's pick\n\n"),
+    ("a BOM, no newline at the end", b"\xef\xbb\xbfvid1\nrnn2"),
+]
+
+
+@pytest.mark.parametrize("content", [row[1] for row in ID_FILES], ids=[row[0] for row in ID_FILES])
+def test_id_files_are_read_like_input_files(workdir, built, content):
+    (workdir / "ids.txt").write_bytes(content)
+    result = run("related-work", "--from", "ids.txt", "-k", "1", "--format", "jsonl")
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == ["vid1", "rnn2"]
+    result = run("like", "dp1", "--exclude", "ids.txt", "-k", "10", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert sorted(row["id"] for row in json.loads(result.stdout)) == ["dp2", "rnn1", "vid2"]
+
+
+def test_a_utf16_id_file_says_so(workdir, built):
+    (workdir / "ids.txt").write_bytes("vid1\r\n".encode("utf-16"))
+    result = run("like", "dp1", "--exclude", "ids.txt")
+    assert (result.exit_code, result.stderr) == (
+        1, "Error: ids.txt: UTF-16LE text, not UTF-8: re-save it as UTF-8 (e.g. `iconv -f UTF-16LE -t UTF-8`) "
+           "(--exclude takes a file of paper IDs or handles, one a line)\n")
+
+
+# ---------------------------------------------------------------- --from-file: match first, then skip
+# Issue 23 item 3: an entry without an abstract that names a paper of the index is that paper.
+
+FROM_FILE_CASES = [
+    ("BibTeX keys", "@misc{dp2, title={Private Fine-Tuning}}\n@misc{vid2, title={Video Quality Models}}\n",
+     2, "reading.bib: 2 of 2 papers found in the index, 0 embedded now\n"),
+    ("a key and one that names nothing", "@misc{dp2, title={Private Fine-Tuning}}\n@misc{zz9, title={Unknown}}\n",
+     1, "warning: reading.bib: 1 record without an abstract and not in the index skipped (the first: reading.bib:2 "
+        "(entry 'zz9'))\nreading.bib: 1 of 1 papers found in the index, 0 embedded now\n"),
+]
+
+
+@pytest.mark.parametrize("text, found, stderr", [row[1:] for row in FROM_FILE_CASES], ids=[row[0] for row in FROM_FILE_CASES])
+def test_from_file_entries_without_abstracts_are_matched_first(workdir, built, text, found, stderr):
+    (workdir / "reading.bib").write_text(text, encoding="utf-8")
+    result = run("like", "--from-file", "reading.bib", "-k", "2", "--format", "json")
+    assert (result.exit_code, result.stderr) == (0, stderr), result.output
+    seeds = {"dp2", "vid2"} if found == 2 else {"dp2"}
+    assert not seeds & {row["id"] for row in json.loads(result.stdout)}
+
+
+def test_from_file_of_unknown_entries_without_abstracts_is_one_line(workdir, built):
+    (workdir / "reading.bib").write_text("@misc{zz9, title={Unknown}}\n", encoding="utf-8")
+    result = run("like", "--from-file", "reading.bib")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        1, "", "Error: reading.bib: none of its 1 records has an abstract or names a paper of the index (by key, DOI "
+               "or arXiv ID): give their abstracts\n")
+
+
+def test_from_file_entries_match_by_doi_and_arxiv_id(workdir, fake_model):
+    from corpus import PAPERS
+
+    papers = [dict(PAPERS[0], url="https://doi.org/10.1145/flash.2024"), dict(PAPERS[2], url="https://arxiv.org/abs/2402.00031")]
+    build_index([write_corpus(workdir / "in", papers + PAPERS[3:])])
+    (workdir / "reading.bib").write_text("@misc{a, doi={10.1145/FLASH.2024}}\n@misc{b, eprint={2402.00031v2}}\n", encoding="utf-8")
+    result = run("related-work", "--from-file", "reading.bib", "-k", "1", "--format", "jsonl")
+    assert (result.exit_code, result.stderr) == (0, "reading.bib: 2 of 2 papers found in the index, 0 embedded now\n")
+    assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == ["dp1", "vid1"]

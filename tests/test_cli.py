@@ -197,12 +197,14 @@ def test_info(built):
 ])
 def test_errors_are_one_line_with_nonzero_exit(built, args, message):
     result = built(*args)
-    assert (result.exit_code, result.output) == (1, message)
+    usage = any(option in args for option in ("-k", "--min-score", "--diverse"))  # out of range: exit 2
+    assert (result.exit_code, result.output) == (2 if usage else 1, message)
 
 
 def test_query_before_any_index(run):
     result = run("like", "FlashDP")
-    assert (result.exit_code, result.output) == (1, "Error: no index at indexes/default: run `papers build` first\n")
+    assert (result.exit_code, result.output) == (
+        1, "Error: no index at indexes/default (names resolve under $PAPERS_HOME): run `papers build` first\n")
 
 
 def test_module_entry_point_runs():

@@ -79,7 +79,7 @@ def test_newer_format_version_is_refused(open_index, index):
 def test_no_index_says_what_to_run(open_index, workdir):
     with pytest.raises(IndexMissingError) as caught:
         open_index()
-    assert str(caught.value) == "no index at indexes/default: run `papers build` first"
+    assert str(caught.value) == "no index at indexes/default (names resolve under $PAPERS_HOME): run `papers build` first"
 
 
 @pytest.mark.parametrize("reference, row", [("dp1", 0), ("FLASHDP", 0), ("flashdp", 0), ("vid2", 3), ("TFLA", 4)])
@@ -129,6 +129,8 @@ def test_a_large_index_suggests_names_near_the_reference_without_reading_them_al
     monkeypatch.setattr(index.keys, "all_handles", lambda: pytest.fail("read every handle"))
     with pytest.raises(PaperNotFoundError) as caught:
         index.resolve(reference)
+    if " " in reference:  # words: the message also says what ranks papers by text
+        message += f"; to rank papers by this text, run `papers search '{reference}'`"
     assert str(caught.value) == message
 
 

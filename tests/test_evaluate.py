@@ -181,7 +181,7 @@ def test_errors_are_one_line(run, collection, args, files, message):
     (collection / "ghost.tsv").write_text("g\tghost\tmethod\n", encoding="utf-8")
     (collection / "ghost.txt").write_text("g 0 a 1\n", encoding="utf-8")
     result = run(*args, files=files) if files else run(*args)
-    assert (result.exit_code, result.stdout) == (1, "")
+    assert (result.exit_code, result.stdout) == (2 if args else 1, "")  # an option out of range: bad usage
     # The whole message is one line, the last on stderr (a progress label may come before it).
     assert result.stderr.endswith(f"\nError: {message}\n") or result.stderr == f"Error: {message}\n"
     assert result.stderr.count("Error") == 1 and "Traceback" not in result.stderr

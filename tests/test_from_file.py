@@ -162,7 +162,7 @@ def test_any_input_format_works(built, workdir):
         "language models with per-sample gradient clipping.}}\n@book{nothing, title={No abstract}}\n")
     found, stderr = results(built, "like", "--from-file", "list.bib", "-k", "2")
     assert [row["id"] for row in found] == ["dp1", "dp2"]
-    assert stderr == ("warning: list.bib: 1 record without an abstract skipped (the first: list.bib:2 (entry 'nothing'))\n"
+    assert stderr == ("warning: list.bib: 1 record without an abstract and not in the index skipped (the first: list.bib:2 (entry 'nothing'))\n"
                       "list.bib: 0 of 1 papers found in the index, 1 embedded now\n")
 
 

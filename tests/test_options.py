@@ -328,6 +328,217 @@ def test_out_removes_what_a_killed_run_left_and_spares_a_running_ones(built, wor
 
 def test_sessions_out_is_absent_when_planning_fails(built, workdir):
     result = built("sessions", "--n", "9", "--out", "plan.md")
-    assert (result.exit_code, result.stderr) == (1, "Error: cannot split 6 papers into 9 sessions: use --n 6 or fewer\n")
+    assert (result.exit_code, result.stderr) == (2, "Error: cannot split 6 papers into 9 sessions: use --n 6 or fewer\n")
     assert not (workdir / "plan.md").exists()
     assert not [p.name for p in workdir.iterdir() if "partial" in p.name]
+
+
+# ---------------------------------------------------------------- bad option values are bad usage (exit 2)
+# Issue 23 item 12, issue 22 item 15.
+
+# (case, arguments, exact stderr): exit 2, as click's own usage errors (`-k abc`)
+USAGE_CASES = [
+    ("-k -1", ["like", "dp1", "-k", "-1"], "Error: -k must be at least 1, got -1"),
+    ("search -k 0", ["search", "video", "-k", "0"], "Error: -k must be at least 1, got 0"),
+    ("related-work -k 0", ["related-work", "dp1", "-k", "0"], "Error: -k must be at least 1, got 0"),
+    ("--diverse 2", ["like", "dp1", "--diverse", "2"], "Error: --diverse must be between 0 and 1 (1 = relevance only), got 2"),
+    ("sessions --n 0", ["sessions", "--n", "0"], "Error: --n must be at least 1, got 0"),
+    ("sessions --n above the papers", ["sessions", "--n", "7"],
+     "Error: cannot split 6 papers into 7 sessions: use --n 6 or fewer"),
+    ("sessions --seed 2**31", ["sessions", "--n", "2", "--seed", str(2**31)],
+     "Error: --seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 2147483648"),
+    ("sessions --seed 2**64", ["sessions", "--n", "2", "--seed", str(2**64)],
+     "Error: --seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 18446744073709551616"),
+    ("sessions --seed -1", ["sessions", "--n", "2", "--seed", "-1"],
+     "Error: --seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got -1"),
+    ("map --seed 2**32", ["map", "--out", "m.html", "--seed", str(2**32)],
+     "Error: --seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 4294967296"),
+    ("related-work IDs and --all", ["related-work", "dp1", "--all"], "Error: give paper IDs or --all, not both"),
+    ("list --limit 0", ["list", "--limit", "0"], "Error: --limit must be at least 1, got 0"),
+    ("list --where unknown field", ["list", "--where", "colour=red"],
+     "Error: --where 'colour=red': unknown field 'colour': use FIELD=VALUE with FIELD one of category, year, venue "
+     "(e.g. category=cs.LG, year>=2020)"),
+    ("build --where that cannot be read", ["build", "in", "--where", "year"],
+     "Error: --where 'year' cannot be read: use FIELD=VALUE with FIELD one of category, year, venue "
+     "(e.g. category=cs.LG, year>=2020)"),
+]
+
+
+@pytest.mark.parametrize("args, message", [row[1:] for row in USAGE_CASES], ids=[row[0] for row in USAGE_CASES])
+def test_bad_option_values_exit_2(built, workdir, args, message):
+    result = built(*args)
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", message + "\n")
+    assert not (workdir / "m.html").exists()
+
+
+def test_the_seed_range_ends_where_faiss_does(built):
+    assert built("sessions", "--n", "2", "--seed", str(2**31 - 1), "--format", "json").exit_code == 0
+    assert built("sessions", "--n", "2", "--seed", str(2**31), "--format", "json").exit_code == 2
+
+
+# ---------------------------------------------------------------- messages that say what to do
+# Issue 23 items 11-13.
+
+
+def test_a_search_of_stop_words_says_no_words_are_left(built):
+    result = built("search", "the of and a", "--mode", "lexical")
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", (
+        "Error: no words are left to match in 'the of and a' once common words (the, of, and, ...) and single letters "
+        "are dropped: give words that say what the papers are about, or use --mode hybrid\n"))
+    result = built("search", "zebra quokka", "--mode", "lexical")
+    assert (result.exit_code, result.stderr) == (1, (
+        "Error: no paper of the index has any of the words of 'zebra quokka': try other words, or --mode hybrid "
+        "(which also ranks by meaning)\n"))
+    assert built("search", "the of and", "--mode", "hybrid").exit_code == 0  # the meaning still ranks
+
+
+def test_like_with_words_points_to_search(built):
+    result = built("like", "graph neural networks")
+    assert (result.exit_code, result.stderr) == (1, (
+        "Error: no paper 'graph neural networks' in the index: see `papers list`; to rank papers by this text, "
+        "run `papers search 'graph neural networks'`\n"))
+    assert built("like", "FlashDB").stderr == "Error: no paper 'FlashDB' in the index: closest matches: FlashDP\n"
+
+
+def test_a_missing_default_index_lists_the_others(papers_cli, workdir, monkeypatch):
+    write_corpus(workdir / "in")
+    assert papers_cli("build", "in", "--index", "iclr").exit_code == 0
+    assert papers_cli("build", "in", "--index", "arxiv").exit_code == 0
+    result = papers_cli("like", "dp1")
+    assert (result.exit_code, result.stderr) == (1, (
+        "Error: no index at indexes/default (names resolve under $PAPERS_HOME); the indexes there: arxiv, iclr: "
+        "pick one with --index NAME or PAPERS_INDEX=NAME, or run `papers build` to make 'default'\n"))
+    monkeypatch.setenv("PAPERS_INDEX", "iclr")
+    assert papers_cli("like", "dp1").exit_code == 0
+
+
+def test_papers_home_names_a_user_data_folder_that_has_the_index(papers_cli, workdir, monkeypatch):
+    data = workdir / "data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    write_corpus(workdir / "in")
+    user_index = data / "papers" / "indexes" / "mine"
+    assert papers_cli("build", "in", "--index", str(user_index)).exit_code == 0
+    monkeypatch.setenv("PAPERS_HOME", str(workdir / "shared"))
+    result = papers_cli("like", "dp1", "--index", "mine")
+    assert (result.exit_code, result.stderr) == (1, (
+        f"Error: no index at {workdir}/shared/mine (names resolve under $PAPERS_HOME); the user data folder has an "
+        f"index 'mine' ({user_index}): unset $PAPERS_HOME or give --index {user_index}\n"))
+
+
+# ---------------------------------------------------------------- indexes rm / mv, list --limit / --where
+# Issue 23 item 14.
+
+
+def test_indexes_rm_removes_an_index(built, workdir):
+    write_corpus(workdir / "in")
+    assert built("build", "in", "--index", "old").exit_code == 0
+    result = built("indexes", "rm", "old")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "removed index old (indexes/old)\n")
+    assert not (workdir / "indexes" / "old").exists()
+    assert [row["name"] for row in json.loads(built("indexes", "--format", "json").stdout)] == ["default"]
+
+
+def test_indexes_rm_keeps_what_papers_did_not_make(built, workdir):
+    (workdir / "indexes" / "default" / "notes.txt").write_text("mine")
+    (workdir / "indexes" / "default" / "v-final").mkdir()
+    (workdir / "indexes" / "default" / "v-final" / "thesis.tex").write_text("mine")
+    result = built("indexes", "rm", "default")
+    assert (result.exit_code, result.stderr) == (
+        0, "removed index default (indexes/default); kept what papers did not make there: notes.txt, v-final\n")
+    assert sorted(p.name for p in (workdir / "indexes" / "default").iterdir()) == ["notes.txt", "v-final"]
+    assert (workdir / "indexes" / "default" / "v-final" / "thesis.tex").read_text() == "mine"
+
+
+# (case, what the folder holds, arguments, exact stderr)
+NOT_AN_INDEX = [
+    ("rm a folder of the user's", {"docs/thesis.tex": "mine", "docs/v-1/a.txt": "mine"}, ["rm", "./docs"],
+     "Error: docs is not an index (no CURRENT naming a build with a manifest): nothing removed; give the name of an "
+     "index (see `papers indexes`)"),
+    ("rm a name that is not there", {}, ["rm", "nope"],
+     "Error: no index at indexes/nope (names resolve under $PAPERS_HOME): run `papers build --index nope` first"),
+    ("mv a folder of the user's", {"indexes/notes/a.txt": "mine"}, ["mv", "notes", "other"],
+     "Error: indexes/notes is not an index (no CURRENT naming a build with a manifest): nothing renamed; give the "
+     "name of an index (see `papers indexes`)"),
+    ("mv onto an existing name", {"indexes/taken/a.txt": "mine"}, ["mv", "default", "taken"],
+     "Error: indexes/taken already exists: choose another name, or remove it first"),
+]
+
+
+@pytest.mark.parametrize("files, args, message", [row[1:] for row in NOT_AN_INDEX], ids=[row[0] for row in NOT_AN_INDEX])
+def test_indexes_rm_and_mv_refuse_what_is_not_an_index(built, workdir, files, args, message):
+    for name, text in files.items():
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_text(text)
+    before = sorted(str(p) for p in workdir.rglob("*"))
+    result = built("indexes", *args)
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", message + "\n")
+    assert sorted(str(p) for p in workdir.rglob("*")) == before
+
+
+def test_indexes_mv_renames_an_index(built, workdir):
+    before = built("like", "dp1", "--format", "json").stdout
+    result = built("indexes", "mv", "default", "iclr2020")
+    assert (result.exit_code, result.stderr) == (0, "renamed index indexes/default to indexes/iclr2020\n")
+    assert not (workdir / "indexes" / "default").exists()
+    assert built("like", "dp1", "--format", "json", "--index", "iclr2020").stdout == before
+    assert built("info", "--verify", "--index", "iclr2020").exit_code == 0
+
+
+def test_list_limit_and_where(papers_cli, workdir):
+    papers = [{"id": f"p{i}", "title": f"Paper {i}", "abstract": f"Words about topic {i}.", "year": 2018 + i % 4,
+               "categories": ["cs.LG"] if i % 2 else ["cs.CL"]} for i in range(10)]
+    write_corpus(workdir / "in", papers)
+    assert papers_cli("build", "in").exit_code == 0
+
+    def listed(*args):
+        result = papers_cli("list", *args, "--format", "json")
+        assert result.exit_code == 0, result.output
+        return [row["id"] for row in json.loads(result.stdout)]
+
+    assert listed("--limit", "3") == ["p0", "p1", "p2"]
+    assert listed("--where", "category=cs.LG") == ["p1", "p3", "p5", "p7", "p9"]
+    assert listed("--where", "category=cs.LG", "--where", "year>=2020") == ["p3", "p7"]
+    assert listed("--where", "year=2021", "--limit", "1") == ["p3"]
+    assert listed("--where", "category!=cs.*") == []
+
+
+# ---------------------------------------------------------------- help and version to a full device; phases
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["indexes", "--help"], ["build", "--help"]])
+def test_help_and_version_to_a_full_device_are_one_line(args):
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "recommender", *args], stdout=full, stderr=subprocess.PIPE,
+                                text=True)
+    assert (result.returncode, result.stderr) == (
+        1, "Error: cannot write to standard output: No space left on device\n")
+
+
+def test_a_slow_phase_of_a_small_build_is_logged(papers_cli, workdir, monkeypatch):
+    """Under 100 papers a build is silent, unless a phase runs past a few seconds (a first model export)."""
+    import time
+
+    from recommender import cli
+    from recommender.index import build
+
+    monkeypatch.setenv("PAPERS_SLOW_PHASE_SECONDS", "0.2")
+
+    def slow_export(model, writer, previous, on_phase=None):
+        on_phase("exporting the model to ONNX (once per model)", None)
+        time.sleep(1.0)
+
+    monkeypatch.setattr(build, "prepare_query_encoder", slow_export)
+    write_corpus(workdir / "in")
+    result = papers_cli("build", "in")
+    assert result.exit_code == 0, result.output
+    phases = [line.split(":")[0].rstrip(".") for line in result.stderr.splitlines()]
+    assert phases[:2] == ["exporting the model to ONNX (once per model)"] * 2
+    assert result.stderr.splitlines()[1].startswith("exporting the model to ONNX (once per model): 1s")
+    assert "encoding" in phases and "TF-IDF" in phases and "checksums" in phases
+    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
+    monkeypatch.delenv("PAPERS_SLOW_PHASE_SECONDS")  # the default, 3 s
+    assert cli._slow_phase_seconds() == cli.SLOW_PHASE_SECONDS == 3.0
+    assert papers_cli("build", "in").stderr == ""  # quick: silent, as before

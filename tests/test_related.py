@@ -227,7 +227,8 @@ def test_out_file_and_from_file(built, workdir):
 ])
 def test_errors(built, args, message):
     result = built("related-work", *args)
-    assert (result.exit_code, result.stdout, result.stderr) == (1, "", message + "\n")  # one line
+    usage = "nope" not in args and "--from" not in args  # no choice, both, -k out of range: bad usage
+    assert (result.exit_code, result.stdout, result.stderr) == (2 if usage else 1, "", message + "\n")  # one line
 
 
 # ---------------------------------------------------------------- pieces

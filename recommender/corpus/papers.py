@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,6 +48,7 @@ class Paper:
     url: str = ""
     code_links: tuple[str, ...] = ()
     source: str = ""
+    categories: tuple[str, ...] = ()  # as the input gave them (arXiv categories, keywords, tags): for --where
 
     @property
     def text(self) -> str:
@@ -84,6 +86,7 @@ class Paper:
             "url": self.url,
             "code_links": list(self.code_links),
             "source": self.source,
+            "categories": list(self.categories),
         }
 
     @classmethod
@@ -99,6 +102,7 @@ class Paper:
             url=data.get("url", ""),
             code_links=tuple(data.get("code_links") or ()),
             source=data.get("source", ""),
+            categories=tuple(data.get("categories") or ()),
         )
 
 
@@ -119,7 +123,8 @@ def derive_id(title: str, abstract: str) -> str:
     return hashlib.sha256(text_key(title, abstract).encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
-def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None) -> list[Paper]:
+def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
+                without_abstract: list | None = None) -> list[Paper]:
     """Read every paper from the given files and folders.
 
     IDs given in the input are kept; others are derived from the text. The same
@@ -128,6 +133,9 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
     Records of bulk exports (BibTeX, arXiv, OpenAlex, Semantic Scholar, CSL-JSON)
     without an abstract are skipped with one warning a file. `where` keeps only
     the papers that match every condition (`["category=cs.LG", "year>=2020"]`).
+    Given a list as `without_abstract`, those bulk records are not skipped but put
+    in it, as (paper with an empty abstract, label), for the caller to match by ID
+    (a reading list of papers the index holds).
     """
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
 
@@ -141,13 +149,16 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
             if condition is not None and not condition.matches(record):  # first: the cheap test
                 continue
             if record.bulk and _lacks_abstract(record):
+                if without_abstract is not None:
+                    without_abstract.append((_paper_from_record(record, empty_abstract=True), record.where))
+                    continue
                 skipped += 1
                 first_skipped = first_skipped or record.where
                 continue
             papers.append(_paper_from_record(record))
         if not found:
             raise InputError(f"{path}: no papers found")
-        if skipped == found:
+        if skipped == found and without_abstract is None:
             raise InputError(f"{path}: none of its {found} records has an abstract: papers are found by their abstracts")
         if skipped:
             records = "record" if skipped == 1 else "records"
@@ -268,15 +279,23 @@ def _given_id(record: Record) -> str:
         raise InputError(
             f"{record.where}: ID {value!r} contains a tab, line break or control character: give an ID on one line"
         )
+    hidden = next((character for character in value if unicodedata.category(character) == "Cf"), None)
+    if hidden is not None:
+        # Bidirectional controls (U+202E) and zero-width characters (U+200B) make two IDs look alike.
+        shown = value.encode("unicode_escape").decode("ascii")
+        raise InputError(
+            f"{record.where}: ID '{shown}' contains an invisible or text-direction character "
+            f"(U+{ord(hidden):04X} {unicodedata.name(hidden, 'format character')}): give an ID of visible characters"
+        )
     return value
 
 
-def _paper_from_record(record: Record) -> Paper:
+def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
     data = record.fields
-    if "abstract" not in data:
+    if "abstract" not in data and not empty_abstract:
         raise InputError(f"{record.where}: record has no 'abstract' field: every paper needs one")
     abstract = _text_field(record, "abstract")
-    if not abstract:
+    if not abstract and not empty_abstract:
         raise InputError(f"{record.where}: abstract is empty: give the text or remove the record")
     if len(abstract) > LONG_ABSTRACT:
         warnings.warn(
@@ -312,6 +331,7 @@ def _paper_from_record(record: Record) -> Paper:
         code_links=extract_code_links(abstract),
         # A file name that is not UTF-8 reaches us with surrogate escapes, which cannot be stored.
         source=record.source.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+        categories=tuple(dict.fromkeys(_clean(name) for name in record.categories if _clean(name))),
     )
 
 

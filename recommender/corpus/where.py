@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import InputError
+from ..errors import OptionError
 
 FIELDS = ("category", "year", "venue")
 _CONDITION = re.compile(r"^\s*([A-Za-z_-]+)\s*(>=|<=|!=|=|>|<)\s*(.*?)\s*$")
@@ -30,15 +30,17 @@ class Condition:
         return f"{self.field}{self.op}{','.join(self.values)}"
 
     def matches(self, record) -> bool:
+        """Whether a record as read (fields and categories) or a stored `Paper` meets the condition."""
+        fields = record.fields if hasattr(record, "fields") else {"year": record.year, "venue": record.venue}
         if self.field == "year":
-            year = _year(record.fields.get("year"))
+            year = _year(fields.get("year"))
             if year is None:
                 return False
             return any(_COMPARE[self.op](year, int(value)) for value in self.values)
         if self.field == "category":
             have = [category.casefold() for category in record.categories]
         else:
-            venue = record.fields.get("venue")
+            venue = fields.get("venue")
             have = [venue.casefold()] if isinstance(venue, str) else []
         found = any(fnmatch.fnmatchcase(item, value.casefold()) for item in have for value in self.values)
         return found if self.op == "=" else not found
@@ -61,18 +63,18 @@ def parse_where(conditions: Sequence[str]) -> Where | None:
     for text in conditions:
         found = _CONDITION.match(text)
         if not found or not found.group(3):
-            raise InputError(f"--where '{text}' cannot be read: {USAGE}")
+            raise OptionError(f"--where '{text}' cannot be read: {USAGE}")
         name, op, value = found.group(1).lower(), found.group(2), found.group(3)
         if name in ("categories", "cat"):
             name = "category"
         if name not in FIELDS:
-            raise InputError(f"--where '{text}': unknown field '{name}': {USAGE}")
+            raise OptionError(f"--where '{text}': unknown field '{name}': {USAGE}")
         values = tuple(part.strip() for part in value.split(",") if part.strip())
         if name == "year":
             if not all(re.fullmatch(r"\d{1,4}", v) for v in values):
-                raise InputError(f"--where '{text}': a year is a whole number, e.g. year>=2020")
+                raise OptionError(f"--where '{text}': a year is a whole number, e.g. year>=2020")
         elif op not in ("=", "!="):
-            raise InputError(f"--where '{text}': {name} takes = or != (wildcards allowed: {name}=cs.*)")
+            raise OptionError(f"--where '{text}': {name} takes = or != (wildcards allowed: {name}=cs.*)")
         parsed.append(Condition(name, op, values))
     return Where(tuple(parsed)) if parsed else None
 

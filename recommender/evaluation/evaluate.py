@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..embed.windows import Chunking
-from ..errors import InputError, RecommenderError
+from ..errors import InputError, OptionError, RecommenderError
 from ..index import store
 from ..query.ranking import DENSE_WEIGHT, select
 from . import metrics
@@ -193,9 +193,9 @@ def _check(mode: str, pool: str, dense_weight: float, min_score: float | None, d
 
     check_options(1, min_score, diverse, mode)
     if pool not in POOLS:
-        raise InputError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}")
+        raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}")
     if not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
-        raise InputError(f"--dense-weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}")
+        raise OptionError(f"--dense-weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}")
 
 
 def _evaluate_query(

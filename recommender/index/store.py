@@ -185,7 +185,7 @@ def list_indexes(home: Path | None = None) -> list[IndexSummary]:
     if not home.is_dir():
         return []
     summaries = []
-    for index_dir in sorted(path for path in home.iterdir() if path.is_dir() and (path / CURRENT).exists()):
+    for index_dir in _index_folders(home):
         full_path = Path(os.path.abspath(index_dir))
         try:
             with open_stored(index_dir) as stored:
@@ -212,6 +212,78 @@ def _folder_bytes(folder: Path) -> int:
             if path.is_file():
                 total += path.stat().st_size
     return total
+
+
+# ---------------------------------------------------------------- removing and renaming
+
+def is_index(folder: Path) -> bool:
+    """Whether `folder` is an index: a CURRENT naming a version folder that holds a manifest."""
+    try:
+        live, _ = _read_current(folder)
+    except RecommenderError:  # a damaged CURRENT is still an index's (to be rebuilt or removed)
+        return (folder / CURRENT).is_file() and any(folder.glob(f"v-*/{MANIFEST}"))
+    return live is not None and (folder / live / MANIFEST).is_file()
+
+
+def _refuse_non_index(index_dir: Path, what: str) -> None:
+    if not index_dir.exists():
+        raise missing_index(index_dir)
+    if not index_dir.is_dir() or not is_index(index_dir):
+        raise InputError(f"{index_dir} is not an index (no {CURRENT} naming a build with a manifest): "
+                         f"nothing {what}; give the name of an index (see `papers indexes`)")
+
+
+@contextlib.contextmanager
+def _locked(index_dir: Path) -> Iterator[None]:
+    """The build lock of an index, taken without waiting: no build runs while it is removed or renamed."""
+    try:
+        lock = open(index_dir / LOCK, "a+")
+    except OSError as error:
+        raise RecommenderError(f"cannot change index {index_dir}: {error.strerror}") from None
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IndexBusyError(f"index {index_dir} is being built by another process: wait for it to finish") from None
+        yield
+
+
+def remove_index(index: str | os.PathLike) -> tuple[Path, list[str]]:
+    """Remove an index (by name or path): what its builds made, nothing else. Returns its folder and
+    the names of anything else found in it, which is kept (the folder then stays too)."""
+    index_dir = resolve_index_dir(index)
+    _refuse_non_index(index_dir, "removed")
+    with _locked(index_dir):
+        # CURRENT first: from here on the index is missing to every new reader.
+        (index_dir / CURRENT).unlink(missing_ok=True)
+        kept = []
+        for path in sorted(index_dir.iterdir()):
+            if not _made_by_a_build(index_dir, path.name):
+                kept.append(path.name)
+            elif path.is_dir():
+                remove_tree(path)
+            else:
+                path.unlink(missing_ok=True)  # the lock too: held open, it stays ours until we let go
+    if not kept:
+        index_dir.rmdir()
+    return index_dir, kept
+
+
+def rename_index(old: str | os.PathLike, new: str | os.PathLike) -> tuple[Path, Path]:
+    """Rename an index (names or paths, on one filesystem): one rename, so readers see it whole."""
+    old_dir, new_dir = resolve_index_dir(old), resolve_index_dir(new)
+    _refuse_non_index(old_dir, "renamed")
+    if new_dir.exists() or new_dir.is_symlink():
+        raise InputError(f"{new_dir} already exists: choose another name, or remove it first")
+    new_dir.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(old_dir):
+        try:
+            os.rename(old_dir, new_dir)
+        except OSError as error:
+            if error.errno == errno.EXDEV:
+                raise InputError(f"cannot move {old_dir} to {new_dir}: another filesystem; build it there instead") from None
+            raise RecommenderError(f"cannot rename {old_dir} to {new_dir}: {error.strerror}") from None
+    return old_dir, new_dir
 
 
 # ---------------------------------------------------------------- writing
@@ -826,6 +898,41 @@ def _manifest_problem(manifest: dict) -> str:
     return ""
 
 
+def missing_index(index_dir: Path) -> IndexMissingError:
+    """The error for a folder without an index: where it looked (and why there), the other
+    indexes of the home when the default is missing, and a user data folder that has the name."""
+    home = index_home()
+    # Outside a checkout there is no seeds/ to build from: the hint names an input.
+    hint = rebuild_hint(index_dir, "my-papers.bib" if home.reason == "user data folder" else None)
+    named = index_dir.parent == home.path
+    where = f" (names resolve under ${HOME_VARIABLE})" if named and home.reason == "PAPERS_HOME" else ""
+    message = f"no index at {index_dir}{where}"
+    if named and home.reason == "PAPERS_HOME":
+        import platformdirs
+
+        user_data = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "indexes"
+        if user_data.resolve() != home.path.resolve() and (user_data / index_dir.name / CURRENT).is_file():
+            return IndexMissingError(
+                f"{message}; the user data folder has an index '{index_dir.name}' ({user_data / index_dir.name}): "
+                f"unset ${HOME_VARIABLE} or give --index {shell_command(str(user_data / index_dir.name))}")
+    others = [path.name for path in _index_folders(home.path) if path != index_dir] if named else []
+    if named and index_dir.name == default_index() and others:
+        shown = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
+        return IndexMissingError(
+            f"{message}; the indexes there: {shown}: pick one with --index NAME or PAPERS_INDEX=NAME, "
+            f"or run `{hint}` to make '{index_dir.name}'"
+        )
+    return IndexMissingError(f"{message}: run `{hint}` first")
+
+
+def _index_folders(home: Path) -> list[Path]:
+    """The index folders of a home (those with a CURRENT), by name."""
+    try:
+        return sorted(path for path in home.iterdir() if path.is_dir() and (path / CURRENT).exists())
+    except OSError:
+        return []
+
+
 def _pin_live_version(index_dir: Path):
     """CURRENT's version, its manifest hash and its manifest open under a shared lock.
 
@@ -839,9 +946,7 @@ def _pin_live_version(index_dir: Path):
     for _ in range(5):
         live, digest = _read_current(index_dir)
         if live is None:
-            # Outside a checkout there is no seeds/ to build from: the hint names an input.
-            hint = rebuild_hint(index_dir, "my-papers.bib" if index_home().reason == "user data folder" else None)
-            raise IndexMissingError(f"no index at {index_dir}: run `{hint}` first")
+            raise missing_index(index_dir)
         manifest = index_dir / live / MANIFEST
         try:
             pin = open(manifest, "rb")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,11 +12,11 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..arrays import sorted_union
-from ..corpus.papers import Paper, normalise_text, text_key
+from ..corpus.papers import InputWarning, Paper, normalise_text, text_key
 from ..corpus.summary import paper_brief
 from ..embed import loading
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
-from ..errors import IndexMismatchError, InputError, PaperNotFoundError, shell_command
+from ..errors import IndexMismatchError, InputError, OptionError, PaperNotFoundError, shell_command
 from ..index import store
 from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, best_rows, combine, read_columns, read_ranges
@@ -247,6 +248,22 @@ class Recommender:
         for row in self.stored.iter_jsonl(PAPERS):
             yield Paper.from_dict(row)
 
+    def list_papers(self, where: Sequence[str] = (), limit: int | None = None) -> list[Paper]:
+        """The papers, in index order, that meet every `--where` condition (`["year>=2020"]`, as
+        `papers build` takes them), the first `limit` of them. Stops reading once `limit` are found."""
+        from ..corpus.where import parse_where
+
+        if limit is not None and limit < 1:
+            raise OptionError(f"--limit must be at least 1, got {limit}")
+        condition = parse_where(where)
+        found = []
+        for paper in self.papers():
+            if condition is None or condition.matches(paper):
+                found.append(paper)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
+
     # -- lookups
 
     def resolve(self, reference: str) -> int:
@@ -263,6 +280,10 @@ class Recommender:
             else:  # a scan of every name takes seconds at 1M papers (difflib)
                 close = _closest(reference, *self.keys.names_near(reference, CLOSEST_NEAR))
             hint = f": closest matches: {', '.join(close)}" if close else ": see `papers list`"
+            if " " in reference:  # words, not a name: the user may want a text search
+                import shlex
+
+                hint += f"; to rank papers by this text, run `papers search {shlex.quote(_printable(reference))}`"
             raise PaperNotFoundError(f"no paper '{_printable(reference)}' in the index{hint}")
         shown = ", ".join(f"{self.keys.id_of(row)} ({self.keys.handle_of(row)})" for row in matches[:5])
         more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
@@ -282,6 +303,31 @@ class Recommender:
                 if key:
                     found[i] = self._row_with(table, key)
         return found
+
+    def read_papers(self, path: str | Path) -> list[Paper]:
+        """The papers of a file in any input format, to give as `papers=` (`--from-file`).
+
+        An entry without an abstract (a reading list of keys and titles) is kept when the
+        index holds it (`find_papers`: its ID, arXiv ID or DOI); one that matches nothing
+        cannot be embedded, so it is skipped, with one warning for the file."""
+        from ..corpus.papers import read_papers
+
+        lacking: list[tuple[Paper, str]] = []
+        papers = read_papers([path], without_abstract=lacking)
+        found = self.find_papers([paper for paper, _ in lacking]) if lacking else []
+        skipped = [where for (_, where), row in zip(lacking, found) if row is None]
+        if skipped and not papers and len(skipped) == len(lacking):
+            raise InputError(
+                f"{path}: none of its {len(lacking)} records has an abstract or names a paper of the index "
+                "(by key, DOI or arXiv ID): give their abstracts"
+            )
+        if skipped:
+            records = "record" if len(skipped) == 1 else "records"
+            warnings.warn(f"{path}: {len(skipped)} {records} without an abstract and not in the index skipped "
+                          f"(the first: {skipped[0]})", InputWarning, stacklevel=2)
+        # Those with abstracts, then those without that the index holds.
+        kept = {id(paper) for (paper, _), row in zip(lacking, found) if row is not None}
+        return papers + [paper for paper, _ in lacking if id(paper) in kept]
 
     def _row_with(self, table: str, key: str) -> int | None:
         candidates = self.keys.rows_with(table, key)
@@ -426,8 +472,21 @@ class Recommender:
         check_options(k, min_score, diverse, mode)
         dense_query = self.encode_query(text) if mode != "lexical" else None
         lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
+        if mode == "lexical" and len(lexical_query.indices) == 0:
+            raise InputError(self._nothing_to_match(text))
         return self._rank(_Query(dense_query, lexical_query), k, set(), self._exclusions(exclude),
                           min_score, diverse, why, mode)
+
+    def _nothing_to_match(self, text: str) -> str:
+        """Why a text has no TF-IDF terms: stop words only (`the of and`), or words no paper has."""
+        from ..index.lexical import analyse
+
+        shown = _printable(text.strip())
+        if not analyse(text, self.lexical.stop_words):
+            return (f"no words are left to match in '{shown}' once common words (the, of, and, ...) and single letters "
+                    "are dropped: give words that say what the papers are about, or use --mode hybrid")
+        return (f"no paper of the index has any of the words of '{shown}': try other words, or --mode hybrid "
+                "(which also ranks by meaning)")
 
     def encode_query(self, text: str, head: int = 0) -> np.ndarray:
         """A free text as one vector, windowed like the papers were (`head`: characters of a title that
@@ -629,13 +688,13 @@ class _Query:
 def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:
     """Refuse ranking options out of range (InputError), before any work is done."""
     if mode not in MODES:
-        raise InputError(f"unknown mode '{mode}': use one of {', '.join(MODES)}")
+        raise OptionError(f"unknown mode '{mode}': use one of {', '.join(MODES)}")
     if k < 1:
-        raise InputError(f"-k must be at least 1, got {k}")
+        raise OptionError(f"-k must be at least 1, got {k}")
     if min_score is not None and not -1.0 <= min_score <= 1.0:
-        raise InputError(f"--min-score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}")
+        raise OptionError(f"--min-score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}")
     if diverse is not None and not 0.0 <= diverse <= 1.0:
-        raise InputError(f"--diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}")
+        raise OptionError(f"--diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}")
 
 
 def _load_key_array(stored: store.StoredIndex, name: str) -> np.ndarray:

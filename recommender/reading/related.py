@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..corpus.papers import Paper
 from ..corpus.summary import paper_brief
-from ..errors import InputError
+from ..errors import OptionError
 from ..query.recommender import Recommendation, Recommender, check_options
 
 CHUNK = 1024
@@ -39,10 +39,10 @@ def select_rows(recommender: Recommender, references: Sequence[str] = (), all_pa
     """Rows of the chosen papers in the order given (duplicates once), or every row in index order."""
     if all_papers:
         if references:
-            raise InputError("give paper IDs or --all, not both")
+            raise OptionError("give paper IDs or --all, not both")
         return list(range(len(recommender)))
     if not references:
-        raise InputError("no paper chosen: give paper IDs or handles, --from FILE, or --all")
+        raise OptionError("no paper chosen: give paper IDs or handles, --from FILE, or --all")
     return list(dict.fromkeys(recommender.resolve(reference) for reference in references))
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..arrays import csr_ranges, unit_rows
 from ..corpus.papers import Paper
-from ..errors import InputError
+from ..errors import InputError, OptionError
 from ..index.lexical import LexicalIndex
 from ..query.recommender import Recommender
 
@@ -227,6 +227,10 @@ CAPACITY = 1.25
 split 15/15/6/2 into four sessions, at 1.25 into 12/8/12/6."""
 
 
+# FAISS's k-means takes a C int as its seed (and UMAP a non-negative one).
+MAX_SEED = 2**31 - 1
+
+
 def default_capacity(papers: int, sessions: int) -> int:
     """At most CAPACITY times the average session size, rounded up."""
     return math.ceil(CAPACITY * papers / sessions)
@@ -237,15 +241,17 @@ def group_papers(recommender: Recommender, rows: Sequence[int], n: int, max_per_
     """(session of each row, unit centre of each session): k-means, capacity, then centres of the members.
     Sessions are numbered 0.. in chain order; a session left empty is dropped."""
     rows = list(rows)
+    if not 0 <= seed <= MAX_SEED:
+        raise OptionError(f"--seed must be between 0 and {MAX_SEED} (FAISS takes a 32-bit seed), got {seed}")
     if n < 1:
-        raise InputError(f"--n must be at least 1, got {n}")
+        raise OptionError(f"--n must be at least 1, got {n}")
     if len(rows) < n:
-        raise InputError(f"cannot split {len(rows)} papers into {n} sessions: use --n {len(rows)} or fewer")
+        raise OptionError(f"cannot split {len(rows)} papers into {n} sessions: use --n {len(rows)} or fewer")
     capacity = default_capacity(len(rows), n) if max_per_session is None else max_per_session
     if capacity < 1:
-        raise InputError(f"--max-per-session must be at least 1, got {capacity}")
+        raise OptionError(f"--max-per-session must be at least 1, got {capacity}")
     if capacity * n < len(rows):
-        raise InputError(
+        raise OptionError(
             f"{n} sessions of at most {capacity} papers cannot hold {len(rows)} papers: raise --max-per-session or --n"
         )
     vectors = recommender.vectors_at(rows)

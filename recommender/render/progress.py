@@ -4,6 +4,7 @@ and one every ~10 seconds, so a log shows the work moving without flooding."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Callable, TextIO
 
@@ -32,7 +33,7 @@ class ProgressReporter:
 
     def __init__(self, stream: TextIO | None = None, quiet: bool = False, unit: str = "papers",
                  is_terminal: bool | None = None, clock: Callable[[], float] = time.monotonic,
-                 min_total: int = 0):
+                 min_total: int = 0, min_seconds: float | None = None):
         self.stream = stream if stream is not None else sys.stderr
         self.quiet = quiet
         self.unit = unit
@@ -48,18 +49,46 @@ class ProgressReporter:
         # short work stays silent in logs and scripts.
         self.min_total = min_total
         self.shown = self.terminal or min_total <= 0
+        # ...or until a phase has run `min_seconds` (a first model export, a slow read): from then on
+        # every line is written, so a log never sits silent through long work.
+        self.min_seconds = min_seconds
+        self._timer: threading.Timer | None = None
+        self._lock = threading.RLock()  # the timer's thread writes too
+        self._phases = 0  # which phase a timer was started for
 
     def phase(self, name: str, total: int | None = None, unit: str | None = None) -> None:
         self.close()
         self.name, self.total, self.done = name, total, 0
         self.unit = unit or self.unit
         self.started = self.last_shown = self.clock()
+        self._phases += 1
         if not self.shown and total is not None and total >= self.min_total:
             self.shown = True
         if self.terminal:
             self._draw()
         else:
-            self._write(f"{name}{f': {total:,} {self.unit}' if total else ''}...")
+            self._write(self._start_line())
+            if not self.shown and self.min_seconds is not None and not self.quiet:
+                self._timer = threading.Timer(self.min_seconds, self._reveal, args=(self._phases,))
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _start_line(self) -> str:
+        return f"{self.name}{f': {self.total:,} {self.unit}' if self.total else ''}..."
+
+    def _reveal(self, phase: int) -> None:
+        """The phase `phase` has run `min_seconds`: say what is being done, and show all that follows."""
+        with self._lock:
+            if self.shown or phase != self._phases or self.name is None:
+                return
+            self.shown = True
+            self._write(self._start_line())
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer.join()
+            self._timer = None
 
     def update(self, done: int, total: int | None = None) -> None:
         if total is not None:
@@ -84,6 +113,7 @@ class ProgressReporter:
 
     def close(self) -> None:
         """End the current phase with a line saying how much was done and how long it took."""
+        self._stop_timer()
         if self.name is None:
             return
         elapsed = self.clock() - self.started
@@ -99,6 +129,7 @@ class ProgressReporter:
         if exc_info[0] is None:
             self.close()
         else:
+            self._stop_timer()
             self._clear()
             self.name = None
 
@@ -126,6 +157,7 @@ class ProgressReporter:
         self.live = False
 
     def _write(self, line: str) -> None:
-        if not self.quiet and self.shown:
-            self.stream.write(line + "\n")
-            self.stream.flush()
+        with self._lock:
+            if not self.quiet and self.shown:
+                self.stream.write(line + "\n")
+                self.stream.flush()

@@ -2,7 +2,8 @@
 file's extension and, for .json and .jsonl, by what the records hold.
 
     .txt    seed text (a heading, then one abstract a paragraph)   seed_text
-    .csv    our columns: id, title, abstract, authors, ...         tabular
+    .csv    our columns (id, title, abstract, ...) or the names
+            conference and library tools write (UID, keywords)    tabular
     .bib    BibTeX                                                 bibtex
     .jsonl  JSON lines; .json a JSON document or JSON lines:
             our own records                                        own_json
@@ -84,14 +85,17 @@ def _read_json(path: Path, lines: bool) -> Iterator[Record]:
 def _json_lines(path: Path, first: tuple[int, str], numbered: Iterator[tuple[int, str]]) -> Iterator[Record]:
     from . import own_json
 
-    fmt = None
+    fmt = reader = None
     for number, line in _chain(first, numbered):
         data = parse_json_line(path, number, line)
         if fmt is None:
             fmt = json_format(data) if isinstance(data, dict) else own_json
+            reader = own_json.Reader() if fmt is own_json else fmt
         if not isinstance(data, dict):
             raise InputError(f"{path} line {number}: expected {fmt.DESCRIPTION}, got {type(data).__name__}")
-        yield fmt.record(data, f"{path}:{number}")
+        yield reader.record(data, f"{path}:{number}")
+    if isinstance(reader, own_json.Reader):
+        reader.finish(path)
 
 
 def _chain(first, rest):
@@ -121,6 +125,7 @@ def _json_document(path: Path) -> Iterator[Record]:
             f"{path}: expected a JSON array of papers (or an object holding them), got {type(data).__name__}"
         )
     fmt = next((json_format(item) for item in data if isinstance(item, dict)), own_json)
+    reader = own_json.Reader() if fmt is own_json else fmt
     for number, item in enumerate(data, start=1):
         source = f"{path} item {number}"
         if item is None and fmt is not own_json:  # the batch APIs answer null for an unknown paper
@@ -128,4 +133,6 @@ def _json_document(path: Path) -> Iterator[Record]:
             continue
         if not isinstance(item, dict):
             raise InputError(f"{source}: expected {fmt.DESCRIPTION}, got {type(item).__name__}")
-        yield fmt.record(item, source)
+        yield reader.record(item, source)
+    if isinstance(reader, own_json.Reader):
+        reader.finish(path)

@@ -43,8 +43,8 @@ def decode(path: Path) -> str:
         data = path.read_bytes()
     except OSError as error:
         raise InputError(f"{path}: cannot read file ({error.strerror}): fix its permissions or leave it out") from None
-    if b"\x00" in data:
-        raise binary_file(path)
+    if data.startswith(UTF16_BOMS) or b"\x00" in data:
+        raise binary_file(path, data[:4096])
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -52,8 +52,39 @@ def decode(path: Path) -> str:
         raise not_utf8(path, line, data[error.start]) from None
 
 
-def binary_file(path: Path) -> InputError:
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def binary_file(path: Path, start: bytes = b"") -> InputError:
+    """The error for a file with NUL bytes: UTF-16 text (Windows' "Unicode") said as such."""
+    encoding = utf16_encoding(start)
+    if encoding:
+        return InputError(
+            f"{path}: {encoding} text, not UTF-8: re-save it as UTF-8 (e.g. `iconv -f {encoding} -t UTF-8`)"
+        )
     return InputError(f"{path}: looks like a binary file (contains NUL bytes): give a UTF-8 text file")
+
+
+def utf16_encoding(start: bytes) -> str:
+    """"UTF-16LE" or "UTF-16BE" when `start` (a file's first bytes) is UTF-16 text, else ""."""
+    if start.startswith(b"\xff\xfe"):
+        return "UTF-16LE"
+    if start.startswith(b"\xfe\xff"):
+        return "UTF-16BE"
+    pairs = len(start) // 2
+    if pairs < 2:
+        return ""
+    # Without a BOM: text in UTF-16 has a NUL in every (or nearly every) other byte, none in the rest.
+    even, odd = start[0:2 * pairs:2].count(0), start[1:2 * pairs:2].count(0)
+    for nuls, others, name in ((odd, even, "UTF-16LE"), (even, odd, "UTF-16BE")):
+        if nuls >= 0.7 * pairs and others == 0:
+            try:
+                text = start[: 2 * pairs].decode(name.lower())
+            except UnicodeDecodeError:
+                return ""
+            if all(char.isprintable() or char in "\t\r\n" for char in text):
+                return name
+    return ""
 
 
 def not_utf8(path: Path, line: int, byte: int) -> InputError:
@@ -68,9 +99,12 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
     except OSError as error:
         raise InputError(f"{path}: cannot read file ({error.strerror}): fix its permissions or leave it out") from None
     with handle:
+        start = handle.peek(4096)[:4096] if hasattr(handle, "peek") else b""
+        if start.startswith(UTF16_BOMS):
+            raise binary_file(path, start)
         for number, raw in enumerate(handle, start=1):
             if b"\x00" in raw:
-                raise binary_file(path)
+                raise binary_file(path, start)
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as error:

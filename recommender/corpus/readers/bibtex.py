@@ -4,6 +4,12 @@ Each entry with an `abstract` is a paper: its citation key is the ID. LaTeX in
 titles and abstracts is kept as written (maths, commands, escapes) with only
 the protective braces removed (`{BERT}` -> `BERT`); author names are decoded
 (`M{\\"u}ller` -> `Müller`).
+
+Values are read as BibTeX reads them: `@string` macros (and the month names)
+resolved, `#` concatenations joined, and an entry with `crossref` inheriting the
+fields it lacks from the entry named (its abstract aside: that describes one work).
+An entry without authors but with editors (a `@proceedings`, an edited book) takes
+its editors as its authors. Fields the tool does not use are never a reason to refuse.
 """
 
 from __future__ import annotations
@@ -30,10 +36,12 @@ def read(path: Path, text: str) -> list[Record]:
     level = log.level
     log.setLevel(logging.CRITICAL + 1)
     try:
-        library = bibtexparser.parse_string(
-            text, append_middleware=[middlewares.NormalizeFieldKeys(), middlewares.SeparateCoAuthors(),
-                                     middlewares.SplitNameParts()],
-        )
+        # Its own string resolution knows neither `#` nor nested macros: values are evaluated here.
+        library = bibtexparser.parse_string(text, parse_stack=[])
+        _evaluate_values(library)
+        for middleware in (middlewares.NormalizeFieldKeys(), middlewares.SeparateCoAuthors(),
+                           middlewares.SplitNameParts()):
+            library = middleware.transform(library)
     except Exception as error:  # the parser's own failures: still one line about this file
         raise InputError(f"{path}: BibTeX cannot be read ({' '.join(str(error).split()) or type(error).__name__})") from None
     finally:
@@ -41,7 +49,98 @@ def read(path: Path, text: str) -> list[Record]:
     if library.failed_blocks:
         block = min(library.failed_blocks, key=lambda b: b.start_line or 0)
         raise _failed(path, block)
-    return [_record(path, entry) for entry in library.entries]
+    fields_of = {entry.key.casefold(): {field.key: field.value for field in entry.fields} for entry in library.entries}
+    return [_record(path, entry, fields_of) for entry in library.entries]
+
+
+# BibTeX's predefined macros: the months.
+MONTHS = {name[:3].lower(): name for name in ("January", "February", "March", "April", "May", "June", "July",
+                                              "August", "September", "October", "November", "December")}
+# Fields a crossref does not pass on: the abstract describes the one work, the rest name the entry.
+NOT_INHERITED = ("abstract", "crossref", "ids", "key")
+
+
+def _evaluate_values(library) -> None:
+    """Every field's raw value as BibTeX reads it: `{...}` and `"..."` delimiters removed, `#`
+    pieces joined, numbers kept, @string macros (in order of definition) and months resolved."""
+    macros = dict(MONTHS)
+    for string in library.strings:
+        macros[string.key.casefold()] = _evaluate(string.value, macros)
+    for entry in library.entries:
+        for field in entry.fields:
+            if isinstance(field.value, str):
+                field.value = _evaluate(field.value, macros)
+
+
+def _evaluate(raw: str, macros: dict[str, str]) -> str:
+    pieces = _pieces(raw.strip())
+    if pieces is None:  # not a BibTeX value we understand: kept as written, not refused
+        return raw.strip()
+    out = []
+    for kind, text in pieces:
+        if kind == "macro":
+            out.append(macros.get(text.casefold(), text))  # BibTeX warns on an undefined macro; we keep its name
+        else:
+            out.append(text)
+    return "".join(out)
+
+
+def _pieces(raw: str) -> list[tuple[str, str]] | None:
+    """`{a} # "b" # name # 12` as [("text", "a"), ("text", "b"), ("macro", "name"), ("text", "12")]."""
+    pieces, i, n = [], 0, len(raw)
+    while True:
+        while i < n and raw[i].isspace():
+            i += 1
+        if i >= n:
+            return None
+        if raw[i] == "{":
+            end = _closing(raw, i + 1, quote=False)
+            if end is None:
+                return None
+            pieces.append(("text", raw[i + 1:end]))
+            i = end + 1
+        elif raw[i] == '"':
+            end = _closing(raw, i + 1, quote=True)
+            if end is None:
+                return None
+            pieces.append(("text", raw[i + 1:end]))
+            i = end + 1
+        else:
+            found = re.match(r"[^\s#{}\"]+", raw[i:])
+            if not found:
+                return None
+            word = found.group(0)
+            pieces.append(("text" if word.isdigit() else "macro", word))
+            i += len(word)
+        while i < n and raw[i].isspace():
+            i += 1
+        if i >= n:
+            return pieces
+        if raw[i] != "#":
+            return None
+        i += 1
+
+
+def _closing(raw: str, i: int, quote: bool) -> int | None:
+    """Where the value that starts before `i` ends: the `}` closing its brace (or, for a quoted
+    value, the `"` outside braces); braces escaped with a backslash are not counted, as the
+    splitter does not count them."""
+    depth = 0
+    while i < len(raw):
+        char = raw[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            if depth == 0:
+                return None if quote else i
+            depth -= 1
+        elif char == '"' and quote and depth == 0:
+            return i
+        i += 1
+    return None
 
 
 def _failed(path: Path, block) -> InputError:
@@ -54,14 +153,23 @@ def _failed(path: Path, block) -> InputError:
     return InputError(f"{path}:{line}{entry}: not valid BibTeX ({reason}): fix the entry's braces, quotes and commas")
 
 
-def _record(path: Path, entry) -> Record:
+def _record(path: Path, entry, fields_of: dict[str, dict]) -> Record:
     line = (entry.start_line or 0) + 1
     source = f"{path}:{line}"
     label = f"{source} (entry '{entry.key}')"
     values = {field.key: field.value for field in entry.fields}
-    for name, value in values.items():
-        if name != "author" and not isinstance(value, str):
-            raise InputError(f"{label}: field '{name}' cannot be read as text")
+    own_editors = values.get("editor")
+    parent = values.get("crossref")
+    if isinstance(parent, str) and parent.strip().casefold() in fields_of:
+        inherited = fields_of[parent.strip().casefold()]
+        for name, value in inherited.items():
+            if name not in NOT_INHERITED:
+                values.setdefault(name, value)
+        if "booktitle" not in values and isinstance(inherited.get("title"), str):
+            values["booktitle"] = inherited["title"]  # the proceedings' title is the paper's book title
+    authors = values.get("author") or own_editors  # an edited volume: its editors
+    # Only the fields used are read as text: any other (a list of editors, say) is left alone.
+    values = {name: value for name, value in values.items() if isinstance(value, str)}
     venue = next((values[name] for name in VENUE_FIELDS if values.get(name)), "")
     doi = strip_prefix(values.get("doi", "").strip(), "https://doi.org/", "http://dx.doi.org/", "doi:")
     url = values.get("url", "").strip()
@@ -75,7 +183,7 @@ def _record(path: Path, entry) -> Record:
         "id": entry.key,
         "title": strip_braces(values["title"]) if "title" in values else None,
         "abstract": strip_braces(values["abstract"]) if "abstract" in values else None,
-        "authors": _authors(label, values.get("author")),
+        "authors": _authors(label, authors),
         "year": year.strip() or None,
         "venue": strip_braces(venue),
         "url": url,

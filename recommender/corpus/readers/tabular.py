@@ -1,4 +1,6 @@
-"""CSV with a header naming our columns (id, title, abstract, authors, year, venue, url)."""
+"""CSV with a header row: our columns (id, title, abstract, authors, year, venue, url, categories)
+or the names conference and library tools write for them (`UID`, `Abstract Note`, `keywords`, ...:
+see `columns`). Columns none of our fields reads are named in one warning."""
 
 from __future__ import annotations
 
@@ -6,8 +8,11 @@ import csv
 import io
 from pathlib import Path
 
+import warnings
+
 from ...errors import InputError
-from .base import Record
+from .base import InputWarning, Record
+from .columns import Columns
 
 
 def read(path: Path, text: str) -> list[Record]:
@@ -29,7 +34,8 @@ def _read_rows(path: Path, text: str) -> list[Record]:
     repeated = sorted({name for name in header if name and header.count(name) > 1})
     if repeated:
         raise InputError(f"{path}: CSV column '{repeated[0]}' appears more than once: give each column once")
-    if "abstract" not in header:
+    columns = Columns()
+    if not columns.has("abstract", header):
         raise InputError(
             f"{path}: CSV has no 'abstract' column (columns: {', '.join(header) or 'none'}): name the columns id, title, abstract"
         )
@@ -43,7 +49,12 @@ def _read_rows(path: Path, text: str) -> list[Record]:
                 raise InputError(
                     f"{path} line {number}: {len(row)} fields where the header has {len(header)}: quote fields that contain commas"
                 )
-            records.append(Record(dict(zip(header, row)), f"{path}:{number}"))
+            source = f"{path}:{number}"
+            fields, categories = columns.fields(source, dict(zip(header, row)))
+            records.append(Record(fields, source, categories=categories))
     except csv.Error as error:
         raise InputError(f"{path} line {reader.line_num}: not valid CSV ({error})") from None
+    unread = columns.unread_warning(path)
+    if unread:
+        warnings.warn(unread, InputWarning, stacklevel=2)
     return records
