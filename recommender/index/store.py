@@ -4,6 +4,7 @@
         CURRENT          name of the live version folder and its manifest's sha256 (replaced atomically)
         .lock            held by a build (fcntl lock), never by readers
         cache.sqlite     embedding cache keyed by content hash (WAL mode; a CRC-32 per vector)
+        tags.sqlite      the user's tags of papers (`papers serve`), kept across rebuilds (WAL mode)
         v-<build-id>/    one complete build: manifest.json and its files
 
 A build writes a fresh `.tmp-*` folder, checksums every file into the
@@ -47,6 +48,7 @@ MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 LOCK = ".lock"
 CACHE = "cache.sqlite"
+TAGS = "tags.sqlite"
 # The files of one build (inside v-<build-id>/).
 VECTORS = "vectors.npy"
 FAISS = "faiss.index"
@@ -128,7 +130,7 @@ def check_not_in_index(path: str | os.PathLike) -> None:
     for folder in target.parents:
         if (folder / CURRENT).is_file() or ((folder / LOCK).is_file() and (folder / CACHE).is_file()):
             inside = target.relative_to(folder).parts
-            if len(inside) > 1 or inside[0] in (CURRENT, LOCK) or inside[0].startswith((CACHE, f".{CURRENT}")):
+            if len(inside) > 1 or inside[0] in (CURRENT, LOCK) or inside[0].startswith((CACHE, TAGS, f".{CURRENT}")):
                 raise InputError(f"{path} is inside the index folder {os.path.relpath(folder)}: write it somewhere else")
             return
 
@@ -345,6 +347,17 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
 
 def _live_version(index_dir: Path) -> str | None:
     return _read_current(index_dir)[0]
+
+
+def live_version(index_dir: Path) -> str | None:
+    """The name of the index's live version folder (None before its first build): one small read,
+    so a long-running reader (`papers serve`) can tell when a rebuild has swapped CURRENT."""
+    return _live_version(index_dir)
+
+
+def tags_path(index_dir: Path) -> Path:
+    """The SQLite file of the user's tags: beside the versions, never inside one, so a rebuild keeps it."""
+    return index_dir / TAGS
 
 
 def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
