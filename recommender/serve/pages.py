@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import secrets
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Path as PathParameter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -30,6 +30,9 @@ def templates():
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                                      undefined=jinja2.StrictUndefined)
     environment.filters["web_link"] = web_link
+    # Every character but letters, digits and "-._~" escaped, "/" too: an ID such as "a/../b" stays one
+    # path segment that a browser cannot fold into another path.
+    environment.filters["url_part"] = lambda value: quote(str(value), safe="")
     return environment
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import Callable
@@ -69,10 +70,20 @@ def serve(index: str | None, host: str = "127.0.0.1", port: int = 8000, workers:
     if token is not None:
         announce(f"writes (tags) need the token: open {address}?token={token} or send Authorization: Bearer {token}"
                  if generated else "writes (tags) need the token given with --token or $PAPERS_TOKEN")
+    # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again for whoever handled it
+    # before: here, a stop that has already been carried out, so the command ends with status 0.
+    previous = signal.signal(signal.SIGTERM, _stopped)
     try:
         if workers > 1:
             Multiprocess(config, sockets=[listener]).run()
         else:
             uvicorn.Server(config).run(sockets=[listener])
+    except KeyboardInterrupt:
+        pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         listener.close()
+
+
+def _stopped(signum, frame):
+    raise SystemExit(0)
