@@ -1,5 +1,6 @@
 """Test-only `papers` launcher for `papers serve`: the real CLI, server and worker processes, with
-tests/fakes.py's FakeEncoder for every query (PAPERS_TEST_REAL_MODEL=1 keeps the real model).
+tests/fakes.py's FakeEncoder for every query (PAPERS_TEST_REAL_MODEL=1 keeps the real model), and the
+map projected by PCA, not UMAP (whose first run compiles for a minute).
 
     python tests/serve_launcher.py serve --index x --port 0 [--workers 2]
 
@@ -17,6 +18,7 @@ if os.environ.get("PAPERS_TEST_REAL_MODEL") != "1":
     from recommender.query import recommender as query
 
     query.load_query_encoder = lambda stored, model: FakeEncoder(name=model)
+    sys.modules["umap"] = None  # reading.layout then projects by PCA
 
 from recommender import cli  # noqa: E402
 

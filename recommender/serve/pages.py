@@ -209,6 +209,13 @@ def map_page(request: Request):
         return HTMLResponse(page)
 
 
+@router.get("/favicon.ico")
+def favicon():
+    """Browsers ask for it on pages that name none (the map)."""
+    return Response((HERE / "static" / "favicon.svg").read_bytes(), media_type="image/svg+xml",
+                    headers={"Cache-Control": "max-age=86400"})
+
+
 @router.get("/map.js")
 def map_script():
     from ..render.map import map_script as script

@@ -19,7 +19,7 @@ STRICT_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-s
 INLINE_STYLE_POLICY = STRICT_POLICY.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # not no-referrer: that makes a form post say "Origin: null"
     "X-Frame-Options": "DENY",
     "Cross-Origin-Opener-Policy": "same-origin",
 }
