@@ -42,7 +42,8 @@ HOSTILE_PAPERS = [
     {"id": "x<script>window.attacked=2</script>", "title": "<img src=x onerror='window.attacked=3'> & co",
      "abstract": "Differentially private training " + ATTACK + " of language models with gradient clipping.",
      "authors": ["<b onmouseover='window.attacked=4'>Mallory</b>", "Eve \"quote' <i>"],
-     "url": "javascript:window.attacked = 5", "venue": "<svg onload='window.attacked=6'>", "year": 2024},
+     "url": "javascript:window.attacked = 5", "venue": "<svg onload='window.attacked=6'>", "year": 2024,
+     "categories": ["<script>window.attacked=16</script>", "cs.LG"]},
     {"id": "../../../etc/passwd", "title": "\"><svg/onload=window.attacked=7> {{7*7}} ${7*7}",
      "abstract": "Differentially private fine-tuning with low memory: <style>body{display:none}</style> "
                  "<a href=\"javascript:window.attacked=8\">click</a> Code at https://github.com/lab/x\"onclick=\"window.attacked=9",

@@ -44,7 +44,7 @@ ROUND_TRIPS = [
                   "lower-order moments, with step sizes bounded by $\\alpha$ and a regret bound of "
                   "$\\mathcal{O}(\\sqrt{T})$; it needs 50\\% less tuning than SGD.",
       "authors": ["Diederik P. Kingma", "Jimmy Ba"], "year": 2014, "venue": "arXiv preprint arXiv:1412.6980",
-      "url": "https://doi.org/10.48550/arXiv.1412.6980", "source": "library.bib:15"}),
+      "url": "https://doi.org/10.48550/arXiv.1412.6980", "source": "library.bib:15", "categories": []}),
     ("arxiv-metadata-oai-snapshot.json", 4, "",
      {"id": "0704.0001", "handle": "Calculation of prompt diphoton",
       "title": "Calculation of prompt diphoton production cross sections at Tevatron and LHC energies",
@@ -52,7 +52,7 @@ ROUND_TRIPS = [
                   "production of massive photon pairs at hadron colliders.",
       "authors": ["C. Bal\u00e1zs", "E. L. Berger", "P. M. Nadolsky", "C. -P. Yuan"], "year": 2007,
       "venue": "Phys.Rev.D76:013009,2007", "url": "https://arxiv.org/abs/0704.0001",
-      "source": "arxiv-metadata-oai-snapshot.json:3"}),
+      "source": "arxiv-metadata-oai-snapshot.json:3", "categories": ["hep-ph"]}),
     ("openalex-works.json", 2,
      "warning: openalex-works.json: 1 record without an abstract skipped (the first: openalex-works.json item 3)\n",
      {"id": "W2194775991", "handle": "Deep Residual Learning", "title": "Deep Residual Learning for Image Recognition",
@@ -60,7 +60,9 @@ ROUND_TRIPS = [
                   "inputs, so deep networks train well.",
       "authors": ["Kaiming He", "Xiangyu Zhang", "Shaoqing Ren", "Jian Sun"], "year": 2016,
       "venue": "2016 IEEE Conference on Computer Vision and Pattern Recognition (CVPR)",
-      "url": "https://doi.org/10.1109/cvpr.2016.90", "source": "openalex-works.json item 1"}),
+      "url": "https://doi.org/10.1109/cvpr.2016.90", "source": "openalex-works.json item 1",
+      "categories": ["Advanced Neural Network Applications", "Computer Vision and Pattern Recognition",
+                     "Computer Science", "Physical Sciences"]}),
     ("semantic-scholar.json", 2,
      "warning: semantic-scholar.json: 1 record without an abstract skipped (the first: semantic-scholar.json item 2)\n",
      {"id": "204e3073870fae3d05bcbc2f6a8e263d9b72e776", "handle": "Attention is All you Need",
@@ -70,7 +72,7 @@ ROUND_TRIPS = [
       "authors": ["Ashish Vaswani", "Noam M. Shazeer", "Niki Parmar"], "year": 2017,
       "venue": "Neural Information Processing Systems",
       "url": "https://www.semanticscholar.org/paper/204e3073870fae3d05bcbc2f6a8e263d9b72e776",
-      "source": "semantic-scholar.json item 1"}),
+      "source": "semantic-scholar.json item 1", "categories": ["Computer Science"]}),
     ("zotero.json", 2,
      "warning: zotero.json: 1 record without an abstract skipped (the first: zotero.json item 3)\n",
      {"id": "10.1038/s41586-021-03819-2", "handle": "Highly accurate protein structure",
@@ -78,7 +80,7 @@ ROUND_TRIPS = [
       "abstract": "Proteins are essential to life; we present a neural network that predicts protein structures "
                   "with atomic accuracy even where no similar structure is known.",
       "authors": ["John Jumper", "Richard Evans", "AlphaFold Team"], "year": 2021, "venue": "Nature",
-      "url": "https://doi.org/10.1038/s41586-021-03819-2", "source": "zotero.json item 2"}),
+      "url": "https://doi.org/10.1038/s41586-021-03819-2", "source": "zotero.json item 2", "categories": []}),
 ]
 
 

@@ -41,6 +41,7 @@ def reader_papers():
         paper["authors"] = ["Ada Lovelace", "Grace Hopper"] if number % 2 else ["Alan Turing"]
         paper["year"], paper["venue"] = 2020 + number % 5, ["ICML", "NeurIPS", "ACL"][number % 3]
         paper["url"] = f"https://example.org/{paper['id']}"
+        paper["categories"] = ["cs.CR", "cs.LG"] if paper["id"].startswith("privacy") else ["cs.CV"]
     return papers
 
 
@@ -73,6 +74,7 @@ def test_a_reader_searches_opens_similar_tags_two_papers_and_gets_recommendation
         titles = page.locator("article.paper .title a").all_inner_texts()
         assert titles and titles[0].startswith("Differential privacy")
         first = page.locator("article.paper").first
+        assert first.locator("ul.categories li").all_inner_texts() == ["cs.CR", "cs.LG"]
         first.locator("details summary").click()
         assert first.locator(".abstract").is_visible()
 
@@ -164,6 +166,7 @@ def test_the_hostile_corpus_runs_no_script_on_any_page(watched, tmp_path):
         page.goto(server.url + "paper/" + urllib.parse.quote(HOSTILE_PAPERS[0]["id"], safe=""))
         assert page.locator("h1.title").inner_text().startswith("<img src=x onerror='window.attacked=3'> & co")
         assert page.locator(".url").first.inner_text() == "javascript:window.attacked = 5"  # shown, not a link
+        assert page.locator("ul.categories li").first.inner_text() == "<script>window.attacked=16</script>"
     finally:
         server.stop()
     assert problems == []

@@ -47,6 +47,7 @@ class Paper:
     url: str = ""
     code_links: tuple[str, ...] = ()
     source: str = ""
+    categories: tuple[str, ...] = ()  # as the input gave them: arXiv categories, BibTeX keywords, OpenAlex topics
 
     @property
     def text(self) -> str:
@@ -84,6 +85,7 @@ class Paper:
             "url": self.url,
             "code_links": list(self.code_links),
             "source": self.source,
+            "categories": list(self.categories),
         }
 
     @classmethod
@@ -99,6 +101,7 @@ class Paper:
             url=data.get("url", ""),
             code_links=tuple(data.get("code_links") or ()),
             source=data.get("source", ""),
+            categories=tuple(data.get("categories") or ()),  # none in indexes built before they were kept
         )
 
 
@@ -312,6 +315,7 @@ def _paper_from_record(record: Record) -> Paper:
         code_links=extract_code_links(abstract),
         # A file name that is not UTF-8 reaches us with surrogate escapes, which cannot be stored.
         source=record.source.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+        categories=tuple(dict.fromkeys(_clean(category) for category in record.categories if _clean(category))),
     )
 
 

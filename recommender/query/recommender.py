@@ -305,7 +305,7 @@ class Recommender:
 
     def papers_page(self, offset: int = 0, limit: int = 50, where: Sequence[str] = ()) -> tuple[list[Paper], int | None]:
         """Papers in index order: `limit` of them after the first `offset` (of those matching `where`,
-        `year>=2020` or `venue=*ICML*` as for `papers build --where`), and the offset of the next page
+        `year>=2020`, `venue=*ICML*` or `category=cs.LG` as for `papers build --where`), and the offset of the next page
         (None after the last). Without `where` it reads only the page's papers."""
         from ..corpus.where import parse_where
 
@@ -317,13 +317,9 @@ class Recommender:
         if condition is None:
             rows = range(min(offset, len(self)), min(offset + limit, len(self)))
             return self.papers_at(rows), offset + limit if offset + limit < len(self) else None
-        categories = [str(part) for part in condition.conditions if part.field == "category"]
-        if categories:
-            raise InputError(f"--where '{categories[0]}': the index keeps no categories: filter by year or venue "
-                             "(or build an index of those papers with `papers build --where`)")
         found, matched = [], 0
         for paper in self.papers():
-            if not condition.matches(_PaperFields({"year": paper.year, "venue": paper.venue})):
+            if not condition.matches(_PaperFields({"year": paper.year, "venue": paper.venue}, paper.categories)):
                 continue
             matched += 1
             if matched > offset + limit:
@@ -638,7 +634,7 @@ class Explanation:
 
 @dataclass(frozen=True)
 class _PaperFields:
-    """A stored paper as `--where` conditions read a record: its fields (no categories are stored)."""
+    """A stored paper as `--where` conditions read a record (an index built before categories were kept has none)."""
 
     fields: dict
     categories: tuple = ()
