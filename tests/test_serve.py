@@ -361,6 +361,18 @@ def test_workers_share_the_port_and_a_dead_worker_is_replaced(index_dir):
         assert server.stop() == STOPPED
 
 
+def test_without_the_serve_extra_it_says_what_to_install(workdir, monkeypatch):
+    import sys
+
+    for name in [name for name in sys.modules if name.startswith("recommender.serve")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    result = CliRunner().invoke(main, ["serve"])
+    assert result.exit_code == 1
+    assert result.output == ("Error: papers serve needs the serve extra (fastapi is missing): "
+                             "pip install 'recommender[serve]'\n")
+
+
 def test_serve_refuses_what_it_cannot_serve(workdir):
     runner = CliRunner()
     result = runner.invoke(main, ["serve", "--index", "missing"])

@@ -28,6 +28,12 @@ def lease(request: Request):
     return request.app.state.live.lease()
 
 
+def with_encoder(opened) -> None:
+    """Load the query encoder once a version, before the first search: concurrent first searches would
+    each load a model."""
+    opened.cached("query encoder", lambda: opened.recommender.encode_query("warm up"))
+
+
 def check_count(name: str, values: list[str], most: int = MAX_SEEDS) -> list[str]:
     if len(values) > most:
         raise InputError(f"parameter {name}: at most {most} papers a request, got {len(values)}")
@@ -58,7 +64,9 @@ def like(
     why: bool = Query(False, description="The terms that tie each paper to the query."),
     exclude: list[str] = Query([], description="Paper IDs to leave out (repeatable)."),
 ):
-    check_count("id", id), check_count("not", not_), check_count("exclude", exclude, 10_000)
+    check_count("id", id)
+    check_count("not", not_)
+    check_count("exclude", exclude, 10_000)
     with lease(request) as opened:
         results = opened.recommender.like(*id, k=k, not_=not_, exclude=exclude, min_score=min_score,
                                           diverse=diverse, why=why, mode=mode)
@@ -77,6 +85,7 @@ def search(
     exclude: list[str] = Query([]),
 ):
     with lease(request) as opened:
+        with_encoder(opened)
         results = opened.recommender.search(q, k=k, exclude=exclude, min_score=min_score, diverse=diverse, why=why,
                                             mode=mode)
         return JSONResponse(result_records(results))
@@ -124,6 +133,8 @@ def inspect(
     q: str | None = Query(None, min_length=1, max_length=MAX_QUERY, description="The search text it was found for."),
 ):
     with lease(request) as opened:
+        if q is not None:
+            with_encoder(opened)
         return JSONResponse(opened.recommender.explain(id, seed=pid, text=q).to_dict())
 
 

@@ -13,12 +13,15 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
 from ..reading.tags import recommend_for_tags, tag_paper, untag_paper
-from .api import MAX_K, MAX_QUERY, check_write, lease
+from .api import MAX_K, MAX_QUERY, check_write, lease, with_encoder
 from .security import CSRF_COOKIE, CSRF_FIELD, Refused, csrf_matches
 from .state import session_plan
 
 HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 25
+# /map lays out every paper with its related-work list on the first request (as `papers map` does):
+# minutes past this many papers.
+MAP_PAPERS = 20_000
 MAX_PAGES = 10_000
 router = APIRouter(include_in_schema=False)
 
@@ -93,6 +96,7 @@ def index_page(
         recommender = opened.recommender
         context = {"q": q or "", "pid": pid, "tags": tags, "k": k, "page": page, "next_page": None, "seed": None}
         if q:
+            with_encoder(opened)
             results = recommender.search(q, k=k)
             context.update(heading=f"Papers about “{q}”", cards=[card(r.paper, r.score, text=q) for r in results])
         elif pid:
@@ -134,6 +138,8 @@ def inspect_page(
     q: str | None = Query(None, min_length=1, max_length=MAX_QUERY),
 ):
     with lease(request) as opened:
+        if q is not None:
+            with_encoder(opened)
         explanation = opened.recommender.explain(id, seed=pid, text=q)
         return render(request, "inspect.html", {"explanation": explanation, "item": card(explanation.paper)})
 
@@ -205,6 +211,9 @@ def map_page(request: Request):
 
     with lease(request) as opened:
         recommender = opened.recommender
+        if len(recommender) > MAP_PAPERS:
+            raise Refused(503, f"a map of {len(recommender):,} papers takes too long to draw on request (at most "
+                               f"{MAP_PAPERS:,}): write it once with `papers map --out map.html`")
         page = opened.cached("map", lambda: render_html(build_map(recommender), script_url="/map.js"))
         return HTMLResponse(page)
 
