@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
@@ -72,8 +72,9 @@ class Guard:
             await send(message)
 
         if not self.access.host_allowed(host):
-            response = PlainTextResponse(
-                f"host '{host[:100]}' is not this server's: open it as http://127.0.0.1 or http://localhost", 400)
+            message = f"host '{host[:100]}' is not this server's: open it as http://127.0.0.1 or http://localhost"
+            response = (JSONResponse({"error": message}, 400) if path.startswith("/api/")
+                        else PlainTextResponse(message, 400))
             return await response(scope, receive, send_guarded)
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = [value for name, value in query if name == "token"]
