@@ -76,6 +76,7 @@ class Load:
     def run(self, seconds: float) -> dict:
         latencies: list[list[float]] = [[] for _ in range(self.clients)]
         errors = [0] * self.clients
+        kinds: dict[str, int] = {}  # what failed: a status, or the exception of a failed connection
         deadline = time.perf_counter() + seconds
 
         def client(number: int) -> None:
@@ -90,14 +91,16 @@ class Load:
                         response = connection.getresponse()
                         response.read()
                         ok = response.status == 200
-                    except (OSError, http.client.HTTPException):
-                        ok = False
+                        kind = f"status {response.status}"
+                    except (OSError, http.client.HTTPException) as error:
+                        ok, kind = False, type(error).__name__
                         connection.close()
                         connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
                     if ok:
                         latencies[number].append(time.perf_counter() - start)
                     else:
                         errors[number] += 1
+                        kinds[kind] = kinds.get(kind, 0) + 1
             finally:
                 connection.close()
 
@@ -110,7 +113,8 @@ class Load:
         elapsed = time.perf_counter() - started
         merged = [value * 1000 for values in latencies for value in values]
         return {"requests": len(merged), "rps": len(merged) / elapsed, "p50": percentile(merged, 0.5),
-                "p95": percentile(merged, 0.95), "p99": percentile(merged, 0.99), "errors": sum(errors)}
+                "p95": percentile(merged, 0.95), "p99": percentile(merged, 0.99), "errors": sum(errors),
+                **({"failures": kinds} if kinds else {})}
 
 
 def request_paths(endpoint: str, ids: list[str], words: list[str]):
@@ -204,6 +208,8 @@ def main() -> None:
                     results.append(rebuild_under_load(server, corpus, index, ids, args.seconds))
             finally:
                 server.stop()
+                if server.errors:  # what the server logged (warnings and errors only): a worker restarted, say
+                    print("server:", *server.errors[-20:], sep="\n  ", flush=True)
         results.append({"papers": size, "library_like_p50": baseline, "pss_mb": memory})
         print(json.dumps(results[-1]), flush=True)
     if args.build_only:

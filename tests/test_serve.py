@@ -324,6 +324,40 @@ def test_a_rebuild_while_serving_fails_no_request_and_is_picked_up(tmp_path):
         assert server.stop() == STOPPED
 
 
+def test_one_request_at_a_time_uses_the_library_in_a_worker(index_dir):
+    """Threads of one worker take turns with the Recommender, which is not made for threads (two threads
+    in numpy's header parsing fail now and then on CPython 3.11 with a SystemError: a 500 under load)."""
+    from recommender.serve.state import LiveIndex
+
+    live = LiveIndex(index_dir)
+    inside, release, order = threading.Event(), threading.Event(), []
+
+    def first():
+        with live.lease() as opened:
+            order.append("first in")
+            inside.set()
+            release.wait(30)
+            opened.recommender.like("dp1", k=2)
+            order.append("first out")
+
+    def second():
+        inside.wait(30)
+        with live.lease() as opened:
+            order.append("second in")
+            opened.recommender.like("vid1", k=2)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    inside.wait(30)
+    time.sleep(0.3)  # the second thread is waiting for its turn by now
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    live.close()
+    assert order == ["first in", "first out", "second in"]
+
+
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_signals_stop_it_cleanly(index_dir, signal_number):
     server = start_server(index_dir)

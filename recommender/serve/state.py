@@ -44,14 +44,20 @@ class LiveIndex:
         self.index_dir = Path(index_dir)
         self._lock = threading.Lock()
         self._current: OpenedVersion | None = None
+        # One request at a time uses the library in this process: a Recommender is not made for threads
+        # (its lazy loads, and numpy's header parsing, which on CPython 3.11 can fail with "SystemError:
+        # AST constructor recursion depth mismatch" when two threads run it). Requests run in parallel
+        # across --workers processes, which share the index's pages.
+        self._library = threading.Lock()
 
     @contextlib.contextmanager
     def lease(self) -> Iterator[OpenedVersion]:
-        opened = self._acquire()
-        try:
-            yield opened
-        finally:
-            self._release(opened)
+        with self._library:
+            opened = self._acquire()
+            try:
+                yield opened
+            finally:
+                self._release(opened)
 
     def _acquire(self) -> OpenedVersion:
         live = store.live_version(self.index_dir)
