@@ -15,7 +15,8 @@ connection). Bounded: every run stops after SECONDS; every request has a 30 s ti
 
 Also, per size: the warm in-process `Recommender.like` of the same papers (its p50, the baseline, in
 this process) against the API's p50 with one client and one worker (the target: within 1.5x the library
-call plus 2 ms); each worker's PSS (/proc/PID/smaps_rollup, after the runs) and what the second worker
+call plus 2 ms), measured twice: apart (the load runs), and alternating one call in process with the same
+call through the API (`--paired-only` runs just this), which a busy machine slows alike; each worker's PSS (/proc/PID/smaps_rollup, after the runs) and what the second worker
 adds; and, at the smallest size, 8 clients on `like` while the index is rebuilt twice (the failed
 requests: the target is none).
 
@@ -161,6 +162,32 @@ def library_like_p50(index: Path, ids: list[str], count: int = 300) -> float:
     return statistics.median(times)
 
 
+def paired_like(url: str, index: Path, ids: list[str], count: int = 300) -> dict:
+    """The same `like` calls in process and through the API (one worker, one client), alternating one
+    by one, so that a machine busy with other work slows both alike; p50 of each in ms."""
+    from recommender import Recommender
+
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    generator = random.Random(2)
+    local, remote = [], []
+    with Recommender.open(index) as recommender:
+        for step in range(count + 20):
+            paper = generator.choice(ids)
+            start = time.perf_counter()
+            recommender.like(paper, k=10)
+            middle = time.perf_counter()
+            connection.request("GET", "/api/like?" + urlencode({"id": paper, "k": 10}))
+            response = connection.getresponse()
+            response.read()
+            end = time.perf_counter()
+            if step >= 20 and response.status == 200:  # the first 20 warm both up
+                local.append((middle - start) * 1000)
+                remote.append((end - middle) * 1000)
+    connection.close()
+    return {"library_p50": statistics.median(local), "api_p50": statistics.median(remote), "pairs": len(local)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -169,6 +196,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench_serve"))
     parser.add_argument("--sentences", type=Path, default=CSFCUBE)
+    parser.add_argument("--paired-only", action="store_true",
+                        help="only the like in process and through the API, alternating (one worker)")
     parser.add_argument("--build-only", action="store_true", help="write the corpora and build the indexes, then stop")
     args = parser.parse_args()
     from bench_scale_cli import write_corpus
@@ -190,10 +219,15 @@ def main() -> None:
         words = sorted({word for paper in papers[:2000] for word in paper["abstract"].split() if word.isalpha() and len(word) > 4})
         baseline = library_like_p50(index, ids)
         print(f"{size:,} papers: in-process like p50 {baseline:.2f} ms", flush=True)
-        memory = {}
+        memory, paired = {}, None
         for workers in args.workers:
             server = start_server(index, "--workers", str(workers))
             try:
+                if workers == 1:
+                    paired = paired_like(server.url, index, ids)
+                    print(f"{size:,} papers, like alternating in process and through the API: {paired}", flush=True)
+                if args.paired_only:
+                    continue
                 for endpoint in ENDPOINTS:
                     paths = request_paths(endpoint, ids, words)
                     Load(server.url, paths, 4).run(WARM_SECONDS)  # every worker's first requests load what they use
@@ -210,7 +244,7 @@ def main() -> None:
                 server.stop()
                 if server.errors:  # what the server logged (warnings and errors only): a worker restarted, say
                     print("server:", *server.errors[-20:], sep="\n  ", flush=True)
-        results.append({"papers": size, "library_like_p50": baseline, "pss_mb": memory})
+        results.append({"papers": size, "library_like_p50": baseline, "pss_mb": memory, "paired": paired})
         print(json.dumps(results[-1]), flush=True)
     if args.build_only:
         return
@@ -257,6 +291,12 @@ def table(results: list[dict]) -> str:
                 target = 1.5 * row["library_like_p50"] + 2
                 lines.append(f"{row['papers']:,} papers: like in process p50 {row['library_like_p50']:.2f} ms, through the "
                              f"API {api['p50']:.2f} ms ({api['p50'] / row['library_like_p50']:.2f}x; target <= {target:.2f} ms)")
+            if row.get("paired"):
+                pair = row["paired"]
+                target = 1.5 * pair["library_p50"] + 2
+                lines.append(f"{row['papers']:,} papers, alternating: like in process p50 {pair['library_p50']:.2f} ms, "
+                             f"through the API {pair['api_p50']:.2f} ms ({pair['api_p50'] / pair['library_p50']:.2f}x; "
+                             f"target <= {target:.2f} ms)")
             for workers, sizes in sorted(row["pss_mb"].items()):
                 lines.append(f"{row['papers']:,} papers, {workers} worker(s): PSS " + ", ".join(f"{s:.0f} MB" for s in sizes))
             one, two = row["pss_mb"].get(1), row["pss_mb"].get(2)
