@@ -22,6 +22,8 @@ requests: the target is none).
 
 The machine this ran on has 2 cores shared with other work: clients and server compete for them, so the
 figures are those of a contended machine, and the 2-worker runs share the same 2 cores with 32 clients.
+
+Quoted in: docs/serve.md ("Measured").
 """
 
 from __future__ import annotations
