@@ -819,3 +819,35 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
     click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)
     if open_:
         click.launch(str(Path(out).resolve()))
+
+
+@main.command()
+@index_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; any other than loopback makes writes (tags) need a token.")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on (0: a free one).")
+@click.option("--workers", type=int, default=1, show_default=True,
+              help="Worker processes (uvicorn's supervisor restarts one that dies); they share the index's pages.")
+@click.option("--token", default=None, help="Token that writes need (default: $PAPERS_TOKEN; off loopback one is generated).")
+@library_errors
+def serve(index, host, port, workers, token):
+    """The index as a local web app and an HTTP API (needs recommender[serve]).
+
+    Pages at /, the API under /api (described at /openapi.json and /docs).
+    Runs until Ctrl-C; a rebuild of the index is picked up without a restart.
+
+    Examples:
+
+    \b
+        papers serve
+        papers serve --index arxiv-lg --port 8080 --workers 2
+        papers serve --host 0.0.0.0 --token "$PAPERS_TOKEN"
+    """
+    try:
+        from .serve.server import serve as run
+    except ImportError as error:
+        from .errors import InputError
+
+        raise InputError(f"papers serve needs the serve extra ({error.name} is missing): "
+                         "pip install 'recommender[serve]'") from None
+    run(index, host=host, port=port, workers=workers, token=token, announce=lambda line: click.echo(line))

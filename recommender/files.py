@@ -110,6 +110,16 @@ def open_lock_file(path: str | os.PathLike) -> IO:
     return os.fdopen(descriptor, "r+b")
 
 
+def linked_sqlite_file(path: str | os.PathLike) -> Path | None:
+    """The first of an SQLite database's files (itself, -wal, -shm, -journal) that is a symbolic
+    link, else None: SQLite follows links, so a planted one would redirect its writes."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        candidate = Path(f"{os.fspath(path)}{suffix}")
+        if candidate.is_symlink():
+            return candidate
+    return None
+
+
 def is_plain_file(path: str | os.PathLike) -> bool:
     """Whether `path` is a regular file itself (not a link to one)."""
     try:

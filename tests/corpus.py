@@ -33,3 +33,29 @@ def write_corpus(folder: Path, papers=PAPERS, name: str = "papers.jsonl") -> Pat
     path = folder / name
     path.write_text("".join(json.dumps(paper) + "\n" for paper in papers), encoding="utf-8")
     return path
+
+
+# Papers whose every field tries to run a script in a page that shows it, or to reach a file through its ID
+# (`papers serve`'s browser tests: none may run, whatever page shows them).
+ATTACK = "</script><script>window.attacked = 1</script><!--"
+HOSTILE_PAPERS = [
+    {"id": "x<script>window.attacked=2</script>", "title": "<img src=x onerror='window.attacked=3'> & co",
+     "abstract": "Differentially private training " + ATTACK + " of language models with gradient clipping.",
+     "authors": ["<b onmouseover='window.attacked=4'>Mallory</b>", "Eve \"quote' <i>"],
+     "url": "javascript:window.attacked = 5", "venue": "<svg onload='window.attacked=6'>", "year": 2024,
+     "categories": ["<script>window.attacked=16</script>", "cs.LG"]},
+    {"id": "../../../etc/passwd", "title": "\"><svg/onload=window.attacked=7> {{7*7}} ${7*7}",
+     "abstract": "Differentially private fine-tuning with low memory: <style>body{display:none}</style> "
+                 "<a href=\"javascript:window.attacked=8\">click</a> Code at https://github.com/lab/x\"onclick=\"window.attacked=9",
+     "url": "data:text/html,<script>window.attacked=10</script>"},
+    {"id": "quote'\"&amp;#x27;", "title": "Video \u202egnp.exe\u202c aesthetics </textarea></title><script>window.attacked=11</script>",
+     "abstract": "A video aesthetic assessment database <iframe src=\"javascript:window.attacked=12\"></iframe> with annotations.",
+     "url": "https://example.org/?q=<script>window.attacked=13</script>&x=\"'"},
+    {"id": "plain-1", "title": "Video Quality Models",
+     "abstract": "Video quality assessment models trained on aesthetic annotations of short videos."},
+    {"id": "plain-2", "title": "Gated Linear RNNs",
+     "abstract": "Gated linear recurrent networks <script>window.attacked=14</script> compete with transformers."},
+    {"id": "%2e%2e%2fsecret", "title": "TFLA: Tiled Flash Linear Attention",
+     "abstract": "Linear recurrent networks with gating and fast kernels for long sequence language modeling. "
+                 "<meta http-equiv=\"refresh\" content=\"0;url=javascript:window.attacked=15\">"},
+]

@@ -25,7 +25,7 @@ LAYERS = [
     {"query"},
     {"reading", "evaluation"},
     {"render"},
-    {"cli"},
+    {"cli", "serve"},
 ]
 
 

@@ -48,7 +48,7 @@ class Paper:
     url: str = ""
     code_links: tuple[str, ...] = ()
     source: str = ""
-    categories: tuple[str, ...] = ()  # as the input gave them (arXiv categories, keywords, tags): for --where
+    categories: tuple[str, ...] = ()  # as the input gave them: arXiv categories, BibTeX keywords, OpenAlex topics
 
     @property
     def text(self) -> str:
@@ -102,7 +102,7 @@ class Paper:
             url=data.get("url", ""),
             code_links=tuple(data.get("code_links") or ()),
             source=data.get("source", ""),
-            categories=tuple(data.get("categories") or ()),
+            categories=tuple(data.get("categories") or ()),  # none in indexes built before they were kept
         )
 
 
@@ -331,7 +331,7 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         code_links=extract_code_links(abstract),
         # A file name that is not UTF-8 reaches us with surrogate escapes, which cannot be stored.
         source=record.source.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
-        categories=tuple(dict.fromkeys(_clean(name) for name in record.categories if _clean(name))),
+        categories=tuple(dict.fromkeys(_clean(category) for category in record.categories if _clean(category))),
     )
 
 

@@ -4,6 +4,7 @@
         CURRENT          name of the live version folder and its manifest's sha256 (replaced atomically)
         .lock            held by a build (fcntl lock), never by readers
         v-<build-id>/    one complete build: manifest.json and the files it lists
+        tags.sqlite      the user's tags of papers (`papers serve`), kept across rebuilds (WAL mode)
         cache.sqlite     only in indexes built before the shared cache: read as a fallback (see EmbeddingCache)
 
 The embedding cache is shared by every index of the user: `<cache home>/embeddings.sqlite`
@@ -57,6 +58,7 @@ MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 LOCK = ".lock"
 CACHE = "cache.sqlite"  # the per-index embedding cache of indexes built before the shared one
+TAGS = "tags.sqlite"  # the user's tags (papers serve): kept by builds; `papers indexes rm` removes them with the index
 # In every build folder from its creation on: what says papers made it (so only such folders are removed).
 BUILD_MARK = ".papers-build"
 # The files of one build (inside v-<build-id>/).
@@ -140,7 +142,7 @@ def check_not_in_index(path: str | os.PathLike) -> None:
     for folder in target.parents:
         if (folder / CURRENT).is_file() or ((folder / LOCK).is_file() and is_index_folder(folder)):
             inside = target.relative_to(folder).parts
-            if len(inside) > 1 or inside[0] in (CURRENT, LOCK) or inside[0].startswith((CACHE, f".{CURRENT}")):
+            if len(inside) > 1 or inside[0] in (CURRENT, LOCK) or inside[0].startswith((CACHE, TAGS, f".{CURRENT}")):
                 raise InputError(f"{path} is inside the index folder {os.path.relpath(folder)}: write it somewhere else")
             return
 
@@ -508,7 +510,8 @@ def check_index_folder(index_dir: Path) -> None:
 def _made_by_a_build(index_dir: Path, name: str) -> bool:
     """Whether the entry `name` of an index folder is one that builds make (and may remove)."""
     path = index_dir / name
-    if name in (LOCK, CACHE) or name in (f"{CACHE}-wal", f"{CACHE}-shm", f"{CACHE}-journal"):
+    if name in (LOCK, CACHE, TAGS) or any(name == f"{base}{suffix}" for base in (CACHE, TAGS)
+                                          for suffix in ("-wal", "-shm", "-journal")):
         return files.is_plain_file(path)
     if name.startswith(files.PARTIAL_PREFIX) or name.startswith(f".{CURRENT}.tmp-"):
         return files.is_plain_file(path)
@@ -541,6 +544,17 @@ def _is_own_version(path: Path) -> bool:
 
 def _live_version(index_dir: Path) -> str | None:
     return _read_current(index_dir)[0]
+
+
+def live_version(index_dir: Path) -> str | None:
+    """The name of the index's live version folder (None before its first build): one small read,
+    so a long-running reader (`papers serve`) can tell when a rebuild has swapped CURRENT."""
+    return _live_version(index_dir)
+
+
+def tags_path(index_dir: Path) -> Path:
+    """The SQLite file of the user's tags: beside the versions, never inside one, so a rebuild keeps it."""
+    return index_dir / TAGS
 
 
 def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
@@ -1000,11 +1014,10 @@ class EmbeddingCache:
             self._connect()
 
     def _refuse_links(self) -> None:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            path = Path(f"{self.path}{suffix}")
-            if path.is_symlink():
-                raise RecommenderError(f"embedding cache file {path} is a symbolic link, which is never followed: "
-                                       "remove it (or run `papers cache clear`)")
+        path = files.linked_sqlite_file(self.path)
+        if path is not None:
+            raise RecommenderError(f"embedding cache file {path} is a symbolic link, which is never followed: "
+                                   "remove it (or run `papers cache clear`)")
 
     def _connect(self) -> None:
         import sqlite3  # here: only builds use the cache, and lookups need not pay for the import

@@ -360,6 +360,57 @@ class Recommender:
         """The stored record of one paper."""
         return self.papers_at([self.resolve(reference)])[0]
 
+    def papers_page(self, offset: int = 0, limit: int = 50, where: Sequence[str] = ()) -> tuple[list[Paper], int | None]:
+        """Papers in index order: `limit` of them after the first `offset` (of those matching `where`,
+        `year>=2020`, `venue=*ICML*` or `category=cs.LG` as for `papers build --where`), and the offset of the next page
+        (None after the last). Without `where` it reads only the page's papers."""
+        from ..corpus.where import parse_where
+
+        if offset < 0:
+            raise InputError(f"offset must be at least 0, got {offset}")
+        if limit < 1:
+            raise InputError(f"limit must be at least 1, got {limit}")
+        condition = parse_where(list(where))
+        if condition is None:
+            rows = range(min(offset, len(self)), min(offset + limit, len(self)))
+            return self.papers_at(rows), offset + limit if offset + limit < len(self) else None
+        found, matched = [], 0
+        for paper in self.papers():
+            if not condition.matches(_PaperFields({"year": paper.year, "venue": paper.venue}, paper.categories)):
+                continue
+            matched += 1
+            if matched > offset + limit:
+                return found, offset + limit
+            if matched > offset:
+                found.append(paper)
+        return found, None
+
+    def explain(self, reference: str, seed: str | None = None, text: str | None = None, limit: int = 10) -> "Explanation":
+        """Why a paper is listed for a seed paper or a search text: the terms they share most and the
+        two cosines the hybrid score fuses (embeddings, TF-IDF); without either, the paper's own top terms."""
+        if seed is not None and text is not None:
+            raise InputError("give a seed paper or a search text to explain against, not both")
+        row = self.resolve(reference)
+        own = self.lexical.row(row)
+        order = np.lexsort((own.indices, -own.values))[:limit]
+        top = tuple(self.lexical.vocabulary[int(own.indices[i])] for i in order)
+        if seed is None and text is None:
+            return Explanation(self.papers_at([row])[0], None, None, None, None, (), top)
+        if seed is not None:
+            seed_row = self.resolve(seed)
+            dense, lexical = self.vectors_at([seed_row])[0], self.lexical.row(seed_row)
+            against = self.papers_at([seed_row])[0]
+        else:
+            if not text.strip():
+                raise InputError("empty search text: give some words to search for")
+            check_text(text, "search text")
+            dense, lexical, against = self.encode_query(text), self.lexical.transform(text), None
+        dense_cosine = float(self.cosines(np.array([row]), dense)[0])
+        lexical_cosine = float(self.lexical.scores_at(lexical, np.array([row]))[0])
+        shared = tuple(self.lexical.shared_terms(lexical, row, limit))
+        return Explanation(self.papers_at([row])[0], against, text, round(dense_cosine, 4), round(lexical_cosine, 4),
+                           shared, top)
+
     def info(self) -> dict:
         """What the index holds and how it was built."""
         manifest = dict(self.manifest)
@@ -624,6 +675,35 @@ class Recommender:
             terms = tuple(self.lexical.shared_terms(query.lexical, int(row))) if why else ()
             results.append(Recommendation(rank, float(score), paper, terms))
         return results
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a paper is listed (`Recommender.explain`): against a seed paper or a search text, the terms
+    they share most and the cosines of their embeddings and of their TF-IDF vectors."""
+
+    paper: Paper
+    seed: Paper | None
+    text: str | None
+    dense_cosine: float | None
+    lexical_cosine: float | None
+    shared_terms: tuple[str, ...]
+    top_terms: tuple[str, ...]  # the paper's own highest TF-IDF terms
+
+    def to_dict(self) -> dict:
+        return {
+            **paper_brief(self.paper), "seed": None if self.seed is None else self.seed.id, "text": self.text,
+            "dense_cosine": self.dense_cosine, "lexical_cosine": self.lexical_cosine,
+            "shared_terms": list(self.shared_terms), "top_terms": list(self.top_terms),
+        }
+
+
+@dataclass(frozen=True)
+class _PaperFields:
+    """A stored paper as `--where` conditions read a record (an index built before categories were kept has none)."""
+
+    fields: dict
+    categories: tuple = ()
 
 
 def _identifier(paper: Paper) -> str:

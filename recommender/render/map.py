@@ -51,9 +51,16 @@ def _colour(group: int) -> str:
     return PALETTE[(group - 1) % len(PALETTE)]
 
 
-def render_html(corpus_map: CorpusMap) -> str:
+def map_script() -> str:
+    """The map page's script, for a server that sends it as a file of its own (`render_html(script_url=...)`)."""
+    return _SCRIPT
+
+
+def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
     """One offline HTML file: the map as inline SVG (a <title> on every point, so it reads without
-    JavaScript), the papers as JSON, and a script for search, pinning, zoom, pan and session toggles."""
+    JavaScript), the papers as JSON, and a script for search, pinning, zoom, pan and session toggles.
+    `script_url`: load the script from there instead of inlining it (a page served under a
+    Content-Security-Policy that forbids inline scripts: `papers serve`)."""
     e = html.escape
     count = len(corpus_map.points)
     top = TOP - 8  # the page has its own heading: the SVG starts below the band the PNG keeps for it
@@ -139,9 +146,12 @@ def render_html(corpus_map: CorpusMap) -> str:
     parts.append('<script type="application/json" id="map-data">')
     parts.append(_json_for_script(_page_data(corpus_map)))
     parts.append("</script>")
-    parts.append("<script>")
-    parts.append(_SCRIPT)
-    parts.append("</script></body></html>")
+    if script_url is None:
+        parts.append("<script>")
+        parts.append(_SCRIPT)
+        parts.append("</script></body></html>")
+    else:
+        parts.append(f'<script src="{e(script_url)}"></script></body></html>')
     return "\n".join(parts) + "\n"
 
 

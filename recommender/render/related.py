@@ -41,10 +41,10 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
     seen: set[str] = set()
     for item in lists:
         if fmt == "json":
-            text = json.dumps(_json_row(item, why), ensure_ascii=False, indent=2)
+            text = json.dumps(related_record(item, why), ensure_ascii=False, indent=2)
             out.write(("\n" if count == 0 else ",\n") + "\n".join("  " + line for line in text.splitlines()))
         elif fmt == "jsonl":
-            out.write(json.dumps(_json_row(item, why), ensure_ascii=False) + "\n")
+            out.write(json.dumps(related_record(item, why), ensure_ascii=False) + "\n")
         elif fmt == "csv":
             for related in item.related:
                 other = related.paper
@@ -73,7 +73,8 @@ _MARKDOWN_INTRO = (
 )
 
 
-def _json_row(item: RelatedList, why: bool) -> dict:
+def related_record(item: RelatedList, why: bool) -> dict:
+    """One related-work list as the JSON object `related-work --format json` prints and the API returns."""
     row = item.to_dict()
     if not why:
         for related in row["related"]:

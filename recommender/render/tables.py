@@ -161,9 +161,14 @@ _MARKDOWN_CELLS = {
 }
 
 
+def result_records(results: Sequence) -> list[dict]:
+    """Recommendations as the JSON objects `--format json` prints and `papers serve`'s API returns."""
+    return [result.to_dict() for result in results]
+
+
 def render_results(results: Sequence, fmt: str, why: bool = False, width: int | None = None) -> str:
     """Recommendations as a readable table or a machine format."""
-    rows = [result.to_dict() for result in results]
+    rows = result_records(results)
     columns = [c for c in RESULT_COLUMNS if why or c != "why"]
     table = {"rank": 0, "score": 0, "id": 0, "title": LABEL_WIDTH, "snippet": SNIPPET_WIDTH}
     if why:
@@ -186,13 +191,14 @@ def paper_record(paper) -> dict:
 PAPER_COLUMNS = ("id", "handle", "title", "authors", "year", "venue", "url", "code_links", "source")
 
 
+def paper_list_records(papers: Sequence) -> list[dict]:
+    """Papers as the JSON objects `papers list --format json` prints and `papers serve`'s API returns."""
+    return [dict(paper_record(paper), summary=paper.title or paper.first_sentence) for paper in papers]
+
+
 def render_papers(papers: Sequence, fmt: str, width: int | None = None) -> str:
     """A list of papers (for `papers list`)."""
-    rows = []
-    for paper in papers:
-        row = paper_record(paper)
-        row["summary"] = paper.title or paper.first_sentence
-        rows.append(row)
+    rows = paper_list_records(papers)
     columns = [*PAPER_COLUMNS, "abstract"]
     if fmt == "markdown":
         return markdown_table(rows, ["id", "handle", "title", "authors", "year", "venue", "code_links"], _MARKDOWN_CELLS)

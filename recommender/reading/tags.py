@@ -1,0 +1,139 @@
+"""The user's tags of papers (their library), kept in SQLite beside an index, and the papers a tag
+recommends: papers like the tag's papers, the tagged ones left out (arxiv-sanity-lite's tags)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from .. import files
+from ..errors import InputError, PaperNotFoundError, RecommenderError
+from ..index.store import tags_path
+from ..query.recommender import Recommendation, Recommender
+
+TAG_PATTERN = re.compile(r"[\w.+-]{1,64}")
+TAG_RULE = "a tag is 1 to 64 letters, digits, '.', '_', '+' or '-'"
+PAPERS_A_TAG = 10_000  # a tag is a reading list, not a corpus: bounds what a profile averages
+
+
+def check_tag(tag: str) -> str:
+    """The tag if it is a valid name (InputError otherwise)."""
+    if not isinstance(tag, str) or not TAG_PATTERN.fullmatch(tag):
+        shown = tag if isinstance(tag, str) and tag.isprintable() else repr(tag)
+        raise InputError(f"tag '{shown[:80]}' cannot be used: {TAG_RULE}")
+    return tag
+
+
+class TagStore:
+    """Tags of paper IDs in `<index>/tags.sqlite` (WAL mode: readers never wait for a writer, and several
+    server processes share it). IDs are kept as given, so tags outlive a rebuild of the index."""
+
+    def __init__(self, index_dir: Path):
+        self.path = tags_path(Path(index_dir))
+
+    @contextlib.contextmanager
+    def _connection(self, write: bool = False) -> Iterator:
+        import sqlite3
+
+        if not write and not self.path.exists():
+            yield None
+            return
+        linked = files.linked_sqlite_file(self.path)
+        if linked is not None:  # SQLite would write through it
+            raise RecommenderError(f"tags file {linked} is a symbolic link, which is never followed: remove it")
+        try:
+            connection = sqlite3.connect(self.path, timeout=10)
+        except sqlite3.Error as error:
+            raise RecommenderError(f"tags {self.path}: {error}: check the disk and permissions") from None
+        try:
+            if write:
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.execute("CREATE TABLE IF NOT EXISTS tags (tag TEXT NOT NULL, paper TEXT NOT NULL, "
+                                   "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper))")
+            with connection:
+                yield connection
+        except sqlite3.Error as error:
+            raise RecommenderError(f"tags {self.path}: {error}: check the disk and permissions") from None
+        finally:
+            connection.close()
+
+    def tags(self) -> dict[str, list[str]]:
+        """Every tag with its paper IDs in the order they were tagged, tags by name."""
+        found: dict[str, list[str]] = {}
+        with self._connection() as connection:
+            if connection is not None and self._has_table(connection):
+                for tag, paper in connection.execute("SELECT tag, paper FROM tags ORDER BY tag, added, paper"):
+                    found.setdefault(tag, []).append(paper)
+        return found
+
+    def papers(self, tag: str) -> list[str]:
+        """The IDs a tag holds, in the order they were tagged (empty for an unknown tag)."""
+        check_tag(tag)
+        with self._connection() as connection:
+            if connection is None or not self._has_table(connection):
+                return []
+            return [paper for (paper,) in connection.execute(
+                "SELECT paper FROM tags WHERE tag = ? ORDER BY added, paper", (tag,))]
+
+    def add(self, tag: str, paper_id: str) -> list[str]:
+        """Tag a paper (by its ID; tagging it again changes nothing); returns the tag's papers."""
+        check_tag(tag)
+        with self._connection(write=True) as connection:
+            count = connection.execute("SELECT count(*) FROM tags WHERE tag = ?", (tag,)).fetchone()[0]
+            if count >= PAPERS_A_TAG:
+                raise InputError(f"tag '{tag}' already holds {count} papers, the most a tag may hold")
+            connection.execute("INSERT OR IGNORE INTO tags (tag, paper) VALUES (?, ?)", (tag, paper_id))
+        return self.papers(tag)
+
+    def remove(self, tag: str, paper_id: str) -> list[str]:
+        """Untag a paper (a paper the tag does not hold changes nothing); returns the tag's papers."""
+        check_tag(tag)
+        with self._connection(write=True) as connection:
+            connection.execute("DELETE FROM tags WHERE tag = ? AND paper = ?", (tag, paper_id))
+        return self.papers(tag)
+
+    @staticmethod
+    def _has_table(connection) -> bool:
+        return connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tags'").fetchone() is not None
+
+
+def tag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
+    """Tag the paper a reference names (ID, handle or unique prefix), stored by its ID."""
+    check_tag(tag)
+    return tags.add(tag, recommender.keys.id_of(recommender.resolve(reference)))
+
+
+def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
+    """Untag a paper; a reference that names no paper of this index may still be a tagged ID (of a
+    paper a rebuild dropped), so it is removed as given."""
+    check_tag(tag)
+    try:
+        paper_id = recommender.keys.id_of(recommender.resolve(reference))
+    except PaperNotFoundError:
+        paper_id = reference
+    return tags.remove(tag, paper_id)
+
+
+def recommend_for_tags(
+    recommender: Recommender,
+    tags: TagStore,
+    names: Sequence[str],
+    k: int = 10,
+    mode: str = "hybrid",
+    why: bool = False,
+) -> list[Recommendation]:
+    """Papers like the papers of these tags (all of them as one profile), the tagged papers left out.
+    Tagged IDs this index no longer holds (a rebuild dropped them) are passed over."""
+    names = list(dict.fromkeys(check_tag(name) for name in names))
+    if not names:
+        raise InputError("no tag given: name at least one tag")
+    tagged = [paper for name in names for paper in tags.papers(name)]
+    if not tagged:
+        raise PaperNotFoundError(f"tag '{names[0]}' holds no papers: tag some first" if len(names) == 1 else
+                                 f"tags {', '.join(names)} hold no papers: tag some first")
+    held = [paper for paper in dict.fromkeys(tagged) if recommender.keys.row_of_id(paper) is not None]
+    if not held:
+        raise PaperNotFoundError(f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)")
+    return recommender.like(*held, k=k, mode=mode, why=why)

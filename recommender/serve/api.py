@@ -1,0 +1,180 @@
+"""The HTTP API: each endpoint parses, calls one library function, returns the JSON the CLI prints."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Path as PathParameter, Query, Request
+from fastapi.responses import JSONResponse
+
+from ..errors import InputError
+from ..reading.related import related_work, select_rows
+from ..reading.tags import recommend_for_tags, tag_paper, untag_paper
+from ..render.related import related_record
+from ..render.tables import paper_list_records, paper_record, result_records
+from .security import TOKEN_COOKIE, Refused, same_origin
+from .state import session_plan
+
+MAX_K = 100
+MAX_QUERY = 1000  # characters of a search text
+MAX_PAGE = 200  # papers a page of /api/papers
+MAX_SEEDS = 50  # papers a request names (like, related-work)
+Mode = Literal["hybrid", "dense", "lexical"]
+
+router = APIRouter(prefix="/api")
+
+
+def lease(request: Request):
+    return request.app.state.live.lease()
+
+
+def with_encoder(opened) -> None:
+    """Load the query encoder once a version, before the first search: concurrent first searches would
+    each load a model."""
+    opened.cached("query encoder", lambda: opened.recommender.encode_query("warm up"))
+
+
+def check_count(name: str, values: list[str], most: int = MAX_SEEDS) -> list[str]:
+    if len(values) > most:
+        raise InputError(f"parameter {name}: at most {most} papers a request, got {len(values)}")
+    return values
+
+
+def check_write(request: Request) -> None:
+    """Writes need the token when the server has one, and never come from another site."""
+    if not same_origin(request.headers.get("origin"), request.headers.get("host")):
+        raise Refused(403, "cross-site write refused: send it from this server's own pages or a client without an Origin")
+    if not request.app.state.access.may_write(request.headers.get("authorization"), request.cookies.get(TOKEN_COOKIE)):
+        raise Refused(401, "writing needs the token `papers serve` printed: send the header Authorization: Bearer TOKEN")
+
+
+def k_parameter(default: int):
+    return Query(default, ge=1, le=MAX_K, description=f"How many papers to return (1..{MAX_K}).")
+
+
+@router.get("/like", summary="Papers like the given ones (and unlike those in `not`)")
+def like(
+    request: Request,
+    id: list[str] = Query(..., description="Paper ID, handle or unique ID prefix (repeatable)."),
+    not_: list[str] = Query([], alias="not", description="A paper the results should be unlike (repeatable)."),
+    k: int = k_parameter(10),
+    mode: Mode = "hybrid",
+    min_score: float | None = Query(None, ge=-1, le=1, description="Drop papers scoring below this."),
+    diverse: float | None = Query(None, ge=0, le=1, description="Maximal marginal relevance (1 = relevance only)."),
+    why: bool = Query(False, description="The terms that tie each paper to the query."),
+    exclude: list[str] = Query([], description="Paper IDs to leave out (repeatable)."),
+):
+    check_count("id", id)
+    check_count("not", not_)
+    check_count("exclude", exclude, 10_000)
+    with lease(request) as opened:
+        results = opened.recommender.like(*id, k=k, not_=not_, exclude=exclude, min_score=min_score,
+                                          diverse=diverse, why=why, mode=mode)
+        return JSONResponse(result_records(results))
+
+
+@router.get("/search", summary="Papers about a free text")
+def search(
+    request: Request,
+    q: str = Query(..., min_length=1, max_length=MAX_QUERY, description="The text to search for."),
+    k: int = k_parameter(10),
+    mode: Mode = "hybrid",
+    min_score: float | None = Query(None, ge=-1, le=1),
+    diverse: float | None = Query(None, ge=0, le=1),
+    why: bool = False,
+    exclude: list[str] = Query([]),
+):
+    with lease(request) as opened:
+        with_encoder(opened)
+        results = opened.recommender.search(q, k=k, exclude=exclude, min_score=min_score, diverse=diverse, why=why,
+                                            mode=mode)
+        return JSONResponse(result_records(results))
+
+
+@router.get("/papers/{paper_id:path}", summary="One paper in full (as `papers show --format json`)")
+def paper(request: Request, paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+    with lease(request) as opened:
+        return JSONResponse(paper_record(opened.recommender.show(paper_id)))
+
+
+@router.get("/papers", summary="Papers in index order, a page at a time (as `papers list --format json`)")
+def papers(
+    request: Request,
+    limit: int = Query(50, ge=1, le=MAX_PAGE),
+    offset: int = Query(0, ge=0),
+    where: list[str] = Query([], description="year>=2020, venue=*ICML* (repeatable; all must hold)."),
+):
+    with lease(request) as opened:
+        page, following = opened.recommender.papers_page(offset, limit, where)
+        response = JSONResponse(paper_list_records(page))
+    if following is not None:  # the next page, as GitHub's API links it
+        response.headers["Link"] = f'<{request.url.include_query_params(offset=following)}>; rel="next"'
+    return response
+
+
+@router.get("/related-work", summary="For each paper, the papers most related to it (as `related-work --format json`)")
+def related(
+    request: Request,
+    id: list[str] = Query(..., description="Paper ID or handle (repeatable)."),
+    k: int = k_parameter(5),
+    why: bool = False,
+):
+    check_count("id", id)
+    with lease(request) as opened:
+        lists = related_work(opened.recommender, select_rows(opened.recommender, id), k=k, why=why)
+        return JSONResponse([related_record(item, why) for item in lists])
+
+
+@router.get("/inspect", summary="Why a paper is listed: shared terms and the two cosines")
+def inspect(
+    request: Request,
+    id: str = Query(..., max_length=MAX_QUERY, description="The paper to explain."),
+    pid: str | None = Query(None, max_length=MAX_QUERY, description="The seed paper it was listed for."),
+    q: str | None = Query(None, min_length=1, max_length=MAX_QUERY, description="The search text it was found for."),
+):
+    with lease(request) as opened:
+        if q is not None:
+            with_encoder(opened)
+        return JSONResponse(opened.recommender.explain(id, seed=pid, text=q).to_dict())
+
+
+@router.get("/sessions", summary="The papers split into reading-group sessions (as `papers sessions --format json`)")
+def sessions(request: Request, n: int = Query(6, ge=1, le=50)):
+    with lease(request) as opened:
+        return JSONResponse(session_plan(opened, n).to_dict())
+
+
+@router.get("/info", summary="What the index holds and how it was built (as `papers info --format json`)")
+def info(request: Request):
+    with lease(request) as opened:
+        return JSONResponse(opened.recommender.info())
+
+
+tag_parameter = PathParameter(..., max_length=64, description="1 to 64 letters, digits, '.', '_', '+' or '-'.")
+
+
+@router.get("/tags", summary="Every tag with its paper IDs")
+def tags(request: Request):
+    return JSONResponse([{"tag": name, "papers": ids} for name, ids in request.app.state.tags.tags().items()])
+
+
+@router.put("/tags/{tag}/{paper_id:path}", summary="Tag a paper (needs the token off loopback)")
+def put_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+    check_write(request)
+    with lease(request) as opened:
+        return JSONResponse({"tag": tag, "papers": tag_paper(opened.recommender, request.app.state.tags, tag, paper_id)})
+
+
+@router.delete("/tags/{tag}/{paper_id:path}", summary="Untag a paper (needs the token off loopback)")
+def delete_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+    check_write(request)
+    with lease(request) as opened:
+        return JSONResponse({"tag": tag, "papers": untag_paper(opened.recommender, request.app.state.tags, tag, paper_id)})
+
+
+@router.get("/tags/{tag}/recommendations", summary="Papers like the tag's papers, the tagged ones left out")
+def tag_recommendations(request: Request, tag: str = tag_parameter, k: int = k_parameter(10), mode: Mode = "hybrid",
+                        why: bool = False):
+    with lease(request) as opened:
+        return JSONResponse(result_records(
+            recommend_for_tags(opened.recommender, request.app.state.tags, [tag], k=k, mode=mode, why=why)))

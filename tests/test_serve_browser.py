@@ -1,0 +1,172 @@
+"""`papers serve` in a real headless browser (Debian's chromium driven by Playwright), against a real
+server on 127.0.0.1: a reader's path through the pages (search from the box, "similar", tag two papers,
+the tag's recommendations, the map from a paper), and a hostile corpus whose every field tries to run a
+script, on every page. Skipped with the reason when chromium is missing, except on CI (CI=true)."""
+
+import os
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+
+from corpus import HOSTILE_PAPERS  # noqa: E402
+from serving import build_fake_index, start_server  # noqa: E402
+from test_map_browser import CHROMIUM_ARGS, chromium  # noqa: E402
+from test_sessions import topic_papers  # noqa: E402
+
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "serve.png"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    path = chromium()
+    if path is None:
+        reason = "no chromium on PATH: install it (Debian: apt-get install chromium) to run the browser tests"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def reader_papers():
+    papers = topic_papers(per_topic=6)
+    for number, paper in enumerate(papers):
+        paper["authors"] = ["Ada Lovelace", "Grace Hopper"] if number % 2 else ["Alan Turing"]
+        paper["year"], paper["venue"] = 2020 + number % 5, ["ICML", "NeurIPS", "ACL"][number % 3]
+        paper["url"] = f"https://example.org/{paper['id']}"
+        paper["categories"] = ["cs.CR", "cs.LG"] if paper["id"].startswith("privacy") else ["cs.CV"]
+    return papers
+
+
+@pytest.fixture
+def watched(browser):
+    """A page whose script errors, console errors (a CSP violation is one) and dialogs are all collected."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    problems = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on("console", lambda message: problems.append(f"console: {message.text}") if message.type == "error" else None)
+    page.on("dialog", lambda dialog: (problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    yield page, problems
+    context.close()
+
+
+def test_a_reader_searches_opens_similar_tags_two_papers_and_gets_recommendations(watched, tmp_path):
+    page, problems = watched
+    index_dir = build_fake_index(tmp_path / "index", reader_papers())
+    server = start_server(index_dir)
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    try:
+        page.goto(server.url)
+        assert page.title().endswith(index_dir.name)
+        page.keyboard.press("/")  # focuses the search box, as on arxiv-sanity-lite
+        page.keyboard.type("privacy")
+        page.keyboard.press("Enter")
+        page.wait_for_url("**/?q=privacy")
+        titles = page.locator("article.paper .title a").all_inner_texts()
+        assert titles and titles[0].startswith("Differential privacy")
+        first = page.locator("article.paper").first
+        assert first.locator("ul.categories li").all_inner_texts() == ["cs.CR", "cs.LG"]
+        first.locator("details summary").click()
+        assert first.locator(".abstract").is_visible()
+
+        first.locator("a.similar").click()
+        page.wait_for_url("**/?pid=*")
+        seed = page.locator(".seed .title a").inner_text()
+        similar = page.locator("ol.papers article.paper .title a").all_inner_texts()
+        assert seed == titles[0] and seed not in similar and len(similar) == 17  # every other paper
+
+        # Tag the seed and the first similar paper with the card's form, by keyboard
+        for card in (page.locator(".seed article.paper"), page.locator("ol.papers article.paper").first):
+            card.locator("form.tag input[name=tag]").fill("privacy-reading")
+            card.locator("form.tag input[name=tag]").press("Enter")
+            page.wait_for_load_state()
+            assert page.url.split("/", 3)[-1].startswith("?pid="), page.content()[-1500:]
+        assert server.json("/api/tags")[1][0]["tag"] == "privacy-reading"
+        tagged_ids = server.json("/api/tags")[1][0]["papers"]
+        assert len(tagged_ids) == 2
+
+        page.goto(server.url + "tags")
+        page.click("text=privacy-reading")
+        page.wait_for_url("**/tags/privacy-reading")
+        assert len(page.locator("ul.tagged li").all()) == 2
+        recommended = page.locator("ol.papers article.paper .title a").all_inner_texts()
+        status, expected = server.json("/api/tags/privacy-reading/recommendations?k=10")
+        assert recommended == [item["title"] for item in expected] and recommended
+        assert all(item["id"].startswith("privacy-") for item in expected[:3])
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        page.goto(server.url + "?pid=" + urllib.parse.quote(tagged_ids[0]))
+        page.locator(".seed details summary").click()
+        page.screenshot(path=str(SCREENSHOT))
+
+        # The map from a paper's page: the paper pinned with its related papers
+        page.goto(server.url + "paper/" + urllib.parse.quote(tagged_ids[0], safe=""))
+        page.click("a.open-map")
+        page.wait_for_url("**/map#*")
+        page.wait_for_selector("#pinned h2")
+        assert page.inner_text("#pinned h2") == seed
+        assert page.locator("#pinned ol.near li").count() == 5
+
+        # "inspect": the shared terms and both cosines
+        page.goto(server.url + "?pid=" + urllib.parse.quote(tagged_ids[0]))
+        page.locator("ol.papers a.inspect").first.click()
+        page.wait_for_url("**/inspect?*")
+        assert page.locator("dl.why dt").all_inner_texts()[:3] == ["Embedding cosine", "TF-IDF cosine", "Shared terms"]
+    finally:
+        server.stop()
+    assert problems == []
+    assert all(url.startswith(server.url) for url in requests)  # nothing from another origin (no CDN)
+
+
+def hostile_pages(server) -> list[str]:
+    ids = [paper["id"] for paper in HOSTILE_PAPERS]
+    for paper_id in ids[:3]:
+        status, body = server.json(f"/api/tags/{urllib.parse.quote('x<y', safe='')}/{urllib.parse.quote(paper_id, safe='')}",
+                                   method="PUT")
+        assert status == 400  # not a tag name
+        assert server.json(f"/api/tags/evil/{urllib.parse.quote(paper_id, safe='')}", method="PUT")[0] == 200
+    pages = ["", "?q=" + urllib.parse.quote("<script>window.attacked=20</script> private"), "?tags=evil",
+             "?pid=" + urllib.parse.quote(ids[0]), "tags", "tags/evil", "sessions?n=2", "map", "docs",
+             "paper/" + urllib.parse.quote("<script>window.attacked=21</script>", safe=""),
+             "?q=" + urllib.parse.quote('"><img src=x onerror=window.attacked=22>')]
+    for paper_id in ids:
+        pages.append("paper/" + urllib.parse.quote(paper_id, safe=""))
+        pages.append("inspect?" + urllib.parse.urlencode({"id": paper_id, "pid": ids[3]}))
+    return pages
+
+
+def test_the_hostile_corpus_runs_no_script_on_any_page(watched, tmp_path):
+    page, problems = watched
+    index_dir = build_fake_index(tmp_path / "index", HOSTILE_PAPERS)
+    server = start_server(index_dir)
+    try:
+        for path in hostile_pages(server):
+            response = page.goto(server.url + path)
+            assert response.status == (404 if "attacked%3D21" in path else 200), path
+            if response.status == 404:  # chromium logs the page's own status; nothing else may be logged
+                page.wait_for_load_state("load")
+                problems.remove("console: Failed to load resource: the server responded with a status of 404 (Not Found)")
+            page.wait_for_load_state("load")
+            for details in page.locator("details").all():  # the abstracts shown too
+                details.locator("summary").click()
+            page.mouse.move(300, 300)
+            assert page.evaluate("window.attacked") is None, path
+            assert page.evaluate("document.querySelectorAll('script:not([src]):not([type=\"application/json\"])').length") == 0, path
+            links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+            assert not [link for link in links if link.lower().lstrip().startswith(("javascript:", "data:"))], path
+            assert problems == [], (path, problems)
+        page.goto(server.url + "paper/" + urllib.parse.quote(HOSTILE_PAPERS[0]["id"], safe=""))
+        assert page.locator("h1.title").inner_text().startswith("<img src=x onerror='window.attacked=3'> & co")
+        assert page.locator(".url").first.inner_text() == "javascript:window.attacked = 5"  # shown, not a link
+        assert page.locator("ul.categories li").first.inner_text() == "<script>window.attacked=16</script>"
+    finally:
+        server.stop()
+    assert problems == []
