@@ -11,6 +11,7 @@ self-contained HTML file or as a PNG.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
@@ -80,6 +81,21 @@ class MapPoint:
     abstract: str = ""
     label: MapLabel | None = None
     neighbours: tuple[MapNeighbour, ...] = ()  # its related-work list, best first
+
+
+    @property
+    def published(self) -> str:
+        """Where and when, as the pinned paper's header shows it (`published`)."""
+        return published(self.venue, self.year)
+
+
+def published(venue: str, year: int | None) -> str:
+    """Venue and year on one line, the year left out when the venue already names it ("ICLR 2020",
+    not "ICLR 2020 2020")."""
+    venue = (venue or "").strip()
+    if year is None or re.search(rf"(?<!\d){year}(?!\d)", venue):
+        return venue
+    return f"{venue} {year}".strip()
 
 
 @dataclass(frozen=True)
@@ -153,14 +169,14 @@ def build_map(
     each point carries its k most related papers (`related_work`, over the whole index)."""
     from ..corpus.summary import summary
     from .related import related_work
-    from .sessions import cluster_terms, group_papers
+    from .sessions import group_papers, label_sessions
 
     rows = list(range(len(recommender))) if rows is None else list(dict.fromkeys(int(row) for row in rows))
     if not rows:
         raise InputError("no papers to map: the index is empty")
     related = related_work(recommender, rows, k=k)  # checks k before the slow work
     groups, _ = group_papers(recommender, rows, n, max_per_session, seed)
-    labels = cluster_terms(recommender.lexical, rows, groups)
+    labels = label_sessions(recommender, rows, groups)
     coordinates, projection = project_2d(recommender.vectors_at(rows), seed)
     xy = _fit_to_canvas(coordinates)
     papers = recommender.papers_at(rows)
