@@ -164,3 +164,28 @@ def test_seeds_are_drawn_from_the_papers_the_index_holds():
     (profile,) = protocol.one_topic([("p_method", "p", "method")], qrels, present={"p", "r1", "r2", "r3"})
     assert "gone" not in profile.seeds and len(profile.seeds) == 3  # half of the four relevant, from the three held
     assert profile.judged["gone"] == 2  # a target never retrieved
+
+
+@pytest.mark.parametrize("count, distance", [(12, 0.4), (40, 0.4), (40, 0.7), (300, 0.5)])
+def test_seed_clusters_are_scipys_average_linkage_cut(count, distance):
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import pdist
+
+    rng = np.random.default_rng(count)
+    centres = rng.normal(size=(4, 16))
+    vectors = centres[rng.integers(0, 4, count)] + 0.6 * rng.normal(size=(count, 16))
+    labels = fcluster(linkage(pdist(vectors, "cosine"), "average"), distance, "distance")
+    expected = sorted(sorted(np.flatnonzero(labels == label).tolist()) for label in set(labels.tolist()))
+    assert profiles.seed_clusters(vectors, distance) == expected
+    assert 1 < len(expected) < count  # the cut falls inside the tree
+
+
+def test_like_with_several_seeds_stays_light(index):
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom recommender import Recommender\n"
+            f"with Recommender.open({str(index.stored.index_dir)!r}) as index:\n"
+            f"    assert len(index.like(*{SEEDS!r}, k=3)) == 3\n"
+            "print(sorted(m for m in ('scipy', 'sklearn', 'torch') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -38,19 +38,46 @@ def best_and_mean(per_seed: np.ndarray, max_weight: float) -> np.ndarray:
 
 
 def seed_clusters(vectors: np.ndarray, distance: float = CLUSTER_DISTANCE) -> list[list[int]]:
-    """Groups of seeds (positions of `vectors`, unit rows) by average-linkage clustering on cosine
-    distance, cut at `distance`: seeds on one topic end in one group. Groups in order of their first seed."""
-    vectors = np.asarray(vectors, dtype=np.float64)
-    if len(vectors) < 2:
-        return [list(range(len(vectors)))]
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.spatial.distance import pdist
+    """Groups of seeds (positions of `vectors`) by average-linkage clustering on cosine distance, cut at
+    `distance` (scipy's `fcluster(linkage(pdist(v, "cosine"), "average"), distance, "distance")`): seeds
+    on one topic end in one group. Each group in ascending order, groups in order of their first seed.
 
-    labels = fcluster(linkage(np.clip(pdist(vectors, "cosine"), 0.0, 2.0), "average"), distance, "distance")
-    groups: dict[int, list[int]] = {}
-    for position, label in enumerate(labels.tolist()):
-        groups.setdefault(label, []).append(position)
-    return list(groups.values())
+    numpy alone (a cold `like` imports no scipy): the closest pair of groups is merged, and its distance
+    to every other group updated as the size-weighted mean (Lance-Williams), until the closest pair is
+    farther apart than `distance`; average linkage never merges closer than an earlier merge, so this is
+    the cut tree. O(n^3) over n seeds: SCIPY_FROM seeds and more go to scipy's O(n^2) linkage."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    count = len(vectors)
+    if count < 2:
+        return [list(range(count))]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms > 0, norms, 1.0)
+    if count >= SCIPY_FROM:
+        from scipy.cluster.hierarchy import fcluster, linkage
+        from scipy.spatial.distance import pdist
+
+        labels = fcluster(linkage(np.clip(pdist(vectors, "cosine"), 0.0, 2.0), "average"), distance, "distance")
+        groups: dict[int, list[int]] = {}
+        for position, label in enumerate(labels.tolist()):
+            groups.setdefault(label, []).append(position)
+        return sorted(groups.values())
+    apart = np.clip(1.0 - vectors @ vectors.T, 0.0, 2.0)
+    np.fill_diagonal(apart, np.inf)
+    members = [[i] for i in range(count)]
+    while True:
+        i, j = sorted(divmod(int(np.argmin(apart)), count))
+        if not apart[i, j] <= distance:
+            break
+        merged = (len(members[i]) * apart[i] + len(members[j]) * apart[j]) / (len(members[i]) + len(members[j]))
+        apart[i, :] = apart[:, i] = merged
+        apart[j, :] = apart[:, j] = np.inf
+        apart[i, i] = np.inf
+        members[i] = sorted(members[i] + members[j])
+        members[j] = []
+    return sorted(group for group in members if group)
+
+
+SCIPY_FROM = 300
 
 
 def svm_scores(features: np.ndarray, positive: np.ndarray, c: float = 0.01) -> np.ndarray:
