@@ -252,3 +252,28 @@ def test_umap_map_of_a_small_index(workdir, papers_cli):
     # Seeded: the same page again.
     assert papers_cli("map", "--out", "again.html", "--n", "3", "--seed", "1").exit_code == 0
     assert (workdir / "again.html").read_bytes() == page.encode("utf-8")
+
+
+def test_a_small_map_says_when_umap_starts(workdir, papers_cli, monkeypatch):
+    """Under 100 papers a log shows no progress, but UMAP's first run compiles for 20-45 s: say so first."""
+    import types
+
+    said = []
+
+    class SlowUMAP:  # stands in for umap.UMAP: records what was on stderr when it started
+        def __init__(self, **options):
+            pass
+
+        def fit_transform(self, vectors):
+            said.append(True)
+            return np.asarray(vectors)[:, :2]
+
+    monkeypatch.setitem(sys.modules, "umap", types.SimpleNamespace(UMAP=SlowUMAP))
+    write_corpus(workdir / "in", topic_papers())
+    assert papers_cli("build", "in").exit_code == 0
+    result = papers_cli("map", "--out", "map.html")
+    assert result.exit_code == 0 and said
+    lines = result.stderr.splitlines()
+    assert "projecting with UMAP (its first run compiles it: 20-45 s)..." in lines
+    assert lines[-1] == "wrote a map of 24 papers (UMAP) to map.html"
+    assert papers_cli("map", "--out", "quiet.html", "--quiet").stderr == "wrote a map of 24 papers (UMAP) to quiet.html\n"

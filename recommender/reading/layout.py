@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -125,8 +125,13 @@ class CorpusMap:
         )
 
 
-def project_2d(vectors: np.ndarray, seed: int = 0) -> tuple[np.ndarray, str]:
-    """(n, 2) coordinates and the method: UMAP on cosine distance if umap-learn is installed, else PCA."""
+UMAP_PHASE = "projecting with UMAP (its first run compiles it: 20-45 s)"
+
+
+def project_2d(vectors: np.ndarray, seed: int = 0, on_phase: Callable[[str], None] | None = None,
+               ) -> tuple[np.ndarray, str]:
+    """(n, 2) coordinates and the method: UMAP on cosine distance if umap-learn is installed, else PCA.
+    `on_phase(UMAP_PHASE)` is called before UMAP starts: however few the papers, it may take a while."""
     vectors = np.asarray(vectors, dtype=np.float32)
     if len(vectors) >= 10:
         try:
@@ -134,6 +139,8 @@ def project_2d(vectors: np.ndarray, seed: int = 0) -> tuple[np.ndarray, str]:
         except ImportError:
             umap = None
         if umap is not None:
+            if on_phase is not None:
+                on_phase(UMAP_PHASE)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "n_jobs overridden by random_state", spectral init on tiny data
                 reducer = umap.UMAP(
@@ -164,9 +171,11 @@ def build_map(
     seed: int = 0,
     max_per_session: int | None = None,
     k: int = NEIGHBOURS,
+    on_phase: Callable[[str], None] | None = None,
 ) -> CorpusMap:
     """Lay the papers out in 2-D, coloured by session, names placed where they do not collide;
-    each point carries its k most related papers (`related_work`, over the whole index)."""
+    each point carries its k most related papers (`related_work`, over the whole index).
+    `on_phase(name)` is told what it is doing ("projecting with UMAP ...", `project_2d`)."""
     from ..corpus.summary import summary
     from .related import related_work
     from .sessions import group_papers, label_sessions
@@ -177,7 +186,9 @@ def build_map(
     related = related_work(recommender, rows, k=k)  # checks k before the slow work
     groups, _ = group_papers(recommender, rows, n, max_per_session, seed)
     labels = label_sessions(recommender, rows, groups)
-    coordinates, projection = project_2d(recommender.vectors_at(rows), seed)
+    coordinates, projection = project_2d(recommender.vectors_at(rows), seed, on_phase)
+    if on_phase is not None and projection == "UMAP":
+        on_phase("placing the names")
     xy = _fit_to_canvas(coordinates)
     papers = recommender.papers_at(rows)
     group_marks = []
