@@ -277,3 +277,15 @@ def test_a_small_map_says_when_umap_starts(workdir, papers_cli, monkeypatch):
     assert "projecting with UMAP (its first run compiles it: 20-45 s)..." in lines
     assert lines[-1] == "wrote a map of 24 papers (UMAP) to map.html"
     assert papers_cli("map", "--out", "quiet.html", "--quiet").stderr == "wrote a map of 24 papers (UMAP) to quiet.html\n"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_session_labels_never_overlap_each_other_on_a_crowded_sparse_map(seed):
+    from recommender.reading.layout import GROUP_FONT, MapGroup, _box, _place_group_labels
+
+    rng = np.random.default_rng(seed)
+    xy = np.column_stack([rng.uniform(40, 1000, 150), rng.uniform(80, 700, 150)])  # points everywhere
+    groups = [MapGroup(i + 1, f"{i + 1}. relation extraction, hate speech, machine translation", 10,
+                       *rng.uniform(100, 900, 2)) for i in range(8)]
+    boxes = [_box(g.x, g.y, g.label, GROUP_FONT, "middle") for g in _place_group_labels(groups, xy)]
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlap(a, b)]

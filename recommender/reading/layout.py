@@ -274,7 +274,8 @@ def _inside(box) -> bool:
 
 def _place_group_labels(groups: list[MapGroup], xy: np.ndarray) -> list[MapGroup]:
     """Each session label near the middle of its points, moved outwards step by step until it
-    covers no point, no other label and not the caption."""
+    covers no point, no other label and not the caption; where no such place is near, the nearest that
+    covers no other label and not the caption (its halo keeps it legible over points)."""
     dots = _Grid(xy)
     placed: list[tuple] = [(0, 0, WIDTH, TOP - 8)]  # title and caption
     out = []
@@ -282,12 +283,15 @@ def _place_group_labels(groups: list[MapGroup], xy: np.ndarray) -> list[MapGroup
     for group in sorted(groups, key=lambda g: (-g.size, g.number)):
         half = len(group.label) * GROUP_FONT * BOLD_WIDTH / 2
         best = None
-        for dx, dy in steps:
-            x = min(max(group.x + dx, MARGIN + half), WIDTH - MARGIN - half)
-            y = min(max(group.y + dy, TOP + GROUP_FONT), HEIGHT - MARGIN)
-            box = _box(x, y, group.label, GROUP_FONT, "middle")
-            if not _overlaps(box, placed) and not dots.covers(box):
-                best = (x, y, box)
+        for clear_of_points in (True, False):
+            for dx, dy in steps:
+                x = min(max(group.x + dx, MARGIN + half), WIDTH - MARGIN - half)
+                y = min(max(group.y + dy, TOP + GROUP_FONT), HEIGHT - MARGIN)
+                box = _box(x, y, group.label, GROUP_FONT, "middle")
+                if not _overlaps(box, placed) and not (clear_of_points and dots.covers(box)):
+                    best = (x, y, box)
+                    break
+            if best is not None:
                 break
         if best is None:
             best = (group.x, group.y, _box(group.x, group.y, group.label, GROUP_FONT, "middle"))
