@@ -212,9 +212,23 @@ class Recommender:
         known = query.cosines
         missing = np.array([row for row in rows.tolist() if row not in known], dtype=np.int64)
         if len(missing):
-            found = self.cosines(missing, query.dense) if query.batched else self._candidate_cosines(missing, query.dense)
+            if query.batched:
+                found = self.cosines(missing, query.dense)
+            elif query.vectors is not None:  # a topic of several: vectors read once for all of them
+                self._read_vectors(missing, query.vectors)
+                found = self.cosines(missing, query.dense, lambda block: np.stack([query.vectors[row] for row in block.tolist()]))
+            else:
+                found = self._candidate_cosines(missing, query.dense)
             known.update(zip(missing.tolist(), found.tolist()))
         return np.array([known[row] for row in rows.tolist()], dtype=np.float32)
+
+    def _read_vectors(self, rows: np.ndarray, into: dict) -> None:
+        """Read the vectors of `rows` not yet `into` (row -> vector) with pread, as `_candidate_cosines` does."""
+        wanted = [row for row in rows.tolist() if row not in into]
+        if wanted:
+            self.vectors  # checks the shape
+            with self.stored.array_reader(VECTORS).reading() as read:
+                into.update((row, read(row, row + 1)[0]) for row in wanted)
 
     def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
         """The stored vectors of these rows (float32), refused if damage left NaN or infinity in them.
@@ -515,12 +529,14 @@ class Recommender:
         outside_vectors = self._encode_papers(outside)
         vectors = np.vstack([self.vectors_at(positives).reshape(-1, self.manifest["dimension"])]
                             + [vector[None, :] for vector in outside_vectors])
-        queries = []
+        queries, shared = [], {}  # the topics rank the same candidates: each vector is read once
         for topic in seed_clusters(vectors):
             stored = [positives[i] for i in topic if i < len(positives)]
             extra = [i - len(positives) for i in topic if i >= len(positives)]
-            queries.append(self._seed_query(stored, negatives, mode, why, [outside[i] for i in extra],
-                                            [outside_vectors[i] for i in extra]))
+            query = self._seed_query(stored, negatives, mode, why, [outside[i] for i in extra],
+                                     [outside_vectors[i] for i in extra])
+            query.vectors = shared
+            queries.append(query)
         return queries
 
     def _pool(self, query: "_Query", seeds: set[int], size: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
@@ -686,6 +702,7 @@ class _Query:
     pools: dict = field(default_factory=dict)  # (size, seeds, mode) -> the candidates `_pool` found
     cosines: dict = field(default_factory=dict)  # row -> its cosine with `dense`, once read
     batched: bool = False  # one of many queries (`like_each`): candidate vectors read from the memory map
+    vectors: dict | None = None  # row -> stored vector, shared by the topics of one profile (`_topic_queries`)
 
 
 def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:
