@@ -4,8 +4,8 @@
 
 Plans `papers sessions --n N` on the seeds (the repository's seeds/ folder) and on CSFCube's dev corpus
 (2,734 papers) for several N, with the real packaged model (indexes built once under --scratch, then
-reused), and counts, across the sessions of each plan, the label words (a plural cut, then the
-first six letters) that are in the labels of two sessions or more. Prints every plan's labels.
+reused), and counts, across the sessions of each plan, the label words (a plural and an ending cut,
+then the first six letters) that are in the labels of two sessions or more. Prints every plan's labels.
 docs/reading-groups-notes.md quotes this script's output (run before and after the change).
 """
 
@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def word_key(word: str) -> str:
-    """One word however it is inflected: a plural cut, then the first six letters ("emotions", "emotional").
+    """One word however it is inflected: a plural and an ending ("ing", "er", "ed", "al") cut, then the
+    first six letters ("emotions", "emotional"; "parsing", "parser").
     The measure's own, so that labels made before and after a change are counted alike."""
     if len(word) > 5 and word.endswith("ies"):
         word = word[:-3] + "y"
@@ -32,6 +33,10 @@ def word_key(word: str) -> str:
         word = word[:-2]
     elif len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
         word = word[:-1]
+    for ending in ("ing", "ers", "er", "ed", "al"):
+        if word.endswith(ending) and len(word) - len(ending) >= 4:
+            word = word[: -len(ending)]
+            break
     return word[:6]
 
 

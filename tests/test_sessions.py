@@ -141,7 +141,8 @@ def test_a_phrase_names_a_session_when_its_word_is_mostly_used_in_it():
 
 
 @pytest.mark.parametrize("words", [("image", "images"), ("emotion", "emotional"), ("class", "classes"),
-                                   ("morphology", "morphological"), ("study", "studies")])
+                                   ("morphology", "morphological"), ("study", "studies"),
+                                   ("parsing", "parser"), ("trained", "training")])
 def test_inflections_are_one_label_word(words):
     assert word_key(words[0]) == word_key(words[1])
 
@@ -209,3 +210,12 @@ def test_errors(run, args, message):
     result = run("sessions", *args)
     assert result.exit_code == 1
     assert result.output.strip() == message
+
+
+def test_a_word_joins_the_word_it_is_a_phrase_with():
+    # "translation" is used alone too, so it is chosen on its own first; "machine", nearly always before it,
+    # then makes the phrase with it instead of standing as a word of its own.
+    texts = ["machine translation translation quality", "machine translation translation rare",
+             "machine translation translation speech", "image style transfer", "style transfer paintings", "image style"]
+    labels = session_labels(texts, [0, 0, 0, 1, 1, 1], STOP)
+    assert "machine translation" in labels[0] and "machine" not in labels[0] and "translation" not in labels[0]

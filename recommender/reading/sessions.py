@@ -207,7 +207,13 @@ def session_labels(texts: Sequence[str], groups: Sequence[int], stop_words: froz
         g, term = int(cell_group[cell]), vocabulary[cell_term[cell]]
         if len(chosen[g]) == count or weight[cell] <= 0 or " " in term or not _readable(term) or term in FILLER:
             continue
-        term = _phrase_for(term, phrases.get((g, term), ()), lambda t: found.get((g, t), (0.0, -np.inf)), used) or term
+        uses = lambda t: found.get((g, t), (0.0, -np.inf))  # noqa: E731 (this group's)
+        joined = _joined(term, chosen[g], uses)
+        if joined is not None:  # "machine" beside "translation" already chosen: "machine translation"
+            chosen[g][chosen[g].index(joined[1])] = joined[0]
+            used.add(word_key(term))
+            continue
+        term = _phrase_for(term, phrases.get((g, term), ()), uses, used) or term
         keys = {word_key(word) for word in term.split() if word not in FILLER}
         if keys & used:
             continue
@@ -237,10 +243,28 @@ def _phrase_for(word: str, phrases: Sequence[str], uses_and_weight, used: set[st
     return best[1] if best else None
 
 
+def _joined(word: str, label: Sequence[str], uses_and_weight) -> tuple[str, str] | None:
+    """(phrase, word of `label`) when `word` and a single word already in the label make a phrase holding
+    at least PHRASE_SHARE of `word`'s uses in the group."""
+    for other in label:
+        if " " in other or word in FILLER:
+            continue
+        for phrase in (f"{word} {other}", f"{other} {word}"):
+            if phrase.split()[0] not in FILLER and uses_and_weight(phrase)[0] >= PHRASE_SHARE * uses_and_weight(word)[0] > 0:
+                return phrase, other
+    return None
+
+
 def word_key(word: str) -> str:
-    """What makes two label words one word: the same first six letters once a plural is cut
-    ("emotion", "emotions", "emotional"; "morphology", "morphological")."""
-    return _stem(word)[:6]
+    """What makes two label words one word: the same first six letters once a plural and an ending
+    ("ing", "er", "ed", "al") are cut ("emotion", "emotions", "emotional"; "parsing", "parser";
+    "morphology", "morphological")."""
+    word = _stem(word)
+    for ending in ("ing", "ers", "er", "ed", "al"):
+        if word.endswith(ending) and len(word) - len(ending) >= 4:
+            word = word[: -len(ending)]
+            break
+    return word[:6]
 
 
 def _stem(word: str) -> str:
