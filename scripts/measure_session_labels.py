@@ -6,7 +6,9 @@ Plans `papers sessions --n N` on the seeds (the repository's seeds/ folder) and 
 (2,734 papers) for several N, with the real packaged model (indexes built once under --scratch, then
 reused), and counts, across the sessions of each plan, the label words (a plural and an ending cut,
 then the first six letters) that are in the labels of two sessions or more. Prints every plan's labels.
-docs/reading-groups-notes.md quotes this script's output (run before and after the change).
+Run before and after a change to the labeller.
+
+Quoted in: docs/reading-groups-notes.md (the table of "Session labels").
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ scores, their best (max), mixtures a x max + (1 - a) x mean and a x max + (1 - a
 clusters of the seeds (average linkage on cosine distance) each scored as a centroid and the best
 cluster kept (or mixed with the clusters' mean as above), and a linear SVM of the seeds against every other paper on the embeddings (as
 arxiv-sanity-lite does on TF-IDF). The index (its encoded vectors) is built once in --index and
-reused. docs/reading-groups-notes.md quotes this script's output.
+reused.
+
+Quoted in: docs/reading-groups-notes.md (the table of "Several seeds as one profile").
 """
 
 from __future__ import annotations
