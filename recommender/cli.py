@@ -813,7 +813,8 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
         rows = _chosen_rows(recommender, papers, all_papers, from_file, everything_by_default=True)
         with _reporter(quiet) as reporter:
             reporter.phase("laying out the map", len(rows))
-            corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session, k=k)
+            corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session, k=k,
+                                   on_phase=lambda name: reporter.phase(name, always=True))
     with _output_file(out, "wb") as handle:
         write_map(corpus_map, out, handle)
     click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)

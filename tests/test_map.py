@@ -252,3 +252,40 @@ def test_umap_map_of_a_small_index(workdir, papers_cli):
     # Seeded: the same page again.
     assert papers_cli("map", "--out", "again.html", "--n", "3", "--seed", "1").exit_code == 0
     assert (workdir / "again.html").read_bytes() == page.encode("utf-8")
+
+
+def test_a_small_map_says_when_umap_starts(workdir, papers_cli, monkeypatch):
+    """Under 100 papers a log shows no progress, but UMAP's first run compiles for 20-45 s: say so first."""
+    import types
+
+    said = []
+
+    class SlowUMAP:  # stands in for umap.UMAP: records what was on stderr when it started
+        def __init__(self, **options):
+            pass
+
+        def fit_transform(self, vectors):
+            said.append(True)
+            return np.asarray(vectors)[:, :2]
+
+    monkeypatch.setitem(sys.modules, "umap", types.SimpleNamespace(UMAP=SlowUMAP))
+    write_corpus(workdir / "in", topic_papers())
+    assert papers_cli("build", "in").exit_code == 0
+    result = papers_cli("map", "--out", "map.html")
+    assert result.exit_code == 0 and said
+    lines = result.stderr.splitlines()
+    assert "projecting with UMAP (its first run compiles it: 20-45 s)..." in lines
+    assert lines[-1] == "wrote a map of 24 papers (UMAP) to map.html"
+    assert papers_cli("map", "--out", "quiet.html", "--quiet").stderr == "wrote a map of 24 papers (UMAP) to quiet.html\n"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_session_labels_never_overlap_each_other_on_a_crowded_sparse_map(seed):
+    from recommender.reading.layout import GROUP_FONT, MapGroup, _box, _place_group_labels
+
+    rng = np.random.default_rng(seed)
+    xy = np.column_stack([rng.uniform(40, 1000, 150), rng.uniform(80, 700, 150)])  # points everywhere
+    groups = [MapGroup(i + 1, f"{i + 1}. relation extraction, hate speech, machine translation", 10,
+                       *rng.uniform(100, 900, 2)) for i in range(8)]
+    boxes = [_box(g.x, g.y, g.label, GROUP_FONT, "middle") for g in _place_group_labels(groups, xy)]
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlap(a, b)]

@@ -53,6 +53,8 @@ def map_papers():
     by_id["privacy-0"]["authors"] = ["Ada Lovélace", "Grace Hopper"]
     by_id["privacy-1"]["authors"] = ["Ada Lovelace"]
     by_id["privacy-0"]["url"] = "https://example.org/paper/privacy-0"
+    by_id["privacy-0"]["venue"], by_id["privacy-0"]["year"] = "ICLR 2020", 2020
+    by_id["privacy-1"]["venue"], by_id["privacy-1"]["year"] = "NeurIPS", 2021
     by_id["privacy-0"]["abstract"] += " Code at https://github.com/lab/privacy-zero and https://github.com/lab/extra."
     by_id["privacy-2"]["url"] = "javascript:window.attacked = 2"
     by_id["privacy-3"]["title"] = "<img src=x onerror='window.attacked=3'> & co"
@@ -167,6 +169,10 @@ def test_clicking_a_paper_pins_it_with_its_related_work_and_links(page, written)
     assert pinned_neighbours(page) == related["privacy-0"]
     assert len(related["privacy-0"]) == 5
     assert page.inner_text("#pinned .authors") == "Ada Lovélace, Grace Hopper"
+    assert page.inner_text("#pinned .published") == "ICLR 2020"  # the venue holds the year: not "ICLR 2020 2020"
+    click_point(page, corpus_map, "privacy-1")
+    assert page.inner_text("#pinned .published") == "NeurIPS 2021"
+    click_point(page, corpus_map, "privacy-0")
     links = page.eval_on_selector_all("#pinned .links a", "els => els.map(e => [e.textContent, e.href])")
     assert links == [["Paper", "https://example.org/paper/privacy-0"],
                      ["Code 1", "https://github.com/lab/privacy-zero"], ["Code 2", "https://github.com/lab/extra"]]
@@ -259,6 +265,42 @@ def test_zooming_in_shows_more_names_and_dragging_pans(page, written):
     page.click("#zoom-fit")
     assert float(page.get_attribute("#map svg", "data-scale")) == pytest.approx(before, rel=1e-3)
     assert sorted(shown_names(page)) == [i for i, level in enumerate(levels) if level == 0]
+
+
+def boxes(page, selector):
+    """Screen boxes of the elements drawn (shown, not hidden) that match."""
+    return page.eval_on_selector_all(selector, """els => els.filter(e => {
+        const style = getComputedStyle(e);
+        return style.display !== 'none' && style.visibility !== 'hidden';
+    }).map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })""")
+
+
+def touching(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.mark.parametrize("width", [1400, 1000, 800])
+def test_session_labels_never_touch_each_other_or_the_names_shown(browser, written, width):
+    path, corpus_map, _ = written
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto(path.as_uri())
+    try:
+        def check():
+            labels, names = boxes(page, "#groups text"), boxes(page, "#names text")
+            assert labels  # the biggest session keeps its label
+            assert not [(a, b) for i, a in enumerate(labels) for b in labels[i + 1:] if touching(a, b)]
+            assert not [(a, b) for a in labels for b in names if touching(a, b)]
+
+        check()
+        for point in corpus_map.points:  # every paper pinned in turn: its name and its neighbours' are shown
+            page.evaluate("id => { location.hash = '#' + id; }", point.id)
+            check()
+        page.keyboard.press("Escape")
+        page.fill("#search", "privacy")
+        check()
+    finally:
+        context.close()
 
 
 def test_without_javascript_every_point_has_a_title(browser, written):

@@ -9,7 +9,7 @@ import pytest
 from corpus import write_corpus
 from recommender import build_index
 from recommender.errors import InputError
-from recommender.reading.sessions import _distinct_terms, assign_with_capacity, chain_order, plan_sessions
+from recommender.reading.sessions import assign_with_capacity, chain_order, plan_sessions, session_labels, word_key
 
 TOPICS = {
     "privacy": "differential privacy private gradient clipping noise budget membership federated",
@@ -111,12 +111,55 @@ def test_chain_order_starts_central_and_walks_to_neighbours():
     assert chain_order(centroids, np.ones(4, dtype=np.float32)) == [1, 0, 3, 2]
 
 
-@pytest.mark.parametrize("terms,expected", [
-    (["models", "diffusion models", "diffusion", "video", "videos", "audio"], ("diffusion models", "video", "audio")),
-    (["model", "method", "textbf", "graph", "graphs", "path"], ("graph", "path")),
-])
-def test_labels_skip_filler_and_repeated_words(terms, expected):
-    assert _distinct_terms(terms, 3) == expected
+STOP = frozenset({"the", "of", "and", "we", "with", "a", "in", "for", "on"})
+
+
+def test_labels_never_share_a_word_between_sessions():
+    # "neural networks" is everywhere, most of all in the first group: it may name that one, no other.
+    texts = (["neural networks for graph spanner trees neural networks"] * 4
+             + ["neural networks for video aesthetic frames"] * 4
+             + ["neural networks with differential privacy budget"] * 4)
+    labels = session_labels(texts, [0] * 4 + [1] * 4 + [2] * 4, STOP)
+    keys = [{word_key(word) for term in label for word in term.split()} for label in labels.values()]
+    assert all(not a & b for i, a in enumerate(keys) for b in keys[i + 1:]), labels
+    assert {"video", "privacy"} & set(" ".join(labels[1] + labels[2]).split())
+
+
+def test_labels_are_what_sets_a_session_apart_not_the_commonest_words():
+    texts = ["network network network neural neural video clips"] * 3 + ["network network network neural neural privacy noise"] * 3
+    labels = session_labels(texts, [5] * 3 + [7] * 3, STOP, count=2)
+    assert set(labels) == {5, 7}
+    assert labels[5][0] in ("video", "clips", "video clips") and labels[7][0] in ("privacy", "noise", "privacy noise")
+
+
+def test_a_phrase_names_a_session_when_its_word_is_mostly_used_in_it():
+    texts = ["machine translation of speech with attention", "machine translation for rare words",
+             "low resource machine translation", "image style transfer", "style transfer of paintings", "image style"]
+    labels = session_labels(texts, [0, 0, 0, 1, 1, 1], STOP)
+    assert "machine translation" in labels[0]
+    assert not {"machine", "translation"} & set(labels[0])  # the phrase, not its words again
+
+
+@pytest.mark.parametrize("words", [("image", "images"), ("emotion", "emotional"), ("class", "classes"),
+                                   ("morphology", "morphological"), ("study", "studies"),
+                                   ("parsing", "parser"), ("trained", "training")])
+def test_inflections_are_one_label_word(words):
+    assert word_key(words[0]) == word_key(words[1])
+
+
+def test_labels_skip_filler_and_markup():
+    texts = ["we propose a novel model textbf graph spanners"] * 3 + ["we propose a novel model video frames"] * 3
+    labels = session_labels(texts, [0] * 3 + [1] * 3, STOP)
+    assert not {"propose", "novel", "model", "textbf"} & {w for label in labels.values() for t in label for w in t.split()}
+
+
+@pytest.mark.model  # UMAP's first run compiles
+def test_plan_and_map_share_the_labels(index):
+    from recommender.reading.layout import build_map
+
+    plan = plan_sessions(index, range(len(index)), n=3)
+    corpus_map = build_map(index, n=3)
+    assert [group.label for group in corpus_map.groups] == [f"{s.number}. {s.title}" for s in plan.sessions]
 
 
 # ---------------------------------------------------------------- the command
@@ -168,3 +211,12 @@ def test_errors(run, args, message):
     result = run("sessions", *args)
     assert result.exit_code == (1 if "nope" in args else 2)  # --n and --max-per-session out of range: bad usage
     assert result.output.strip() == message
+
+
+def test_a_word_joins_the_word_it_is_a_phrase_with():
+    # "translation" is used alone too, so it is chosen on its own first; "machine", nearly always before it,
+    # then makes the phrase with it instead of standing as a word of its own.
+    texts = ["machine translation translation quality", "machine translation translation rare",
+             "machine translation translation speech", "image style transfer", "style transfer paintings", "image style"]
+    labels = session_labels(texts, [0, 0, 0, 1, 1, 1], STOP)
+    assert "machine translation" in labels[0] and "machine" not in labels[0] and "translation" not in labels[0]

@@ -5,6 +5,10 @@ query is a paper of the corpus, judged against a pool of candidate papers.
 Each query paper is scored against candidates with `Recommender.score_rows`,
 the same fusion `papers like` ranks by, so the figures measure what users get.
 
+Several seeds as one profile (profiles.py): the collection's queries also make profiles of a query
+paper and half its relevant candidates (one topic) and of two or three such (mixed), each ranked as
+`like` ranks several seeds; their figures are reported beside the queries'.
+
 Pools:
 * ``judged`` (the CSFCube protocol): rank only the query's judged candidates.
 * ``all``: rank the whole corpus; unjudged papers count as grade 0.
@@ -31,7 +35,7 @@ from ..embed.windows import Chunking
 from ..errors import InputError, OptionError, RecommenderError
 from ..index import store
 from ..query.ranking import DENSE_WEIGHT, select
-from . import metrics
+from . import metrics, profiles
 
 if TYPE_CHECKING:
     from ..index.build import BuildReport
@@ -64,6 +68,9 @@ class Evaluation:
     overall: dict[str, float]
     by_facet: dict[str, dict[str, float]] = field(default_factory=dict)
     build: BuildReport | None = None  # when the index had to be (re)built
+    # Several seeds as one profile (profiles.py): protocol ("one topic", "mixed") -> (profiles, mean scores);
+    # a protocol the collection has no profile for is left out.
+    profiles: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
 
     @property
     def missing(self) -> int:
@@ -163,6 +170,13 @@ def evaluate(
                 recommender, rows_by_id, query_id, rows_by_id[paper_id], judgements[query_id], facet,
                 mode, pool, relevant_at, dense_weight, min_score, diverse,
             ))
+        by_protocol = {}
+        for protocol, listed_profiles in profiles.protocols(listed, judgements, relevant_at, present=rows_by_id).items():
+            if listed_profiles:
+                scored = [profiles.score_profile(recommender, profile, rows_by_id, relevant_at, pool=pool, mode=mode,
+                                                 dense_weight=dense_weight, min_score=min_score, diverse=diverse)
+                          for profile in listed_profiles]
+                by_protocol[protocol] = (len(scored), metrics.mean_scores(scored))
         facets = {}
         for facet in dict.fromkeys(result.facet for result in results):
             facets[facet] = metrics.mean_scores([r.scores for r in results if r.facet == facet])
@@ -179,7 +193,8 @@ def evaluate(
             "min_score": min_score,
             "diverse": diverse,
         }
-    evaluation = Evaluation(settings, results, metrics.mean_scores([r.scores for r in results]), facets, build)
+    evaluation = Evaluation(settings, results, metrics.mean_scores([r.scores for r in results]), facets, build,
+                            by_protocol)
     if evaluation.missing:
         warnings.warn(
             f"{evaluation.missing} judgements name papers that are not in the index "

@@ -21,6 +21,7 @@ from ..index import store
 from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, best_rows, combine, read_columns, read_ranges
 from ..index.store import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from .profiles import best_topic, seed_clusters
 from .ranking import DENSE_WEIGHT, MODES, POOL, combine_dense, fuse, order_by_score, seed_weights, select
 
 
@@ -223,9 +224,23 @@ class Recommender:
         known = query.cosines
         missing = np.array([row for row in rows.tolist() if row not in known], dtype=np.int64)
         if len(missing):
-            found = self.cosines(missing, query.dense) if query.batched else self._candidate_cosines(missing, query.dense)
+            if query.batched:
+                found = self.cosines(missing, query.dense)
+            elif query.vectors is not None:  # a topic of several: vectors read once for all of them
+                self._read_vectors(missing, query.vectors)
+                found = self.cosines(missing, query.dense, lambda block: np.stack([query.vectors[row] for row in block.tolist()]))
+            else:
+                found = self._candidate_cosines(missing, query.dense)
             known.update(zip(missing.tolist(), found.tolist()))
         return np.array([known[row] for row in rows.tolist()], dtype=np.float32)
+
+    def _read_vectors(self, rows: np.ndarray, into: dict) -> None:
+        """Read the vectors of `rows` not yet `into` (row -> vector) with pread, as `_candidate_cosines` does."""
+        wanted = [row for row in rows.tolist() if row not in into]
+        if wanted:
+            self.vectors  # checks the shape
+            with self.stored.array_reader(VECTORS).reading() as read:
+                into.update((row, read(row, row + 1)[0]) for row in wanted)
 
     def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
         """The stored vectors of these rows (float32), refused if damage left NaN or infinity in them.
@@ -469,11 +484,20 @@ class Recommender:
         mode: str = "hybrid",
         outside: Sequence[Paper] = (),
     ) -> list[Recommendation]:
-        """`like` for papers given by row, and papers not in the index (`outside`, embedded now)."""
+        """`like` for papers given by row, and papers not in the index (`outside`, embedded now).
+
+        Several seeds are first grouped into topics (`profiles.seed_clusters` of their embeddings); each
+        topic is scored as the mean of its seeds (Rocchio, the `negatives` subtracted) and a candidate keeps
+        its best topic's score, so a profile on several topics finds papers of each rather than of the
+        space between them (docs/reading-groups-notes.md). Seeds on one topic: one centroid, as before."""
         check_options(k, min_score, diverse, mode)
-        query = self._seed_query(list(positives), list(negatives), mode, why, list(outside))
+        positives, negatives, outside = list(positives), list(negatives), list(outside)
         seeds = set(positives) | set(negatives)
-        return self._rank(query, k, seeds, set(excluded) | seeds, min_score, diverse, why, mode)
+        queries = self._topic_queries(positives, negatives, mode, why, outside)
+        terms = None
+        if why and len(queries) > 1:  # the terms `why` shows: those shared with the seeds as a whole
+            terms = self._seed_query(positives, negatives, "lexical", why, outside).lexical
+        return self._rank(queries, k, seeds, set(excluded) | seeds, min_score, diverse, why, mode, terms)
 
     def like_each(self, rows: Sequence[int], k: int = 10, why: bool = False) -> list[list[Recommendation]]:
         """`like_rows([row], k=k, why=why)` for each of `rows`: the same lists, with the dense
@@ -494,17 +518,38 @@ class Recommender:
             for i, scores in zip(batch, lexical):
                 query = queries[i]
                 query.dense_found, query.batched, query.lexical_scores = found[i], True, scores
-                results.append(self._rank(query, k, {rows[i]}, {rows[i]}, None, None, why, "hybrid"))
+                results.append(self._rank([query], k, {rows[i]}, {rows[i]}, None, None, why, "hybrid"))
                 queries[i] = None  # its scores of every paper are not kept past its list
         return results
 
     def score_rows(
-        self, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT
+        self, query_rows: int | Sequence[int], rows: Sequence[int], mode: str = "hybrid",
+        dense_weight: float = DENSE_WEIGHT, profile: str = "topics",
     ) -> np.ndarray:
-        """Scores of `rows` against the paper at `query_row`, as `like` scores them (used by evaluation)."""
+        """Scores of `rows` against the paper at `query_rows` (or the papers, a profile), as `like` scores
+        them (used by evaluation). `profile="centroid"` scores several papers as one centroid (`like` before
+        seeds were grouped into topics), for comparison."""
         check_options(1, None, None, mode)
-        query = self._seed_query([query_row], [], mode, False)
-        return self._scores(query, np.asarray(rows, dtype=np.int64), {query_row}, mode, dense_weight)
+        if profile not in PROFILES:
+            raise InputError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}")
+        query_rows = [int(query_rows)] if np.ndim(query_rows) == 0 else [int(row) for row in query_rows]
+        rows = np.asarray(rows, dtype=np.int64)
+        if profile == "centroid":
+            queries = [self._seed_query(query_rows, [], mode, False)]
+        else:
+            queries = self._topic_queries(query_rows, [], mode, False, [])
+        return best_topic(np.stack([self._scores(query, rows, set(query_rows), mode, dense_weight) for query in queries]))
+
+    def seed_scores(
+        self, positives: Sequence[int], rows: Sequence[int], mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT,
+    ) -> np.ndarray:
+        """[seeds, rows]: each seed's scores of `rows` as a one-seed `like` gives them, every seed left out of
+        every seed's pool (the per-seed methods scripts/tune_profiles.py compares)."""
+        check_options(1, None, None, mode)
+        positives = [int(row) for row in positives]
+        rows = np.asarray(rows, dtype=np.int64)
+        return np.stack([self._scores(self._seed_query([row], [], mode, False), rows, set(positives), mode, dense_weight)
+                         for row in positives])
 
     def search(
         self,
@@ -525,7 +570,7 @@ class Recommender:
         lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
         if mode == "lexical" and len(lexical_query.indices) == 0:
             raise InputError(self._nothing_to_match(text))
-        return self._rank(_Query(dense_query, lexical_query), k, set(), self._exclusions(exclude),
+        return self._rank([_Query(dense_query, lexical_query)], k, set(), self._exclusions(exclude),
                           min_score, diverse, why, mode)
 
     def _nothing_to_match(self, text: str) -> str:
@@ -566,15 +611,17 @@ class Recommender:
 
     def _seed_query(
         self, positives: list[int], negatives: list[int], mode: str, why: bool, outside: list[Paper] = (),
+        outside_vectors: list[np.ndarray] | None = None,
     ) -> "_Query":
         """The query of `like`: Rocchio over the seeds (stored positives, papers from outside the index,
-        negatives, in that order)."""
+        negatives, in that order). `outside_vectors`: the outside papers' embeddings, if already made."""
         weights = seed_weights(len(positives) + len(outside), len(negatives))
         dimension = self.manifest["dimension"]
         dense_query = None
         if mode != "lexical" or not outside:
-            # Papers from outside the index windowed as the build windows papers (the title in every window).
-            outside_vectors = [self.encode_query(paper.text, paper.head)[None, :] for paper in outside]
+            if outside_vectors is None:
+                outside_vectors = self._encode_papers(outside)
+            outside_vectors = [vector[None, :] for vector in outside_vectors]
             dense_query = combine_dense(np.vstack(
                 [self.vectors_at(positives).reshape(-1, dimension)] + outside_vectors
                 + [self.vectors_at(negatives).reshape(-1, dimension)]
@@ -585,6 +632,31 @@ class Recommender:
                 [self.lexical.row(row) for row in positives] + [self.lexical.transform(p.text) for p in outside]
                 + [self.lexical.row(row) for row in negatives], weights)
         return _Query(dense_query, lexical_query)
+
+    def _encode_papers(self, papers: Sequence[Paper]) -> list[np.ndarray]:
+        """Papers from outside the index, windowed as the build windows papers (the title in every window)."""
+        return [self.encode_query(paper.text, paper.head) for paper in papers]
+
+    def _topic_queries(
+        self, positives: list[int], negatives: list[int], mode: str, why: bool, outside: list[Paper],
+    ) -> list["_Query"]:
+        """The seeds grouped into topics (`seed_clusters` of their embeddings), one Rocchio query each
+        (with all the negatives). In lexical mode papers from outside the index are not embedded, so
+        seeds with such papers are one topic there."""
+        if len(positives) + len(outside) == 1 or (mode == "lexical" and outside):
+            return [self._seed_query(positives, negatives, mode, why, outside)]
+        outside_vectors = self._encode_papers(outside)
+        vectors = np.vstack([self.vectors_at(positives).reshape(-1, self.manifest["dimension"])]
+                            + [vector[None, :] for vector in outside_vectors])
+        queries, shared = [], {}  # the topics rank the same candidates: each vector is read once
+        for topic in seed_clusters(vectors):
+            stored = [positives[i] for i in topic if i < len(positives)]
+            extra = [i - len(positives) for i in topic if i >= len(positives)]
+            query = self._seed_query(stored, negatives, mode, why, [outside[i] for i in extra],
+                                     [outside_vectors[i] for i in extra])
+            query.vectors = shared
+            queries.append(query)
+        return queries
 
     def _pool(self, query: "_Query", seeds: set[int], size: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
         """The `size` best papers (seeds left out) by embedding cosine and by TF-IDF, each best first
@@ -652,7 +724,7 @@ class Recommender:
 
     def _rank(
         self,
-        query: "_Query",
+        queries: list["_Query"],
         k: int,
         seeds: set[int],
         excluded: set[int],
@@ -660,20 +732,31 @@ class Recommender:
         diverse: float | None,
         why: bool,
         mode: str,
+        terms: SparseVector | None = None,
     ) -> list[Recommendation]:
+        """The top `k` papers for one query, or for several (a profile's topics: each candidate's best
+        score, `profiles.best_topic`, over the candidates of them all). `terms`: the TF-IDF terms `why`
+        shows (default: the first query's)."""
         check_options(k, min_score, diverse, mode)
         fetch = max(POOL, 4 * (k + len(excluded)))
-        dense_rows, lexical_rows = self._pool(query, seeds, fetch, mode)
-        rows = np.array(sorted((set(dense_rows.tolist()) | set(lexical_rows.tolist())) - excluded), dtype=np.int64)
+        found = set()
+        for query in queries:
+            dense_rows, lexical_rows = self._pool(query, seeds, fetch, mode)
+            found.update(dense_rows.tolist(), lexical_rows.tolist())
+        rows = np.array(sorted(found - excluded), dtype=np.int64)
         if len(rows) == 0:
             return []
-        scores = self._scores(query, rows, seeds, mode)
+        if len(queries) == 1:
+            scores = self._scores(queries[0], rows, seeds, mode)
+        else:
+            scores = best_topic(np.stack([self._scores(query, rows, seeds, mode) for query in queries]))
         rows, scores = select(rows, scores, self.tiebreak, self.vectors, k, min_score, diverse)
         papers = self.papers_at(rows.tolist())
+        terms = terms if terms is not None or not why else queries[0].lexical
         results = []
         for rank, (row, score, paper) in enumerate(zip(rows, scores, papers), start=1):
-            terms = tuple(self.lexical.shared_terms(query.lexical, int(row))) if why else ()
-            results.append(Recommendation(rank, float(score), paper, terms))
+            shared = tuple(self.lexical.shared_terms(terms, int(row))) if why else ()
+            results.append(Recommendation(rank, float(score), paper, shared))
         return results
 
 
@@ -721,6 +804,8 @@ PAPER_KEYS = {"identifier": _identifier, "text": lambda paper: text_key(paper.ti
 # the name sorting far from it, early in the name, then finds no suggestion).
 CLOSEST_SCAN = 50_000
 CLOSEST_NEAR = 50
+# How `score_rows` scores several papers: as `like` does (grouped into topics), or as one centroid.
+PROFILES = ("topics", "centroid")
 # TF-IDF scores (one a query and paper) `like_each` holds at once: 16 MB whatever the corpus.
 LEXICAL_CELLS = 1 << 22
 # FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`Recommender._pool`).
@@ -763,6 +848,7 @@ class _Query:
     pools: dict = field(default_factory=dict)  # (size, seeds, mode) -> the candidates `_pool` found
     cosines: dict = field(default_factory=dict)  # row -> its cosine with `dense`, once read
     batched: bool = False  # one of many queries (`like_each`): candidate vectors read from the memory map
+    vectors: dict | None = None  # row -> stored vector, shared by the topics of one profile (`_topic_queries`)
 
 
 def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:

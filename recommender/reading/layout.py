@@ -11,9 +11,10 @@ self-contained HTML file or as a PNG.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -82,6 +83,21 @@ class MapPoint:
     neighbours: tuple[MapNeighbour, ...] = ()  # its related-work list, best first
 
 
+    @property
+    def published(self) -> str:
+        """Where and when, as the pinned paper's header shows it (`published`)."""
+        return published(self.venue, self.year)
+
+
+def published(venue: str, year: int | None) -> str:
+    """Venue and year on one line, the year left out when the venue already names it ("ICLR 2020",
+    not "ICLR 2020 2020")."""
+    venue = (venue or "").strip()
+    if year is None or re.search(rf"(?<!\d){year}(?!\d)", venue):
+        return venue
+    return f"{venue} {year}".strip()
+
+
 @dataclass(frozen=True)
 class MapGroup:
     number: int
@@ -109,8 +125,13 @@ class CorpusMap:
         )
 
 
-def project_2d(vectors: np.ndarray, seed: int = 0) -> tuple[np.ndarray, str]:
-    """(n, 2) coordinates and the method: UMAP on cosine distance if umap-learn is installed, else PCA."""
+UMAP_PHASE = "projecting with UMAP (its first run compiles it: 20-45 s)"
+
+
+def project_2d(vectors: np.ndarray, seed: int = 0, on_phase: Callable[[str], None] | None = None,
+               ) -> tuple[np.ndarray, str]:
+    """(n, 2) coordinates and the method: UMAP on cosine distance if umap-learn is installed, else PCA.
+    `on_phase(UMAP_PHASE)` is called before UMAP starts: however few the papers, it may take a while."""
     vectors = np.asarray(vectors, dtype=np.float32)
     if len(vectors) >= 10:
         try:
@@ -118,6 +139,8 @@ def project_2d(vectors: np.ndarray, seed: int = 0) -> tuple[np.ndarray, str]:
         except ImportError:
             umap = None
         if umap is not None:
+            if on_phase is not None:
+                on_phase(UMAP_PHASE)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "n_jobs overridden by random_state", spectral init on tiny data
                 reducer = umap.UMAP(
@@ -148,20 +171,24 @@ def build_map(
     seed: int = 0,
     max_per_session: int | None = None,
     k: int = NEIGHBOURS,
+    on_phase: Callable[[str], None] | None = None,
 ) -> CorpusMap:
     """Lay the papers out in 2-D, coloured by session, names placed where they do not collide;
-    each point carries its k most related papers (`related_work`, over the whole index)."""
+    each point carries its k most related papers (`related_work`, over the whole index).
+    `on_phase(name)` is told what it is doing ("projecting with UMAP ...", `project_2d`)."""
     from ..corpus.summary import summary
     from .related import related_work
-    from .sessions import cluster_terms, group_papers
+    from .sessions import group_papers, label_sessions
 
     rows = list(range(len(recommender))) if rows is None else list(dict.fromkeys(int(row) for row in rows))
     if not rows:
         raise InputError("no papers to map: the index is empty")
     related = related_work(recommender, rows, k=k)  # checks k before the slow work
     groups, _ = group_papers(recommender, rows, n, max_per_session, seed)
-    labels = cluster_terms(recommender.lexical, rows, groups)
-    coordinates, projection = project_2d(recommender.vectors_at(rows), seed)
+    labels = label_sessions(recommender, rows, groups)
+    coordinates, projection = project_2d(recommender.vectors_at(rows), seed, on_phase)
+    if on_phase is not None and projection == "UMAP":
+        on_phase("placing the names")
     xy = _fit_to_canvas(coordinates)
     papers = recommender.papers_at(rows)
     group_marks = []
@@ -247,7 +274,8 @@ def _inside(box) -> bool:
 
 def _place_group_labels(groups: list[MapGroup], xy: np.ndarray) -> list[MapGroup]:
     """Each session label near the middle of its points, moved outwards step by step until it
-    covers no point, no other label and not the caption."""
+    covers no point, no other label and not the caption; where no such place is near, the nearest that
+    covers no other label and not the caption (its halo keeps it legible over points)."""
     dots = _Grid(xy)
     placed: list[tuple] = [(0, 0, WIDTH, TOP - 8)]  # title and caption
     out = []
@@ -255,12 +283,15 @@ def _place_group_labels(groups: list[MapGroup], xy: np.ndarray) -> list[MapGroup
     for group in sorted(groups, key=lambda g: (-g.size, g.number)):
         half = len(group.label) * GROUP_FONT * BOLD_WIDTH / 2
         best = None
-        for dx, dy in steps:
-            x = min(max(group.x + dx, MARGIN + half), WIDTH - MARGIN - half)
-            y = min(max(group.y + dy, TOP + GROUP_FONT), HEIGHT - MARGIN)
-            box = _box(x, y, group.label, GROUP_FONT, "middle")
-            if not _overlaps(box, placed) and not dots.covers(box):
-                best = (x, y, box)
+        for clear_of_points in (True, False):
+            for dx, dy in steps:
+                x = min(max(group.x + dx, MARGIN + half), WIDTH - MARGIN - half)
+                y = min(max(group.y + dy, TOP + GROUP_FONT), HEIGHT - MARGIN)
+                box = _box(x, y, group.label, GROUP_FONT, "middle")
+                if not _overlaps(box, placed) and not (clear_of_points and dots.covers(box)):
+                    best = (x, y, box)
+                    break
+            if best is not None:
                 break
         if best is None:
             best = (group.x, group.y, _box(group.x, group.y, group.label, GROUP_FONT, "middle"))

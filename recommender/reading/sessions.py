@@ -1,22 +1,23 @@
 """A reading-group plan: the chosen papers split into sessions of similar papers.
 
 Spherical k-means (FAISS, seeded) on the paper vectors gives the groups; a
-capacity keeps sizes reasonable; TF-IDF terms over-represented in a group
-label it; sessions are chained so that neighbouring sessions are related.
+capacity keeps sizes reasonable; class-based TF-IDF over the groups labels
+each by what sets it apart from the others; sessions are chained so that neighbouring sessions are related.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from ..arrays import csr_ranges, unit_rows
+from ..arrays import unit_rows
 from ..corpus.papers import Paper
 from ..errors import InputError, OptionError
-from ..index.lexical import LexicalIndex
+from ..index.lexical import analyse
 from ..query.recommender import Recommender
 
 KMEANS_ITERATIONS = 25
@@ -32,6 +33,7 @@ FILLER = frozenset("""
     demonstrate extensive experiments state art large significantly introduce present address challenge
     challenges limitation limitations recent recently highly furthermore specifically additionally
     multi non pre free aware like high low base fully type types original step steps training trained train
+    end
 """.split())
 
 
@@ -152,74 +154,143 @@ def chain_order(centroids: np.ndarray, sizes: np.ndarray) -> list[int]:
     return order
 
 
-def cluster_terms(lexical: LexicalIndex, rows: Sequence[int], groups: Sequence[int], count: int = LABEL_TERMS,
-                  ) -> dict[int, tuple[str, ...]]:
-    """For each group, the terms whose mean TF-IDF weight in the group most exceeds their mean
-    over all the rows, shared by at least two of its papers, with no word repeated across terms."""
-    rows = np.asarray(rows, dtype=np.int64)
-    groups = np.asarray(groups)
-    size = len(lexical.idf)
-    overall = _mean_rows(lexical, rows, size)
-    vocabulary = None
-    labels: dict[int, tuple[str, ...]] = {}
-    for group in sorted(set(groups.tolist())):
-        members = rows[groups == group]
-        coverage = _document_frequency(lexical, members, size) / len(members)
-        # Over-representation, weighted towards terms most of the session's papers use.
-        lift = (_mean_rows(lexical, members, size) - overall) * np.sqrt(coverage)
-        if len(members) >= 3:
-            lift[coverage * len(members) < 2] = 0.0
-        top = np.flatnonzero(lift > 0)
-        top = top[np.lexsort((top, -lift[top]))][: 20 * count]
-        if vocabulary is None:
-            vocabulary = lexical.vocabulary
-        labels[group] = _distinct_terms([vocabulary[column] for column in top], count)
-    return labels
+def session_labels(texts: Sequence[str], groups: Sequence[int], stop_words: frozenset[str],
+                   count: int = LABEL_TERMS) -> dict[int, tuple[str, ...]]:
+    """For each group, up to `count` terms that set it apart from the other groups: class-based TF-IDF
+    (BERTopic's c-TF-IDF with its BM25 idf and frequent words reduced: the square root of a term's share of
+    the group's words, times log(1 + (A - f + 0.5) / (f + 0.5)), A the mean words a group and f the term's
+    uses over all groups) over single words and two-word phrases, tokenised as the TF-IDF index does.
+    Terms used by fewer than two of a group's papers (groups of three or more), terms every group uses
+    (weight 0 or less), filler and markup are skipped; a phrase replaces its word when most of the
+    word's uses in the group are in it. No word (`word_key`) is in two labels: the terms are taken best
+    weight first over all the groups, so a word goes to the group it characterises most."""
+    groups = np.asarray(groups, dtype=np.int64)
+    if len(texts) != len(groups):
+        raise ValueError(f"{len(texts)} texts for {len(groups)} group numbers")
+    numbers = sorted(set(groups.tolist()))
+    columns: dict[str, int] = {}
+    pairs = []  # (paper, term column, uses in the paper)
+    for paper, text in enumerate(texts):
+        words = analyse(text, stop_words)
+        uses = Counter(words)
+        uses.update(f"{a} {b}" for a, b in zip(words, words[1:]) if a != b)
+        pairs.extend((paper, columns.setdefault(term, len(columns)), n) for term, n in uses.items())
+    labels: dict[int, tuple[str, ...]] = {number: () for number in numbers}
+    if not pairs:
+        return labels
+    vocabulary = np.array(list(columns), dtype=object)
+    paper, column, uses = (np.array(values, dtype=np.int64) for values in zip(*pairs))
+    klass = np.searchsorted(numbers, groups[paper])
+    key = klass * len(columns) + column  # (group, term) pairs, as one number
+    cells, where = np.unique(key, return_inverse=True)
+    frequency = np.bincount(where, weights=uses)  # uses of each term in each group
+    papers_using = np.bincount(where)  # papers of the group that use it (a paper counts each term once)
+    cell_group, cell_term = np.divmod(cells, len(columns))
+    group_words = np.bincount(cell_group, weights=frequency, minlength=len(numbers))
+    overall = np.bincount(cell_term, weights=frequency, minlength=len(columns))
+    # BERTopic's ClassTfidfTransformer(bm25_weighting=True, reduce_frequent_words=True): with a handful of
+    # sessions its plain idf, log(1 + A / f), barely lowers a word every session uses ("network").
+    idf = np.log1p((group_words.mean() - overall + 0.5) / (overall + 0.5))
+    weight = np.sqrt(frequency / group_words[cell_group]) * idf[cell_term]
+    sizes = np.bincount(np.searchsorted(numbers, groups), minlength=len(numbers))
+    wanted = np.flatnonzero((papers_using >= 2) | (sizes[cell_group] < 3))
+    found = {(int(g), vocabulary[t]): (f, w) for g, t, f, w in
+             zip(cell_group[wanted], cell_term[wanted], frequency[wanted], weight[wanted])}  # uses, weight
+    phrases: dict[tuple[int, str], list[str]] = {}  # (group, word) -> the phrases holding it
+    for (g, term) in found:
+        if " " in term and _readable(term) and term.split()[0] not in FILLER:  # "models llms" reads badly
+            for word in term.split():
+                phrases.setdefault((g, word), []).append(term)
+    chosen: dict[int, list[str]] = {g: [] for g in range(len(numbers))}
+    used: set[str] = set()
+    for cell in wanted[np.lexsort((cell_term[wanted], cell_group[wanted], -weight[wanted]))].tolist():
+        g, term = int(cell_group[cell]), vocabulary[cell_term[cell]]
+        if len(chosen[g]) == count or weight[cell] <= 0 or " " in term or not _readable(term) or term in FILLER:
+            continue
+        uses = lambda t: found.get((g, t), (0.0, -np.inf))  # noqa: E731 (this group's)
+        joined = _joined(term, chosen[g], uses)
+        if joined is not None:  # "machine" beside "translation" already chosen: "machine translation"
+            chosen[g][chosen[g].index(joined[1])] = joined[0]
+            used.add(word_key(term))
+            continue
+        term = _phrase_for(term, phrases.get((g, term), ()), uses, used) or term
+        keys = {word_key(word) for word in term.split() if word not in FILLER}
+        if keys & used:
+            continue
+        chosen[g].append(term)
+        used |= keys
+    return {number: tuple(chosen[g]) for g, number in enumerate(numbers)}
 
 
-def _positions(lexical: LexicalIndex, rows: np.ndarray) -> np.ndarray:
-    """Where the given rows' entries sit in the CSR arrays."""
-    starts = lexical.csr_indptr[rows]
-    lengths = lexical.csr_indptr[rows + 1] - starts
-    return csr_ranges(starts, lengths)
+PHRASE_SHARE = 0.5
+"""A two-word phrase labels a group instead of its word when at least this share of the word's uses in
+the group are in the phrase ("machine" -> "machine translation")."""
 
 
-def _mean_rows(lexical: LexicalIndex, rows: np.ndarray, size: int) -> np.ndarray:
-    positions = _positions(lexical, rows)
-    total = np.bincount(lexical.csr_indices[positions], weights=lexical.csr_data[positions], minlength=size)
-    return total / max(len(rows), 1)
+def _phrase_for(word: str, phrases: Sequence[str], uses_and_weight, used: set[str]) -> str | None:
+    """The phrase to write instead of `word`: one holding at least PHRASE_SHARE of the word's uses in the
+    group, no word of it in another label; of those, the one whose other word sets the group apart most
+    ("video clips" before "neural video")."""
+    uses = uses_and_weight(word)[0]
+    best = None
+    for phrase in sorted(phrases):
+        others = [other for other in phrase.split() if other != word]
+        if uses_and_weight(phrase)[0] < PHRASE_SHARE * uses or any(word_key(o) in used for o in others if o not in FILLER):
+            continue
+        rank = (min(uses_and_weight(other)[1] for other in others), uses_and_weight(phrase)[1])
+        if best is None or rank > best[0]:
+            best = (rank, phrase)
+    return best[1] if best else None
 
 
-def _document_frequency(lexical: LexicalIndex, rows: np.ndarray, size: int) -> np.ndarray:
-    return np.bincount(lexical.csr_indices[_positions(lexical, rows)], minlength=size)
+def _joined(word: str, label: Sequence[str], uses_and_weight) -> tuple[str, str] | None:
+    """(phrase, word of `label`) when `word` and a single word already in the label make a phrase holding
+    at least PHRASE_SHARE of `word`'s uses in the group."""
+    for other in label:
+        if " " in other or word in FILLER:
+            continue
+        for phrase in (f"{word} {other}", f"{other} {word}"):
+            if phrase.split()[0] not in FILLER and uses_and_weight(phrase)[0] >= PHRASE_SHARE * uses_and_weight(word)[0] > 0:
+                return phrase, other
+    return None
+
+
+def word_key(word: str) -> str:
+    """What makes two label words one word: the same first six letters once a plural and an ending
+    ("ing", "er", "ed", "al") are cut ("emotion", "emotions", "emotional"; "parsing", "parser";
+    "morphology", "morphological")."""
+    word = _stem(word)
+    for ending in ("ing", "ers", "er", "ed", "al"):
+        if word.endswith(ending) and len(word) - len(ending) >= 4:
+            word = word[: -len(ending)]
+            break
+    return word[:6]
 
 
 def _stem(word: str) -> str:
-    # Enough to see "model" and "models", "network" and "networks" as one word.
-    for suffix in ("ies", "es", "s"):
-        if word.endswith(suffix) and len(word) > len(suffix) + 3:
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    # Enough to see "model" and "models", "image" and "images", "class" and "classes" as one word.
+    if len(word) > 5 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 5 and word.endswith(("ses", "xes", "ches", "shes")):
+        return word[:-2]
+    if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
     return word
 
 
-def _distinct_terms(terms: Sequence[str], count: int) -> tuple[str, ...]:
-    chosen: list[str] = []
-    used: set[str] = set()
-    for term in terms:
-        words = term.split()
-        if any(word in NOT_WORDS for word in words) or all(word in FILLER or len(word) < 3 for word in words):
-            continue
-        stems = {_stem(word) for word in words if word not in FILLER}
-        if stems & used:
-            continue
-        chosen.append(term)
-        used |= stems
-        if len(chosen) == count:
-            break
-    return tuple(chosen)
+def _readable(term: str) -> bool:
+    """Whether a term can stand in a label: no markup or link pieces, not filler alone, no two-letter word."""
+    words = term.split()
+    return not any(word in NOT_WORDS or len(word) < 3 for word in words) and not all(word in FILLER for word in words)
 
 
 # ---------------------------------------------------------------- the plan
+
+
+def label_sessions(recommender: Recommender, rows: Sequence[int], groups: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    """`session_labels` of the papers at `rows` (the plan's and the map's labels: one function, one wording)."""
+    texts = [paper.text for paper in recommender.papers_at(list(rows))]
+    return session_labels(texts, groups, recommender.lexical.stop_words)
 
 
 CAPACITY = 1.25
@@ -288,7 +359,7 @@ def plan_sessions(
 
     rows = list(dict.fromkeys(int(row) for row in rows))
     groups, centres = group_papers(recommender, rows, n, max_per_session, seed)
-    labels = cluster_terms(recommender.lexical, rows, groups)
+    labels = label_sessions(recommender, rows, groups)
     vectors = recommender.vectors_at(rows)
     fit = np.einsum("ij,ij->i", vectors, centres[groups])
     session_of = dict(zip(rows, (groups + 1).tolist()))
@@ -329,7 +400,8 @@ def _method(papers: int, sessions: int, capacity: int, seed: int, background: in
         f"How the sessions were formed: the {papers} papers were grouped by spherical k-means (FAISS, seed {seed}) "
         f"on their sentence embeddings into {sessions} sessions of similar papers, with at most {capacity} papers "
         "a session (a paper beyond that joins its next-closest session with room). Each session is named by the "
-        "terms most over-represented in its papers' TF-IDF vectors compared with all the papers. Sessions follow "
+        "words and two-word phrases that most set its papers apart from the other sessions' (class-based TF-IDF), "
+        "no word naming two sessions. Sessions follow "
         "one another so that each is the one most like its predecessor, starting from the most central; within a "
         "session, papers go from the most typical (closest to the session's centre) to the least. "
         f"Background reading: the {background} papers outside the session closest to its centre."

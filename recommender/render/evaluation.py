@@ -41,11 +41,14 @@ def render_evaluation(evaluation: Evaluation, fmt: str = "table", per_query: boo
         {"query": q.query_id, "paper": q.paper_id, "facet": q.facet, "candidates": q.candidates, **_figures(vars(q.scores))}
         for q in evaluation.queries
     ]
+    profiles = [{"protocol": protocol, "profiles": count, **_figures(scores)}
+                for protocol, (count, scores) in evaluation.profiles.items()]
     if fmt == "json":
         data = {
             "settings": evaluation.settings,
             "overall": summary[-1],
             "facets": summary[:-1],
+            "profiles": profiles,
         }
         if per_query:
             data["per_query"] = queries
@@ -54,7 +57,11 @@ def render_evaluation(evaluation: Evaluation, fmt: str = "table", per_query: boo
     text = describe(evaluation.settings) + "\n\n"
     if per_query:
         text += render(_shown(queries), [], fmt, {"query": 0, "facet": 0, **metric_columns}) + "\n"
-    return text + render(_shown(summary), [], fmt, {"facet": 0, "queries": 0, **metric_columns})
+    text += render(_shown(summary), [], fmt, {"facet": 0, "queries": 0, **metric_columns})
+    if profiles:  # several seeds as one profile, ranked as `like` ranks them (evaluation/profiles.py)
+        text += ("\nseveral seeds as one profile, ranked as `like` ranks them:\n"
+                 + render(_shown(profiles), [], fmt, {"protocol": 0, "profiles": 0, **metric_columns}))
+    return text
 
 
 def _shown(rows: list[dict]) -> list[dict]:

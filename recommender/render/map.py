@@ -159,7 +159,7 @@ def _page_data(corpus_map: CorpusMap) -> dict:
     papers = [
         {
             "id": point.id, "handle": point.handle, "title": point.title, "authors": list(point.authors),
-            "year": point.year, "venue": point.venue, "url": point.url, "code": list(point.code_links),
+            "published": point.published, "url": point.url, "code": list(point.code_links),
             "summary": point.summary, "abstract": point.abstract, "group": point.group, "x": point.x, "y": point.y,
             # A neighbour on the map by its position; one off it (a map of some papers) by ID and label.
             "near": [[near.point, near.score] if near.point is not None else [-1, near.score, near.id, near.label]
@@ -216,6 +216,7 @@ svg.searching #names text:not(.show),svg.pinned #names text:not(.show){opacity:.
 #side button.paper{display:block;width:100%;text-align:left;font:inherit;background:none;border:0;border-radius:3px;padding:3px 4px;cursor:pointer;color:#0b57d0}
 #side button.paper:hover,#side button.paper:focus{background:#eef3fd}
 #side button.paper small{color:#666}
+#groups text.covered,#names text.covered{visibility:hidden}
 #pinned{border:1px solid #ccc;border-radius:6px;padding:10px 12px;margin-bottom:12px;background:#fafafa}
 #pinned h2{font-size:16px;margin:0 24px 4px 0}
 #pinned .meta{color:#555;margin:2px 0}
@@ -282,6 +283,33 @@ function apply() {
     "px}#names text{font-size:" + (DATA.font / s) + "px;stroke-width:" + (3 / s) + "px}#groups text{font-size:" +
     (DATA.groupFont / s) + "px;stroke-width:" + (4 / s) + "px}";
   svg.dataset.scale = s.toFixed(3);
+  declutter();
+}
+// Session labels keep their size on screen, so on a map drawn smaller than it was laid out for they
+// could run into one another, a name shown for a pinned or searched paper may sit where a label is, and
+// the layout's estimate of a text's width can be a pixel short. Measured as drawn: a label that would touch
+// a bigger session's label or such a name is hidden (the legend still names it); then a name of the zoom
+// level that would touch a label left is hidden (it shows again further in).
+function overlap(a, b) { return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom; }
+function drawn(r) { return r.width > 0 || r.height > 0; }
+function declutter() {
+  names.forEach(t => t.classList.remove("covered"));
+  const shown = names.filter(t => t.classList.contains("show")).map(t => t.getBoundingClientRect());
+  const kept = [];
+  const labels = Array.from(groupsLayer.querySelectorAll("text"));
+  labels.forEach(t => t.classList.remove("covered"));
+  labels.map((t, k) => [t, DATA.groups[k].size, k]).sort((a, b) => b[1] - a[1] || a[2] - b[2]).forEach(([t]) => {
+    const r = t.getBoundingClientRect();
+    if (!drawn(r)) return;  // a session turned off
+    if (kept.some(k => overlap(k, r)) || shown.some(k => overlap(k, r))) t.classList.add("covered");
+    else kept.push(r);
+  });
+  if (!kept.length) return;
+  names.forEach(t => {
+    if (t.classList.contains("show")) return;
+    const r = t.getBoundingClientRect();
+    if (drawn(r) && kept.some(k => overlap(k, r))) t.classList.add("covered");
+  });
 }
 function toMap(clientX, clientY) {
   const m = svg.getScreenCTM().inverse();
@@ -431,6 +459,7 @@ function refreshShown() {
     names[pinned].classList.add("show");
     P[pinned].near.forEach(n => { if (n[0] >= 0) names[n[0]].classList.add("show"); });
   }
+  declutter();
 }
 
 // ---- pinning a paper: its details, links and nearest papers
@@ -459,8 +488,7 @@ function pin(i) {
   const meta = [p.handle && p.handle !== p.title ? p.handle : "", p.id, "session " + p.group].filter(Boolean);
   add(panel, "p", meta.join(" \u00b7 "), "meta");
   if (p.authors.length) add(panel, "p", p.authors.join(", "), "meta authors");
-  const venue = [p.venue, p.year].filter(v => v !== null && v !== "").join(" ");
-  if (venue) add(panel, "p", venue, "meta");
+  if (p.published) add(panel, "p", p.published, "meta published");
   if (p.url || p.code.length) {
     const row = add(panel, "p", undefined, "links");
     if (p.url) link(row, p.url, "Paper");
@@ -542,6 +570,7 @@ document.querySelectorAll("#legend button").forEach(b => b.addEventListener("cli
   b.setAttribute("aria-pressed", String(on));
   svg.classList.toggle("hide-g" + g, !on);
   if (pinned >= 0 && hidden.has(P[pinned].group)) unpin();
+  declutter();
 }));
 
 document.addEventListener("keydown", ev => {

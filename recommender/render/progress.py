@@ -56,8 +56,12 @@ class ProgressReporter:
         self._lock = threading.RLock()  # the timer's thread writes too
         self._phases = 0  # which phase a timer was started for
 
-    def phase(self, name: str, total: int | None = None, unit: str | None = None) -> None:
+    def phase(self, name: str, total: int | None = None, unit: str | None = None, always: bool = False) -> None:
+        """Start a phase (ending the last). `always`: shown even in a log when the work is small (a
+        phase that is slow whatever its size, such as UMAP's first compile)."""
         self.close()
+        if always:
+            self.shown = True
         self.name, self.total, self.done = name, total, 0
         self.unit = unit or self.unit
         self.started = self.last_shown = self.clock()
@@ -134,6 +138,8 @@ class ProgressReporter:
             self.name = None
 
     def _status(self) -> str:
+        if not self.done and not self.total:
+            return f"{self.name}..."  # nothing counted: what it is doing
         elapsed = self.clock() - self.started
         parts = [f"{self.done:,}/{self.total:,} {self.unit}" if self.total else f"{self.done:,} {self.unit}"]
         if self.done and elapsed > 0:
