@@ -54,7 +54,7 @@ def fake_model(monkeypatch):
 
     monkeypatch.setattr(loading, "load_encoder", load_encoder)
     monkeypatch.setattr(recommender, "load_query_encoder", lambda stored, model: encoder)
-    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
+    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
     return encoder
 
 

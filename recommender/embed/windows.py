@@ -131,9 +131,12 @@ def pool_windows(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
 
 
 
-def cache_key(model: str, chunking: Chunking, text: str) -> str:
-    """Content hash of everything that determines a text's vector."""
-    material = f"{model}\x00{chunking.strategy}:{chunking.overlap}\x00{text}"
+def cache_key(model: str, chunking: Chunking, text: str, precision: str = "fp32") -> str:
+    """Content hash of everything that determines a text's vector.
+
+    fp32 keys are those made before precisions existed, so caches built then stay valid."""
+    model_part = model if precision == "fp32" else f"{model}\x00precision={precision}"
+    material = f"{model_part}\x00{chunking.strategy}:{chunking.overlap}\x00{text}"
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
@@ -167,8 +170,12 @@ def embed_texts(
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
     heads: Sequence[int] | None = None,
+    precision: str = "fp32",
 ) -> EmbeddingResult:
     """One normalised vector per text, reusing cached vectors where the text is unchanged.
+
+    `precision` (of the encoder's weights, "fp32" or "int8") is part of every cache key: vectors
+    of one precision are never taken for the other's.
 
     With `heads` (how many characters of each text its title takes; 0, no title, by default),
     "sentences" chunking puts the title at the start of every window.
@@ -189,7 +196,8 @@ def embed_texts(
     output = _Output(count)
     missing = np.ones(count, dtype=bool)
     for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
-        keys = [_text_key(encoder, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
+        keys = [_text_key(encoder, chunking, texts, heads, i, precision)
+                for i in range(start, min(start + LOOKUP_CHUNK, count))]
         found = cache.get_many(keys)
         for offset, key in enumerate(keys):
             vector = found.get(key)
@@ -203,16 +211,17 @@ def embed_texts(
     if on_plan is not None:
         on_plan(len(rows))
     if len(rows):
-        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads)
+        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads, precision)
     vectors = output.vectors if output.vectors is not None else np.zeros((count, encoder.dimension), dtype=np.float32)
     return EmbeddingResult(vectors, encoded=len(rows), reused=reused)
 
 
-def _text_key(encoder: Encoder, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int) -> str:
+def _text_key(encoder: Encoder, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int,
+              precision: str = "fp32") -> str:
     """The cache key of texts[i]; with a head, the head is part of it (the same text windows differently)."""
     if heads is None:
-        return cache_key(encoder.name, chunking, texts[i])
-    return cache_key(encoder.name, chunking, f"{heads[i]}\x00{texts[i]}")
+        return cache_key(encoder.name, chunking, texts[i], precision)
+    return cache_key(encoder.name, chunking, f"{heads[i]}\x00{texts[i]}", precision)
 
 
 class _Output:
@@ -241,6 +250,7 @@ def _encode_missing(
     progress: Callable[[int], None] | None,
     reused: int,
     heads: Sequence[int] | None = None,
+    precision: str = "fp32",
 ) -> None:
     """Encode texts[rows] an encoder call at a time, committing to the cache in groups."""
     pending: dict[str, np.ndarray] = {}
@@ -265,7 +275,7 @@ def _encode_missing(
             output.put(batch, fresh)
             if cache is not None:
                 for i, vector in zip(batch, fresh):
-                    pending[_text_key(encoder, chunking, texts, heads, i)] = vector
+                    pending[_text_key(encoder, chunking, texts, heads, i, precision)] = vector
                 pending_texts += len(batch)
                 if pending_texts >= ENCODE_GROUP or time.monotonic() - last_commit >= COMMIT_SECONDS:
                     commit()

@@ -14,6 +14,7 @@ from ..arrays import sorted_union
 from ..corpus.papers import Paper, normalise_text, text_key
 from ..corpus.summary import paper_brief
 from ..embed import loading
+from ..embed.static_encoder import CONFIG_FILE as STATIC_CONFIG
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, PaperNotFoundError
 from ..index import store
@@ -43,9 +44,12 @@ class Recommendation:
 
 
 def load_query_encoder(stored: store.StoredIndex, model: str) -> Encoder:
-    """A light ONNX encoder exported at build time when there is one, else the full model."""
-    if stored.has(f"{QUERY_ENCODER}/model.onnx"):
-        return loading.load_onnx_encoder(stored.path(QUERY_ENCODER), model)
+    """The encoder the index's papers were encoded with, light where it can be: its ONNX export (at
+    the index's precision) or static embeddings when there are, else the full model (fp32 only)."""
+    if stored.has(f"{QUERY_ENCODER}/model.onnx") or stored.has(f"{QUERY_ENCODER}/{STATIC_CONFIG}"):
+        return loading.load_exported_encoder(stored.path(QUERY_ENCODER), model)
+    if stored.manifest.get("precision", "fp32") != "fp32" or stored.manifest.get("query_encoder") == "static":
+        raise store.corrupt(stored, QUERY_ENCODER, "is missing (its queries need the encoder its papers were encoded with)")
     return loading.load_encoder(model)
 
 
@@ -70,6 +74,8 @@ class Recommender:
         self._faiss = None
         self._lexical: LexicalIndex | None = None
         self._query_encoder: Encoder | None = None
+        # The hybrid ranking's weight of the dense cosine: the index's tier may set its own (the fast tier does).
+        self.dense_weight = float(self.manifest.get("ranking", {}).get("dense_weight", DENSE_WEIGHT))
         self._rows_by_key: dict[str, dict[str, int]] = {}  # indexes without digest tables
         self._rows_by_citation_key: dict[str, list[int]] | None = None  # nor citation keys
 
@@ -393,7 +399,7 @@ class Recommender:
         return results
 
     def score_rows(
-        self, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT
+        self, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float | None = None
     ) -> np.ndarray:
         """Scores of `rows` against the paper at `query_row`, as `like` scores them (used by evaluation)."""
         check_options(1, None, None, mode)
@@ -516,7 +522,7 @@ class Recommender:
         return found
 
     def _scores(self, query: "_Query", rows: np.ndarray, seeds: set[int], mode: str,
-                dense_weight: float = DENSE_WEIGHT) -> np.ndarray:
+                dense_weight: float | None = None) -> np.ndarray:
         """The score each of `rows` is ranked by (-1..1). In hybrid mode both cosines are normalised over
         the query's pool (POOL papers from each side, seeds left out) and fused (`ranking.fuse`), so a
         paper's score does not depend on which other papers are ranked with it."""
@@ -530,7 +536,7 @@ class Recommender:
         everything = sorted_union(pool, rows)
         found, lexical = self._lexical_found(query, 1, everything)
         fused = fuse(self._query_cosines(query, everything), lexical[np.searchsorted(found, everything)], mode,
-                     np.searchsorted(everything, pool), dense_weight)
+                     np.searchsorted(everything, pool), self.dense_weight if dense_weight is None else dense_weight)
         return fused[np.searchsorted(everything, rows)]
 
     def _rank(
