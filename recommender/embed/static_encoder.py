@@ -12,6 +12,7 @@ core, no torch, no ONNX Runtime.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -66,8 +67,7 @@ def _distill(source_model: str, out_dir: Path) -> Path:
     quiet_libraries()
     for name in ("model2vec", "sentence_transformers"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    os.environ.setdefault("TQDM_DISABLE", "1")  # model2vec's per-token progress bar
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _quiet_progress():
         warnings.simplefilter("ignore")
         static = StaticEmbedding.from_distillation(source_model, device="cpu", pca_dims=PCA_DIMS)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -84,6 +84,23 @@ def _distill(source_model: str, out_dir: Path) -> Path:
         for name in FILES:
             os.replace(Path(tmp) / name, out_dir / name)
     return out_dir
+
+
+@contextlib.contextmanager
+def _quiet_progress():
+    """model2vec's own per-token progress bar off: the build's progress says what is happening."""
+    import functools
+
+    from model2vec.distill import inference
+
+    bar = getattr(inference, "tqdm", None)
+    if bar is not None:
+        inference.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        if bar is not None:
+            inference.tqdm = bar
 
 
 def is_static_folder(folder: Path) -> bool:

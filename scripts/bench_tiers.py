@@ -1,0 +1,161 @@
+#!/usr/bin/env python
+"""What each build tier costs and gains, in one run: fp32, int8 (ONNX Runtime) and the static fast tier.
+
+    python scripts/bench_tiers.py [--index-root DIR] [--repeats 50] [--skip-throughput] [--skip-relevance]
+
+Throughput: every CSFCube dev paper ("title. abstract", title-prefixed sentence windows, nothing
+truncated) through the build's own encoding path (`embed_texts`, no cache), once per tier in
+this process, as abstracts/s, the ratio to fp32 and the hours 1M papers would take at that rate.
+Then threads against processes for the default precision: one encoder with 2 ONNX Runtime
+threads against 2 processes of 1 thread each, on the same papers.
+
+Relevance: for each tier, the CSFCube dev index built (or reused) under --index-root with
+`papers evaluate`'s own code (its vectors are kept there: a re-run encodes nothing), then
+every query ranked over its judged pool for each dense weight and pool size, and the setting
+chosen by repeated 2-fold cross-validation over the query papers (scripts/tune_relevance.py's
+folds): held-out MAP / NDCG%20 mean and sd, the setting chosen most often, and each tier's
+figures at its shipped setting. int8 ships as the default only if its held-out MAP and NDCG%20
+stay within 0.3 of fp32's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+DATA = ROOT.parent / "shared/eval/csfcube-dev"
+TIERS = (("fp32", None, "fp32"), ("int8", None, "int8"), ("static", "static", None))  # label, model, precision
+WEIGHTS = (0.3, 0.4, 0.5, 0.55, 0.6, 2 / 3, 0.7, 0.75, 0.8)
+POOLS = (50, 100, 200)
+MILLION = 1_000_000
+
+
+def papers(data: Path):
+    from recommender.corpus.papers import read_papers
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return read_papers([data / "corpus.jsonl"])
+
+
+def encoder_for(label: str, threads: int | None = None):
+    """The encoder a build of `label` uses, from the shared export cache (made there if missing)."""
+    from recommender.embed import export_cache, loading
+    from recommender.embed.sentence_transformer import DEFAULT_MODEL
+
+    if label == "static":
+        return loading.load_static_encoder(export_cache.static_export(DEFAULT_MODEL), "static")
+    return loading.load_onnx_encoder(export_cache.shared_export(DEFAULT_MODEL, precision=label), DEFAULT_MODEL, threads)
+
+
+def encode(encoder, texts, heads, precision="fp32"):
+    from recommender.embed.windows import embed_texts
+
+    return embed_texts(encoder, texts, heads=heads, precision=precision).vectors
+
+
+def _worker(args):
+    label, texts, heads = args
+    encoder = encoder_for(label, threads=1)
+    encode(encoder, texts[:4], heads[:4])  # warm-up, as the threaded run had
+    started = time.perf_counter()
+    encode(encoder, texts, heads)
+    return time.perf_counter() - started
+
+
+def throughput(corpus) -> None:
+    texts = [paper.text for paper in corpus]
+    heads = [paper.head for paper in corpus]
+    print(f"throughput: {len(texts)} CSFCube dev papers, sentence windows, load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a busy machine slows all tiers alike only roughly)")
+    rates = {}
+    for label, _, _ in TIERS:
+        encoder = encoder_for(label)
+        encode(encoder, texts[:8], heads[:8])
+        started = time.perf_counter()
+        encode(encoder, texts, heads)
+        rates[label] = len(texts) / (time.perf_counter() - started)
+    print(f"  {'tier':8} {'abstracts/s':>12} {'x fp32':>7} {'hours for 1M':>13}")
+    for label, rate in rates.items():
+        print(f"  {label:8} {rate:12.1f} {rate / rates['fp32']:7.2f} {MILLION / rate / 3600:13.1f}")
+
+    from recommender.embed.quantisation import DEFAULT_PRECISION
+
+    sample = slice(0, min(len(texts), 600))
+    encoder = encoder_for(DEFAULT_PRECISION, threads=2)
+    encode(encoder, texts[:8], heads[:8])
+    started = time.perf_counter()
+    encode(encoder, texts[sample], heads[sample])
+    threaded = time.perf_counter() - started
+    part, half = texts[sample], (sample.stop - sample.start) // 2
+    heads_part = heads[sample]
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        started = time.perf_counter()
+        pool.map(_worker, [(DEFAULT_PRECISION, part[:half], heads_part[:half]),
+                           (DEFAULT_PRECISION, part[half:], heads_part[half:])])
+        processes = time.perf_counter() - started  # includes each worker's load: reported next to it
+    print(f"  {DEFAULT_PRECISION}, {sample.stop} papers: 1 process x 2 threads {sample.stop / threaded:.1f}/s; "
+          f"2 processes x 1 thread {sample.stop / processes:.1f}/s including their start and model load "
+          f"(x{threaded / processes:.2f} of threads)")
+
+
+def relevance(root: Path, repeats: int) -> None:
+    from tune_relevance import Collection, cross_validate
+
+    print(f"\nrelevance: CSFCube dev, hybrid ranking, sentence windows; repeated 2-fold CV ({2 * repeats} folds)")
+    held_by_tier = {}
+    for label, model, precision in TIERS:
+        collection = Collection(DATA, root / label, model=model, precision=precision)
+        try:
+            started = time.perf_counter()
+            collection.open("sentences")
+            built = time.perf_counter() - started
+            settings = [(w, p) for w in WEIGHTS for p in POOLS]
+            scores = np.stack([collection.run("sentences", "hybrid", w, p) for w, p in settings])
+            shipped = collection.run("sentences")
+            dense = collection.run("sentences", "dense")
+            held, chosen = cross_validate(scores, collection.papers(), repeats)
+            weight = collection.opened["sentences"].dense_weight
+        finally:
+            collection.close()
+        held_by_tier[label] = held
+        counts = np.bincount(chosen, minlength=len(settings))
+        top = int(np.argmax(counts))
+        print(f"  {label:7} held-out MAP {held[:, 0].mean():5.2f} (sd {held[:, 0].std():.2f}), NDCG%20 "
+              f"{held[:, 1].mean():5.2f} (sd {held[:, 1].std():.2f}); chosen most often: dense weight "
+              f"{settings[top][0]:.2f} pool {settings[top][1]} ({counts[top]}x); all queries at its shipped "
+              f"weight {weight:.2f}: {shipped[:, 0].mean():5.2f} / {shipped[:, 1].mean():5.2f}, dense only "
+              f"{dense[:, 0].mean():5.2f} / {dense[:, 1].mean():5.2f}  [index ready in {built:.0f} s]")
+    difference = held_by_tier["int8"].mean(axis=0) - held_by_tier["fp32"].mean(axis=0)
+    verdict = "within" if np.all(np.abs(difference) <= 0.3) else "NOT within"
+    print(f"  int8 - fp32 held-out: MAP {difference[0]:+.2f}, NDCG%20 {difference[1]:+.2f}: {verdict} 0.3")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--index-root", type=Path, default=Path.home() / ".cache/papers-bench-tiers",
+                        help="where each tier's CSFCube index (and its vectors) is kept: a re-run reuses them")
+    parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-relevance", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not args.skip_throughput:
+        throughput(papers(DATA))
+    if not args.skip_relevance:
+        relevance(args.index_root, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
