@@ -121,6 +121,19 @@ def test_a_real_int8_build_encodes_and_answers_queries_with_the_quantised_model(
         assert int8._query_encoder.variant == "int8" and results[0].paper.title == "FlashDP"
 
 
+def test_a_gpu_build_is_fp32_and_an_int8_index_is_not_rebuilt_on_one_silently(workdir, fake_model, monkeypatch):
+    from recommender.embed import sentence_transformer
+
+    monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)
+    build_index([SEEDS], "gpu", device="cuda")
+    assert manifest("gpu")["precision"] == "fp32"
+    build_index([SEEDS], "cpu")
+    with pytest.raises(InputError) as error:
+        build_index([SEEDS], "cpu", device="cuda")
+    assert str(error.value) == (f"index {store.resolve_index_dir('cpu')} is int8, which encodes on the CPU: drop "
+                                "--device cuda, or give --precision fp32 to encode every paper again on the GPU")
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["--precision", "int8", "--device", "cuda"],
      "--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32"),

@@ -124,7 +124,7 @@ def build_index(
         try:
             if chunking is None:
                 chunking = _kept_chunking(previous, notice)
-            precision, previous = _kept_precision(model, precision, previous, notice)
+            precision, previous = _kept_precision(model, precision, previous, notice, device)
             query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
                              if export_query_encoder or precision != "fp32" else None)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
@@ -424,13 +424,21 @@ def _check_precision(model: str, precision: str | None, device: str) -> None:
 
 
 def _kept_precision(model: str, precision: str | None, previous: store.StoredIndex | None,
-                    notice: Callable[[str], None] | None) -> tuple[str, store.StoredIndex | None]:
-    """The build's precision (given; else the previous build's; else the default) and the previous
-    build, which is not reused when its precision differs: an index never mixes two."""
+                    notice: Callable[[str], None] | None, device: str = "auto") -> tuple[str, store.StoredIndex | None]:
+    """The build's precision (given; else the previous build's; else fp32 on a GPU, the default on a
+    CPU) and the previous build, which is not reused when its precision differs: an index never mixes two."""
+    from ..errors import InputError
+
+    kept = previous.manifest.get("precision", "fp32") if previous is not None else None
     if model == STATIC_MODEL:
         chosen = "fp32"
     elif precision is not None:
         chosen = precision
+    elif device == "cuda":
+        if kept == "int8":
+            raise InputError(f"index {previous.index_dir} is int8, which encodes on the CPU: drop --device cuda, "
+                             "or give --precision fp32 to encode every paper again on the GPU")
+        chosen = "fp32"
     elif previous is not None:
         chosen = previous.manifest.get("precision", "fp32")
         if chosen != DEFAULT_PRECISION and notice is not None:
@@ -438,7 +446,7 @@ def _kept_precision(model: str, precision: str | None, previous: store.StoredInd
                    "new indexes) would encode every paper again")
     else:
         chosen = DEFAULT_PRECISION
-    if previous is not None and previous.manifest.get("precision", "fp32") != chosen:
+    if previous is not None and kept != chosen:
         previous.close()
         previous = None
     return chosen, previous
