@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -110,6 +112,39 @@ def throughput(corpus) -> None:
           f"(x{threaded / processes:.2f} of threads)")
 
 
+def wall(command: list[str], runs: int = 3) -> float:
+    """Median wall time of `command` in fresh processes."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def index_bytes(index: Path) -> tuple[int, int]:
+    """Bytes of the live version of `index`, and of its query encoder among them."""
+    from recommender.index import store
+
+    with store.open_stored(index) as stored:
+        files = stored.manifest["files"]
+    encoder = sum(entry["bytes"] for name, entry in files.items() if name.startswith(store.QUERY_ENCODER + "/"))
+    return sum(entry["bytes"] for entry in files.values()), encoder
+
+
+def costs(root: Path) -> None:
+    """Index size and cold `papers search` of each tier's CSFCube index, against `import numpy, faiss`."""
+    papers_command = [sys.executable, "-m", "recommender"]
+    baseline = wall([sys.executable, "-c", "import numpy, faiss"])
+    print(f"\ncold `papers search` (median of 3 fresh processes) and index size; `import numpy, faiss` {baseline:.2f} s")
+    for label, _, _ in TIERS:
+        index = root / label / "eval-sentences"
+        seconds = wall(papers_command + ["search", "graph neural networks for molecules", "--index", str(index), "-k", "5"])
+        total, encoder = index_bytes(index)
+        print(f"  {label:7} search {seconds:5.2f} s (x{seconds / baseline:.1f}); index {total / 1e6:6.1f} MB, "
+              f"of which its query encoder {encoder / 1e6:5.1f} MB")
+
+
 def relevance(root: Path, repeats: int) -> None:
     from tune_relevance import Collection, cross_validate
 
@@ -155,6 +190,7 @@ def main() -> None:
         throughput(papers(DATA))
     if not args.skip_relevance:
         relevance(args.index_root, args.repeats)
+        costs(args.index_root)
 
 
 if __name__ == "__main__":
