@@ -145,13 +145,13 @@ def costs(root: Path) -> None:
               f"of which its query encoder {encoder / 1e6:5.1f} MB")
 
 
-def relevance(root: Path, repeats: int) -> None:
+def relevance(data: Path, root: Path, repeats: int) -> None:
     from tune_relevance import Collection, cross_validate
 
     print(f"\nrelevance: CSFCube dev, hybrid ranking, sentence windows; repeated 2-fold CV ({2 * repeats} folds)")
     held_by_tier = {}
     for label, model, precision in TIERS:
-        collection = Collection(DATA, root / label, model=model, precision=precision)
+        collection = Collection(data, root / label, model=model, precision=precision)
         try:
             started = time.perf_counter()
             collection.open("sentences")
@@ -179,6 +179,7 @@ def relevance(root: Path, repeats: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="the CSFCube dev folder")
     parser.add_argument("--index-root", type=Path, default=Path.home() / ".cache/papers-bench-tiers",
                         help="where each tier's CSFCube index (and its vectors) is kept: a re-run reuses them")
     parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
@@ -187,9 +188,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not args.skip_throughput:
-        throughput(papers(DATA))
+        throughput(papers(args.data))
     if not args.skip_relevance:
-        relevance(args.index_root, args.repeats)
+        relevance(args.data, args.index_root, args.repeats)
         costs(args.index_root)
 
 
