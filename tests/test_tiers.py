@@ -276,3 +276,6 @@ def test_only_a_fast_index_can_be_upgraded(workdir, fake_model):
     result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--model", "static"])
     assert (result.exit_code, result.output) == (
         1, "Error: --upgrade builds with the full model: drop --model static (or give another model)\n")
+    result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--where", "year>=2020"])
+    assert (result.exit_code, result.output) == (
+        1, "Error: --where with --upgrade needs INPUTS: the index's own papers are upgraded as they are\n")

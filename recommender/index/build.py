@@ -113,6 +113,8 @@ def build_index(
     phase = on_phase or (lambda name, total=None: None)
     index_dir = store.resolve_index_dir(index)
     if upgrade:
+        if where and not inputs:
+            raise InputError("--where with --upgrade needs INPUTS: the index's own papers are upgraded as they are")
         _check_upgradable(index_dir)
     phase("reading papers", None)
     papers = read_papers(inputs, where=list(where)) if inputs or not upgrade else None
