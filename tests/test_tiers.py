@@ -19,6 +19,7 @@ from recommender.embed import export_cache, loading, onnx_encoder, quantisation,
 from recommender.embed.windows import Chunking, cache_key
 from recommender.errors import EncodingInterrupted, InputError
 from recommender.index import build, store
+from recommender.query import ranking
 from recommender.query import recommender as query
 
 
@@ -224,9 +225,8 @@ def test_a_static_build_distils_once_and_its_queries_use_the_static_table(cache,
     assert len(calls) == 1 and phases.count("distilling static embeddings from the default model (once, a few minutes)") == 1
     built = manifest("fast")
     assert (built["model"], built["precision"], built["query_encoder"], built["dimension"]) == ("static", "fp32", "static", 16)
-    assert built["ranking"] == {"dense_weight": static_encoder.DENSE_WEIGHT}
     with query.Recommender.open("fast") as fast:
-        assert fast.dense_weight == static_encoder.DENSE_WEIGHT
+        assert fast.dense_weight == ranking.TIER_DENSE_WEIGHTS["static"] != ranking.DENSE_WEIGHT
         results = fast.search("differentially private training of language models", k=3)
         assert isinstance(fast._query_encoder, static_encoder.StaticEncoder) and len(results) == 3
         # A free text is windowed and pooled as the build does: a stored paper's text finds itself.
@@ -262,9 +262,9 @@ def test_an_upgrade_serves_the_fast_version_until_the_full_one_is_committed_and_
     assert (report.papers, report.reused, report.encoded) == (papers, 16, papers - 16)
     assert notices == [f"resuming: 16 of {papers} papers already encoded"]
     upgraded = manifest("arxiv")
-    assert (upgraded["model"], upgraded["precision"], "ranking" in upgraded) == ("all-MiniLM-L6-v2", "int8", False)
+    assert (upgraded["model"], upgraded["precision"]) == ("all-MiniLM-L6-v2", "int8")
     with query.Recommender.open("arxiv") as index:
-        assert index.dense_weight == 0.7
+        assert index.dense_weight == ranking.DENSE_WEIGHT
 
 
 def test_only_a_fast_index_can_be_upgraded(workdir, fake_model):

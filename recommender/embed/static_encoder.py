@@ -31,9 +31,6 @@ FILES = (WEIGHTS_FILE, TOKENIZER_FILE, CONFIG_FILE)
 FORMAT_VERSION = 1
 TABLE_KEY = "embedding.weight"  # the name StaticEmbedding saves its table under
 PCA_DIMS = 256
-# The hybrid ranking's weight of the dense cosine for this tier (the rest goes to TF-IDF), chosen by
-# the repeated cross-validation of scripts/bench_tiers.py on CSFCube dev (docs/tiers.md).
-DENSE_WEIGHT = 0.5
 # Tokens a text is cut at when its tokenizer sets no limit (the distilled one cuts at 128, as
 # StaticEmbedding does: longer texts are windowed like for the transformer models).
 MAX_TOKENS = 512

@@ -184,9 +184,6 @@ def build_index(
                 "encoded": embedded.encoded,
                 "reused": embedded.reused,
             }
-            if model == STATIC_MODEL:
-                # The fast tier's dense cosine is weaker: its hybrid ranking leans more on TF-IDF.
-                manifest["ranking"] = {"dense_weight": static_encoder.DENSE_WEIGHT}
         except KeyboardInterrupt as interrupt:
             if embedded is None or isinstance(interrupt, EncodingInterrupted):
                 raise

@@ -21,7 +21,7 @@ from ..index import store
 from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, best_rows, combine, read_columns, read_ranges
 from ..index.store import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
-from .ranking import DENSE_WEIGHT, MODES, POOL, combine_dense, fuse, order_by_score, seed_weights, select
+from .ranking import MODES, POOL, combine_dense, dense_weight_for, fuse, order_by_score, seed_weights, select
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,8 @@ class Recommender:
         self._faiss = None
         self._lexical: LexicalIndex | None = None
         self._query_encoder: Encoder | None = None
-        # The hybrid ranking's weight of the dense cosine: the index's tier may set its own (the fast tier does).
-        self.dense_weight = float(self.manifest.get("ranking", {}).get("dense_weight", DENSE_WEIGHT))
+        # The hybrid ranking's weight of the dense cosine: the fast tier has its own.
+        self.dense_weight = dense_weight_for(self.manifest.get("model", ""))
         self._rows_by_key: dict[str, dict[str, int]] = {}  # indexes without digest tables
         self._rows_by_citation_key: dict[str, list[int]] | None = None  # nor citation keys
 
