@@ -224,10 +224,10 @@ def main():
 @click.option("--model", default=None,
               help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2, packaged); "
                    "'static': the fast tier, static embeddings distilled from it (~20x faster to build, "
-                   "lower relevance: docs/tiers.md).")
+                   "about 8 MAP points lower: docs/tiers.md).")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default=None,
-              help="Weights the model encodes with: int8 (the default for a new index) is ~1.8x faster on a "
-                   "CPU with the same relevance; fp32 for a GPU. A rebuild keeps the index's own unless given.")
+              help="Weights the model encodes with: fp32 (the default for a new index), or int8, ~2x faster "
+                   "on a CPU at about 1 MAP point less (docs/tiers.md). A rebuild keeps the index's own unless given.")
 @click.option("--upgrade", is_flag=True,
               help="Rebuild an index made with --model static with the full model, from its own papers "
                    "(or INPUTS); it answers queries from its fast version until the new one is ready.")
@@ -498,7 +498,7 @@ def indexes(fmt):
               help="Index to build or reuse (default: eval-<corpus file stem>).")
 @click.option("--model", default=None, help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2), or 'static'.")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default=None,
-              help="Weights the model encodes with (default: as `papers build`, int8).")
+              help="Weights the model encodes with (default: as `papers build`, fp32).")
 @click.option("--chunking", type=click.Choice(["sentences", "windows", "truncate"]), default="sentences", show_default=True,
               help="Long abstracts: mean of windows that each start with the title and end at a sentence end, "
                    "of plain token windows, or cut at the model's limit.")

@@ -67,13 +67,38 @@ def encode(encoder, texts, heads, precision="fp32"):
     return embed_texts(encoder, texts, heads=heads, precision=precision).vectors
 
 
-def _worker(args):
-    label, texts, heads = args
+def _worker(label, texts, heads, barrier, results):
     encoder = encoder_for(label, threads=1)
     encode(encoder, texts[:4], heads[:4])  # warm-up, as the threaded run had
+    barrier.wait()  # both processes loaded: from here they encode side by side
     started = time.perf_counter()
     encode(encoder, texts, heads)
-    return time.perf_counter() - started
+    results.put(time.perf_counter() - started)
+
+
+def threads_or_processes(corpus, label: str, count: int = 600) -> None:
+    """One process with 2 ONNX Runtime threads against 2 processes of 1 thread, each half the papers
+    (timed from when both have loaded the model, so only the encoding counts)."""
+    texts = [paper.text for paper in corpus][:count]
+    heads = [paper.head for paper in corpus][:count]
+    encoder = encoder_for(label, threads=2)
+    encode(encoder, texts[:8], heads[:8])
+    started = time.perf_counter()
+    encode(encoder, texts, heads)
+    threaded = time.perf_counter() - started
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(2), context.Queue()
+    half = len(texts) // 2
+    workers = [context.Process(target=_worker, args=(label, part, part_heads, barrier, results))
+               for part, part_heads in ((texts[:half], heads[:half]), (texts[half:], heads[half:]))]
+    for worker in workers:
+        worker.start()
+    processes = max(results.get() for _ in workers)
+    for worker in workers:
+        worker.join()
+    print(f"  {label}, {len(texts)} papers: 1 process x 2 threads {len(texts) / threaded:.1f}/s; "
+          f"2 processes x 1 thread {len(texts) / processes:.1f}/s (x{threaded / processes:.2f} of threads)",
+          flush=True)
 
 
 def throughput(corpus) -> None:
@@ -92,24 +117,8 @@ def throughput(corpus) -> None:
     for label, rate in rates.items():
         print(f"  {label:8} {rate:12.1f} {rate / rates['fp32']:7.2f} {MILLION / rate / 3600:13.1f}")
 
-    from recommender.embed.quantisation import DEFAULT_PRECISION
-
-    sample = slice(0, min(len(texts), 600))
-    encoder = encoder_for(DEFAULT_PRECISION, threads=2)
-    encode(encoder, texts[:8], heads[:8])
-    started = time.perf_counter()
-    encode(encoder, texts[sample], heads[sample])
-    threaded = time.perf_counter() - started
-    part, half = texts[sample], (sample.stop - sample.start) // 2
-    heads_part = heads[sample]
-    with multiprocessing.get_context("spawn").Pool(2) as pool:
-        started = time.perf_counter()
-        pool.map(_worker, [(DEFAULT_PRECISION, part[:half], heads_part[:half]),
-                           (DEFAULT_PRECISION, part[half:], heads_part[half:])])
-        processes = time.perf_counter() - started  # includes each worker's load: reported next to it
-    print(f"  {DEFAULT_PRECISION}, {sample.stop} papers: 1 process x 2 threads {sample.stop / threaded:.1f}/s; "
-          f"2 processes x 1 thread {sample.stop / processes:.1f}/s including their start and model load "
-          f"(x{threaded / processes:.2f} of threads)")
+    for label in ("fp32", "int8"):
+        threads_or_processes(corpus, label)
 
 
 def wall(command: list[str], runs: int = 3) -> float:
@@ -184,9 +193,14 @@ def main() -> None:
                         help="where each tier's CSFCube index (and its vectors) is kept: a re-run reuses them")
     parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--jobs-only", action="store_true", help="only threads against processes")
     parser.add_argument("--skip-relevance", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.jobs_only:
+        for label in ("fp32", "int8"):
+            threads_or_processes(papers(args.data), label)
+        return
     if not args.skip_throughput:
         throughput(papers(args.data))
     if not args.skip_relevance:

@@ -39,15 +39,15 @@ def test_fp32_cache_keys_are_those_made_before_precisions_and_int8_ones_differ()
 
 def test_a_build_records_its_precision_a_rebuild_keeps_it_and_another_encodes_everything(workdir, fake_model):
     notices = []
-    first = build_index([SEEDS], "a", precision="fp32")
+    first = build_index([SEEDS], "a", precision="int8")
     kept = build_index([SEEDS], "a", notice=notices.append)
-    assert (first.encoded, kept.encoded, manifest("a")["precision"]) == (first.papers, 0, "fp32")
-    assert notices == ["keeping this index's precision fp32: --precision int8 (the default for new indexes) "
+    assert (first.encoded, kept.encoded, manifest("a")["precision"]) == (first.papers, 0, "int8")
+    assert notices == ["keeping this index's precision int8: --precision fp32 (the default for new indexes) "
                        "would encode every paper again"]
-    other = build_index([SEEDS], "a", precision="int8")
-    assert (other.encoded, other.reused, manifest("a")["precision"]) == (other.papers, 0, "int8")
+    other = build_index([SEEDS], "a", precision="fp32")
+    assert (other.encoded, other.reused, manifest("a")["precision"]) == (other.papers, 0, "fp32")
     build_index([SEEDS], "b")
-    assert manifest("b")["precision"] == quantisation.DEFAULT_PRECISION == "int8"
+    assert manifest("b")["precision"] == quantisation.DEFAULT_PRECISION == "fp32"
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def test_a_real_int8_build_encodes_and_answers_queries_with_the_quantised_model(
         int8_model = int8.stored.path(f"{store.QUERY_ENCODER}/model.onnx").stat().st_size
         assert int8_model < 0.4 * fp32.stored.path(f"{store.QUERY_ENCODER}/model.onnx").stat().st_size
         results = int8.search("differentially private training of language models", k=3)
-        assert int8._query_encoder.variant == "int8" and results[0].paper.title == "FlashDP"
+        assert int8._query_encoder.variant == "int8" and results[0].paper.label == "FlashDP"
 
 
 def test_a_gpu_build_is_fp32_and_an_int8_index_is_not_rebuilt_on_one_silently(workdir, fake_model, monkeypatch):
@@ -128,7 +128,7 @@ def test_a_gpu_build_is_fp32_and_an_int8_index_is_not_rebuilt_on_one_silently(wo
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)
     build_index([SEEDS], "gpu", device="cuda")
     assert manifest("gpu")["precision"] == "fp32"
-    build_index([SEEDS], "cpu")
+    build_index([SEEDS], "cpu", precision="int8")
     with pytest.raises(InputError) as error:
         build_index([SEEDS], "cpu", device="cuda")
     assert str(error.value) == (f"index {store.resolve_index_dir('cpu')} is int8, which encodes on the CPU: drop "
@@ -262,7 +262,7 @@ def test_an_upgrade_serves_the_fast_version_until_the_full_one_is_committed_and_
     assert (report.papers, report.reused, report.encoded) == (papers, 16, papers - 16)
     assert notices == [f"resuming: 16 of {papers} papers already encoded"]
     upgraded = manifest("arxiv")
-    assert (upgraded["model"], upgraded["precision"]) == ("all-MiniLM-L6-v2", "int8")
+    assert (upgraded["model"], upgraded["precision"]) == ("all-MiniLM-L6-v2", "fp32")
     with query.Recommender.open("arxiv") as index:
         assert index.dense_weight == ranking.DENSE_WEIGHT
 

@@ -16,7 +16,7 @@ DENSE_WEIGHT = 0.7
 POOL = 200
 # The fast tier (`--model static`) has a weaker dense cosine, so its hybrid ranking leans more on TF-IDF:
 # its own weight, chosen by the same cross-validation (scripts/bench_tiers.py; docs/tiers.md).
-TIER_DENSE_WEIGHTS = {"static": 0.5}
+TIER_DENSE_WEIGHTS = {"static": 0.4}
 
 
 def dense_weight_for(model: str) -> float:
