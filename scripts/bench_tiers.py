@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 DATA = ROOT.parent / "shared/eval/csfcube-dev"
 TIERS = (("fp32", None, "fp32"), ("int8", None, "int8"), ("static", "static", None))  # label, model, precision
-WEIGHTS = (0.3, 0.4, 0.5, 0.55, 0.6, 2 / 3, 0.7, 0.75, 0.8)
+WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 2 / 3, 0.7, 0.75, 0.8)  # of the dense cosine; 0 is TF-IDF alone
 POOLS = (50, 100, 200)
 MILLION = 1_000_000
 
@@ -169,6 +169,7 @@ def relevance(data: Path, root: Path, repeats: int) -> None:
             scores = np.stack([collection.run("sentences", "hybrid", w, p) for w, p in settings])
             shipped = collection.run("sentences")
             dense = collection.run("sentences", "dense")
+            lexical = collection.run("sentences", "lexical")
             held, chosen = cross_validate(scores, collection.papers(), repeats)
             weight = collection.opened["sentences"].dense_weight
         finally:
@@ -180,7 +181,8 @@ def relevance(data: Path, root: Path, repeats: int) -> None:
               f"{held[:, 1].mean():5.2f} (sd {held[:, 1].std():.2f}); chosen most often: dense weight "
               f"{settings[top][0]:.2f} pool {settings[top][1]} ({counts[top]}x); all queries at its shipped "
               f"weight {weight:.2f}: {shipped[:, 0].mean():5.2f} / {shipped[:, 1].mean():5.2f}, dense only "
-              f"{dense[:, 0].mean():5.2f} / {dense[:, 1].mean():5.2f}  [index ready in {built:.0f} s]")
+              f"{dense[:, 0].mean():5.2f} / {dense[:, 1].mean():5.2f}, TF-IDF only {lexical[:, 0].mean():5.2f} / "
+              f"{lexical[:, 1].mean():5.2f}  [index ready in {built:.0f} s]", flush=True)
     difference = held_by_tier["int8"].mean(axis=0) - held_by_tier["fp32"].mean(axis=0)
     verdict = "within" if np.all(np.abs(difference) <= 0.3) else "NOT within"
     print(f"  int8 - fp32 held-out: MAP {difference[0]:+.2f}, NDCG%20 {difference[1]:+.2f}: {verdict} 0.3")
