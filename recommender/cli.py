@@ -224,7 +224,7 @@ def main():
 @click.option("--model", default=None,
               help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2, packaged); "
                    "'static': the fast tier, static embeddings distilled from it (~20x faster to build, "
-                   "about 8 MAP points lower: docs/tiers.md).")
+                   "ranking about as well as TF-IDF alone: docs/tiers.md).")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default=None,
               help="Weights the model encodes with: fp32 (the default for a new index), or int8, ~2x faster "
                    "on a CPU at about 1 MAP point less (docs/tiers.md). A rebuild keeps the index's own unless given.")
