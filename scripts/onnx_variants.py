@@ -14,7 +14,6 @@ Quoted in: nowhere on its own: a helper module of bench_encode.py (not run by it
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 
@@ -66,19 +65,14 @@ def optimise(src: Path, dst: Path, hf_config) -> Path:
 
 
 def quantise(src: Path, dst: Path) -> Path:
-    """Dynamic int8 quantisation of the weights (no calibration data).
+    """Dynamic int8 quantisation of the weights, as the package does it (recommender.embed.quantisation):
+    `src` is the model.onnx of an export folder, `dst` the quantised graph's file."""
+    import shutil
+    import tempfile
 
-    Per-channel weight scales, like optimum's avx2/avx512/avx512_vnni presets that
-    sentence-transformers' export_dynamic_quantized_onnx_model uses: per-tensor scales move
-    MiniLM's vectors to cosine ~0.88 of the fp32 ones, per-channel to ~0.99.
-    """
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from recommender.embed.quantisation import quantise_export
 
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # "consider pre-processing" is logged on the root logger
-    try:
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False)
-    finally:
-        root.setLevel(level)
+    with tempfile.TemporaryDirectory() as tmp:
+        quantised = quantise_export(src.parent, Path(tmp))
+        shutil.copyfile(quantised / MODEL_FILE, dst)
     return dst

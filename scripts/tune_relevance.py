@@ -47,9 +47,10 @@ CONVEX_WEIGHTS = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)  # the previous default'
 class Collection:
     """The collection and its indexes; every setting's per-query figures, computed once."""
 
-    def __init__(self, data: Path, root: Path):
+    def __init__(self, data: Path, root: Path, model: str | None = None, precision: str | None = None):
         self.files = (data / "corpus.jsonl", data / "queries.tsv", data / "qrels.txt")
         self.root = root
+        self.model, self.precision = model, precision  # None: the defaults
         self.opened: dict = {}
         self.queries = metrics.read_queries(self.files[1])
         self.qrels = metrics.read_qrels(self.files[2])
@@ -60,14 +61,14 @@ class Collection:
             started = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # duplicate papers kept once: reported by `papers evaluate`
-                evaluation = evaluate(*self.files, index=self.root / f"eval-{chunking}",
-                                      chunking=Chunking(strategy=chunking), mode="lexical")
+                evaluation = evaluate(*self.files, index=self.root / f"eval-{chunking}", model=self.model,
+                                      precision=self.precision, chunking=Chunking(strategy=chunking), mode="lexical")
             if evaluation.build is not None:
                 print(f"# built the {chunking} index in {time.perf_counter() - started:.0f} s", file=sys.stderr)
             self.opened[chunking] = ranker.Recommender.open(self.root / f"eval-{chunking}")
         return self.opened[chunking]
 
-    def run(self, chunking: str, mode: str = "hybrid", weight: float = DENSE_WEIGHT, pool: int = POOL) -> np.ndarray:
+    def run(self, chunking: str, mode: str = "hybrid", weight: float | None = None, pool: int = POOL) -> np.ndarray:
         """[queries, 2]: MAP and NDCG%20 (x100) of each query, ranked as `papers evaluate` ranks it."""
         recommender = self.open(chunking)
         ranker.POOL = pool

@@ -95,7 +95,7 @@ def use_fake_model() -> None:
         encoder.encode = slow_encode
     loading.load_encoder = lambda model: encoder
     query.load_query_encoder = lambda stored, model: encoder
-    core.prepare_query_encoder = lambda model, writer, previous, on_phase=None: None
+    core.prepare_query_encoder = lambda model, writer, previous, on_phase=None, precision="fp32": None
     export_cache.model_identity = lambda model: f"fake:{model}"
     if "--engine" in sys.argv:  # Ray workers build the fake encoder from a spec, its module sent by value
         import fakes

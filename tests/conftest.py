@@ -57,7 +57,7 @@ def fake_model(monkeypatch):
 
     monkeypatch.setattr(loading, "load_encoder", load_encoder)
     monkeypatch.setattr(recommender, "load_query_encoder", lambda stored, model: encoder)
-    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
+    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
     # The fake's vectors are keyed apart from the real model's (and no model folder is hashed).
     monkeypatch.setattr(export_cache, "model_identity", lambda model: f"fake:{model}", raising=False)
     return encoder

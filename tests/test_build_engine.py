@@ -36,7 +36,7 @@ def test_cuda_without_a_gpu_is_one_line(workdir, monkeypatch):
     from corpus import write_corpus
 
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: False)
-    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
+    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
     write_corpus(workdir / "in")
     result = CliRunner().invoke(main, ["build", "in", "--device", "cuda"])
     assert (result.exit_code, result.output) == (

@@ -37,7 +37,7 @@ def pytest_generate_tests(metafunc):
     if "stored_file" in metafunc.fixturenames:
         with tempfile.TemporaryDirectory() as tmp, \
                 mock.patch.object(loading, "load_encoder", lambda model: FakeEncoder()), \
-                mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None):
+                mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None):
             build_index([write_corpus(Path(tmp) / "in")], index=Path(tmp) / "idx")
             with Recommender.open(Path(tmp) / "idx") as index:
                 files = sorted(index.manifest["files"])

@@ -111,7 +111,8 @@ def fake_onnx(monkeypatch):
 def test_indexes_of_one_model_share_one_export(cache, model_dir, exports, fake_onnx, workdir):
     phases = []
     for name in ("a", "b"):
-        build_index([SEEDS], name, model=str(model_dir), on_phase=lambda phase, total: phases.append(phase))
+        build_index([SEEDS], name, model=str(model_dir), precision="fp32",
+                    on_phase=lambda phase, total: phases.append(phase))
     assert len(exports) == 1
     assert phases.count("exporting the model to ONNX (once per model)") == 1
     entry = next((cache / "onnx").iterdir())
@@ -130,7 +131,7 @@ def test_a_cache_that_cannot_be_written_gives_the_index_its_own_export(tmp_path,
     blocked.write_text("")
     monkeypatch.setenv("PAPERS_CACHE", str(blocked / "cache"))  # under a file: mkdir fails
     with pytest.warns(UserWarning, match="encoded without the embedding cache"):  # nor is the cache there
-        build_index([SEEDS], "a", model=str(model_dir))
+        build_index([SEEDS], "a", model=str(model_dir), precision="fp32")
     assert len(exports) == 1  # exported into the index itself
     with store.open_stored(store.resolve_index_dir("a"), verify=True) as stored:
         assert stored.manifest["query_encoder"] == "onnx"

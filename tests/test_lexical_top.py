@@ -154,7 +154,7 @@ def built(tmp_path_factory):
     corpus.write_text("".join(json.dumps({"id": f"P{number}", "title": f"Paper {number}", "abstract": text}) + "\n"
                               for number, text in enumerate(texts())), encoding="utf-8")
     with mock.patch.object(loading, "load_encoder", lambda model: FakeEncoder()), \
-            mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None):
+            mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None):
         build_index([corpus], index=folder / "idx")
     return folder / "idx"
 

@@ -75,7 +75,7 @@ def written(tmp_path_factory):
 
         patch.setattr(loading, "load_encoder", lambda model: encoder)
         patch.setattr(recommender, "load_query_encoder", lambda stored, model: encoder)
-        patch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
+        patch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
         patch.setitem(sys.modules, "umap", None)
         build_index([write_corpus(folder / "in", map_papers())], index=folder / "index")
         with Recommender.open(folder / "index") as index:

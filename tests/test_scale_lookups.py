@@ -44,7 +44,7 @@ def index(tmp_path_factory):
     corpus.write_text("".join(json.dumps(paper) + "\n" for paper in synthetic_papers(PAPERS)), encoding="utf-8")
     encoder = FakeEncoder()
     with mock.patch.object(loading, "load_encoder", lambda model: encoder), \
-            mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None):
+            mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None):
         build_index([corpus], index=folder / "idx")
     with Recommender.open(folder / "idx") as opened:
         yield opened

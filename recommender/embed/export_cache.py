@@ -1,14 +1,17 @@
-"""One ONNX export per model, made once and shared by every index built with that model.
+"""What a model is turned into for builds and queries, made once and shared by every index.
+
+Three kinds of entry, each made from a model folder and named by the sha256 of that
+folder's files, so an edited or replaced model gets its own:
+
+    <cache>/onnx/<model sha256[:32]>-v<export format>/        fp32 ONNX export (onnx_encoder.export_onnx)
+    <cache>/onnx/<model sha256[:32]>-v<export format>-int8/   the same quantised to int8 (quantisation.py)
+    <cache>/static/<model sha256[:32]>-v<static format>/      static embeddings distilled from it (static_encoder.py)
+        ... the entry's files, and export.json: the sha256 and size of each of them
 
 The export (torch, sentence-transformers, `torch.onnx.export`) costs a build about
-7 s and ~1 GB before a single paper is encoded; with it cached, a build never
-imports torch. Entries live in the user cache folder (`$PAPERS_CACHE`, else
-platformdirs' user cache dir), one folder per model, named by the sha256 of the
-model folder's files, so an edited or replaced model gets its own export:
-
-    <cache>/onnx/<model sha256[:32]>-v<export format>/
-        model.onnx, tokenizer.json, onnx_encoder.json   (what onnx_encoder.export_onnx writes)
-        export.json                                     sha256 and size of each of those files
+7 s and ~1 GB before a single paper is encoded, the int8 quantisation a few seconds
+more, the distillation a minute or two; with them cached, a build never imports torch.
+Entries live in the user cache folder (`$PAPERS_CACHE`, else platformdirs' user cache dir).
 
     <cache>/embeddings.sqlite                          the embedding cache of every index (index/store.py)
 
@@ -31,13 +34,14 @@ from typing import Callable
 from ..digests import file_digest
 from ..files import open_exclusive
 from ..errors import ModelError
-from . import onnx_encoder
+from . import onnx_encoder, quantisation, static_encoder
 
 CACHE_VARIABLE = "PAPERS_CACHE"
 APP_NAME = "papers"  # the platformdirs name, as for the user data folder of indexes
 RECORD = "export.json"
 EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (index/store.EmbeddingCache)
 _FILES = (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE, onnx_encoder.CONFIG_FILE)
+PRECISIONS = quantisation.PRECISIONS
 
 
 def cache_home() -> Path:
@@ -109,39 +113,68 @@ def _stat_signature(path: Path) -> tuple[int, int, int, int]:
     return status.st_size, status.st_mtime_ns, status.st_ino, status.st_ctime_ns
 
 
-def shared_export(model: str, exporting: Callable[[], None] | None = None) -> Path | None:
-    """The folder of `model`'s ONNX export in the cache, exported now if missing or damaged.
+def shared_export(model: str, exporting: Callable[[], None] | None = None, precision: str = "fp32",
+                  quantising: Callable[[], None] | None = None) -> Path | None:
+    """The folder of `model`'s ONNX export at `precision` in the cache, made now if missing or damaged.
 
-    `exporting` is called before an export starts. None when the model has no local folder to
-    key the export by. Raises ModelError when the model cannot be exported, OSError when the
-    cache cannot be written."""
+    `exporting` is called before an export starts, `quantising` before an int8 quantisation. None when the model has no
+    local folder to key the export by. Raises ModelError when the model cannot be exported, OSError
+    when the cache cannot be written."""
+    if precision not in PRECISIONS:
+        raise ModelError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
     folder = model_folder(model)
     if folder is None:
         return None
-    entry = cache_home() / "onnx" / f"{folder_digest(folder)[:32]}-v{onnx_encoder.FORMAT_VERSION}"
-    if _intact(entry):
+    name = f"{folder_digest(folder)[:32]}-v{onnx_encoder.FORMAT_VERSION}"
+    fp32 = cached_entry(cache_home() / "onnx" / name, _FILES,
+                        lambda staging: onnx_encoder.export_onnx(str(folder), staging), str(folder), exporting)
+    if precision == "fp32":
+        return fp32
+    return cached_entry(cache_home() / "onnx" / f"{name}-{precision}", _FILES,
+                        lambda staging: quantisation.quantise_export(fp32, staging), str(fp32), quantising)
+
+
+def static_export(source_model: str, distilling: Callable[[], None] | None = None) -> Path | None:
+    """The folder of the static embeddings distilled from `source_model`, made now if missing or damaged.
+
+    None when the model has no local folder to key them by; raises like `shared_export`."""
+    folder = model_folder(source_model)
+    if folder is None:
+        return None
+    entry = cache_home() / "static" / f"{folder_digest(folder)[:32]}-v{static_encoder.FORMAT_VERSION}"
+    return cached_entry(entry, static_encoder.FILES, lambda staging: static_encoder.distill(str(folder), staging),
+                        str(folder), distilling)
+
+
+def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], object], source: str,
+                 starting: Callable[[], None] | None = None) -> Path:
+    """`entry`, made by `make(staging folder)` unless it is intact (every one of `files` as its record says).
+
+    The entry appears by rename, so concurrent builds never see half of one; a damaged entry is
+    replaced. A ModelError caused by an OSError (the cache cannot be written) is raised as that OSError."""
+    if _intact(entry, files):
         return entry
-    if exporting is not None:
-        exporting()
+    if starting is not None:
+        starting()
     entry.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".export-"))
     try:
         try:
-            onnx_encoder.export_onnx(str(folder), staging)
+            make(staging)
         except ModelError as error:
             if isinstance(error.__cause__, OSError):
                 raise error.__cause__  # the cache folder could not be written (the build falls back)
             raise
-        files = {name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
-                 for name in _FILES}
+        record = {name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
+                  for name in files}
         with open_exclusive(staging / RECORD, "w") as handle:
-            handle.write(json.dumps({"source": str(folder), "files": files}, indent=2) + "\n")
+            handle.write(json.dumps({"source": source, "files": record}, indent=2) + "\n")
         if entry.exists():  # damaged: moved aside first, since a folder is not replaced by rename
             _remove(entry)
         try:
             os.rename(staging, entry)
         except OSError:
-            if not _intact(entry):  # another build's export won the race only if it is whole
+            if not _intact(entry, files):  # another build's entry won the race only if it is whole
                 raise
     finally:
         _remove(staging)
@@ -154,13 +187,13 @@ def entry_files(entry: Path) -> dict[str, dict]:
     return record["files"]
 
 
-def _intact(entry: Path) -> bool:
+def _intact(entry: Path, files: tuple[str, ...] = _FILES) -> bool:
     """Every file of the entry is a plain file (never a link) matching its record, and nothing else is there."""
     try:
         if entry.is_symlink() or not (entry / RECORD).is_file() or (entry / RECORD).is_symlink():
             return False
         record = entry_files(entry)
-        if set(record) != set(_FILES) or {path.name for path in entry.iterdir()} != {*_FILES, RECORD}:
+        if set(record) != set(files) or {path.name for path in entry.iterdir()} != {*files, RECORD}:
             return False
         return all(
             (entry / name).lstat().st_size == expected["bytes"] and file_digest(entry / name) == expected["sha256"]

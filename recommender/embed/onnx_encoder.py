@@ -24,8 +24,9 @@ TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "onnx_encoder.json"
 FORMAT_VERSION = 1
 
-#: The graph is the plain fp32 export: the same numbers as torch up to float rounding. (Fused and
-#: int8 variants were measured and not adopted: scripts/onnx_variants.py, scripts/bench_encode.py.)
+#: The graph is the plain fp32 export: the same numbers as torch up to float rounding. Its int8
+#: version is written by quantisation.py (the config's "variant" says which); fused variants were
+#: measured and not adopted (scripts/onnx_variants.py, scripts/bench_encode.py).
 VARIANT = "fp32"
 
 POOLING_MODES = ("mean", "max", "cls", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")

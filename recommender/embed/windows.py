@@ -131,6 +131,12 @@ def pool_windows(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
 
 
 
+def precision_key(model_key: str, precision: str) -> str:
+    """The model's part of a cache key at `precision`: fp32 keys are those made before precisions
+    existed, so caches built then stay valid."""
+    return model_key if precision == "fp32" else f"{model_key}\x00precision={precision}"
+
+
 def cache_key(model: str, chunking: Chunking, text: str) -> str:
     """Content hash of everything that determines a text's vector. `model` is the model's identity,
     one value (export_cache.model_identity: the hash of its files), never just a path."""
@@ -177,12 +183,15 @@ def embed_texts(
     on_plan: Callable[[int], None] | None = None,
     heads: Sequence[int] | None = None,
     model_key: str | None = None,
+    precision: str = "fp32",
 ) -> EmbeddingResult:
     """One normalised vector per text, reusing cached vectors where the text is unchanged.
 
     `model_key` is the model's part of every cache key (default the encoder's name): the build
-    passes the model's identity, the hash of its files. A cached vector of another dimension than
-    the others (or than the model's, when the model is loaded anyway) is encoded again.
+    passes the model's identity, the hash of its files. `precision` (of the encoder's weights,
+    "fp32" or "int8") joins it: vectors of one precision are never taken for the other's. A cached
+    vector of another dimension than the others (or than the model's, when the model is loaded
+    anyway) is encoded again.
 
     With `heads` (how many characters of each text its title takes; 0, no title, by default),
     "sentences" chunking puts the title at the start of every window.
@@ -200,7 +209,7 @@ def embed_texts(
     elif heads is None:
         heads = [0] * len(texts)
     count = len(texts)
-    model_key = encoder.name if model_key is None else model_key
+    model_key = precision_key(encoder.name if model_key is None else model_key, precision)
     output, missing, odd = _cached(texts, chunking, cache, heads, model_key, None)
     if output.vectors is not None and (odd or missing.any()) and encoder.dimension != output.vectors.shape[1]:
         # The model (loaded anyway) says the cached vectors found first were the odd ones: look again for its own.

@@ -34,7 +34,7 @@ import numpy as np
 from ..embed.windows import Chunking
 from ..errors import InputError, OptionError, RecommenderError
 from ..index import store
-from ..query.ranking import DENSE_WEIGHT, select
+from ..query.ranking import select
 from . import metrics, profiles
 
 if TYPE_CHECKING:
@@ -89,18 +89,23 @@ def prepare_index(
     chunking: Chunking = Chunking(),
     progress: Callable[[int, int], None] | None = None,
     on_phase: Callable[[str, int | None], None] | None = None,
+    precision: str | None = None,
 ) -> BuildReport | None:
-    """Reuse the index when it was built from this corpus with this model, chunking and TF-IDF, else (re)build it.
+    """Reuse the index when it was built from this corpus with this model, precision (None: the
+    default's), chunking and TF-IDF, else (re)build it.
 
     Returns the BuildReport of a build, or None when the index was reused.
     """
     from ..corpus.papers import read_papers
+    from ..embed.quantisation import DEFAULT_PRECISION
     from ..embed.sentence_transformer import DEFAULT_MODEL
+    from ..embed.static_encoder import STATIC_MODEL
     from ..index.build import build_index, inputs_fingerprint
     from ..index.lexical import settings as lexical_settings
 
     index = index if index is not None else eval_index_name(corpus)
     model = model or DEFAULT_MODEL
+    precision = "fp32" if model == STATIC_MODEL else precision or DEFAULT_PRECISION
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])
@@ -116,6 +121,7 @@ def prepare_index(
                              f"an index it did not build: leave --index out (eval-{Path(corpus).stem}) or give a new name")
     current = (
         manifest.get("model") == model
+        and manifest.get("precision", "fp32") == precision
         and {k: v for k, v in manifest.get("chunking", {}).items() if k != "max_tokens"} == chunking.to_dict()
         and manifest.get("inputs_fingerprint") == inputs_fingerprint(papers)
         and {k: v for k, v in manifest.get("lexical", {}).items() if k != "terms"} == lexical_settings()
@@ -129,7 +135,7 @@ def prepare_index(
         )
     # The build reads the input again, and warns about it as it does.
     return build_index([corpus], index=index, model=model, chunking=chunking, progress=progress, on_phase=on_phase,
-                       built_by="evaluate")
+                       built_by="evaluate", precision=precision)
 
 
 def evaluate(
@@ -143,13 +149,17 @@ def evaluate(
     mode: str = "hybrid",
     pool: str = "judged",
     relevant_at: int = 2,
-    dense_weight: float = DENSE_WEIGHT,
+    dense_weight: float | None = None,
     min_score: float | None = None,
     diverse: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     on_phase: Callable[[str, int | None], None] | None = None,
+    precision: str | None = None,
 ) -> Evaluation:
-    """Build (or reuse) an index over `corpus`, rank every query, and score the rankings."""
+    """Build (or reuse) an index over `corpus`, rank every query, and score the rankings.
+
+    `dense_weight` None: the one `like` uses for the index (its tier's); `precision` as `build_index`'s,
+    None the default."""
     from ..query.recommender import Recommender
 
     _check(mode, pool, dense_weight, min_score, diverse)
@@ -159,8 +169,9 @@ def evaluate(
         if query_id not in judgements:
             raise InputError(f"{qrels}: no judgements for query {query_id} of {queries}: judge it or remove it")
     index = index if index is not None else eval_index_name(corpus)
-    build = prepare_index(corpus, index, model, chunking, progress, on_phase)
+    build = prepare_index(corpus, index, model, chunking, progress, on_phase, precision)
     with Recommender.open(index) as recommender:
+        dense_weight = recommender.dense_weight if dense_weight is None else dense_weight
         rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
         results = []
         for query_id, paper_id, facet in listed:
@@ -185,6 +196,7 @@ def evaluate(
             "index": str(recommender.stored.index_dir),
             "papers": len(recommender),
             "model": manifest["model"],
+            "precision": manifest.get("precision", "fp32"),
             "chunking": manifest["chunking"]["strategy"],
             "mode": mode,
             "dense_weight": dense_weight if mode == "hybrid" else None,
@@ -203,13 +215,13 @@ def evaluate(
     return evaluation
 
 
-def _check(mode: str, pool: str, dense_weight: float, min_score: float | None, diverse: float | None) -> None:
+def _check(mode: str, pool: str, dense_weight: float | None, min_score: float | None, diverse: float | None) -> None:
     from ..query.recommender import check_options
 
     check_options(1, min_score, diverse, mode)
     if pool not in POOLS:
         raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}")
-    if not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
+    if dense_weight is not None and not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
         raise OptionError(f"--dense-weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}")
 
 
@@ -230,7 +242,7 @@ def _evaluate_query(
 
 
 def rank_rows(
-    recommender, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT,
+    recommender, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float | None = None,
     min_score: float | None = None, diverse: float | None = None,
 ) -> list[int]:
     """`rows` in the order `like` would list them for the paper at `query_row` (all of them, no k)."""

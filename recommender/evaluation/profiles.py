@@ -18,7 +18,7 @@ from typing import Callable, Collection, Sequence
 
 import numpy as np
 
-from ..query.ranking import DENSE_WEIGHT, select
+from ..query.ranking import select
 from . import metrics
 
 MIN_RELEVANT = 3
@@ -99,7 +99,7 @@ def protocols(
 
 def score_profile(
     recommender, profile: Profile, rows_by_id: dict[str, int], relevant_at: int = 2, *,
-    pool: str = "judged", mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT,
+    pool: str = "judged", mode: str = "hybrid", dense_weight: float | None = None,
     min_score: float | None = None, diverse: float | None = None, scorer: Callable | None = None,
 ) -> metrics.QueryScores:
     """Rank the profile's pool (or, with pool="all", every paper but the seeds) from its seeds, and score it.

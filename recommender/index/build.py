@@ -20,7 +20,9 @@ from ..corpus.citation import citation_key
 from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, read_papers, text_key
 from ..embed import loading
-from ..embed import export_cache
+from ..embed import export_cache, static_encoder
+from ..embed.quantisation import DEFAULT_PRECISION, PRECISIONS
+from ..embed.static_encoder import STATIC_MODEL
 from ..embed.windows import Chunking, Encoder, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
 from . import store
@@ -63,6 +65,8 @@ def build_index(
     engine: str = "local",
     device: str = "auto",
     built_by: str = "build",
+    precision: str | None = None,
+    upgrade: bool = False,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -76,6 +80,13 @@ def build_index(
     a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
     `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
     `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only its own).
+    `precision` "fp32" or "int8" (int8 ONNX weights: about twice as fast on a CPU, always on the
+    CPU); None keeps the precision of the index being rebuilt, else takes DEFAULT_PRECISION. The
+    model "static" is the fast tier (static embeddings distilled from the default model).
+
+    `upgrade` rebuilds an index made with the fast tier with `model` (default: the default model),
+    from the index's own papers unless `inputs` are given; its fast version answers queries until
+    the new one is committed, and a stopped upgrade resumes like any build.
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -89,38 +100,51 @@ def build_index(
     from ..errors import InputError
 
     started = time.perf_counter()
+    if upgrade and model == STATIC_MODEL:
+        raise InputError(f"--upgrade builds with the full model: drop --model {STATIC_MODEL} (or give another model)")
     model = model or DEFAULT_MODEL
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
     if device not in DEVICES:
         raise InputError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
+    _check_precision(model, precision, device)
     if engine == "ray":
         from ..embed.ray_engine import require_ray
 
         require_ray()
     phase = on_phase or (lambda name, total=None: None)
-    phase("reading papers", None)
-    papers = read_papers(inputs, where=list(where))
     index_dir = store.resolve_index_dir(index)
     store.check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
     model_key = export_cache.model_identity(model)
+    if upgrade:
+        if where and not inputs:
+            raise InputError("--where with --upgrade needs INPUTS: the index's own papers are upgraded as they are")
+        _check_upgradable(index_dir)
+    phase("reading papers", None)
+    papers = read_papers(inputs, where=list(where)) if inputs or not upgrade else None
     embedded = None
     with store.writing(index_dir, wait=wait) as writer:
+        if upgrade:
+            papers = papers if papers is not None else _stored_papers(index_dir)
         previous = _previous_build(index_dir, model)
         try:
             if chunking is None:
                 chunking = _kept_chunking(previous, notice)
-            query_encoder = prepare_query_encoder(model, writer, previous, phase) if export_query_encoder else None
+            precision, previous = _kept_precision(model, precision, previous, notice, device)
+            query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
+                             if export_query_encoder or precision != "fp32" else None)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
             encoder = _LazyEncoder(
-                model, functools.partial(_build_encoder, model, writer, query_encoder, engine, device, engines)
+                model, functools.partial(_build_encoder, model, writer, query_encoder, engine, device, engines,
+                                         exported_only=_exported_only(model, precision))
             )
             texts = _Texts(papers)
             with engines:
                 embedded = _embed(encoder, texts, chunking, index_dir, progress, phase, notice,
-                                  np.fromiter((paper.head for paper in papers), np.int32, len(papers)), model_key)
+                                  np.fromiter((paper.head for paper in papers), np.int32, len(papers)), model_key,
+                                  precision)
             vectors = embedded.vectors
             choice = choose_index(len(papers), vectors.shape[1], index_type)
             phase(f"building the {choice.kind} search index", None)
@@ -152,6 +176,7 @@ def build_index(
                 "model": model,
                 "model_identity": model_key,
                 "built_by": built_by,
+                "precision": precision,
                 "dimension": int(vectors.shape[1]),
                 "chunking": dict(chunking.to_dict(), max_tokens=max_tokens),
                 "paper_count": len(papers),
@@ -200,7 +225,7 @@ class _Texts(Sequence[str]):
         return self._papers[item].text
 
 
-def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_key=None):
+def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_key=None, precision="fp32"):
     """embed_texts with the shared embedding cache, a progress total, and a notice when resuming."""
     model_key = encoder.name if model_key is None else model_key
     try:
@@ -233,7 +258,7 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
                 progress(done, planned)
 
         embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads,
-                               model_key=model_key)
+                               model_key=model_key, precision=precision)
         if cache is not None:
             cache.mark_encoding(False)
             known = getattr(encoder, "max_tokens_if_known", None)
@@ -344,39 +369,46 @@ _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 def prepare_query_encoder(
     model: str, writer: store.IndexWriter, previous: store.StoredIndex | None,
-    on_phase: Callable[[str, int | None], None] | None = None,
+    on_phase: Callable[[str, int | None], None] | None = None, precision: str = "fp32",
 ) -> str | None:
-    """The index's ONNX export of `model`: the previous build's, else the shared one from the user cache
-    (exported there once per model), else one exported for this index alone. `on_phase` is told
-    when an export starts."""
+    """The index's export of `model` at `precision` ("onnx"), or its static embeddings ("static"): the
+    previous build's, else the shared one from the user cache (made there once per model), else one
+    made for this index alone. `on_phase` is told when an export starts.
+
+    An fp32 export that fails leaves the index to the full model (None, with a warning); an int8
+    export or a distillation that fails fails the build, since no other encoder gives those vectors."""
     from ..errors import ModelError
 
     target = writer.path(QUERY_ENCODER)
     if _reuse_previous_export(model, previous, target):
         return previous.manifest["query_encoder"]
-    from ..embed.onnx_encoder import export_onnx
-    from ..embed.sentence_transformer import resolve_model_path
 
-    def exporting() -> None:
-        if on_phase is not None:
-            on_phase("exporting the model to ONNX (once per model)", None)
+    def phase(name: str) -> Callable[[], None]:
+        return lambda: on_phase(name, None) if on_phase is not None else None
 
+    exporting = phase("exporting the model to ONNX (once per model)")
+    quantising = phase("quantising the ONNX export to int8 (once per model)")
+    distilling = phase("distilling static embeddings from the default model (once, a few minutes)")
     try:
-        shared = _shared_export(model, exporting)
+        if model == STATIC_MODEL:
+            shared = _shared(lambda: export_cache.static_export(_static_source(), distilling))
+        else:
+            shared = _shared(lambda: export_cache.shared_export(model, exporting, precision, quantising))
         if shared is None or not store.link_checked(shared, target, export_cache.entry_files(shared)):
             # No shared export, or one damaged since it was checked: this index gets its own.
-            exporting()
-            export_onnx(resolve_model_path(model), target)
+            _export_into(model, precision, target, writer, exporting, quantising, distilling)
     except (ModelError, OSError) as error:
         store.remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
         if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS):
             # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
             raise store.write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
+        if _exported_only(model, precision):
+            raise
         loading.load_encoder(model)  # a model that cannot be loaded at all is the error to report, not a warning
         warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
         return None
-    return "onnx"
+    return "static" if model == STATIC_MODEL else "onnx"
 
 
 def _reuse_previous_export(model: str, previous: store.StoredIndex | None, target: Path) -> bool:
@@ -392,15 +424,118 @@ def _reuse_previous_export(model: str, previous: store.StoredIndex | None, targe
     return bool(expected) and store.link_checked(previous.path(QUERY_ENCODER), target, expected)
 
 
-def _shared_export(model: str, exporting: Callable[[], None]) -> Path | None:
-    """The model's export from the user cache (made there if missing); None where it cannot be shared.
+def _export_into(model: str, precision: str, target: Path, writer: store.IndexWriter,
+                 exporting: Callable[[], None], quantising: Callable[[], None], distilling: Callable[[], None]) -> None:
+    """The export made into the index itself (the model has no folder to key a shared one by, or
+    the user cache cannot be written)."""
+    from ..embed.onnx_encoder import export_onnx
+    from ..embed.quantisation import quantise_export
+    from ..embed.sentence_transformer import resolve_model_path
+
+    if model == STATIC_MODEL:
+        distilling()
+        static_encoder.distill(_static_source(), target)
+        return
+    exporting()
+    if precision == "fp32":
+        export_onnx(resolve_model_path(model), target)
+        return
+    staging = writer.path(".fp32-export")
+    try:
+        export_onnx(resolve_model_path(model), staging)
+        quantising()
+        quantise_export(staging, target)
+    finally:
+        store.remove_tree(staging)
+
+
+def _static_source() -> str:
+    """The model the fast tier is distilled from: the packaged default."""
+    from ..embed.sentence_transformer import DEFAULT_MODEL
+
+    return DEFAULT_MODEL
+
+
+def _shared(make: Callable[[], Path | None]) -> Path | None:
+    """An entry of the user cache (made there if missing); None where it cannot be shared.
 
     A cache folder that cannot be written (read-only home, no space) is not an error of the
     build: the index then gets its own export, as when the model has no local folder."""
     try:
-        return export_cache.shared_export(model, exporting)
+        return make()
     except OSError:
         return None
+
+
+def _exported_only(model: str, precision: str) -> bool:
+    """Whether the build's export is the only encoder that gives its vectors (int8, static)."""
+    return model == STATIC_MODEL or precision != "fp32"
+
+
+def _check_precision(model: str, precision: str | None, device: str) -> None:
+    """A precision, model and device that go together, or one line saying what to change."""
+    from ..embed.sentence_transformer import resolve_device
+    from ..errors import InputError
+
+    if precision is not None and precision not in PRECISIONS:
+        raise InputError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+    if model == STATIC_MODEL and precision not in (None, "fp32"):
+        raise InputError(f"--model {STATIC_MODEL} has one precision (fp32 table lookups): drop --precision {precision}")
+    if device == "cuda":
+        resolve_device("cuda")  # no GPU: one line, before any paper is read
+        if model == STATIC_MODEL:
+            raise InputError(f"--model {STATIC_MODEL} encodes on the CPU (a table lookup, thousands of papers a "
+                             "second): drop --device cuda")
+        if precision == "int8":
+            raise InputError("--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32")
+
+
+def _kept_precision(model: str, precision: str | None, previous: store.StoredIndex | None,
+                    notice: Callable[[str], None] | None, device: str = "auto") -> tuple[str, store.StoredIndex | None]:
+    """The build's precision (given; else the previous build's; else fp32 on a GPU, the default on a
+    CPU) and the previous build, which is not reused when its precision differs: an index never mixes two."""
+    from ..errors import InputError
+
+    kept = previous.manifest.get("precision", "fp32") if previous is not None else None
+    if model == STATIC_MODEL:
+        chosen = "fp32"
+    elif precision is not None:
+        chosen = precision
+    elif device == "cuda":
+        if kept == "int8":
+            raise InputError(f"index {previous.index_dir} is int8, which encodes on the CPU: drop --device cuda, "
+                             "or give --precision fp32 to encode every paper again on the GPU")
+        chosen = "fp32"
+    elif previous is not None:
+        chosen = previous.manifest.get("precision", "fp32")
+        if chosen != DEFAULT_PRECISION and notice is not None:
+            notice(f"keeping this index's precision {chosen}: --precision {DEFAULT_PRECISION} (the default for "
+                   "new indexes) would encode every paper again")
+    else:
+        chosen = DEFAULT_PRECISION
+    if previous is not None and kept != chosen:
+        previous.close()
+        previous = None
+    return chosen, previous
+
+
+def _check_upgradable(index_dir: Path) -> None:
+    """An index whose live version was built with the fast tier, or one line saying why not."""
+    from ..errors import InputError
+
+    with store.open_stored(index_dir, verify=False) as stored:
+        built_with = stored.manifest.get("model")
+    if built_with != STATIC_MODEL:
+        raise InputError(f"index {index_dir} was built with '{built_with}', not the fast tier "
+                         f"(--model {STATIC_MODEL}): there is nothing to upgrade")
+
+
+def _stored_papers(index_dir: Path) -> list[Paper]:
+    """The papers of the index's live version, as it stores them (the inputs of an upgrade)."""
+    import json
+
+    with store.open_stored(index_dir, verify=False) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+        return [Paper.from_dict(json.loads(line)) for line in rows]
 
 
 ENGINES = ("local", "ray")
@@ -408,17 +543,19 @@ ENGINES = ("local", "ray")
 
 def _build_encoder(
     model: str, writer: store.IndexWriter, query_encoder: str | None, engine: str, device: str,
-    resources: contextlib.ExitStack,
+    resources: contextlib.ExitStack, exported_only: bool = False,
 ) -> Encoder:
-    folder = writer.path(QUERY_ENCODER) if query_encoder == "onnx" else None
+    folder = writer.path(QUERY_ENCODER) if query_encoder is not None else None
     if engine == "ray":
         from ..embed.ray_engine import RayEncoder, RaySession
 
         session = resources.enter_context(RaySession())
         # The windows are cut here, with the model's tokenizer on this machine's CPU.
-        local = loading.encoder_spec(model, folder, "cpu")()
-        return RayEncoder(session, loading.encoder_spec(model, folder, device), local, device)
-    return loading.encoder_spec(model, folder, device)()
+        local = loading.encoder_spec(model, folder, "cpu", exported_only=exported_only)()
+        device = "cpu" if exported_only else device  # int8 and static encode on CPUs only
+        return RayEncoder(session, loading.encoder_spec(model, folder, device, exported_only=exported_only),
+                          local, device)
+    return loading.encoder_spec(model, folder, device, exported_only=exported_only)()
 
 
 class _LazyEncoder:

@@ -15,6 +15,7 @@ from ..arrays import sorted_union
 from ..corpus.papers import InputWarning, Paper, normalise_text, text_key
 from ..corpus.summary import paper_brief
 from ..embed import loading
+from ..embed.static_encoder import CONFIG_FILE as STATIC_CONFIG
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, OptionError, PaperNotFoundError, shell_command
 from ..index import store
@@ -22,7 +23,7 @@ from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, best_rows, combine, read_columns, read_ranges
 from ..index.store import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 from .profiles import best_topic, seed_clusters
-from .ranking import DENSE_WEIGHT, MODES, POOL, combine_dense, fuse, order_by_score, seed_weights, select
+from .ranking import MODES, POOL, combine_dense, dense_weight_for, fuse, order_by_score, seed_weights, select
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,12 @@ class Recommendation:
 
 
 def load_query_encoder(stored: store.StoredIndex, model: str) -> Encoder:
-    """A light ONNX encoder exported at build time when there is one, else the full model."""
-    if stored.has(f"{QUERY_ENCODER}/model.onnx"):
-        return loading.load_onnx_encoder(stored.path(QUERY_ENCODER), model)
+    """The encoder the index's papers were encoded with, light where it can be: its ONNX export (at
+    the index's precision) or static embeddings when there are, else the full model (fp32 only)."""
+    if stored.has(f"{QUERY_ENCODER}/model.onnx") or stored.has(f"{QUERY_ENCODER}/{STATIC_CONFIG}"):
+        return loading.load_exported_encoder(stored.path(QUERY_ENCODER), model)
+    if stored.manifest.get("precision", "fp32") != "fp32" or stored.manifest.get("query_encoder") == "static":
+        raise store.corrupt(stored, QUERY_ENCODER, "is missing (its queries need the encoder its papers were encoded with)")
     return loading.load_encoder(model)
 
 
@@ -72,6 +76,8 @@ class Recommender:
         self._faiss = None
         self._lexical: LexicalIndex | None = None
         self._query_encoder: Encoder | None = None
+        # The hybrid ranking's weight of the dense cosine: the fast tier has its own.
+        self.dense_weight = dense_weight_for(self.manifest.get("model", ""))
         self._rows_by_key: dict[str, dict[str, int]] = {}  # indexes without digest tables
         self._rows_by_citation_key: dict[str, list[int]] | None = None  # nor citation keys
 
@@ -524,7 +530,7 @@ class Recommender:
 
     def score_rows(
         self, query_rows: int | Sequence[int], rows: Sequence[int], mode: str = "hybrid",
-        dense_weight: float = DENSE_WEIGHT, profile: str = "topics",
+        dense_weight: float | None = None, profile: str = "topics",
     ) -> np.ndarray:
         """Scores of `rows` against the paper at `query_rows` (or the papers, a profile), as `like` scores
         them (used by evaluation). `profile="centroid"` scores several papers as one centroid (`like` before
@@ -541,7 +547,7 @@ class Recommender:
         return best_topic(np.stack([self._scores(query, rows, set(query_rows), mode, dense_weight) for query in queries]))
 
     def seed_scores(
-        self, positives: Sequence[int], rows: Sequence[int], mode: str = "hybrid", dense_weight: float = DENSE_WEIGHT,
+        self, positives: Sequence[int], rows: Sequence[int], mode: str = "hybrid", dense_weight: float | None = None,
     ) -> np.ndarray:
         """[seeds, rows]: each seed's scores of `rows` as a one-seed `like` gives them, every seed left out of
         every seed's pool (the per-seed methods scripts/tune_profiles.py compares)."""
@@ -705,7 +711,7 @@ class Recommender:
         return found
 
     def _scores(self, query: "_Query", rows: np.ndarray, seeds: set[int], mode: str,
-                dense_weight: float = DENSE_WEIGHT) -> np.ndarray:
+                dense_weight: float | None = None) -> np.ndarray:
         """The score each of `rows` is ranked by (-1..1). In hybrid mode both cosines are normalised over
         the query's pool (POOL papers from each side, seeds left out) and fused (`ranking.fuse`), so a
         paper's score does not depend on which other papers are ranked with it."""
@@ -719,7 +725,7 @@ class Recommender:
         everything = sorted_union(pool, rows)
         found, lexical = self._lexical_found(query, 1, everything)
         fused = fuse(self._query_cosines(query, everything), lexical[np.searchsorted(found, everything)], mode,
-                     np.searchsorted(everything, pool), dense_weight)
+                     np.searchsorted(everything, pool), self.dense_weight if dense_weight is None else dense_weight)
         return fused[np.searchsorted(everything, rows)]
 
     def _rank(

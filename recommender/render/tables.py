@@ -254,11 +254,13 @@ def render_info(info: dict, fmt: str) -> str:
     lines = [
         ("index", info["path"]),
         ("papers", info["paper_count"]),
-        ("model", f"{info['model']} ({info['dimension']} dimensions)"),
+        ("model", f"{info['model']} ({info['dimension']} dimensions, {info.get('precision', 'fp32')})"),
         ("long texts", windows),
         ("search", f"{index.get('kind')}: {index.get('reason')}"),
         ("lexical", f"TF-IDF, {info.get('lexical', {}).get('terms', 0)} terms ({_grams(info)}, sublinear tf)"),
-        ("queries", "ONNX export (no torch at query time)" if info.get("query_encoder") == "onnx" else "full model"),
+        ("queries", {"onnx": "ONNX export (no torch at query time)",
+                     "static": "static embeddings (no torch, no ONNX Runtime at query time)"}.get(
+                         info.get("query_encoder"), "full model")),
         ("built", f"{info['built_at']} by papers {info['package_version']} (format {info['format_version']})"),
         ("inputs", f"fingerprint {info['inputs_fingerprint']}"),
         ("size", human_size(info["bytes"])),

@@ -1,0 +1,281 @@
+"""Build tiers: int8 and fp32 precision, the static fast tier, and upgrading a fast index in place."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import SEEDS
+from fakes import FakeEncoder
+from recommender import build_index
+from recommender.cli import main
+from recommender.embed import export_cache, loading, onnx_encoder, quantisation, static_encoder
+from recommender.embed.windows import Chunking, cache_key
+from recommender.errors import EncodingInterrupted, InputError
+from recommender.index import build, store
+from recommender.query import ranking
+from recommender.query import recommender as query
+
+
+def manifest(name: str) -> dict:
+    with store.open_stored(store.resolve_index_dir(name), verify=True) as stored:
+        return stored.manifest
+
+
+# ---------------------------------------------------------------- precision
+
+
+def test_fp32_cache_keys_are_those_made_before_precisions_and_int8_ones_differ():
+    old = hashlib.sha256("m\x00sentences:32\x00a text".encode("utf-8")).hexdigest()
+    assert cache_key("m", Chunking(), "a text") == cache_key("m", Chunking(), "a text", "fp32") == old
+    assert cache_key("m", Chunking(), "a text", "int8") != old
+
+
+def test_a_build_records_its_precision_a_rebuild_keeps_it_and_another_encodes_everything(workdir, fake_model):
+    notices = []
+    first = build_index([SEEDS], "a", precision="int8")
+    kept = build_index([SEEDS], "a", notice=notices.append)
+    assert (first.encoded, kept.encoded, manifest("a")["precision"]) == (first.papers, 0, "int8")
+    assert notices == ["keeping this index's precision int8: --precision fp32 (the default for new indexes) "
+                       "would encode every paper again"]
+    other = build_index([SEEDS], "a", precision="fp32")
+    assert (other.encoded, other.reused, manifest("a")["precision"]) == (other.papers, 0, "fp32")
+    build_index([SEEDS], "b")
+    assert manifest("b")["precision"] == quantisation.DEFAULT_PRECISION == "fp32"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("PAPERS_CACHE", str(folder))
+    return folder
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights-1")
+    return folder
+
+
+@pytest.fixture
+def exports(monkeypatch):
+    """Stand-ins for the torch export and the quantiser; each call is counted."""
+    calls = []
+
+    def export(source, out_dir):
+        calls.append(("export", source))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "model.onnx").write_bytes(b"onnx:" + (Path(source) / "model.safetensors").read_bytes())
+        (out_dir / "tokenizer.json").write_text("{}")
+        (out_dir / "onnx_encoder.json").write_text(json.dumps({"format_version": 1, "variant": "fp32"}))
+        return out_dir
+
+    def quantise(fp32_folder, out_dir):
+        calls.append(("quantise", fp32_folder))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "model.onnx").write_bytes(b"int8:" + (fp32_folder / "model.onnx").read_bytes())
+        (out_dir / "tokenizer.json").write_text("{}")
+        (out_dir / "onnx_encoder.json").write_text(json.dumps({"format_version": 1, "variant": "int8"}))
+        return out_dir
+
+    monkeypatch.setattr(onnx_encoder, "export_onnx", export)
+    monkeypatch.setattr(quantisation, "quantise_export", quantise)
+    return calls
+
+
+def test_the_int8_export_is_made_once_from_the_fp32_one_and_kept_beside_it(cache, model_dir, exports):
+    told = []
+    int8 = export_cache.shared_export(str(model_dir), lambda: told.append("export"), "int8",
+                                      lambda: told.append("quantise"))
+    fp32 = export_cache.shared_export(str(model_dir), lambda: told.append("export"))
+    assert export_cache.shared_export(str(model_dir), precision="int8") == int8
+    assert (int8.parent, int8.name) == (fp32.parent, f"{fp32.name}-int8")
+    assert told == ["export", "quantise"] and [kind for kind, _ in exports] == ["export", "quantise"]
+    assert (int8 / "model.onnx").read_bytes() == b"int8:onnx:weights-1"
+    record = json.loads((int8 / export_cache.RECORD).read_text())
+    assert record["files"]["model.onnx"]["sha256"] == hashlib.sha256(b"int8:onnx:weights-1").hexdigest()
+    (int8 / "model.onnx").write_bytes(b"int8:damaged")
+    assert export_cache.shared_export(str(model_dir), precision="int8") == int8
+    assert [kind for kind, _ in exports] == ["export", "quantise", "quantise"]  # the fp32 export was intact
+    assert (int8 / "model.onnx").read_bytes() == b"int8:onnx:weights-1"
+
+
+@pytest.mark.model
+def test_a_real_int8_build_encodes_and_answers_queries_with_the_quantised_model(workdir):
+    build_index([SEEDS], "fp32", precision="fp32")
+    build_index([SEEDS], "int8", precision="int8")
+    with query.Recommender.open("fp32") as fp32, query.Recommender.open("int8") as int8:
+        assert (fp32.manifest["precision"], int8.manifest["precision"]) == ("fp32", "int8")
+        cosines = (np.asarray(fp32.vectors) * np.asarray(int8.vectors)).sum(axis=1)
+        assert 0.9 < cosines.min() < 0.99999  # moved by the quantisation, not far
+        int8_model = int8.stored.path(f"{store.QUERY_ENCODER}/model.onnx").stat().st_size
+        assert int8_model < 0.4 * fp32.stored.path(f"{store.QUERY_ENCODER}/model.onnx").stat().st_size
+        results = int8.search("differentially private training of language models", k=3)
+        assert int8._query_encoder.variant == "int8" and results[0].paper.label == "FlashDP"
+
+
+def test_a_gpu_build_is_fp32_and_an_int8_index_is_not_rebuilt_on_one_silently(workdir, fake_model, monkeypatch):
+    from recommender.embed import sentence_transformer
+
+    monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)
+    build_index([SEEDS], "gpu", device="cuda")
+    assert manifest("gpu")["precision"] == "fp32"
+    build_index([SEEDS], "cpu", precision="int8")
+    with pytest.raises(InputError) as error:
+        build_index([SEEDS], "cpu", device="cuda")
+    assert str(error.value) == (f"index {store.resolve_index_dir('cpu')} is int8, which encodes on the CPU: drop "
+                                "--device cuda, or give --precision fp32 to encode every paper again on the GPU")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--precision", "int8", "--device", "cuda"],
+     "--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32"),
+    (["--model", "static", "--precision", "int8"],
+     "--model static has one precision (fp32 table lookups): drop --precision int8"),
+    (["--model", "static", "--device", "cuda"],
+     "--model static encodes on the CPU (a table lookup, thousands of papers a second): drop --device cuda"),
+])
+def test_a_precision_that_does_not_fit_is_one_line(workdir, fake_model, monkeypatch, arguments, message):
+    from recommender.embed import sentence_transformer
+
+    monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)
+    result = CliRunner().invoke(main, ["build", str(SEEDS), *arguments])
+    assert (result.exit_code, result.output) == (1, f"Error: {message}\n")
+    assert not (workdir / "indexes" / "default").exists()
+
+
+# ---------------------------------------------------------------- the static fast tier
+
+WORD = re.compile(r"\w+")
+
+
+def write_static_model(folder, max_length: int = 24, dimension: int = 16):
+    """A small static model in the layout `static_encoder.distill` writes: a word-level tokenizer over
+    the seeds' words (cutting at `max_length` tokens, as the distilled one cuts at 128) and a random table."""
+    from safetensors.numpy import save_file
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    from recommender.corpus.papers import read_papers
+
+    words = sorted({w.lower() for paper in read_papers([SEEDS]) for w in WORD.findall(paper.text)})
+    vocabulary = {"[UNK]": 0, **{word: i + 1 for i, word in enumerate(words)}}
+    tokenizer = Tokenizer(models.WordLevel(vocabulary, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.enable_truncation(max_length=max_length)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / static_encoder.TOKENIZER_FILE))
+    table = np.random.default_rng(0).standard_normal((len(vocabulary), dimension)).astype(np.float32)
+    save_file({static_encoder.TABLE_KEY: table}, str(folder / static_encoder.WEIGHTS_FILE))
+    (folder / static_encoder.CONFIG_FILE).write_text(json.dumps(
+        {"format_version": 1, "kind": "static", "dimension": dimension, "vocabulary": len(vocabulary)}))
+    return folder
+
+
+@pytest.mark.model
+def test_the_static_encoder_gives_sentence_transformers_vectors(tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+    from recommender.corpus.papers import read_papers
+
+    folder = write_static_model(tmp_path / "static")
+    texts = [paper.text for paper in read_papers([SEEDS])] + ["", "unknownword", "one"]
+    ours = static_encoder.StaticEncoder(folder).encode(texts)
+    theirs = SentenceTransformer(modules=[StaticEmbedding.load(str(folder))], device="cpu").encode(
+        texts[:-3], normalize_embeddings=True)
+    assert np.abs(ours[:-3] - theirs).max() < 1e-5
+    assert not ours[-3].any() and static_encoder.StaticEncoder(folder).max_tokens == 24
+
+
+@pytest.fixture
+def distilled(monkeypatch):
+    """Distillation writes the small static model (counted); the full model is the fake encoder."""
+    calls = []
+
+    def distill(source, out_dir):
+        calls.append(source)
+        return write_static_model(out_dir)
+
+    monkeypatch.setattr(static_encoder, "distill", distill)
+    full = FakeEncoder(name="all-MiniLM-L6-v2")
+    real_prepare = build.prepare_query_encoder
+    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32":
+                        real_prepare(model, writer, previous, on_phase, precision) if model == "static" else None)
+    monkeypatch.setattr(loading, "load_encoder", lambda model, device="auto": full)
+    real_load = query.load_query_encoder
+    monkeypatch.setattr(query, "load_query_encoder",
+                        lambda stored, model: real_load(stored, model) if model == "static" else full)
+    return calls, full
+
+
+def test_a_static_build_distils_once_and_its_queries_use_the_static_table(cache, workdir, distilled):
+    calls, _ = distilled
+    phases = []
+    build_index([SEEDS], "fast", model="static", on_phase=lambda name, total: phases.append(name))
+    build_index([SEEDS], "fast-2", model="static")
+    assert len(calls) == 1 and phases.count("distilling static embeddings from the default model (once, a few minutes)") == 1
+    built = manifest("fast")
+    assert (built["model"], built["precision"], built["query_encoder"], built["dimension"]) == ("static", "fp32", "static", 16)
+    with query.Recommender.open("fast") as fast:
+        assert fast.dense_weight == ranking.TIER_DENSE_WEIGHTS["static"] != ranking.DENSE_WEIGHT
+        results = fast.search("differentially private training of language models", k=3)
+        assert isinstance(fast._query_encoder, static_encoder.StaticEncoder) and len(results) == 3
+        # A free text is windowed and pooled as the build does: a stored paper's text finds itself.
+        paper = fast.papers_at([5])[0]
+        assert np.allclose(fast.encode_query(paper.text, paper.head), fast.vectors[5], atol=1e-5)
+
+
+def test_an_upgrade_serves_the_fast_version_until_the_full_one_is_committed_and_resumes(
+        cache, workdir, distilled, monkeypatch):
+    from recommender.embed import windows
+
+    _, full = distilled
+    build_index([SEEDS], "arxiv", model="static")
+    papers = manifest("arxiv")["paper_count"]
+    monkeypatch.setattr(windows, "ENCODE_BATCH", 8)
+    monkeypatch.setattr(windows, "ENCODE_GROUP", 8)
+    seen, encode = [], full.encode
+
+    def stopping(texts):
+        with query.Recommender.open("arxiv") as live:  # a query while the upgrade runs
+            seen.append((live.manifest["model"], len(live.search("privacy", k=2))))
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+        return encode(texts)
+
+    monkeypatch.setattr(full, "encode", stopping)
+    with pytest.raises(EncodingInterrupted) as stopped:
+        build_index([], "arxiv", upgrade=True)
+    assert stopped.value.kept == 16 and seen == [("static", 2)] * 3 and manifest("arxiv")["model"] == "static"
+    monkeypatch.setattr(full, "encode", encode)
+    notices = []
+    report = build_index([], "arxiv", upgrade=True, notice=notices.append)
+    assert (report.papers, report.reused, report.encoded) == (papers, 16, papers - 16)
+    assert notices == [f"resuming: 16 of {papers} papers already encoded"]
+    upgraded = manifest("arxiv")
+    assert (upgraded["model"], upgraded["precision"]) == ("all-MiniLM-L6-v2", "fp32")
+    with query.Recommender.open("arxiv") as index:
+        assert index.dense_weight == ranking.DENSE_WEIGHT
+
+
+def test_only_a_fast_index_can_be_upgraded(workdir, fake_model):
+    build_index([SEEDS], "full")
+    with pytest.raises(InputError) as error:
+        build_index([], "full", upgrade=True)
+    assert str(error.value) == (f"index {store.resolve_index_dir('full')} was built with 'all-MiniLM-L6-v2', not the "
+                                "fast tier (--model static): there is nothing to upgrade")
+    result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--model", "static"])
+    assert (result.exit_code, result.output) == (
+        1, "Error: --upgrade builds with the full model: drop --model static (or give another model)\n")
+    result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--where", "year>=2020"])
+    assert (result.exit_code, result.output) == (
+        1, "Error: --where with --upgrade needs INPUTS: the index's own papers are upgraded as they are\n")
