@@ -139,7 +139,7 @@ def cache_key(model: str, chunking: Chunking, text: str) -> str:
 
 @dataclass(frozen=True)
 class EmbeddingResult:
-    vectors: np.ndarray
+    vectors: np.ndarray  # or what `allocate` made
     encoded: int  # texts that had to be run through the model
     reused: int  # texts whose vectors came from the cache
 
@@ -167,8 +167,12 @@ def embed_texts(
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
     heads: Sequence[int] | None = None,
+    allocate: Callable[[int, int], VectorSink] | None = None,
 ) -> EmbeddingResult:
     """One normalised vector per text, reusing cached vectors where the text is unchanged.
+
+    `allocate(count, dimension)`, if given, makes what the vectors are written into (a file, say,
+    so that not even they are held: `store.ArrayFile`), and the result's `vectors` is that.
 
     With `heads` (how many characters of each text its title takes; 0, no title, by default),
     "sentences" chunking puts the title at the start of every window.
@@ -186,17 +190,16 @@ def embed_texts(
     elif heads is None:
         heads = [0] * len(texts)
     count = len(texts)
-    output = _Output(count)
+    output = _Output(count, allocate)
     missing = np.ones(count, dtype=bool)
     for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
         keys = [_text_key(encoder, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
         found = cache.get_many(keys)
-        for offset, key in enumerate(keys):
-            vector = found.get(key)
-            if vector is not None:
-                missing[start + offset] = False
-                output.put(start + offset, vector)
-        del keys, found
+        rows = [start + offset for offset, key in enumerate(keys) if key in found]
+        if rows:
+            missing[rows] = False
+            output.put(np.asarray(rows), np.stack([found[keys[row - start]] for row in rows]))
+        del keys, found, rows
     rows = np.flatnonzero(missing)
     del missing
     reused = count - len(rows)
@@ -204,8 +207,9 @@ def embed_texts(
         on_plan(len(rows))
     if len(rows):
         _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads)
-    vectors = output.vectors if output.vectors is not None else np.zeros((count, encoder.dimension), dtype=np.float32)
-    return EmbeddingResult(vectors, encoded=len(rows), reused=reused)
+    if output.vectors is None:
+        output.vectors = output.allocate(count, encoder.dimension)
+    return EmbeddingResult(output.vectors, encoded=len(rows), reused=reused)
 
 
 def _text_key(encoder: Encoder, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int) -> str:
@@ -215,17 +219,30 @@ def _text_key(encoder: Encoder, chunking: Chunking, texts: Sequence[str], heads:
     return cache_key(encoder.name, chunking, f"{heads[i]}\x00{texts[i]}")
 
 
+class VectorSink(Protocol):
+    """Where vectors go: rows of a (count, dimension) float32 array, set by `sink[rows] = vectors`."""
+
+    shape: tuple[int, ...]
+
+    def __setitem__(self, rows, vectors: np.ndarray) -> None: ...
+
+
+def _in_memory(count: int, dimension: int) -> np.ndarray:
+    return np.zeros((count, dimension), dtype=np.float32)
+
+
 class _Output:
     """The returned array, made once the dimension is known (from the cache or the model)."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, allocate: Callable[[int, int], VectorSink] | None = None):
         self.count = count
-        self.vectors: np.ndarray | None = None
+        self.allocate = allocate or _in_memory
+        self.vectors: VectorSink | None = None
 
     def put(self, rows, vectors: np.ndarray) -> None:
         dimension = vectors.shape[-1]
         if self.vectors is None:
-            self.vectors = np.zeros((self.count, dimension), dtype=np.float32)
+            self.vectors = self.allocate(self.count, dimension)
         elif self.vectors.shape[1] != dimension:
             raise ValueError("cached vectors of different dimensions under one model key")
         self.vectors[rows] = vectors
