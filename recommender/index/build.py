@@ -86,7 +86,7 @@ def build_index(
 
     Memory stays nearly flat in the corpus size (docs/memory.md): the papers read are spooled to
     a scratch file of the build folder and handled `chunk_size` at a time (STREAM_PAPERS by
-    default; the TF-IDF postings lexical.CHUNK_POSTINGS at a time), vectors go straight to their
+    default; the TF-IDF postings 64 times as many, else lexical.CHUNK_POSTINGS), vectors go straight to their
     file, and what is held for every paper is a few short strings (ID, handle, citation key) and
     its search index entry. The index files are the same, byte for byte, whatever `chunk_size`.
     """
@@ -121,7 +121,7 @@ def build_index(
             if chunking is None:
                 chunking = _kept_chunking(previous, notice)
             query_encoder = prepare_query_encoder(model, writer, previous, phase) if export_query_encoder else None
-            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size))
+            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
             written = _write_papers(writer, spool, handles, tfidf)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
@@ -201,6 +201,9 @@ def build_index(
 
 # Papers read back from the build's spool at a time (texts for the encoder, rows of papers.jsonl).
 STREAM_PAPERS = 4096
+# With a `chunk_size`, the TF-IDF postings handled at once are this many a paper (an abstract has ~60 distinct
+# terms), else lexical.CHUNK_POSTINGS.
+POSTINGS_A_PAPER = 64
 
 
 class _PaperSpool:
