@@ -17,6 +17,8 @@ rows. Corpora are written once under OUT and shared by every run; each run appen
 a size to OUT/results.jsonl, and the table printed at the end has every row of that file, with,
 for each size built by two labels, whether their index files are byte for byte the same (the
 sha256 of every file in the manifests; the manifest itself holds the build time).
+
+Quoted in: docs/memory.md (the before/after table).
 """
 
 from __future__ import annotations
