@@ -28,19 +28,19 @@ _PARTIAL_NAME = re.compile(rf"{re.escape(PARTIAL_PREFIX)}(\d+)-[0-9a-f]{{8}}")
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def create_exclusive(path: str | os.PathLike, mode: int = 0o666) -> int:
-    """A new file at `path`, open for writing (a descriptor); FileExistsError if anything, a link
-    included, is already there. Permissions are `mode` less the umask, as for any new file."""
-    return os.open(path, _CREATE, mode)
+def create_exclusive(path: str | os.PathLike, mode: int = 0o666, readable: bool = False) -> int:
+    """A new file at `path`, open for writing (and reading, if `readable`: a descriptor); FileExistsError
+    if anything, a link included, is already there. Permissions are `mode` less the umask, as for any new file."""
+    return os.open(path, (_CREATE & ~os.O_WRONLY) | os.O_RDWR if readable else _CREATE, mode)
 
 
 def open_exclusive(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
                    newline: str | None = None) -> IO:
-    """`create_exclusive` as a file object: `mode` "w" (text, `encoding`) or "wb"."""
-    descriptor = create_exclusive(path)
+    """`create_exclusive` as a file object: `mode` "w" (text, `encoding`), "wb" or "w+b" (read back too)."""
+    descriptor = create_exclusive(path, readable="+" in mode)
     try:
         if "b" in mode:
-            return os.fdopen(descriptor, "wb")
+            return os.fdopen(descriptor, "w+b" if "+" in mode else "wb")
         return os.fdopen(descriptor, "w", encoding=encoding, newline=newline)
     except BaseException:
         os.close(descriptor)

@@ -289,7 +289,10 @@ def build_child(corpus: str, index: str, report: str) -> None:
     prepare = build.prepare_query_encoder
     build.prepare_query_encoder = lambda model, writer, previous, on_phase=None: prepare(
         DEFAULT_MODEL, writer, previous, on_phase)
-    build.read_papers = timed("read_s", build.read_papers)
+    if hasattr(build, "read_papers"):  # code before the streaming build (--compare-code, bench_build_memory.py --code)
+        build.read_papers = timed("read_s", build.read_papers)
+    else:  # the papers are read into the build's spool
+        build._PaperSpool.read = timed("read_s", build._PaperSpool.read)
     started, cpu = time.perf_counter(), time.process_time()
     result = build.build_index([corpus], index=index, model="fake-384")
     total, total_cpu = time.perf_counter() - started, time.process_time() - cpu

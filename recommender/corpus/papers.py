@@ -10,7 +10,7 @@ import unicodedata
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
@@ -20,7 +20,8 @@ from .text import collapse_spaces, first_sentence
 if TYPE_CHECKING:
     from .where import Where
 
-__all__ = ["InputWarning", "Paper", "SUPPORTED_SUFFIXES", "derive_id", "normalise_text", "read_papers", "text_key"]
+__all__ = ["InputWarning", "Paper", "PaperSet", "SUPPORTED_SUFFIXES", "derive_id", "normalise_text", "read_papers",
+           "scan_papers", "text_key"]
 
 ID_LENGTH = 12
 # Abstracts run to a few thousand characters; past this a text is likely a whole paper
@@ -136,11 +137,25 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
     Given a list as `without_abstract`, those bulk records are not skipped but put
     in it, as (paper with an empty abstract, label), for the caller to match by ID
     (a reading list of papers the index holds).
+
+    A build reads the same papers without holding them all: `scan_papers` and `PaperSet`.
     """
+    kept: list[Paper] = []
+    chosen = PaperSet(lambda row: kept[row].source)
+    for paper in scan_papers(inputs, where, without_abstract):
+        if chosen.add(paper):
+            kept.append(paper)
+    return [replace(paper, handle=handle) for paper, handle in zip(kept, chosen.handles())]
+
+
+def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
+                without_abstract: list | None = None) -> Iterator[Paper]:
+    """Every paper of the inputs as it is read, duplicates included and without handles (see
+    `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`)."""
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
 
     condition = where if isinstance(where, Where) or where is None else parse_where(where)
-    papers: list[Paper] = []
+    matched = 0
     read = 0
     for path in _expand_inputs(inputs):
         found, skipped, first_skipped = 0, 0, ""
@@ -155,7 +170,8 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
                 skipped += 1
                 first_skipped = first_skipped or record.where
                 continue
-            papers.append(_paper_from_record(record))
+            matched += 1
+            yield _paper_from_record(record)
         if not found:
             raise InputError(f"{path}: no papers found")
         if skipped == found and without_abstract is None:
@@ -167,9 +183,59 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
                 InputWarning, stacklevel=2,
             )
         read += found
-    if condition is not None and not papers:
+    if condition is not None and not matched:
         raise InputError(f"no paper matches --where {condition} (of {read} read): loosen the condition")
-    return _assemble(papers)
+
+
+class PaperSet:
+    """Which of the papers read, one at a time, are kept, and their handles, holding a few short
+    strings a paper rather than the papers (a build streams them to disk).
+
+    The same text twice is kept once, with a warning naming both places; one ID for two
+    different texts is an InputError. Texts are told apart by a 128-bit hash of their text key
+    (`text_key`). `source_of(row)` gives the source of the row-th paper kept, for those messages."""
+
+    def __init__(self, source_of: Callable[[int], str]):
+        self._source_of = source_of
+        self._by_text: dict[bytes, int] = {}
+        self._by_id: dict[str, int] = {}
+        self.ids: list[str] = []
+        self._bases: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, paper: Paper) -> bool:
+        """Whether `paper` is kept (False for the same text again, with a warning)."""
+        key = hashlib.blake2b(text_key(paper.title, paper.abstract).encode("utf-8", "surrogatepass"),
+                              digest_size=16).digest()
+        kept = self._by_text.get(key)
+        if kept is not None:
+            warnings.warn(
+                f"{paper.source}: same paper as {self._source_of(kept)}; kept once", DuplicatePaperWarning, stacklevel=3
+            )
+            return False
+        other = self._by_id.get(paper.id)
+        if other is not None:
+            raise InputError(
+                f"{paper.source}: ID '{paper.id}' is also used by {self._source_of(other)} for a different paper: give each paper its own ID"
+            )
+        self._by_text[key] = self._by_id[paper.id] = len(self.ids)
+        self.ids.append(paper.id)
+        self._bases.append(derive_handle(paper.title, paper.abstract))
+        return True
+
+    def handles(self) -> list[str]:
+        """Each kept paper's unique handle, in the order kept (no paper can be added after)."""
+        self._by_text, self._by_id = {}, {}
+        # Disambiguate in ID order so a paper's handle does not depend on file order.
+        order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
+        handles = unique_handles([self._bases[i] for i in order])
+        self._bases = []
+        out = [""] * len(order)
+        for i, handle in zip(order, handles):
+            out[i] = handle
+        return out
 
 
 def _lacks_abstract(record: Record) -> bool:
@@ -333,29 +399,3 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         source=record.source.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
         categories=tuple(dict.fromkeys(_clean(category) for category in record.categories if _clean(category))),
     )
-
-
-def _assemble(read: list[Paper]) -> list[Paper]:
-    papers: list[Paper] = []
-    by_text: dict[str, Paper] = {}
-    by_id: dict[str, Paper] = {}
-    for paper in read:
-        key = text_key(paper.title, paper.abstract)
-        if key in by_text:
-            kept = by_text[key]
-            warnings.warn(
-                f"{paper.source}: same paper as {kept.source}; kept once", DuplicatePaperWarning, stacklevel=2
-            )
-            continue
-        if paper.id in by_id:
-            raise InputError(
-                f"{paper.source}: ID '{paper.id}' is also used by {by_id[paper.id].source} for a different paper: give each paper its own ID"
-            )
-        by_text[key] = paper
-        by_id[paper.id] = paper
-        papers.append(paper)
-    # Disambiguate in ID order so a paper's handle does not depend on file order.
-    order = sorted(range(len(papers)), key=lambda i: papers[i].id)
-    handles = unique_handles([derive_handle(papers[i].title, papers[i].abstract) for i in order])
-    handle_of = {i: handle for i, handle in zip(order, handles)}
-    return [replace(paper, handle=handle_of[i]) for i, paper in enumerate(papers)]

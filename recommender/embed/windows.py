@@ -154,7 +154,7 @@ def text_cache_key(model: str, chunking: Chunking, text: str, head: int | None) 
 
 @dataclass(frozen=True)
 class EmbeddingResult:
-    vectors: np.ndarray
+    vectors: np.ndarray  # or what `allocate` made
     encoded: int  # texts that had to be run through the model
     reused: int  # texts whose vectors came from the cache
 
@@ -184,6 +184,7 @@ def embed_texts(
     heads: Sequence[int] | None = None,
     model_key: str | None = None,
     precision: str = "fp32",
+    allocate: Callable[[int, int], VectorSink] | None = None,
 ) -> EmbeddingResult:
     """One normalised vector per text, reusing cached vectors where the text is unchanged.
 
@@ -192,6 +193,9 @@ def embed_texts(
     "fp32" or "int8") joins it: vectors of one precision are never taken for the other's. A cached
     vector of another dimension than the others (or than the model's, when the model is loaded
     anyway) is encoded again.
+
+    `allocate(count, dimension)`, if given, makes what the vectors are written into (a file, say,
+    so that not even they are held: `store.ArrayFile`), and the result's `vectors` is that.
 
     With `heads` (how many characters of each text its title takes; 0, no title, by default),
     "sentences" chunking puts the title at the start of every window.
@@ -210,10 +214,11 @@ def embed_texts(
         heads = [0] * len(texts)
     count = len(texts)
     model_key = precision_key(encoder.name if model_key is None else model_key, precision)
-    output, missing, odd = _cached(texts, chunking, cache, heads, model_key, None)
+    output, missing, odd = _cached(texts, chunking, cache, heads, model_key, None, allocate)
     if output.vectors is not None and (odd or missing.any()) and encoder.dimension != output.vectors.shape[1]:
         # The model (loaded anyway) says the cached vectors found first were the odd ones: look again for its own.
-        output, missing, _ = _cached(texts, chunking, cache, heads, model_key, encoder.dimension)
+        output.discard()
+        output, missing, _ = _cached(texts, chunking, cache, heads, model_key, encoder.dimension, allocate)
     rows = np.flatnonzero(missing)
     del missing
     reused = count - len(rows)
@@ -221,30 +226,37 @@ def embed_texts(
         on_plan(len(rows))
     if len(rows):
         _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads, model_key)
-    vectors = output.vectors if output.vectors is not None else np.zeros((count, encoder.dimension), dtype=np.float32)
-    return EmbeddingResult(vectors, encoded=len(rows), reused=reused)
+    if output.vectors is None:
+        output.vectors = output.allocate(count, encoder.dimension)
+    return EmbeddingResult(output.vectors, encoded=len(rows), reused=reused)
 
 
-def _cached(texts, chunking, cache, heads, model_key, dimension):
+def _cached(texts, chunking, cache, heads, model_key, dimension, allocate=None):
     """The output filled with the cached vectors (of `dimension`, else of the first one found's), which rows
     are still missing, and whether a vector of another dimension was passed over (damaged or forged)."""
     count = len(texts)
-    output = _Output(count)
+    output = _Output(count, allocate)
     missing = np.ones(count, dtype=bool)
     odd = False
     for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
         keys = [_text_key(model_key, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
         found = cache.get_many(keys)
+        rows, vectors = [], []
         for offset, key in enumerate(keys):
             vector = found.get(key)
             if vector is None:
                 continue
-            if output.fits(vector) and (dimension is None or vector.shape[-1] == dimension):
-                missing[start + offset] = False
-                output.put(start + offset, vector)
+            wanted = dimension or (output.vectors.shape[1] if output.vectors is not None
+                                   else vectors[0].shape[-1] if vectors else vector.shape[-1])
+            if vector.shape[-1] == wanted:
+                rows.append(start + offset)
+                vectors.append(vector)
             else:
                 odd = True  # encoded again
-        del keys, found
+        if rows:  # one write a chunk (the output may be a file)
+            missing[rows] = False
+            output.put(np.asarray(rows), np.stack(vectors))
+        del keys, found, rows, vectors
     return output, missing, odd
 
 
@@ -252,20 +264,37 @@ def _text_key(model_key: str, chunking: Chunking, texts: Sequence[str], heads: S
     return text_cache_key(model_key, chunking, texts[i], heads[i] if heads is not None else None)
 
 
+class VectorSink(Protocol):
+    """Where vectors go: rows of a (count, dimension) float32 array, set by `sink[rows] = vectors`."""
+
+    shape: tuple[int, ...]
+
+    def __setitem__(self, rows, vectors: np.ndarray) -> None: ...
+
+
+def _in_memory(count: int, dimension: int) -> np.ndarray:
+    return np.zeros((count, dimension), dtype=np.float32)
+
+
 class _Output:
     """The returned array, made once the dimension is known (from the cache or the model)."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, allocate: Callable[[int, int], VectorSink] | None = None):
         self.count = count
-        self.vectors: np.ndarray | None = None
+        self.allocate = allocate or _in_memory
+        self.vectors: VectorSink | None = None
 
-    def fits(self, vector: np.ndarray) -> bool:
-        return self.vectors is None or vector.shape[-1] == self.vectors.shape[1]
+    def discard(self) -> None:
+        """Let go of the vectors made so far (a file of them is removed, to be made again)."""
+        discard = getattr(self.vectors, "discard", None)
+        if discard is not None:
+            discard()
+        self.vectors = None
 
     def put(self, rows, vectors: np.ndarray) -> None:
         dimension = vectors.shape[-1]
         if self.vectors is None:
-            self.vectors = np.zeros((self.count, dimension), dtype=np.float32)
+            self.vectors = self.allocate(self.count, dimension)
         elif self.vectors.shape[1] != dimension:
             raise ValueError("vectors of different dimensions from one model")
         self.vectors[rows] = vectors

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -158,9 +159,66 @@ def _omp_threads(nthreads: int):
         faiss.omp_set_num_threads(old)
 
 
-def _add_batched(index, x: np.ndarray) -> None:
+class Rows(Protocol):
+    """Vectors read a piece at a time (store.ArrayFile): an index is built without holding them all."""
+
+    shape: tuple[int, ...]
+
+    def read(self, start: int, stop: int) -> np.ndarray: ...
+
+    def take(self, rows: np.ndarray) -> np.ndarray: ...
+
+
+class _ArrayRows:
+    """An array in memory as Rows (views, no copies)."""
+
+    def __init__(self, x: np.ndarray):
+        self.x, self.shape = x, x.shape
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        return self.x[start:stop]
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        return self.x[rows]
+
+
+def _rows(vectors) -> tuple["Rows", np.ndarray | None]:
+    """The vectors as Rows, and as one float32 matrix when they are in memory."""
+    if hasattr(vectors, "read") and hasattr(vectors, "take"):
+        if len(vectors.shape) != 2:
+            raise InputError(f"vectors must be a 2-D array, got shape {vectors.shape}")
+        return vectors, None
+    x = _as_matrix(vectors)
+    return _ArrayRows(x), x
+
+
+def _add_batched(index, x: "Rows") -> None:
     for i0 in range(0, x.shape[0], ADD_BATCH):
-        index.add(x[i0:i0 + ADD_BATCH])
+        index.add(_as_matrix(x.read(i0, i0 + ADD_BATCH)))
+
+
+def _add_ivf(index, x: "Rows") -> None:
+    """`_add_batched` into an IVF index whose inverted lists are sized first: each list's vectors
+    are counted (one pass assigning them), so the lists get exactly their size instead of growing
+    by doubling (up to twice the memory). The same calls as index.add, so the same index."""
+    import faiss
+
+    invlists = faiss.extract_index_ivf(index).invlists
+    if not isinstance(invlists, faiss.ArrayInvertedLists) or index.ntotal:
+        _add_batched(index, x)
+        return
+    n = x.shape[0]
+    lists = np.empty(n, dtype=np.int64)
+    for i0 in range(0, n, ADD_BATCH):  # the batches index.add would assign
+        lists[i0:i0 + ADD_BATCH] = index.quantizer.assign(_as_matrix(x.read(i0, i0 + ADD_BATCH)), 1).ravel()
+    for list_no, count in enumerate(np.bincount(lists, minlength=index.nlist).tolist()):
+        if count:
+            invlists.resize(list_no, count)  # allocates exactly `count` entries...
+            invlists.resize(list_no, 0)  # ...kept as capacity (a std::vector keeps it when shrunk)
+    for i0 in range(0, n, ADD_BATCH):
+        batch = _as_matrix(x.read(i0, i0 + ADD_BATCH))
+        assigned = np.ascontiguousarray(lists[i0:i0 + len(batch)])
+        index.add_core(len(batch), faiss.swig_ptr(batch), None, faiss.swig_ptr(assigned))
 
 
 def _is_hnsw(index) -> bool:
@@ -168,8 +226,8 @@ def _is_hnsw(index) -> bool:
     return isinstance(index, faiss.IndexHNSW)
 
 
-def _measure_recall(index, x: np.ndarray, qids: np.ndarray, gt: np.ndarray, k: int) -> float:
-    _, ids = index.search(x[qids], k + 1)
+def _measure_recall(index, queries: np.ndarray, qids: np.ndarray, gt: np.ndarray, k: int) -> float:
+    _, ids = index.search(queries, k + 1)
     hits = 0
     for row, q in enumerate(qids):
         got = ids[row][ids[row] != q][:k]
@@ -177,16 +235,34 @@ def _measure_recall(index, x: np.ndarray, qids: np.ndarray, gt: np.ndarray, k: i
     return hits / gt.size
 
 
-def _tune(index, x: np.ndarray, seed: int, setter, steps, cap: int, k: int = 10):
-    """Smallest step whose recall@k on sampled stored vectors >= target."""
+def _exact_neighbours(queries: np.ndarray, x: "Rows", matrix: np.ndarray | None, k: int) -> np.ndarray:
+    """Ids of each query's k nearest vectors by inner product: faiss.knn over the matrix in memory,
+    else over ADD_BATCH rows at a time, the best k of all kept (higher score, then lower id, first)."""
     import faiss
+    if matrix is not None:
+        return faiss.knn(queries, matrix, k, metric=faiss.METRIC_INNER_PRODUCT)[1]
+    best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    best_ids = np.zeros((len(queries), 0), dtype=np.int64)
+    for i0 in range(0, x.shape[0], ADD_BATCH):
+        scores, ids = faiss.knn(queries, _as_matrix(x.read(i0, i0 + ADD_BATCH)), k, metric=faiss.METRIC_INNER_PRODUCT)
+        best_scores = np.concatenate([best_scores, scores], axis=1)
+        best_ids = np.concatenate([best_ids, np.where(ids < 0, -1, ids + i0)], axis=1)
+        order = np.lexsort((best_ids, -best_scores), axis=1)[:, :k]
+        best_scores = np.take_along_axis(best_scores, order, axis=1)
+        best_ids = np.take_along_axis(best_ids, order, axis=1)
+    return best_ids
+
+
+def _tune(index, x: "Rows", seed: int, setter, steps, cap: int, k: int = 10, matrix: np.ndarray | None = None):
+    """Smallest step whose recall@k on sampled stored vectors >= target."""
     n = x.shape[0]
     if n <= k + 1:
         setter(min(cap, steps[-1]))
         return
     rng = np.random.default_rng(seed + 1)
     qids = np.sort(rng.choice(n, size=min(TUNE_QUERIES, n), replace=False))
-    _, gt_ids = faiss.knn(x[qids], x, k + 1, metric=faiss.METRIC_INNER_PRODUCT)
+    queries = _as_matrix(x.take(qids))
+    gt_ids = _exact_neighbours(queries, x, matrix, k + 1)
     gt = np.stack([r[r != q][:k] for r, q in zip(gt_ids, qids)])
     chosen = None
     for step in steps:
@@ -194,7 +270,7 @@ def _tune(index, x: np.ndarray, seed: int, setter, steps, cap: int, k: int = 10)
             chosen = cap
             break
         setter(step)
-        if _measure_recall(index, x, qids, gt, k) >= TUNE_TARGET_RECALL:
+        if _measure_recall(index, queries, qids, gt, k) >= TUNE_TARGET_RECALL:
             chosen = step
             break
     setter(chosen if chosen is not None else cap)
@@ -203,7 +279,8 @@ def _tune(index, x: np.ndarray, seed: int, setter, steps, cap: int, k: int = 10)
 # --------------------------------------------------------------------------- public API
 
 def build_faiss_index(vectors: np.ndarray, choice: IndexChoice, seed: int = 0):
-    """Build the index described by ``choice`` over ``vectors`` (float32, L2-normalised).
+    """Build the index described by ``choice`` over ``vectors`` (float32, L2-normalised): an array,
+    or :class:`Rows` read a batch at a time (a file of them), which gives the same index.
 
     Rows keep their order: result id ``i`` is row ``i`` of ``vectors``.  The
     build is deterministic for a given ``seed`` (seeded training sample and
@@ -216,7 +293,7 @@ def build_faiss_index(vectors: np.ndarray, choice: IndexChoice, seed: int = 0):
     kind = choice.kind
     if kind not in ("flat", "hnsw", "ivf"):
         raise InputError(f"unknown index kind {kind!r}; expected flat, hnsw or ivf")
-    x = _as_matrix(vectors)
+    x, matrix = _rows(vectors)
     n, dim = x.shape
     if dim == 0:
         raise InputError("vectors have dimension 0")
@@ -237,7 +314,7 @@ def build_faiss_index(vectors: np.ndarray, choice: IndexChoice, seed: int = 0):
         def set_ef(ef):
             index.hnsw.efSearch = int(ef)
 
-        _tune(index, x, seed, set_ef, _EF_STEPS, cap=max(_EF_STEPS[-1], 16))
+        _tune(index, x, seed, set_ef, _EF_STEPS, cap=max(_EF_STEPS[-1], 16), matrix=matrix)
         return index
 
     # IVF
@@ -262,17 +339,17 @@ def build_faiss_index(vectors: np.ndarray, choice: IndexChoice, seed: int = 0):
 
     if train_size < n:
         rng = np.random.default_rng(seed)
-        sample = x[np.sort(rng.choice(n, size=train_size, replace=False))]
+        sample = _as_matrix(x.take(np.sort(rng.choice(n, size=train_size, replace=False))))
     else:
-        sample = x
+        sample = _as_matrix(x.read(0, n))
     index.train(sample)
     del sample
-    _add_batched(index, x)
+    _add_ivf(index, x)
 
     def set_nprobe(p):
         index.nprobe = int(p)
 
-    _tune(index, x, seed, set_nprobe, _NPROBE_STEPS, cap=nlist)
+    _tune(index, x, seed, set_nprobe, _NPROBE_STEPS, cap=nlist, matrix=matrix)
     return index
 
 
@@ -283,7 +360,9 @@ def add_to_index(index, vectors) -> None:
     the same kind of papers, but rebuild when the corpus has grown a lot
     (e.g. when :func:`choose_index` for the new size differs).
     """
-    x = _as_matrix(vectors, dim=index.d)
+    x, _ = _rows(vectors)
+    if x.shape[1] != index.d:
+        raise InputError(f"vectors have dimension {x.shape[1]}, index expects {index.d}")
     if x.shape[0] == 0:
         return
     if not index.is_trained:

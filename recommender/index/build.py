@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
 import functools
 import hashlib
+import json
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from .. import __version__
 from ..corpus.citation import citation_key
 from ..corpus.identifiers import work_identifier
-from ..corpus.papers import Paper, read_papers, text_key
+from ..corpus.papers import Paper, PaperSet, scan_papers, text_key
 from ..embed import loading
 from ..embed import export_cache, static_encoder
 from ..embed.quantisation import DEFAULT_PRECISION, PRECISIONS
@@ -27,8 +29,8 @@ from ..embed.windows import Chunking, Encoder, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
 from . import store
 from .lexical import settings as lexical_settings
-from .keys import key_arrays
-from .store import COLUMN_MAX, FAISS, KEY_ARRAYS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from .keys import digest_records, key_tables
+from .store import COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ def build_index(
     built_by: str = "build",
     precision: str | None = None,
     upgrade: bool = False,
+    chunk_size: int | None = None,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -93,10 +96,16 @@ def build_index(
     `notice` so ("resuming: 4,864 of 8,000 papers already encoded"). On
     KeyboardInterrupt the index is left unchanged and EncodingInterrupted says how
     many papers' vectors the cache keeps.
+
+    Memory stays nearly flat in the corpus size (docs/memory.md): the papers read are spooled to
+    a scratch file of the build folder and handled `chunk_size` at a time (STREAM_PAPERS by
+    default; the TF-IDF postings 64 times as many, else lexical.CHUNK_POSTINGS), vectors go straight to their
+    file, and what is held for every paper is a few short strings (ID, handle, citation key) and
+    its search index entry. The index files are the same, byte for byte, whatever `chunk_size`.
     """
     from .ann import choose_index, index_description
     from ..embed.sentence_transformer import DEFAULT_MODEL, DEVICES
-    from .lexical import build_tfidf
+    from .lexical import TfidfBuilder
     from ..errors import InputError
 
     started = time.perf_counter()
@@ -108,6 +117,8 @@ def build_index(
     if device not in DEVICES:
         raise InputError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
     _check_precision(model, precision, device)
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+        raise InputError(f"chunk size must be a positive whole number, got {chunk_size!r}")
     if engine == "ray":
         from ..embed.ray_engine import require_ray
 
@@ -121,11 +132,14 @@ def build_index(
             raise InputError("--where with --upgrade needs INPUTS: the index's own papers are upgraded as they are")
         _check_upgradable(index_dir)
     phase("reading papers", None)
-    papers = read_papers(inputs, where=list(where)) if inputs or not upgrade else None
     embedded = None
-    with store.writing(index_dir, wait=wait) as writer:
-        if upgrade:
-            papers = papers if papers is not None else _stored_papers(index_dir)
+    count = 0
+    with store.writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
+        spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
+        # An upgrade without inputs re-encodes the index's own papers, read from its live version.
+        ids, handles = spool.read(_stored_papers(index_dir) if upgrade and not inputs
+                                  else scan_papers(inputs, where=list(where)))
+        count = len(ids)
         previous = _previous_build(index_dir, model)
         try:
             if chunking is None:
@@ -133,6 +147,8 @@ def build_index(
             precision, previous = _kept_precision(model, precision, previous, notice, device)
             query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
                              if export_query_encoder or precision != "fp32" else None)
+            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
+            written = _write_papers(writer, spool, handles, tfidf)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
@@ -140,35 +156,38 @@ def build_index(
                 model, functools.partial(_build_encoder, model, writer, query_encoder, engine, device, engines,
                                          exported_only=_exported_only(model, precision))
             )
-            texts = _Texts(papers)
+
+            def vector_file(rows: int, dimension: int) -> store.ArrayFile:
+                return files.enter_context(contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32)))
+
             with engines:
-                embedded = _embed(encoder, texts, chunking, index_dir, progress, phase, notice,
-                                  np.fromiter((paper.head for paper in papers), np.int32, len(papers)), model_key,
-                                  precision)
+                embedded = _embed(encoder, spool.texts(), chunking, index_dir, progress, phase, notice, written.heads,
+                                  model_key, precision, vector_file)
             vectors = embedded.vectors
-            choice = choose_index(len(papers), vectors.shape[1], index_type)
+            fingerprint = written.fingerprint
+            for name, table in key_tables(ids, handles, written.citation_keys, written.text_digests,
+                                          written.identifier_digests):
+                if name in KEY_ARRAYS:
+                    writer.save_array(f"keys/{name}.npy", table)
+                del table
+            # Not held while the search index is built: then only its own memory grows with the corpus.
+            ids = handles = written = None
+            choice = choose_index(count, vectors.shape[1], index_type)
             phase(f"building the {choice.kind} search index", None)
             faiss_index, trained_on = _faiss_index_for(vectors, choice, previous)
-            writer.save_array(VECTORS, vectors)
             writer.save_faiss(FAISS, faiss_index)
             described = index_description(faiss_index)
-            del faiss_index  # not held through the TF-IDF fit (0.8 GB at 1M papers)
-            offsets = writer.save_jsonl(PAPERS, (paper.to_dict() for paper in papers))
-            writer.save_array(OFFSETS, offsets)
-            keys = key_arrays([p.id for p in papers], [p.handle for p in papers],
-                              (text_key(p.title, p.abstract) for p in papers),
-                              (work_identifier(p.url, p.id) for p in papers),
-                              [citation_key(p) for p in papers])
-            for name in KEY_ARRAYS:
-                writer.save_array(f"keys/{name}.npy", keys[name])
-            del keys  # not held through the TF-IDF fit (the build's peak)
+            del faiss_index
             phase("TF-IDF", None)
-            arrays, vocabulary, stop_words = build_tfidf(texts)
-            for name in LEXICAL_ARRAYS:
+            arrays, vocabulary, stop_words = tfidf.finish(
+                lambda name, length, dtype: files.enter_context(
+                    contextlib.closing(writer.array_file(f"lexical/{name}.npy", (length,), dtype))))
+            for name in ("idf", "csr_indptr", "csc_indptr"):
                 writer.save_array(f"lexical/{name}.npy", arrays[name])
             writer.save_array(COLUMN_MAX, arrays["column_max"])
             writer.save_json(VOCABULARY, vocabulary)
             writer.save_json(STOP_WORDS, stop_words)
+            del arrays
             previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
             max_tokens = (encoder.max_tokens_if_known or encoder.remembered_max_tokens
                           or previous_chunking.get("max_tokens"))
@@ -179,8 +198,8 @@ def build_index(
                 "precision": precision,
                 "dimension": int(vectors.shape[1]),
                 "chunking": dict(chunking.to_dict(), max_tokens=max_tokens),
-                "paper_count": len(papers),
-                "inputs_fingerprint": inputs_fingerprint(papers),
+                "paper_count": count,
+                "inputs_fingerprint": fingerprint,
                 "package_version": __version__,
                 "built_at": build_time(),
                 "index": {
@@ -196,36 +215,143 @@ def build_index(
             if embedded is None or isinstance(interrupt, EncodingInterrupted):
                 raise
             # Every vector is in the cache already: the next build only writes the index.
-            raise EncodingInterrupted(kept=len(papers), total=len(papers)) from None
+            raise EncodingInterrupted(kept=count, total=count) from None
         finally:
             if previous is not None:
                 previous.close()  # unpinned, so the commit can remove the old version
+        files.close()  # the scratch files removed, every array file complete
         phase("checksums", None)
         try:
             writer.commit(manifest)
         except KeyboardInterrupt:
-            raise EncodingInterrupted(kept=len(papers), total=len(papers)) from None
+            raise EncodingInterrupted(kept=count, total=count) from None
     return BuildReport(
-        index_dir, len(papers), embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
+        index_dir, count, embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
     )
 
 
-class _Texts(Sequence[str]):
-    """Every paper's text, made when asked for: a list of them would hold a second copy of the corpus."""
+# Papers read back from the build's spool at a time (texts for the encoder, rows of papers.jsonl).
+STREAM_PAPERS = 4096
+# With a `chunk_size`, the TF-IDF postings handled at once are this many a paper (an abstract has ~60 distinct
+# terms), else lexical.CHUNK_POSTINGS.
+POSTINGS_A_PAPER = 64
 
-    def __init__(self, papers: Sequence[Paper]):
-        self._papers = papers
+
+class _PaperSpool:
+    """The papers read, one JSON line each in a scratch file of the build, read back in order or by
+    rows: a build never holds them all. Holds 8 bytes a paper (where its line starts)."""
+
+    def __init__(self, handle, chunk: int):
+        self.handle, self.chunk = handle, chunk
+        self.offsets = array.array("q", [0])
+        self._block: tuple[int, list[str]] = (-1, [])
 
     def __len__(self) -> int:
-        return len(self._papers)
+        return len(self.offsets) - 1
+
+    def read(self, papers: Iterable[Paper]) -> tuple[list[str], list[str]]:
+        """Spool the papers as read (`scan_papers`: read_papers' choice of papers, warnings and errors);
+        returns the IDs and handles of the papers kept, in order."""
+        chosen = PaperSet(self.source_of)
+        for paper in papers:
+            if chosen.add(paper):
+                line = (json.dumps(paper.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+                self.handle.write(line)
+                self.offsets.append(self.offsets[-1] + len(line))
+        self.handle.flush()
+        return chosen.ids, chosen.handles()
+
+    def source_of(self, row: int) -> str:
+        self.handle.flush()
+        return self.papers(row, row + 1)[0].source
+
+    def papers(self, start: int, stop: int) -> list[Paper]:
+        """Papers start..stop-1 (without their handles)."""
+        stop = min(stop, len(self))
+        if start >= stop:
+            return []
+        data = os.pread(self.handle.fileno(), self.offsets[stop] - self.offsets[start], self.offsets[start])
+        return [Paper.from_dict(json.loads(line)) for line in data.decode("utf-8").splitlines()]
+
+    def each(self) -> Iterator[Paper]:
+        for start in range(0, len(self), self.chunk):
+            yield from self.papers(start, start + self.chunk)
+
+    def texts(self) -> Sequence[str]:
+        return _SpooledTexts(self)
+
+    def text_block(self, block: int) -> list[str]:
+        """The texts of the block-th `chunk` papers (the last block asked for is kept)."""
+        if self._block[0] != block:
+            self._block = (block, [paper.text for paper in self.papers(block * self.chunk, (block + 1) * self.chunk)])
+        return self._block[1]
+
+
+class _SpooledTexts(Sequence[str]):
+    """Every paper's text, read back from the spool when asked for (a block of them at a time)."""
+
+    def __init__(self, spool: _PaperSpool):
+        self._spool = spool
+
+    def __len__(self) -> int:
+        return len(self._spool)
 
     def __getitem__(self, item):
         if isinstance(item, slice):
-            return [paper.text for paper in self._papers[item]]
-        return self._papers[item].text
+            return [self[i] for i in range(*item.indices(len(self)))]
+        if not -len(self) <= item < len(self):
+            raise IndexError(item)
+        item %= len(self)
+        return self._spool.text_block(item // self._spool.chunk)[item % self._spool.chunk]
 
 
-def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_key=None, precision="fp32"):
+@dataclass
+class _Written:
+    """What a build keeps of each paper once papers.jsonl is written."""
+
+    heads: np.ndarray  # how many characters of the text the title takes
+    citation_keys: list[str]
+    text_digests: np.ndarray  # keys.digest_records of the text keys
+    identifier_digests: np.ndarray  # ... of the arXiv IDs or DOIs
+    fingerprint: str
+
+
+def _write_papers(writer: store.IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf) -> _Written:
+    """papers.jsonl and its offsets, from the spool a chunk at a time; each text goes to the TF-IDF
+    builder, and what the key tables need of each paper is kept."""
+    heads = array.array("i")
+    citation_keys: list[str] = []
+    text_keys, identifiers = [], []
+    text_digests, identifier_digests = [], []
+    fingerprint = InputsFingerprint()
+
+    def rows() -> Iterator[dict]:
+        for row, paper in enumerate(spool.each()):
+            paper = replace(paper, handle=handles[row])
+            fingerprint.add(paper)
+            heads.append(paper.head)
+            citation_keys.append(citation_key(paper))
+            text_keys.append(text_key(paper.title, paper.abstract))
+            identifiers.append(work_identifier(paper.url, paper.id))
+            if len(text_keys) >= spool.chunk:
+                text_digests.append(digest_records(text_keys))
+                identifier_digests.append(digest_records(identifiers))
+                text_keys.clear()
+                identifiers.clear()
+            tfidf.add(paper.text)
+            yield paper.to_dict()
+
+    offsets = writer.save_jsonl(PAPERS, rows())
+    writer.save_array(OFFSETS, offsets)
+    del offsets
+    text_digests.append(digest_records(text_keys))
+    identifier_digests.append(digest_records(identifiers))
+    return _Written(np.frombuffer(heads, dtype=np.int32).copy(), citation_keys, np.concatenate(text_digests),
+                    np.concatenate(identifier_digests), fingerprint.hexdigest())
+
+
+def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_key=None, precision="fp32",
+           allocate=None):
     """embed_texts with the shared embedding cache, a progress total, and a notice when resuming."""
     model_key = encoder.name if model_key is None else model_key
     try:
@@ -258,7 +384,7 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
                 progress(done, planned)
 
         embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads,
-                               model_key=model_key, precision=precision)
+                               model_key=model_key, precision=precision, allocate=allocate)
         if cache is not None:
             cache.mark_encoding(False)
             known = getattr(encoder, "max_tokens_if_known", None)
@@ -303,13 +429,26 @@ def _named_model(model: str) -> bool:
     return not Path(model).expanduser().is_dir()
 
 
-def inputs_fingerprint(papers: Sequence[Paper]) -> str:
+def inputs_fingerprint(papers: Iterable[Paper]) -> str:
     """A short hash of every paper's ID and text, in order: tells whether an index was built from these papers."""
-    digest = hashlib.sha256()
+    fingerprint = InputsFingerprint()
     for paper in papers:
-        digest.update(hashlib.sha256(paper.text.encode("utf-8")).digest())
-        digest.update(paper.id.encode("utf-8") + b"\0")
-    return digest.hexdigest()[:16]
+        fingerprint.add(paper)
+    return fingerprint.hexdigest()
+
+
+class InputsFingerprint:
+    """`inputs_fingerprint`, a paper at a time."""
+
+    def __init__(self):
+        self._digest = hashlib.sha256()
+
+    def add(self, paper: Paper) -> None:
+        self._digest.update(hashlib.sha256(paper.text.encode("utf-8")).digest())
+        self._digest.update(paper.id.encode("utf-8") + b"\0")
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()[:16]
 
 
 # An IVF index keeps the lists it was trained on while papers are appended,
@@ -317,11 +456,11 @@ def inputs_fingerprint(papers: Sequence[Paper]) -> str:
 RETRAIN_GROWTH = 2.0
 
 
-def _faiss_index_for(vectors: np.ndarray, choice, previous: store.StoredIndex | None):
+def _faiss_index_for(vectors: store.ArrayFile, choice, previous: store.StoredIndex | None):
     """Extend the previous build's trained index when papers were only appended, else build anew.
 
     Returns the index and how many papers its clustering was trained on."""
-    from .ann import add_to_index, build_faiss_index
+    from .ann import ADD_BATCH, add_to_index, build_faiss_index
 
     if previous is not None and choice.kind != "flat":
         built = previous.manifest.get("index", {})
@@ -331,12 +470,35 @@ def _faiss_index_for(vectors: np.ndarray, choice, previous: store.StoredIndex | 
             built.get("kind") == choice.kind
             and previous.manifest["dimension"] == vectors.shape[1]
             and old_count <= len(vectors) <= RETRAIN_GROWTH * trained_on
-            and np.array_equal(previous.load_array(VECTORS, mmap=True), vectors[:old_count])
+            and _same_rows(previous.array_reader(VECTORS), vectors, old_count, ADD_BATCH)
         ):
             index = previous.load_faiss(FAISS, writable=True)
-            add_to_index(index, vectors[old_count:])
+            add_to_index(index, _RowsFrom(vectors, old_count))
             return index, trained_on
     return build_faiss_index(vectors, choice), len(vectors)
+
+
+def _same_rows(stored: store.ArrayReader, vectors: store.ArrayFile, count: int, batch: int) -> bool:
+    """Whether the stored vectors are the first `count` rows of `vectors`, compared a batch at a time."""
+    if stored.shape != (count, vectors.shape[1]) or stored.dtype != vectors.dtype:
+        return False
+    with stored.reading() as read:
+        return all(np.array_equal(read(start, min(start + batch, count)), vectors.read(start, min(start + batch, count)))
+                   for start in range(0, count, batch))
+
+
+class _RowsFrom:
+    """The rows of `vectors` from `first` on, as ann.Rows."""
+
+    def __init__(self, vectors: store.ArrayFile, first: int):
+        self.vectors, self.first = vectors, first
+        self.shape = (vectors.shape[0] - first, *vectors.shape[1:])
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        return self.vectors.read(self.first + start, self.first + min(stop, self.shape[0]))
+
+    def take(self, rows) -> np.ndarray:
+        return self.vectors.take(np.asarray(rows, dtype=np.int64) + self.first)
 
 
 def _kept_chunking(previous: store.StoredIndex | None, notice: Callable[[str], None] | None) -> Chunking:
@@ -530,12 +692,11 @@ def _check_upgradable(index_dir: Path) -> None:
                          f"(--model {STATIC_MODEL}): there is nothing to upgrade")
 
 
-def _stored_papers(index_dir: Path) -> list[Paper]:
-    """The papers of the index's live version, as it stores them (the inputs of an upgrade)."""
-    import json
-
+def _stored_papers(index_dir: Path) -> Iterator[Paper]:
+    """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
     with store.open_stored(index_dir, verify=False) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
-        return [Paper.from_dict(json.loads(line)) for line in rows]
+        for line in rows:
+            yield Paper.from_dict(json.loads(line))
 
 
 ENGINES = ("local", "ray")

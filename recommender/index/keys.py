@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -63,12 +63,17 @@ def digest(key: str) -> int:
     return int.from_bytes(hashlib.blake2b(_encode(key), digest_size=8).digest(), "little")
 
 
-def digest_arrays(name: str, keys: Iterable[str]) -> dict[str, np.ndarray]:
-    """`<name>_digests`, the sorted digests of the papers' keys (in row order; empty keys left
-    out), and `<name>_digest_rows`, the row of each."""
+def digest_records(keys: Iterable[str]) -> np.ndarray:
+    """Each key's digest and whether there is a key (empty ones are left out of the table)."""
     # One 9-byte numpy record a paper, not two Python ints (about 80 bytes) while it is built.
-    records = np.fromiter(((digest(key), True) if key else (0, False) for key in keys),
-                          dtype=[("digest", np.uint64), ("present", np.bool_)])
+    return np.fromiter(((digest(key), True) if key else (0, False) for key in keys),
+                       dtype=[("digest", np.uint64), ("present", np.bool_)])
+
+
+def digest_arrays(name: str, keys: Iterable[str] | np.ndarray) -> dict[str, np.ndarray]:
+    """`<name>_digests`, the sorted digests of the papers' keys (in row order; empty keys left
+    out), and `<name>_digest_rows`, the row of each. `keys` may be their `digest_records`."""
+    records = keys if isinstance(keys, np.ndarray) else digest_records(keys)
     rows = np.flatnonzero(records["present"])
     digests = records["digest"][rows]
     order = np.argsort(digests, kind="stable")  # equal digests: lower rows first
@@ -100,17 +105,33 @@ def key_arrays(
     citation_keys: Sequence[str],
 ) -> dict[str, np.ndarray]:
     """The arrays to store for these IDs, handles, text keys, identifiers and citation keys (in row order)."""
-    arrays = _sorted_table("ids", ids)
-    rank = np.empty(len(ids), dtype=np.int64)
-    rank[arrays["ids_rows"]] = np.arange(len(ids), dtype=np.int64)
-    arrays["id_rank"] = rank
-    arrays.update(_sorted_table("folded_ids", [paper_id.casefold() for paper_id in ids]))
-    arrays.update(_sorted_table("folded_handles", [handle.casefold() for handle in handles]))
-    arrays["handles_bytes"], arrays["handles_offsets"] = _packed(handles)
-    arrays.update(_sorted_table("citation_keys", [key.casefold() for key in citation_keys]))
-    arrays.update(digest_arrays("text", text_keys))
-    arrays.update(digest_arrays("identifier", identifiers))
-    return arrays
+    return dict(key_tables(ids, handles, citation_keys, digest_records(text_keys), digest_records(identifiers)))
+
+
+def key_tables(
+    ids: Sequence[str], handles: Sequence[str], citation_keys: Sequence[str], text_digests: np.ndarray,
+    identifier_digests: np.ndarray,
+) -> Iterator[tuple[str, np.ndarray]]:
+    """`key_arrays` as (name, array) pairs, a table at a time: a build stores each before the next is
+    made, so only one table's sorted copy of the strings is held at once. The digests are the
+    `digest_records` of the papers' text keys and identifiers."""
+    tables = [
+        lambda: _sorted_table("ids", ids),
+        lambda: _sorted_table("folded_ids", [paper_id.casefold() for paper_id in ids]),
+        lambda: _sorted_table("folded_handles", [handle.casefold() for handle in handles]),
+        lambda: dict(zip(("handles_bytes", "handles_offsets"), _packed(handles))),
+        lambda: _sorted_table("citation_keys", [key.casefold() for key in citation_keys]),
+        lambda: digest_arrays("text", text_digests),
+        lambda: digest_arrays("identifier", identifier_digests),
+    ]
+    for make in tables:
+        table = make()
+        if "ids_rows" in table:
+            rank = np.empty(len(ids), dtype=np.int64)
+            rank[table["ids_rows"]] = np.arange(len(ids), dtype=np.int64)
+            table["id_rank"] = rank
+        yield from table.items()
+        del table
 
 
 class StringTable:

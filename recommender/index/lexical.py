@@ -13,13 +13,14 @@ from __future__ import annotations
 import array
 import contextlib
 import functools
+import io
 import math
 import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ContextManager, Iterator, Sequence
+from typing import BinaryIO, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -60,61 +61,165 @@ COUNT_STRIDE = 16
 GIVE_UP = 0.5
 """Share of the query's postings scanned after which a query whose bound is still above the threshold is scored in full."""
 
-# Postings handled at once after the texts are read: temporaries stay ~100 MB however large the corpus.
-CHUNK_POSTINGS = 1 << 22
+# Postings handled at once: temporaries stay ~50 MB however large the corpus.
+CHUNK_POSTINGS = 1 << 21
+
+# scratch(name) -> a context manager of a binary file open for writing and reading (store.IndexWriter.scratch_file)
+Scratch = Callable[[str], ContextManager[BinaryIO]]
+# output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (store.ArrayFile)
+Output = Callable[[str, int, np.dtype], object]
 
 
-def build_tfidf(texts: Sequence[str]):
+def build_tfidf(texts: Iterable[str], chunk_postings: int | None = None):
     """Fit TF-IDF on the texts; returns (arrays to store, vocabulary in column order, stop words).
 
     The numbers are those of scikit-learn's `TfidfVectorizer` with the settings above (smooth idf,
     sublinear tf, l2 rows, terms in sorted order; the tests compare them), computed here with numpy
-    so that a build does not import scikit-learn and scipy (~1 s and ~150 MB). Memory: the postings
-    as read (8 bytes each), then the CSR and CSC arrays (8 bytes each per posting), worked in chunks."""
-    stop_words = english_stop_words()
-    columns: dict[str, int] = {}  # term -> column in order of first use, sorted below
-    # Compact arrays rather than lists: 4 bytes a posting, not a Python int each (1M papers: ~80M postings).
-    terms_read, counts_read, indptr_read = array.array("i"), array.array("i"), array.array("q", [0])
-    for text in texts:
-        terms = Counter(analyse(text, stop_words))
-        terms_read.extend(columns.setdefault(term, len(columns)) for term in terms)
-        counts_read.extend(terms.values())
-        indptr_read.append(len(terms_read))
-    vocabulary = sorted(columns)
-    rank = np.zeros(len(columns), dtype=np.int32)
-    rank[[columns[term] for term in vocabulary]] = np.arange(len(vocabulary), dtype=np.int32)
-    del columns
-    indptr = np.array(indptr_read, dtype=np.int64)
-    del indptr_read
-    chunks = list(_row_chunks(indptr))
-    csr_indices, csr_data = np.empty(indptr[-1], dtype=np.int32), np.empty(indptr[-1], dtype=np.float32)
-    with memoryview(terms_read) as raw_terms, memoryview(counts_read) as raw_counts:
-        terms_array = np.frombuffer(raw_terms, dtype=np.int32)
-        for first, last in chunks:
-            csr_indices[indptr[first]: indptr[last]] = rank[terms_array[indptr[first]: indptr[last]]]
-        documents = _column_counts(csr_indices, chunks, indptr, len(vocabulary))
+    so that a build does not import scikit-learn and scipy (~1 s and ~150 MB). In memory; a build
+    uses `TfidfBuilder`, which keeps the postings on disk."""
+    with TfidfBuilder(lambda name: contextlib.nullcontext(io.BytesIO()), chunk_postings) as builder:
+        for text in texts:
+            builder.add(text)
+        sinks: dict[str, _ArraySink] = {}
+
+        def output(name: str, length: int, dtype) -> _ArraySink:
+            sinks[name] = _ArraySink(length, dtype)
+            return sinks[name]
+
+        arrays, vocabulary, stop_words = builder.finish(output)
+    arrays.update((name, sink.array) for name, sink in sinks.items())
+    return arrays, vocabulary, stop_words
+
+
+class TfidfBuilder:
+    """`build_tfidf` a text at a time, its postings on disk: memory is the vocabulary, 8 bytes a
+    text (the row pointers) and chunks of CHUNK_POSTINGS postings, however many texts there are.
+
+    `add` analyses each text and spools its (term, count) postings to a scratch file; `finish`
+    weighs them a chunk of rows at a time into the CSR arrays, sorts each chunk by column into a
+    run on disk, and merges the runs a block of columns at a time into the CSC arrays. The stored
+    arrays are the same, byte for byte, whatever the chunk size (tests/test_lexical.py)."""
+
+    def __init__(self, scratch: Scratch, chunk_postings: int | None = None):
+        self.stop_words = english_stop_words()
+        self.chunk = max(1, int(chunk_postings or CHUNK_POSTINGS))
+        self._scratch = scratch
+        self._files = contextlib.ExitStack()
+        self._terms = _Spool(self._files.enter_context(scratch("tfidf-terms")), np.int32)
+        self._counts = _Spool(self._files.enter_context(scratch("tfidf-counts")), np.int32)
+        self._columns: dict[str, int] = {}  # term -> column in order of first use, sorted by finish
+        self._documents = np.zeros(0, dtype=np.int64)  # texts with each term, by first use
+        self._indptr = array.array("q", [0])
+        # Compact arrays rather than lists: 4 bytes a posting, not a Python int each.
+        self._pending_terms, self._pending_counts = array.array("i"), array.array("i")
+
+    def __enter__(self) -> "TfidfBuilder":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._files.close()
+
+    def add(self, text: str) -> None:
+        columns = self._columns
+        terms = Counter(analyse(text, self.stop_words))
+        self._pending_terms.extend(columns.setdefault(term, len(columns)) for term in terms)
+        self._pending_counts.extend(terms.values())
+        self._indptr.append(self._indptr[-1] + len(terms))
+        if len(self._pending_terms) >= self.chunk:
+            self._flush()
+
+    def _flush(self) -> None:
+        terms = np.array(self._pending_terms, dtype=np.int32)
+        if len(self._documents) < len(self._columns):
+            self._documents = np.concatenate(
+                [self._documents, np.zeros(len(self._columns) - len(self._documents), dtype=np.int64)])
+        self._documents += np.bincount(terms, minlength=len(self._documents))  # a text lists a term once
+        self._terms.append(terms)
+        self._counts.append(np.array(self._pending_counts, dtype=np.int32))
+        self._pending_terms, self._pending_counts = array.array("i"), array.array("i")
+
+    def finish(self, output: Output):
+        """Write csr_indices, csr_data, csc_indices and csc_data through `output`; returns (the other
+        arrays to store, the vocabulary in column order, the stop words)."""
+        self._flush()
+        vocabulary = sorted(self._columns)
+        rank = np.zeros(len(vocabulary), dtype=np.int32)  # first-use column -> sorted column
+        rank[[self._columns[term] for term in vocabulary]] = np.arange(len(vocabulary), dtype=np.int32)
+        self._columns = {}
+        documents = np.zeros(len(vocabulary), dtype=np.int64)
+        documents[rank] = self._documents
+        indptr = np.array(self._indptr, dtype=np.int64)
+        self._indptr = array.array("q")
+        total = int(indptr[-1])
         idf = (np.log((1 + len(indptr) - 1) / (1 + documents)) + 1).astype(np.float32)
-        counts_array = np.frombuffer(raw_counts, dtype=np.int32)
-        for first, last in chunks:
-            low, high = indptr[first], indptr[last]
-            local_rows = np.repeat(np.arange(last - first, dtype=np.int32), np.diff(indptr[first: last + 1]))
-            terms = csr_indices[low:high]
-            weights = (np.log(counts_array[low:high]) + 1) * idf[terms]
-            norms = np.sqrt(np.bincount(local_rows, weights=weights * weights, minlength=last - first))
-            weights /= np.where(norms == 0, 1, norms)[local_rows]
-            order = np.lexsort((terms, local_rows))  # columns sorted within each row, as scipy leaves them
-            csr_indices[low:high], csr_data[low:high] = terms[order], weights[order]
-        del terms_array, counts_array
-    del terms_read, counts_read
-    csc_indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
-    np.cumsum(documents, out=csc_indptr[1:])
-    csc_indices, csc_data = _by_column(csr_indices, csr_data, indptr, chunks, csc_indptr)
-    arrays = {
-        "idf": idf, "csr_data": csr_data, "csr_indices": csr_indices, "csr_indptr": indptr,
-        "csc_data": csc_data, "csc_indices": csc_indices, "csc_indptr": csc_indptr,
-        "column_max": column_maxima(csc_data, csc_indptr),
-    }
-    return arrays, vocabulary, sorted(stop_words)
+        csc_indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+        np.cumsum(documents, out=csc_indptr[1:])
+        blocks = np.array([0] + [last for _, last in _row_chunks(csc_indptr, self.chunk)], dtype=np.int64)
+        csr_indices, csr_data = output("csr_indices", total, np.int32), output("csr_data", total, np.float32)
+        with self._scratch("tfidf-run-terms") as terms_file, self._scratch("tfidf-run-rows") as rows_file, \
+                self._scratch("tfidf-run-data") as data_file:
+            runs = _Spool(terms_file, np.int32), _Spool(rows_file, np.int32), _Spool(data_file, np.float32)
+            bounds = []  # for each run (a chunk of rows), where each block of columns starts in it
+            for first, last in _row_chunks(indptr, self.chunk):
+                low, high = indptr[first], indptr[last]
+                local_rows = np.repeat(np.arange(last - first, dtype=np.int32), np.diff(indptr[first: last + 1]))
+                terms = rank[self._terms.read(low, high)]
+                weights = (np.log(self._counts.read(low, high)) + 1) * idf[terms]
+                norms = np.sqrt(np.bincount(local_rows, weights=weights * weights, minlength=last - first))
+                weights /= np.where(norms == 0, 1, norms)[local_rows]
+                order = np.lexsort((terms, local_rows))  # columns sorted within each row, as scipy leaves them
+                terms, weights = terms[order], weights[order].astype(np.float32)
+                csr_indices.append(terms)
+                csr_data.append(weights)
+                by_column = np.argsort(terms, kind="stable")  # stable: rows stay in order within a column
+                column_terms = terms[by_column]
+                runs[0].append(column_terms)
+                runs[1].append((local_rows + np.int32(first))[by_column])
+                runs[2].append(weights[by_column])
+                bounds.append(low + np.searchsorted(column_terms, blocks, side="left"))
+            del local_rows, terms, weights, order, by_column, column_terms
+            csc_indices, csc_data = output("csc_indices", total, np.int32), output("csc_data", total, np.float32)
+            column_max = np.zeros(len(vocabulary), dtype=np.float32)
+            bounds = np.array(bounds, dtype=np.int64).reshape(-1, len(blocks))
+            for block in range(len(blocks) - 1):
+                first, last = int(blocks[block]), int(blocks[block + 1])
+                present = np.flatnonzero(bounds[:, block + 1] > bounds[:, block])  # the runs with postings here
+                starts, stops = bounds[present, block].tolist(), bounds[present, block + 1].tolist()
+                terms = np.concatenate([runs[0].read(a, b) for a, b in zip(starts, stops)])
+                order = np.argsort(terms, kind="stable")  # the runs are in row order: rows ascend in each column
+                rows = np.concatenate([runs[1].read(a, b) for a, b in zip(starts, stops)])[order]
+                data = np.concatenate([runs[2].read(a, b) for a, b in zip(starts, stops)])[order]
+                csc_indices.append(rows)
+                csc_data.append(data)
+                column_max[first:last] = column_maxima(data, csc_indptr[first: last + 1] - csc_indptr[first])
+        arrays = {"idf": idf, "csr_indptr": indptr, "csc_indptr": csc_indptr, "column_max": column_max}
+        return arrays, vocabulary, sorted(self.stop_words)
+
+
+class _Spool:
+    """An array of one dtype growing in a scratch file, read back by slices."""
+
+    def __init__(self, handle: BinaryIO, dtype):
+        self.handle, self.dtype = handle, np.dtype(dtype)
+
+    def append(self, values: np.ndarray) -> None:
+        self.handle.seek(0, io.SEEK_END)
+        self.handle.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        self.handle.seek(int(start) * self.dtype.itemsize)
+        return np.frombuffer(self.handle.read((int(stop) - int(start)) * self.dtype.itemsize), dtype=self.dtype)
+
+
+class _ArraySink:
+    """An output array in memory, filled by appends."""
+
+    def __init__(self, length: int, dtype):
+        self.array, self.filled = np.empty(length, dtype=dtype), 0
+
+    def append(self, values: np.ndarray) -> None:
+        self.array[self.filled: self.filled + len(values)] = values
+        self.filled += len(values)
 
 
 def column_maxima(csc_data: np.ndarray, csc_indptr: np.ndarray) -> np.ndarray:
@@ -128,39 +233,14 @@ def column_maxima(csc_data: np.ndarray, csc_indptr: np.ndarray) -> np.ndarray:
     return out
 
 
-def _row_chunks(indptr: np.ndarray) -> Iterator[tuple[int, int]]:
-    """(first, last) row ranges of about CHUNK_POSTINGS postings each (a longer row is a chunk of its own)."""
+def _row_chunks(indptr: np.ndarray, size: int) -> Iterator[tuple[int, int]]:
+    """(first, last) row (or column) ranges of about `size` postings each (a longer row is a chunk of its own)."""
     rows, first = len(indptr) - 1, 0
     while first < rows:
-        last = int(np.searchsorted(indptr, indptr[first] + CHUNK_POSTINGS, side="right")) - 1
+        last = int(np.searchsorted(indptr, indptr[first] + size, side="right")) - 1
         last = min(max(last, first + 1), rows)
         yield first, last
         first = last
-
-
-def _column_counts(terms: np.ndarray, chunks, indptr: np.ndarray, width: int) -> np.ndarray:
-    counts = np.zeros(width, dtype=np.int64)
-    for first, last in chunks:
-        counts += np.bincount(terms[indptr[first]: indptr[last]], minlength=width)
-    return counts
-
-
-def _by_column(terms: np.ndarray, values: np.ndarray, indptr: np.ndarray, chunks, csc_indptr: np.ndarray):
-    """The CSC arrays of a CSR matrix, rows in order within each column, a chunk of rows at a time:
-    each chunk's postings go to the next free slots of their columns."""
-    rows_out, values_out = np.empty(len(terms), dtype=np.int32), np.empty(len(terms), dtype=np.float32)
-    free = csc_indptr[:-1].copy()
-    for first, last in chunks:
-        low, high = indptr[first], indptr[last]
-        chunk_terms = terms[low:high]
-        order = np.argsort(chunk_terms, kind="stable")  # stable: rows stay in order within a column
-        sorted_terms = chunk_terms[order]
-        within = np.arange(len(order)) - np.searchsorted(sorted_terms, sorted_terms, side="left")
-        slots = free[sorted_terms] + within
-        rows = np.repeat(np.arange(first, last, dtype=np.int32), np.diff(indptr[first: last + 1]))
-        rows_out[slots], values_out[slots] = rows[order], values[low:high][order]
-        free += np.bincount(chunk_terms, minlength=len(free))
-    return rows_out, values_out
 
 
 @functools.lru_cache(maxsize=1)

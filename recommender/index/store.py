@@ -25,11 +25,13 @@ own format: nothing on the load path can execute stored code.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
 import fcntl
 import gc
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -239,9 +241,9 @@ def _refuse_non_index(index_dir: Path, what: str) -> None:
 def _locked(index_dir: Path) -> Iterator[None]:
     """The build lock of an index, taken without waiting: no build runs while it is removed or renamed."""
     try:
-        lock = open(index_dir / LOCK, "a+")
+        lock = files.open_lock_file(index_dir / LOCK)  # never through a link, as a build's
     except OSError as error:
-        raise RecommenderError(f"cannot change index {index_dir}: {error.strerror}") from None
+        raise RecommenderError(f"cannot change index {index_dir}: {error.strerror or error}") from None
     with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -331,7 +333,7 @@ class IndexWriter:
 
     def save_jsonl(self, name: str, rows: Iterable[dict]) -> np.ndarray:
         """Write one JSON object a line; returns the byte offset of each line (and the end)."""
-        offsets = [0]
+        offsets = array.array("q", [0])  # 8 bytes a line, not a Python int
         path = self.path(name)
         with self.writing_file(path), self.create(name) as handle:
             for row in rows:
@@ -339,6 +341,28 @@ class IndexWriter:
                 handle.write(line)
                 offsets.append(offsets[-1] + len(line))
         return np.asarray(offsets, dtype=np.int64)
+
+    def array_file(self, name: str, shape: tuple[int, ...], dtype) -> "ArrayFile":
+        """A .npy file of this shape, written a piece at a time (`write`, `append`) and never held in
+        memory: the same bytes as `save_array` of the whole array."""
+        path = self.path(name)
+        with self.writing_file(path):
+            return ArrayFile(self, path, tuple(int(size) for size in shape), np.dtype(dtype))
+
+    @contextlib.contextmanager
+    def scratch_file(self, name: str) -> Iterator:
+        """A temporary binary file inside the build folder (same disk as the index, not the
+        memory of a /tmp in RAM), open for writing and reading, removed when done."""
+        path = self.path(f".scratch/{name}")
+        with self.writing_file(path):
+            handle = files.open_exclusive(path, "w+b")
+        try:
+            yield handle
+        finally:
+            handle.close()
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
 
     def save_faiss(self, name: str, index) -> None:
         import faiss
@@ -399,6 +423,71 @@ def _pointer_written(pointer) -> None:
     """CURRENT's new content is written, not yet in place (a hook for the crash tests)."""
 
 
+class ArrayFile:
+    """A .npy file of a known shape and dtype, filled by rows with pwrite: peak memory is one piece,
+    not the array. Rows are read back with pread (`read`, `take`), never through a memory map,
+    whose resident pages would count as the process's memory."""
+
+    def __init__(self, writer: IndexWriter, path: Path, shape: tuple[int, ...], dtype: np.dtype):
+        self.writer, self.path, self.shape, self.dtype = writer, path, shape, dtype
+        self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        header = io.BytesIO()
+        # The header np.save writes (format 1.0: an array of plain numbers always fits it).
+        np.lib.format.write_array_header_1_0(header, {
+            "descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+        self.offset = len(header.getvalue())
+        self.handle = files.open_exclusive(path, "w+b")  # never through a link
+        self.written = 0  # rows, for append
+        with writer.writing_file(path):
+            self.handle.write(header.getvalue())
+            self.handle.truncate(self.offset + shape[0] * self.row_bytes)  # sparse until written
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def write(self, start: int, values: np.ndarray) -> None:
+        """Rows start, start + 1, ... are `values`."""
+        values = np.ascontiguousarray(values, dtype=self.dtype)
+        if start < 0 or start + len(values) > self.shape[0] or values.shape[1:] != self.shape[1:]:
+            raise ValueError(f"rows {start}..{start + len(values)} of shape {values.shape} do not fit {self.shape}")
+        with self.writer.writing_file(self.path):
+            os.pwrite(self.handle.fileno(), memoryview(values).cast("B"), self.offset + start * self.row_bytes)
+
+    def __setitem__(self, rows, values) -> None:
+        """Like an array's: `rows` an integer or ascending integers, each run of consecutive rows one write."""
+        rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
+        values = np.asarray(values, dtype=self.dtype).reshape((len(rows), *self.shape[1:]))
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        for first, last in zip(np.concatenate([[0], breaks]), np.concatenate([breaks, [len(rows)]])):
+            self.write(int(rows[first]), values[first:last])
+
+    def append(self, values: np.ndarray) -> None:
+        """The next rows, after those appended before."""
+        self.write(self.written, values)
+        self.written += len(values)
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        start, stop = max(0, int(start)), min(int(stop), self.shape[0])
+        data = os.pread(self.handle.fileno(), max(0, stop - start) * self.row_bytes, self.offset + start * self.row_bytes)
+        return np.frombuffer(data, dtype=self.dtype).reshape((-1, *self.shape[1:])).copy()
+
+    def take(self, rows) -> np.ndarray:
+        """The rows at these (ascending) positions."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((len(rows), *self.shape[1:]), dtype=self.dtype)
+        for position, row in enumerate(rows.tolist()):
+            out[position] = self.read(row, row + 1)[0]
+        return out
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def discard(self) -> None:
+        """Closed and removed (its rows were of the wrong width: the file is made again)."""
+        self.handle.close()
+        self.path.unlink(missing_ok=True)
+
+
 def write_error(index_dir: Path, path, problem: str) -> RecommenderError:
     """A file of a build could not be written; the live index is untouched."""
     return RecommenderError(
@@ -440,27 +529,36 @@ def _fsync_tree(folder: Path) -> None:
 
 @contextlib.contextmanager
 def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
-    """Lock the index, hand out a private build folder, clean up whatever happens."""
+    """Lock the index, hand out a private build folder, clean up whatever happens.
+
+    A build reads its papers inside (into the build folder): one that fails on its inputs leaves
+    no trace, so an index folder made for it alone is removed again."""
     if index_dir.exists() and not index_dir.is_dir():
         raise InputError(f"{index_dir} is a file, not an index folder: choose another --index")
     check_index_folder(index_dir)
-    try:
-        index_dir.mkdir(parents=True, exist_ok=True)
-        lock = files.open_lock_file(index_dir / LOCK)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise RecommenderError(f"cannot use index {index_dir}: {index_dir / LOCK} is a symbolic link, which is never "
-                                   "followed: remove it, or choose another --index") from None
-        if error.errno is None:  # not a plain file of ours
-            raise RecommenderError(f"cannot use index {index_dir}: {error}: remove it, or choose another --index") from None
-        raise RecommenderError(f"cannot write index {index_dir}: {error.strerror}: choose a writable --index") from None
-    with lock:
+    created = not index_dir.exists()
+    while True:
+        try:
+            index_dir.mkdir(parents=True, exist_ok=True)
+            lock = files.open_lock_file(index_dir / LOCK)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise RecommenderError(f"cannot use index {index_dir}: {index_dir / LOCK} is a symbolic link, which is never "
+                                       "followed: remove it, or choose another --index") from None
+            if error.errno is None:  # not a plain file of ours
+                raise RecommenderError(f"cannot use index {index_dir}: {error}: remove it, or choose another --index") from None
+            raise RecommenderError(f"cannot write index {index_dir}: {error.strerror}: choose a writable --index") from None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
+            lock.close()
             raise IndexBusyError(
                 f"index {index_dir} is being built by another process: wait for it to finish, or use --wait"
             ) from None
+        if os.fstat(lock.fileno()).st_nlink:
+            break
+        lock.close()  # the build we waited for failed on its inputs and removed the folder it made: again
+    with lock:
         _remove_leftovers(index_dir)
         folder = index_dir / f".tmp-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
         try:
@@ -471,6 +569,13 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
             raise write_error(index_dir, error.filename or folder, error.strerror or str(error)) from None
         try:
             yield IndexWriter(index_dir, folder)
+        except BaseException:
+            remove_tree(folder)
+            if created and os.listdir(index_dir) == [LOCK]:
+                (index_dir / LOCK).unlink()
+                with contextlib.suppress(OSError):
+                    index_dir.rmdir()
+            raise
         finally:
             remove_tree(folder)
         _remove_old_versions(index_dir)
