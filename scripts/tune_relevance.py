@@ -47,7 +47,8 @@ CONVEX_WEIGHTS = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)  # the previous default'
 class Collection:
     """The collection and its indexes; every setting's per-query figures, computed once."""
 
-    def __init__(self, data: Path, root: Path):
+    def __init__(self, data: Path, root: Path, model: str | None = None):
+        self.model = model
         self.files = (data / "corpus.jsonl", data / "queries.tsv", data / "qrels.txt")
         self.root = root
         self.opened: dict = {}
@@ -60,7 +61,7 @@ class Collection:
             started = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # duplicate papers kept once: reported by `papers evaluate`
-                evaluation = evaluate(*self.files, index=self.root / f"eval-{chunking}",
+                evaluation = evaluate(*self.files, index=self.root / f"eval-{chunking}", model=self.model,
                                       chunking=Chunking(strategy=chunking), mode="lexical")
             if evaluation.build is not None:
                 print(f"# built the {chunking} index in {time.perf_counter() - started:.0f} s", file=sys.stderr)
@@ -200,9 +201,11 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/eval/csfcube-dev")
     parser.add_argument("--index-root", type=Path, default=Path.home() / ".cache/papers-tune-relevance",
                         help="where the collection's indexes (and their encoded vectors) are kept: a re-run reuses them")
+    parser.add_argument("--model", help="the model to build the indexes with (default: the default model); "
+                        "give each model its own --index-root")
     parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
     args = parser.parse_args()
-    collection = Collection(args.data, args.index_root)
+    collection = Collection(args.data, args.index_root, args.model)
     try:
         report(collection, args.repeats)
     finally:

@@ -12,7 +12,8 @@ model folder's files, so an edited or replaced model gets its own export:
 
 An entry is checked against export.json every time it is used; a damaged one is
 replaced by a fresh export. Entries appear by rename, so concurrent builds never
-see half an export. This module is the only one that touches the cache folder.
+see half an export. This module and model_parts (models unpacked from registry parts) are the only ones
+that write in the cache folder (user_cache names it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -28,21 +28,10 @@ from typing import Callable
 from ..digests import file_digest
 from ..errors import ModelError
 from . import onnx_encoder
+from .user_cache import CACHE_VARIABLE, cache_home, remove_entry  # noqa: F401 - where callers have found them
 
-CACHE_VARIABLE = "PAPERS_CACHE"
-APP_NAME = "papers"  # the platformdirs name, as for the user data folder of indexes
 RECORD = "export.json"
 _FILES = (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE, onnx_encoder.CONFIG_FILE)
-
-
-def cache_home() -> Path:
-    """$PAPERS_CACHE if set, else the user cache folder (platformdirs)."""
-    home = os.environ.get(CACHE_VARIABLE)
-    if home:
-        return Path(home).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
 
 def model_folder(model: str) -> Path | None:
@@ -103,14 +92,14 @@ def shared_export(model: str, exporting: Callable[[], None] | None = None) -> Pa
         (staging / RECORD).write_text(json.dumps({"source": str(folder), "files": files}, indent=2) + "\n",
                                       encoding="utf-8")
         if entry.exists():  # damaged: moved aside first, since a folder is not replaced by rename
-            _remove(entry)
+            remove_entry(entry)
         try:
             os.rename(staging, entry)
         except OSError:
             if not _intact(entry):  # another build's export won the race only if it is whole
                 raise
     finally:
-        _remove(staging)
+        remove_entry(staging)
     return entry
 
 
@@ -123,14 +112,3 @@ def _intact(entry: Path) -> bool:
         ) and set(record["files"]) == set(_FILES)
     except (OSError, ValueError, KeyError, TypeError):
         return False
-
-
-def _remove(folder: Path) -> None:
-    if not folder.exists():
-        return
-    aside = folder.with_name(f".removing-{folder.name}-{os.getpid()}")
-    try:
-        os.rename(folder, aside)
-    except OSError:
-        aside = folder
-    shutil.rmtree(aside, ignore_errors=True)

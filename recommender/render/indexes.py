@@ -21,7 +21,7 @@ def render_indexes(summaries: Sequence, home: str, fmt: str) -> str:
     rows = []
     for summary in summaries:
         row = summary.to_dict()
-        row["size"] = _size(summary.bytes)
+        row["size"] = size_text(summary.bytes)
         row["papers"] = "" if summary.papers is None else summary.papers
         rows.append(row)
     columns = [c for c in COLUMNS if c != "problem" or any(s.problem for s in summaries)]
@@ -29,7 +29,8 @@ def render_indexes(summaries: Sequence, home: str, fmt: str) -> str:
     return f"indexes in {home}\n{text}" if fmt == "table" else text
 
 
-def _size(size: int) -> str:
+def size_text(size: int) -> str:
+    """A byte count as people read it (1.2 MB, 436.9 MB)."""
     for unit in ("B", "KB", "MB", "GB"):
         if size < 1000 or unit == "GB":
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
