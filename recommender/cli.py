@@ -500,6 +500,27 @@ def info(index, verify, fmt):
         click.echo(f"verified: {files} files match their checksums", err=fmt == "json")
 
 
+@main.command()
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@library_errors
+def models(fmt):
+    """The models `--model` knows by name: installed or not, and what each costs.
+
+    Any sentence-transformers model folder works as --model too; these are the
+    ones whose costs and relevance were measured.
+
+    Examples:
+
+    \b
+        papers models
+        papers models --format json
+    """
+    from .embed.models import list_models
+    from .render.models import render_models
+
+    click.echo(render_models(list_models(), fmt), nl=False)
+
+
 @main.group(cls=_Group, invoke_without_command=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
 @click.pass_context

@@ -201,9 +201,11 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/eval/csfcube-dev")
     parser.add_argument("--index-root", type=Path, default=Path.home() / ".cache/papers-tune-relevance",
                         help="where the collection's indexes (and their encoded vectors) are kept: a re-run reuses them")
+    parser.add_argument("--model", help="the model to build the indexes with (default: the default model); "
+                        "give each model its own --index-root")
     parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
     args = parser.parse_args()
-    collection = Collection(args.data, args.index_root)
+    collection = Collection(args.data, args.index_root, args.model)
     try:
         report(collection, args.repeats)
     finally:

@@ -18,7 +18,8 @@ Entries live in the user cache folder (`$PAPERS_CACHE`, else platformdirs' user 
 An entry is checked against export.json every time it is used; a damaged one, or one
 holding anything but plain files (a link planted there is never followed), is replaced
 by a fresh export. Entries appear by rename, so concurrent builds never see half an
-export. This module is the only one that says where things live in the cache folder.
+export. This module and model_parts (models unpacked from registry parts) are the only
+ones that write in the cache folder (user_cache names it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -35,23 +35,12 @@ from ..digests import file_digest
 from ..files import open_exclusive
 from ..errors import ModelError
 from . import onnx_encoder, quantisation, static_encoder
+from .user_cache import CACHE_VARIABLE, cache_home, remove_entry  # noqa: F401 - where callers have found them
 
-CACHE_VARIABLE = "PAPERS_CACHE"
-APP_NAME = "papers"  # the platformdirs name, as for the user data folder of indexes
 RECORD = "export.json"
 EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (index/store.EmbeddingCache)
 _FILES = (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE, onnx_encoder.CONFIG_FILE)
 PRECISIONS = quantisation.PRECISIONS
-
-
-def cache_home() -> Path:
-    """$PAPERS_CACHE if set, else the user cache folder (platformdirs)."""
-    home = os.environ.get(CACHE_VARIABLE)
-    if home:
-        return Path(home).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
 
 def model_folder(model: str) -> Path | None:
@@ -170,14 +159,14 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
         with open_exclusive(staging / RECORD, "w") as handle:
             handle.write(json.dumps({"source": source, "files": record}, indent=2) + "\n")
         if entry.exists():  # damaged: moved aside first, since a folder is not replaced by rename
-            _remove(entry)
+            remove_entry(entry)
         try:
             os.rename(staging, entry)
         except OSError:
             if not _intact(entry, files):  # another build's entry won the race only if it is whole
                 raise
     finally:
-        _remove(staging)
+        remove_entry(staging)
     return entry
 
 
@@ -201,14 +190,3 @@ def _intact(entry: Path, files: tuple[str, ...] = _FILES) -> bool:
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
-
-
-def _remove(folder: Path) -> None:
-    if not folder.exists():
-        return
-    aside = folder.with_name(f".removing-{folder.name}-{os.getpid()}")
-    try:
-        os.rename(folder, aside)
-    except OSError:
-        aside = folder
-    shutil.rmtree(aside, ignore_errors=True)

