@@ -73,6 +73,11 @@ def model_identity(model: str) -> str:
     """The one value that names which model makes a vector, for the embedding cache's key: the sha256
     of the model folder's files when the model has a local folder (so a model replaced in the same
     folder is a new model), else its name. (A precision, fp32 or int8, joins this value.)"""
+    if model == static_encoder.STATIC_MODEL:  # distilled from the packaged default: its vectors follow that model's files
+        from .sentence_transformer import DEFAULT_MODEL
+
+        source = model_folder(DEFAULT_MODEL)
+        return f"static-v{static_encoder.FORMAT_VERSION}:{folder_digest(source) if source is not None else DEFAULT_MODEL}"
     folder = model_folder(model)
     return f"files:{folder_digest(folder)}" if folder is not None else f"name:{model}"
 
