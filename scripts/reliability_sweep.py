@@ -1845,7 +1845,7 @@ def _(cwd):
     return expect_ok(cwd, "search", "private training", "--index", "b", real=True, extra_env={"PAPERS_CACHE": str(cache)})
 
 
-@case("an identical copy of the model in another folder: its vectors reused (the key follows the files, real model)")
+@case("the index rebuilt with an identical copy of its model from another folder: vectors reused (the key follows the files, real model)")
 def _(cwd):
     packaged_model_copy(cwd / "model-one")
     cache = cwd / "cache"
@@ -1853,7 +1853,7 @@ def _(cwd):
     if code:
         return f"first build: {stderr.strip()[-200:]}"
     shutil.copytree(cwd / "model-one", cwd / "model-two")
-    code, stdout, stderr = real_build(cwd, "in", "--index", "b", "--model", "./model-two", cache=cache)
+    code, stdout, stderr = real_build(cwd, "in", "--index", "a", "--model", "./model-two", cache=cache)
     if code:
         return f"second build: {stderr.strip()[-200:]}"
     return None if "encoded 0" in stdout + stderr else f"encoded again: {(stdout + stderr).strip()[-160:]!r}"
