@@ -1,6 +1,6 @@
 """Adversarial sweep (issue 13): hostile or careless uses of `papers`, each run as a real process.
 
-    python scripts/reliability_sweep.py [--only SUBSTRING]
+    python scripts/reliability_sweep.py [--only SUBSTRING] [--from-case N]
 
 Runs as root on Linux (tmpfs mounts, setpriv to drop root's permission overrides);
 cases that need what the machine lacks are reported as skipped. Every case runs in a
@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHER = REPO / "tests" / "build_launcher.py"
@@ -1128,10 +1130,1160 @@ def _(cwd):
     (source / "model.onnx").symlink_to(cwd / "good")
     return "a link was linked" if store.link_checked(source, target, record) else None
 
+# ================================================================ round three (issue 22)
+# Further cases in the families of issue 22, each written against the behaviour the issue
+# asks for (the expected line or outcome), not against what the code did when written.
+
+
+def build_corpus(cwd: Path, papers_list, index: str, name="papers.jsonl", folder=None) -> None:
+    """Write papers into a folder of their own and build them into `index` (a harness failure if refused)."""
+    folder = folder or cwd / f"src-{index}"
+    write_corpus(folder, papers_list, name)
+    code, _, stderr = papers(cwd, "build", str(folder.relative_to(cwd)), "--index", index)
+    if code:
+        raise RuntimeError(f"building {index} failed: {stderr.strip()[-300:]}")
+
+
+def tree_snapshot(folder: Path) -> dict:
+    """Every entry under a folder (links as their target, files as their bytes): what `nothing changed` compares."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        key = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            found[key] = ("link", os.readlink(path))
+        elif path.is_file():
+            found[key] = ("file", path.read_bytes())
+        else:
+            found[key] = ("dir",)
+    return found
+
+
+def refused_and_unchanged(cwd: Path, folder: Path, *args, also: Path | None = None) -> str | None:
+    """The command fails in one line and nothing under `folder` (or `also`) changes."""
+    before = tree_snapshot(folder), tree_snapshot(also) if also else None
+    code, _, stderr = papers(cwd, *args)
+    if code == 0:
+        changed = before != (tree_snapshot(folder), tree_snapshot(also) if also else None)
+        return "exit 0, accepted" + (" and changed the folder" if changed else "")
+    problem = one_error_line(code, stderr, expected_code=code if code in (1, 2) else 1)
+    if problem:
+        return problem
+    if before != (tree_snapshot(folder), tree_snapshot(also) if also else None):
+        return "refused, but the folder changed"
+    return None
+
+
+# -- a folder of the user's given as --index
+
+
+@case("--index on a folder holding a file v-2024.pdf and a .tmp-draft file: refused, both kept")
+def _(cwd):
+    (cwd / "mydocs").mkdir()
+    (cwd / "mydocs/v-2024.pdf").write_bytes(b"%PDF-1.4 thesis")
+    (cwd / "mydocs/.tmp-draft").write_text("draft\n")
+    return refused_and_unchanged(cwd, cwd / "mydocs", "build", "in", "--index", "./mydocs")
+
+
+@case("--index on a folder whose v-old is a link to another folder of the user's: refused, target kept")
+def _(cwd):
+    (cwd / "elsewhere").mkdir()
+    (cwd / "elsewhere/chapter.tex").write_text("\\chapter{One}\n")
+    (cwd / "mydocs").mkdir()
+    (cwd / "mydocs/v-old").symlink_to(cwd / "elsewhere")
+    return refused_and_unchanged(cwd, cwd / "mydocs", "build", "in", "--index", "./mydocs", also=cwd / "elsewhere")
+
+
+@case("--index on the input folder itself (papers.jsonl in it): refused, nothing changed")
+def _(cwd):
+    return refused_and_unchanged(cwd, cwd / "in", "build", "in", "--index", "./in")
+
+
+@case("a .tmp-notes link in an index folder: the folder it points to survives a rebuild")
+def _(cwd):
+    (cwd / "notes").mkdir()
+    (cwd / "notes/todo.txt").write_text("read dp1\n")
+    (cwd / "indexes/default/.tmp-notes").symlink_to(cwd / "notes")
+    problem = expect_ok(cwd, "build", "in")
+    return problem or (None if (cwd / "notes/todo.txt").exists() else "the linked folder's file was deleted")
+
+
+# -- files written through planted links
+
+
+def next_pids(count=400) -> range:
+    try:
+        last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    except (OSError, ValueError):
+        raise Skip("cannot read /proc/sys/kernel/ns_last_pid to foresee the next PIDs")
+    return range(last + 1, last + 1 + count)
+
+
+def nobody_command(*command: str) -> list[str]:
+    """A command run as the user nobody (root only)."""
+    need_overrides_droppable()
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", *command]
+
+
+def plant_partial_links(folder: Path, out: str, victim: Path, second_user: bool) -> None:
+    """Links named as the next runs' hidden partial files for `--out out`, pointing at the victim."""
+    stem, suffix = Path(out).stem, Path(out).suffix
+    names = [f".{stem}.partial-{pid}{suffix}" for pid in next_pids()]
+    if second_user:
+        folder.chmod(0o777)  # a shared project folder another user can write
+        script = "import os, sys\nfor n in sys.argv[2:]: os.symlink(sys.argv[1], n)\n"
+        done = subprocess.run(nobody_command(sys.executable, "-c", script, str(victim), *names), cwd=folder,
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise Skip(f"cannot plant links as nobody: {done.stderr.strip()[-200:]}")
+    else:
+        for name in names:
+            (folder / name).symlink_to(victim)
+
+
+def victim_file(cwd: Path) -> Path:
+    victim = cwd / "private" / "thesis.tex"
+    victim.parent.mkdir()
+    victim.write_text("\\title{Five years of work}\n")
+    return victim
+
+
+def written_through(cwd: Path, out: str, *args, second_user=False) -> str | None:
+    victim = victim_file(cwd)
+    (cwd / "shared").mkdir()
+    shutil.copytree(cwd / "indexes", cwd / "shared/indexes")
+    plant_partial_links(cwd / "shared", out, victim, second_user)
+    code, _, stderr = papers(cwd / "shared", *args, "--out", out)
+    if victim.read_text() != "\\title{Five years of work}\n":
+        return "the victim's file was overwritten through a planted link"
+    if code == 0:
+        target = cwd / "shared" / out
+        return None if target.is_file() and not target.is_symlink() else f"{out} not written"
+    return one_error_line(code, stderr)
+
+
+@case("map --out, partial-file links planted by another user (nobody): the victim's file unchanged")
+def _(cwd):
+    return written_through(cwd, "m.html", "map", "--n", "2", second_user=True)
+
+
+@case("sessions --out, partial-file links planted by another user (nobody): the victim's file unchanged")
+def _(cwd):
+    return written_through(cwd, "s.md", "sessions", "--n", "2", second_user=True)
+
+
+@case("related-work --format csv --out, links planted by nobody: the victim's file unchanged")
+def _(cwd):
+    return written_through(cwd, "r.csv", "related-work", "--all", "--format", "csv", second_user=True)
+
+
+@case("cache.sqlite as a dangling link planted by nobody: no file created at its target")
+def _(cwd):
+    index = cwd / "indexes/default"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{index / 'cache.sqlite'}{suffix}").unlink(missing_ok=True)
+    index.chmod(0o777)
+    target = cwd / "private/planted.sqlite"
+    target.parent.mkdir()
+    done = subprocess.run(nobody_command("ln", "-s", str(target), str(index / "cache.sqlite")), capture_output=True, text=True)
+    if done.returncode:
+        raise Skip(f"cannot plant a link as nobody: {done.stderr.strip()}")
+    write_corpus(cwd / "new", PAPERS[:4])
+    code, _, stderr = papers(cwd, "build", "new")
+    if target.exists():
+        return "a cache was created at the link's target"
+    return None if code == 0 else one_error_line(code, stderr)
+
+
+@case(".lock planted as a dangling link: no file created at its target")
+def _(cwd):
+    lock = cwd / "indexes/default/.lock"
+    lock.unlink(missing_ok=True)
+    target = cwd / "private/created-by-papers"
+    target.parent.mkdir()
+    lock.symlink_to(target)
+    code, _, stderr = papers(cwd, "build", "in")
+    if target.exists():
+        return "the lock was created at the link's target"
+    return None if code == 0 else one_error_line(code, stderr)
+
+
+@case(".CURRENT.tmp-PID links planted for the next PIDs: the user's file unchanged after a build")
+def _(cwd):
+    victim = victim_file(cwd)
+    index = cwd / "indexes/default"
+    for pid in next_pids():
+        (index / f".CURRENT.tmp-{pid}").symlink_to(victim)
+    problem = expect_ok(cwd, "build", "in")
+    if victim.read_text() != "\\title{Five years of work}\n":
+        return "CURRENT was written through a planted link"
+    return problem or expect_ok(cwd, "info", "--verify")
+
+
+@case("a v-* link planted by nobody in an index folder: its target folder survives a rebuild")
+def _(cwd):
+    (cwd / "private").mkdir()
+    (cwd / "private/manifest.json").write_text("{}")
+    (cwd / "private/data.txt").write_text("mine\n")
+    index = cwd / "indexes/default"
+    index.chmod(0o777)
+    done = subprocess.run(nobody_command("ln", "-s", str(cwd / "private"), str(index / "v-20990101T000000-1-abcdef")),
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise Skip(f"cannot plant a link as nobody: {done.stderr.strip()}")
+    problem = expect_ok(cwd, "build", "in")
+    return problem or (None if (cwd / "private/data.txt").exists() else "the linked folder was emptied")
+
+
+# -- hostile data in outputs
+
+
+HOSTILE = [
+    {"id": "x1", "title": '<img src=x onerror="alert(1)"> Private training',
+     "abstract": "Differentially private training of language models. <script>alert(2)</script> "
+                 "[read more](javascript:alert(3)) <a href=\"javascript:alert(6)\">here</a>"},
+    {"id": "x2", "title": "[Fast private kernels](javascript:alert(4))",
+     "abstract": "Private training with fused gradient clipping kernels for language models. "
+                 "<svg onload=alert(5)>"},
+    {"id": "x-3<b>", "title": "<iframe src=javascript:alert(7)></iframe>",
+     "abstract": "Video aesthetics assessment with professional annotations <details open ontoggle=alert(8)>."},
+    *PAPERS,
+]
+
+
+class _Dangerous:
+    """What a browser would run in HTML: script-ish elements, on* attributes, javascript: URLs."""
+
+    def __init__(self):
+        from html.parser import HTMLParser
+
+        self.found = []
+        found = self.found
+
+        class Parser(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                if tag in ("script", "img", "svg", "iframe", "object", "embed", "details"):
+                    found.append(f"<{tag}>")
+                for name, value in attrs:
+                    if name.startswith("on") or (value or "").strip().lower().startswith("javascript:"):
+                        found.append(f"{tag} {name}={value!r}")
+
+        self.parser = Parser()
+
+
+def markdown_runs(text: str) -> list[str]:
+    """What runs when the Markdown is rendered as CommonMark with HTML allowed and opened in a browser."""
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:
+        raise Skip("needs markdown-it-py (a CommonMark renderer): pip install markdown-it-py")
+    html = MarkdownIt("commonmark").render(text)
+    checker = _Dangerous()
+    checker.parser.feed(html)
+    return checker.found
+
+
+def hostile_markdown(cwd, *args) -> str | None:
+    build_corpus(cwd, HOSTILE, "hostile")
+    code, stdout, stderr = papers(cwd, *args, "--index", "hostile")
+    if code:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    if "alert(" not in stdout:
+        return "the hostile papers are not in the output: the case tests nothing"
+    runs = markdown_runs(stdout)
+    return f"rendered, it runs: {runs[:4]}" if runs else None
+
+
+@case("like --format markdown with script-bearing titles and IDs: nothing runs when rendered")
+def _(cwd):
+    return hostile_markdown(cwd, "like", "dp1", "--format", "markdown", "--wide")
+
+
+@case("search --format markdown with script-bearing titles: nothing runs when rendered")
+def _(cwd):
+    return hostile_markdown(cwd, "search", "private training kernels", "--format", "markdown", "--wide")
+
+
+@case("list --format markdown with script-bearing titles and IDs: nothing runs when rendered")
+def _(cwd):
+    return hostile_markdown(cwd, "list", "--format", "markdown", "--wide")
+
+
+@case("show --format markdown of a paper with a script in its abstract: nothing runs when rendered")
+def _(cwd):
+    return hostile_markdown(cwd, "show", "x1", "--format", "markdown")
+
+
+@case("show --format markdown of a paper whose ID holds HTML: nothing runs when rendered")
+def _(cwd):
+    return hostile_markdown(cwd, "show", "x-3<b>", "--format", "markdown")
+
+
+@case("related-work (markdown) with script-bearing titles and abstracts: nothing runs when rendered")
+def _(cwd):
+    return hostile_markdown(cwd, "related-work", "--all", "--why")
+
+
+@case("sessions (markdown) with script-bearing titles: nothing runs when rendered")
+def _(cwd):
+    return hostile_markdown(cwd, "sessions", "--n", "2")
+
+
+BIBTEX_STYLE = """ENTRY { title abstract url note author year } {} {}
+FUNCTION {either} { duplicate$ missing$ { pop$ "" } 'skip$ if$ }
+FUNCTION {default.type} {
+  "KEY " cite$ * write$ newline$
+  "TITLE " title either * write$ newline$
+  "ABSTRACT " abstract either * write$ newline$
+  "URL " url either * write$ newline$
+  "NOTE " note either * write$ newline$
+}
+FUNCTION {article} { default.type }
+FUNCTION {misc} { default.type }
+FUNCTION {inproceedings} { default.type }
+READ
+ITERATE {call.type$}
+"""
+
+
+def bibtex_reads(folder: Path, text: str) -> tuple[dict, str]:
+    """The fields the real `bibtex` program reads from `text`, per key, and its log."""
+    if shutil.which("bibtex") is None:
+        raise Skip("needs the bibtex program (Debian: texlive-binaries)")
+    folder.mkdir(exist_ok=True)
+    (folder / "refs.bib").write_text(text, encoding="utf-8")
+    (folder / "fields.bst").write_text(BIBTEX_STYLE)
+    (folder / "job.aux").write_text("\\citation{*}\n\\bibstyle{fields}\n\\bibdata{refs}\n")
+    done = subprocess.run(["bibtex", "-terse", "job"], cwd=folder, capture_output=True, text=True,
+                          env=dict(os.environ, max_print_line="100000"))
+    entries, key = {}, None
+    bbl = folder / "job.bbl"
+    for line in (bbl.read_text(errors="replace").splitlines() if bbl.exists() else []):
+        label, _, value = line.partition(" ")
+        if label == "KEY":
+            key = value
+            entries[key] = {}
+        elif key is not None and label in ("TITLE", "ABSTRACT", "URL", "NOTE"):
+            entries[key][label.lower()] = value
+    log = (folder / "job.blg").read_text(errors="replace") if (folder / "job.blg").exists() else ""
+    return entries, done.stdout + log
+
+
+def injected_bibtex(cwd, records, *args) -> str | None:
+    """Build `records`, write related-work as BibTeX; bibtex and bibtexparser must read no url or note
+    field, and every entry's title and abstract."""
+    build_corpus(cwd, records, "bib")
+    code, stdout, stderr = papers(cwd, "related-work", "--all", "--format", "bibtex", "--index", "bib", *args)
+    if code:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    entries, log = bibtex_reads(cwd / "bibtex", stdout)
+    problems = []
+    for key, fields in entries.items():
+        if fields.get("url") or fields.get("note"):
+            problems.append(f"bibtex reads {key}: url={fields.get('url')!r} note={fields.get('note')!r}")
+        if not fields.get("abstract") or not fields.get("title"):
+            problems.append(f"bibtex lost {key}'s title or abstract")
+    if len(entries) < len(records):
+        problems.append(f"bibtex read {len(entries)} entries of {len(records)}")
+    if "error message" in log or "I was expecting" in log:
+        problems.append("bibtex errors: " + " | ".join(line for line in log.splitlines() if line.strip())[:200])
+    import bibtexparser
+
+    library = bibtexparser.parse_string(stdout)
+    for entry in library.entries:
+        extra = {f.key for f in entry.fields} & {"url", "note"}
+        if extra:
+            problems.append(f"bibtexparser reads {entry.key}: {sorted(extra)}")
+    if library.failed_blocks:
+        problems.append(f"bibtexparser failed on {len(library.failed_blocks)} blocks")
+    return "; ".join(problems)[:400] or None
+
+
+@case("BibTeX: an unbalanced } in a title closes no field (bibtex and bibtexparser)")
+def _(cwd):
+    return injected_bibtex(cwd, [{"id": "b1", "title": "Gradients}, url = {javascript:alert(1)}, note = {x",
+                                  "abstract": "Private training of language models."}, *PAPERS[1:3]])
+
+
+@case("BibTeX: \\} outside maths in an abstract adds no field")
+def _(cwd):
+    return injected_bibtex(cwd, [{"id": "b1", "title": "Sets",
+                                  "abstract": "The set \\{a\\} \\}, url = {javascript:alert(1)}, note = {x is small."},
+                                 *PAPERS[1:3]])
+
+
+@case("BibTeX: an abstract holding @comment{ and # and % keeps its entry and adds no field")
+def _(cwd):
+    return injected_bibtex(cwd, [{"id": "b1", "title": "Comments # and 100% sure",
+                                  "abstract": "@comment{ x } @misc{evil, url = {javascript:alert(1)}} # a % b"},
+                                 *PAPERS[1:3]])
+
+
+@case("BibTeX: an author holding } and \" adds no field")
+def _(cwd):
+    return injected_bibtex(cwd, [{"id": "b1", "title": "Authors", "authors": ['Smith}, url = {javascript:alert(1)', 'O"Neil'],
+                                  "abstract": "Private training of language models."}, *PAPERS[1:3]])
+
+
+@case("BibTeX: real LaTeX \\left. x \\right\\} in maths: bibtex keeps the abstract")
+def _(cwd):
+    return injected_bibtex(cwd, [{"id": "b1", "title": "Piecewise",
+                                  "abstract": "We bound $\\left. \\frac{a}{b} \\right\\}_{x=0}$ for private training."}, *PAPERS[1:3]])
+
+
+def csv_cells(text: str) -> list[list[str]]:
+    import csv
+    import io
+
+    return list(csv.reader(io.StringIO(text, newline="")))
+
+
+FORMULAS = [
+    {"id": "=1+1", "title": "=HYPERLINK(\"http://evil.example\",\"click\")", "authors": ["@SUM(A1:A9)"],
+     "abstract": "Private training of language models with formulas."},
+    {"id": "f2", "title": "+cmd|' /C calc'!A0", "abstract": "Differentially private fine-tuning of language models."},
+    {"id": "f3", "title": "-2+3", "abstract": "Video quality assessment models trained on annotations."},
+    {"id": "f4", "title": "\t=1+2", "abstract": "Linear recurrent networks with gating and fast kernels."},
+    {"id": "f5", "title": "\r=1+3", "abstract": "Gated linear recurrent networks compete with transformers."},
+]
+
+
+def is_number(cell: str) -> bool:
+    """A plain number (a negative score): a spreadsheet reads it as data, and OWASP leaves it alone."""
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return cell.strip() == cell
+
+
+def formula_cells(cwd, *args) -> str | None:
+    build_corpus(cwd, FORMULAS, "csv")
+    code, stdout, stderr = papers(cwd, *args, "--format", "csv", "--index", "csv")
+    if code:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    rows = csv_cells(stdout)
+    live = sorted({cell for row in rows[1:] for cell in row if cell[:1] in ("=", "+", "-", "@", "\t", "\r")
+                   and not is_number(cell)})
+    widths = {len(row) for row in rows}
+    if len(widths) > 1:
+        return f"rows of different widths {sorted(widths)}: a cell broke the table"
+    return f"cells a spreadsheet runs: {live[:4]}" if live else None
+
+
+@case("list --format csv with =, +, -, tab and CR titles and an = ID: every such cell defused")
+def _(cwd):
+    return formula_cells(cwd, "list")
+
+
+@case("like --format csv with formula titles and IDs: every such cell defused")
+def _(cwd):
+    return formula_cells(cwd, "like", "f2", "-k", "5")
+
+
+@case("search --format csv with formula titles: every such cell defused")
+def _(cwd):
+    return formula_cells(cwd, "search", "private language models", "-k", "5")
+
+
+@case("related-work --format csv with formula titles, IDs and authors: every such cell defused")
+def _(cwd):
+    return formula_cells(cwd, "related-work", "--all")
+
+
+@case("show --format csv of a paper whose ID and author start with = and @: defused")
+def _(cwd):
+    return formula_cells(cwd, "show", "=1+1")
+
+
+def hint_commands(stderr: str) -> list[list[str]]:
+    """The commands shown in backticks, split as a POSIX shell would (`;`, `|` and `&` end a command)."""
+    import re
+    import shlex
+
+    commands = []
+    for quoted in re.findall(r"`([^`]*)`", stderr):
+        try:
+            lexer = shlex.shlex(quoted, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            argv = list(lexer)
+        except ValueError:
+            argv = ["<unparsable>", quoted]
+        if "$" in quoted and not any(f"'{part}'" in quoted for part in argv if "$" in part):
+            argv = ["<expands $ outside single quotes>", quoted]
+        commands.append(argv)
+    return commands
+
+
+def wrong_hint(stderr: str, folder: Path, cwd: Path) -> str | None:
+    commands = hint_commands(stderr)
+    if not commands:
+        return f"no command in the hint: {stderr.strip()}"
+    for argv in commands:
+        if argv[0].startswith("<"):
+            return f"{argv[0]}: {argv[1]}"
+        if argv[:2] == ["papers", "build"]:
+            index = argv[argv.index("--index") + 1] if "--index" in argv and argv[-1] != "--index" else None
+            if index is None or len(argv) != argv.index("--index") + 2 or Path(cwd, index).resolve() != folder.resolve():
+                return f"the hint, pasted, runs {argv}: {stderr.strip()[-160:]}"
+    return None
+
+
+def damaged_hint(cwd: Path, folder_name: str) -> str | None:
+    """Damage an index kept in a folder with shell metacharacters; the advised command, pasted, must
+    rebuild exactly that folder and run nothing else."""
+    folder = cwd / folder_name
+    build_corpus(cwd, PAPERS, "./" + folder_name)
+    (next(folder.glob("v-*")) / "papers.jsonl").write_text("damaged\n")
+    code, _, stderr = papers(cwd, "like", "dp1", "--index", "./" + folder_name)
+    problem = one_error_line(code, stderr)
+    if problem:
+        return problem
+    return wrong_hint(stderr, folder, cwd)
+
+
+@case("hint for a damaged index in a folder named a;touch pwned: quoted for the shell")
+def _(cwd):
+    return damaged_hint(cwd, "a;touch pwned")
+
+
+@case("hint for a damaged index in a folder named $(id) with a space: quoted for the shell")
+def _(cwd):
+    return damaged_hint(cwd, "my $(id) idx")
+
+
+@case("hint for a damaged index in a folder named it's: quoted for the shell")
+def _(cwd):
+    return damaged_hint(cwd, "it's")
+
+
+@case("hint for a missing index named a|b: quoted for the shell")
+def _(cwd):
+    code, _, stderr = papers(cwd, "like", "dp1", "--index", "./a|b")
+    return one_error_line(code, stderr) or wrong_hint(stderr, cwd / "a|b", cwd)
+
+
+# -- bad input in real shapes
+
+
+def builds_and_shows(cwd, text: str, name: str, paper: str, expected: dict, encoding="utf-8") -> str | None:
+    folder = cwd / "lib"
+    folder.mkdir()
+    (folder / name).write_bytes(text.encode(encoding))
+    code, _, stderr = papers(cwd, "build", "lib", "--index", "lib")
+    if code:
+        return f"exit {code}: {stderr.strip()[-250:]}"
+    code, stdout, stderr = papers(cwd, "show", paper, "--format", "json", "--index", "lib")
+    if code:
+        return f"show: exit {code}: {stderr.strip()[-200:]}"
+    shown = json.loads(stdout)
+    wrong = {field: shown.get(field) for field, value in expected.items() if shown.get(field) != value}
+    return f"read as {wrong}" if wrong else None
+
+
+@case("BibTeX: a Zotero @incollection with an editor field builds")
+def _(cwd):
+    return builds_and_shows(cwd, """@incollection{smith2020chapter,
+  title = {Private Training in Practice},
+  author = {Smith, Jane and Doe, Ann},
+  editor = {Miller, Bob and {Association for Computing Machinery}},
+  booktitle = {Handbook of Privacy},
+  year = {2020},
+  abstractNote = {Differentially private training of language models in practice.},
+  abstract = {Differentially private training of language models in practice.}
+}
+""", "zotero.bib", "smith2020chapter", {"year": 2020})
+
+
+@case("BibTeX: a DBLP @proceedings with editors only builds")
+def _(cwd):
+    return builds_and_shows(cwd, """@proceedings{DBLP:conf/icml/2021,
+  editor    = {Marina Meila and Tong Zhang},
+  title     = {Proceedings of the 38th International Conference on Machine Learning},
+  series    = {Proceedings of Machine Learning Research},
+  volume    = {139},
+  publisher = {{PMLR}},
+  year      = {2021},
+  abstract  = {The proceedings of a machine learning conference on many topics.}
+}
+@article{a1, title = {Gated Linear RNNs}, author = {Lee, K.}, year = 2022,
+  abstract = {Gated linear recurrent networks compete with transformers.}}
+""", "dblp.bib", "a1", {"year": 2022})
+
+
+@case("BibTeX: crossref inheritance gives the entry its proceedings' year")
+def _(cwd):
+    return builds_and_shows(cwd, """@inproceedings{paper1,
+  title = {Fast Private Training},
+  author = {Smith, Jane},
+  crossref = {conf21},
+  abstract = {Differentially private training of language models.}
+}
+@proceedings{conf21,
+  title = {Proceedings of the Conference},
+  booktitle = {Proceedings of the Conference},
+  year = {2021},
+  editor = {Doe, Ann}
+}
+""", "crossref.bib", "paper1", {"year": 2021})
+
+
+@case("BibTeX: @string concatenation with # builds the title")
+def _(cwd):
+    return builds_and_shows(cwd, """@string{deep = "Deep"}
+@string{learn = {Learning}}
+@article{c1,
+  title = deep # " " # learn # { for Private Training},
+  author = {Smith, Jane},
+  year = 2020,
+  abstract = {Differentially private training of language models.}
+}
+""", "strings.bib", "c1", {"title": "Deep Learning for Private Training"})
+
+
+@case("BibTeX: a month macro (month = jan) and a numeric year read")
+def _(cwd):
+    return builds_and_shows(cwd, """@article{m1,
+  title = {Gated Linear RNNs},
+  author = {Lee, Kim},
+  month = jan,
+  year = 2023,
+  abstract = {Gated linear recurrent networks compete with transformers.}
+}
+""", "months.bib", "m1", {"year": 2023})
+
+
+@case("--from file with a UTF-8 BOM and CRLF: related-work finds the papers")
+def _(cwd):
+    (cwd / "friday.txt").write_bytes("\ufeffdp1\r\nvid1\r\n".encode())
+    code, stdout, stderr = papers(cwd, "related-work", "--from", "friday.txt", "--format", "json")
+    if code:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    return None if "dp1" in stdout and "vid1" in stdout else f"papers missing: {stdout[:200]!r}"
+
+
+@case("--exclude file with CRLF and a BOM: the papers are left out")
+def _(cwd):
+    (cwd / "read.txt").write_bytes("\ufeffdp2\r\nrnn1\r\n".encode())
+    code, stdout, stderr = papers(cwd, "like", "dp1", "--exclude", "read.txt", "--format", "json")
+    if code:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    shown = {row.get("id") for row in json.loads(stdout)} if stdout.strip().startswith("[") else set()
+    left = shown & {"dp2", "rnn1"}
+    return f"not excluded: {sorted(left)}" if left else None
+
+
+@case("--exclude file in UTF-16 (Notepad's Unicode): read, or one line saying UTF-16")
+def _(cwd):
+    (cwd / "read.txt").write_bytes("dp2\r\nrnn1\r\n".encode("utf-16"))
+    code, stdout, stderr = papers(cwd, "like", "dp1", "--exclude", "read.txt", "--format", "json")
+    if code == 0:
+        shown = {row.get("id") for row in json.loads(stdout)}
+        return f"not excluded: {sorted(shown & {'dp2', 'rnn1'})}" if shown & {"dp2", "rnn1"} else None
+    return one_error_line(code, stderr) or (None if "UTF-16" in stderr else f"not called UTF-16: {stderr.strip()}")
+
+
+def bidi_ids(cwd, records) -> str | None:
+    write_corpus(cwd / "bidi", records)
+    code, stdout, stderr = papers(cwd, "build", "bidi", "--index", "bidi")
+    if code:
+        return one_error_line(code, stderr)
+    code, stdout, stderr = papers(cwd, "list", "--index", "bidi", "--wide")
+    hidden = [c for c in stdout if c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\u2060\ufeff"]
+    return f"shown raw: {sorted({hex(ord(c)) for c in hidden})}" if hidden else None
+
+
+@case("IDs dp1 and dp1+U+200B (zero-width space): refused in one line or shown escaped")
+def _(cwd):
+    return bidi_ids(cwd, [PAPERS[0], {**PAPERS[1], "id": "dp1\u200b"}])
+
+
+@case("an ID holding U+2066 and U+2069 (isolates): refused in one line or shown escaped")
+def _(cwd):
+    return bidi_ids(cwd, [PAPERS[0], {**PAPERS[1], "id": "\u2066dp\u2069x"}])
+
+
+@case("an ID holding U+FEFF inside it: refused in one line or shown escaped")
+def _(cwd):
+    return bidi_ids(cwd, [PAPERS[0], {**PAPERS[1], "id": "dp\ufeff2"}])
+
+
+@case("like with a reference holding U+202E: one line, the control not echoed raw")
+def _(cwd):
+    code, _, stderr = papers(cwd, "like", "1pd\u202e")
+    return one_error_line(code, stderr) or ("echoed U+202E raw" if "\u202e" in stderr else None)
+
+
+def utf16_input(cwd, name: str, text: str) -> str | None:
+    (cwd / "u16").mkdir()
+    (cwd / "u16" / name).write_bytes(text.encode("utf-16"))
+    code, _, stderr = papers(cwd, "build", "u16", "--index", "u16")
+    if code == 0:
+        return None
+    problem = one_error_line(code, stderr)
+    if problem:
+        return problem
+    return None if "UTF-16" in stderr and "binary" not in stderr else f"not called UTF-16: {stderr.strip()}"
+
+
+@case("a UTF-16 JSONL file: read, or one line saying UTF-16 (not binary)")
+def _(cwd):
+    return utf16_input(cwd, "papers.jsonl", "".join(json.dumps(p) + "\n" for p in PAPERS))
+
+
+@case("a UTF-16 CSV file (Excel's CSV UTF-16): read, or one line saying UTF-16")
+def _(cwd):
+    return utf16_input(cwd, "papers.csv", "id,title,abstract\r\n" + "".join(
+        f"{p['id']},{p['title'].replace(',', ' ')},{p['abstract'].replace(',', ' ')}\r\n" for p in PAPERS))
+
+
+@case("a UTF-16 .bib file: read, or one line saying UTF-16")
+def _(cwd):
+    return utf16_input(cwd, "refs.bib", "".join(
+        f"@article{{{p['id']}, title = {{{p['title']}}}, abstract = {{{p['abstract']}}}}}\n" for p in PAPERS))
+
+
+# -- forged records
+
+
+def live_folder(index: Path) -> Path:
+    return index / (index / "CURRENT").read_text().split()[0]
+
+
+def forge(index: Path, name: str | None = None, data: bytes | None = None, edit_manifest=None) -> None:
+    """Rewrite a stored file (or the manifest) and its records, as someone who can write the index would:
+    the new file's hash in the manifest, the manifest's hash in CURRENT."""
+    import hashlib
+
+    folder = live_folder(index)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if name is not None:
+        (folder / name).unlink()  # hard-linked into other versions: never edit in place
+        (folder / name).write_bytes(data)
+        manifest["files"][name] = {**manifest["files"][name], "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    if edit_manifest is not None:
+        edit_manifest(manifest)
+    raw = json.dumps(manifest, indent=1).encode()
+    (folder / "manifest.json").unlink()
+    (folder / "manifest.json").write_bytes(raw)
+    (index / "CURRENT").write_text(f"{folder.name} {hashlib.sha256(raw).hexdigest()}\n")
+
+
+def embedding_caches(cwd: Path) -> list[Path]:
+    """The SQLite embedding caches a build of indexes/default uses: beside the index, or in $PAPERS_CACHE."""
+    places = [cwd / "indexes/default"] + ([Path(env()["PAPERS_CACHE"])] if env().get("PAPERS_CACHE") else [])
+    return [path for place in places if place.is_dir() for path in sorted(place.rglob("*.sqlite"))]
+
+
+@case("cache rows whose dimension column lies (CRC matching): re-encoded, exit 0")
+def _(cwd):
+    import sqlite3
+
+    changed = 0
+    for path in embedding_caches(cwd):
+        connection = sqlite3.connect(path)
+        with connection:
+            for table, in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                columns = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+                if "dimension" in columns:
+                    changed += connection.execute(f"UPDATE {table} SET dimension = dimension * 2").rowcount
+        connection.close()
+    if not changed:
+        raise Skip("found no cached vectors to forge")
+    (cwd / "in/more.jsonl").write_text(json.dumps({"id": "new1", "abstract": "A new paper on kernels."}) + "\n")
+    return expect_ok(cwd, "build", "in") or expect_ok(cwd, "info", "--verify") or expect_ok(cwd, "like", "new1")
+
+
+def forged_manifest_refused(cwd, edit) -> str | None:
+    forge(cwd / "indexes/default", edit_manifest=edit)
+    for args in (("like", "dp1"), ("search", "private"), ("info",)):
+        code, _, stderr = papers(cwd, *args)
+        if code == 0 and args != ("info",):
+            return f"{' '.join(args)}: exit 0 on a forged manifest"
+        if code:
+            problem = one_error_line(code, stderr)
+            if problem:
+                return f"{' '.join(args)}: {problem}"
+    return None
+
+
+@case("forged manifest without its paper count and dimension: one line")
+def _(cwd):
+    def edit(manifest):
+        for key in ("count", "dimension", "papers"):
+            manifest.pop(key, None)
+
+    return forged_manifest_refused(cwd, edit)
+
+
+@case("forged manifest whose files entry is a list: one line")
+def _(cwd):
+    return forged_manifest_refused(cwd, lambda m: m.update(files=[]))
+
+
+@case("forged manifest with a file's size given as a string: one line")
+def _(cwd):
+    def edit(manifest):
+        first = sorted(manifest["files"])[0]
+        manifest["files"][first]["bytes"] = "many"
+
+    return forged_manifest_refused(cwd, edit)
+
+
+@case("forged manifest naming ../CURRENT as a file: one line, nothing outside the version read as data")
+def _(cwd):
+    def edit(manifest):
+        name = next(iter(manifest["files"]))
+        manifest["files"]["../../../etc/passwd"] = manifest["files"][name]
+
+    return forged_manifest_refused(cwd, edit)
+
+
+def forged_faiss(cwd, index_type: str, change) -> str | None:
+    import faiss
+
+    build = papers(cwd, "build", "in", "--index", "forged", "--index-type", index_type)
+    if build[0]:
+        return f"build: {build[2].strip()[-200:]}"
+    index = cwd / "indexes/forged"
+    stored = faiss.read_index(str(live_folder(index) / "faiss.index"))
+    change(stored, faiss)
+    forge(index, "faiss.index", bytes(faiss.serialize_index(stored)))
+    for args in (("like", "dp1", "--index", "forged"), ("search", "private training", "--index", "forged", "--mode", "dense")):
+        code, stdout, stderr = papers(cwd, *args)
+        if code == 0:
+            return f"{args[0]}: exit 0 on forged ids: {stdout.strip()[:160]!r}"
+        problem = one_error_line(code, stderr)
+        if problem:
+            return f"{args[0]}: {problem}"
+    return None
+
+
+@case("flat index with more vectors than papers (forged, hashes updated): one line")
+def _(cwd):
+    def add_rows(stored, faiss):
+        vectors = np.random.default_rng(0).standard_normal((50, stored.d)).astype(np.float32)
+        stored.add(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+
+    return forged_faiss(cwd, "flat", add_rows)
+
+
+@case("faiss.index forged with a huge vector count (hashes updated): damage, not out of memory")
+def _(cwd):
+    index = cwd / "indexes/default"
+    raw = bytearray((live_folder(index) / "faiss.index").read_bytes())
+    # IndexFlat: fourcc, d (int32), ntotal (int64) ...: claim 2**40 vectors.
+    raw[8:16] = (1 << 40).to_bytes(8, "little")
+    forge(index, "faiss.index", bytes(raw))
+    code, _, stderr = papers(cwd, "search", "private training", "--mode", "dense")
+    problem = one_error_line(code, stderr)
+    if problem:
+        return problem
+    return f"called out of memory: {stderr.strip()}" if "memory" in stderr.lower() else None
+
+
+# -- odd usage
+
+
+@case("sessions --seed 2**32: one line (exit 2), no traceback")
+def _(cwd):
+    code, _, stderr = papers(cwd, "sessions", "--n", "2", "--seed", str(2 ** 32))
+    return None if code == 0 and "Traceback" not in stderr else one_error_line(code, stderr, expected_code=2)
+
+
+@case("map --seed -1: one line (exit 2), or a map")
+def _(cwd):
+    code, _, stderr = papers(cwd, "map", "--n", "2", "--seed", "-1", "--out", "m.html")
+    return None if code == 0 and "Traceback" not in stderr else one_error_line(code, stderr, expected_code=2)
+
+
+@case("map --seed 2**63: one line (exit 2)")
+def _(cwd):
+    code, _, stderr = papers(cwd, "map", "--n", "2", "--seed", str(2 ** 63), "--out", "m.html")
+    return one_error_line(code, stderr, expected_code=2)
+
+
+def to_full(cwd, *args) -> str | None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, str(LAUNCHER), *args], cwd=cwd, env=env(), stdout=full,
+                              stderr=subprocess.PIPE, text=True)
+    return one_error_line(done.returncode, done.stderr)
+
+
+@case("papers --help > /dev/full: one line, non-zero")
+def _(cwd):
+    return to_full(cwd, "--help")
+
+
+@case("papers --version > /dev/full: one line, non-zero")
+def _(cwd):
+    return to_full(cwd, "--version")
+
+
+@case("papers related-work --help > /dev/full: one line, non-zero")
+def _(cwd):
+    return to_full(cwd, "related-work", "--help")
+
+
+def opened(pid: int, name: str) -> bool:
+    """Whether the process has a file of this name open (or mapped)."""
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+    return any(link.endswith("/" + name) for link in links) or ("/" + name) in maps
+
+
+def interrupt_out(cwd, *args) -> str | None:
+    """A 3,000-paper index; Ctrl-C once the command's output is under way: exit 130, the build's kind of
+    line (not click's "Aborted!"), no file or partial left."""
+    write_corpus(cwd / "big", [{"id": f"b{i}", "abstract": f"Paper {i} about topic{i % 17} and word{i % 5}."}
+                               for i in range(3000)])
+    if papers(cwd, "build", "big", "--index", "big")[0]:
+        raise RuntimeError("build failed")
+    process = spawn(cwd, *args, "--index", "big")
+    deadline = time.monotonic() + 60
+    while process.poll() is None and time.monotonic() < deadline:  # at work: the index open, or writing
+        if list(cwd.glob(".*partial*")) or list(cwd.glob(".out*")) or opened(process.pid, "vectors.npy"):
+            break
+        time.sleep(0.005)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    left = sorted(p.name for p in cwd.iterdir() if p.name.startswith(".out") or p.name.startswith("out.") or "partial" in p.name)
+    if process.returncode == 0:
+        return "finished before the signal: the case tests nothing"
+    if left:
+        return f"left behind: {left}"
+    if process.returncode != 130:
+        return f"exit {process.returncode}, expected 130: {stderr.strip()[-200:]!r}"
+    if "Aborted!" in stderr or "Traceback" in stderr:
+        return f"click's or Python's message: {stderr.strip()[-200:]!r}"
+    return None
+
+
+@case("Ctrl-C during sessions --out: exit 130, one line, no partial file")
+def _(cwd):
+    return interrupt_out(cwd, "sessions", "--n", "40", "--out", "out.md")
+
+
+@case("Ctrl-C during related-work --format bibtex --out: exit 130, one line, no partial file")
+def _(cwd):
+    return interrupt_out(cwd, "related-work", "--all", "--format", "bibtex", "--out", "out.bib")
+
+
+def long_out(cwd, *args, suffix: str) -> str | None:
+    name = "r" * (243 - len(suffix)) + suffix
+    code, _, stderr = papers(cwd, *args, "--out", name)
+    if code:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    return None if (cwd / name).is_file() else "the file was not written"
+
+
+@case("map --out with a 243-character name: written")
+def _(cwd):
+    return long_out(cwd, "map", "--n", "2", suffix=".html")
+
+
+@case("sessions --out with a 255-character name: written")
+def _(cwd):
+    name = "s" * 252 + ".md"
+    code, _, stderr = papers(cwd, "sessions", "--n", "2", "--out", name)
+    if code:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    return None if (cwd / name).is_file() else "the file was not written"
+
+
+@case("--out with a 256-character name: one line naming the name as too long")
+def _(cwd):
+    code, _, stderr = papers(cwd, "related-work", "dp1", "--out", "r" * 253 + ".md")
+    return one_error_line(code, stderr) or (None if "too long" in stderr.lower() and ".partial" not in stderr else stderr.strip())
+
+
+# -- messages that point the right way
+
+
+@case("map --out on a full disk: one line naming the map file, no partial left")
+def _(cwd):
+    with Mount("16m") as mount:
+        shutil.copytree(cwd / "indexes", mount / "indexes")
+        fill(mount)
+        code, _, stderr = papers(mount, "map", "--n", "2", "--out", "m.html")
+        left = [p.name for p in mount.iterdir() if p.name not in ("indexes", "filler")]
+        problem = one_error_line(code, stderr)
+        return problem or (f"left: {left}" if left else None) or (None if "m.html" in stderr and ".partial" not in stderr
+                                                                   else f"does not name m.html: {stderr.strip()}")
+
+
+@case("a new index on a full disk: one line naming the file or folder it could not write")
+def _(cwd):
+    with Mount("16m") as mount:
+        shutil.copytree(cwd / "in", mount / "in")
+        (mount / "indexes").mkdir()
+        fill(mount)
+        code, _, stderr = papers(mount, "build", "in", "--index", "fresh")
+        problem = one_error_line(code, stderr)
+        said = stderr.lower()
+        return problem or (None if "fresh" in stderr and ("space" in said or "full" in said)
+                           else f"does not name the file or the cause: {stderr.strip()}")
+
+
+@case("a damaged model folder (truncated weights): one line calling it damaged, not out of memory")
+def _(cwd):
+    folder = packaged_model_copy(cwd / "my-model")
+    weights = next(iter(sorted(folder.rglob("*.safetensors"))), None) or next(iter(sorted(folder.rglob("*.bin"))))
+    weights.write_bytes(weights.read_bytes()[: 4096])
+    code, _, stderr = papers(cwd, "build", "in", "--index", "m", "--model", "./my-model", real=True, timeout=900,
+                             extra_env={"PAPERS_CACHE": str(cwd / "cache")})
+    problem = one_error_line(code, stderr)
+    if problem:
+        return problem
+    return f"called out of memory: {stderr.strip()}" if "memory" in stderr.lower() else None
+
+
+# -- replaced and damaged models and exports (the real model: slower)
+
+
+def packaged_model_copy(target: Path) -> Path:
+    try:
+        sys.path.insert(0, str(REPO))
+        from recommender.embed.sentence_transformer import resolve_model_path
+    except ImportError as error:
+        raise Skip(f"cannot find the packaged model: {error}")
+    source = Path(resolve_model_path("all-MiniLM-L6-v2"))
+    if not source.is_dir():
+        raise Skip("the packaged model all-MiniLM-L6-v2 is not a local folder")
+    shutil.copytree(source, target)
+    return target
+
+
+def real_build(cwd, *args, cache: Path):
+    return papers(cwd, "build", *args, real=True, timeout=1200, extra_env={"PAPERS_CACHE": str(cache)})
+
+
+def saved_changed_model(folder: Path, width: int | None = None) -> None:
+    """Replace the model saved in `folder` by another: its weights perturbed, or a Dense layer to `width`."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    import torch
+    import transformers
+    from sentence_transformers import SentenceTransformer, models
+
+    transformers.utils.logging.disable_progress_bar()
+    model = SentenceTransformer(str(folder), device="cpu")
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.05)
+    if width is not None:
+        width_now = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        model = SentenceTransformer(modules=[*model, models.Dense(width_now(), width)],
+                                    device="cpu")
+    shutil.rmtree(folder)
+    model.save(str(folder))
+
+
+@case("a model replaced in ./my-model, then a second index built with it: none of the old model's vectors reused (real model)")
+def _(cwd):
+    packaged_model_copy(cwd / "my-model")
+    cache = cwd / "cache"
+    code, _, stderr = real_build(cwd, "in", "--index", "a", "--model", "./my-model", cache=cache)
+    if code:
+        return f"first build: {stderr.strip()[-200:]}"
+    before = np.load(live_folder(cwd / "indexes/a") / "vectors.npy")
+    saved_changed_model(cwd / "my-model")
+    code, stdout, stderr = real_build(cwd, "in", "--index", "b", "--model", "./my-model", cache=cache)
+    if code:
+        return f"second build: {stderr.strip()[-200:]}"
+    after = np.load(live_folder(cwd / "indexes/b") / "vectors.npy")
+    if np.allclose(before, after):
+        return f"the old model's vectors were reused: {(stdout + stderr).strip()[-160:]!r}"
+    return expect_ok(cwd, "search", "private training", "--index", "b", real=True, extra_env={"PAPERS_CACHE": str(cache)})
+
+
+@case("the index rebuilt with an identical copy of its model from another folder: vectors reused (the key follows the files, real model)")
+def _(cwd):
+    packaged_model_copy(cwd / "model-one")
+    cache = cwd / "cache"
+    code, _, stderr = real_build(cwd, "in", "--index", "a", "--model", "./model-one", cache=cache)
+    if code:
+        return f"first build: {stderr.strip()[-200:]}"
+    shutil.copytree(cwd / "model-one", cwd / "model-two")
+    code, stdout, stderr = real_build(cwd, "in", "--index", "a", "--model", "./model-two", cache=cache)
+    if code:
+        return f"second build: {stderr.strip()[-200:]}"
+    return None if "encoded 0" in stdout + stderr else f"encoded again: {(stdout + stderr).strip()[-160:]!r}"
+
+
+@case("like --model ./my-model after a model of another width was saved there: one line (real model)")
+def _(cwd):
+    packaged_model_copy(cwd / "my-model")
+    cache = cwd / "cache"
+    code, _, stderr = real_build(cwd, "in", "--index", "m", "--model", "./my-model", cache=cache)
+    if code:
+        return f"first build: {stderr.strip()[-200:]}"
+    saved_changed_model(cwd / "my-model", width=64)
+    code, _, stderr = papers(cwd, "search", "private training", "--index", "m", "--model", "./my-model", real=True,
+                             extra_env={"PAPERS_CACHE": str(cache)})
+    return "exit 0: the index of the old model was used as the new one's" if code == 0 else one_error_line(code, stderr)
+
+
+@case("the shared export's model.onnx replaced by a link to a user's file: not linked into a new index (real model)")
+def _(cwd):
+    cache = cwd / "cache"
+    code, _, stderr = real_build(cwd, "in", "--index", "a", cache=cache)
+    if code:
+        return f"first build: {stderr.strip()[-200:]}"
+    exports = [p for p in (cache / "onnx").iterdir() if p.is_dir()] if (cache / "onnx").is_dir() else []
+    if not exports:
+        raise Skip("no shared ONNX export was made (export unavailable here)")
+    victim = victim_file(cwd)
+    planted = exports[0] / "model.onnx"
+    planted.unlink()
+    planted.symlink_to(victim)
+    code, _, stderr = real_build(cwd, "in", "--index", "b", cache=cache)
+    if victim.read_text() != "\\title{Five years of work}\n":
+        return "the user's file was written through the link"
+    inode = victim.stat().st_ino
+    linked = [p for p in (cwd / "indexes/b").rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_ino == inode]
+    if linked:
+        return f"the user's file is hard-linked into the index: {linked[0].relative_to(cwd)}"
+    if code:
+        return one_error_line(code, stderr)
+    return expect_ok(cwd, "info", "--verify", "--index", "b", real=True) or expect_ok(
+        cwd, "search", "private training", "--index", "b", real=True, extra_env={"PAPERS_CACHE": str(cache)})
+
+
+@case("the index's tokenizer.json damaged, then the advised build: verify and search both pass (real model)")
+def _(cwd):
+    cache = cwd / "cache"
+    code, _, stderr = real_build(cwd, "in", "--index", "a", cache=cache)
+    if code:
+        return f"first build: {stderr.strip()[-200:]}"
+    tokenizers = list(live_folder(cwd / "indexes/a").rglob("tokenizer.json"))
+    if not tokenizers:
+        raise Skip("the index has no ONNX export (export unavailable here)")
+    with open(tokenizers[0], "r+b") as handle:  # damaged in place: through a hard link, the shared export too
+        handle.seek(10)
+        handle.write(b"\0\0\0\0")
+    code, _, stderr = papers(cwd, "search", "private training", "--index", "a", real=True,
+                             extra_env={"PAPERS_CACHE": str(cache)})
+    if code == 0:
+        return "search ran on a damaged tokenizer"
+    problem = one_error_line(code, stderr)
+    if problem:
+        return problem
+    code, _, stderr = real_build(cwd, "in", "--index", "a", cache=cache)
+    if code:
+        return f"the advised build: {one_error_line(code, stderr)}"
+    return expect_ok(cwd, "info", "--verify", "--index", "a", real=True) or expect_ok(
+        cwd, "search", "private training", "--index", "a", real=True, extra_env={"PAPERS_CACHE": str(cache)})
+
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", default="")
+    parser.add_argument("--only", default="", help="Run only the cases whose name holds this text.")
+    parser.add_argument("--from-case", type=int, default=1, metavar="N", help="Run only cases N and later.")
     options = parser.parse_args()
     counts = {"held": 0, "broke": 0, "skipped": 0}
     base = Path(tempfile.mkdtemp(prefix="sweep-"))
@@ -1146,7 +2298,7 @@ def main() -> int:
         print("cannot build the template index")
         return 2
     for number, (name, function) in enumerate(CASES, start=1):
-        if options.only not in name:
+        if options.only not in name or number < options.from_case:
             continue
         cwd = base / f"case-{number}"
         shutil.copytree(template, cwd, symlinks=True)
