@@ -36,7 +36,7 @@ def build_fake_index(index_dir: Path, papers: list[dict]) -> Path:
 
         encoder = FakeEncoder()
         patch.setattr(loading, "load_encoder", lambda model, device="auto": encoder)
-        patch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
+        patch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
         patch.setitem(sys.modules, "umap", None)  # the map's projection: PCA, no numba compile
         folder = index_dir.parent / f"{index_dir.name}-input"
         build_index([write_corpus(folder, papers)], index=index_dir)

@@ -171,7 +171,7 @@ def test_info(built):
         "queries:    full model\n"
         "built: X\n"
         "inputs:     fingerprint X\n"
-        "size:       24.6 KB\n"
+        "size:       24.7 KB\n"
     )
     data = json.loads(built("info", "--format", "json").output)
     assert data["paper_count"] == 6 and data["model"] == "all-MiniLM-L6-v2"

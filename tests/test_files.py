@@ -156,7 +156,7 @@ def model_folder(tmp_path, monkeypatch):
     (folder / "width").write_text("256")
     monkeypatch.setattr(loading, "load_encoder", lambda model, device="auto": FakeEncoder(
         name=model, dimension=int((Path(model) / "width").read_text())))
-    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
+    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
     return folder
 
 

@@ -526,7 +526,7 @@ def test_a_slow_phase_of_a_small_build_is_logged(papers_cli, workdir, monkeypatc
 
     monkeypatch.setenv("PAPERS_SLOW_PHASE_SECONDS", "0.2")
 
-    def slow_export(model, writer, previous, on_phase=None):
+    def slow_export(model, writer, previous, on_phase=None, precision="fp32"):
         on_phase("exporting the model to ONNX (once per model)", None)
         time.sleep(1.0)
 
@@ -538,7 +538,7 @@ def test_a_slow_phase_of_a_small_build_is_logged(papers_cli, workdir, monkeypatc
     assert phases[:2] == ["exporting the model to ONNX (once per model)"] * 2
     assert result.stderr.splitlines()[1].startswith("exporting the model to ONNX (once per model): 1s")
     assert "encoding" in phases and "TF-IDF" in phases and "checksums" in phases
-    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None: None)
+    monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
     monkeypatch.delenv("PAPERS_SLOW_PHASE_SECONDS")  # the default, 3 s
     assert cli._slow_phase_seconds() == cli.SLOW_PHASE_SECONDS == 3.0
     assert papers_cli("build", "in").stderr == ""  # quick: silent, as before

@@ -131,7 +131,7 @@ class Forgetful(FakeEncoder):
 
 encoder = Forgetful()
 loading.load_encoder = lambda model, device="auto": encoder
-build.prepare_query_encoder = lambda model, writer, previous, on_phase=None: None
+build.prepare_query_encoder = lambda model, writer, previous, on_phase=None, precision="fp32": None
 ann.ADD_BATCH = 256  # the vectors FAISS is given at a time, whatever the corpus
 warnings.simplefilter("ignore")
 tracemalloc.start()

@@ -16,7 +16,7 @@ from fakes import FakeEncoder
 from recommender import build_index
 from recommender.cli import main
 from recommender.embed import export_cache, loading, onnx_encoder, quantisation, static_encoder
-from recommender.embed.windows import Chunking, cache_key
+from recommender.embed.windows import Chunking, cache_key, precision_key
 from recommender.errors import EncodingInterrupted, InputError
 from recommender.index import build, store
 from recommender.query import ranking
@@ -33,8 +33,8 @@ def manifest(name: str) -> dict:
 
 def test_fp32_cache_keys_are_those_made_before_precisions_and_int8_ones_differ():
     old = hashlib.sha256("m\x00sentences:32\x00a text".encode("utf-8")).hexdigest()
-    assert cache_key("m", Chunking(), "a text") == cache_key("m", Chunking(), "a text", "fp32") == old
-    assert cache_key("m", Chunking(), "a text", "int8") != old
+    assert cache_key("m", Chunking(), "a text") == cache_key(precision_key("m", "fp32"), Chunking(), "a text") == old
+    assert cache_key(precision_key("m", "int8"), Chunking(), "a text") != old
 
 
 def test_a_build_records_its_precision_a_rebuild_keeps_it_and_another_encodes_everything(workdir, fake_model):
