@@ -109,6 +109,8 @@ def _slow_phase_seconds() -> float | None:
     try:
         return max(0.0, float(value)) if value else SLOW_PHASE_SECONDS
     except ValueError:
+        warnings.warn(f"${SLOW_PHASE_VARIABLE}={value!r} is neither seconds nor 'off': using {SLOW_PHASE_SECONDS:g} s",
+                      stacklevel=2)
         return SLOW_PHASE_SECONDS
 
 

@@ -16,6 +16,8 @@ chosen by repeated 2-fold cross-validation over the query papers (scripts/tune_r
 folds): held-out MAP / NDCG%20 mean and sd, the setting chosen most often, and each tier's
 figures at its shipped setting. int8 ships as the default only if its held-out MAP and NDCG%20
 stay within 0.3 of fp32's.
+
+Quoted in: docs/tiers.md (the tiers table, int8 against fp32, threads against processes).
 """
 
 from __future__ import annotations

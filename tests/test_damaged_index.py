@@ -8,6 +8,7 @@ up to store.CHEAP_HASH_BYTES in all; `papers info --verify` hashes everything.
 import ast
 import hashlib
 import json
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -35,7 +36,9 @@ def run(*args: str):
 def pytest_generate_tests(metafunc):
     """`stored_file` runs over the manifest's file list of a freshly built fake-model index."""
     if "stored_file" in metafunc.fixturenames:
-        with tempfile.TemporaryDirectory() as tmp, \
+        # Its own cache folder: the fake's vectors must never reach the session's cache as the real model's.
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {"PAPERS_CACHE": str(Path(tmp) / "cache")}), \
+                mock.patch.object(export_cache, "model_identity", lambda model: f"fake:{model}"), \
                 mock.patch.object(loading, "load_encoder", lambda model: FakeEncoder()), \
                 mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None):
             build_index([write_corpus(Path(tmp) / "in")], index=Path(tmp) / "idx")

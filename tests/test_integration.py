@@ -30,7 +30,10 @@ def recommender(seed_index):
         yield opened
 
 
-def test_rebuild_encodes_nothing(seed_index):
+def test_rebuild_encodes_nothing(seed_index, monkeypatch):
+    from conftest import SESSION_CACHE
+
+    monkeypatch.setenv("PAPERS_CACHE", SESSION_CACHE)  # the cache the module's index was built with
     report = build_index([seed_index / "seeds"], index=seed_index / "index")
     assert (report.encoded, report.reused) == (0, 38)
 

