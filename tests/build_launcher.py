@@ -102,7 +102,8 @@ def use_fake_model() -> None:
         from ray import cloudpickle
 
         cloudpickle.register_pickle_by_value(fakes)
-        loading.encoder_spec = lambda model, onnx_folder=None, device="auto", threads=None: fakes.FakeSpec(model, device)
+        loading.encoder_spec = lambda model, onnx_folder=None, device="auto", threads=None, exported_only=False: (
+            fakes.FakeSpec(model, device))
 
 
 def block_network() -> None:

@@ -36,7 +36,7 @@ def fake_ray_model(fake_model, monkeypatch):
     """Ray workers load the fake encoder from a picklable spec; append "raise" or "crash" to make them fail."""
     failures = []
 
-    def encoder_spec(model, onnx_folder=None, device="auto", threads=None):
+    def encoder_spec(model, onnx_folder=None, device="auto", threads=None, exported_only=False):
         return fakes.FakeSpec(model, device, threads, failure=failures[-1] if failures else None)
 
     monkeypatch.setattr(loading, "encoder_spec", encoder_spec)
@@ -60,10 +60,11 @@ def assert_same_index(local, distributed):
     assert like_lists(local) == like_lists(distributed)
 
 
-def test_ray_build_equals_local_build(papers_cli, fake_ray_model, seeds, open_index):
+def test_ray_build_equals_local_build(papers_cli, fake_ray_model, seeds, open_index, monkeypatch, tmp_path):
     assert papers_cli("build", "seeds", "--index", "local").output == (
         "indexed 38 papers in indexes/local: encoded 38, reused 0 from the cache (flat search)\n"
     )
+    monkeypatch.setenv("PAPERS_CACHE", str(tmp_path / "another-cache"))  # else the shared cache has them all
     result = papers_cli("build", "seeds", "--index", "ray", "--engine", "ray")
     assert result.output == (
         "indexed 38 papers in indexes/ray: encoded 38, reused 0 from the cache (flat search)\n"
@@ -124,7 +125,9 @@ def test_ray_build_with_the_real_model_equals_local_build(seeds, workdir, open_i
     from recommender import build_index
 
     local = build_index([seeds], index=workdir / "local")
-    distributed = build_index([seeds], index=workdir / "ray", engine="ray")
+    with pytest.MonkeyPatch.context() as patch:  # a cache of its own, else the shared one has every vector
+        patch.setenv("PAPERS_CACHE", str(workdir / "another-cache"))
+        distributed = build_index([seeds], index=workdir / "ray", engine="ray")
     assert (local.encoded, distributed.encoded) == (38, 38)
     assert not ray.is_initialized()
     assert_same_index(open_index(workdir / "local"), open_index(workdir / "ray"))
@@ -182,7 +185,8 @@ def test_ray_build_joins_the_cluster_at_ray_address(papers_cli, fake_model, seed
     result = subprocess.run(
         [sys.executable, str(REPO / "tests" / "build_launcher.py"), "build", "seeds", "--index", "joined",
          "--engine", "ray"],
-        cwd=workdir, env=ray_env(RAY_ADDRESS=ray_head), capture_output=True, text=True, timeout=600,
+        cwd=workdir, env=ray_env(RAY_ADDRESS=ray_head, PAPERS_CACHE=str(workdir / "another-cache")),
+        capture_output=True, text=True, timeout=600,
     )
     assert (result.returncode, result.stdout, result.stderr) == (
         0, "indexed 38 papers in indexes/joined: encoded 38, reused 0 from the cache (flat search)\n", ""
