@@ -436,11 +436,16 @@ class ArrayFile:
         np.lib.format.write_array_header_1_0(header, {
             "descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
         self.offset = len(header.getvalue())
-        self.handle = files.open_exclusive(path, "w+b")  # never through a link
         self.written = 0  # rows, for append
         with writer.writing_file(path):
-            self.handle.write(header.getvalue())
-            self.handle.truncate(self.offset + shape[0] * self.row_bytes)  # sparse until written
+            self.handle = files.open_exclusive(path, "w+b")  # never through a link
+            try:
+                self.handle.write(header.getvalue())
+                self.handle.flush()
+                self.handle.truncate(self.offset + shape[0] * self.row_bytes)  # sparse until written
+            except BaseException:
+                self.handle.close()  # a full disk: nothing left open
+                raise
 
     def __len__(self) -> int:
         return self.shape[0]
