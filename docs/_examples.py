@@ -48,19 +48,29 @@ def _papers() -> str:
     return found
 
 
-def _environment(work: Path) -> dict:
+def _environment(cwd: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PAPERS_HOME", "PAPERS_INDEX", "COLUMNS")}
-    env["PAPERS_CACHE"] = str(work / "cache")  # the shared ONNX export: made once, in the work folder
+    env["PAPERS_CACHE"] = str(_cache(cwd))  # the checkout's user: an embedding cache of its own
     env["SOURCE_DATE_EPOCH"] = BUILD_TIME  # the build time `papers info` shows, the same every run
     env["PAPERS_SLOW_PHASE_SECONDS"] = "off"  # a short build's log stays silent however loaded the machine
     return env
 
 
+def _cache(checkout: Path) -> Path:
+    return checkout.parent / f"cache-{checkout.name}"
+
+
 def _checkout(folder: Path) -> Path:
-    """A folder laid out like a fresh checkout: the seeds and an empty `indexes/`."""
+    """A folder laid out like a fresh checkout: the seeds and an empty `indexes/`, and a new user's
+    cache folder (its embedding cache empty; the ONNX exports, made once, shared by every run)."""
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(ROOT / "seeds", folder / "seeds")
     (folder / "indexes").mkdir()
+    cache, exports = _cache(folder), folder.parent / "onnx-exports"
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True)
+    exports.mkdir(exist_ok=True)
+    (cache / "onnx").symlink_to(exports)
     return folder
 
 
@@ -81,7 +91,7 @@ def _execute(command: str, cwd: Path, work: Path, status: int | None) -> str:
     words = shlex.split(command, comments=True)
     if words[0] == "papers":
         words[0] = _papers()
-    done = subprocess.run(words, cwd=cwd, env=_environment(work), stdout=subprocess.PIPE,
+    done = subprocess.run(words, cwd=cwd, env=_environment(cwd), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=600)
     if status is not None and done.returncode != status:
         raise SystemExit(f"docs example `{command}` exited {done.returncode}, not {status}:\n{done.stdout}")
@@ -135,7 +145,8 @@ def python(code: str) -> None:
     """Show a Python snippet, then what it prints when run in the seed checkout (a fresh process)."""
     code = code.strip("\n")
     _fence(code.split("\n"), "python")
-    done = subprocess.run([sys.executable, "-c", code], cwd=_seed_checkout(), env=_environment(_work()),
+    folder = _seed_checkout()
+    done = subprocess.run([sys.executable, "-c", code], cwd=folder, env=_environment(folder),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"docs example failed:\n{code}\n{done.stdout}")
