@@ -166,6 +166,11 @@ def test_a_model_replaced_in_the_same_folder_is_a_new_model(workdir, model_folde
     assert first.stdout.endswith("encoded 6, reused 0 from the cache (flat search)\n")
     (model_folder / "model.safetensors").write_bytes(b"weights of another, narrower model")
     (model_folder / "width").write_text("128")
+    # Before the rebuild, a lookup that names the model refuses the index of the model that was there.
+    refused = run("search", "private training", "--model", str(model_folder))
+    assert (refused.exit_code, refused.stderr) == (1, (
+        f"Error: index indexes/default was built with the model that was in '{model_folder}', and that folder "
+        f"holds another model now: run `papers build --model {model_folder}` to rebuild it\n"))
     again = run("build", "in", "--model", str(model_folder))
     assert again.stdout.endswith("encoded 6, reused 0 from the cache (flat search)\n")
     info = json.loads(run("info", "--format", "json").stdout)
@@ -695,3 +700,19 @@ def test_open_lock_file_refuses_a_link(tmp_path):
     assert raised.value.errno == errno.ELOOP
     with files.open_lock_file(tmp_path / "fresh.lock") as lock:
         assert lock.writable()
+
+
+@pytest.mark.model
+def test_a_model_folder_with_truncated_weights_is_called_damaged(workdir):
+    from recommender.embed.sentence_transformer import DEFAULT_MODEL, resolve_model_path
+
+    folder = workdir / "my-model"
+    shutil.copytree(resolve_model_path(DEFAULT_MODEL), folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:4096])
+    write_corpus(workdir / "in")
+    result = run("build", "in", "--model", "./my-model", "--quiet")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: model './my-model' has a damaged weights file (")
+    assert result.stderr.endswith("): copy or save the model folder again\n") and "memory" not in result.stderr
+    assert not (workdir / "indexes" / "default").exists()

@@ -60,13 +60,14 @@ def test_lookups_of_the_large_model_load_no_torch(mpnet_index, args):
         assert results[0]["title"] == "FlashDP"  # the paper the query paraphrases ranks first
 
 
-def test_models_lists_both_tiers_and_how_to_install_the_missing(tmp_path, monkeypatch):
+def test_models_lists_the_tiers_and_how_to_install_the_missing(tmp_path, monkeypatch):
     monkeypatch.setenv("PAPERS_CACHE", str(tmp_path / "empty-cache"))
     listed = subprocess.run([sys.executable, "-m", "recommender", "models", "--format", "json"], capture_output=True,
                             text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
     models = {model["name"]: model for model in json.loads(listed.stdout)}
-    assert [models[name]["tier"] for name in ("all-MiniLM-L6-v2", "all-mpnet-base-v2")] == ["default", "quality"]
+    assert [models[name]["tier"] for name in ("all-MiniLM-L6-v2", "static", "all-mpnet-base-v2")] == [
+        "default", "fast", "quality"]
     assert models["all-MiniLM-L6-v2"]["status"] == "installed"
     assert models["all-mpnet-base-v2"]["status"] in ("not installed", "installed (unpacked on first use)")
     assert models["all-mpnet-base-v2"]["download_bytes"] == 404_421_332

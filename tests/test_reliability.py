@@ -180,6 +180,7 @@ def test_search_text_in_latin_1_bytes_is_refused_in_one_line(workdir, fake_model
 
 FULL_AT = [
     # (where the disk fills up, what the build writes there, the path its error names)
+    ("scratch_file", "papers.jsonl", "indexes/default/.tmp-*/.scratch/papers.jsonl"),  # the papers read, spooled
     ("save_faiss", "faiss.index", "indexes/default/.tmp-*/faiss.index"),
     ("array_file", "vectors.npy", "indexes/default/.tmp-*/vectors.npy"),
     ("save_jsonl", "papers.jsonl", "indexes/default/.tmp-*/papers.jsonl"),

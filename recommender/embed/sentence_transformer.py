@@ -105,6 +105,10 @@ class SentenceTransformerEncoder:
             self.model = SentenceTransformer(path, device=device)
         except Exception as error:  # any loader failure is the user's model choice
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            if "deserializing header" in first_line or "incomplete metadata" in first_line:
+                # safetensors' words for a truncated or overwritten weights file
+                raise ModelError(f"model '{model}' has a damaged weights file ({first_line}): copy or save the "
+                                 "model folder again") from None
             raise ModelError(
                 f"cannot load model '{model}' ({first_line}): give a local sentence-transformers model folder; nothing is downloaded"
             ) from None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import errno
 import functools
 import hashlib
 import json
@@ -137,8 +136,9 @@ def build_index(
     with store.writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
         spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
-        ids, handles = spool.read(_stored_papers(index_dir) if upgrade and not inputs
-                                  else scan_papers(inputs, where=list(where)))
+        reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where))
+        with contextlib.closing(reading):  # a failed spool write leaves no input file open
+            ids, handles = spool.read(reading)
         count = len(ids)
         previous = _previous_build(index_dir, model)
         try:
@@ -526,7 +526,6 @@ def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
     return previous
 
 
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 def prepare_query_encoder(
@@ -562,7 +561,7 @@ def prepare_query_encoder(
     except (ModelError, OSError) as error:
         store.remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
-        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS):
+        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in store.WRITE_ERRNOS):
             # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
             raise store.write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
         if _exported_only(model, precision):

@@ -358,8 +358,14 @@ class IndexWriter:
             handle = files.open_exclusive(path, "w+b")
         try:
             yield handle
+            handle.flush()
+        except OSError as error:
+            if error.errno in WRITE_ERRNOS:  # the spool's buffered writes meet a full disk: name the file
+                raise write_error(self.index_dir, path, error.strerror or str(error)) from None
+            raise
         finally:
-            handle.close()
+            with contextlib.suppress(OSError):  # flushed above, or already failing
+                handle.close()
             path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 path.parent.rmdir()
@@ -491,6 +497,10 @@ class ArrayFile:
         """Closed and removed (its rows were of the wrong width: the file is made again)."""
         self.handle.close()
         self.path.unlink(missing_ok=True)
+
+
+# What a failed write means the disk cannot take more (full, over quota, too big, read-only).
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
 def write_error(index_dir: Path, path, problem: str) -> RecommenderError:

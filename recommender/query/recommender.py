@@ -94,6 +94,13 @@ class Recommender:
                 raise IndexMismatchError(
                     f"index {index_dir} was built with model '{built_with}', not '{model}': run `{command}` to rebuild it"
                 )
+            if model is not None and _replaced_model_folder(model, stored.manifest.get("model_identity")):
+                target = () if index is None else ("--index", str(index))
+                command = shell_command("papers", "build", *target, "--model", model)
+                raise IndexMismatchError(
+                    f"index {index_dir} was built with the model that was in '{model}', and that folder holds "
+                    f"another model now: run `{command}` to rebuild it"
+                )
             return cls(stored)
         except BaseException:
             stored.close()
@@ -885,3 +892,13 @@ def _closest(reference: str, ids: Sequence[str], handles: Sequence[str], limit: 
     folded.update({paper_id.casefold(): paper_id for paper_id in ids})
     names = difflib.get_close_matches(reference.casefold(), list(folded), n=limit, cutoff=0.6)
     return [folded[name] for name in names]
+
+
+def _replaced_model_folder(model: str, built_identity: str | None) -> bool:
+    """Whether `model` is a folder whose files are no longer those the index was built with (its
+    identity, the hash of its files, differs). A named model is not hashed: lookups stay light."""
+    if not built_identity or not Path(model).expanduser().is_dir():
+        return False
+    from ..embed import export_cache
+
+    return export_cache.model_identity(model) != built_identity
