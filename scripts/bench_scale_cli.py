@@ -283,12 +283,13 @@ def build_child(corpus: str, index: str, report: str) -> None:
     encoder.encoded_texts = _Discard()  # the fake keeps every text otherwise
     loading.load_encoder = lambda model: encoder
     # The papers are encoded by the fake, even though the index has an ONNX export (a build uses it otherwise).
-    loading.encoder_spec = lambda model, onnx_folder=None, device="auto", threads=None: lambda: encoder
+    loading.encoder_spec = lambda model, onnx_folder=None, device="auto", threads=None, exported_only=False: (
+        lambda: encoder)
     # The real export step, of the real model (same dimension), linked from PAPERS_CACHE: `search` then
     # encodes its query with the real ONNX model.
     prepare = build.prepare_query_encoder
-    build.prepare_query_encoder = lambda model, writer, previous, on_phase=None: prepare(
-        DEFAULT_MODEL, writer, previous, on_phase)
+    build.prepare_query_encoder = lambda model, writer, previous, on_phase=None, *precision: prepare(
+        DEFAULT_MODEL, writer, previous, on_phase, *precision)  # code before precisions passes none
     if hasattr(build, "read_papers"):  # code before the streaming build (--compare-code, bench_build_memory.py --code)
         build.read_papers = timed("read_s", build.read_papers)
     else:  # the papers are read into the build's spool
