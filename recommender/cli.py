@@ -255,10 +255,14 @@ def main():
 @click.option("--model", default=None,
               help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2, packaged); "
                    "'static': the fast tier, static embeddings distilled from it (~20x faster to build, "
-                   "ranking about as well as TF-IDF alone: docs/tiers.md).")
+                   "ranking about as well as TF-IDF alone: docs/tiers.md); 'all-mpnet-base-v2': the quality "
+                   "tier (its parts installed first; ~2x the build time at int8, its default; level "
+                   "with the default in hybrid ranking, +0.7 MAP dense: docs/models.md). `papers models` "
+                   "lists them.")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default=None,
-              help="Weights the model encodes with: fp32 (the default for a new index), or int8, ~2x faster "
-                   "on a CPU at about 1 MAP point less (docs/tiers.md). A rebuild keeps the index's own unless given.")
+              help="Weights the model encodes with: fp32 (the default for a new index; int8 for "
+                   "all-mpnet-base-v2 on a CPU, where it ranks as well), or int8, ~2x faster on a CPU at about "
+                   "1 MAP point less with the default model (docs/tiers.md). A rebuild keeps the index's own unless given.")
 @click.option("--upgrade", is_flag=True,
               help="Rebuild an index made with --model static with the full model, from its own papers "
                    "(or INPUTS); it answers queries from its fast version until the new one is ready.")

@@ -45,6 +45,7 @@ def test_an_index_of_the_large_model_is_built_and_described(mpnet_index):
     assert info.returncode == 0, info.stderr
     details = json.loads(info.stdout)
     assert (details["model"], details["dimension"]) == ("all-mpnet-base-v2", 768)
+    assert details["precision"] == "int8"  # its default on a CPU: it ranks as well as fp32 (docs/models.md)
 
 
 @pytest.mark.model

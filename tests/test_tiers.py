@@ -279,3 +279,24 @@ def test_only_a_fast_index_can_be_upgraded(workdir, fake_model):
     result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--where", "year>=2020"])
     assert (result.exit_code, result.output) == (
         1, "Error: --where with --upgrade needs INPUTS: the index's own papers are upgraded as they are\n")
+
+
+def test_each_model_ranks_with_the_dense_weight_its_cross_validation_chose():
+    assert ranking.dense_weight_for("all-MiniLM-L6-v2") == ranking.DENSE_WEIGHT == 0.7
+    assert ranking.dense_weight_for("all-MiniLM-L6-v2", "int8") == 0.7
+    assert ranking.dense_weight_for("./my-model") == 0.7
+    assert ranking.dense_weight_for("static") == 0.4
+    assert (ranking.dense_weight_for("all-mpnet-base-v2"), ranking.dense_weight_for("all-mpnet-base-v2", "int8")) == (
+        0.8, 0.75)
+
+
+def test_the_quality_tier_builds_int8_by_default_on_a_cpu_and_the_others_fp32(monkeypatch):
+    from recommender.embed import quantisation, sentence_transformer
+
+    assert [quantisation.default_precision(m) for m in ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")] == [
+        "fp32", "fp32", "int8"]
+    assert build._kept_precision("all-mpnet-base-v2", None, None, None, "cpu") == ("int8", None)
+    assert build._kept_precision("all-mpnet-base-v2", "fp32", None, None, "cpu") == ("fp32", None)
+    assert build._kept_precision("all-MiniLM-L6-v2", None, None, None, "cpu") == ("fp32", None)
+    monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)  # auto on a GPU machine
+    assert build._kept_precision("all-mpnet-base-v2", None, None, None, "auto") == ("fp32", None)

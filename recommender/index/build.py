@@ -22,7 +22,7 @@ from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, PaperSet, scan_papers, text_key
 from ..embed import loading
 from ..embed import export_cache, static_encoder
-from ..embed.quantisation import DEFAULT_PRECISION, PRECISIONS
+from ..embed.quantisation import PRECISIONS, default_precision
 from ..embed.static_encoder import STATIC_MODEL
 from ..embed.windows import Chunking, Encoder, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
@@ -83,7 +83,8 @@ def build_index(
     `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
     `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only its own).
     `precision` "fp32" or "int8" (int8 ONNX weights: about twice as fast on a CPU, always on the
-    CPU); None keeps the precision of the index being rebuilt, else takes DEFAULT_PRECISION. The
+    CPU); None keeps the precision of the index being rebuilt, else takes the model's default
+    (quantisation.default_precision: fp32, int8 for the quality tier). The
     model "static" is the fast tier (static embeddings distilled from the default model).
 
     `upgrade` rebuilds an index made with the fast tier with `model` (default: the default model),
@@ -669,11 +670,15 @@ def _kept_precision(model: str, precision: str | None, previous: store.StoredInd
         chosen = "fp32"
     elif previous is not None:
         chosen = previous.manifest.get("precision", "fp32")
-        if chosen != DEFAULT_PRECISION and notice is not None:
-            notice(f"keeping this index's precision {chosen}: --precision {DEFAULT_PRECISION} (the default for "
+        if chosen != default_precision(model) and notice is not None:
+            notice(f"keeping this index's precision {chosen}: --precision {default_precision(model)} (the default for "
                    "new indexes) would encode every paper again")
     else:
-        chosen = DEFAULT_PRECISION
+        chosen = default_precision(model)
+        if chosen != "fp32" and device == "auto":
+            from ..embed.sentence_transformer import cuda_available
+
+            chosen = "fp32" if cuda_available() else chosen  # int8 encodes on CPUs only: a GPU build is fp32
     if previous is not None and kept != chosen:
         previous.close()
         previous = None

@@ -14,14 +14,16 @@ MODES = ("dense", "lexical", "hybrid")
 # papers (scripts/tune_relevance.py; docs/ranking.md).
 DENSE_WEIGHT = 0.7
 POOL = 200
-# The fast tier (`--model static`) has a weaker dense cosine, so its hybrid ranking leans more on TF-IDF:
-# its own weight, chosen by the same cross-validation (scripts/bench_tiers.py; docs/tiers.md).
-TIER_DENSE_WEIGHTS = {"static": 0.4}
+# Other models' own weights, each chosen by the same cross-validation at the shared POOL (the setting
+# chosen most often). The fast tier (`--model static`) has a weaker dense cosine, so its hybrid ranking
+# leans more on TF-IDF (scripts/bench_tiers.py; docs/tiers.md); the quality tier's leans more on its
+# cosine, a little less at int8 (scripts/tune_relevance.py --model/--precision; docs/models.md).
+TIER_DENSE_WEIGHTS = {"static": 0.4, "all-mpnet-base-v2": 0.8, "all-mpnet-base-v2@int8": 0.75}
 
 
-def dense_weight_for(model: str) -> float:
-    """The dense cosine's weight in the hybrid score of an index built with `model`."""
-    return TIER_DENSE_WEIGHTS.get(model, DENSE_WEIGHT)
+def dense_weight_for(model: str, precision: str = "fp32") -> float:
+    """The dense cosine's weight in the hybrid score of an index built with `model` at `precision`."""
+    return TIER_DENSE_WEIGHTS.get(f"{model}@{precision}", TIER_DENSE_WEIGHTS.get(model, DENSE_WEIGHT))
 # Weight of the negative seeds against the positive ones (Rocchio's gamma/beta).
 NEGATIVE_WEIGHT = 0.5
 

@@ -77,7 +77,7 @@ class Recommender:
         self._lexical: LexicalIndex | None = None
         self._query_encoder: Encoder | None = None
         # The hybrid ranking's weight of the dense cosine: the fast tier has its own.
-        self.dense_weight = dense_weight_for(self.manifest.get("model", ""))
+        self.dense_weight = dense_weight_for(self.manifest.get("model", ""), self.manifest.get("precision", "fp32"))
         self._rows_by_key: dict[str, dict[str, int]] = {}  # indexes without digest tables
         self._rows_by_citation_key: dict[str, list[int]] | None = None  # nor citation keys
 
