@@ -80,12 +80,12 @@ def _seed_checkout() -> Path:
     folder = work / "checkout"
     if os.environ.get(_BUILT) != str(folder):
         _checkout(folder)
-        _execute("papers build --quiet", folder, work, status=0)
+        _execute("papers build --quiet", folder, status=0)
         os.environ[_BUILT] = str(folder)
     return folder
 
 
-def _execute(command: str, cwd: Path, work: Path, status: int | None) -> str:
+def _execute(command: str, cwd: Path, status: int | None) -> str:
     """Run one shell-like command line (`papers ...`, comments allowed); its stdout and stderr
     interleaved as a terminal shows them (one pipe for both; click flushes every line)."""
     words = shlex.split(command, comments=True)
@@ -122,14 +122,14 @@ def run(*commands: str, head: int | None = None, width: int | None = None, fresh
             cog.outl()
     lines = []
     for command in commands:
-        lines += [f"$ {command}", *_shorten(_execute(command, folder, work, status), head, width)]
+        lines += [f"$ {command}", *_shorten(_execute(command, folder, status), head, width)]
     _fence(lines, lang)
 
 
 def output(command: str, *, head: int | None = None, width: int | None = None, lang: str = "text",
            status: int | None = 0) -> None:
     """Like `run`, for one command, without the `$ command` line (when the prose names the command)."""
-    _fence(_shorten(_execute(command, _seed_checkout(), _work(), status), head, width), lang)
+    _fence(_shorten(_execute(command, _seed_checkout(), status), head, width), lang)
 
 
 def _shorten(text: str, head: int | None, width: int | None) -> list[str]:

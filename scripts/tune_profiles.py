@@ -40,6 +40,7 @@ from recommender.evaluation import metrics, profiles as protocol
 from recommender.evaluation.evaluate import prepare_index
 from recommender.query import profiles
 from recommender.query.recommender import Recommender
+from tune_relevance import folds  # scripts/, beside this file: the same repeated 2-fold splits
 
 MAX_WEIGHTS = (0.25, 0.4, 0.5, 0.6, 0.75)
 CLUSTER_DISTANCES = (0.3, 0.4, 0.5, 0.6, 0.7)
@@ -113,17 +114,6 @@ def figures(recommender: Recommender, sets: dict[str, list[protocol.Profile]], f
               f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
         out[name] = cells
     return {"names": names, **out}
-
-
-def folds(papers: list[str], repeats: int, seed: int = 0):
-    """Repeated 2-fold splits of the query papers (tune_relevance.py's): (train, test) sets."""
-    rng = np.random.default_rng(seed)
-    unique = sorted(set(papers))
-    for _ in range(repeats):
-        order = rng.permutation(len(unique))
-        half = {unique[i] for i in order[: len(unique) // 2]}
-        yield half, set(unique) - half
-        yield set(unique) - half, half
 
 
 def cross_validate(cells: dict, sets: dict, candidates: list[int], repeats: int):

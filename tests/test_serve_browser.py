@@ -3,7 +3,6 @@ server on 127.0.0.1: a reader's path through the pages (search from the box, "si
 the tag's recommendations, the map from a paper), and a hostile corpus whose every field tries to run a
 script, on every page. Skipped with the reason when chromium is missing, except on CI (CI=true)."""
 
-import os
 import urllib.parse
 from pathlib import Path
 
@@ -13,26 +12,10 @@ pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip i
 
 from corpus import HOSTILE_PAPERS  # noqa: E402
 from serving import build_fake_index, start_server  # noqa: E402
-from test_map_browser import CHROMIUM_ARGS, chromium  # noqa: E402
+from test_map_browser import browser  # noqa: E402,F401 - the chromium fixture, shared
 from test_sessions import topic_papers  # noqa: E402
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "serve.png"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    path = chromium()
-    if path is None:
-        reason = "no chromium on PATH: install it (Debian: apt-get install chromium) to run the browser tests"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 def reader_papers():
