@@ -548,7 +548,8 @@ def indexes(ctx, fmt):
     """
     if ctx.invoked_subcommand is not None:
         return
-    from .index.store import index_home, list_indexes
+    from .index.catalogue import list_indexes
+    from .index.home import index_home
     from .render.indexes import render_indexes
 
     home = index_home()
@@ -576,7 +577,7 @@ def cache():
 @library_errors
 def cache_info(fmt):
     """Where the embedding cache is, its size and how many vectors it holds."""
-    from .index.store import embedding_cache_info
+    from .embed.embedding_cache import embedding_cache_info
     from .render.indexes import render_cache
 
     click.echo(render_cache(embedding_cache_info(), fmt), nl=False)
@@ -586,7 +587,7 @@ def cache_info(fmt):
 @library_errors
 def cache_clear():
     """Empty the embedding cache (the next builds encode their papers again; indexes are untouched)."""
-    from .index.store import clear_embedding_cache
+    from .embed.embedding_cache import clear_embedding_cache
     from .render.indexes import render_cache_cleared
 
     click.echo(render_cache_cleared(clear_embedding_cache()), nl=False)
@@ -603,7 +604,7 @@ def indexes_rm(name):
     \b
         papers indexes rm old-arxiv
     """
-    from .index.store import remove_index
+    from .index.catalogue import remove_index
 
     index_dir, kept = remove_index(name)
     if kept:
@@ -625,7 +626,7 @@ def indexes_mv(old, new):
     \b
         papers indexes mv default iclr2020
     """
-    from .index.store import rename_index
+    from .index.catalogue import rename_index
 
     old_dir, new_dir = rename_index(old, new)
     click.echo(f"renamed index {old_dir} to {new_dir}", err=True)
@@ -720,7 +721,7 @@ def _output_file(path: str | None, mode: str = "w"):
         yield None
         return
     from .files import remove_stale_partials, replacing
-    from .index.store import check_not_in_index
+    from .index.layout import check_not_in_index
 
     target = Path(path)
     check_not_in_index(target)

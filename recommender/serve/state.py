@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import RecommenderError
-from ..index import store
+from ..index.stored import live_version
 from ..query.recommender import Recommender
 
 
@@ -60,7 +60,7 @@ class LiveIndex:
                 self._release(opened)
 
     def _acquire(self) -> OpenedVersion:
-        live = store.live_version(self.index_dir)
+        live = live_version(self.index_dir)
         with self._lock:
             current = self._current
             if current is None or current.version != live:
