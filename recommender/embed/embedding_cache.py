@@ -43,6 +43,7 @@ class EmbeddingCache:
         folder = export_cache.cache_home() if folder is None else Path(folder)
         self.path = folder / export_cache.EMBEDDINGS
         self.owner = owner
+        self.damage = ""  # why the file was found damaged and started afresh, if it was
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -104,6 +105,7 @@ class EmbeddingCache:
                 self.connection.close()
             for suffix in ("", "-journal", "-wal", "-shm"):
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self.damage = str(error)
             warnings.warn(f"embedding cache {self.path} was damaged ({error}) and is started afresh: every paper is encoded again")
             self._connect()
 
@@ -184,6 +186,7 @@ class EmbeddingCache:
 
     def summary(self) -> dict:
         """What `papers cache info` shows: the file, its size in bytes (with its -wal), and its vectors."""
+        entries = 0  # a damaged file is started afresh: no vectors
         with self._guard():
             entries = self.connection.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
         size = sum(Path(f"{self.path}{suffix}").stat().st_size for suffix in ("", "-wal")
@@ -192,6 +195,7 @@ class EmbeddingCache:
 
     def clear(self) -> int:
         """Remove every vector (the file stays, so concurrent builds keep a valid cache); returns how many."""
+        removed = 0  # a damaged file is started afresh: nothing left to remove
         with self._guard(), self.connection:
             removed = self.connection.execute("DELETE FROM vectors").rowcount
         self.connection.execute("VACUUM")
@@ -224,13 +228,22 @@ def clear_embedding_cache(folder: Path | None = None) -> dict:
     """Empty the shared embedding cache (`papers cache clear`): every index's next build encodes its papers
     again; the indexes themselves and the ONNX exports are untouched. Returns the entries removed and
     the bytes the file took before and takes now."""
-    before = embedding_cache_info(folder)
-    if not before["entries"] and not before["bytes"]:
-        return {**before, "removed": 0, "bytes_before": 0}
-    with EmbeddingCache(Path(before["path"]).parent) as cache:
-        removed = cache.clear()
-        after = cache.summary()
-    return {**after, "removed": removed, "bytes_before": before["bytes"]}
+    from . import export_cache
+
+    path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
+    if not path.exists() and not path.is_symlink():
+        return {"path": str(path), "bytes": 0, "entries": 0, "removed": 0, "bytes_before": 0, "damaged": ""}
+    bytes_before = sum(Path(f"{path}{suffix}").stat().st_size for suffix in ("", "-wal")
+                       if files.is_plain_file(Path(f"{path}{suffix}")))
+    # A damaged file is what clearing is for: it is started afresh and said so in the result,
+    # not warned about on the way.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with EmbeddingCache(path.parent) as cache:
+            removed = cache.clear()
+            after = cache.summary()
+            damaged = cache.damage
+    return {**after, "removed": removed, "bytes_before": bytes_before, "damaged": damaged}
 
 
 def read_legacy_vectors(path: Path, keys: Sequence[str]) -> dict[str, np.ndarray]:
