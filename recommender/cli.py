@@ -595,23 +595,39 @@ def cache_clear():
 
 @indexes.command(name="rm")
 @click.argument("name", metavar="NAME|PATH")
+@click.option("--with-tags", is_flag=True,
+              help="Remove the index's tags (made by `papers serve`) too; without it they are kept "
+                   "(asked on a terminal).")
 @library_errors
-def indexes_rm(name):
+def indexes_rm(name, with_tags):
     """Remove an index: what its builds made, nothing else (a folder that is not an index is refused).
+    Its tags are kept unless --with-tags; a link to an index is removed itself, never followed.
 
     Examples:
 
     \b
         papers indexes rm old-arxiv
+        papers indexes rm old-arxiv --with-tags
     """
     from .index.catalogue import remove_index
 
-    index_dir, kept = remove_index(name)
+    def confirm_tags(path: Path) -> bool:
+        return click.confirm(f"index {name} has tags ({path}): remove them too?", default=False, err=True)
+
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    removal = remove_index(name, with_tags=with_tags, confirm_tags=confirm_tags if interactive else None)
+    index_dir, kept = removal.folder, removal.kept
+    if removal.link_target is not None:
+        click.echo(f"removed the link {index_dir}; the index it points to ({removal.link_target}) is kept "
+                   "(give its path to remove it)", err=True)
+        return
+    notes = []
     if kept:
-        shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
-        click.echo(f"removed index {name} ({index_dir}); kept what papers did not make there: {shown}", err=True)
-    else:
-        click.echo(f"removed index {name} ({index_dir})", err=True)
+        notes.append("kept what papers did not make there: " + ", ".join(kept[:5])
+                     + (f" and {len(kept) - 5} more" if len(kept) > 5 else ""))
+    if removal.tags_kept:
+        notes.append(f"kept its tags ({index_dir / 'tags.sqlite'}): add --with-tags to remove them")
+    click.echo(f"removed index {name} ({index_dir})" + "".join(f"; {note}" for note in notes), err=True)
 
 
 @indexes.command(name="mv")

@@ -3,6 +3,7 @@ test's own folder (FIFOs and devices made there, never the real /dev)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -54,3 +55,98 @@ def test_cache_info_on_a_damaged_cache_has_no_traceback(workdir, own_embedding_c
     info = papers(workdir, "cache", "info")
     assert info.returncode == 0 and "Traceback" not in info.stderr and len(info.stderr.splitlines()) <= 1
     assert info.stdout.startswith(f"embedding cache: {own_embedding_cache / 'embeddings.sqlite'}\nsize: ")
+
+
+# ---------------------------------------------------------------- indexes rm
+
+
+@pytest.fixture
+def real_index(workdir):
+    """An index on "another disk" (a folder outside the home), built by a real process."""
+    from corpus import write_corpus
+
+    write_corpus(workdir / "in")
+    built = papers(workdir, "build", "in", "--index", str(workdir / "disk" / "real"))
+    assert built.returncode == 0, built.stderr
+    return workdir / "disk" / "real"
+
+
+def tree(folder: Path) -> list[str]:
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*"))
+
+
+def add_tags(index_dir: Path) -> None:
+    with sqlite3.connect(index_dir / "tags.sqlite") as connection:  # as `papers serve` makes it
+        connection.execute("CREATE TABLE tags (paper TEXT, tag TEXT)")
+        connection.execute("INSERT INTO tags VALUES ('dp1', 'to-read')")
+    connection.close()
+
+
+def test_rm_of_a_linked_index_removes_the_link_only(workdir, real_index):
+    (workdir / "indexes").mkdir()
+    (workdir / "indexes" / "alias").symlink_to(real_index)
+    before = tree(real_index)
+    assert papers(workdir, "info", "--index", "alias").returncode == 0  # the link works for every command
+    removed = papers(workdir, "indexes", "rm", "alias")
+    assert (removed.returncode, removed.stderr) == (
+        0, f"removed the link indexes/alias; the index it points to ({real_index}) is kept (give its path to remove it)\n")
+    assert not (workdir / "indexes" / "alias").is_symlink()
+    assert tree(real_index) == before
+    assert papers(workdir, "info", "--index", str(real_index)).returncode == 0
+
+
+def test_rm_dot_inside_an_index_removes_nothing(workdir, real_index):
+    before = tree(real_index)
+    for given in (".", "./", "v-x/.."):
+        refused = papers(real_index, "indexes", "rm", given)
+        assert (refused.returncode, refused.stderr) == (
+            2, f"Error: refusing to remove '{given}': give the index's name, or its path from outside it\n")
+        assert tree(real_index) == before
+
+
+def test_rm_keeps_the_users_tags_unless_asked(workdir, real_index):
+    add_tags(real_index)
+    removed = papers(workdir, "indexes", "rm", str(real_index))
+    assert (removed.returncode, removed.stderr) == (
+        0, f"removed index {real_index} ({real_index}); kept its tags ({real_index / 'tags.sqlite'}): "
+           "add --with-tags to remove them\n")
+    assert tree(real_index) == ["tags.sqlite"]
+    with sqlite3.connect(real_index / "tags.sqlite") as connection:
+        assert connection.execute("SELECT tag FROM tags").fetchall() == [("to-read",)]
+    connection.close()
+    # A rebuild under the same name finds them again; asked for, they go with the index.
+    assert papers(workdir, "build", "in", "--index", str(real_index)).returncode == 0
+    assert "tags.sqlite" in tree(real_index)
+    removed = papers(workdir, "indexes", "rm", str(real_index), "--with-tags")
+    assert (removed.returncode, removed.stderr) == (0, f"removed index {real_index} ({real_index})\n")
+    assert not real_index.exists()
+
+
+def test_rm_with_tags_removes_the_tags_an_earlier_rm_kept(workdir, real_index):
+    add_tags(real_index)
+    assert papers(workdir, "indexes", "rm", str(real_index)).returncode == 0
+    removed = papers(workdir, "indexes", "rm", str(real_index), "--with-tags")
+    assert (removed.returncode, removed.stderr) == (0, f"removed index {real_index} ({real_index})\n")
+    assert not real_index.exists()
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_rm_on_a_terminal_asks_about_the_tags(workdir, real_index, answer):
+    import pty
+
+    add_tags(real_index)
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([sys.executable, str(LAUNCHER), "indexes", "rm", str(real_index)], cwd=workdir,
+                               stdin=terminal, stdout=subprocess.DEVNULL, stderr=terminal)
+    os.close(terminal)
+    seen = b""
+    while b"remove them too?" not in seen:
+        seen += os.read(controller, 1024)
+    os.write(controller, answer.encode() + b"\n")
+    assert process.wait(timeout=60) == 0
+    with contextlib.suppress(OSError):  # EIO once the process's end of the terminal is closed
+        while chunk := os.read(controller, 1024):
+            seen += chunk
+    os.close(controller)
+    assert f"index {real_index} has tags ({real_index / 'tags.sqlite'}): remove them too? [y/N]" in seen.decode()
+    assert real_index.exists() == (answer == "n")

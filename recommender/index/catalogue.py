@@ -9,12 +9,12 @@ import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .. import files
-from ..errors import IndexBusyError, InputError, RecommenderError
+from ..errors import IndexBusyError, InputError, OptionError, RecommenderError
 from .home import index_folders, index_home, missing_index, resolve_index_dir
-from .layout import CURRENT, LOCK, made_by_a_build, remove_tree
+from .layout import CURRENT, LOCK, is_index_folder, made_by_a_build, remove_tree, tags_path
 from .stored import is_index, open_stored
 
 @dataclass(frozen=True)
@@ -95,25 +95,63 @@ def _locked(index_dir: Path) -> Iterator[None]:
         yield
 
 
-def remove_index(index: str | os.PathLike) -> tuple[Path, list[str]]:
-    """Remove an index (by name or path): what its builds made, nothing else. Returns its folder and
-    the names of anything else found in it, which is kept (the folder then stays too)."""
+@dataclass(frozen=True)
+class IndexRemoval:
+    """What `remove_index` did: the folder (or link) removed, what it kept there and why."""
+
+    folder: Path
+    kept: list[str]  # entries papers did not make, kept (so the folder stays)
+    tags_kept: bool = False  # the user's tags, kept unless asked to remove them (the folder stays)
+    link_target: Path | None = None  # a link to an index was given: the link alone was removed
+
+    def to_dict(self) -> dict:
+        return {"folder": str(self.folder), "kept": list(self.kept), "tags_kept": self.tags_kept,
+                "link_target": None if self.link_target is None else str(self.link_target)}
+
+
+def _tag_files(index_dir: Path) -> list[Path]:
+    """The user's tags file of an index and SQLite's companions of it, those that are there."""
+    tags = tags_path(index_dir)
+    return [path for path in (Path(f"{tags}{suffix}") for suffix in ("", "-wal", "-shm", "-journal"))
+            if files.is_plain_file(path)]
+
+
+def remove_index(index: str | os.PathLike, with_tags: bool = False,
+                 confirm_tags: Callable[[Path], bool] | None = None) -> IndexRemoval:
+    """Remove an index (by name or path): what its builds made, nothing else.
+
+    The user's tags (tags.sqlite) are kept unless `with_tags`, or `confirm_tags(path)` says yes;
+    anything papers did not make is kept too (the folder then stays). A link to an index is
+    removed itself, never followed: the index it points to is untouched."""
+    if Path(index).name in ("", ".", ".."):
+        # As `rm -r .`: the folder the user stands in (or above it) is not removed from inside.
+        raise OptionError(f"refusing to remove '{index}': give the index's name, or its path from outside it")
     index_dir = resolve_index_dir(index)
-    _refuse_non_index(index_dir, "removed")
+    if index_dir.is_symlink():
+        target = Path(os.path.realpath(index_dir))
+        _refuse_non_index(target, "removed")
+        index_dir.unlink()  # the link, not what it points to
+        return IndexRemoval(index_dir, [], link_target=target)
+    tags = _tag_files(index_dir) if index_dir.is_dir() else []
+    if not (with_tags and tags and not is_index(index_dir) and is_index_folder(index_dir)):
+        _refuse_non_index(index_dir, "removed")  # else: the tags an earlier removal kept, now asked for
+    remove_tags = bool(tags) and (with_tags or (confirm_tags is not None and confirm_tags(tags[0])))
     with _locked(index_dir):
         # CURRENT first: from here on the index is missing to every new reader.
         (index_dir / CURRENT).unlink(missing_ok=True)
         kept = []
         for path in sorted(index_dir.iterdir()):
+            if path in tags and not remove_tags:
+                continue  # the user's data, not the build's
             if not made_by_a_build(index_dir, path.name):
                 kept.append(path.name)
             elif path.is_dir():
                 remove_tree(path)
             else:
                 path.unlink(missing_ok=True)  # the lock too: held open, it stays ours until we let go
-    if not kept:
+    if not kept and not (tags and not remove_tags):
         index_dir.rmdir()
-    return index_dir, kept
+    return IndexRemoval(index_dir, kept, tags_kept=bool(tags) and not remove_tags)
 
 
 def rename_index(old: str | os.PathLike, new: str | os.PathLike) -> tuple[Path, Path]:
