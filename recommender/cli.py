@@ -731,18 +731,20 @@ def _chosen_rows(recommender, papers, all_papers, from_file, everything_by_defau
 
 @contextlib.contextmanager
 def _output_file(path: str | None, mode: str = "w"):
-    """None (standard output), or a file object whose content replaces `path` once complete: created
-    exclusively beside it, never through a link, so a failed run leaves no file (files.replacing)."""
-    if path is None:
+    """None (standard output, also for `-`), or a file object for `path` (files.output): a file's
+    content replaces it once complete, created exclusively beside it, never through a link, so a
+    failed run leaves no file; a FIFO, device or socket is written into."""
+    if path is None or path == "-":
         yield None
         return
-    from .files import remove_stale_partials, replacing
+    from .files import output, remove_stale_partials, stream_target
     from .index.layout import check_not_in_index
 
     target = Path(path)
     check_not_in_index(target)
-    remove_stale_partials(target.parent)
-    with replacing(target, mode, newline="" if "b" not in mode else None) as handle:
+    if not stream_target(target):
+        remove_stale_partials(target.parent)
+    with output(target, mode, newline="" if "b" not in mode else None) as handle:
         yield handle
 
 
@@ -753,7 +755,7 @@ def _output_file(path: str | None, mode: str = "w"):
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex"]), default="markdown",
               show_default=True, help="Markdown is a printable handout; bibtex lists every paper mentioned.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write to this file instead of standard output.")
+              help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")
 @index_option
 @model_option
@@ -791,7 +793,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
             reporter.phase("related work", len(rows))
             lists = related_lists(recommender, rows, k=k, why=why, progress=reporter.advance)
             write_related(lists, sys.stdout if partial is None else partial, fmt, why, keys)
-    if out is not None:
+    if out not in (None, "-"):
         click.echo(f"wrote related work for {len(rows)} papers to {out}", err=True)
 
 
@@ -804,7 +806,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "csv"]), default="markdown", show_default=True,
               help="csv: one row per paper (and per background paper) with its session.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write to this file instead of standard output.")
+              help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @index_option
 @quiet_option
 @library_errors
@@ -832,7 +834,7 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
             click.echo(text, nl=False)
         else:
             partial.write(text)
-    if out is not None:
+    if out not in (None, "-"):
         click.echo(f"wrote {plural(n, 'session')} to {out}", err=True)
 
 

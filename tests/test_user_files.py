@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sqlite3
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -150,3 +153,103 @@ def test_rm_on_a_terminal_asks_about_the_tags(workdir, real_index, answer):
     os.close(controller)
     assert f"index {real_index} has tags ({real_index / 'tags.sqlite'}): remove them too? [y/N]" in seen.decode()
     assert real_index.exists() == (answer == "n")
+
+
+# ---------------------------------------------------------------- --out onto what is not a regular file
+
+
+@pytest.fixture(scope="module")
+def built_home(tmp_path_factory):
+    """A folder holding an index of the six-paper corpus, built once by a real process."""
+    from corpus import write_corpus
+
+    folder = tmp_path_factory.mktemp("out-targets")
+    write_corpus(folder / "in")
+    built = papers(folder, "build", "in")
+    assert built.returncode == 0, built.stderr
+    return folder
+
+
+OUT_COMMANDS = [["sessions", "--n", "2"], ["related-work", "--all", "-k", "2"]]
+
+
+def expected_output(folder: Path, command: list[str]) -> str:
+    plain = papers(folder, *command)
+    assert plain.returncode == 0, plain.stderr
+    return plain.stdout
+
+
+def read_in_background(opener) -> tuple[threading.Thread, list[bytes]]:
+    received: list[bytes] = []
+
+    def read() -> None:
+        with opener() as stream:
+            received.append(stream.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader, received
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS, ids=["sessions", "related-work"])
+def test_out_dash_is_standard_output(built_home, command):
+    written = papers(built_home, *command, "--out", "-")
+    assert (written.returncode, written.stderr) == (0, "")
+    assert written.stdout == expected_output(built_home, command)
+    assert not (built_home / "-").exists()
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS, ids=["sessions", "related-work"])
+def test_out_onto_a_fifo_writes_into_it(built_home, tmp_path, command):
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    reader, received = read_in_background(lambda: open(fifo, "rb"))
+    written = papers(built_home, *command, "--out", str(fifo))
+    reader.join(timeout=60)
+    assert written.returncode == 0, written.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the FIFO, not a file put in its place
+    assert received == [expected_output(built_home, command).encode()]
+    assert os.listdir(tmp_path) == ["plan.fifo"]  # no temporary file left beside it
+
+
+def test_out_onto_a_character_device_writes_into_it(built_home, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("making a device node (mknod) needs root")
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # the null device, made in the test's folder
+    written = papers(built_home, "sessions", "--n", "2", "--out", str(null))
+    assert written.returncode == 0, written.stderr
+    status = os.lstat(null)
+    assert stat.S_ISCHR(status.st_mode) and status.st_rdev == os.makedev(1, 3)
+    assert os.listdir(tmp_path) == ["null"]
+
+
+def test_out_onto_a_socket_writes_into_it(built_home, tmp_path):
+    path = tmp_path / "plan.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    @contextlib.contextmanager
+    def accepted():
+        connection, _ = listener.accept()
+        with connection, connection.makefile("rb") as stream:
+            yield stream
+
+    with listener:
+        reader, received = read_in_background(accepted)
+        written = papers(built_home, "sessions", "--n", "2", "--out", str(path))
+        reader.join(timeout=60)
+    assert written.returncode == 0, written.stderr
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+    assert received == [expected_output(built_home, ["sessions", "--n", "2"]).encode()]
+
+
+def test_out_onto_a_link_to_the_processs_standard_output(built_home, tmp_path):
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    written = papers(built_home, "sessions", "--n", "2", "--out", str(link))
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == expected_output(built_home, ["sessions", "--n", "2"])
+    assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
+    assert os.listdir(tmp_path) == ["stdout"]
