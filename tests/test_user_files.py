@@ -253,3 +253,75 @@ def test_out_onto_a_link_to_the_processs_standard_output(built_home, tmp_path):
     assert written.stdout == expected_output(built_home, ["sessions", "--n", "2"])
     assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
     assert os.listdir(tmp_path) == ["stdout"]
+
+
+# ---------------------------------------------------------------- leftovers in the user cache
+
+# An export that stops part-way (`make` writes a file, says where, then waits to be killed).
+STOPPING_EXPORT = """
+import sys, time
+from pathlib import Path
+from recommender.embed import export_cache
+
+def make(staging):
+    (staging / "model.onnx").write_bytes(b"x" * 1_000_000)
+    print(staging, flush=True)
+    time.sleep(600)
+
+export_cache.cached_entry(Path(sys.argv[1]) / "static" / "entry", ("model.onnx",), make, "source")
+"""
+
+# The next export of another model, which finishes.
+NEXT_EXPORT = """
+import sys
+from pathlib import Path
+from recommender.embed import export_cache
+
+export_cache.cached_entry(Path(sys.argv[1]) / "static" / "other", ("model.onnx",),
+                          lambda staging: (staging / "model.onnx").write_bytes(b"y"), "source")
+"""
+
+
+def stopping_export(cache: Path) -> tuple[subprocess.Popen, Path]:
+    process = subprocess.Popen([sys.executable, "-c", STOPPING_EXPORT, str(cache)], stdout=subprocess.PIPE, text=True)
+    staging = Path(process.stdout.readline().strip())
+    assert staging.name.startswith(".export-") and (staging / "model.onnx").is_file()
+    return process, staging
+
+
+@pytest.mark.parametrize("next_run", ["cache info", "cache clear", "an export"])
+def test_leftovers_of_killed_exports_are_removed_by_the_next_run_never_a_live_ones(
+        workdir, own_embedding_cache, next_run):
+    live, working = stopping_export(own_embedding_cache)  # first: an export's start removes leftovers too
+    killed, left = stopping_export(own_embedding_cache)
+    killed.kill()
+    killed.wait()
+    killed.stdout.close()
+    try:
+        if next_run == "an export":
+            result = subprocess.run([sys.executable, "-W", "always", "-c", NEXT_EXPORT, str(own_embedding_cache)],
+                                    capture_output=True, text=True, timeout=120)
+        else:
+            result = papers(workdir, *next_run.split())
+        assert result.returncode == 0, result.stderr
+        assert (f"removed 1 folder (1.0 MB) that interrupted model exports or unpackings left in the cache folder "
+                f"{own_embedding_cache}") in result.stderr
+        assert not left.exists()
+        assert (working / "model.onnx").is_file()  # its owner is still at work
+    finally:
+        live.kill()
+        live.wait()
+        live.stdout.close()
+
+
+def test_unowned_leftovers_are_removed_once_untouched_for_an_hour(workdir, own_embedding_cache):
+    old, recent = own_embedding_cache / "models" / ".unpack-quality-abc123", own_embedding_cache / "static" / ".export-x1"
+    for folder in (old, recent):
+        folder.mkdir(parents=True)
+        (folder / "archive.zip").write_bytes(b"z" * 1000)
+    for path in (old / "archive.zip", old):
+        os.utime(path, (0, 0))  # made by a version of papers before owners were recorded, long ago
+    info = papers(workdir, "cache", "info")
+    assert info.returncode == 0 and "removed 1 folder (0.0 MB)" in info.stderr
+    assert not old.exists() and recent.exists()
+    assert papers(workdir, "cache", "info").stderr == ""  # reported once

@@ -212,12 +212,22 @@ class EmbeddingCache:
         self.close()
 
 
+def _remove_leftovers(home: Path) -> None:
+    """What killed model exports and unpackings left in the cache folder, removed and reported (a warning)."""
+    from .user_cache import leftovers_notice, remove_stale_leftovers
+
+    notice = leftovers_notice(remove_stale_leftovers(home), home)
+    if notice:
+        warnings.warn(notice, stacklevel=3)
+
+
 def embedding_cache_info(folder: Path | None = None) -> dict:
     """The shared embedding cache as `papers cache info` shows it: path, bytes (with its -wal file) and
     entries (vectors); a cache never made is reported empty and is not created."""
     from . import export_cache
 
     path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
+    _remove_leftovers(path.parent)
     if not path.exists() and not path.is_symlink():
         return {"path": str(path), "bytes": 0, "entries": 0}
     with EmbeddingCache(path.parent) as cache:
@@ -231,6 +241,7 @@ def clear_embedding_cache(folder: Path | None = None) -> dict:
     from . import export_cache
 
     path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
+    _remove_leftovers(path.parent)
     if not path.exists() and not path.is_symlink():
         return {"path": str(path), "bytes": 0, "entries": 0, "removed": 0, "bytes_before": 0, "damaged": ""}
     bytes_before = sum(Path(f"{path}{suffix}").stat().st_size for suffix in ("", "-wal")

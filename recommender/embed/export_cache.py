@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -36,6 +36,7 @@ from ..files import open_exclusive
 from ..errors import ModelError
 from . import onnx_encoder, quantisation, static_encoder
 from .user_cache import CACHE_VARIABLE, cache_home, remove_entry  # noqa: F401 - where callers have found them
+from .user_cache import leftovers_notice, remove_stale_leftovers, staging_folder
 
 RECORD = "export.json"
 EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (embedding_cache.EmbeddingCache)
@@ -151,7 +152,8 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
     if starting is not None:
         starting()
     entry.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".export-"))
+    _report_leftovers(entry.parent.parent)
+    staging = staging_folder(entry.parent, ".export-")
     try:
         try:
             make(staging)
@@ -173,6 +175,13 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
     finally:
         remove_entry(staging)
     return entry
+
+
+def _report_leftovers(home: Path) -> None:
+    """Remove what killed exports and unpackings left in the cache, and say so (a warning line)."""
+    notice = leftovers_notice(remove_stale_leftovers(home), home)
+    if notice:
+        warnings.warn(notice, stacklevel=3)
 
 
 def entry_files(entry: Path) -> dict[str, dict]:
