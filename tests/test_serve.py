@@ -262,7 +262,7 @@ def test_the_token_page_signs_the_browser_in(index_dir):
         response.read()
         assert response.status == 303 and response.headers["Location"] == "/?q=video"
         cookie = response.headers["Set-Cookie"]
-        assert cookie.startswith("papers_token=abc123;") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert cookie.startswith(f"papers_token_{port}=abc123;") and "HttpOnly" in cookie and "SameSite=strict" in cookie
         connection.close()
     finally:
         assert server.stop() == STOPPED

@@ -1,0 +1,166 @@
+"""uvicorn's HTTP/1.1 protocol with the bounds it lacks: a time limit on reading a request head,
+a bound on the connections of a worker, and answers in the server's own shape (JSON with the
+security headers) where uvicorn would write a bare text page.
+
+Why not uvicorn's own settings: `limit_concurrency` answers 503 only once a head has arrived, so
+clients that never finish a head still hold their sockets, and uvicorn has no head timeout at all.
+Here a connection that has not sent a whole head within HEAD_SECONDS gets a 408 and is closed, and
+when HEAD_WAITING connections of a worker are all still sending heads, the one waiting longest is
+closed to make room: a client that sends its head at once (every browser, every HTTP library) is
+never the one that waits longest, so a flood of slow clients cannot keep it out. Past
+MAX_CONNECTIONS a worker answers 503 at once (no file descriptor exhausted, no accept loop error)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .security import response_headers
+
+HEAD_SECONDS = 10.0  # to send a whole request head (nginx's client_header_timeout is 60 s; ours are tiny)
+HEAD_WAITING = 256  # connections of a worker still sending their head; past it the oldest is closed
+MAX_CONNECTIONS = 1000  # connections of a worker; past it a new one gets 503 and is closed
+DESCRIPTORS_KEPT = 100  # file descriptors left for the index, the logs and the background work
+LOG_EVERY = 60.0  # seconds between two log lines about refused or timed-out clients
+log = logging.getLogger("papers.serve")
+
+
+def fit_descriptor_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (as far as 65,536), and bound the
+    connections under it: running out of descriptors is what made a flood of clients take a server down."""
+    global MAX_CONNECTIONS
+    try:
+        import resource
+    except ImportError:  # not POSIX: keep the bound
+        return MAX_CONNECTIONS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY:
+        MAX_CONNECTIONS = max(16, min(MAX_CONNECTIONS, soft - DESCRIPTORS_KEPT))
+    return MAX_CONNECTIONS
+
+
+class Refusals:
+    """Counts refused and timed-out connections, and logs them at most once every LOG_EVERY seconds."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.logged_at = -LOG_EVERY
+
+    def note(self, kind: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        now = time.monotonic()
+        if now - self.logged_at >= LOG_EVERY:
+            summary = ", ".join(f"{count} {name}" for name, count in sorted(self.counts.items()))
+            log.warning("clients refused since the last note: %s (bounds: %d connections, a head within %g s)",
+                        summary, MAX_CONNECTIONS, HEAD_SECONDS)
+            self.counts.clear()
+            self.logged_at = now
+
+
+REFUSALS = Refusals()
+
+
+def quiet_accept_errors(loop, context: dict) -> None:
+    """The event loop's error handler: running out of file descriptors while accepting is one line a
+    while, not a traceback per accept; every other error as asyncio reports it."""
+    message = str(context.get("message", ""))
+    if "accept" in message and isinstance(context.get("exception"), OSError):
+        REFUSALS.note(f"accept errors ({context['exception'].strerror})")
+        return
+    loop.default_exception_handler(context)
+
+
+def raw_response(status: int, message: str) -> bytes:
+    """A whole HTTP/1.1 response, `{"error": message}`, with the security headers; the connection closes."""
+    body = json.dumps({"error": message}).encode()
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}".encode()]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close")] + response_headers("/api/")
+    lines += [name + b": " + value for name, value in headers]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+_REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large",
+            503: "Service Unavailable"}
+
+
+class GuardedH11Protocol(H11Protocol):
+    """H11Protocol with a head timeout, a connection bound and JSON error answers (see the module)."""
+
+    waiting: dict = {}  # per worker process: connection -> when it began waiting for its head
+    handler_set = False
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if not GuardedH11Protocol.handler_set:
+            self.loop.set_exception_handler(quiet_accept_errors)
+            GuardedH11Protocol.handler_set = True
+        if len(self.connections) > MAX_CONNECTIONS:
+            REFUSALS.note("connections over the bound")
+            self.refuse(503, f"the server has {MAX_CONNECTIONS} connections open: try again in a moment")
+            return
+        if len(self.waiting) >= HEAD_WAITING:
+            oldest = min(self.waiting, key=self.waiting.get)
+            REFUSALS.note("slow request heads closed to make room")
+            oldest.refuse(408, "the request head was not sent in time for the connections waiting")
+        self.await_head()
+
+    def await_head(self) -> None:
+        """Start the clock for the next request head on this connection."""
+        self.waiting[self] = time.monotonic()
+        self.head_timer = self.loop.call_later(HEAD_SECONDS, self.head_expired)
+
+    def head_arrived(self) -> None:
+        self.waiting.pop(self, None)
+        timer = getattr(self, "head_timer", None)
+        if timer is not None:
+            timer.cancel()
+            self.head_timer = None
+
+    def head_expired(self) -> None:
+        self.head_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            REFUSALS.note("request heads not sent in time")
+            self.refuse(408, f"the request head was not sent within {HEAD_SECONDS:g} s")
+
+    def refuse(self, status: int, message: str) -> None:
+        self.head_arrived()
+        if not self.transport.is_closing():
+            self.transport.write(raw_response(status, message))
+            self.transport.close()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.conn.their_state is not h11.IDLE or self.cycle is not None and not self.cycle.response_complete:
+            self.head_arrived()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            # uvicorn's keep-alive timeout closes an idle connection; a trickled next head is ours
+            self.head_arrived()
+            self.await_head()
+
+    def connection_lost(self, exc) -> None:
+        self.head_arrived()
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        too_long = "too large" in msg.lower() or "too long" in msg.lower()
+        status = 431 if too_long else 400
+        self.head_arrived()
+        text = ("the request head is larger than this server reads: send a shorter address or fewer headers"
+                if too_long else f"malformed HTTP request ({msg.rstrip('.')}): send HTTP/1.1")
+        self.transport.write(raw_response(status, text))
+        self.transport.close()
