@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
@@ -44,8 +45,21 @@ def wants_json(request: Request) -> bool:
     return request.url.path.startswith("/api/") or request.url.path == "/api"
 
 
+CLI_OPTION = re.compile(r"(?<![\w-])--([a-z][a-z-]*)")
+CLI_COMMAND = re.compile(r"`papers ([a-z-]+)[^`]*`")
+API_OF_COMMAND = {"list": "/api/papers", "show": "/api/papers/ID", "info": "/api/info"}
+
+
+def in_api_words(message: str) -> str:
+    """A library message as the server's user reads it: the CLI's options named as the API's parameters
+    (`--min-score` is `min_score`), a CLI command as the endpoint that does the same."""
+    message = CLI_OPTION.sub(lambda match: "parameter " + match.group(1).replace("-", "_"), message)
+    return CLI_COMMAND.sub(lambda match: API_OF_COMMAND.get(match.group(1), "/docs"), message)
+
+
 def error_response(request: Request, status: int, message: str):
     """{"error": "one line"} for the API; the same line on an HTML page for the pages."""
+    message = in_api_words(message)
     if wants_json(request):
         return JSONResponse({"error": message}, status_code=status)
     from .pages import render

@@ -35,8 +35,22 @@ def templates():
     environment.filters["web_link"] = web_link
     # Every character but letters, digits and "-._~" escaped, "/" too: an ID such as "a/../b" stays one
     # path segment that a browser cannot fold into another path.
-    environment.filters["url_part"] = lambda value: quote(str(value), safe="")
+    environment.filters["url_part"] = url_part
+    environment.filters["paper_url"] = lambda paper_id: address("/paper", paper_id, "id")
+    environment.filters["tag_url"] = lambda tag: address("/tags/", tag, "name")
     return environment
+
+
+def url_part(value) -> str:
+    return quote(str(value), safe="")
+
+
+def address(prefix: str, name: str, parameter: str) -> str:
+    """The page of a paper or tag: `prefix/NAME`, or `prefix?parameter=NAME` for a name that is a dot
+    segment ("." or ".."), which a browser would fold into another path even when percent-encoded."""
+    if name in (".", ".."):
+        return f"{prefix}?{parameter}={url_part(name)}"
+    return f"{prefix.rstrip('/')}/{url_part(name)}"
 
 
 def web_link(url: str | None) -> str | None:
@@ -120,6 +134,12 @@ def index_page(
         return render(request, "index.html", context)
 
 
+@router.get("/paper", response_class=HTMLResponse)
+def paper_page_by_query(request: Request, id: str = Query(..., max_length=MAX_ID)):
+    """A paper's page for an ID no path can carry (".", "..")."""
+    return paper_page(request, id)
+
+
 @router.get("/paper/{paper_id:path}", response_class=HTMLResponse)
 def paper_page(request: Request, paper_id: str = PathParameter(..., max_length=MAX_ID)):
     with lease(request) as opened:
@@ -167,6 +187,12 @@ def tag_names(request: Request) -> list[str]:
 @router.get("/tags", response_class=HTMLResponse)
 def tags_page(request: Request):
     return render(request, "tags.html", {"tags": request.app.state.tags.tags()})
+
+
+@router.get("/tags/", response_class=HTMLResponse, include_in_schema=False)
+def tag_page_by_query(request: Request, name: str = Query(..., max_length=64), k: int = Query(10, ge=1, le=MAX_K)):
+    """A tag's page for a name no path can carry (".", "..")."""
+    return tag_page(request, name, k)
 
 
 @router.get("/tags/{tag}", response_class=HTMLResponse)
