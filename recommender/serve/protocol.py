@@ -25,6 +25,8 @@ HEAD_SECONDS = 10.0  # to send a whole request head (nginx's client_header_timeo
 HEAD_WAITING = 256  # connections of a worker still sending their head; past it the oldest is closed
 MAX_CONNECTIONS = 1000  # connections of a worker; past it a new one gets 503 and is closed
 DESCRIPTORS_KEPT = 100  # file descriptors left for the index, the logs and the background work
+HEAD_BYTES = 64 * 1024  # a request head larger than this is refused with 431
+LINGER_SECONDS = 1.0  # a refused connection stays half open this long, for the client to read why
 LOG_EVERY = 60.0  # seconds between two log lines about refused or timed-out clients
 log = logging.getLogger("papers.serve")
 
@@ -71,6 +73,16 @@ class Refusals:
 REFUSALS = Refusals()
 
 
+class CountInvalidRequests(logging.Filter):
+    """uvicorn logs a line per malformed request, which any client can repeat at will: counted instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Invalid HTTP request"):
+            REFUSALS.note("malformed requests")
+            return False
+        return True
+
+
 def quiet_accept_errors(loop, context: dict) -> None:
     """The event loop's error handler: running out of file descriptors while accepting is one line a
     while, not a traceback per accept; every other error as asyncio reports it."""
@@ -99,14 +111,16 @@ class GuardedH11Protocol(H11Protocol):
     """H11Protocol with a head timeout, a connection bound and JSON error answers (see the module)."""
 
     waiting: dict = {}  # per worker process: connection -> when it began waiting for its head
+    live: set = set()  # per worker process: connections neither closed nor being closed
     handler_set = False
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if not GuardedH11Protocol.handler_set:
             self.loop.set_exception_handler(quiet_accept_errors)
+            logging.getLogger("uvicorn.error").addFilter(CountInvalidRequests())
             GuardedH11Protocol.handler_set = True
-        if len(self.connections) > MAX_CONNECTIONS:
+        if len(self.live) >= MAX_CONNECTIONS:
             REFUSALS.note("connections over the bound")
             self.refuse(503, f"the server has {MAX_CONNECTIONS} connections open: try again in a moment")
             return
@@ -114,11 +128,13 @@ class GuardedH11Protocol(H11Protocol):
             oldest = min(self.waiting, key=self.waiting.get)
             REFUSALS.note("slow request heads closed to make room")
             oldest.refuse(408, "the request head was not sent in time for the connections waiting")
+        self.live.add(self)
         self.await_head()
 
     def await_head(self) -> None:
         """Start the clock for the next request head on this connection."""
         self.waiting[self] = time.monotonic()
+        self.head_bytes = 0
         self.head_timer = self.loop.call_later(HEAD_SECONDS, self.head_expired)
 
     def head_arrived(self) -> None:
@@ -136,9 +152,32 @@ class GuardedH11Protocol(H11Protocol):
 
     def refuse(self, status: int, message: str) -> None:
         self.head_arrived()
-        if not self.transport.is_closing():
-            self.transport.write(raw_response(status, message))
+        self.live.discard(self)
+        self.answer_and_close(raw_response(status, message))
+
+    def answer_and_close(self, response: bytes) -> None:
+        """Write a last response, then close: the write side at once (the client reads the answer), the
+        connection a moment later (closing with unread request bytes would reset it before the client has
+        read the answer)."""
+        if self.transport.is_closing():
+            return
+        self.transport.write(response)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.transport.pause_reading()
+            self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        else:
             self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.IDLE:
+            self.head_bytes = getattr(self, "head_bytes", 0) + len(data)
+            if self.head_bytes > HEAD_BYTES:
+                REFUSALS.note("request heads too large")
+                self.refuse(431, f"the request head is larger than this server reads ({HEAD_BYTES // 1024} KiB): "
+                                 "send a shorter address or fewer headers")
+                return
+        super().data_received(data)
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -154,13 +193,14 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc) -> None:
         self.head_arrived()
+        self.live.discard(self)
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
         too_long = "too large" in msg.lower() or "too long" in msg.lower()
         status = 431 if too_long else 400
         self.head_arrived()
+        self.live.discard(self)
         text = ("the request head is larger than this server reads: send a shorter address or fewer headers"
                 if too_long else f"malformed HTTP request ({msg.rstrip('.')}): send HTTP/1.1")
-        self.transport.write(raw_response(status, text))
-        self.transport.close()
+        self.answer_and_close(raw_response(status, text))

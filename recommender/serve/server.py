@@ -77,7 +77,7 @@ def serve(index: str | None, host: str = "127.0.0.1", port: int = 8000, workers:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    from .protocol import GuardedH11Protocol, fit_descriptor_limit
+    from .protocol import HEAD_BYTES, GuardedH11Protocol, fit_descriptor_limit
 
     fit_descriptor_limit()  # before the workers start: they inherit it
     listener = bind(host, port)
@@ -87,7 +87,7 @@ def serve(index: str | None, host: str = "127.0.0.1", port: int = 8000, workers:
     else:
         os.environ.pop(SUPERVISOR_VARIABLE, None)
     config = uvicorn.Config("recommender.serve.app:app_from_environment", factory=True, workers=workers,
-                            http=GuardedH11Protocol, log_level="warning", access_log=False, server_header=False,
+                            http=GuardedH11Protocol, h11_max_incomplete_event_size=HEAD_BYTES, log_level="warning", access_log=False, server_header=False,
                             timeout_graceful_shutdown=SHUTDOWN_SECONDS)
     address = url_of(listener)
     announce(f"serving {index_dir} at {address} with {workers} worker{'s' if workers != 1 else ''} (Ctrl-C stops)")
