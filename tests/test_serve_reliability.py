@@ -309,3 +309,24 @@ def test_api_errors_name_the_apis_parameters(server):
     assert status == 422 and "--" not in body["error"]
     status, body = server.json("/api/papers/%20")
     assert "papers list" not in body["error"] and "--" not in body["error"]
+
+
+def test_a_tag_write_waiting_on_a_locked_tags_file_holds_up_no_lookup(server, index_dir):
+    assert server.get("/api/tags/locked/dp1", method="PUT")[0] == 200
+    holder = sqlite3.connect(index_dir / "tags.sqlite", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another program writing the tags: our write waits for it
+    try:
+        write = threading.Thread(target=lambda: server.get("/api/tags/locked/dp2", method="PUT"))
+        write.start()
+        time.sleep(0.5)  # the write is waiting by now
+        answers = []
+        lookups = threading.Thread(target=lambda: answers.extend(server.get("/api/like?id=dp1")[0] for _ in range(5)))
+        lookups.start()
+        lookups.join(8)  # the write waits 10 s for the lock; the old server held every lookup that long
+        assert not lookups.is_alive() and answers == [200] * 5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    write.join(30)
+    server.get("/api/tags/locked/dp1", method="DELETE")
+    server.get("/api/tags/locked/dp2", method="DELETE")

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from ..errors import InputError
 from ..reading.related import related_work, select_rows
-from ..reading.tags import recommend_for_tags, tag_paper, untag_paper
+from ..reading.tags import check_tag, recommend_for_tags
 from ..render.related import related_record
 from ..render.tables import paper_list_records, paper_record, result_records
 from .security import TOKEN_COOKIE, Refused, cookie_name, same_origin
@@ -56,6 +56,24 @@ def check_write(request: Request) -> None:
         raise Refused(403, "cross-site write refused: send it from this server's own pages or a client without an Origin")
     if not request.app.state.access.may_write(request.headers.get("authorization"), cookie(request, TOKEN_COOKIE)):
         raise Refused(401, "writing needs the token `papers serve` printed: send the header Authorization: Bearer TOKEN")
+
+
+def write_tag(request: Request, tag: str, reference: str, remove: bool = False) -> list[str]:
+    """Tag (or untag) the paper a reference names, as reading.tags.tag_paper and untag_paper do, but with
+    the index leased only to resolve the reference: a write that waits for a tags.sqlite another program
+    has locked holds nothing that lookups need."""
+    from ..errors import PaperNotFoundError
+
+    check_tag(tag)
+    with lease(request) as opened:
+        try:
+            paper_id = opened.recommender.keys.id_of(opened.recommender.resolve(reference))
+        except PaperNotFoundError:
+            if not remove:
+                raise
+            paper_id = reference  # a tagged ID of a paper a rebuild dropped is removed as given
+    store = request.app.state.tags
+    return store.remove(tag, paper_id) if remove else store.add(tag, paper_id)
 
 
 def k_parameter(default: int):
@@ -195,15 +213,13 @@ def tags(request: Request):
 @router.put("/tags/{tag}/{paper_id:path}", summary="Tag a paper (needs the token off loopback)")
 def put_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathParameter(..., max_length=MAX_ID)):
     check_write(request)
-    with lease(request) as opened:
-        return JSONResponse({"tag": tag, "papers": tag_paper(opened.recommender, request.app.state.tags, tag, paper_id)})
+    return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper_id)})
 
 
 @router.delete("/tags/{tag}/{paper_id:path}", summary="Untag a paper (needs the token off loopback)")
 def delete_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathParameter(..., max_length=MAX_ID)):
     check_write(request)
-    with lease(request) as opened:
-        return JSONResponse({"tag": tag, "papers": untag_paper(opened.recommender, request.app.state.tags, tag, paper_id)})
+    return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper_id, remove=True)})
 
 
 @router.get("/tags/{tag}/recommendations", summary="Papers like the tag's papers, the tagged ones left out")

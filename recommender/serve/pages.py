@@ -13,8 +13,8 @@ from fastapi import APIRouter, Form, Path as PathParameter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
-from ..reading.tags import recommend_for_tags, tag_paper, untag_paper
-from .api import MAX_ID, MAX_K, MAX_QUERY, check_write, cookie, lease, prepared, wait_for, with_encoder
+from ..reading.tags import recommend_for_tags
+from .api import MAX_ID, MAX_K, MAX_QUERY, check_write, cookie, lease, prepared, wait_for, with_encoder, write_tag
 from .jobs import compute_map, compute_sessions
 from .security import CSRF_COOKIE, CSRF_FIELD, TOKEN_COOKIE, Refused, cookie_name, csrf_matches, local_path
 
@@ -221,8 +221,7 @@ def check_form(request: Request, csrf: str | None) -> None:
 def add_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_ID),
                  csrf: str = Form(""), next: str = Form("/")):
     check_form(request, csrf)
-    with lease(request) as opened:
-        tag_paper(opened.recommender, request.app.state.tags, tag.strip(), id)
+    write_tag(request, tag.strip(), id)
     return RedirectResponse(local_path(next), status_code=303)
 
 
@@ -230,8 +229,7 @@ def add_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str 
 def remove_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_ID),
                     csrf: str = Form(""), next: str = Form("/")):
     check_form(request, csrf)
-    with lease(request) as opened:
-        untag_paper(opened.recommender, request.app.state.tags, tag.strip(), id)
+    write_tag(request, tag.strip(), id, remove=True)
     return RedirectResponse(local_path(next), status_code=303)
 
 
