@@ -21,8 +21,8 @@ class Busy(Exception):
 
 
 def _start_child(parent: int) -> None:
-    """In the background process: stop when the server process is gone (see app.follow_supervisor)."""
-    from .app import follow_supervisor
+    """In the background process: stop when the server process is gone."""
+    from .supervision import follow_supervisor
 
     follow_supervisor(parent)
 
