@@ -105,8 +105,8 @@ def test_a_flood_of_slow_request_heads_keeps_no_one_out(index_dir):
         for connection in slow:
             connection.close()
         server.stop()
-    assert not any("Traceback" in line or "Too many open files" in line for line in server.errors), server.errors[:5]
-    assert len(server.errors) <= 5, server.errors
+    assert not any("Traceback" in line for line in server.errors), server.errors[:5]
+    assert len(server.errors) <= 3, server.errors  # a line a minute at most, whatever the count
 
 
 # ---------------------------------------------------------------- point 10: every response guarded

@@ -200,8 +200,12 @@ def create_app(index_dir: str | os.PathLike, token: str | None = None, loopback:
 
 @contextlib.asynccontextmanager
 async def stopping(app: PapersAPI):
-    """At the end of a stop: what was cut (requests past the shutdown bound), then exit at once rather
-    than wait for their threads; the background work is stopped too."""
+    """At the start, errors of accepting connections counted, not logged one by one. At the end of a
+    stop: what was cut (requests past the shutdown bound), then exit at once rather than wait for their
+    threads; the background work is stopped too."""
+    from .protocol import quiet_server_errors
+
+    quiet_server_errors(asyncio.get_running_loop())
     yield
     from .jobs import stop_jobs
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import weakref
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -107,19 +108,31 @@ _REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fie
             503: "Service Unavailable"}
 
 
+def quiet_server_errors(loop) -> None:
+    """Count (see Refusals) what uvicorn and asyncio would log once per client: accept errors, malformed
+    requests. Once per event loop; before the first connection (a burst of connections is accepted
+    before any of them is handled)."""
+    if loop in QUIETED:
+        return
+    loop.set_exception_handler(quiet_accept_errors)
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(kind, CountInvalidRequests) for kind in uvicorn_log.filters):
+        uvicorn_log.addFilter(CountInvalidRequests())
+    QUIETED.add(loop)
+
+
+QUIETED: weakref.WeakSet = weakref.WeakSet()
+
+
 class GuardedH11Protocol(H11Protocol):
     """H11Protocol with a head timeout, a connection bound and JSON error answers (see the module)."""
 
     waiting: dict = {}  # per worker process: connection -> when it began waiting for its head
     live: set = set()  # per worker process: connections neither closed nor being closed
-    handler_set = False
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if not GuardedH11Protocol.handler_set:
-            self.loop.set_exception_handler(quiet_accept_errors)
-            logging.getLogger("uvicorn.error").addFilter(CountInvalidRequests())
-            GuardedH11Protocol.handler_set = True
+        quiet_server_errors(self.loop)
         if len(self.live) >= MAX_CONNECTIONS:
             REFUSALS.note("connections over the bound")
             self.refuse(503, f"the server has {MAX_CONNECTIONS} connections open: try again in a moment")
