@@ -2558,8 +2558,15 @@ def _(cwd):
 
     with served(cwd, "--workers", "2") as server:
         pid = server.process.pid
-        children = [int(child) for task in os.listdir(f"/proc/{pid}/task")
-                    for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        deadline = time.monotonic() + 60
+        children: list[int] = []
+        while len(children) < 2 and time.monotonic() < deadline:  # both workers up and serving
+            children = [int(child) for task in os.listdir(f"/proc/{pid}/task")
+                        for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+                        if b"resource_tracker" not in Path(f"/proc/{child}/cmdline").read_bytes()]
+            time.sleep(0.2)
+        if len(children) < 2 or any(server.get("/api/like?id=dp1")[0] != 200 for _ in range(10)):
+            return f"the workers did not start: {children}"
         server.process.kill()
         server.process.wait(10)
         deadline = time.monotonic() + 30
