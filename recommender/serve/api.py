@@ -168,7 +168,7 @@ def inspect(
 
 def prepared(request: Request, kind: str, function, *args):
     """The future result of long work on the live version of the index (see jobs: off the request path)."""
-    from ..index.store import live_version
+    from ..index.stored import live_version
 
     index_dir = request.app.state.live.index_dir
     try:
