@@ -44,7 +44,8 @@ ROUND_TRIPS = [
                   "lower-order moments, with step sizes bounded by $\\alpha$ and a regret bound of "
                   "$\\mathcal{O}(\\sqrt{T})$; it needs 50\\% less tuning than SGD.",
       "authors": ["Diederik P. Kingma", "Jimmy Ba"], "year": 2014, "venue": "arXiv preprint arXiv:1412.6980",
-      "url": "https://doi.org/10.48550/arXiv.1412.6980", "source": "library.bib:15", "categories": []}),
+      "url": "https://doi.org/10.48550/arXiv.1412.6980", "source": "library.bib:15", "categories": [],
+      "citation_key": "kingma2014adam", "entry_type": "article"}),
     ("arxiv-metadata-oai-snapshot.json", 4, "",
      {"id": "0704.0001", "handle": "Calculation of prompt diphoton",
       "title": "Calculation of prompt diphoton production cross sections at Tevatron and LHC energies",

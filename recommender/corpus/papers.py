@@ -50,6 +50,11 @@ class Paper:
     code_links: tuple[str, ...] = ()
     source: str = ""
     categories: tuple[str, ...] = ()  # as the input gave them: arXiv categories, BibTeX keywords, OpenAlex topics
+    # What a reference manager gave (a .bib, Zotero): the user's citation key, the entry type
+    # ("inproceedings"), and the BibTeX fields not modelled above, as (name, BibTeX source) pairs.
+    citation_key: str = ""
+    entry_type: str = ""
+    bibtex_fields: tuple[tuple[str, str], ...] = ()
 
     @property
     def text(self) -> str:
@@ -75,7 +80,9 @@ class Paper:
     def first_sentence(self) -> str:
         return first_sentence(self.abstract)
 
-    def to_dict(self) -> dict:
+    def to_dict(self, stored: bool = False) -> dict:
+        """The paper as every JSON output shows it; `stored` (the index's copy) adds the
+        BibTeX entry as the input wrote it."""
         return {
             "id": self.id,
             "handle": self.handle,
@@ -88,6 +95,10 @@ class Paper:
             "code_links": list(self.code_links),
             "source": self.source,
             "categories": list(self.categories),
+            # Only when the input had them: most papers come from no reference manager.
+            **({"citation_key": self.citation_key} if self.citation_key else {}),
+            **({"entry_type": self.entry_type} if self.entry_type else {}),
+            **({"bibtex_fields": dict(self.bibtex_fields)} if self.bibtex_fields and stored else {}),
         }
 
     @classmethod
@@ -104,6 +115,9 @@ class Paper:
             code_links=tuple(data.get("code_links") or ()),
             source=data.get("source", ""),
             categories=tuple(data.get("categories") or ()),  # none in indexes built before they were kept
+            citation_key=data.get("citation_key", ""),
+            entry_type=data.get("entry_type", ""),
+            bibtex_fields=tuple((data.get("bibtex_fields") or {}).items()),
         )
 
 
@@ -398,4 +412,7 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         # A file name that is not UTF-8 reaches us with surrogate escapes, which cannot be stored.
         source=record.source.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
         categories=tuple(dict.fromkeys(_clean(category) for category in record.categories if _clean(category))),
+        citation_key=_clean(record.extra.get("citation_key")),
+        entry_type=_clean(record.extra.get("entry_type")).lower(),
+        bibtex_fields=tuple(record.extra.get("bibtex_fields") or ()),
     )

@@ -256,7 +256,7 @@ class _PaperSpool:
         chosen = PaperSet(self.source_of)
         for paper in papers:
             if chosen.add(paper):
-                line = (json.dumps(paper.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+                line = (json.dumps(paper.to_dict(stored=True), ensure_ascii=False) + "\n").encode("utf-8")
                 self.handle.write(line)
                 self.offsets.append(self.offsets[-1] + len(line))
         self.handle.flush()
@@ -340,7 +340,7 @@ def _write_papers(writer: store.IndexWriter, spool: _PaperSpool, handles: Sequen
                 text_keys.clear()
                 identifiers.clear()
             tfidf.add(paper.text)
-            yield paper.to_dict()
+            yield paper.to_dict(stored=True)
 
     offsets = writer.save_jsonl(PAPERS, rows())
     writer.save_array(OFFSETS, offsets)

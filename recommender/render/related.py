@@ -133,7 +133,7 @@ class BibtexKeys:
             if row is None:  # neither the index's nor an outside paper: its own key
                 return citation_key(paper)
             member = ("index", row)
-        return unique_citation_key(citation_key(paper), member, self._sharers)
+        return unique_citation_key(citation_key(paper), member, self._sharers, own_key=bool(paper.citation_key))
 
     def _sharers(self, folded: str) -> tuple:
         if folded not in self._sharing:
