@@ -139,7 +139,7 @@ def derive_id(title: str, abstract: str) -> str:
 
 
 def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
-                without_abstract: list | None = None) -> list[Paper]:
+                without_abstract: list | None = None, keep_withdrawn: bool = False) -> list[Paper]:
     """Read every paper from the given files and folders.
 
     IDs given in the input are kept; others are derived from the text. The same
@@ -150,20 +150,21 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
     the papers that match every condition (`["category=cs.LG", "year>=2020"]`).
     Given a list as `without_abstract`, those bulk records are not skipped but put
     in it, as (paper with an empty abstract, label), for the caller to match by ID
-    (a reading list of papers the index holds).
+    (a reading list of papers the index holds). Withdrawn and desk-rejected submissions
+    (OpenReview) are left out with one warning a file, unless `keep_withdrawn`.
 
     A build reads the same papers without holding them all: `scan_papers` and `PaperSet`.
     """
     kept: list[Paper] = []
     chosen = PaperSet(lambda row: kept[row].source)
-    for paper in scan_papers(inputs, where, without_abstract):
+    for paper in scan_papers(inputs, where, without_abstract, keep_withdrawn):
         if chosen.add(paper):
             kept.append(paper)
     return [replace(paper, handle=handle) for paper, handle in zip(kept, chosen.handles())]
 
 
 def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
-                without_abstract: list | None = None) -> Iterator[Paper]:
+                without_abstract: list | None = None, keep_withdrawn: bool = False) -> Iterator[Paper]:
     """Every paper of the inputs as it is read, duplicates included and without handles (see
     `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`)."""
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
@@ -173,9 +174,13 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
     read = 0
     for path in _expand_inputs(inputs):
         found, skipped, first_skipped = 0, 0, ""
+        withdrawn: list[str] = []
         for record in read_records(path):
             found += 1
             if condition is not None and not condition.matches(record):  # first: the cheap test
+                continue
+            if record.extra.get("withdrawn") and not keep_withdrawn:
+                withdrawn.append(record.where)
                 continue
             if record.bulk and _lacks_abstract(record):
                 if without_abstract is not None:
@@ -188,6 +193,12 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
             yield _paper_from_record(record)
         if not found:
             raise InputError(f"{path}: no papers found")
+        if withdrawn:
+            submissions = "submission" if len(withdrawn) == 1 else "submissions"
+            warnings.warn(
+                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out (the first: "
+                f"{withdrawn[0]}): keep them with --keep-withdrawn", InputWarning, stacklevel=2,
+            )
         if skipped == found and without_abstract is None:
             raise InputError(f"{path}: none of its {found} records has an abstract: papers are found by their abstracts")
         if skipped:

@@ -62,6 +62,7 @@ def build_index(
     export_query_encoder: bool = True,
     on_phase: Callable[[str, int | None], None] | None = None,
     where: Sequence[str] = (),
+    keep_withdrawn: bool = False,
     notice: Callable[[str], None] | None = None,
     engine: str = "local",
     device: str = "auto",
@@ -78,7 +79,8 @@ def build_index(
     `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with
     the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
     as papers are encoded. `where` keeps only the papers matching every condition
-    (`["category=cs.LG"]`, see corpus.where). `engine` "local" encodes in this process; "ray" on
+    (`["category=cs.LG"]`, see corpus.where); withdrawn and desk-rejected OpenReview
+    submissions are left out unless `keep_withdrawn`. `engine` "local" encodes in this process; "ray" on
     a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
     `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
     `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only its own).
@@ -137,7 +139,8 @@ def build_index(
     with store.writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
         spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
-        reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where))
+        reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where),
+                                                                                   keep_withdrawn=keep_withdrawn)
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
             ids, handles = spool.read(reading)
         count = len(ids)
