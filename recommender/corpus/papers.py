@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
+from .identifiers import bare_arxiv_id, work_identifier
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
 
@@ -216,15 +217,19 @@ class PaperSet:
     """Which of the papers read, one at a time, are kept, and their handles, holding a few short
     strings a paper rather than the papers (a build streams them to disk).
 
-    The same text twice is kept once, with a warning naming both places; one ID for two
-    different texts is an InputError. Texts are told apart by a 128-bit hash of their text key
-    (`text_key`). `source_of(row)` gives the source of the row-th paper kept, for those messages."""
+    The same text twice is kept once, with a warning naming both places, and so is the same
+    work (the same arXiv ID or DOI, `work_identifier`) under two texts; the ID of the record
+    left out becomes an alias of the kept paper's (`aliases`). One ID for two different works
+    is an InputError. Texts and works are told apart by 128-bit hashes. `source_of(row)` gives
+    the source of the row-th paper kept, for those messages."""
 
     def __init__(self, source_of: Callable[[int], str]):
         self._source_of = source_of
         self._by_text: dict[bytes, int] = {}
         self._by_id: dict[str, int] = {}
+        self._by_work: dict[bytes, int] = {}
         self.ids: list[str] = []
+        self.aliases: dict[str, str] = {}  # the ID of a record left out as the same paper -> the kept ID
         self._bases: list[str] = []
 
     def __len__(self) -> int:
@@ -239,6 +244,16 @@ class PaperSet:
             warnings.warn(
                 f"{paper.source}: same paper as {self._source_of(kept)}; kept once", DuplicatePaperWarning, stacklevel=3
             )
+            self._alias(paper.id, kept)
+            return False
+        work = work_identifier(paper.url, paper.id)
+        work_key = hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest() if work else b""
+        kept = self._by_work.get(work_key) if work else None
+        if kept is not None:
+            also = f", '{paper.id}' naming it too" if paper.id != self.ids[kept] else ""
+            warnings.warn(f"{paper.source}: same paper ({work}) as {self._source_of(kept)}; kept once{also}",
+                          DuplicatePaperWarning, stacklevel=3)
+            self._alias(paper.id, kept)
             return False
         other = self._by_id.get(paper.id)
         if other is not None:
@@ -246,13 +261,21 @@ class PaperSet:
                 f"{paper.source}: ID '{paper.id}' is also used by {self._source_of(other)} for a different paper: give each paper its own ID"
             )
         self._by_text[key] = self._by_id[paper.id] = len(self.ids)
+        if work:
+            self._by_work[work_key] = len(self.ids)
         self.ids.append(paper.id)
         self._bases.append(derive_handle(paper.title, paper.abstract))
         return True
 
+    def _alias(self, alias: str, row: int) -> None:
+        if alias != self.ids[row] and alias not in self._by_id:
+            self.aliases.setdefault(alias, self.ids[row])
+
     def handles(self) -> list[str]:
         """Each kept paper's unique handle, in the order kept (no paper can be added after)."""
-        self._by_text, self._by_id = {}, {}
+        # An alias that a paper read later has as its own ID names that paper, not an alias.
+        self.aliases = {alias: kept for alias, kept in self.aliases.items() if alias not in self._by_id}
+        self._by_text, self._by_id, self._by_work = {}, {}, {}
         # Disambiguate in ID order so a paper's handle does not depend on file order.
         order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
         handles = unique_handles([self._bases[i] for i in order])
@@ -378,7 +401,7 @@ def _given_id(record: Record) -> str:
             f"{record.where}: ID '{shown}' contains an invisible or text-direction character "
             f"(U+{ord(hidden):04X} {unicodedata.name(hidden, 'format character')}): give an ID of visible characters"
         )
-    return value
+    return bare_arxiv_id(value)  # "arXiv:2401.00001" is the paper 2401.00001 names
 
 
 def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:

@@ -28,7 +28,7 @@ from ..embed.windows import Chunking, Encoder, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
 from . import store
 from .lexical import settings as lexical_settings
-from .keys import digest_records, key_tables
+from .keys import ALIASES, digest_records, key_tables
 from .store import COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 
 
@@ -190,6 +190,8 @@ def build_index(
                 writer.save_array(f"lexical/{name}.npy", arrays[name])
             writer.save_array(COLUMN_MAX, arrays["column_max"])
             writer.save_json(VOCABULARY, vocabulary)
+            if spool.aliases:  # the other IDs of papers read twice (index/keys.py)
+                writer.save_json(ALIASES, spool.aliases)
             writer.save_json(STOP_WORDS, stop_words)
             del arrays
             previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
@@ -248,6 +250,7 @@ class _PaperSpool:
     def __init__(self, handle, chunk: int):
         self.handle, self.chunk = handle, chunk
         self.offsets = array.array("q", [0])
+        self.aliases: dict[str, str] = {}
         self._block: tuple[int, list[str]] = (-1, [])
 
     def __len__(self) -> int:
@@ -263,7 +266,9 @@ class _PaperSpool:
                 self.handle.write(line)
                 self.offsets.append(self.offsets[-1] + len(line))
         self.handle.flush()
-        return chosen.ids, chosen.handles()
+        handles = chosen.handles()
+        self.aliases = chosen.aliases
+        return chosen.ids, handles
 
     def source_of(self, row: int) -> str:
         self.handle.flush()
