@@ -173,12 +173,15 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
     condition = where if isinstance(where, Where) or where is None else parse_where(where)
     matched = 0
     read = 0
+    present: set[str] = set()  # the fields of the conditions some record has a value for
     for path in _expand_inputs(inputs):
         found, skipped, first_skipped = 0, 0, ""
         withdrawn: list[str] = []
         for record in read_records(path):
             found += 1
             if condition is not None and not condition.matches(record):  # first: the cheap test
+                if not matched:
+                    present |= condition.fields_present(record)
                 continue
             if record.extra.get("withdrawn") and not keep_withdrawn:
                 withdrawn.append(record.where)
@@ -210,7 +213,8 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
             )
         read += found
     if condition is not None and not matched:
-        raise InputError(f"no paper matches --where {condition} (of {read} read): loosen the condition")
+        raise InputError(f"no paper matches --where {condition} (of {read} read): "
+                         f"{condition.no_match_reason(present, read)}")
 
 
 class PaperSet:

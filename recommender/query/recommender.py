@@ -286,11 +286,17 @@ class Recommender:
             raise OptionError(f"--limit must be at least 1, got {limit}")
         condition = parse_where(where)
         found = []
+        present: set[str] = set()  # the fields of the conditions some paper has a value for
         for paper in self.papers():
             if condition is None or condition.matches(paper):
                 found.append(paper)
                 if limit is not None and len(found) >= limit:
                     break
+            elif not found:
+                present |= condition.fields_present(paper)
+        if condition is not None and not found and len(self) and present != condition.fields_present_all():
+            # Nothing matched because no paper has the field at all: say so, not an empty list.
+            raise InputError(f"no paper matches --where {condition}: {condition.no_match_reason(present, len(self))}")
         return found
 
     # -- lookups
