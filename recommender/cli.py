@@ -737,8 +737,10 @@ def _output_file(path: str | None, mode: str = "w"):
 @selection_options
 @from_file_option
 @click.option("-k", "k", type=int, default=5, show_default=True, help="Related papers per paper.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex"]), default="markdown",
-              show_default=True, help="Markdown is a printable handout; bibtex lists every paper mentioned.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex", "miniconf"]),
+              default="markdown", show_default=True,
+              help="Markdown is a printable handout; bibtex lists every paper mentioned; miniconf is a Mini-Conf "
+                   "site's similar papers (paper_recs.json).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write to this file instead of standard output.")
 @click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")
@@ -760,6 +762,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
         papers related-work --all -k 3 --out handout.md
         papers related-work --from friday.txt --format bibtex > friday.bib
         papers related-work --from-file reading-list.bib --out handout.md
+        papers related-work --all --format miniconf --out sitedata/paper_recs.json
     """
     from .reading.related import related_work as related_lists
     from .render.related import BibtexKeys, write_related
