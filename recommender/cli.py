@@ -275,6 +275,8 @@ def main():
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
 @click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
               help="Keep only matching papers: category=cs.LG,cs.CL, year>=2020, venue=*ICML* (repeatable; all must hold).")
+@click.option("--keep-withdrawn", is_flag=True,
+              help="Index withdrawn and desk-rejected OpenReview submissions too (left out by default).")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help=f"Encode here, or on a Ray cluster ($RAY_ADDRESS, else a local one); needs {DISTRIBUTION}[ray].")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
@@ -282,11 +284,13 @@ def main():
 @quiet_option
 @verbose_option
 @library_errors
-def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, where, engine, device, quiet, verbose):
+def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, where, keep_withdrawn, engine, device,
+          quiet, verbose):
     """Build an index from files or folders of papers (default: seeds/ in a checkout).
 
     Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
-    OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero), .csv and .txt.
+    OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero, OpenReview notes),
+    .csv and .txt.
 
     A build that is stopped (Ctrl-C, a kill, a crash) keeps the papers it encoded:
     run the same command again to resume.
@@ -315,7 +319,7 @@ def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, 
         report = build_index(
             list(inputs), index=index, model=model, chunking=Chunking(strategy=chunking) if chunking else None,
             index_type=index_type, progress=reporter.update, wait=wait, on_phase=reporter.phase, where=where,
-            notice=_notice(reporter),
+            keep_withdrawn=keep_withdrawn, notice=_notice(reporter),
             engine=engine, device=device, precision=precision, upgrade=upgrade,
         )
     click.echo(
@@ -752,8 +756,10 @@ def _output_file(path: str | None, mode: str = "w"):
 @selection_options
 @from_file_option
 @click.option("-k", "k", type=int, default=5, show_default=True, help="Related papers per paper.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex"]), default="markdown",
-              show_default=True, help="Markdown is a printable handout; bibtex lists every paper mentioned.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex", "miniconf"]),
+              default="markdown", show_default=True,
+              help="Markdown is a printable handout; bibtex lists every paper mentioned; miniconf is a Mini-Conf "
+                   "site's similar papers (paper_recs.json).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")
@@ -775,6 +781,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
         papers related-work --all -k 3 --out handout.md
         papers related-work --from friday.txt --format bibtex > friday.bib
         papers related-work --from-file reading-list.bib --out handout.md
+        papers related-work --all --format miniconf --out sitedata/paper_recs.json
     """
     from .reading.related import related_work as related_lists
     from .render.related import BibtexKeys, write_related

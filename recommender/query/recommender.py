@@ -82,6 +82,7 @@ class Recommender:
         self.dense_weight = dense_weight_for(self.manifest.get("model", ""), self.manifest.get("precision", "fp32"))
         self._rows_by_key: dict[str, dict[str, int]] = {}  # indexes without digest tables
         self._rows_by_citation_key: dict[str, list[int]] | None = None  # nor citation keys
+        self._aliases: dict[str, str] | None = None  # nor the other IDs of papers (read on first use)
 
     @classmethod
     def open(cls, index: str | Path | None = None, model: str | None = None, verify: bool = False) -> "Recommender":
@@ -287,11 +288,17 @@ class Recommender:
             raise OptionError(f"--limit must be at least 1, got {limit}")
         condition = parse_where(where)
         found = []
+        present: set[str] = set()  # the fields of the conditions some paper has a value for
         for paper in self.papers():
             if condition is None or condition.matches(paper):
                 found.append(paper)
                 if limit is not None and len(found) >= limit:
                     break
+            elif not found:
+                present |= condition.fields_present(paper)
+        if condition is not None and not found and len(self) and present != condition.fields_present_all():
+            # Nothing matched because no paper has the field at all: say so, not an empty list.
+            raise InputError(f"no paper matches --where {condition}: {condition.no_match_reason(present, len(self))}")
         return found
 
     # -- lookups
@@ -305,6 +312,9 @@ class Recommender:
         if len(matches) == 1:
             return matches[0]
         if not matches:
+            kept = self._alias_of(reference)
+            if kept is not None:
+                return kept
             if len(self) <= CLOSEST_SCAN:
                 close = _closest(reference, self.ids, self.handles)
             else:  # a scan of every name takes seconds at 1M papers (difflib)
@@ -318,6 +328,23 @@ class Recommender:
         shown = ", ".join(f"{self.keys.id_of(row)} ({self.keys.handle_of(row)})" for row in matches[:5])
         more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
         raise PaperNotFoundError(f"'{_printable(reference)}' matches {len(matches)} papers: {shown}{more}: give more of the ID")
+
+    def _alias_of(self, reference: str) -> int | None:
+        """The row of the paper another ID of it names: "arXiv:2401.00001" for the paper
+        2401.00001, or an ID of a record the build kept as the same paper (index/keys.py)."""
+        from ..corpus.identifiers import bare_arxiv_id
+        from ..index.keys import ALIASES
+
+        bare = bare_arxiv_id(reference)
+        if bare != reference:
+            row = self.keys.row_of_id(bare)
+            if row is not None:
+                return row
+        if self._aliases is None:
+            stored = self.stored.load_json(ALIASES) if self.stored.has(ALIASES) else {}
+            self._aliases = {alias.casefold(): kept for alias, kept in stored.items()}
+        kept = self._aliases.get(reference.casefold()) or self._aliases.get(bare.casefold())
+        return None if kept is None else self.keys.row_of_id(kept)
 
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
         """For each paper (read from a file, say), its row in the index, or None when the
