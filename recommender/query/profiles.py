@@ -92,3 +92,29 @@ def svm_scores(features: np.ndarray, positive: np.ndarray, c: float = 0.01) -> n
     model = LinearSVC(C=c, class_weight="balanced", tol=1e-6, max_iter=10000)
     model.fit(np.asarray(features, dtype=np.float64), positive.astype(np.int64))
     return model.decision_function(np.asarray(features, dtype=np.float64)).astype(np.float32)
+
+
+def top_mean(per_seed: np.ndarray, k: int) -> np.ndarray:
+    """[seeds, candidates] scores -> each candidate's mean of its `k` best seeds' scores (all of them
+    when there are fewer seeds): between the best match (k=1) and the plain mean."""
+    per_seed = np.asarray(per_seed, dtype=np.float64)
+    if per_seed.ndim != 2 or per_seed.shape[0] == 0:
+        raise ValueError(f"need [seeds, candidates] scores, got shape {per_seed.shape}")
+    if k < 1:
+        raise ValueError(f"need k >= 1, got {k}")
+    k = min(k, per_seed.shape[0])
+    best = -np.partition(-per_seed, k - 1, axis=0)[:k] if k < per_seed.shape[0] else per_seed
+    return best.mean(axis=0).astype(np.float32)
+
+
+def soft_max(per_seed: np.ndarray, temperature: float) -> np.ndarray:
+    """[seeds, candidates] scores -> t x log(mean(exp(score / t))) over the seeds: the mean as t grows,
+    the best match as t shrinks, on the scores' own scale."""
+    per_seed = np.asarray(per_seed, dtype=np.float64)
+    if per_seed.ndim != 2 or per_seed.shape[0] == 0:
+        raise ValueError(f"need [seeds, candidates] scores, got shape {per_seed.shape}")
+    if not temperature > 0:
+        raise ValueError(f"need a temperature > 0, got {temperature}")
+    top = per_seed.max(axis=0)
+    pooled = top + temperature * np.log(np.exp((per_seed - top) / temperature).mean(axis=0))
+    return pooled.astype(np.float32)
