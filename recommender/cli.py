@@ -632,9 +632,12 @@ def indexes_mv(old, new):
 
 
 @main.command()
-@click.option("--corpus", required=True, metavar="FILE", help="Papers (.jsonl or .csv), every query and judged paper among them.")
-@click.option("--queries", required=True, metavar="FILE", help="queries.tsv: query_id, paper_id, facet.")
-@click.option("--qrels", required=True, metavar="FILE", help="TREC qrels: query_id 0 paper_id grade.")
+@click.option("--corpus", default=None, metavar="FILE", help="Papers (.jsonl or .csv), every query and judged paper among them.")
+@click.option("--queries", default=None, metavar="FILE", help="queries.tsv: query_id, paper_id, facet.")
+@click.option("--qrels", default=None, metavar="FILE", help="TREC qrels: query_id 0 paper_id grade.")
+@click.option("--profiles", "profiles_dir", default=None, metavar="DIR",
+              help="Researchers' own papers as profiles (papers.jsonl, profiles.jsonl, ratings.tsv): "
+                   "their loss, with its spread.")
 @click.option("--index", "index", default=None, metavar="NAME|PATH",
               help="Index to build or reuse (default: eval-<corpus file stem>).")
 @click.option("--model", default=None, help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2), or 'static'.")
@@ -657,19 +660,38 @@ def indexes_mv(old, new):
 @quiet_option
 @verbose_option
 @library_errors
-def evaluate(corpus, queries, qrels, index, model, precision, chunking, mode, dense_weight, pool, relevant_at,
-             min_score, diverse, per_query, fmt, quiet, verbose):
+def evaluate(corpus, queries, qrels, profiles_dir, index, model, precision, chunking, mode, dense_weight, pool,
+             relevant_at, min_score, diverse, per_query, fmt, quiet, verbose):
     """Score rankings on a test collection: MAP, NDCG@10, NDCG%20, Recall@20, MRR (x100).
 
     Examples:
 
     \b
         papers evaluate --corpus corpus.jsonl --queries queries.tsv --qrels qrels.txt --per-query
+        papers evaluate --profiles reviewers-dev/
     """
     from .embed.windows import Chunking
     from .evaluation.evaluate import evaluate as run
-    from .render.evaluation import render_evaluation
+    from .render.evaluation import render_evaluation, render_reviewers
 
+    given = [name for name, value in (("--corpus", corpus), ("--queries", queries), ("--qrels", qrels)) if value]
+    if not profiles_dir and len(given) < 3 or 0 < len(given) < 3:
+        raise click.UsageError("give --corpus, --queries and --qrels (a query-by-example collection), "
+                               "--profiles DIR (researchers' profiles), or both")
+    if profiles_dir:
+        from .evaluation.reviewers import evaluate_reviewers
+
+        with _stopped_builds("evaluate"), _reporter(quiet) as reporter:
+            reviewed = evaluate_reviewers(profiles_dir, index=index if not given else None, model=model, mode=mode,
+                                          dense_weight=dense_weight, precision=precision, progress=reporter.update,
+                                          on_phase=reporter.phase)
+        if reviewed.build is not None:
+            report = reviewed.build
+            click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
+                       f"reused {report.reused} from the cache", err=True)
+        click.echo(render_reviewers(reviewed, fmt), nl=False)
+        if not given:
+            return
     with _stopped_builds("evaluate"), _reporter(quiet) as reporter:
         evaluation = run(
             corpus, queries, qrels, index=index, model=model, chunking=Chunking(strategy=chunking), mode=mode,
