@@ -94,7 +94,8 @@ def methods(vectors: np.ndarray) -> dict[str, dict]:
         return score
 
     families: dict[str, dict] = {
-        "topics (shipped before)": {"topics": lambda case: case.recommender.score_rows(case.seeds, case.rows)},
+        "topics (shipped before)": {"topics": lambda case: case.recommender.score_rows(case.seeds, case.rows,
+                                                                                       profile="topics")},
         "centroid (Rocchio)": {"centroid": lambda case: case.centroid(),
                                "centroid dense": lambda case: case.centroid("dense")},
         "topics, other cut": {f"topics d={d:g}": clusters(d) for d in CLUSTER_DISTANCES if d != 0.4},
@@ -146,7 +147,9 @@ def csfcube_cells(recommender: Recommender, sets: dict, families: dict) -> dict[
 
 def reviewer_cells(recommender: Recommender, data: reviewer_format.ReviewerSet, families: dict):
     """([settings, samples, researchers] costs, weights) of the pair loss."""
-    papers = read_papers([data.papers_file])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # two IDs of one text: found by their text below
+        papers = read_papers([data.papers_file])
     rows_by_id = {paper.id: row for paper, row in zip(papers, recommender.find_papers(papers)) if row is not None}
     _, scorers = flat(families)
     started = time.perf_counter()
