@@ -16,7 +16,8 @@ cache keeps the model's vectors, so a rerun encodes nothing):
 
 Methods (a seed's scores are those a one-seed `like` gives, hybrid = the dense/TF-IDF z-fusion, or
 the dense cosine alone): what `like` shipped before (topics: seeds clustered, each cluster a centroid,
-the best kept), the centroid (Rocchio), per-seed max, mean, mean of the top k, a soft maximum
+the best kept), the centroid (Rocchio), per-seed max, mean, mean of the top k (also with k at most half
+the seeds, so two seeds on two topics are not averaged), a soft maximum
 (log-sum-exp with a temperature), mixtures of these with the centroid, a linear SVM of the seeds against
 every other paper of the corpus (arxiv-sanity-lite's way, scikit-learn LinearSVC on the embeddings).
 
@@ -98,7 +99,6 @@ def methods(vectors: np.ndarray) -> dict[str, dict]:
                                                                                        profile="topics")},
         "centroid (Rocchio)": {"centroid": lambda case: case.centroid(),
                                "centroid dense": lambda case: case.centroid("dense")},
-        "topics, other cut": {f"topics d={d:g}": clusters(d) for d in CLUSTER_DISTANCES if d != 0.4},
     }
     for mode in ("hybrid", "dense"):
         def per(reduce, mode=mode):
@@ -107,6 +107,9 @@ def methods(vectors: np.ndarray) -> dict[str, dict]:
         families[f"mean ({mode})"] = {f"mean {mode}": per(lambda s: s.mean(axis=0))}
         families[f"mean of top k ({mode})"] = {f"top{k} {mode}": per(lambda s, k=k: profiles.top_mean(s, k))
                                                for k in TOP_K}
+        families[f"mean of top k, k <= seeds / 2 ({mode})"] = {
+            f"top{k}/half {mode}": per(lambda s, k=k: profiles.top_mean(s, profiles.pooled_seeds(len(s), k)))
+            for k in TOP_K}
         families[f"log-sum-exp ({mode})"] = {f"lse t={t:g} {mode}": per(lambda s, t=t: profiles.soft_max(s, t))
                                              for t in TEMPERATURES}
         families[f"a x top k + (1-a) x centroid ({mode})"] = {

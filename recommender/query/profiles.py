@@ -123,3 +123,9 @@ def soft_max(per_seed: np.ndarray, temperature: float) -> np.ndarray:
     top = per_seed.max(axis=0)
     pooled = top + temperature * np.log(np.exp((per_seed - top) / temperature).mean(axis=0))
     return pooled.astype(np.float32)
+
+
+def pooled_seeds(seeds: int, k: int = PROFILE_TOP_K) -> int:
+    """How many best seeds a candidate's score pools: `k`, but at most half the seeds (at least one), so
+    a profile of a few papers on different topics is never averaged across them (two seeds: the best)."""
+    return max(1, min(k, seeds // 2))
