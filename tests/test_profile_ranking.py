@@ -177,3 +177,39 @@ def test_the_reviewers_dev_set_reads_as_its_readme_says():
     assert sorted({p.sample for p in data.profiles}) == list(range(1, 11))
     assert all(2 <= len(p.papers) <= 20 for p in data.profiles)
     assert all(1 <= grade <= 5 for rated in data.ratings.values() for grade in rated.values())
+
+
+@pytest.fixture(scope="module")
+def server_index(tmp_path_factory):
+    pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+    from serving import build_fake_index
+
+    return build_fake_index(tmp_path_factory.mktemp("profile-serve") / "index", two_topic_papers())
+
+
+def test_the_api_marks_papers_and_gives_the_clis_json(server_index, fake_model):
+    from click.testing import CliRunner
+    from serving import start_server
+
+    from recommender.cli import main
+
+    running = start_server(server_index)
+    try:
+        assert running.json("/api/tags/mine/privacy-0", method="PUT")[0] == 200
+        assert running.json("/api/tags/mine/video-0", method="PUT")[0] == 200
+        assert running.json("/api/marks/not/mine/between-0", method="PUT") == (
+            200, {"tag": "mine", "kind": "not", "papers": ["between-0"]})
+        status, first = running.json("/api/tags/mine/recommendations?k=3&why=true")
+        assert status == 200 and first[0]["because"] and "between-0" not in [row["id"] for row in first]
+        assert running.json(f"/api/marks/seen/mine/{first[0]['id']}", method="PUT")[0] == 200
+        assert running.json("/api/marks/seen/mine") == (200, {"tag": "mine", "kind": "seen", "papers": [first[0]["id"]]})
+        status, unseen = running.json("/api/tags/mine/recommendations?k=3&why=true&exclude_seen=mine")
+        cli = CliRunner().invoke(main, ["like", "--tag", "mine", "-k", "3", "--why", "--exclude-seen", "mine",
+                                        "--index", str(server_index), "--format", "json"], catch_exceptions=False)
+        assert status == 200 and unseen == json.loads(cli.output)  # the same store, the same JSON
+        assert first[0]["id"] not in [row["id"] for row in unseen]
+        assert running.json(f"/api/marks/seen/mine/{first[0]['id']}", method="DELETE")[1]["papers"] == []
+        assert running.json("/api/marks/maybe/mine")[0] == 422
+    finally:
+        running.stop()
+    assert not any("Traceback" in line for line in running.errors), running.errors
