@@ -12,7 +12,7 @@ from fastapi import APIRouter, Form, Path as PathParameter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
-from ..reading.tags import recommend_for_tags, tag_paper, untag_paper
+from ..reading.tags import mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
 from .api import MAX_K, MAX_QUERY, check_write, lease, with_encoder
 from .security import CSRF_COOKIE, CSRF_FIELD, Refused, csrf_matches
 from .state import session_plan
@@ -160,9 +160,13 @@ def tag_page(request: Request, tag: str = PathParameter(..., max_length=64), k: 
         rows = [row for row in (recommender.keys.row_of_id(paper_id) for paper_id in ids) if row is not None]
         tagged = [card(paper) for paper in recommender.papers_at(rows)]
         missing = [paper_id for paper_id in ids if recommender.keys.row_of_id(paper_id) is None]
-        cards = [card(r.paper, r.score) for r in recommend_for_tags(recommender, store, [tag], k=k)] if rows else []
+        cards = [dict(card(r.paper, r.score), because=[
+                     {"id": seed, "handle": handle, "cosine": cosine, "inspect": urlencode({"id": r.paper.id, "pid": seed})}
+                     for seed, handle, cosine in r.because])
+                 for r in recommend_for_tags(recommender, store, [tag], k=k, why=True, exclude_seen=[tag])] if rows else []
         return render(request, "tag.html", {"tag": tag, "tagged": tagged, "missing": missing, "cards": cards,
-                                            "tag_names": list(store.tags())})
+                                            "tag_names": list(store.tags()), "not_interested": store.marked(tag, "not"),
+                                            "seen": len(store.marked(tag, "seen"))})
 
 
 def local_path(target: str | None) -> str:
@@ -193,6 +197,16 @@ def remove_tag_form(request: Request, tag: str = Form(..., max_length=64), id: s
     check_form(request, csrf)
     with lease(request) as opened:
         untag_paper(opened.recommender, request.app.state.tags, tag.strip(), id)
+    return RedirectResponse(local_path(next), status_code=303)
+
+
+@router.post("/tags/mark")
+def mark_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_QUERY),
+              kind: str = Form(..., max_length=8), undo: bool = Form(False), csrf: str = Form(""), next: str = Form("/")):
+    """A tag page's "not interested" and "seen" buttons (`papers tags not|seen`), and taking them back."""
+    check_form(request, csrf)
+    with lease(request) as opened:
+        (unmark_paper if undo else mark_paper)(opened.recommender, request.app.state.tags, tag.strip(), id, kind)
     return RedirectResponse(local_path(next), status_code=303)
 
 
