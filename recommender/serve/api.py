@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from ..errors import InputError
 from ..reading.related import related_work, select_rows
-from ..reading.tags import check_tag, recommend_for_tags
+from ..reading.tags import check_tag, mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
 from ..render.related import related_record
 from ..render.tables import paper_list_records, paper_record, result_records
 from .security import TOKEN_COOKIE, Refused, cookie_name, same_origin
@@ -224,7 +224,35 @@ def delete_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathP
 
 @router.get("/tags/{tag}/recommendations", summary="Papers like the tag's papers, the tagged ones left out")
 def tag_recommendations(request: Request, tag: str = tag_parameter, k: int = k_parameter(10), mode: Mode = "hybrid",
-                        why: bool = False):
+                        why: bool = False, exclude_seen: list[str] = Query([], max_length=64)):
     with lease(request) as opened:
         return JSONResponse(result_records(
-            recommend_for_tags(opened.recommender, request.app.state.tags, [tag], k=k, mode=mode, why=why)))
+            recommend_for_tags(opened.recommender, request.app.state.tags, [tag], k=k, mode=mode, why=why,
+                               exclude_seen=check_count("exclude_seen", exclude_seen))))
+
+
+# Marks of a paper for a tag, as `papers tags not|seen`: not interested (a negative seed), seen (left out).
+Mark = Literal["not", "seen"]
+
+
+@router.get("/marks/{kind}/{tag}", summary="The papers marked not interested or seen for a tag")
+def marks(request: Request, kind: Mark, tag: str = tag_parameter):
+    return JSONResponse({"tag": tag, "kind": kind, "papers": request.app.state.tags.marked(tag, kind)})
+
+
+@router.put("/marks/{kind}/{tag}/{paper_id:path}", summary="Mark a paper for a tag (needs the token off loopback)")
+def put_mark(request: Request, kind: Mark, tag: str = tag_parameter,
+             paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+    check_write(request)
+    with lease(request) as opened:
+        papers = mark_paper(opened.recommender, request.app.state.tags, tag, paper_id, kind)
+        return JSONResponse({"tag": tag, "kind": kind, "papers": papers})
+
+
+@router.delete("/marks/{kind}/{tag}/{paper_id:path}", summary="Take a mark back (needs the token off loopback)")
+def delete_mark(request: Request, kind: Mark, tag: str = tag_parameter,
+                paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+    check_write(request)
+    with lease(request) as opened:
+        papers = unmark_paper(opened.recommender, request.app.state.tags, tag, paper_id, kind)
+        return JSONResponse({"tag": tag, "kind": kind, "papers": papers})

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Form, Path as PathParameter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
-from ..reading.tags import recommend_for_tags
+from ..reading.tags import mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
 from .api import MAX_ID, MAX_K, MAX_QUERY, check_write, cookie, lease, prepared, wait_for, with_encoder, write_tag
 from .jobs import compute_map, compute_sessions
 from .security import CSRF_COOKIE, CSRF_FIELD, TOKEN_COOKIE, Refused, cookie_name, csrf_matches, local_path
@@ -206,9 +206,13 @@ def tag_page(request: Request, tag: str = PathParameter(..., max_length=64), k: 
         rows = [row for row in (recommender.keys.row_of_id(paper_id) for paper_id in ids) if row is not None]
         tagged = [card(paper) for paper in recommender.papers_at(rows)]
         missing = [paper_id for paper_id in ids if recommender.keys.row_of_id(paper_id) is None]
-        cards = [card(r.paper, r.score) for r in recommend_for_tags(recommender, store, [tag], k=k)] if rows else []
+        cards = [dict(card(r.paper, r.score), because=[
+                     {"id": seed, "handle": handle, "cosine": cosine, "inspect": urlencode({"id": r.paper.id, "pid": seed})}
+                     for seed, handle, cosine in r.because])
+                 for r in recommend_for_tags(recommender, store, [tag], k=k, why=True, exclude_seen=[tag])] if rows else []
         return render(request, "tag.html", {"tag": tag, "tagged": tagged, "missing": missing, "cards": cards,
-                                            "tag_names": tag_names(request)})
+                                            "tag_names": tag_names(request), "not_interested": store.marked(tag, "not"),
+                                            "seen": len(store.marked(tag, "seen"))})
 
 
 def check_form(request: Request, csrf: str | None) -> None:
@@ -238,6 +242,16 @@ def preparing(request: Request, what: str) -> HTMLResponse:
     response = render(request, "preparing.html", {"what": what}, status=202)
     response.headers["Refresh"] = "3"
     return response
+
+
+@router.post("/tags/mark")
+def mark_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_QUERY),
+              kind: str = Form(..., max_length=8), undo: bool = Form(False), csrf: str = Form(""), next: str = Form("/")):
+    """A tag page's "not interested" and "seen" buttons (`papers tags not|seen`), and taking them back."""
+    check_form(request, csrf)
+    with lease(request) as opened:
+        (unmark_paper if undo else mark_paper)(opened.recommender, request.app.state.tags, tag.strip(), id, kind)
+    return RedirectResponse(local_path(next), status_code=303)
 
 
 @router.get("/sessions", response_class=HTMLResponse)
