@@ -22,7 +22,7 @@ import pytest
 from recommender.embed import model_parts
 from recommender.embed.model_parts import Part, SplitModel
 from recommender.errors import ModelError
-from test_reliability import fill, small_disk  # noqa: F401 - the fixture, used by name
+from test_failures import fill, small_disk  # noqa: F401 - the fixture, used by name
 
 FILES = {
     "config.json": b'{"model_type": "bert"}',
