@@ -31,7 +31,7 @@ from recommender import build_index
 from recommender.cli import main
 from recommender.embed import export_cache, loading
 from recommender.index import build, store
-from test_failures import fill, small_disk  # noqa: F401 - a fixture
+from system import fill
 
 TESTS = Path(__file__).resolve().parent
 LAUNCHER = TESTS / "build_launcher.py"

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from corpus import write_corpus
+from corpus import topic_papers, write_corpus
 from recommender.cli import main
 from recommender.reading.layout import ZOOM_LEVELS, MapGroup, pca_2d, project_2d, short_name, zoom_labels
-from test_sessions import topic_papers
 
 
 @pytest.fixture

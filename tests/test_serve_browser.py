@@ -10,10 +10,8 @@ import pytest
 
 pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
 
-from corpus import HOSTILE_PAPERS  # noqa: E402
+from corpus import HOSTILE_PAPERS, topic_papers  # noqa: E402
 from serving import build_fake_index, start_server  # noqa: E402
-from test_map_browser import browser  # noqa: E402,F401 - the chromium fixture, shared
-from test_sessions import topic_papers  # noqa: E402
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "serve.png"
 
