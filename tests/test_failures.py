@@ -1,4 +1,5 @@
-"""Reliability, round two (issue 13): cases an adversarial sweep broke, each as it was met.
+"""Failures a user meets, each one clear line with the index kept: inputs holding an index, unreadable
+folders, full disks, NaN vectors, closed standard output, signals, memory limits, odd file names and links.
 
 Permission cases run a real `papers` process with root's overrides dropped
 (setpriv removes CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH); full-disk cases run
