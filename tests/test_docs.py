@@ -135,3 +135,28 @@ def test_one_page_a_subject_each_page_its_own_title():
             titles.setdefault(first.group(1).strip(), []).append(page.name)
     shared = {title: pages for title, pages in titles.items() if len(pages) > 1}
     assert not shared, f"pages share a title (merge them or retitle one): {shared}"
+
+
+def modules_named_in_the_architecture_page() -> set[str]:
+    """The modules the tree of docs/architecture.md names: `folder/  a.py (...), b.py` names folder/a.py
+    and folder/b.py (continuation lines, further indented, belong to the folder above)."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    tree = re.search(r"^```\nrecommender/\n(.*?)^```", text, flags=re.M | re.S)
+    assert tree, "docs/architecture.md has no tree of recommender/"
+    named, folder = set(), ""
+    for line in tree.group(1).splitlines():
+        if line.startswith("  ") and not line.startswith("   "):  # a folder's or a top-level file's line
+            first = line.split()[0]
+            folder = first if first.endswith("/") else ""
+        elif not line.startswith(" "):
+            break  # scripts/ and the like: outside the package
+        named |= {folder + name for name in re.findall(r"\b(\w+\.py)\b", line)}
+    return named
+
+
+def test_the_architecture_page_names_every_module():
+    modules = {str(path.relative_to(ROOT / "recommender")) for path in (ROOT / "recommender").rglob("*.py")
+               if path.name != "__init__.py" or path.parent.name == "recommender"}
+    named = modules_named_in_the_architecture_page()
+    assert not modules - named, f"docs/architecture.md does not name {sorted(modules - named)}"
+    assert not named - modules, f"docs/architecture.md names modules that do not exist: {sorted(named - modules)}"
