@@ -60,6 +60,11 @@ def real_parts_or_skip():
 @pytest.fixture
 def fake_model(monkeypatch):
     """Every model load gives the same fake encoder; no ONNX export."""
+    return patch_fake_model(monkeypatch)
+
+
+def patch_fake_model(monkeypatch: pytest.MonkeyPatch) -> FakeEncoder:
+    """What `fake_model` does, for a fixture of wider scope (through `pytest.MonkeyPatch.context()`)."""
     from recommender.embed import export_cache, loading
     from recommender.index import build
     from recommender.query import recommender
