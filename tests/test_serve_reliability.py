@@ -217,6 +217,7 @@ def alive(pid: int) -> bool:
 
 def test_workers_stop_when_their_supervisor_is_killed(index_dir):
     server = start_server(index_dir, "--workers", "2")
+    workers: list[int] = []
     try:
         workers = wait_until(lambda: (lambda found: found if len(found) >= 2 else None)(
             children_of(server.process.pid)))
@@ -228,6 +229,9 @@ def test_workers_stop_when_their_supervisor_is_killed(index_dir):
         with pytest.raises(OSError):
             socket.create_connection(address(server), timeout=5).close()
     finally:
+        for pid in workers:  # should they outlive it (the failure this test is for), they hold its pipes
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
         server.stop(signal.SIGKILL)
 
 
