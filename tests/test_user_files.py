@@ -4,6 +4,7 @@ test's own folder (FIFOs and devices made there, never the real /dev)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sqlite3
@@ -376,3 +377,28 @@ def test_a_reader_keeps_reading_the_version_it_opened(workdir, real_index, chang
         assert [p.name for p in real_index.parent.iterdir() if p.name.startswith(".removed-")]
         assert papers(workdir, "indexes").returncode == 0
         assert list(real_index.parent.iterdir()) == []
+
+
+def test_serve_follows_a_renamed_index_and_says_when_it_is_removed(tmp_path):
+    pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+    from corpus import PAPERS
+    from serving import build_fake_index, start_server
+
+    index_dir = build_fake_index(tmp_path / "index", PAPERS)
+    server = start_server(index_dir, cwd=tmp_path)
+    try:
+        status, before = server.json("/api/like?id=dp1")
+        assert status == 200
+        assert papers(tmp_path, "indexes", "mv", str(index_dir), str(tmp_path / "renamed")).returncode == 0
+        assert server.json("/api/like?id=dp1") == (200, before)
+        # A rebuild at the new path is what it serves next: it follows the folder, not the old path.
+        build_fake_index(tmp_path / "renamed", PAPERS[:-1])
+        status, after = server.json("/api/papers?limit=100")
+        assert status == 200 and len(after["papers"] if isinstance(after, dict) else after) == len(PAPERS) - 1
+        assert papers(tmp_path, "indexes", "rm", str(tmp_path / "renamed")).returncode == 0
+        status, body = server.json("/api/like?id=dp1")
+        assert status == 503
+        assert f"index {tmp_path / 'renamed'} was removed" in json.dumps(body)
+    finally:
+        server.stop()
+    assert not any("Traceback" in line for line in server.errors), server.errors
