@@ -1,12 +1,14 @@
 import atexit
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from fakes import FakeEncoder
+from system import why_permissions_cannot_be_tested
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "seeds"
@@ -42,9 +44,27 @@ def require_csfcube() -> Path:
     return CSFCUBE
 
 
+def real_parts_or_skip():
+    """Skip (fail in CI) unless the all-mpnet-base-v2 parts are installed."""
+    from recommender.embed import model_parts
+
+    missing = [p.distribution for p, path in zip(model_parts.MPNET.parts, model_parts.installed_parts(model_parts.MPNET))
+               if path is None]
+    if missing:
+        message = f"the all-mpnet-base-v2 parts are not installed ({', '.join(missing)}): {model_parts.INSTALL_HINT}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI is set, so the test command must install them)", pytrace=False)
+        pytest.skip(message)
+
+
 @pytest.fixture
 def fake_model(monkeypatch):
     """Every model load gives the same fake encoder; no ONNX export."""
+    return patch_fake_model(monkeypatch)
+
+
+def patch_fake_model(monkeypatch: pytest.MonkeyPatch) -> FakeEncoder:
+    """What `fake_model` does, for a fixture of wider scope (through `pytest.MonkeyPatch.context()`)."""
     from recommender.embed import export_cache, loading
     from recommender.index import build
     from recommender.query import recommender
@@ -137,3 +157,62 @@ def collect_leaks():
     import gc
 
     gc.collect()
+
+
+@pytest.fixture
+def no_overrides():
+    """Skip unless a `papers` process can run without root's permission overrides (tests/system.py)."""
+    reason = why_permissions_cannot_be_tested()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def small_disk(monkeypatch):
+    """A 64 MB tmpfs as the work folder; `fill()` (tests/system.py) uses up all its space."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = Path(tempfile.mkdtemp(prefix="papers-disk-"))
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        mount.rmdir()
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    monkeypatch.chdir(mount)
+    monkeypatch.delenv("PAPERS_INDEX", raising=False)
+    try:
+        yield mount
+    finally:
+        os.chdir("/")
+        subprocess.run(["umount", str(mount)], check=True)
+        mount.rmdir()
+
+
+# No first-run pages, no update or sync traffic: the only requests left would be the page's own.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium through Playwright, one a test module. Skipped with the reason when chromium is
+    missing, except on CI (CI=true), where a missing browser fails."""
+    from playwright.sync_api import sync_playwright
+
+    path = chromium()
+    if path is None:
+        reason = "no chromium on PATH: install it (Debian: apt-get install chromium) to run the browser tests"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

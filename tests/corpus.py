@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import numpy as np
+
 PAPERS = [
     {"id": "dp1", "title": "FlashDP: Fast Private Training",
      "abstract": "Differentially private training of large language models with fused per-sample gradient clipping. "
@@ -59,3 +61,43 @@ HOSTILE_PAPERS = [
      "abstract": "Linear recurrent networks with gating and fast kernels for long sequence language modeling. "
                  "<meta http-equiv=\"refresh\" content=\"0;url=javascript:window.attacked=15\">"},
 ]
+
+
+# Three topics of eight (or more) papers each, with words of their own.
+TOPICS = {
+    "privacy": "differential privacy private gradient clipping noise budget membership federated",
+    "video": "video aesthetic frames temporal quality annotation clips motion camera",
+    "graphs": "graph spanner shortest path tree vertex edge decomposition planar",
+}
+
+
+def topic_papers(per_topic=8):
+    papers = []
+    for topic, words in sorted(TOPICS.items()):
+        words = words.split()
+        for number in range(per_topic):
+            picked = [words[(number * 3 + step) % len(words)] for step in range(6)]
+            papers.append({
+                "id": f"{topic}-{number}",
+                "title": f"{picked[0].title()} {picked[1]} {number}",
+                "abstract": f"We study {topic} with {' and '.join(picked)}. The method uses {words[0]} {words[1]}.",
+            })
+    return papers
+
+
+# Papers of random words, for corpora of hundreds.
+WORDS = ("graph neural network privacy gradient video aesthetic kernel attention sparse matrix robot policy "
+         "reward language model speech audio image diffusion protein molecule theorem bound convex").split()
+
+
+def synthetic_papers(start: int, count: int) -> list[dict]:
+    rng = np.random.default_rng(start)
+    return [
+        {"id": f"p{i:05d}", "title": f"Paper {i}", "abstract": " ".join(rng.choice(WORDS, size=30))}
+        for i in range(start, start + count)
+    ]
+
+
+def write_papers_jsonl(path, papers):
+    path.write_text("".join(json.dumps(p) + "\n" for p in papers), encoding="utf-8")
+    return path

@@ -1,3 +1,5 @@
+"""The `papers` command's everyday use: build, like, search, show, list, info, errors, help."""
+
 import csv
 import io
 import json

@@ -99,3 +99,64 @@ def test_every_script_says_what_it_measures_and_where_it_is_quoted(script):
     assert quoted, f"scripts/{script}: its docstring does not say which page quotes it (`Quoted in: ...`)"
     for page in re.findall(r"\b((?:docs/)?[\w-]+\.md)\b", quoted.group(1)):
         assert (ROOT / page).exists(), f"scripts/{script} names {page}, which does not exist"
+
+
+# How the product came to be (issue numbers, review rounds, who built what) belongs in git history,
+# not in the pages users read.
+HISTORY = re.compile(
+    r"\bissues? (?:#?\d+|\w+'s)|\b(?:the|this|that) issue(?:'s)?\b|\bround (?:\d+|one|two|three|four|five)\b"
+    r"|\bengineers'|#\d{2,}\b",
+    flags=re.IGNORECASE)
+
+
+def history_lines(text: str) -> list[str]:
+    return [f"{number}: {line.strip()}" for number, line in enumerate(text.splitlines(), 1)
+            if HISTORY.search(line)]
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(p.name for p in (ROOT / "docs").glob("*.md"))])
+def test_pages_speak_of_the_product_not_its_history(page):
+    path = ROOT / page if page == "README.md" else ROOT / "docs" / page
+    found = history_lines(path.read_text(encoding="utf-8"))
+    assert not found, f"{page} speaks of how papers was made (issues, rounds): " + " | ".join(found)
+
+
+@pytest.mark.parametrize("line", ["Issue 13's thirteen cases", "### Round three (issue 22): files",
+                                  "shared with other engineers' jobs", "the issue's 5.3 GB", "see #35"])
+def test_the_history_check_catches_each_kind(line):
+    assert history_lines(line)
+
+
+def test_one_page_a_subject_each_page_its_own_title():
+    titles: dict[str, list[str]] = {}
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        first = re.search(r"^# (.+)$", page.read_text(encoding="utf-8"), flags=re.M)
+        if first:  # a page made of an include (contributing.md) takes its file's title
+            titles.setdefault(first.group(1).strip(), []).append(page.name)
+    shared = {title: pages for title, pages in titles.items() if len(pages) > 1}
+    assert not shared, f"pages share a title (merge them or retitle one): {shared}"
+
+
+def modules_named_in_the_architecture_page() -> set[str]:
+    """The modules the tree of docs/architecture.md names: `folder/  a.py (...), b.py` names folder/a.py
+    and folder/b.py (continuation lines, further indented, belong to the folder above)."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    tree = re.search(r"^```\nrecommender/\n(.*?)^```", text, flags=re.M | re.S)
+    assert tree, "docs/architecture.md has no tree of recommender/"
+    named, folder = set(), ""
+    for line in tree.group(1).splitlines():
+        if line.startswith("  ") and not line.startswith("   "):  # a folder's or a top-level file's line
+            first = line.split()[0]
+            folder = first if first.endswith("/") else ""
+        elif not line.startswith(" "):
+            break  # scripts/ and the like: outside the package
+        named |= {folder + name for name in re.findall(r"\b(\w+\.py)\b", line)}
+    return named
+
+
+def test_the_architecture_page_names_every_module():
+    modules = {str(path.relative_to(ROOT / "recommender")) for path in (ROOT / "recommender").rglob("*.py")
+               if path.name != "__init__.py" or path.parent.name == "recommender"}
+    named = modules_named_in_the_architecture_page()
+    assert not modules - named, f"docs/architecture.md does not name {sorted(modules - named)}"
+    assert not named - modules, f"docs/architecture.md names modules that do not exist: {sorted(named - modules)}"

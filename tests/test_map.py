@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from corpus import write_corpus
+from corpus import topic_papers, write_corpus
 from recommender.cli import main
 from recommender.reading.layout import ZOOM_LEVELS, MapGroup, pca_2d, project_2d, short_name, zoom_labels
-from test_sessions import topic_papers
 
 
 @pytest.fixture
@@ -292,3 +291,27 @@ def test_session_labels_never_overlap_each_other_on_a_crowded_sparse_map(seed):
                        *rng.uniform(100, 900, 2)) for i in range(8)]
     boxes = [_box(g.x, g.y, g.label, GROUP_FONT, "middle") for g in _place_group_labels(groups, xy)]
     assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlap(a, b)]
+
+
+def test_the_maps_script_and_style_are_files_of_the_package(run, workdir):
+    import tomllib
+    from fnmatch import fnmatch
+    from importlib import resources
+    from pathlib import Path
+
+    from recommender.reading.layout import FONT, GROUP_FONT
+    from recommender.render import map as map_module
+
+    assert run("map", "--out", "map.html", "--n", "3").exit_code == 0
+    page = (workdir / "map.html").read_text(encoding="utf-8")
+    assets = resources.files("recommender.render") / "map_assets"
+    script = (assets / "map.js").read_text(encoding="utf-8").removesuffix("\n")
+    style = (assets / "map.css").read_text(encoding="utf-8").removesuffix("\n")
+    assert script in page
+    assert style.replace("@FONT@", f"{FONT:g}").replace("@GROUP_FONT@", f"{GROUP_FONT:g}") in page
+    # Shipped in the wheel, and not kept a second time in Python strings.
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["recommender.render"]
+    assert all(any(fnmatch(f"map_assets/{name}", pattern) for pattern in shipped) for name in ("map.js", "map.css"))
+    source = Path(map_module.__file__).read_text(encoding="utf-8")
+    assert "addEventListener" not in source and "font-family" not in source

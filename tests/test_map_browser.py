@@ -3,46 +3,17 @@ search, pinning a paper with its related-work list, sessions on and off, zoom, p
 and the page without JavaScript. Skipped with the reason when chromium is missing,
 except on CI (CI=true), where a missing browser fails."""
 
-import os
-import shutil
 import sys
 
 import pytest
-from playwright.sync_api import sync_playwright
 
-from corpus import write_corpus
+from corpus import topic_papers, write_corpus
 from fakes import FakeEncoder
 from recommender.reading.layout import ZOOM_LEVELS, build_map
 from recommender.reading.related import related_work
 from recommender.render.map import write_map
-from test_sessions import topic_papers
 
-# No first-run pages, no update or sync traffic: the only requests left would be the page's own.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 ATTACK = "</script><script>window.attacked = 1</script><!--"
-
-
-def chromium() -> str | None:
-    for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium()
-    if path is None:
-        reason = "no chromium on PATH: install it (Debian: apt-get install chromium) to run the browser tests"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 def map_papers():

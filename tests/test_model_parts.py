@@ -22,7 +22,8 @@ import pytest
 from recommender.embed import model_parts
 from recommender.embed.model_parts import Part, SplitModel
 from recommender.errors import ModelError
-from test_reliability import fill, small_disk  # noqa: F401 - the fixture, used by name
+from conftest import real_parts_or_skip
+from system import fill
 
 FILES = {
     "config.json": b'{"model_type": "bert"}',
@@ -185,16 +186,6 @@ def test_the_pinned_wheels_are_the_parts_the_code_checks():
     lines = [line.split()[0] for line in model_parts.REQUIREMENTS.read_text().splitlines()
              if line and not line.startswith("#")]
     assert lines == [f"{part.distribution}==0.0.1" for part in model_parts.MPNET.parts]
-
-
-def real_parts_or_skip():
-    missing = [p.distribution for p, path in zip(model_parts.MPNET.parts, model_parts.installed_parts(model_parts.MPNET))
-               if path is None]
-    if missing:
-        message = f"the all-mpnet-base-v2 parts are not installed ({', '.join(missing)}): {model_parts.INSTALL_HINT}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI is set, so the test command must install them)", pytrace=False)
-        pytest.skip(message)
 
 
 @pytest.mark.model

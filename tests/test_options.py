@@ -190,7 +190,8 @@ def test_index_type_from_the_command_line(run, workdir, open_index, kind, search
 
 def test_hnsw_build_of_a_larger_corpus_tunes_and_finds_every_paper(workdir, open_index, fake_model):
     from recommender import build_index
-    from test_incremental import synthetic_papers, write
+    from corpus import synthetic_papers
+    from corpus import write_papers_jsonl as write
 
     report = build_index([write(workdir / "p.jsonl", synthetic_papers(0, 300))], index_type="hnsw")
     assert report.index_kind == "hnsw"

@@ -28,7 +28,6 @@ from recommender.corpus.papers import Paper
 from recommender.render.bibtex import bibtex_entry, bibtex_escape, entry_type
 from recommender.render.markdown import md
 from recommender.render.tables import spreadsheet_safe
-from test_map_browser import browser  # noqa: F401  (the module's chromium, a fixture)
 
 ATTACKS = {  # what each hostile field does when its text becomes markup
     "img": '<img src=x onerror="window.attacked=1">',

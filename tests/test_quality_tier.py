@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from conftest import SEEDS
-from test_model_parts import real_parts_or_skip
+from conftest import SEEDS, real_parts_or_skip
 
 QUERY_WITHOUT_TORCH = """
 import runpy, sys

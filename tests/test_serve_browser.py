@@ -3,6 +3,7 @@ server on 127.0.0.1: a reader's path through the pages (search from the box, "si
 the tag's recommendations, the map from a paper), and a hostile corpus whose every field tries to run a
 script, on every page. Skipped with the reason when chromium is missing, except on CI (CI=true)."""
 
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -10,10 +11,8 @@ import pytest
 
 pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
 
-from corpus import HOSTILE_PAPERS  # noqa: E402
-from serving import build_fake_index, start_server  # noqa: E402
-from test_map_browser import browser  # noqa: E402,F401 - the chromium fixture, shared
-from test_sessions import topic_papers  # noqa: E402
+from corpus import HOSTILE_PAPERS, topic_papers  # noqa: E402
+from serving import build_fake_index, start_server, wait_until  # noqa: E402
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "serve.png"
 
@@ -85,12 +84,9 @@ def test_a_reader_searches_opens_similar_tags_two_papers_and_gets_recommendation
         status, expected = server.json("/api/tags/privacy-reading/recommendations?k=10")
         assert recommended == [item["title"] for item in expected] and recommended
         assert all(item["id"].startswith("privacy-") for item in expected[:3])
-        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        page.goto(server.url + "?pid=" + urllib.parse.quote(tagged_ids[0]))
-        page.locator(".seed details summary").click()
-        page.screenshot(path=str(SCREENSHOT))
 
         # The map from a paper's page: the paper pinned with its related papers
+        prepared(server, "/map")
         page.goto(server.url + "paper/" + urllib.parse.quote(tagged_ids[0], safe=""))
         page.click("a.open-map")
         page.wait_for_url("**/map#*")
@@ -107,6 +103,42 @@ def test_a_reader_searches_opens_similar_tags_two_papers_and_gets_recommendation
         server.stop()
     assert problems == []
     assert all(url.startswith(server.url) for url in requests)  # nothing from another origin (no CDN)
+
+
+def prepared(server, *paths: str) -> None:
+    """Wait until the map and plans are made (in the background: until then their pages say "being
+    prepared", status 202, and reload themselves)."""
+    for path in paths:
+        wait_until(lambda: server.get(path)[0] == 200, seconds=120, step=0.5)
+
+
+def test_the_docs_screenshot_shows_the_seed_papers(watched, tmp_path):
+    """README.md's and docs/serve.md's picture of the web app: the papers like one seed paper, its
+    abstract open, over the seed papers' real abstracts (seeds/)."""
+    from conftest import SEEDS
+    from recommender.corpus.papers import read_papers
+
+    page, problems = watched
+    seeds = [paper.to_dict() for paper in read_papers([SEEDS])]
+    index_dir = build_fake_index(tmp_path / "seeds", seeds)
+    server = start_server(index_dir)
+    try:
+        status, seed = server.json("/api/papers/FlashDP")  # the README's example paper, by its handle
+        assert status == 200
+        page.goto(server.url + "?pid=" + urllib.parse.quote(seed["id"]))
+        page.locator(".seed details summary").click()
+        assert page.locator(".seed .abstract").inner_text().strip()
+        shown = page.locator("ol.papers article.paper .title a").all_inner_texts()
+        assert len(shown) >= 10
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT))
+    finally:
+        server.stop()
+    assert problems == []
+    # The pages that show the picture say what it shows.
+    for shown_in in (SCREENSHOT.parents[2] / "README.md", SCREENSHOT.parents[1] / "serve.md"):
+        alt = re.search(r"!\[([^\]]*)\]\([^)]*images/serve\.png\)", shown_in.read_text(encoding="utf-8"))
+        assert alt and "FlashDP" in alt.group(1) and "seed papers" in alt.group(1), shown_in.name
 
 
 def hostile_pages(server) -> list[str]:
@@ -131,6 +163,7 @@ def test_the_hostile_corpus_runs_no_script_on_any_page(watched, tmp_path):
     index_dir = build_fake_index(tmp_path / "index", HOSTILE_PAPERS)
     server = start_server(index_dir)
     try:
+        prepared(server, "/map", "/sessions?n=2")
         for path in hostile_pages(server):
             response = page.goto(server.url + path)
             assert response.status == (404 if "attacked%3D21" in path else 200), path

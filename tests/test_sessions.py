@@ -6,31 +6,10 @@ import re
 import numpy as np
 import pytest
 
-from corpus import write_corpus
+from corpus import TOPICS, topic_papers, write_corpus
 from recommender import build_index
 from recommender.errors import InputError
 from recommender.reading.sessions import assign_with_capacity, chain_order, plan_sessions, session_labels, word_key
-
-TOPICS = {
-    "privacy": "differential privacy private gradient clipping noise budget membership federated",
-    "video": "video aesthetic frames temporal quality annotation clips motion camera",
-    "graphs": "graph spanner shortest path tree vertex edge decomposition planar",
-}
-
-
-def topic_papers(per_topic=8):
-    papers = []
-    for topic, words in sorted(TOPICS.items()):
-        words = words.split()
-        for number in range(per_topic):
-            picked = [words[(number * 3 + step) % len(words)] for step in range(6)]
-            papers.append({
-                "id": f"{topic}-{number}",
-                "title": f"{picked[0].title()} {picked[1]} {number}",
-                "abstract": f"We study {topic} with {' and '.join(picked)}. The method uses {words[0]} {words[1]}.",
-            })
-    return papers
-
 
 @pytest.fixture
 def index(open_index, workdir, fake_model):

@@ -1,4 +1,4 @@
-"""Issue 26, item 3: a build streams its papers (spooled to disk, read back a chunk at a time;
+"""A build streams its papers (spooled to disk, read back a chunk at a time;
 vectors and TF-IDF postings on disk), so its memory stays flat in the corpus size, and its index
 files do not depend on the chunk size."""
 

@@ -31,7 +31,7 @@ from .home import resolve_index_dir
 from .stored import ArrayReader, StoredIndex, open_stored
 from .writer import ArrayFile, IndexWriter, WRITE_ERRNOS, link_checked, write_error, writing
 from .lexical import settings as lexical_settings
-from .keys import digest_records, key_tables
+from .keys import ALIASES, digest_records, key_tables
 from .layout import (
     COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
     check_index_folder, legacy_cache, remove_legacy_cache, remove_tree,
@@ -68,6 +68,7 @@ def build_index(
     export_query_encoder: bool = True,
     on_phase: Callable[[str, int | None], None] | None = None,
     where: Sequence[str] = (),
+    keep_withdrawn: bool = False,
     notice: Callable[[str], None] | None = None,
     engine: str = "local",
     device: str = "auto",
@@ -84,7 +85,8 @@ def build_index(
     `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with
     the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
     as papers are encoded. `where` keeps only the papers matching every condition
-    (`["category=cs.LG"]`, see corpus.where). `engine` "local" encodes in this process; "ray" on
+    (`["category=cs.LG"]`, see corpus.where); withdrawn and desk-rejected OpenReview
+    submissions are left out unless `keep_withdrawn`. `engine` "local" encodes in this process; "ray" on
     a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
     `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
     `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only its own).
@@ -143,7 +145,8 @@ def build_index(
     with writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
         spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
-        reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where))
+        reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where),
+                                                                                   keep_withdrawn=keep_withdrawn)
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
             ids, handles = spool.read(reading)
         count = len(ids)
@@ -193,6 +196,8 @@ def build_index(
                 writer.save_array(f"lexical/{name}.npy", arrays[name])
             writer.save_array(COLUMN_MAX, arrays["column_max"])
             writer.save_json(VOCABULARY, vocabulary)
+            if spool.aliases:  # the other IDs of papers read twice (index/keys.py)
+                writer.save_json(ALIASES, spool.aliases)
             writer.save_json(STOP_WORDS, stop_words)
             del arrays
             previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
@@ -251,6 +256,7 @@ class _PaperSpool:
     def __init__(self, handle, chunk: int):
         self.handle, self.chunk = handle, chunk
         self.offsets = array.array("q", [0])
+        self.aliases: dict[str, str] = {}
         self._block: tuple[int, list[str]] = (-1, [])
 
     def __len__(self) -> int:
@@ -262,11 +268,13 @@ class _PaperSpool:
         chosen = PaperSet(self.source_of)
         for paper in papers:
             if chosen.add(paper):
-                line = (json.dumps(paper.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+                line = (json.dumps(paper.to_dict(stored=True), ensure_ascii=False) + "\n").encode("utf-8")
                 self.handle.write(line)
                 self.offsets.append(self.offsets[-1] + len(line))
         self.handle.flush()
-        return chosen.ids, chosen.handles()
+        handles = chosen.handles()
+        self.aliases = chosen.aliases
+        return chosen.ids, handles
 
     def source_of(self, row: int) -> str:
         self.handle.flush()
@@ -346,7 +354,7 @@ def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str
                 text_keys.clear()
                 identifiers.clear()
             tfidf.add(paper.text)
-            yield paper.to_dict()
+            yield paper.to_dict(stored=True)
 
     offsets = writer.save_jsonl(PAPERS, rows())
     writer.save_array(OFFSETS, offsets)

@@ -106,11 +106,3 @@ class LiveIndex:
                 if self._current.users == 0:
                     self._current.recommender.close()
                 self._current = None
-
-
-def session_plan(opened: OpenedVersion, n: int):
-    """The plan of every paper of this version in `n` sessions (`papers sessions --n`), made once a version."""
-    from ..reading.sessions import plan_sessions
-
-    recommender = opened.recommender
-    return opened.cached(("sessions", n), lambda: plan_sessions(recommender, range(len(recommender)), n=n))

@@ -1,4 +1,4 @@
-"""Issue 10: title-prefixed sentence windows and the z-normalised fusion of window cosine and TF-IDF."""
+"""Title-prefixed sentence windows and the z-normalised fusion of window cosine and TF-IDF."""
 
 from __future__ import annotations
 

@@ -1,25 +1,12 @@
-import json
+"""An approximate (IVF) index grows with appended papers and is retrained when the corpus changes
+or grows much."""
 
 import numpy as np
 
+from corpus import synthetic_papers
+from corpus import write_papers_jsonl as write
 from recommender import build_index
 from recommender.index.build import RETRAIN_GROWTH
-
-WORDS = ("graph neural network privacy gradient video aesthetic kernel attention sparse matrix robot policy "
-         "reward language model speech audio image diffusion protein molecule theorem bound convex").split()
-
-
-def synthetic_papers(start: int, count: int) -> list[dict]:
-    rng = np.random.default_rng(start)
-    return [
-        {"id": f"p{i:05d}", "title": f"Paper {i}", "abstract": " ".join(rng.choice(WORDS, size=30))}
-        for i in range(start, start + count)
-    ]
-
-
-def write(path, papers):
-    path.write_text("".join(json.dumps(p) + "\n" for p in papers), encoding="utf-8")
-    return path
 
 
 def test_appended_papers_extend_the_trained_index(open_index, workdir, fake_model):

@@ -1,5 +1,5 @@
-"""Reliability, round three (issue 22): nothing of the user's is lost, nothing is written through a
-link; and the embedding cache shared by every index (issue 23, item 4). Each case as it was met.
+"""Nothing of the user's is lost, nothing is written through a link; and the embedding cache shared
+by every index.
 
 Second-user cases run for real: a planting process runs as `nobody` (setpriv) in a shared folder
 that both can write, the victim as this (root) user; each skips, with its reason, where the
@@ -33,7 +33,7 @@ from recommender.embed import export_cache, loading
 from recommender.index import build
 from recommender.index.layout import CACHE, COLUMN_MAX, FAISS, MANIFEST, QUERY_ENCODER, VECTORS
 from recommender.index.stored import CHEAP_HASH_BYTES
-from test_reliability import fill, small_disk  # noqa: F401 - a fixture
+from system import fill
 
 TESTS = Path(__file__).resolve().parent
 LAUNCHER = TESTS / "build_launcher.py"

@@ -1,3 +1,5 @@
+"""Reading papers from seed text, JSONL and CSV files: IDs, handles, duplicates, input errors."""
+
 import hashlib
 import json
 import re

@@ -1,4 +1,5 @@
-"""Reliability, round two (issue 13): cases an adversarial sweep broke, each as it was met.
+"""Failures a user meets, each one clear line with the index kept: inputs holding an index, unreadable
+folders, full disks, NaN vectors, closed standard output, signals, memory limits, odd file names and links.
 
 Permission cases run a real `papers` process with root's overrides dropped
 (setpriv removes CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH); full-disk cases run
@@ -6,15 +7,12 @@ on a small tmpfs mounted for the test. Each skips, with its reason, where the
 machine does not allow it.
 """
 
-import errno
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +23,7 @@ from corpus import PAPERS, write_corpus
 from recommender import build_index
 from recommender.cli import main
 from recommender.index.writer import IndexWriter
+from system import NO_OVERRIDES, fill
 
 TESTS = Path(__file__).resolve().parent
 LAUNCHER = TESTS / "build_launcher.py"
@@ -43,67 +42,6 @@ def papers_process(workdir: Path, *args, drop_root_overrides: bool = False, **op
         command = [*NO_OVERRIDES, *command]
     options = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **options}
     return subprocess.run(command, cwd=workdir, env=env, timeout=300, **options)
-
-
-NO_OVERRIDES = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
-
-
-def _why_permissions_cannot_be_tested() -> str | None:
-    if os.geteuid() != 0:
-        return None  # not root: permissions hold anyway
-    if shutil.which("setpriv") is None:
-        return "setpriv is not installed: cannot drop root's permission overrides"
-    with tempfile.TemporaryDirectory() as folder:
-        secret = Path(folder) / "secret"
-        secret.write_text("x")
-        secret.chmod(0)
-        probe = subprocess.run([*NO_OVERRIDES, "cat", str(secret)], capture_output=True)
-        if probe.returncode == 0:
-            return "dropping CAP_DAC_OVERRIDE has no effect here: root still reads a mode-000 file"
-    return None
-
-
-@pytest.fixture
-def no_overrides():
-    reason = _why_permissions_cannot_be_tested()
-    if reason:
-        pytest.skip(reason)
-
-
-@pytest.fixture
-def small_disk(monkeypatch):
-    """A 64 MB tmpfs as the work folder; `fill()` uses up all its space."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = Path(tempfile.mkdtemp(prefix="papers-disk-"))
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True, text=True)
-    if done.returncode != 0:
-        mount.rmdir()
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    monkeypatch.chdir(mount)
-    monkeypatch.delenv("PAPERS_INDEX", raising=False)
-    try:
-        yield mount
-    finally:
-        os.chdir("/")
-        subprocess.run(["umount", str(mount)], check=True)
-        mount.rmdir()
-
-
-def fill(mount: Path) -> None:
-    """Write a filler file until the disk has no byte left."""
-    descriptor = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        for size in (1 << 20, 1 << 12, 1):
-            block = b"\0" * size
-            while True:
-                try:
-                    os.write(descriptor, block)
-                except OSError as error:
-                    assert error.errno == errno.ENOSPC
-                    break
-    finally:
-        os.close(descriptor)
 
 
 def live_files(index_dir: Path) -> dict[str, bytes]:

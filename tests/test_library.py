@@ -1,3 +1,5 @@
+"""The Python library on the six-paper corpus: build, open, resolve references, like, search."""
+
 import json
 
 import numpy as np
