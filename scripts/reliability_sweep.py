@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -2658,6 +2659,275 @@ def _(cwd):
             if re.search(r"(?<![\w-])--[a-z]", message) or "`papers " in message:
                 return f"{path}: {message}"
         return None
+
+
+
+# ================================================================ round four (issue 30): the user's files
+# --out onto what is not a regular file, `indexes rm` and links, tags, readers during mv/rm,
+# a damaged embedding cache, leftovers of killed exports.
+
+
+def _read_into(opener, received: list):
+    import threading
+
+    def read():
+        with opener() as stream:
+            received.append(stream.read())
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+def _out_into_fifo(cwd, *command):
+    expected = papers(cwd, *command)
+    fifo = cwd / "out.fifo"
+    os.mkfifo(fifo)
+    received: list = []
+    reader = _read_into(lambda: open(fifo, "rb"), received)
+    code, _, stderr = papers(cwd, *command, "--out", str(fifo), timeout=120)
+    reader.join(timeout=60)
+    if code or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    if not stat.S_ISFIFO(os.lstat(fifo).st_mode):
+        return "the FIFO was replaced by a file"
+    if received != [expected[1].encode()]:
+        return "the FIFO's reader did not get the output"
+    return None
+
+
+@case("files: --out onto a FIFO (sessions): written into, not replaced")
+def _(cwd):
+    return _out_into_fifo(cwd, "sessions", "--n", "2")
+
+
+@case("files: --out onto a FIFO (related-work): written into, not replaced")
+def _(cwd):
+    return _out_into_fifo(cwd, "related-work", "--all", "-k", "2")
+
+
+@case("files: --out onto a character device made in the case folder: still the device")
+def _(cwd):
+    if os.geteuid() != 0:
+        raise Skip("mknod needs root")
+    null = cwd / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    problem = expect_ok(cwd, "sessions", "--n", "2", "--out", str(null))
+    if problem:
+        return problem
+    status = os.lstat(null)
+    return None if stat.S_ISCHR(status.st_mode) and status.st_rdev == os.makedev(1, 3) else "the device was replaced"
+
+
+@case("files: --out onto a socket: written into it")
+def _(cwd):
+    import contextlib
+    import socket
+
+    path = cwd / "out.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    received: list = []
+
+    @contextlib.contextmanager
+    def accepted():
+        connection, _ = listener.accept()
+        with connection, connection.makefile("rb") as stream:
+            yield stream
+
+    with listener:
+        reader = _read_into(accepted, received)
+        problem = expect_ok(cwd, "sessions", "--n", "2", "--out", str(path))
+        reader.join(timeout=60)
+    if problem:
+        return problem
+    if not stat.S_ISSOCK(os.lstat(path).st_mode):
+        return "the socket was replaced"
+    return None if received and received[0] == papers(cwd, "sessions", "--n", "2")[1].encode() else "nothing received"
+
+
+@case("files: --out onto links to /proc/self/fd/1 (one link, then a chain): the process's stdout, links kept")
+def _(cwd):
+    (cwd / "one").symlink_to("/proc/self/fd/1")
+    (cwd / "two").symlink_to(cwd / "one")
+    expected = papers(cwd, "sessions", "--n", "2")[1]
+    for link in ("one", "two"):
+        code, stdout, stderr = papers(cwd, "sessions", "--n", "2", "--out", link)
+        if code or stdout != expected:
+            return f"--out {link}: exit {code}, stdout {stdout[:80]!r}, {stderr.strip()[-200:]}"
+        if not (cwd / link).is_symlink():
+            return f"the link {link} was replaced"
+    return None
+
+
+@case("files: --out - is standard output, for every --out of text")
+def _(cwd):
+    for command in (["sessions", "--n", "2"], ["related-work", "--all", "-k", "2"]):
+        code, stdout, stderr = papers(cwd, *command, "--out", "-")
+        if code or stdout != papers(cwd, *command)[1] or (cwd / "-").exists():
+            return f"{command[0]} --out -: exit {code}, {stderr.strip()[-200:]}"
+    return None
+
+
+@case("files: indexes rm of a link to an index: the link goes, the index stays whole")
+def _(cwd):
+    shutil.move(cwd / "indexes/default", cwd / "elsewhere")
+    (cwd / "indexes/default").symlink_to(cwd / "elsewhere")
+    before = readers_view(cwd)
+    problem = expect_ok(cwd, "indexes", "rm", "default")
+    if problem:
+        return problem
+    if (cwd / "indexes/default").is_symlink():
+        return "the link is still there"
+    return None if readers_view(cwd, str(cwd / "elsewhere")) == before else "the linked index was changed"
+
+
+@case("files: indexes rm of a link to a folder of the user's: refused, nothing touched")
+def _(cwd):
+    (cwd / "mine").mkdir()
+    (cwd / "mine/notes.txt").write_text("mine")
+    (cwd / "indexes/notes").symlink_to(cwd / "mine")
+    problem = expect_error(cwd, "indexes", "rm", "notes")
+    if problem:
+        return problem
+    return None if (cwd / "mine/notes.txt").read_text() == "mine" else "the user's folder was touched"
+
+
+@case("files: indexes rm . and .. inside an index: refused before anything is removed")
+def _(cwd):
+    index = cwd / "indexes/default"
+    version = next(index.glob("v-*"))
+    before = readers_view(cwd)
+    for folder, given in ((index, "."), (index, "./"), (version, "..")):
+        code, _, stderr = papers(folder, "indexes", "rm", given)
+        problem = one_error_line(code, stderr, 2)
+        if problem:
+            return f"rm {given}: {problem}"
+    return None if readers_view(cwd) == before else "the index was changed"
+
+
+@case("files: indexes rm keeps the user's tags (tags.sqlite) unless --with-tags, and says so")
+def _(cwd):
+    import sqlite3
+
+    tags = cwd / "indexes/default/tags.sqlite"
+    with sqlite3.connect(tags) as connection:
+        connection.execute("CREATE TABLE tags (paper TEXT, tag TEXT)")
+    connection.close()
+    code, _, stderr = papers(cwd, "indexes", "rm", "default")
+    if code or "kept its tags" not in stderr or not tags.is_file():
+        return f"tags not kept, or not said: exit {code}, {stderr.strip()!r}"
+    code, _, stderr = papers(cwd, "indexes", "rm", "default", "--with-tags")
+    return None if code == 0 and not (cwd / "indexes/default").exists() else f"--with-tags: {stderr.strip()!r}"
+
+
+_HOLDING_READER = """
+import json, sys
+from recommender import Recommender, related_work, select_rows
+with Recommender.open(sys.argv[1]) as index:
+    print("open", flush=True)
+    sys.stdin.readline()
+    lists = related_work(index, select_rows(index, [], all_papers=True), k=2)
+    print(json.dumps([[item.paper.id, [r.paper.id for r in item.related]] for item in lists]), flush=True)
+"""
+
+
+def _reader_across(cwd, *change):
+    def reader():
+        process = subprocess.Popen([sys.executable, "-c", _HOLDING_READER, "indexes/default"], cwd=cwd, env=env(),
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process.stdout.readline()
+        return process
+
+    expected = reader().communicate("go\n", timeout=120)
+    held = reader()
+    problem = expect_ok(cwd, "indexes", *change)
+    got = held.communicate("go\n", timeout=120)
+    if problem:
+        return problem
+    return None if (held.returncode, got) == (0, expected) else f"the reader broke: {got[1].strip()[-200:]}"
+
+
+@case("files: a reader that has the index open keeps reading it across indexes mv")
+def _(cwd):
+    return _reader_across(cwd, "mv", "default", "renamed")
+
+
+@case("files: a reader that has the index open keeps reading it across indexes rm; its version goes afterwards")
+def _(cwd):
+    problem = _reader_across(cwd, "rm", "default")
+    if problem:
+        return problem
+    papers(cwd, "indexes")
+    return None if not list((cwd / "indexes").iterdir()) else "the held version is left behind"
+
+
+def _damaged_cache() -> None:
+    import sqlite3
+
+    path = CASE_CACHE[0] / "embeddings.sqlite"
+    path.unlink(missing_ok=True)
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB, checksum INTEGER)")
+        connection.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?)",
+                               [(f"k{i}", 4, bytes([i % 256]) * 1600, 0) for i in range(2000)])
+    connection.close()
+    with open(path, "r+b") as handle:
+        handle.seek(path.stat().st_size // 2)
+        handle.write(b"\xa5" * 200_000)
+
+
+@case("files: cache clear on a damaged embedding cache: one line, no traceback")
+def _(cwd):
+    _damaged_cache()
+    code, stdout, stderr = papers(cwd, "cache", "clear")
+    if code or stderr or len(stdout.splitlines()) != 1:
+        return f"exit {code}: {(stderr or stdout).strip()[-300:]}"
+    return None
+
+
+@case("files: cache info on a damaged embedding cache: no traceback")
+def _(cwd):
+    _damaged_cache()
+    return expect_ok(cwd, "cache", "info")
+
+
+def _dead_owner() -> str:
+    """The owner record of a process that has ended."""
+    done = subprocess.run([sys.executable, "-c", "from recommender.embed.user_cache import owner_tag; print(owner_tag())"],
+                          env=env(), capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def _leftovers_removed(cwd, command, made):
+    code, _, stderr = papers(cwd, *command)
+    if code or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    if "that interrupted model exports or unpackings left" not in stderr:
+        return f"not reported: {stderr.strip()!r}"
+    return None if not any(path.exists() for path in made) else "a leftover is still there"
+
+
+@case("files: leftovers of a killed ONNX export and quality-tier unpacking: removed and reported by cache info")
+def _(cwd):
+    owner = _dead_owner()
+    made = [CASE_CACHE[0] / "onnx" / f".export-{owner}-abc", CASE_CACHE[0] / "models" / f".unpack-quality-{owner}-xyz"]
+    for folder in made:
+        folder.mkdir(parents=True)
+        (folder / "part").write_bytes(b"\0" * 100_000)
+    live = CASE_CACHE[0] / "onnx" / f".export-o{os.getpid()}-0-live"  # this process owns it: kept
+    live.mkdir(parents=True)
+    problem = _leftovers_removed(cwd, ["cache", "info"], made)
+    return problem or (None if live.is_dir() else "a live process's staging was removed")
+
+
+@case("files: leftovers named before owners were recorded, untouched for hours: removed by cache clear")
+def _(cwd):
+    old = CASE_CACHE[0] / "onnx" / ".export-k2j3h4"
+    old.mkdir(parents=True)
+    os.utime(old, (0, 0))
+    return _leftovers_removed(cwd, ["cache", "clear"], [old])
 
 
 

@@ -4,6 +4,7 @@ test's own folder (FIFOs and devices made there, never the real /dev)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sqlite3
@@ -325,3 +326,79 @@ def test_unowned_leftovers_are_removed_once_untouched_for_an_hour(workdir, own_e
     assert info.returncode == 0 and "removed 1 folder (0.0 MB)" in info.stderr
     assert not old.exists() and recent.exists()
     assert papers(workdir, "cache", "info").stderr == ""  # reported once
+
+
+# ---------------------------------------------------------------- readers keep reading after mv and rm
+
+# A reader that opens the index, says so, waits for a line on stdin, then reads every paper's
+# related work (papers.jsonl, vectors, the TF-IDF arrays: files it had not read yet).
+READER = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from fakes import FakeEncoder
+from recommender import Recommender, related_work, select_rows
+from recommender.query import recommender as query
+
+query.load_query_encoder = lambda stored, model: FakeEncoder(name=model)
+with Recommender.open(sys.argv[1]) as index:
+    print("open", flush=True)
+    sys.stdin.readline()
+    lists = related_work(index, select_rows(index, [], all_papers=True), k=2)
+    print(json.dumps([[item.paper.id, [r.paper.id for r in item.related]] for item in lists]), flush=True)
+    print(index.search("private training").__len__(), flush=True)
+"""
+
+
+def reader(index: Path) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-c", READER, str(index), str(TESTS)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "open\n"
+    return process
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = process.communicate("go\n", timeout=120)
+    return process.returncode, out, err
+
+
+@pytest.mark.parametrize("change", ["mv", "rm"])
+def test_a_reader_keeps_reading_the_version_it_opened(workdir, real_index, change):
+    if change == "rm":  # an index of the home folder, where `papers indexes` looks
+        assert papers(workdir, "build", "in", "--index", "gone").returncode == 0
+        real_index = workdir / "indexes" / "gone"
+    expected = finish(reader(real_index))
+    assert expected[0] == 0, expected[2]
+    opened = reader(real_index)
+    args = ["mv", str(real_index), str(workdir / "moved")] if change == "mv" else ["rm", str(real_index)]
+    changed = papers(workdir, "indexes", *args)
+    assert changed.returncode == 0, changed.stderr
+    assert finish(opened) == expected
+    if change == "rm":  # the version it held, set aside while it read, goes once it has let go
+        assert [p.name for p in real_index.parent.iterdir() if p.name.startswith(".removed-")]
+        assert papers(workdir, "indexes").returncode == 0
+        assert list(real_index.parent.iterdir()) == []
+
+
+def test_serve_follows_a_renamed_index_and_says_when_it_is_removed(tmp_path):
+    pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+    from corpus import PAPERS
+    from serving import build_fake_index, start_server
+
+    index_dir = build_fake_index(tmp_path / "index", PAPERS)
+    server = start_server(index_dir, cwd=tmp_path)
+    try:
+        status, before = server.json("/api/like?id=dp1")
+        assert status == 200
+        assert papers(tmp_path, "indexes", "mv", str(index_dir), str(tmp_path / "renamed")).returncode == 0
+        assert server.json("/api/like?id=dp1") == (200, before)
+        # A rebuild at the new path is what it serves next: it follows the folder, not the old path.
+        build_fake_index(tmp_path / "renamed", PAPERS[:-1])
+        status, after = server.json("/api/papers?limit=100")
+        assert status == 200 and len(after["papers"] if isinstance(after, dict) else after) == len(PAPERS) - 1
+        assert papers(tmp_path, "indexes", "rm", str(tmp_path / "renamed")).returncode == 0
+        status, body = server.json("/api/like?id=dp1")
+        assert status == 503
+        assert f"index {tmp_path / 'renamed'} was removed" in json.dumps(body)
+    finally:
+        server.stop()
+    assert not any("Traceback" in line for line in server.errors), server.errors

@@ -712,7 +712,7 @@ def _check_upgradable(index_dir: Path) -> None:
 
 def _stored_papers(index_dir: Path) -> Iterator[Paper]:
     """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
-    with open_stored(index_dir, verify=False) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+    with open_stored(index_dir, verify=False) as stored, open(stored.file(PAPERS), encoding="utf-8") as rows:
         for line in rows:
             yield Paper.from_dict(json.loads(line))
 

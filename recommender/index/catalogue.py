@@ -14,7 +14,9 @@ from typing import Callable, Iterator
 from .. import files
 from ..errors import IndexBusyError, InputError, OptionError, RecommenderError
 from .home import index_folders, index_home, missing_index, resolve_index_dir
-from .layout import CURRENT, LOCK, is_index_folder, made_by_a_build, remove_tree, tags_path
+from .layout import (
+    CURRENT, LOCK, MANIFEST, is_index_folder, is_own_version, made_by_a_build, remove_tree, tags_path,
+)
 from .stored import is_index, open_stored
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ def list_indexes(home: Path | None = None) -> list[IndexSummary]:
     home = index_home().path if home is None else Path(home)
     if not home.is_dir():
         return []
+    remove_released_versions(home)
     summaries = []
     for index_dir in index_folders(home):
         full_path = Path(os.path.abspath(index_dir))
@@ -95,6 +98,49 @@ def _locked(index_dir: Path) -> Iterator[None]:
         yield
 
 
+# A version a reader still had open when its index was removed waits beside the index folders,
+# under this prefix, until the reader lets go (see remove_released_versions).
+REMOVED_PREFIX = ".removed-"
+
+
+def _remove_version(version: Path, aside: Path) -> None:
+    """Remove a version folder; while a reader holds it (its manifest locked shared: open_stored), move
+    it aside instead, where the reader keeps reading it (it reads through the open folder)."""
+    try:
+        pin = open(version / MANIFEST, "rb")
+    except OSError:  # never committed: no reader can hold it
+        remove_tree(version)
+        return
+    with pin:
+        try:
+            fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.rename(version, aside.with_name(f"{aside.name}-{os.urandom(3).hex()}"))
+            return
+        remove_tree(version)
+
+
+def remove_released_versions(home: Path) -> None:
+    """Remove the versions set aside by `remove_index` that no reader holds any more."""
+    try:
+        candidates = [path for path in home.iterdir() if path.name.startswith(REMOVED_PREFIX)]
+    except OSError:
+        return
+    for path in candidates:
+        if path.is_symlink() or not path.is_dir() or not is_own_version(path):
+            continue  # what does not look like a version of ours is not ours to remove
+        try:
+            pin = open(path / MANIFEST, "rb")
+        except OSError:
+            continue
+        with pin:
+            try:
+                fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # still read
+            remove_tree(path)
+
+
 @dataclass(frozen=True)
 class IndexRemoval:
     """What `remove_index` did: the folder (or link) removed, what it kept there and why."""
@@ -127,6 +173,7 @@ def remove_index(index: str | os.PathLike, with_tags: bool = False,
         # As `rm -r .`: the folder the user stands in (or above it) is not removed from inside.
         raise OptionError(f"refusing to remove '{index}': give the index's name, or its path from outside it")
     index_dir = resolve_index_dir(index)
+    remove_released_versions(index_dir.parent)
     if index_dir.is_symlink():
         target = Path(os.path.realpath(index_dir))
         _refuse_non_index(target, "removed")
@@ -146,7 +193,7 @@ def remove_index(index: str | os.PathLike, with_tags: bool = False,
             if not made_by_a_build(index_dir, path.name):
                 kept.append(path.name)
             elif path.is_dir():
-                remove_tree(path)
+                _remove_version(path, index_dir.parent / f"{REMOVED_PREFIX}{index_dir.name}-{path.name}")
             else:
                 path.unlink(missing_ok=True)  # the lock too: held open, it stays ours until we let go
     if not kept and not (tags and not remove_tags):

@@ -71,17 +71,31 @@ def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
 class StoredIndex:
     """Read access to the live version of an index, checked against its manifest."""
 
-    def __init__(self, index_dir: Path, folder: Path, manifest: dict, pin=None):
+    def __init__(self, index_dir: Path, folder: Path, manifest: dict, pin=None, folder_fd: int | None = None):
         self.index_dir = index_dir
         self.folder = folder
         self.manifest = manifest
         self._pin = pin  # the manifest, open with a shared lock: the version is not removed under us
+        # The version folder, open: every read goes through it, not through the index's path, so a
+        # reader keeps reading the version it opened when the index is renamed (`papers indexes mv`)
+        # or removed (`rm` moves a version a reader holds aside, see catalogue.remove_index).
+        self._folder_fd = folder_fd
 
     def close(self) -> None:
         """Let a build remove this version once it is no longer live (reads may then fail)."""
         if self._pin is not None:
             self._pin.close()
             self._pin = None
+        if self._folder_fd is not None:
+            os.close(self._folder_fd)
+            self._folder_fd = None
+
+    def file(self, name: str) -> Path:
+        """Where to read the stored file `name`: through the open version folder (see `__init__`);
+        `path(name)` is the name to show."""
+        if self._folder_fd is None or not _FD_PATHS.is_dir():
+            return self.folder / name
+        return _FD_PATHS / str(self._folder_fd) / name
 
     def __enter__(self) -> "StoredIndex":
         return self
@@ -101,13 +115,13 @@ class StoredIndex:
             try:
                 # Mapped first even when read whole: a header claiming more than the file holds is then
                 # damage (ValueError), not an allocation of that much memory ("out of memory").
-                mapped = np.load(self.path(name), mmap_mode="r", allow_pickle=False)
+                mapped = np.load(self.file(name), mmap_mode="r", allow_pickle=False)
                 return mapped if mmap else np.array(mapped)
             except ValueError:
                 if not mmap:
                     raise
                 # Not mappable (e.g. an object array): the plain load names the problem as it always has.
-                np.load(self.path(name), allow_pickle=False)
+                np.load(self.file(name), allow_pickle=False)
                 raise
         except (ValueError, OSError, EOFError) as error:
             raise IndexCorruptError(
@@ -121,7 +135,7 @@ class StoredIndex:
 
     def load_json(self, name: str):
         try:
-            return json.loads(self.path(name).read_text(encoding="utf-8"))
+            return json.loads(self.file(name).read_text(encoding="utf-8"))
         except (ValueError, OSError) as error:
             raise IndexCorruptError(
                 f"index file {self.path(name)} cannot be read ({error}): run `{rebuild_hint(self.index_dir)}`"
@@ -130,7 +144,7 @@ class StoredIndex:
     def read_jsonl_rows(self, name: str, offsets: np.ndarray, rows: Sequence[int]) -> list[dict]:
         """The given rows of a JSON-lines file, read by byte offset."""
         out = []
-        with open(self.path(name), "rb") as handle:
+        with open(self.file(name), "rb") as handle:
             for row in rows:
                 handle.seek(int(offsets[row]))
                 line = handle.read(int(offsets[row + 1] - offsets[row]))
@@ -143,7 +157,7 @@ class StoredIndex:
         return out
 
     def iter_jsonl(self, name: str) -> Iterator[dict]:
-        with open(self.path(name), "rb") as handle:
+        with open(self.file(name), "rb") as handle:
             for number, line in enumerate(handle):
                 try:
                     yield json.loads(line)
@@ -159,12 +173,12 @@ class StoredIndex:
         try:
             if writable:
                 raise RuntimeError("read into memory")
-            return faiss.read_index(str(self.path(name)), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            return faiss.read_index(str(self.file(name)), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
         except RuntimeError:
             try:
-                return faiss.read_index(str(self.path(name)))
+                return faiss.read_index(str(self.file(name)))
             except MemoryError:
-                size = self.path(name).stat().st_size
+                size = self.file(name).stat().st_size
                 raise IndexCorruptError(
                     f"index file {self.path(name)} ({size:,} bytes) asks for more memory than there is: if "
                     f"`papers info --verify` finds it damaged, run `{rebuild_hint(self.index_dir)}`; else free some memory"
@@ -181,7 +195,7 @@ class StoredIndex:
         for name, expected in sorted(self.manifest["files"].items()):
             path = self.path(name)
             try:
-                status = path.lstat()
+                status = self.file(name).lstat()
             except FileNotFoundError:
                 raise IndexCorruptError(
                     f"index file {path} is missing: run `{rebuild_hint(self.index_dir)}`"
@@ -198,7 +212,7 @@ class StoredIndex:
         hashed = set(self.manifest["files"]) if full else _smallest(self.manifest["files"], CHEAP_HASH_BYTES)
         for name, expected in sorted(self.manifest["files"].items()):
             if name in hashed:
-                if file_digest(self.path(name)) != expected["sha256"]:
+                if file_digest(self.file(name)) != expected["sha256"]:
                     raise IndexCorruptError(
                         f"index file {self.path(name)} does not match its checksum (altered or damaged): run `{rebuild_hint(self.index_dir)}`"
                     )
@@ -224,7 +238,7 @@ class ArrayReader:
     def reading(self) -> Iterator:
         """A function `read(start, stop)`: rows start..stop-1 as a new array."""
         row_bytes = self.row_items * self.dtype.itemsize
-        with open(self.stored.path(self.name), "rb") as handle:
+        with open(self.stored.file(self.name), "rb") as handle:
             descriptor = handle.fileno()
 
             def read(start: int, stop: int) -> np.ndarray:
@@ -243,7 +257,7 @@ class ArrayReader:
         """A function `read(starts, stops)`: rows starts[i]..stops[i]-1 of every range, concatenated
         into one new array (one pread a range, without the per-call work of `reading`'s reads)."""
         row_bytes = self.row_items * self.dtype.itemsize
-        with open(self.stored.path(self.name), "rb") as handle:
+        with open(self.stored.file(self.name), "rb") as handle:
             descriptor = handle.fileno()
 
             def read(starts, stops) -> np.ndarray:
@@ -310,12 +324,41 @@ def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
         problem = _manifest_problem(manifest)
         if problem:
             raise IndexCorruptError(f"index file {folder / MANIFEST} {problem} (damaged or forged): run `{rebuild_hint(index_dir)}`")
-        stored = StoredIndex(index_dir, folder, manifest, pin)
-        stored.verify(full=verify)
+        stored = StoredIndex(index_dir, folder, manifest, pin, _open_folder(folder))
+        try:
+            stored.verify(full=verify)
+        except BaseException:
+            stored.close()
+            raise
     except BaseException:
         pin.close()  # refused: nothing may stay open
         raise
     return stored
+
+
+# The folders of a process's open descriptors (Linux): a path through one of them reaches the folder
+# opened, wherever it has been moved since.
+_FD_PATHS = Path("/proc/self/fd")
+
+
+def _open_folder(folder: Path) -> int | None:
+    try:
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as error:
+        raise IndexCorruptError(f"index folder {folder} cannot be opened ({error.strerror}): "
+                                f"run `{rebuild_hint(folder.parent)}`") from None
+
+
+def folder_path(descriptor: int) -> Path | None:
+    """Where an open folder is now (it may have been renamed since it was opened); None once it is
+    removed, or where the system cannot tell."""
+    try:
+        where = os.readlink(_FD_PATHS / str(descriptor))
+    except OSError:
+        return None
+    if where.endswith(" (deleted)") or not os.path.isdir(where):
+        return None
+    return Path(where)
 
 
 def _manifest_problem(manifest: dict) -> str:
@@ -362,3 +405,34 @@ def _pin_live_version(index_dir: Path):
             return live, digest, pin
         pin.close()
     raise IndexBusyError(f"index {index_dir} keeps changing under us (builds in a loop?): try again")
+
+
+class IndexFolder:
+    """An index folder held open by a long-running reader (`papers serve`), so that it can tell where
+    the index went: renamed, it is followed; removed, that is said in one line."""
+
+    def __init__(self, index_dir: Path):
+        self.index_dir = Path(index_dir)
+        try:
+            self._descriptor: int | None = os.open(self.index_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            self._descriptor = None  # not there yet (or not a folder): opening the index says what is wrong
+
+    def where(self) -> Path:
+        """The index folder's path now: the one given while it has its CURRENT there, else where the
+        folder opened has been renamed to; IndexMissingError once it has been removed."""
+        if self._descriptor is None or (self.index_dir / CURRENT).is_file():
+            return self.index_dir
+        moved = folder_path(self._descriptor)
+        if moved is not None and (moved / CURRENT).is_file():
+            self.index_dir = moved
+            return moved
+        # Gone, or its CURRENT removed (`papers indexes rm` keeps a folder that holds the user's tags);
+        # a build there later brings it back.
+        raise IndexMissingError(f"index {self.index_dir} was removed: run `{rebuild_hint(self.index_dir)}`, "
+                                "or restart with another index")
+
+    def close(self) -> None:
+        if self._descriptor is not None:
+            os.close(self._descriptor)
+            self._descriptor = None

@@ -56,7 +56,7 @@ def load_query_encoder(stored: StoredIndex, model: str) -> Encoder:
     """The encoder the index's papers were encoded with, light where it can be: its ONNX export (at
     the index's precision) or static embeddings when there are, else the full model (fp32 only)."""
     if stored.has(f"{QUERY_ENCODER}/model.onnx") or stored.has(f"{QUERY_ENCODER}/{STATIC_CONFIG}"):
-        return loading.load_exported_encoder(stored.path(QUERY_ENCODER), model)
+        return loading.load_exported_encoder(stored.file(QUERY_ENCODER), model)
     if stored.manifest.get("precision", "fp32") != "fp32" or stored.manifest.get("query_encoder") == "static":
         raise corrupt(stored, QUERY_ENCODER, "is missing (its queries need the encoder its papers were encoded with)")
     return loading.load_encoder(model)
