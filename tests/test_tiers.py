@@ -226,7 +226,7 @@ def test_a_static_build_distils_once_and_its_queries_use_the_static_table(cache,
     built = manifest("fast")
     assert (built["model"], built["precision"], built["query_encoder"], built["dimension"]) == ("static", "fp32", "static", 16)
     with query.Recommender.open("fast") as fast:
-        assert fast.dense_weight == ranking.TIER_DENSE_WEIGHTS["static"] != ranking.DENSE_WEIGHT
+        assert fast.dense_weight == ranking.dense_weight_for("static") != ranking.DENSE_WEIGHT
         results = fast.search("differentially private training of language models", k=3)
         assert isinstance(fast._query_encoder, static_encoder.StaticEncoder) and len(results) == 3
         # A free text is windowed and pooled as the build does: a stored paper's text finds itself.
@@ -291,12 +291,19 @@ def test_each_model_ranks_with_the_dense_weight_its_cross_validation_chose():
 
 
 def test_the_quality_tier_builds_int8_by_default_on_a_cpu_and_the_others_fp32(monkeypatch):
-    from recommender.embed import quantisation, sentence_transformer
+    from recommender.embed import sentence_transformer
+    from recommender.embed.choice import EncoderRequest, choose_encoder
+    from recommender.embed.models import model_facts
 
-    assert [quantisation.default_precision(m) for m in ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")] == [
+    assert [model_facts(m).default_precision for m in ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")] == [
         "fp32", "fp32", "int8"]
-    assert build._kept_precision("all-mpnet-base-v2", None, None, None, "cpu") == ("int8", None)
-    assert build._kept_precision("all-mpnet-base-v2", "fp32", None, None, "cpu") == ("fp32", None)
-    assert build._kept_precision("all-MiniLM-L6-v2", None, None, None, "cpu") == ("fp32", None)
+
+    def chosen(model, precision=None, device="cpu"):
+        choice = choose_encoder(EncoderRequest(model, precision, device), None)
+        return choice.model, choice.precision
+
+    assert chosen("all-mpnet-base-v2") == ("all-mpnet-base-v2", "int8")
+    assert chosen("all-mpnet-base-v2", "fp32") == ("all-mpnet-base-v2", "fp32")
+    assert chosen(None) == ("all-MiniLM-L6-v2", "fp32")
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)  # auto on a GPU machine
-    assert build._kept_precision("all-mpnet-base-v2", None, None, None, "auto") == ("fp32", None)
+    assert chosen("all-mpnet-base-v2", device="auto") == ("all-mpnet-base-v2", "fp32")

@@ -35,6 +35,7 @@ from ..digests import file_digest
 from ..files import open_exclusive
 from ..errors import ModelError
 from . import onnx_encoder, quantisation, static_encoder
+from .models import model_facts
 from .user_cache import CACHE_VARIABLE, cache_home, remove_entry  # noqa: F401 - where callers have found them
 
 RECORD = "export.json"
@@ -73,11 +74,10 @@ def model_identity(model: str) -> str:
     """The one value that names which model makes a vector, for the embedding cache's key: the sha256
     of the model folder's files when the model has a local folder (so a model replaced in the same
     folder is a new model), else its name. (A precision, fp32 or int8, joins this value.)"""
-    if model == static_encoder.STATIC_MODEL:  # distilled from the packaged default: its vectors follow that model's files
-        from .sentence_transformer import DEFAULT_MODEL
-
-        source = model_folder(DEFAULT_MODEL)
-        return f"static-v{static_encoder.FORMAT_VERSION}:{folder_digest(source) if source is not None else DEFAULT_MODEL}"
+    source_model = model_facts(model).distilled_from
+    if source_model is not None:  # distilled from another model: its vectors follow that model's files
+        source = model_folder(source_model)
+        return f"static-v{static_encoder.FORMAT_VERSION}:{folder_digest(source) if source is not None else source_model}"
     folder = model_folder(model)
     return f"files:{folder_digest(folder)}" if folder is not None else f"name:{model}"
 

@@ -97,15 +97,12 @@ def prepare_index(
     Returns the BuildReport of a build, or None when the index was reused.
     """
     from ..corpus.papers import read_papers
-    from ..embed.quantisation import default_precision
-    from ..embed.sentence_transformer import DEFAULT_MODEL
-    from ..embed.static_encoder import STATIC_MODEL
+    from ..embed.choice import new_index_precision
     from ..index.build import build_index, inputs_fingerprint
     from ..index.lexical import settings as lexical_settings
 
     index = index if index is not None else eval_index_name(corpus)
-    model = model or DEFAULT_MODEL
-    precision = "fp32" if model == STATIC_MODEL else precision or default_precision(model)
+    model, precision = new_index_precision(model, precision)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])

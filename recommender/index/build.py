@@ -22,8 +22,9 @@ from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, PaperSet, scan_papers, text_key
 from ..embed import loading
 from ..embed import export_cache, static_encoder
-from ..embed.quantisation import PRECISIONS, default_precision
-from ..embed.static_encoder import STATIC_MODEL
+from ..embed.choice import EncoderChoice, EncoderRequest, check_request, check_upgradable, choose_encoder
+from ..embed.choice import exported_only as _exported_only
+from ..embed.models import model_facts
 from ..embed.windows import Chunking, Encoder, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
 from . import store
@@ -82,10 +83,11 @@ def build_index(
     a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
     `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
     `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only its own).
-    `precision` "fp32" or "int8" (int8 ONNX weights: about twice as fast on a CPU, always on the
-    CPU); None keeps the precision of the index being rebuilt, else takes the model's default
-    (quantisation.default_precision: fp32, int8 for the quality tier). The
-    model "static" is the fast tier (static embeddings distilled from the default model).
+    `model` None keeps the model of the index being rebuilt, else takes the default; `precision`
+    "fp32" or "int8" (int8 ONNX weights: about twice as fast on a CPU, always on the CPU); None keeps
+    the precision of the index being rebuilt, else takes the model's default (embed.models: fp32,
+    int8 for the quality tier). The model "static" is the fast tier (static embeddings distilled
+    from the default model). embed.choice decides the encoder from these and the index's manifest.
 
     `upgrade` rebuilds an index made with the fast tier with `model` (default: the default model),
     from the index's own papers unless `inputs` are given; its fast version answers queries until
@@ -104,19 +106,12 @@ def build_index(
     its search index entry. The index files are the same, byte for byte, whatever `chunk_size`.
     """
     from .ann import choose_index, index_description
-    from ..embed.sentence_transformer import DEFAULT_MODEL, DEVICES
     from .lexical import TfidfBuilder
     from ..errors import InputError
 
     started = time.perf_counter()
-    if upgrade and model == STATIC_MODEL:
-        raise InputError(f"--upgrade builds with the full model: drop --model {STATIC_MODEL} (or give another model)")
-    model = model or DEFAULT_MODEL
-    if engine not in ENGINES:
-        raise InputError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
-    if device not in DEVICES:
-        raise InputError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
-    _check_precision(model, precision, device)
+    request = EncoderRequest(model, precision, device, engine, upgrade)
+    check_request(request)  # before any paper is read
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise InputError(f"chunk size must be a positive whole number, got {chunk_size!r}")
     if engine == "ray":
@@ -126,11 +121,11 @@ def build_index(
     phase = on_phase or (lambda name, total=None: None)
     index_dir = store.resolve_index_dir(index)
     store.check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
-    model_key = export_cache.model_identity(model)
     if upgrade:
         if where and not inputs:
             raise InputError("--where with --upgrade needs INPUTS: the index's own papers are upgraded as they are")
-        _check_upgradable(index_dir)
+        with store.open_stored(index_dir, verify=False) as stored:
+            check_upgradable(stored.manifest, index_dir)
     phase("reading papers", None)
     embedded = None
     count = 0
@@ -141,21 +136,26 @@ def build_index(
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
             ids, handles = spool.read(reading)
         count = len(ids)
-        previous = _previous_build(index_dir, model)
+        previous = _live_build(index_dir)
         try:
+            choice = choose_encoder(request, previous.manifest if previous is not None else None, notice, index_dir)
+            model, precision = choice.model, choice.precision
+            identity = export_cache.model_identity(model)
+            previous = _same_model(previous, choice)
             if chunking is None:
                 chunking = _kept_chunking(previous, notice)
-            precision, previous = _kept_precision(model, precision, previous, notice, device)
+            if previous is not None and not choice.same_vectors(previous.manifest):
+                previous.close()  # an index never mixes two precisions: nothing of it is reused
+                previous = None
             query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
-                             if export_query_encoder or precision != "fp32" else None)
+                             if export_query_encoder or choice.exported_only else None)
             tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
             written = _write_papers(writer, spool, handles, tfidf)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
             encoder = _LazyEncoder(
-                model, functools.partial(_build_encoder, model, writer, query_encoder, engine, device, engines,
-                                         exported_only=_exported_only(model, precision))
+                model, functools.partial(_build_encoder, choice, writer, query_encoder, engines)
             )
 
             def vector_file(rows: int, dimension: int) -> store.ArrayFile:
@@ -163,7 +163,7 @@ def build_index(
 
             with engines:
                 embedded = _embed(encoder, spool.texts(), chunking, index_dir, progress, phase, notice, written.heads,
-                                  model_key, precision, vector_file)
+                                  identity, precision, vector_file)
             vectors = embedded.vectors
             fingerprint = written.fingerprint
             for name, table in key_tables(ids, handles, written.citation_keys, written.text_digests,
@@ -194,7 +194,7 @@ def build_index(
                           or previous_chunking.get("max_tokens"))
             manifest = {
                 "model": model,
-                "model_identity": model_key,
+                "model_identity": identity,
                 "built_by": built_by,
                 "precision": precision,
                 "dimension": int(vectors.shape[1]),
@@ -351,10 +351,10 @@ def _write_papers(writer: store.IndexWriter, spool: _PaperSpool, handles: Sequen
                     np.concatenate(identifier_digests), fingerprint.hexdigest())
 
 
-def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_key=None, precision="fp32",
+def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_identity=None, precision="fp32",
            allocate=None):
     """embed_texts with the shared embedding cache, a progress total, and a notice when resuming."""
-    model_key = encoder.name if model_key is None else model_key
+    model_identity = encoder.name if model_identity is None else model_identity
     try:
         opened = store.EmbeddingCache(owner=str(index_dir.resolve()))
     except store.CacheUnavailable as unavailable:
@@ -362,7 +362,7 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
         opened = contextlib.nullcontext(None)  # encoded without a cache: nothing to resume from
     with opened as cache:
         if cache is not None:
-            _migrate_legacy_cache(index_dir, cache, encoder.name, model_key, chunking, texts, heads)
+            _migrate_legacy_cache(index_dir, cache, encoder.name, model_identity, chunking, texts, heads)
         resuming = cache is not None and cache.interrupted_encoding()
         if cache is not None:
             cache.mark_encoding(True)
@@ -385,18 +385,18 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
                 progress(done, planned)
 
         embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads,
-                               model_key=model_key, precision=precision, allocate=allocate)
+                               model_identity=model_identity, precision=precision, allocate=allocate)
         if cache is not None:
             cache.mark_encoding(False)
             known = getattr(encoder, "max_tokens_if_known", None)
             if known is not None:
-                cache.remember_model(model_key, {"max_tokens": known})
+                cache.remember_model(model_identity, {"max_tokens": known})
             elif hasattr(encoder, "remembered_max_tokens"):
-                encoder.remembered_max_tokens = cache.model_facts(model_key).get("max_tokens")
+                encoder.remembered_max_tokens = cache.model_facts(model_identity).get("max_tokens")
     return embedded
 
 
-def _migrate_legacy_cache(index_dir, cache, model, model_key, chunking, texts, heads) -> None:
+def _migrate_legacy_cache(index_dir, cache, model, model_identity, chunking, texts, heads) -> None:
     """An index built before the shared cache kept its own (cache.sqlite in the index folder): the
     vectors of this build's texts found there are copied into the shared cache, and the old file
     is removed (it is the index's own). Its rows were keyed by the model's name, so they are read
@@ -412,7 +412,7 @@ def _migrate_legacy_cache(index_dir, cache, model, model_key, chunking, texts, h
         pairs = {}
         for i in range(start, min(start + LEGACY_CHUNK, len(texts))):
             head = int(heads[i]) if heads is not None else None
-            new = text_cache_key(model_key, chunking, texts[i], head)
+            new = text_cache_key(model_identity, chunking, texts[i], head)
             pairs[text_cache_key(model, chunking, texts[i], head)] = new
         missing = set(pairs.values()) - set(cache.get_many(list(pairs.values())))
         wanted = [old for old, new in pairs.items() if new in missing]
@@ -513,15 +513,19 @@ def _kept_chunking(previous: store.StoredIndex | None, notice: Callable[[str], N
     return kept
 
 
-def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
-    """The live build of this index when it was made with the same model."""
+def _live_build(index_dir: Path) -> store.StoredIndex | None:
+    """The live build of this index, if there is a usable one."""
     from ..errors import RecommenderError
 
     try:
-        previous = store.open_stored(index_dir, verify=False)
+        return store.open_stored(index_dir, verify=False)
     except RecommenderError:
         return None  # no usable previous build: everything is made anew
-    if previous.manifest.get("model") != model:
+
+
+def _same_model(previous: store.StoredIndex | None, choice: EncoderChoice) -> store.StoredIndex | None:
+    """The live build when it was made with the chosen model (else closed: nothing of it is reused)."""
+    if previous is not None and previous.manifest.get("model") != choice.model:
         previous.close()
         return None
     return previous
@@ -551,9 +555,10 @@ def prepare_query_encoder(
     exporting = phase("exporting the model to ONNX (once per model)")
     quantising = phase("quantising the ONNX export to int8 (once per model)")
     distilling = phase("distilling static embeddings from the default model (once, a few minutes)")
+    facts = model_facts(model)
     try:
-        if model == STATIC_MODEL:
-            shared = _shared(lambda: export_cache.static_export(_static_source(), distilling))
+        if facts.distilled_from is not None:
+            shared = _shared(lambda: export_cache.static_export(facts.distilled_from, distilling))
         else:
             shared = _shared(lambda: export_cache.shared_export(model, exporting, precision, quantising))
         if shared is None or not store.link_checked(shared, target, export_cache.entry_files(shared)):
@@ -570,7 +575,7 @@ def prepare_query_encoder(
         loading.load_encoder(model)  # a model that cannot be loaded at all is the error to report, not a warning
         warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
         return None
-    return "static" if model == STATIC_MODEL else "onnx"
+    return facts.export
 
 
 def _reuse_previous_export(model: str, previous: store.StoredIndex | None, target: Path) -> bool:
@@ -594,9 +599,10 @@ def _export_into(model: str, precision: str, target: Path, writer: store.IndexWr
     from ..embed.quantisation import quantise_export
     from ..embed.sentence_transformer import resolve_model_path
 
-    if model == STATIC_MODEL:
+    source_model = model_facts(model).distilled_from
+    if source_model is not None:
         distilling()
-        static_encoder.distill(_static_source(), target)
+        static_encoder.distill(source_model, target)
         return
     exporting()
     if precision == "fp32":
@@ -611,13 +617,6 @@ def _export_into(model: str, precision: str, target: Path, writer: store.IndexWr
         store.remove_tree(staging)
 
 
-def _static_source() -> str:
-    """The model the fast tier is distilled from: the packaged default."""
-    from ..embed.sentence_transformer import DEFAULT_MODEL
-
-    return DEFAULT_MODEL
-
-
 def _shared(make: Callable[[], Path | None]) -> Path | None:
     """An entry of the user cache (made there if missing); None where it cannot be shared.
 
@@ -629,73 +628,6 @@ def _shared(make: Callable[[], Path | None]) -> Path | None:
         return None
 
 
-def _exported_only(model: str, precision: str) -> bool:
-    """Whether the build's export is the only encoder that gives its vectors (int8, static)."""
-    return model == STATIC_MODEL or precision != "fp32"
-
-
-def _check_precision(model: str, precision: str | None, device: str) -> None:
-    """A precision, model and device that go together, or one line saying what to change."""
-    from ..embed.sentence_transformer import resolve_device
-    from ..errors import InputError
-
-    if precision is not None and precision not in PRECISIONS:
-        raise InputError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
-    if model == STATIC_MODEL and precision not in (None, "fp32"):
-        raise InputError(f"--model {STATIC_MODEL} has one precision (fp32 table lookups): drop --precision {precision}")
-    if device == "cuda":
-        resolve_device("cuda")  # no GPU: one line, before any paper is read
-        if model == STATIC_MODEL:
-            raise InputError(f"--model {STATIC_MODEL} encodes on the CPU (a table lookup, thousands of papers a "
-                             "second): drop --device cuda")
-        if precision == "int8":
-            raise InputError("--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32")
-
-
-def _kept_precision(model: str, precision: str | None, previous: store.StoredIndex | None,
-                    notice: Callable[[str], None] | None, device: str = "auto") -> tuple[str, store.StoredIndex | None]:
-    """The build's precision (given; else the previous build's; else fp32 on a GPU, the default on a
-    CPU) and the previous build, which is not reused when its precision differs: an index never mixes two."""
-    from ..errors import InputError
-
-    kept = previous.manifest.get("precision", "fp32") if previous is not None else None
-    if model == STATIC_MODEL:
-        chosen = "fp32"
-    elif precision is not None:
-        chosen = precision
-    elif device == "cuda":
-        if kept == "int8":
-            raise InputError(f"index {previous.index_dir} is int8, which encodes on the CPU: drop --device cuda, "
-                             "or give --precision fp32 to encode every paper again on the GPU")
-        chosen = "fp32"
-    elif previous is not None:
-        chosen = previous.manifest.get("precision", "fp32")
-        if chosen != default_precision(model) and notice is not None:
-            notice(f"keeping this index's precision {chosen}: --precision {default_precision(model)} (the default for "
-                   "new indexes) would encode every paper again")
-    else:
-        chosen = default_precision(model)
-        if chosen != "fp32" and device == "auto":
-            from ..embed.sentence_transformer import cuda_available
-
-            chosen = "fp32" if cuda_available() else chosen  # int8 encodes on CPUs only: a GPU build is fp32
-    if previous is not None and kept != chosen:
-        previous.close()
-        previous = None
-    return chosen, previous
-
-
-def _check_upgradable(index_dir: Path) -> None:
-    """An index whose live version was built with the fast tier, or one line saying why not."""
-    from ..errors import InputError
-
-    with store.open_stored(index_dir, verify=False) as stored:
-        built_with = stored.manifest.get("model")
-    if built_with != STATIC_MODEL:
-        raise InputError(f"index {index_dir} was built with '{built_with}', not the fast tier "
-                         f"(--model {STATIC_MODEL}): there is nothing to upgrade")
-
-
 def _stored_papers(index_dir: Path) -> Iterator[Paper]:
     """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
     with store.open_stored(index_dir, verify=False) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
@@ -703,15 +635,12 @@ def _stored_papers(index_dir: Path) -> Iterator[Paper]:
             yield Paper.from_dict(json.loads(line))
 
 
-ENGINES = ("local", "ray")
-
-
 def _build_encoder(
-    model: str, writer: store.IndexWriter, query_encoder: str | None, engine: str, device: str,
-    resources: contextlib.ExitStack, exported_only: bool = False,
+    choice: EncoderChoice, writer: store.IndexWriter, query_encoder: str | None, resources: contextlib.ExitStack,
 ) -> Encoder:
+    model, device, exported_only = choice.model, choice.device, choice.exported_only
     folder = writer.path(QUERY_ENCODER) if query_encoder is not None else None
-    if engine == "ray":
+    if choice.engine == "ray":
         from ..embed.ray_engine import RayEncoder, RaySession
 
         session = resources.enter_context(RaySession())

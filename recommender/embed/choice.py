@@ -1,0 +1,161 @@
+"""Which encoder a build uses: its model, tier, precision, device and engine, decided in one place from
+what was asked (:class:`EncoderRequest`) and what the index being rebuilt records (its manifest).
+
+A rebuild keeps what its index was built with unless told otherwise, so that adding one paper never
+encodes every other one again: the model (a `static` or model-folder index stays so) and the
+precision, each with a notice when it differs from what a new index would get. Every per-model fact
+comes from the table in :mod:`recommender.embed.models`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from ..errors import InputError
+from .models import DEFAULT_MODEL, MODELS, ModelFacts, model_facts
+from .quantisation import PRECISIONS
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class EncoderRequest:
+    """What a build was asked for; None keeps the index's own (else takes the default)."""
+
+    model: str | None = None
+    precision: str | None = None
+    device: str = "auto"  # "auto", "cpu" or "cuda"
+    engine: str = "local"  # "local" or "ray"
+    upgrade: bool = False  # rebuild a fast-tier index with a full model
+
+
+@dataclass(frozen=True)
+class EncoderChoice:
+    """The encoder a build uses, and the facts a build needs of it."""
+
+    model: str
+    precision: str
+    device: str
+    engine: str
+
+    @property
+    def facts(self) -> ModelFacts:
+        return model_facts(self.model)
+
+    @property
+    def exported_only(self) -> bool:
+        """Whether the build's export is the only encoder that gives its vectors (int8, static)."""
+        return exported_only(self.model, self.precision)
+
+    @property
+    def export(self) -> str:
+        """What the build exports for its queries: "onnx" or "static" (the manifest's query_encoder)."""
+        return self.facts.export
+
+    def same_vectors(self, record: Mapping | None) -> bool:
+        """Whether an index with this manifest was encoded as this choice encodes (so its work is reused)."""
+        return (record is not None and record.get("model") == self.model
+                and record.get("precision", "fp32") == self.precision)
+
+
+def exported_only(model: str, precision: str) -> bool:
+    """Whether `model` at `precision` is encoded by its export alone (int8 weights, a static table)."""
+    return model_facts(model).exported_only or precision != "fp32"
+
+
+def check_request(request: EncoderRequest) -> None:
+    """What can be refused before any paper is read or any index opened: one line saying what to change."""
+    from .sentence_transformer import DEVICES
+
+    if request.upgrade and request.model is not None and model_facts(request.model).distilled_from is not None:
+        raise InputError(f"--upgrade builds with the full model: drop --model {request.model} (or give another model)")
+    if request.engine not in ENGINES:
+        raise InputError(f"unknown engine {request.engine!r}: use one of {', '.join(ENGINES)}")
+    if request.device not in DEVICES:
+        raise InputError(f"unknown device {request.device!r}: use one of {', '.join(DEVICES)}")
+    if request.precision is not None and request.precision not in PRECISIONS:
+        raise InputError(f"unknown precision {request.precision!r}: use one of {', '.join(PRECISIONS)}")
+    if request.model is not None:
+        _check_fits(model_facts(request.model), request.precision, request.device)
+    elif request.device == "cuda":
+        _check_fits(model_facts(DEFAULT_MODEL), request.precision, request.device)
+
+
+def _check_fits(facts: ModelFacts, precision: str | None, device: str) -> None:
+    """A precision, model and device that go together, or one line saying what to change."""
+    if precision is not None and precision not in facts.precisions:
+        raise InputError(f"--model {facts.name} has one precision (fp32 table lookups): drop --precision {precision}")
+    if device == "cuda":
+        from .sentence_transformer import resolve_device
+
+        resolve_device("cuda")  # no GPU: one line, before any paper is read
+        if not facts.gpu:
+            raise InputError(f"--model {facts.name} encodes on the CPU (a table lookup, thousands of papers a "
+                             "second): drop --device cuda")
+        if precision == "int8":
+            raise InputError("--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32")
+
+
+def check_upgradable(record: Mapping, index: object) -> None:
+    """An index (`record` its manifest) built with the fast tier, or one line saying why not."""
+    built_with = record.get("model")
+    if built_with is None or model_facts(built_with).distilled_from is None:
+        fast = next(facts.name for facts in MODELS if facts.tier == "fast")
+        raise InputError(f"index {index} was built with '{built_with}', not the fast tier "
+                         f"(--model {fast}): there is nothing to upgrade")
+
+
+def choose_encoder(request: EncoderRequest, record: Mapping | None, notice: Callable[[str], None] | None = None,
+                   index: object = "") -> EncoderChoice:
+    """The encoder a build of the index `index` uses, given its live manifest `record` (None for a new index).
+
+    The model: the one asked for; else, for an upgrade, the default; else the index's own (with a
+    notice where a new index would get another); else the default. The precision: the one the model
+    has if only one; else the one asked for; else fp32 on a GPU; else the index's own when its model
+    is kept (with a notice where a new index would get another); else the model's default on a CPU
+    (fp32 where a GPU is found, as int8 encodes on CPUs only)."""
+    check_request(request)
+    built_with = record.get("model") if record is not None else None
+    if request.model is not None:
+        model = request.model
+    elif request.upgrade or built_with is None:
+        model = DEFAULT_MODEL
+    else:
+        model = built_with
+        if model != DEFAULT_MODEL and notice is not None:
+            notice(f"keeping this index's model {model}: --model {DEFAULT_MODEL} (the default for new indexes) "
+                   "would encode every paper again")
+    facts = model_facts(model)
+    if request.model is None:
+        _check_fits(facts, request.precision, request.device)
+    kept = record.get("precision", "fp32") if record is not None and built_with == model else None
+    if len(facts.precisions) == 1:
+        precision = facts.precisions[0]
+    elif request.precision is not None:
+        precision = request.precision
+    elif request.device == "cuda":
+        if kept == "int8":
+            raise InputError(f"index {index} is int8, which encodes on the CPU: drop --device cuda, "
+                             "or give --precision fp32 to encode every paper again on the GPU")
+        precision = "fp32"
+    elif kept is not None:
+        precision = kept
+        if precision != facts.default_precision and notice is not None:
+            notice(f"keeping this index's precision {precision}: --precision {facts.default_precision} (the default "
+                   "for new indexes) would encode every paper again")
+    else:
+        precision = facts.default_precision
+        if precision != "fp32" and request.device == "auto":
+            from .sentence_transformer import cuda_available
+
+            precision = "fp32" if cuda_available() else precision  # int8 encodes on CPUs only: a GPU build is fp32
+    return EncoderChoice(model, precision, request.device, request.engine)
+
+
+def new_index_precision(model: str | None, precision: str | None) -> tuple[str, str]:
+    """The model and precision a new index of `model` at `precision` (None: the defaults) is built with on a CPU."""
+    facts = model_facts(model or DEFAULT_MODEL)
+    if len(facts.precisions) == 1:
+        return facts.name if model is None else model, facts.precisions[0]
+    return facts.name if model is None else model, precision or facts.default_precision
