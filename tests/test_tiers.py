@@ -307,3 +307,35 @@ def test_the_quality_tier_builds_int8_by_default_on_a_cpu_and_the_others_fp32(mo
     assert chosen(None) == ("all-MiniLM-L6-v2", "fp32")
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)  # auto on a GPU machine
     assert chosen("all-mpnet-base-v2", device="auto") == ("all-mpnet-base-v2", "fp32")
+
+
+# ---------------------------------------------------------------- the model a rebuild keeps
+
+
+@pytest.mark.parametrize("model", ["static", "./my-model"])
+def test_a_rebuild_without_a_model_keeps_the_index_s_model_with_a_notice(workdir, fake_model, model):
+    (workdir / "my-model").mkdir()
+    papers = workdir / "papers"
+    papers.mkdir()
+    for seed in sorted(SEEDS.iterdir())[:2]:
+        (papers / seed.name).write_bytes(seed.read_bytes())
+    first = CliRunner().invoke(main, ["build", str(papers), "--index", "kept", "--model", model])
+    assert first.exit_code == 0, first.output
+    count = manifest("kept")["paper_count"]
+    (papers / "new.txt").write_text("A new paper\n\nOne more abstract about private training of language models.\n",
+                                    encoding="utf-8")
+    again = CliRunner().invoke(main, ["build", str(papers), "--index", "kept"])
+    assert again.exit_code == 0, again.output
+    built = manifest("kept")
+    assert (built["model"], built["paper_count"], built["encoded"]) == (model, count + 1, 1)
+    assert (f"keeping this index's model {model}: --model all-MiniLM-L6-v2 (the default for new indexes) "
+            "would encode every paper again") in again.output
+    default = CliRunner().invoke(main, ["build", str(papers), "--index", "kept", "--model", "all-MiniLM-L6-v2"])
+    assert default.exit_code == 0 and "keeping" not in default.output
+    assert (manifest("kept")["model"], manifest("kept")["encoded"]) == ("all-MiniLM-L6-v2", count + 1)
+
+
+def test_an_upgrade_without_a_model_takes_the_default_not_the_index_s_fast_tier(workdir, fake_model):
+    build_index([SEEDS], "fast", model="static")
+    build_index([], "fast", upgrade=True)
+    assert manifest("fast")["model"] == "all-MiniLM-L6-v2"
