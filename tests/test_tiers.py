@@ -334,8 +334,3 @@ def test_a_rebuild_without_a_model_keeps_the_index_s_model_with_a_notice(workdir
     assert default.exit_code == 0 and "keeping" not in default.output
     assert (manifest("kept")["model"], manifest("kept")["encoded"]) == ("all-MiniLM-L6-v2", count + 1)
 
-
-def test_an_upgrade_without_a_model_takes_the_default_not_the_index_s_fast_tier(workdir, fake_model):
-    build_index([SEEDS], "fast", model="static")
-    build_index([], "fast", upgrade=True)
-    assert manifest("fast")["model"] == "all-MiniLM-L6-v2"
