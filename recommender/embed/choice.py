@@ -9,12 +9,17 @@ comes from the table in :mod:`recommender.embed.models`.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Mapping
+
+import numpy as np
 
 from ..errors import InputError
 from .models import DEFAULT_MODEL, MODELS, ModelFacts, model_facts
 from .quantisation import PRECISIONS
+from .windows import Chunking, Encoder
 
 ENGINES = ("local", "ray")
 
@@ -28,6 +33,7 @@ class EncoderRequest:
     device: str = "auto"  # "auto", "cpu" or "cuda"
     engine: str = "local"  # "local" or "ray"
     upgrade: bool = False  # rebuild a fast-tier index with a full model
+    chunking: Chunking | None = None
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,9 @@ class EncoderChoice:
     precision: str
     device: str
     engine: str
+    chunking: Chunking
+    identity: str  # export_cache.model_identity: the model's part of every embedding cache key
+    known_max_tokens: int | None = None  # the model's window, as the index being rebuilt records it
 
     @property
     def facts(self) -> ModelFacts:
@@ -52,6 +61,18 @@ class EncoderChoice:
     def export(self) -> str:
         """What the build exports for its queries: "onnx" or "static" (the manifest's query_encoder)."""
         return self.facts.export
+
+    def record(self, encoder: "LazyEncoder") -> dict:
+        """What an index built with this choice records of its encoder (its manifest's fields)."""
+        max_tokens = encoder.max_tokens_if_known or encoder.remembered_max_tokens or self.known_max_tokens
+        return {"model": self.model, "model_identity": self.identity, "precision": self.precision,
+                "chunking": dict(self.chunking.to_dict(), max_tokens=max_tokens)}
+
+    def encoder(self, export: Path | None, resources: contextlib.ExitStack) -> "LazyEncoder":
+        """The build's encoder, loaded when a text has to be encoded: the build's `export` (its ONNX
+        export or static table) where there is one, on this choice's device and engine. A Ray session
+        joins `resources`, so it stops when they close."""
+        return LazyEncoder(self.model, lambda: _load_encoder(self, export, resources))
 
     def same_vectors(self, record: Mapping | None) -> bool:
         """Whether an index with this manifest was encoded as this choice encodes (so its work is reused)."""
@@ -129,7 +150,9 @@ def choose_encoder(request: EncoderRequest, record: Mapping | None, notice: Call
     facts = model_facts(model)
     if request.model is None:
         _check_fits(facts, request.precision, request.device)
-    kept = record.get("precision", "fp32") if record is not None and built_with == model else None
+    same = record if record is not None and built_with == model else None
+    chunking = request.chunking if request.chunking is not None else _kept_chunking(same, notice)
+    kept = same.get("precision", "fp32") if same is not None else None
     if len(facts.precisions) == 1:
         precision = facts.precisions[0]
     elif request.precision is not None:
@@ -150,7 +173,76 @@ def choose_encoder(request: EncoderRequest, record: Mapping | None, notice: Call
             from .sentence_transformer import cuda_available
 
             precision = "fp32" if cuda_available() else precision  # int8 encodes on CPUs only: a GPU build is fp32
-    return EncoderChoice(model, precision, request.device, request.engine)
+    from . import export_cache
+
+    known_max_tokens = same.get("chunking", {}).get("max_tokens") if same is not None else None
+    return EncoderChoice(model, precision, request.device, request.engine, chunking,
+                         export_cache.model_identity(model), known_max_tokens)
+
+
+def _kept_chunking(record: Mapping | None, notice: Callable[[str], None] | None) -> Chunking:
+    """The chunking of the index being rebuilt with the same model, else the default; a notice when
+    an older default is kept."""
+    if record is None or "chunking" not in record:
+        return Chunking()
+    kept = Chunking.from_dict({key: value for key, value in record["chunking"].items() if key != "max_tokens"})
+    if kept != Chunking() and notice is not None:
+        notice(f"keeping this index's chunking '{kept.strategy}': --chunking {Chunking().strategy} "
+               f"(the default for new indexes) would encode every paper again")
+    return kept
+
+
+def _load_encoder(choice: EncoderChoice, export: Path | None, resources: contextlib.ExitStack) -> Encoder:
+    from . import loading
+
+    device, exported_only = choice.device, choice.exported_only
+    if choice.engine == "ray":
+        from .ray_engine import RayEncoder, RaySession
+
+        session = resources.enter_context(RaySession())
+        # The windows are cut here, with the model's tokenizer on this machine's CPU.
+        local = loading.encoder_spec(choice.model, export, "cpu", exported_only=exported_only)()
+        device = "cpu" if exported_only else device  # int8 and static encode on CPUs only
+        return RayEncoder(session, loading.encoder_spec(choice.model, export, device, exported_only=exported_only),
+                          local, device)
+    return loading.encoder_spec(choice.model, export, device, exported_only=exported_only)()
+
+
+class LazyEncoder:
+    """Loads the model only when something has to be encoded, so a rebuild from cache is quick."""
+
+    def __init__(self, model: str, load: Callable[[], Encoder]):
+        self.name = model
+        self._load_encoder = load
+        self._encoder: Encoder | None = None
+        self.remembered_max_tokens: int | None = None  # the model's window, as the cache remembers it
+
+    def _load(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = self._load_encoder()
+        return self._encoder
+
+    @property
+    def dimension(self) -> int:
+        return self._load().dimension
+
+    @property
+    def max_tokens(self) -> int:
+        return self._load().max_tokens
+
+    @property
+    def group_size(self) -> int | None:
+        return getattr(self._load(), "group_size", None)
+
+    @property
+    def max_tokens_if_known(self) -> int | None:
+        return self._encoder.max_tokens if self._encoder is not None else None
+
+    def token_spans(self, text: str):
+        return self._load().token_spans(text)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self._load().encode(texts)
 
 
 def new_index_precision(model: str | None, precision: str | None) -> tuple[str, str]:

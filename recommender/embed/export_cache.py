@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -126,6 +127,53 @@ def shared_export(model: str, exporting: Callable[[], None] | None = None, preci
         return fp32
     return cached_entry(cache_home() / "onnx" / f"{name}-{precision}", _FILES,
                         lambda staging: quantisation.quantise_export(fp32, staging), str(fp32), quantising)
+
+
+@dataclass(frozen=True)
+class QueryExport:
+    """What a build of a model exports for its queries, and the shared entry of it in the user cache."""
+
+    kind: str  # "onnx" (an ONNX export) or "static" (a distilled table)
+    entry: Path | None  # None where it cannot be shared (no local model folder, a cache that cannot be written)
+    files: dict[str, dict] | None  # the entry's record (what a build checks each linked file against)
+
+
+def query_export(model: str, precision: str, exporting: Callable[[], None] | None = None,
+                 quantising: Callable[[], None] | None = None,
+                 distilling: Callable[[], None] | None = None) -> QueryExport:
+    """The export a build of `model` at `precision` gives its index, from the user cache (made there
+    once per model). A cache folder that cannot be written (read-only home, no space) is not an error
+    of the build: the index then gets its own export (`export_into`), as when the model has no folder."""
+    facts = model_facts(model)
+    try:
+        if facts.distilled_from is not None:
+            entry = static_export(facts.distilled_from, distilling)
+        else:
+            entry = shared_export(model, exporting, precision, quantising)
+    except OSError:
+        entry = None
+    return QueryExport(facts.export, entry, entry_files(entry) if entry is not None else None)
+
+
+def export_into(model: str, precision: str, target: Path, staging: Path, exporting: Callable[[], None],
+                quantising: Callable[[], None], distilling: Callable[[], None]) -> None:
+    """The export made into `target` (an index's own: the model has no folder to key a shared one by,
+    or the user cache cannot be written); an int8 one goes through an fp32 one in `staging`, which the
+    caller removes."""
+    from .sentence_transformer import resolve_model_path
+
+    source_model = model_facts(model).distilled_from
+    if source_model is not None:
+        distilling()
+        static_encoder.distill(source_model, target)
+        return
+    exporting()
+    if precision == "fp32":
+        onnx_encoder.export_onnx(resolve_model_path(model), target)
+        return
+    onnx_encoder.export_onnx(resolve_model_path(model), staging)
+    quantising()
+    quantisation.quantise_export(staging, target)
 
 
 def static_export(source_model: str, distilling: Callable[[], None] | None = None) -> Path | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -21,11 +20,10 @@ from ..corpus.citation import citation_key
 from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, PaperSet, scan_papers, text_key
 from ..embed import loading
-from ..embed import export_cache, static_encoder
-from ..embed.choice import EncoderChoice, EncoderRequest, check_request, check_upgradable, choose_encoder
+from ..embed import export_cache
+from ..embed.choice import EncoderRequest, check_request, check_upgradable, choose_encoder
 from ..embed.choice import exported_only as _exported_only
-from ..embed.models import model_facts
-from ..embed.windows import Chunking, Encoder, embed_texts, text_cache_key
+from ..embed.windows import Chunking, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
 from . import store
 from .lexical import settings as lexical_settings
@@ -110,7 +108,7 @@ def build_index(
     from ..errors import InputError
 
     started = time.perf_counter()
-    request = EncoderRequest(model, precision, device, engine, upgrade)
+    request = EncoderRequest(model, precision, device, engine, upgrade, chunking)
     check_request(request)  # before any paper is read
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise InputError(f"chunk size must be a positive whole number, got {chunk_size!r}")
@@ -138,32 +136,26 @@ def build_index(
         count = len(ids)
         previous = _live_build(index_dir)
         try:
-            choice = choose_encoder(request, previous.manifest if previous is not None else None, notice, index_dir)
-            model, precision = choice.model, choice.precision
-            identity = export_cache.model_identity(model)
-            previous = _same_model(previous, choice)
-            if chunking is None:
-                chunking = _kept_chunking(previous, notice)
-            if previous is not None and not choice.same_vectors(previous.manifest):
-                previous.close()  # an index never mixes two precisions: nothing of it is reused
+            encoding = choose_encoder(request, previous.manifest if previous is not None else None, notice, index_dir)
+            model, precision, chunking = encoding.model, encoding.precision, encoding.chunking
+            if previous is not None and not encoding.same_vectors(previous.manifest):
+                previous.close()  # another model or precision: nothing of it is reused
                 previous = None
             query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
-                             if export_query_encoder or choice.exported_only else None)
+                             if export_query_encoder or encoding.exported_only else None)
             tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
             written = _write_papers(writer, spool, handles, tfidf)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
-            encoder = _LazyEncoder(
-                model, functools.partial(_build_encoder, choice, writer, query_encoder, engines)
-            )
+            encoder = encoding.encoder(writer.path(QUERY_ENCODER) if query_encoder is not None else None, engines)
 
             def vector_file(rows: int, dimension: int) -> store.ArrayFile:
                 return files.enter_context(contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32)))
 
             with engines:
                 embedded = _embed(encoder, spool.texts(), chunking, index_dir, progress, phase, notice, written.heads,
-                                  identity, precision, vector_file)
+                                  encoding.identity, precision, vector_file)
             vectors = embedded.vectors
             fingerprint = written.fingerprint
             for name, table in key_tables(ids, handles, written.citation_keys, written.text_digests,
@@ -189,16 +181,14 @@ def build_index(
             writer.save_json(VOCABULARY, vocabulary)
             writer.save_json(STOP_WORDS, stop_words)
             del arrays
-            previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
-            max_tokens = (encoder.max_tokens_if_known or encoder.remembered_max_tokens
-                          or previous_chunking.get("max_tokens"))
+            record = encoding.record(encoder)
             manifest = {
-                "model": model,
-                "model_identity": identity,
+                "model": record["model"],
+                "model_identity": record["model_identity"],
                 "built_by": built_by,
-                "precision": precision,
+                "precision": record["precision"],
                 "dimension": int(vectors.shape[1]),
-                "chunking": dict(chunking.to_dict(), max_tokens=max_tokens),
+                "chunking": record["chunking"],
                 "paper_count": count,
                 "inputs_fingerprint": fingerprint,
                 "package_version": __version__,
@@ -502,17 +492,6 @@ class _RowsFrom:
         return self.vectors.take(np.asarray(rows, dtype=np.int64) + self.first)
 
 
-def _kept_chunking(previous: store.StoredIndex | None, notice: Callable[[str], None] | None) -> Chunking:
-    """The previous build's chunking, else the default; a notice when an older default is kept."""
-    if previous is None or "chunking" not in previous.manifest:
-        return Chunking()
-    kept = Chunking.from_dict({key: value for key, value in previous.manifest["chunking"].items() if key != "max_tokens"})
-    if kept != Chunking() and notice is not None:
-        notice(f"keeping this index's chunking '{kept.strategy}': --chunking {Chunking().strategy} "
-               f"(the default for new indexes) would encode every paper again")
-    return kept
-
-
 def _live_build(index_dir: Path) -> store.StoredIndex | None:
     """The live build of this index, if there is a usable one."""
     from ..errors import RecommenderError
@@ -521,16 +500,6 @@ def _live_build(index_dir: Path) -> store.StoredIndex | None:
         return store.open_stored(index_dir, verify=False)
     except RecommenderError:
         return None  # no usable previous build: everything is made anew
-
-
-def _same_model(previous: store.StoredIndex | None, choice: EncoderChoice) -> store.StoredIndex | None:
-    """The live build when it was made with the chosen model (else closed: nothing of it is reused)."""
-    if previous is not None and previous.manifest.get("model") != choice.model:
-        previous.close()
-        return None
-    return previous
-
-
 
 
 def prepare_query_encoder(
@@ -555,15 +524,17 @@ def prepare_query_encoder(
     exporting = phase("exporting the model to ONNX (once per model)")
     quantising = phase("quantising the ONNX export to int8 (once per model)")
     distilling = phase("distilling static embeddings from the default model (once, a few minutes)")
-    facts = model_facts(model)
+    kind = None
     try:
-        if facts.distilled_from is not None:
-            shared = _shared(lambda: export_cache.static_export(facts.distilled_from, distilling))
-        else:
-            shared = _shared(lambda: export_cache.shared_export(model, exporting, precision, quantising))
-        if shared is None or not store.link_checked(shared, target, export_cache.entry_files(shared)):
+        shared = export_cache.query_export(model, precision, exporting, quantising, distilling)
+        kind = shared.kind
+        if shared.entry is None or not store.link_checked(shared.entry, target, shared.files):
             # No shared export, or one damaged since it was checked: this index gets its own.
-            _export_into(model, precision, target, writer, exporting, quantising, distilling)
+            staging = writer.path(".fp32-export")
+            try:
+                export_cache.export_into(model, precision, target, staging, exporting, quantising, distilling)
+            finally:
+                store.remove_tree(staging)
     except (ModelError, OSError) as error:
         store.remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
@@ -575,7 +546,7 @@ def prepare_query_encoder(
         loading.load_encoder(model)  # a model that cannot be loaded at all is the error to report, not a warning
         warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
         return None
-    return facts.export
+    return kind
 
 
 def _reuse_previous_export(model: str, previous: store.StoredIndex | None, target: Path) -> bool:
@@ -591,99 +562,8 @@ def _reuse_previous_export(model: str, previous: store.StoredIndex | None, targe
     return bool(expected) and store.link_checked(previous.path(QUERY_ENCODER), target, expected)
 
 
-def _export_into(model: str, precision: str, target: Path, writer: store.IndexWriter,
-                 exporting: Callable[[], None], quantising: Callable[[], None], distilling: Callable[[], None]) -> None:
-    """The export made into the index itself (the model has no folder to key a shared one by, or
-    the user cache cannot be written)."""
-    from ..embed.onnx_encoder import export_onnx
-    from ..embed.quantisation import quantise_export
-    from ..embed.sentence_transformer import resolve_model_path
-
-    source_model = model_facts(model).distilled_from
-    if source_model is not None:
-        distilling()
-        static_encoder.distill(source_model, target)
-        return
-    exporting()
-    if precision == "fp32":
-        export_onnx(resolve_model_path(model), target)
-        return
-    staging = writer.path(".fp32-export")
-    try:
-        export_onnx(resolve_model_path(model), staging)
-        quantising()
-        quantise_export(staging, target)
-    finally:
-        store.remove_tree(staging)
-
-
-def _shared(make: Callable[[], Path | None]) -> Path | None:
-    """An entry of the user cache (made there if missing); None where it cannot be shared.
-
-    A cache folder that cannot be written (read-only home, no space) is not an error of the
-    build: the index then gets its own export, as when the model has no local folder."""
-    try:
-        return make()
-    except OSError:
-        return None
-
-
 def _stored_papers(index_dir: Path) -> Iterator[Paper]:
     """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
     with store.open_stored(index_dir, verify=False) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
         for line in rows:
             yield Paper.from_dict(json.loads(line))
-
-
-def _build_encoder(
-    choice: EncoderChoice, writer: store.IndexWriter, query_encoder: str | None, resources: contextlib.ExitStack,
-) -> Encoder:
-    model, device, exported_only = choice.model, choice.device, choice.exported_only
-    folder = writer.path(QUERY_ENCODER) if query_encoder is not None else None
-    if choice.engine == "ray":
-        from ..embed.ray_engine import RayEncoder, RaySession
-
-        session = resources.enter_context(RaySession())
-        # The windows are cut here, with the model's tokenizer on this machine's CPU.
-        local = loading.encoder_spec(model, folder, "cpu", exported_only=exported_only)()
-        device = "cpu" if exported_only else device  # int8 and static encode on CPUs only
-        return RayEncoder(session, loading.encoder_spec(model, folder, device, exported_only=exported_only),
-                          local, device)
-    return loading.encoder_spec(model, folder, device, exported_only=exported_only)()
-
-
-class _LazyEncoder:
-    """Loads the model only when something has to be encoded, so a rebuild from cache is quick."""
-
-    def __init__(self, model: str, load: Callable[[], Encoder]):
-        self.name = model
-        self._load_encoder = load
-        self._encoder: Encoder | None = None
-        self.remembered_max_tokens: int | None = None  # the model's window, as the cache remembers it
-
-    def _load(self) -> Encoder:
-        if self._encoder is None:
-            self._encoder = self._load_encoder()
-        return self._encoder
-
-    @property
-    def dimension(self) -> int:
-        return self._load().dimension
-
-    @property
-    def max_tokens(self) -> int:
-        return self._load().max_tokens
-
-    @property
-    def group_size(self) -> int | None:
-        return getattr(self._load(), "group_size", None)
-
-    @property
-    def max_tokens_if_known(self) -> int | None:
-        return self._encoder.max_tokens if self._encoder is not None else None
-
-    def token_spans(self, text: str):
-        return self._load().token_spans(text)
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        return self._load().encode(texts)
