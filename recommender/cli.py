@@ -67,7 +67,7 @@ def library_errors(command):
             with _summarised_warnings(kwargs.get("verbose", False)), _terminate_unwinds():
                 return command(*args, **kwargs)
         except OptionError as error:  # an option's value out of range: bad usage, as click's own errors
-            raise _UsageLine(str(error)) from None
+            raise _UsageLine(_naming_the_option(error)) from None
         except RecommenderError as error:
             raise click.ClickException(str(error)) from None
         except BrokenPipeError:
@@ -209,6 +209,17 @@ def _one_line_usage():
         command = error.ctx.command_path if error.ctx is not None else "papers"
         message = error.format_message().rstrip(".")
         raise _UsageLine(f"{message} (see `{command} --help`)") from None
+
+
+def _naming_the_option(error: OptionError) -> str:
+    """The library's message, with the command's own name for the parameter at fault (as click's own)."""
+    context = click.get_current_context(silent=True)
+    params = context.command.params if context is not None else []
+    option = next((param for param in params if param.name == error.parameter), None)
+    if option is None:
+        return str(error)
+    name = option.opts[0] if isinstance(option, click.Option) else option.human_readable_name
+    return f"Invalid value for '{name}': {error}"
 
 
 class _UsageLine(click.ClickException):
@@ -871,7 +882,7 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
 @click.option("--token", default=None, help="Token that writes need (default: $PAPERS_TOKEN; off loopback one is generated).")
 @library_errors
 def serve(index, host, port, workers, token):
-    """The index as a local web app and an HTTP API (needs recommender[serve]).
+    """The index as a local web app and an HTTP API (needs papers-like[serve]).
 
     Pages at /, the API under /api (described at /openapi.json and /docs).
     Runs until Ctrl-C; a rebuild of the index is picked up without a restart.
@@ -886,8 +897,8 @@ def serve(index, host, port, workers, token):
     try:
         from .serve.server import serve as run
     except ImportError as error:
-        from .errors import InputError
+        from .errors import InputError, install_command
 
         raise InputError(f"papers serve needs the serve extra ({error.name} is missing): "
-                         "pip install 'recommender[serve]'") from None
+                         f"{install_command('serve')}") from None
     run(index, host=host, port=port, workers=workers, token=token, announce=lambda line: click.echo(line))

@@ -131,24 +131,27 @@ def test_a_gpu_build_is_fp32_and_an_int8_index_is_not_rebuilt_on_one_silently(wo
     build_index([SEEDS], "cpu", precision="int8")
     with pytest.raises(InputError) as error:
         build_index([SEEDS], "cpu", device="cuda")
-    assert str(error.value) == (f"index {store.resolve_index_dir('cpu')} is int8, which encodes on the CPU: drop "
-                                "--device cuda, or give --precision fp32 to encode every paper again on the GPU")
+    assert str(error.value) == (f"index {store.resolve_index_dir('cpu')} is int8, which encodes on the CPU: encode "
+                                "on the CPU, or give precision fp32 to encode every paper again on the GPU")
+    assert error.value.parameter == "device"
 
 
 @pytest.mark.parametrize("arguments, message", [
     (["--precision", "int8", "--device", "cuda"],
-     "--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32"),
+     "Invalid value for '--device': precision int8 encodes on the CPU (ONNX Runtime): on a GPU give precision fp32"),
     (["--model", "static", "--precision", "int8"],
-     "--model static has one precision (fp32 table lookups): drop --precision int8"),
+     "Invalid value for '--precision': the model 'static' has one precision, fp32 (table lookups): give none, "
+     "not int8"),
     (["--model", "static", "--device", "cuda"],
-     "--model static encodes on the CPU (a table lookup, thousands of papers a second): drop --device cuda"),
+     "Invalid value for '--device': the model 'static' encodes on the CPU (a table lookup, thousands of papers a "
+     "second): give no GPU device"),
 ])
 def test_a_precision_that_does_not_fit_is_one_line(workdir, fake_model, monkeypatch, arguments, message):
     from recommender.embed import sentence_transformer
 
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)
     result = CliRunner().invoke(main, ["build", str(SEEDS), *arguments])
-    assert (result.exit_code, result.output) == (1, f"Error: {message}\n")
+    assert (result.exit_code, result.output) == (2, f"Error: {message}\n")
     assert not (workdir / "indexes" / "default").exists()
 
 
@@ -272,13 +275,15 @@ def test_only_a_fast_index_can_be_upgraded(workdir, fake_model):
     with pytest.raises(InputError) as error:
         build_index([], "full", upgrade=True)
     assert str(error.value) == (f"index {store.resolve_index_dir('full')} was built with 'all-MiniLM-L6-v2', not the "
-                                "fast tier (--model static): there is nothing to upgrade")
+                                "fast tier ('static'): there is nothing to upgrade")
     result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--model", "static"])
     assert (result.exit_code, result.output) == (
-        1, "Error: --upgrade builds with the full model: drop --model static (or give another model)\n")
+        2, "Error: Invalid value for '--model': an upgrade builds with a full model, not 'static': give none "
+           "(the default) or another\n")
     result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--where", "year>=2020"])
     assert (result.exit_code, result.output) == (
-        1, "Error: --where with --upgrade needs INPUTS: the index's own papers are upgraded as they are\n")
+        2, "Error: Invalid value for '--where': an upgrade that keeps only some papers needs inputs: the index's "
+           "own papers are upgraded as they are\n")
 
 
 def test_each_model_ranks_with_the_dense_weight_its_cross_validation_chose():

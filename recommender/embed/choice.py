@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, OptionError
 from .models import DEFAULT_MODEL, MODELS, ModelFacts, model_facts
 from .quantisation import PRECISIONS
 from .windows import Chunking, Encoder
@@ -90,13 +90,14 @@ def check_request(request: EncoderRequest) -> None:
     from .sentence_transformer import DEVICES
 
     if request.upgrade and request.model is not None and model_facts(request.model).distilled_from is not None:
-        raise InputError(f"--upgrade builds with the full model: drop --model {request.model} (or give another model)")
+        raise OptionError(f"an upgrade builds with a full model, not '{request.model}': give none (the default) "
+                          "or another", "model")
     if request.engine not in ENGINES:
-        raise InputError(f"unknown engine {request.engine!r}: use one of {', '.join(ENGINES)}")
+        raise OptionError(f"unknown engine {request.engine!r}: use one of {', '.join(ENGINES)}", "engine")
     if request.device not in DEVICES:
-        raise InputError(f"unknown device {request.device!r}: use one of {', '.join(DEVICES)}")
+        raise OptionError(f"unknown device {request.device!r}: use one of {', '.join(DEVICES)}", "device")
     if request.precision is not None and request.precision not in PRECISIONS:
-        raise InputError(f"unknown precision {request.precision!r}: use one of {', '.join(PRECISIONS)}")
+        raise OptionError(f"unknown precision {request.precision!r}: use one of {', '.join(PRECISIONS)}", "precision")
     if request.model is not None:
         _check_fits(model_facts(request.model), request.precision, request.device)
     elif request.device == "cuda":
@@ -106,16 +107,17 @@ def check_request(request: EncoderRequest) -> None:
 def _check_fits(facts: ModelFacts, precision: str | None, device: str) -> None:
     """A precision, model and device that go together, or one line saying what to change."""
     if precision is not None and precision not in facts.precisions:
-        raise InputError(f"--model {facts.name} has one precision (fp32 table lookups): drop --precision {precision}")
+        raise OptionError(f"the model '{facts.name}' has one precision, {' or '.join(facts.precisions)} (table "
+                          f"lookups): give none, not {precision}", "precision")
     if device == "cuda":
         from .sentence_transformer import resolve_device
 
         resolve_device("cuda")  # no GPU: one line, before any paper is read
         if not facts.gpu:
-            raise InputError(f"--model {facts.name} encodes on the CPU (a table lookup, thousands of papers a "
-                             "second): drop --device cuda")
+            raise OptionError(f"the model '{facts.name}' encodes on the CPU (a table lookup, thousands of papers a "
+                              "second): give no GPU device", "device")
         if precision == "int8":
-            raise InputError("--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32")
+            raise OptionError("precision int8 encodes on the CPU (ONNX Runtime): on a GPU give precision fp32", "device")
 
 
 def check_upgradable(record: Mapping, index: object) -> None:
@@ -124,7 +126,7 @@ def check_upgradable(record: Mapping, index: object) -> None:
     if built_with is None or model_facts(built_with).distilled_from is None:
         fast = next(facts.name for facts in MODELS if facts.tier == "fast")
         raise InputError(f"index {index} was built with '{built_with}', not the fast tier "
-                         f"(--model {fast}): there is nothing to upgrade")
+                         f"('{fast}'): there is nothing to upgrade")
 
 
 def choose_encoder(request: EncoderRequest, record: Mapping | None, notice: Callable[[str], None] | None = None,
@@ -159,8 +161,8 @@ def choose_encoder(request: EncoderRequest, record: Mapping | None, notice: Call
         precision = request.precision
     elif request.device == "cuda":
         if kept == "int8":
-            raise InputError(f"index {index} is int8, which encodes on the CPU: drop --device cuda, "
-                             "or give --precision fp32 to encode every paper again on the GPU")
+            raise OptionError(f"index {index} is int8, which encodes on the CPU: encode on the CPU, "
+                              "or give precision fp32 to encode every paper again on the GPU", "device")
         precision = "fp32"
     elif kept is not None:
         precision = kept

@@ -34,7 +34,7 @@ from typing import Callable
 
 from ..digests import file_digest
 from ..files import open_exclusive
-from ..errors import ModelError
+from ..errors import ModelError, OptionError
 from . import onnx_encoder, quantisation, static_encoder
 from .models import model_facts
 from .user_cache import CACHE_VARIABLE, cache_home, remove_entry  # noqa: F401 - where callers have found them
@@ -116,7 +116,7 @@ def shared_export(model: str, exporting: Callable[[], None] | None = None, preci
     local folder to key the export by. Raises ModelError when the model cannot be exported, OSError
     when the cache cannot be written."""
     if precision not in PRECISIONS:
-        raise ModelError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+        raise OptionError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}", "precision")
     folder = model_folder(model)
     if folder is None:
         return None

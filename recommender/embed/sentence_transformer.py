@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, OptionError
 
 from .models import DEFAULT_MODEL, model_facts
 
@@ -79,7 +79,7 @@ def cuda_available() -> bool:
 def resolve_device(device: str) -> str:
     """The device to encode on, cpu or cuda: auto is cuda where torch sees a CUDA GPU; cuda without one is a ModelError."""
     if device not in DEVICES:
-        raise ModelError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
+        raise OptionError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}", "device")
     if device == "cpu":
         return "cpu"
     available = cuda_available()

@@ -105,7 +105,7 @@ def build_index(
     """
     from .ann import choose_index, index_description
     from .lexical import TfidfBuilder
-    from ..errors import InputError
+    from ..errors import InputError, OptionError
 
     started = time.perf_counter()
     request = EncoderRequest(model, precision, device, engine, upgrade, chunking)
@@ -121,7 +121,8 @@ def build_index(
     store.check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
     if upgrade:
         if where and not inputs:
-            raise InputError("--where with --upgrade needs INPUTS: the index's own papers are upgraded as they are")
+            raise OptionError("an upgrade that keeps only some papers needs inputs: the index's own papers are "
+                              "upgraded as they are", "where")
         with store.open_stored(index_dir, verify=False) as stored:
             check_upgradable(stored.manifest, index_dir)
     phase("reading papers", None)

@@ -544,7 +544,7 @@ class Recommender:
         seeds were grouped into topics), for comparison."""
         check_options(1, None, None, mode)
         if profile not in PROFILES:
-            raise InputError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}")
+            raise OptionError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}", "profile")
         query_rows = [int(query_rows)] if np.ndim(query_rows) == 0 else [int(row) for row in query_rows]
         rows = np.asarray(rows, dtype=np.int64)
         if profile == "centroid":
@@ -867,7 +867,7 @@ class _Query:
 def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:
     """Refuse ranking options out of range (InputError), before any work is done."""
     if mode not in MODES:
-        raise OptionError(f"unknown mode '{mode}': use one of {', '.join(MODES)}")
+        raise OptionError(f"unknown mode '{mode}': use one of {', '.join(MODES)}", "mode")
     if k < 1:
         raise OptionError(f"-k must be at least 1, got {k}")
     if min_score is not None and not -1.0 <= min_score <= 1.0:
