@@ -736,8 +736,8 @@ def _output_file(path: str | None, mode: str = "w"):
     target = Path(path)
     check_not_in_index(target)
     remove_stale_partials(target.parent)
-    with replacing(target, mode, newline="" if "b" not in mode else None) as handle:
-        yield handle
+    with replacing(target, mode, newline="" if "b" not in mode else None) as stream:
+        yield stream
 
 
 @main.command(name="related-work")
@@ -865,8 +865,8 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
             reporter.phase("laying out the map", len(rows))
             corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session, k=k,
                                    on_phase=lambda name: reporter.phase(name, always=True))
-    with _output_file(out, "wb") as handle:
-        write_map(corpus_map, out, handle)
+    with _output_file(out, "wb") as stream:
+        write_map(corpus_map, out, stream)
     click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)
     if open_:
         click.launch(str(Path(out).resolve()))

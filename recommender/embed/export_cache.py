@@ -209,8 +209,8 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
             raise
         record = {name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
                   for name in files}
-        with open_exclusive(staging / RECORD, "w") as handle:
-            handle.write(json.dumps({"source": source, "files": record}, indent=2) + "\n")
+        with open_exclusive(staging / RECORD, "w") as stream:
+            stream.write(json.dumps({"source": source, "files": record}, indent=2) + "\n")
         if entry.exists():  # damaged: moved aside first, since a folder is not replaced by rename
             remove_entry(entry)
         try:

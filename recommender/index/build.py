@@ -233,8 +233,8 @@ class _PaperSpool:
     """The papers read, one JSON line each in a scratch file of the build, read back in order or by
     rows: a build never holds them all. Holds 8 bytes a paper (where its line starts)."""
 
-    def __init__(self, handle, chunk: int):
-        self.handle, self.chunk = handle, chunk
+    def __init__(self, stream, chunk: int):
+        self.stream, self.chunk = stream, chunk
         self.offsets = array.array("q", [0])
         self._block: tuple[int, list[str]] = (-1, [])
 
@@ -248,13 +248,13 @@ class _PaperSpool:
         for paper in papers:
             if chosen.add(paper):
                 line = (json.dumps(paper.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
-                self.handle.write(line)
+                self.stream.write(line)
                 self.offsets.append(self.offsets[-1] + len(line))
-        self.handle.flush()
+        self.stream.flush()
         return chosen.ids, chosen.handles()
 
     def source_of(self, row: int) -> str:
-        self.handle.flush()
+        self.stream.flush()
         return self.papers(row, row + 1)[0].source
 
     def papers(self, start: int, stop: int) -> list[Paper]:
@@ -262,7 +262,7 @@ class _PaperSpool:
         stop = min(stop, len(self))
         if start >= stop:
             return []
-        data = os.pread(self.handle.fileno(), self.offsets[stop] - self.offsets[start], self.offsets[start])
+        data = os.pread(self.stream.fileno(), self.offsets[stop] - self.offsets[start], self.offsets[start])
         return [Paper.from_dict(json.loads(line)) for line in data.decode("utf-8").splitlines()]
 
     def each(self) -> Iterator[Paper]:
