@@ -175,9 +175,11 @@ def test_a_full_disk_while_unpacking_is_one_line_and_leaves_nothing(small_disk, 
 
 
 def test_the_hub_name_and_the_short_name_mean_the_same_model():
-    assert model_parts.split_model("all-mpnet-base-v2") is model_parts.MPNET
-    assert model_parts.split_model("sentence-transformers/all-mpnet-base-v2") is model_parts.MPNET
-    assert model_parts.split_model("all-MiniLM-L6-v2") is None
+    from recommender.embed.models import model_facts
+
+    assert model_facts("all-mpnet-base-v2").parts is model_parts.MPNET
+    assert model_facts("sentence-transformers/all-mpnet-base-v2").parts is model_parts.MPNET
+    assert model_facts("all-MiniLM-L6-v2").parts is None
 
 
 def test_the_pinned_wheels_are_the_parts_the_code_checks():

