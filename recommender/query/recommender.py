@@ -282,7 +282,7 @@ class Recommender:
         from ..corpus.where import parse_where
 
         if limit is not None and limit < 1:
-            raise OptionError(f"--limit must be at least 1, got {limit}")
+            raise OptionError(f"limit must be at least 1, got {limit}", "limit")
         condition = parse_where(where)
         found = []
         for paper in self.papers():
@@ -869,11 +869,12 @@ def check_options(k: int, min_score: float | None, diverse: float | None, mode: 
     if mode not in MODES:
         raise OptionError(f"unknown mode '{mode}': use one of {', '.join(MODES)}", "mode")
     if k < 1:
-        raise OptionError(f"-k must be at least 1, got {k}")
+        raise OptionError(f"k must be at least 1, got {k}", "k")
     if min_score is not None and not -1.0 <= min_score <= 1.0:
-        raise OptionError(f"--min-score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}")
+        raise OptionError(f"min_score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}",
+                          "min_score")
     if diverse is not None and not 0.0 <= diverse <= 1.0:
-        raise OptionError(f"--diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}")
+        raise OptionError(f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}", "diverse")
 
 
 def _load_key_array(stored: store.StoredIndex, name: str) -> np.ndarray:
