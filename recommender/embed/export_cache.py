@@ -13,7 +13,7 @@ The export (torch, sentence-transformers, `torch.onnx.export`) costs a build abo
 more, the distillation a minute or two; with them cached, a build never imports torch.
 Entries live in the user cache folder (`$PAPERS_CACHE`, else platformdirs' user cache dir).
 
-    <cache>/embeddings.sqlite                          the embedding cache of every index (index/store.py)
+    <cache>/embeddings.sqlite                          the embedding cache of every index (embed/embedding_cache.py)
 
 An entry is checked against export.json every time it is used; a damaged one, or one
 holding anything but plain files (a link planted there is never followed), is replaced
@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -38,9 +39,10 @@ from ..errors import ModelError, OptionError
 from . import onnx_encoder, quantisation, static_encoder
 from .models import model_facts
 from .user_cache import CACHE_VARIABLE, cache_home, remove_entry  # noqa: F401 - where callers have found them
+from .user_cache import leftovers_notice, remove_stale_leftovers, staging_folder
 
 RECORD = "export.json"
-EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (index/store.EmbeddingCache)
+EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (embedding_cache.EmbeddingCache)
 _FILES = (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE, onnx_encoder.CONFIG_FILE)
 PRECISIONS = quantisation.PRECISIONS
 
@@ -199,7 +201,8 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
     if starting is not None:
         starting()
     entry.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".export-"))
+    _report_leftovers(entry.parent.parent)
+    staging = staging_folder(entry.parent, ".export-")
     try:
         try:
             make(staging)
@@ -221,6 +224,13 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
     finally:
         remove_entry(staging)
     return entry
+
+
+def _report_leftovers(home: Path) -> None:
+    """Remove what killed exports and unpackings left in the cache, and say so (a warning line)."""
+    notice = leftovers_notice(remove_stale_leftovers(home), home)
+    if notice:
+        warnings.warn(notice, stacklevel=3)
 
 
 def entry_files(entry: Path) -> dict[str, dict]:

@@ -31,14 +31,14 @@ import json
 import os
 import shlex
 import shutil
-import tempfile
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..digests import file_digest
 from ..errors import ModelError
-from .user_cache import cache_home, remove_entry
+from .user_cache import cache_home, leftovers_notice, remove_entry, remove_stale_leftovers, staging_folder
 
 CHUNK = 1 << 20
 RECORD = "parts.json"
@@ -164,7 +164,11 @@ def model_folder(model: SplitModel) -> Path:
     entry.parent.mkdir(parents=True, exist_ok=True)
     needed = model.archive_bytes + 440_000_000
     try:
-        staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".unpack-{model.name}-"))
+        home = entry.parent.parent
+        notice = leftovers_notice(remove_stale_leftovers(home), home)
+        if notice:
+            warnings.warn(notice, stacklevel=2)
+        staging = staging_folder(entry.parent, f".unpack-{model.name}-")
     except OSError as error:
         raise _write_error(model, entry.parent, error, needed) from None
     try:

@@ -25,10 +25,16 @@ from ..embed.choice import EncoderRequest, check_request, check_upgradable, choo
 from ..embed.choice import exported_only as _exported_only
 from ..embed.windows import Chunking, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
-from . import store
+from ..embed.embedding_cache import CacheUnavailable, EmbeddingCache, read_legacy_vectors
+from .home import resolve_index_dir
+from .stored import ArrayReader, StoredIndex, open_stored
+from .writer import ArrayFile, IndexWriter, WRITE_ERRNOS, link_checked, write_error, writing
 from .lexical import settings as lexical_settings
 from .keys import digest_records, key_tables
-from .store import COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from .layout import (
+    COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
+    check_index_folder, legacy_cache, remove_legacy_cache, remove_tree,
+)
 
 
 @dataclass(frozen=True)
@@ -117,18 +123,18 @@ def build_index(
 
         require_ray()
     phase = on_phase or (lambda name, total=None: None)
-    index_dir = store.resolve_index_dir(index)
-    store.check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
+    index_dir = resolve_index_dir(index)
+    check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
     if upgrade:
         if where and not inputs:
             raise OptionError("an upgrade that keeps only some papers needs inputs: the index's own papers are "
                               "upgraded as they are", "where")
-        with store.open_stored(index_dir, verify=False) as stored:
+        with open_stored(index_dir, verify=False) as stored:
             check_upgradable(stored.manifest, index_dir)
     phase("reading papers", None)
     embedded = None
     count = 0
-    with store.writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
+    with writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
         spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
         reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where))
@@ -151,7 +157,7 @@ def build_index(
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
             encoder = encoding.encoder(writer.path(QUERY_ENCODER) if query_encoder is not None else None, engines)
 
-            def vector_file(rows: int, dimension: int) -> store.ArrayFile:
+            def vector_file(rows: int, dimension: int) -> ArrayFile:
                 return files.enter_context(contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32)))
 
             with engines:
@@ -308,7 +314,7 @@ class _Written:
     fingerprint: str
 
 
-def _write_papers(writer: store.IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf) -> _Written:
+def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf) -> _Written:
     """papers.jsonl and its offsets, from the spool a chunk at a time; each text goes to the TF-IDF
     builder, and what the key tables need of each paper is kept."""
     heads = array.array("i")
@@ -347,8 +353,8 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
     """embed_texts with the shared embedding cache, a progress total, and a notice when resuming."""
     model_identity = encoder.name if model_identity is None else model_identity
     try:
-        opened = store.EmbeddingCache(owner=str(index_dir.resolve()))
-    except store.CacheUnavailable as unavailable:
+        opened = EmbeddingCache(owner=str(index_dir.resolve()))
+    except CacheUnavailable as unavailable:
         warnings.warn(str(unavailable), stacklevel=2)
         opened = contextlib.nullcontext(None)  # encoded without a cache: nothing to resume from
     with opened as cache:
@@ -392,11 +398,11 @@ def _migrate_legacy_cache(index_dir, cache, model, model_identity, chunking, tex
     vectors of this build's texts found there are copied into the shared cache, and the old file
     is removed (it is the index's own). Its rows were keyed by the model's name, so they are read
     only for a model given by name (a model folder may have been replaced since: encoded again)."""
-    legacy = store.legacy_cache(index_dir)
+    legacy = legacy_cache(index_dir)
     if legacy is None:
         return
     if not _named_model(model):
-        store.remove_legacy_cache(index_dir)
+        remove_legacy_cache(index_dir)
         return
     heads = heads if chunking.strategy == "sentences" else None
     for start in range(0, len(texts), LEGACY_CHUNK):
@@ -407,10 +413,10 @@ def _migrate_legacy_cache(index_dir, cache, model, model_identity, chunking, tex
             pairs[text_cache_key(model, chunking, texts[i], head)] = new
         missing = set(pairs.values()) - set(cache.get_many(list(pairs.values())))
         wanted = [old for old, new in pairs.items() if new in missing]
-        found = store.read_legacy_vectors(legacy, wanted)
+        found = read_legacy_vectors(legacy, wanted)
         if found:
             cache.put_many({pairs[old]: vector for old, vector in found.items()})
-    store.remove_legacy_cache(index_dir)
+    remove_legacy_cache(index_dir)
 
 
 LEGACY_CHUNK = 2048
@@ -448,7 +454,7 @@ class InputsFingerprint:
 RETRAIN_GROWTH = 2.0
 
 
-def _faiss_index_for(vectors: store.ArrayFile, choice, previous: store.StoredIndex | None):
+def _faiss_index_for(vectors: ArrayFile, choice, previous: StoredIndex | None):
     """Extend the previous build's trained index when papers were only appended, else build anew.
 
     Returns the index and how many papers its clustering was trained on."""
@@ -470,7 +476,7 @@ def _faiss_index_for(vectors: store.ArrayFile, choice, previous: store.StoredInd
     return build_faiss_index(vectors, choice), len(vectors)
 
 
-def _same_rows(stored: store.ArrayReader, vectors: store.ArrayFile, count: int, batch: int) -> bool:
+def _same_rows(stored: ArrayReader, vectors: ArrayFile, count: int, batch: int) -> bool:
     """Whether the stored vectors are the first `count` rows of `vectors`, compared a batch at a time."""
     if stored.shape != (count, vectors.shape[1]) or stored.dtype != vectors.dtype:
         return False
@@ -482,7 +488,7 @@ def _same_rows(stored: store.ArrayReader, vectors: store.ArrayFile, count: int, 
 class _RowsFrom:
     """The rows of `vectors` from `first` on, as ann.Rows."""
 
-    def __init__(self, vectors: store.ArrayFile, first: int):
+    def __init__(self, vectors: ArrayFile, first: int):
         self.vectors, self.first = vectors, first
         self.shape = (vectors.shape[0] - first, *vectors.shape[1:])
 
@@ -493,18 +499,18 @@ class _RowsFrom:
         return self.vectors.take(np.asarray(rows, dtype=np.int64) + self.first)
 
 
-def _live_build(index_dir: Path) -> store.StoredIndex | None:
+def _live_build(index_dir: Path) -> StoredIndex | None:
     """The live build of this index, if there is a usable one."""
     from ..errors import RecommenderError
 
     try:
-        return store.open_stored(index_dir, verify=False)
+        return open_stored(index_dir, verify=False)
     except RecommenderError:
         return None  # no usable previous build: everything is made anew
 
 
 def prepare_query_encoder(
-    model: str, writer: store.IndexWriter, previous: store.StoredIndex | None,
+    model: str, writer: IndexWriter, previous: StoredIndex | None,
     on_phase: Callable[[str, int | None], None] | None = None, precision: str = "fp32",
 ) -> str | None:
     """The index's export of `model` at `precision` ("onnx"), or its static embeddings ("static"): the
@@ -529,19 +535,19 @@ def prepare_query_encoder(
     try:
         shared = export_cache.query_export(model, precision, exporting, quantising, distilling)
         kind = shared.kind
-        if shared.entry is None or not store.link_checked(shared.entry, target, shared.files):
+        if shared.entry is None or not link_checked(shared.entry, target, shared.files):
             # No shared export, or one damaged since it was checked: this index gets its own.
             staging = writer.path(".fp32-export")
             try:
                 export_cache.export_into(model, precision, target, staging, exporting, quantising, distilling)
             finally:
-                store.remove_tree(staging)
+                remove_tree(staging)
     except (ModelError, OSError) as error:
-        store.remove_tree(target)
+        remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
-        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in store.WRITE_ERRNOS):
+        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in WRITE_ERRNOS):
             # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
-            raise store.write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
+            raise write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
         if _exported_only(model, precision):
             raise
         loading.load_encoder(model)  # a model that cannot be loaded at all is the error to report, not a warning
@@ -550,7 +556,7 @@ def prepare_query_encoder(
     return kind
 
 
-def _reuse_previous_export(model: str, previous: store.StoredIndex | None, target: Path) -> bool:
+def _reuse_previous_export(model: str, previous: StoredIndex | None, target: Path) -> bool:
     """Link the previous build's ONNX export into this one, if it was made from the same model files
     and every file of it still matches the previous manifest (damage is never carried over)."""
     if previous is None or not previous.manifest.get("query_encoder"):
@@ -560,11 +566,11 @@ def _reuse_previous_export(model: str, previous: store.StoredIndex | None, targe
     prefix = f"{QUERY_ENCODER}/"
     expected = {name[len(prefix):]: record for name, record in previous.manifest.get("files", {}).items()
                 if name.startswith(prefix)}
-    return bool(expected) and store.link_checked(previous.path(QUERY_ENCODER), target, expected)
+    return bool(expected) and link_checked(previous.path(QUERY_ENCODER), target, expected)
 
 
 def _stored_papers(index_dir: Path) -> Iterator[Paper]:
     """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
-    with store.open_stored(index_dir, verify=False) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+    with open_stored(index_dir, verify=False) as stored, open(stored.file(PAPERS), encoding="utf-8") as rows:
         for line in rows:
             yield Paper.from_dict(json.loads(line))
