@@ -269,7 +269,7 @@ def main():
                    "ranking about as well as TF-IDF alone: docs/tiers.md); 'all-mpnet-base-v2': the quality "
                    "tier (its parts installed first; ~2x the build time at int8, its default; level "
                    "with the default in hybrid ranking, +0.7 MAP dense: docs/models.md). `papers models` "
-                   "lists them.")
+                   "lists them. A rebuild keeps the index's own unless given.")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default=None,
               help="Weights the model encodes with: fp32 (the default for a new index; int8 for "
                    "all-mpnet-base-v2 on a CPU, where it ranks as well), or int8, ~2x faster on a CPU at about "
