@@ -15,9 +15,9 @@ class InputError(RecommenderError):
 
 
 class OptionError(InputError):
-    """A parameter's value is unknown or out of its range ("unknown precision 'fp16'"), or does not fit
-    another's: bad usage, which the CLI exits with 2 for, as for click's own. `parameter` names the
-    library's parameter at fault (None where the message names it already)."""
+    """A parameter's value is unknown or out of its range ("unknown precision 'fp16'"), or does not
+    fit another's: bad usage, which the CLI exits with 2 for, as for click's own. `parameter` names
+    the library's parameter at fault (None where the message names it already)."""
 
     def __init__(self, message: str, parameter: str | None = None):
         super().__init__(message)

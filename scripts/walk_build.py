@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""Follow `papers build --model` through the code: how often the build crosses between index/ and embed/.
+"""Follow `papers build --model` through the code: how often the build crosses between index/ and
+embed/.
 
-What: one real `papers build SEEDS --model MODEL` (in-process, a scratch folder and user cache) under
-`sys.setprofile`; every Python call whose caller is in one of `recommender.index` and
+What: one real `papers build SEEDS --model MODEL` (in-process, a scratch folder and user cache)
+under `sys.setprofile`; every Python call whose caller is in one of `recommender.index` and
 `recommender.embed` and whose callee is in the other is a crossing: down (index calls embed) or up
 (embed calls back into index). Printed: the distinct crossings (caller function -> callee function)
 each way, and the number of calls behind them. Not a timing: the counts are the same on any machine.
@@ -28,13 +29,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 def layer(module: str | None) -> str | None:
     parts = (module or "").split(".")
-    return parts[1] if len(parts) > 2 and parts[0] == "recommender" and parts[1] in ("index", "embed") else None
+    return (
+        parts[1]
+        if len(parts) > 2 and parts[0] == "recommender" and parts[1] in ("index", "embed")
+        else None
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="all-MiniLM-L6-v2")
-    parser.add_argument("--code", type=Path, default=REPO, help="the checkout whose package is measured")
+    parser.add_argument(
+        "--code", type=Path, default=REPO, help="the checkout whose package is measured"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(args.code.resolve()))
     scratch = Path(tempfile.mkdtemp(prefix="walk-build-"))
@@ -51,20 +58,31 @@ def main() -> None:
         inner, outer = layer(callee), layer(caller)
         if inner and outer and inner != outer:
             direction = "down" if outer == "index" else "up"
-            crossings[(direction, f"{caller}.{frame.f_back.f_code.co_name}", f"{callee}.{frame.f_code.co_name}")] += 1
+            crossings[
+                (
+                    direction,
+                    f"{caller}.{frame.f_back.f_code.co_name}",
+                    f"{callee}.{frame.f_code.co_name}",
+                )
+            ] += 1
 
     sys.setprofile(profile)
     try:
-        papers(["build", str(REPO / "seeds"), "--index", "walk", "--model", args.model, "--quiet"],
-               standalone_mode=False)
+        papers(
+            ["build", str(REPO / "seeds"), "--index", "walk", "--model", args.model, "--quiet"],
+            standalone_mode=False,
+        )
     finally:
         sys.setprofile(None)
     import recommender
 
     print(f"package: {Path(recommender.__file__).parent}  model: {args.model}")
     for direction in ("down", "up"):
-        edges = sorted((edge[1:], count) for edge, count in crossings.items() if edge[0] == direction)
-        print(f"{direction}: {len(edges)} distinct crossings, {sum(count for _, count in edges)} calls")
+        edges = sorted(
+            (edge[1:], count) for edge, count in crossings.items() if edge[0] == direction
+        )
+        calls = sum(count for _, count in edges)
+        print(f"{direction}: {len(edges)} distinct crossings, {calls} calls")
         for (caller, callee), count in edges:
             print(f"  {caller} -> {callee}  x{count}")
 

@@ -1,5 +1,6 @@
-"""Which encoder a build uses: its model, tier, precision, device and engine, decided in one place from
-what was asked (:class:`EncoderRequest`) and what the index being rebuilt records (its manifest).
+"""Which encoder a build uses: its model, tier, precision, device and engine, decided in one place
+from what was asked (:class:`EncoderRequest`) and what the index being rebuilt records (its
+manifest).
 
 A rebuild keeps what its index was built with unless told otherwise, so that adding one paper never
 encodes every other one again: the model (a `static` or model-folder index stays so) and the
@@ -59,45 +60,72 @@ class EncoderChoice:
 
     @property
     def export(self) -> str:
-        """What the build exports for its queries: "onnx" or "static" (the manifest's query_encoder)."""
+        """What the build exports for its queries: "onnx" or "static" (the manifest's
+        query_encoder)."""
         return self.facts.export
 
     def record(self, encoder: "LazyEncoder") -> dict:
         """What an index built with this choice records of its encoder (its manifest's fields)."""
-        max_tokens = encoder.max_tokens_if_known or encoder.remembered_max_tokens or self.known_max_tokens
-        return {"model": self.model, "model_identity": self.identity, "precision": self.precision,
-                "chunking": dict(self.chunking.to_dict(), max_tokens=max_tokens)}
+        max_tokens = (
+            encoder.max_tokens_if_known or encoder.remembered_max_tokens or self.known_max_tokens
+        )
+        return {
+            "model": self.model,
+            "model_identity": self.identity,
+            "precision": self.precision,
+            "chunking": dict(self.chunking.to_dict(), max_tokens=max_tokens),
+        }
 
     def encoder(self, export: Path | None, resources: contextlib.ExitStack) -> "LazyEncoder":
         """The build's encoder, loaded when a text has to be encoded: the build's `export` (its ONNX
-        export or static table) where there is one, on this choice's device and engine. A Ray session
-        joins `resources`, so it stops when they close."""
+        export or static table) where there is one, on this choice's device and engine. A Ray
+        session joins `resources`, so it stops when they close."""
         return LazyEncoder(self.model, lambda: _load_encoder(self, export, resources))
 
     def same_vectors(self, record: Mapping | None) -> bool:
-        """Whether an index with this manifest was encoded as this choice encodes (so its work is reused)."""
-        return (record is not None and record.get("model") == self.model
-                and record.get("precision", "fp32") == self.precision)
+        """Whether an index with this manifest was encoded as this choice encodes (so its work is
+        reused)."""
+        return (
+            record is not None
+            and record.get("model") == self.model
+            and record.get("precision", "fp32") == self.precision
+        )
 
 
 def exported_only(model: str, precision: str) -> bool:
-    """Whether `model` at `precision` is encoded by its export alone (int8 weights, a static table)."""
+    """Whether `model` at `precision` is encoded by its export alone (int8 weights, a static
+    table)."""
     return model_facts(model).exported_only or precision != "fp32"
 
 
 def check_request(request: EncoderRequest) -> None:
-    """What can be refused before any paper is read or any index opened: one line saying what to change."""
+    """What can be refused before any paper is read or any index opened: one line saying what to
+    change."""
     from .sentence_transformer import DEVICES
 
-    if request.upgrade and request.model is not None and model_facts(request.model).distilled_from is not None:
-        raise OptionError(f"an upgrade builds with a full model, not '{request.model}': give none (the default) "
-                          "or another", "model")
+    if (
+        request.upgrade
+        and request.model is not None
+        and model_facts(request.model).distilled_from is not None
+    ):
+        raise OptionError(
+            f"an upgrade builds with a full model, not '{request.model}': give none (the default) "
+            "or another",
+            "model",
+        )
     if request.engine not in ENGINES:
-        raise OptionError(f"unknown engine {request.engine!r}: use one of {', '.join(ENGINES)}", "engine")
+        raise OptionError(
+            f"unknown engine {request.engine!r}: use one of {', '.join(ENGINES)}", "engine"
+        )
     if request.device not in DEVICES:
-        raise OptionError(f"unknown device {request.device!r}: use one of {', '.join(DEVICES)}", "device")
+        raise OptionError(
+            f"unknown device {request.device!r}: use one of {', '.join(DEVICES)}", "device"
+        )
     if request.precision is not None and request.precision not in PRECISIONS:
-        raise OptionError(f"unknown precision {request.precision!r}: use one of {', '.join(PRECISIONS)}", "precision")
+        raise OptionError(
+            f"unknown precision {request.precision!r}: use one of {', '.join(PRECISIONS)}",
+            "precision",
+        )
     if request.model is not None:
         _check_fits(model_facts(request.model), request.precision, request.device)
     elif request.device == "cuda":
@@ -107,17 +135,26 @@ def check_request(request: EncoderRequest) -> None:
 def _check_fits(facts: ModelFacts, precision: str | None, device: str) -> None:
     """A precision, model and device that go together, or one line saying what to change."""
     if precision is not None and precision not in facts.precisions:
-        raise OptionError(f"the model '{facts.name}' has one precision, {' or '.join(facts.precisions)} (table "
-                          f"lookups): give none, not {precision}", "precision")
+        raise OptionError(
+            f"the model '{facts.name}' has one precision, {' or '.join(facts.precisions)} (table "
+            f"lookups): give none, not {precision}",
+            "precision",
+        )
     if device == "cuda":
         from .sentence_transformer import resolve_device
 
         resolve_device("cuda")  # no GPU: one line, before any paper is read
         if not facts.gpu:
-            raise OptionError(f"the model '{facts.name}' encodes on the CPU (a table lookup, thousands of papers a "
-                              "second): give no GPU device", "device")
+            raise OptionError(
+                f"the model '{facts.name}' encodes on the CPU (a table lookup, thousands of "
+                "papers a second): give no GPU device",
+                "device",
+            )
         if precision == "int8":
-            raise OptionError("precision int8 encodes on the CPU (ONNX Runtime): on a GPU give precision fp32", "device")
+            raise OptionError(
+                "precision int8 encodes on the CPU (ONNX Runtime): on a GPU give precision fp32",
+                "device",
+            )
 
 
 def check_upgradable(record: Mapping, index: object) -> None:
@@ -125,13 +162,20 @@ def check_upgradable(record: Mapping, index: object) -> None:
     built_with = record.get("model")
     if built_with is None or model_facts(built_with).distilled_from is None:
         fast = next(facts.name for facts in MODELS if facts.tier == "fast")
-        raise InputError(f"index {index} was built with '{built_with}', not the fast tier "
-                         f"('{fast}'): there is nothing to upgrade")
+        raise InputError(
+            f"index {index} was built with '{built_with}', not the fast tier "
+            f"('{fast}'): there is nothing to upgrade"
+        )
 
 
-def choose_encoder(request: EncoderRequest, record: Mapping | None, notice: Callable[[str], None] | None = None,
-                   index: object = "") -> EncoderChoice:
-    """The encoder a build of the index `index` uses, given its live manifest `record` (None for a new index).
+def choose_encoder(
+    request: EncoderRequest,
+    record: Mapping | None,
+    notice: Callable[[str], None] | None = None,
+    index: object = "",
+) -> EncoderChoice:
+    """The encoder a build of the index `index` uses, given its live manifest `record` (None for a
+    new index).
 
     The model: the one asked for; else, for an upgrade, the default; else the index's own (with a
     notice where a new index would get another); else the default. The precision: the one the model
@@ -147,8 +191,10 @@ def choose_encoder(request: EncoderRequest, record: Mapping | None, notice: Call
     else:
         model = built_with
         if model != DEFAULT_MODEL and notice is not None:
-            notice(f"keeping this index's model {model}: --model {DEFAULT_MODEL} (the default for new indexes) "
-                   "would encode every paper again")
+            notice(
+                f"keeping this index's model {model}: --model {DEFAULT_MODEL} (the default for new "
+                "indexes) would encode every paper again"
+            )
     facts = model_facts(model)
     if request.model is None:
         _check_fits(facts, request.precision, request.device)
@@ -161,25 +207,40 @@ def choose_encoder(request: EncoderRequest, record: Mapping | None, notice: Call
         precision = request.precision
     elif request.device == "cuda":
         if kept == "int8":
-            raise OptionError(f"index {index} is int8, which encodes on the CPU: encode on the CPU, "
-                              "or give precision fp32 to encode every paper again on the GPU", "device")
+            raise OptionError(
+                f"index {index} is int8, which encodes on the CPU: encode on the CPU, "
+                "or give precision fp32 to encode every paper again on the GPU",
+                "device",
+            )
         precision = "fp32"
     elif kept is not None:
         precision = kept
         if precision != facts.default_precision and notice is not None:
-            notice(f"keeping this index's precision {precision}: --precision {facts.default_precision} (the default "
-                   "for new indexes) would encode every paper again")
+            notice(
+                f"keeping this index's precision {precision}: --precision "
+                f"{facts.default_precision} (the default for new indexes) would encode every paper "
+                "again"
+            )
     else:
         precision = facts.default_precision
         if precision != "fp32" and request.device == "auto":
             from .sentence_transformer import cuda_available
 
-            precision = "fp32" if cuda_available() else precision  # int8 encodes on CPUs only: a GPU build is fp32
+            precision = (
+                "fp32" if cuda_available() else precision
+            )  # int8 encodes on CPUs only: a GPU build is fp32
     from . import export_cache
 
     known_max_tokens = same.get("chunking", {}).get("max_tokens") if same is not None else None
-    return EncoderChoice(model, precision, request.device, request.engine, chunking,
-                         export_cache.model_identity(model), known_max_tokens)
+    return EncoderChoice(
+        model,
+        precision,
+        request.device,
+        request.engine,
+        chunking,
+        export_cache.model_identity(model),
+        known_max_tokens,
+    )
 
 
 def _kept_chunking(record: Mapping | None, notice: Callable[[str], None] | None) -> Chunking:
@@ -187,14 +248,20 @@ def _kept_chunking(record: Mapping | None, notice: Callable[[str], None] | None)
     an older default is kept."""
     if record is None or "chunking" not in record:
         return Chunking()
-    kept = Chunking.from_dict({key: value for key, value in record["chunking"].items() if key != "max_tokens"})
+    kept = Chunking.from_dict(
+        {key: value for key, value in record["chunking"].items() if key != "max_tokens"}
+    )
     if kept != Chunking() and notice is not None:
-        notice(f"keeping this index's chunking '{kept.strategy}': --chunking {Chunking().strategy} "
-               f"(the default for new indexes) would encode every paper again")
+        notice(
+            f"keeping this index's chunking '{kept.strategy}': --chunking {Chunking().strategy} "
+            f"(the default for new indexes) would encode every paper again"
+        )
     return kept
 
 
-def _load_encoder(choice: EncoderChoice, export: Path | None, resources: contextlib.ExitStack) -> Encoder:
+def _load_encoder(
+    choice: EncoderChoice, export: Path | None, resources: contextlib.ExitStack
+) -> Encoder:
     from . import loading
 
     device, exported_only = choice.device, choice.exported_only
@@ -205,8 +272,12 @@ def _load_encoder(choice: EncoderChoice, export: Path | None, resources: context
         # The windows are cut here, with the model's tokenizer on this machine's CPU.
         local = loading.encoder_spec(choice.model, export, "cpu", exported_only=exported_only)()
         device = "cpu" if exported_only else device  # int8 and static encode on CPUs only
-        return RayEncoder(session, loading.encoder_spec(choice.model, export, device, exported_only=exported_only),
-                          local, device)
+        return RayEncoder(
+            session,
+            loading.encoder_spec(choice.model, export, device, exported_only=exported_only),
+            local,
+            device,
+        )
     return loading.encoder_spec(choice.model, export, device, exported_only=exported_only)()
 
 
@@ -217,7 +288,9 @@ class LazyEncoder:
         self.name = model
         self._load_encoder = load
         self._encoder: Encoder | None = None
-        self.remembered_max_tokens: int | None = None  # the model's window, as the cache remembers it
+        self.remembered_max_tokens: int | None = (
+            None  # the model's window, as the cache remembers it
+        )
 
     def _load(self) -> Encoder:
         if self._encoder is None:
@@ -248,7 +321,8 @@ class LazyEncoder:
 
 
 def new_index_precision(model: str | None, precision: str | None) -> tuple[str, str]:
-    """The model and precision a new index of `model` at `precision` (None: the defaults) is built with on a CPU."""
+    """The model and precision a new index of `model` at `precision` (None: the defaults) is built
+    with on a CPU."""
     facts = model_facts(model or DEFAULT_MODEL)
     if len(facts.precisions) == 1:
         return facts.name if model is None else model, facts.precisions[0]

