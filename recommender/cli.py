@@ -67,7 +67,7 @@ def library_errors(command):
             with _summarised_warnings(kwargs.get("verbose", False)), _terminate_unwinds():
                 return command(*args, **kwargs)
         except OptionError as error:  # an option's value out of range: bad usage, as click's own errors
-            raise _UsageLine(str(error)) from None
+            raise _UsageLine(_naming_the_option(error)) from None
         except RecommenderError as error:
             raise click.ClickException(str(error)) from None
         except BrokenPipeError:
@@ -211,6 +211,17 @@ def _one_line_usage():
         raise _UsageLine(f"{message} (see `{command} --help`)") from None
 
 
+def _naming_the_option(error: OptionError) -> str:
+    """The library's message, with the command's own name for the parameter at fault (as click's own)."""
+    context = click.get_current_context(silent=True)
+    params = context.command.params if context is not None else []
+    option = next((param for param in params if param.name == error.parameter), None)
+    if option is None:
+        return str(error)
+    name = option.opts[0] if isinstance(option, click.Option) else option.human_readable_name
+    return f"Invalid value for '{name}': {error}"
+
+
 class _UsageLine(click.ClickException):
     exit_code = 2
 
@@ -258,7 +269,7 @@ def main():
                    "ranking about as well as TF-IDF alone: docs/tiers.md); 'all-mpnet-base-v2': the quality "
                    "tier (its parts installed first; ~2x the build time at int8, its default; level "
                    "with the default in hybrid ranking, +0.7 MAP dense: docs/models.md). `papers models` "
-                   "lists them.")
+                   "lists them. A rebuild keeps the index's own unless given.")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default=None,
               help="Weights the model encodes with: fp32 (the default for a new index; int8 for "
                    "all-mpnet-base-v2 on a CPU, where it ranks as well), or int8, ~2x faster on a CPU at about "
@@ -861,8 +872,8 @@ def _output_file(path: str | None, mode: str = "w"):
     check_not_in_index(target)
     if not stream_target(target):
         remove_stale_partials(target.parent)
-    with output(target, mode, newline="" if "b" not in mode else None) as handle:
-        yield handle
+    with output(target, mode, newline="" if "b" not in mode else None) as stream:
+        yield stream
 
 
 @main.command(name="related-work")
@@ -993,8 +1004,8 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
             reporter.phase("laying out the map", len(rows))
             corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session, k=k,
                                    on_phase=lambda name: reporter.phase(name, always=True))
-    with _output_file(out, "wb") as handle:
-        write_map(corpus_map, out, handle)
+    with _output_file(out, "wb") as stream:
+        write_map(corpus_map, out, stream)
     click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)
     if open_:
         click.launch(str(Path(out).resolve()))
@@ -1013,7 +1024,7 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
               help="Read the token from the first line of this file.")
 @library_errors
 def serve(index, host, port, workers, token, token_file):
-    """The index as a local web app and an HTTP API (needs recommender[serve]).
+    """The index as a local web app and an HTTP API (needs papers-like[serve]).
 
     Pages at /, the API under /api (described at /openapi.json and /docs).
     Runs until Ctrl-C; a rebuild of the index is picked up without a restart.
@@ -1028,10 +1039,10 @@ def serve(index, host, port, workers, token, token_file):
     try:
         from .serve.server import serve as run
     except ImportError as error:
-        from .errors import InputError
+        from .errors import InputError, install_command
 
         raise InputError(f"papers serve needs the serve extra ({error.name} is missing): "
-                         "pip install 'recommender[serve]'") from None
+                         f"{install_command('serve')}") from None
     if token is not None:
         click.echo("note: a token given with --token is visible to every user of this host (ps, /proc): "
                    "prefer $PAPERS_TOKEN or --token-file", err=True)

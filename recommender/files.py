@@ -6,8 +6,8 @@ name we might open; so a file is only ever *created* (O_CREAT | O_EXCL | O_NOFOL
 fail on anything already there, a link included), and a finished file replaces its target by
 rename, which replaces a link planted at the target rather than writing through it.
 
-    with replacing(Path("handout.md")) as handle:   # text; "wb" for bytes
-        handle.write(text)
+    with replacing(Path("handout.md")) as stream:   # text; "wb" for bytes
+        stream.write(text)
 
 The temporary name does not grow with the target's (`.papers-partial-<pid>-<random>`), so it
 fits in the folder whenever the target's name does. A run killed before the rename (SIGKILL)
@@ -64,16 +64,16 @@ def replacing(target: str | os.PathLike, mode: str = "w", encoding: str | None =
     target = Path(target)
     temporary = partial_path(target)
     try:
-        handle = open_exclusive(temporary, mode, encoding, newline)
+        stream = open_exclusive(temporary, mode, encoding, newline)
     except OSError as error:
         raise _naming(error, temporary, target) from None
     try:
-        with handle:
-            yield handle
-            handle.flush()
+        with stream:
+            yield stream
+            stream.flush()
             if durable:
-                os.fsync(handle.fileno())
-            written = os.fstat(handle.fileno())
+                os.fsync(stream.fileno())
+            written = os.fstat(stream.fileno())
         # Rename what we wrote, not whatever may have been put at the temporary name since.
         now = os.lstat(temporary)
         if (now.st_dev, now.st_ino) != (written.st_dev, written.st_ino):
@@ -152,14 +152,14 @@ def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "u
 
 def write_bytes(target: str | os.PathLike, data: bytes, durable: bool = True) -> None:
     """`target` replaced by `data` (see `replacing`)."""
-    with replacing(target, "wb", durable=durable) as handle:
-        handle.write(data)
+    with replacing(target, "wb", durable=durable) as stream:
+        stream.write(data)
 
 
 def write_text(target: str | os.PathLike, text: str, durable: bool = True) -> None:
     """`target` replaced by `text` in UTF-8 (see `replacing`)."""
-    with replacing(target, "w", durable=durable) as handle:
-        handle.write(text)
+    with replacing(target, "w", durable=durable) as stream:
+        stream.write(text)
 
 
 def open_lock_file(path: str | os.PathLike) -> IO:

@@ -232,7 +232,7 @@ def test_out_file_and_from_file(built, workdir):
     (("dp1", "--all"), "Error: give paper IDs or --all, not both"),
     (("nope",), "Error: no paper 'nope' in the index: see `papers list`"),
     (("--from", "missing.txt"), "Error: missing.txt: no such file (--from takes a file of paper IDs or handles, one a line)"),
-    (("dp1", "-k", "0"), "Error: -k must be at least 1, got 0"),
+    (("dp1", "-k", "0"), "Error: Invalid value for '-k': k must be at least 1, got 0"),
 ])
 def test_errors(built, args, message):
     result = built("related-work", *args)

@@ -406,7 +406,7 @@ def test_without_the_serve_extra_it_says_what_to_install(workdir, monkeypatch):
     result = CliRunner().invoke(main, ["serve"])
     assert result.exit_code == 1
     assert result.output == ("Error: papers serve needs the serve extra (fastapi is missing): "
-                             "pip install 'recommender[serve]'\n")
+                             "pip install 'papers-like[serve]'\n")
 
 
 def test_serve_refuses_what_it_cannot_serve(workdir):

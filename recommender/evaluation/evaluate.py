@@ -99,15 +99,12 @@ def prepare_index(
     Returns the BuildReport of a build, or None when the index was reused.
     """
     from ..corpus.papers import read_papers
-    from ..embed.quantisation import default_precision
-    from ..embed.sentence_transformer import DEFAULT_MODEL
-    from ..embed.static_encoder import STATIC_MODEL
+    from ..embed.choice import new_index_precision
     from ..index.build import build_index, inputs_fingerprint
     from ..index.lexical import settings as lexical_settings
 
     index = index if index is not None else eval_index_name(corpus)
-    model = model or DEFAULT_MODEL
-    precision = "fp32" if model == STATIC_MODEL else precision or default_precision(model)
+    model, precision = new_index_precision(model, precision)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])
@@ -222,9 +219,9 @@ def _check(mode: str, pool: str, dense_weight: float | None, min_score: float | 
 
     check_options(1, min_score, diverse, mode)
     if pool not in POOLS:
-        raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}")
+        raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}", "pool")
     if dense_weight is not None and not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
-        raise OptionError(f"--dense-weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}")
+        raise OptionError(f"dense_weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}", "dense_weight")
 
 
 def _evaluate_query(

@@ -199,16 +199,16 @@ class TfidfBuilder:
 class _Spool:
     """An array of one dtype growing in a scratch file, read back by slices."""
 
-    def __init__(self, handle: BinaryIO, dtype):
-        self.handle, self.dtype = handle, np.dtype(dtype)
+    def __init__(self, stream: BinaryIO, dtype):
+        self.stream, self.dtype = stream, np.dtype(dtype)
 
     def append(self, values: np.ndarray) -> None:
-        self.handle.seek(0, io.SEEK_END)
-        self.handle.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        self.stream.seek(0, io.SEEK_END)
+        self.stream.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        self.handle.seek(int(start) * self.dtype.itemsize)
-        return np.frombuffer(self.handle.read((int(stop) - int(start)) * self.dtype.itemsize), dtype=self.dtype)
+        self.stream.seek(int(start) * self.dtype.itemsize)
+        return np.frombuffer(self.stream.read((int(stop) - int(start)) * self.dtype.itemsize), dtype=self.dtype)
 
 
 class _ArraySink:

@@ -290,7 +290,7 @@ class Recommender:
         from ..corpus.where import parse_where
 
         if limit is not None and limit < 1:
-            raise OptionError(f"--limit must be at least 1, got {limit}")
+            raise OptionError(f"limit must be at least 1, got {limit}", "limit")
         condition = parse_where(where)
         found = []
         present: set[str] = set()  # the fields of the conditions some paper has a value for
@@ -583,7 +583,7 @@ class Recommender:
         `"centroid"` (one centroid) score several papers as earlier versions of `like` did, for comparison."""
         check_options(1, None, None, mode)
         if profile not in PROFILES:
-            raise InputError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}")
+            raise OptionError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}", "profile")
         query_rows = [int(query_rows)] if np.ndim(query_rows) == 0 else [int(row) for row in query_rows]
         rows = np.asarray(rows, dtype=np.int64)
         if profile == "centroid":
@@ -958,13 +958,14 @@ class _Query:
 def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:
     """Refuse ranking options out of range (InputError), before any work is done."""
     if mode not in MODES:
-        raise OptionError(f"unknown mode '{mode}': use one of {', '.join(MODES)}")
+        raise OptionError(f"unknown mode '{mode}': use one of {', '.join(MODES)}", "mode")
     if k < 1:
-        raise OptionError(f"-k must be at least 1, got {k}")
+        raise OptionError(f"k must be at least 1, got {k}", "k")
     if min_score is not None and not -1.0 <= min_score <= 1.0:
-        raise OptionError(f"--min-score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}")
+        raise OptionError(f"min_score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}",
+                          "min_score")
     if diverse is not None and not 0.0 <= diverse <= 1.0:
-        raise OptionError(f"--diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}")
+        raise OptionError(f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}", "diverse")
 
 
 def _load_key_array(stored: StoredIndex, name: str) -> np.ndarray:

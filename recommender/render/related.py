@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TextIO
 
 from ..corpus.citation import citation_key, unique_citation_key
 from ..corpus.papers import Paper
-from ..errors import InputError
+from ..errors import OptionError
 from ..reading.related import RelatedList
 from .bibtex import bibtex_entry
 from .markdown import code_links, md, md_latex, reference, snippet
@@ -30,7 +30,7 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
     `keys` gives each paper's BibTeX key ("bibtex"): `BibtexKeys` over the index, so that the
     keys are unique; without it, each paper's own `citation_key`."""
     if fmt not in RELATED_FORMATS:
-        raise InputError(f"unknown format '{fmt}': use one of {', '.join(RELATED_FORMATS)}")
+        raise OptionError(f"unknown format '{fmt}': use one of {', '.join(RELATED_FORMATS)}", "fmt")
     count = 0
     if fmt == "json":
         out.write("[")

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Form, Path as PathParameter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
+from ..errors import install_command
 from ..reading.tags import mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
 from .api import MAX_ID, MAX_K, MAX_QUERY, check_write, cookie, lease, prepared, wait_for, with_encoder, write_tag
 from .jobs import compute_map, compute_sessions
@@ -293,6 +294,6 @@ def map_script():
 def docs_page(request: Request):
     """Swagger UI from the installed fastapi-offline (no CDN), started by a script file (no inline script)."""
     if swagger_folder() is None:
-        raise Refused(404, "the interactive docs need fastapi-offline (Swagger UI): pip install 'recommender[serve]'; "
-                           "/openapi.json has the API's description")
+        raise Refused(404, "the interactive docs need fastapi-offline (Swagger UI): "
+                           f"{install_command('serve')}; /openapi.json has the API's description")
     return HTMLResponse(templates().get_template("docs.html").render())
