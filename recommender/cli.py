@@ -290,7 +290,7 @@ def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, 
 
     Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
     OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero, OpenReview notes),
-    .csv and .txt.
+    .csv, .txt, and a Zotero library in place (`zotero:` or PATH/zotero.sqlite).
 
     A build that is stopped (Ctrl-C, a kill, a crash) keeps the papers it encoded:
     run the same command again to resume.
@@ -300,6 +300,7 @@ def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, 
     \b
         papers build
         papers build my-papers.bib --index mine
+        papers build zotero: --index library
         papers build arxiv-metadata-oai-snapshot.json --where category=cs.LG --index arxiv-lg
         papers build corpus/ --chunking truncate
         papers build arxiv-metadata-oai-snapshot.json --model static --index arxiv

@@ -30,6 +30,8 @@ ID_LENGTH = 12
 LONG_ABSTRACT = 100_000
 # Files that name their formats in the message for a folder without papers.
 FORMAT_NAMES = ".txt, .jsonl, .json, .csv or .bib"
+# The input that names the default Zotero profile's database.
+ZOTERO = "zotero:"
 
 
 class DuplicatePaperWarning(InputWarning):
@@ -302,6 +304,14 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
     if not inputs:
         raise InputError("no input given: name one or more files or folders of papers")
     for raw in inputs:
+        if str(raw) == ZOTERO:
+            from .readers.zotero import default_database
+
+            path = default_database()
+            if not path.is_file():
+                raise InputError(f"zotero: no Zotero database at {path}: give the path of your zotero.sqlite")
+            files.append(path)
+            continue
         path = Path(raw)
         if not path.exists():
             raise InputError(f"{path}: no such file or folder")
@@ -312,12 +322,12 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
             if not found:
                 raise InputError(f"{path}: folder has no {FORMAT_NAMES} files of papers")
             files.extend(found)
-        elif path.suffix.lower() in SUPPORTED_SUFFIXES:
+        elif path.suffix.lower() in SUPPORTED_SUFFIXES or path.suffix.lower() == ".sqlite":  # .sqlite: Zotero's
             files.append(path)
         else:
             raise InputError(
                 f"{path}: unsupported file type '{path.suffix or '(none)'}': use .txt (one abstract a paragraph), "
-                ".jsonl, .json, .csv or .bib (see docs/input-formats.md)"
+                ".jsonl, .json, .csv, .bib or Zotero's zotero.sqlite (see docs/input-formats.md)"
             )
     return files
 
