@@ -101,7 +101,8 @@ class Paper:
             # Only when the input had them: most papers come from no reference manager.
             **({"citation_key": self.citation_key} if self.citation_key else {}),
             **({"entry_type": self.entry_type} if self.entry_type else {}),
-            **({"bibtex_fields": dict(self.bibtex_fields)} if self.bibtex_fields and stored else {}),
+            **({"bibtex_fields": dict(self.bibtex_fields)}
+               if self.bibtex_fields and stored else {}),
         }
 
     @classmethod
@@ -167,7 +168,8 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
 
 
 def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
-                without_abstract: list | None = None, keep_withdrawn: bool = False) -> Iterator[Paper]:
+                without_abstract: list | None = None,
+                keep_withdrawn: bool = False) -> Iterator[Paper]:
     """Every paper of the inputs as it is read, duplicates included and without handles (see
     `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`)."""
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
@@ -202,8 +204,9 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
         if withdrawn:
             submissions = "submission" if len(withdrawn) == 1 else "submissions"
             warnings.warn(
-                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out (the first: "
-                f"{withdrawn[0]}): keep them with --keep-withdrawn", InputWarning, stacklevel=2,
+                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out "
+                f"(the first: {withdrawn[0]}): keep them with --keep-withdrawn",
+                InputWarning, stacklevel=2,
             )
         if skipped == found and without_abstract is None:
             raise InputError(f"{path}: none of its {found} records has an abstract: papers are found by their abstracts")
@@ -235,7 +238,8 @@ class PaperSet:
         self._by_id: dict[str, int] = {}
         self._by_work: dict[bytes, int] = {}
         self.ids: list[str] = []
-        self.aliases: dict[str, str] = {}  # the ID of a record left out as the same paper -> the kept ID
+        # The ID of a record left out as the same paper -> the kept paper's ID.
+        self.aliases: dict[str, str] = {}
         self._bases: list[str] = []
 
     def __len__(self) -> int:
@@ -253,12 +257,14 @@ class PaperSet:
             self._alias(paper.id, kept)
             return False
         work = work_identifier(paper.url, paper.id)
-        work_key = hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest() if work else b""
+        work_key = (hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+                    if work else b"")
         kept = self._by_work.get(work_key) if work else None
         if kept is not None:
             also = f", '{paper.id}' naming it too" if paper.id != self.ids[kept] else ""
-            warnings.warn(f"{paper.source}: same paper ({work}) as {self._source_of(kept)}; kept once{also}",
-                          DuplicatePaperWarning, stacklevel=3)
+            warnings.warn(
+                f"{paper.source}: same paper ({work}) as {self._source_of(kept)}; kept once{also}",
+                DuplicatePaperWarning, stacklevel=3)
             self._alias(paper.id, kept)
             return False
         other = self._by_id.get(paper.id)
@@ -280,7 +286,8 @@ class PaperSet:
     def handles(self) -> list[str]:
         """Each kept paper's unique handle, in the order kept (no paper can be added after)."""
         # An alias that a paper read later has as its own ID names that paper, not an alias.
-        self.aliases = {alias: kept for alias, kept in self.aliases.items() if alias not in self._by_id}
+        self.aliases = {alias: kept for alias, kept in self.aliases.items()
+                        if alias not in self._by_id}
         self._by_text, self._by_id, self._by_work = {}, {}, {}
         # Disambiguate in ID order so a paper's handle does not depend on file order.
         order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
@@ -309,7 +316,8 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
 
             path = default_database()
             if not path.is_file():
-                raise InputError(f"zotero: no Zotero database at {path}: give the path of your zotero.sqlite")
+                raise InputError(
+                    f"zotero: no Zotero database at {path}: give the path of your zotero.sqlite")
             files.append(path)
             continue
         path = Path(raw)
@@ -322,7 +330,7 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
             if not found:
                 raise InputError(f"{path}: folder has no {FORMAT_NAMES} files of papers")
             files.extend(found)
-        elif path.suffix.lower() in SUPPORTED_SUFFIXES or path.suffix.lower() == ".sqlite":  # .sqlite: Zotero's
+        elif path.suffix.lower() in (*SUPPORTED_SUFFIXES, ".sqlite"):  # .sqlite: a Zotero database
             files.append(path)
         else:
             raise InputError(
