@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
-from .identifiers import bare_arxiv_id, work_identifier
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
 
@@ -256,6 +255,8 @@ class PaperSet:
             )
             self._alias(paper.id, kept)
             return False
+        from .identifiers import work_identifier  # here, not at import: `papers like` reads no file
+
         work = work_identifier(paper.url, paper.id)
         work_key = (hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest()
                     if work else b"")
@@ -423,6 +424,8 @@ def _given_id(record: Record) -> str:
             f"{record.where}: ID '{shown}' contains an invisible or text-direction character "
             f"(U+{ord(hidden):04X} {unicodedata.name(hidden, 'format character')}): give an ID of visible characters"
         )
+    from .identifiers import bare_arxiv_id
+
     return bare_arxiv_id(value)  # "arXiv:2401.00001" is the paper 2401.00001 names
 
 
