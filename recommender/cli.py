@@ -287,7 +287,8 @@ def main():
 @click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
               help="Keep only matching papers: category=cs.LG,cs.CL, year>=2020, venue=*ICML* (repeatable; all must hold).")
 @click.option("--keep-withdrawn", is_flag=True,
-              help="Index withdrawn and desk-rejected OpenReview submissions too (left out by default).")
+              help="Index withdrawn and desk-rejected OpenReview submissions too (left out by "
+                   "default).")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help=f"Encode here, or on a Ray cluster ($RAY_ADDRESS, else a local one); needs {DISTRIBUTION}[ray].")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
@@ -295,13 +296,13 @@ def main():
 @quiet_option
 @verbose_option
 @library_errors
-def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, where, keep_withdrawn, engine, device,
-          quiet, verbose):
+def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, where, keep_withdrawn, engine,
+          device, quiet, verbose):
     """Build an index from files or folders of papers (default: seeds/ in a checkout).
 
     Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
     OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero, OpenReview notes),
-    .csv and .txt.
+    .csv, .txt, and a Zotero library in place (`zotero:` or PATH/zotero.sqlite).
 
     A build that is stopped (Ctrl-C, a kill, a crash) keeps the papers it encoded:
     run the same command again to resume.
@@ -311,6 +312,7 @@ def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, 
     \b
         papers build
         papers build my-papers.bib --index mine
+        papers build zotero: --index library
         papers build arxiv-metadata-oai-snapshot.json --where category=cs.LG --index arxiv-lg
         papers build corpus/ --chunking truncate
         papers build arxiv-metadata-oai-snapshot.json --model static --index arxiv
@@ -880,10 +882,10 @@ def _output_file(path: str | None, mode: str = "w"):
 @selection_options
 @from_file_option
 @click.option("-k", "k", type=int, default=5, show_default=True, help="Related papers per paper.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex", "miniconf"]),
-              default="markdown", show_default=True,
-              help="Markdown is a printable handout; bibtex lists every paper mentioned; miniconf is a Mini-Conf "
-                   "site's similar papers (paper_recs.json).")
+@click.option("--format", "fmt", default="markdown", show_default=True,
+              type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex", "miniconf"]),
+              help="Markdown is a printable handout; bibtex lists every paper mentioned; miniconf is "
+                   "a Mini-Conf site's similar papers (paper_recs.json).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")
