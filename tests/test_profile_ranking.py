@@ -1,5 +1,5 @@
-"""Recommendations for a person: several seeds ranked seed by seed (the mean of each candidate's best
-seeds), "because of", tags in the CLI with not-interested and seen marks, and the reviewer format's loss."""
+"""Recommendations for a person: several seeds ranked seed by seed (each candidate's best seeds mixed
+with their centroid), "because of", tags in the CLI with not-interested and seen marks, and the reviewer format's loss."""
 
 from __future__ import annotations
 
@@ -39,10 +39,14 @@ def test_top_mean_and_soft_max_over_arrays():
         profiles.soft_max(scores, 0.0)
 
 
-def test_several_seeds_score_the_mean_of_each_candidates_best_seeds(index):
+def test_several_seeds_mix_each_candidates_best_seeds_with_their_centroid(index):
     seeds = [index.resolve(seed) for seed in SEEDS]
     rows = np.array([row for row in range(len(index)) if row not in seeds])
-    expected = profiles.top_mean(index.seed_scores(seeds, rows), profiles.PROFILE_TOP_K)
+    best = profiles.top_mean(index.seed_scores(seeds, rows), profiles.PROFILE_TOP_K)
+    centroid = index.score_rows(seeds, rows, profile="centroid")
+    weight = profiles.PROFILE_SEED_WEIGHT
+    assert 0 < weight < 1
+    expected = weight * best + (1 - weight) * centroid
     np.testing.assert_allclose(index.score_rows(seeds, rows), expected, atol=1e-6)
     results = index.like(*SEEDS, k=5)
     by_row = dict(zip(rows.tolist(), expected.tolist()))
@@ -53,7 +57,7 @@ def test_because_of_names_the_closest_seeds_with_their_cosines(index):
     results = index.like("privacy-0", "privacy-1", "video-0", k=4, why=True)
     handles = {index.ids[row]: handle for row, handle in enumerate(index.handles)}
     for result in results:
-        assert 1 <= len(result.because) <= profiles.PROFILE_TOP_K
+        assert 1 <= len(result.because) <= 3
         cosines = [cosine for _, _, cosine in result.because]
         assert cosines == sorted(cosines, reverse=True)
         for seed, handle, cosine in result.because:
