@@ -489,6 +489,23 @@ for _name, _summary in (("add", "Tag papers (ID, handle or unique prefix)."), ("
     _tag_command(_name, _summary, (lambda name: lambda r, s, t, p: _tag_action(name)(r, s, t, p))(_name))
 
 
+@tags.command(name="unmark")
+@click.argument("tag")
+@click.argument("papers", nargs=-1, required=True)
+@click.option("--mark", "kind", type=click.Choice(["not", "seen"]), required=True, help="Which mark to take back.")
+@index_option
+@library_errors
+def unmark(tag, papers, kind, index):
+    """Take back papers' not-interested or seen mark for a tag."""
+    from .reading.tags import TagStore, unmark_paper
+
+    with _open(index) as recommender:
+        store = TagStore(recommender.stored.index_dir)
+        for reference in papers:
+            held = unmark_paper(recommender, store, tag, reference, kind)
+    click.echo(f"{tag}: {len(held)} papers marked {kind}", err=True)
+
+
 def _tag_action(name: str):
     from .reading import tags as tagging
 

@@ -108,6 +108,8 @@ def test_tags_in_the_cli_not_interested_and_seen(workdir, papers_cli):
         papers_cli("like", "privacy-0", "privacy-1", "-k", "16", "--format", "json").stdout)}
     assert scores["between-1"] < before["between-1"]
     assert json.loads(papers_cli("tags", "--format", "json").stdout)[0]["not"] == ["between-0"]
+    assert papers_cli("tags", "unmark", "mine", first[0], "--mark", "seen").exit_code == 0
+    assert first[0] in ids("--exclude-seen", "mine")
     # Remove, and the errors
     assert papers_cli("tags", "remove", "mine", "privacy-1").exit_code == 0
     assert json.loads(papers_cli("tags", "--format", "json").stdout)[0]["papers"] == ["privacy-0"]
