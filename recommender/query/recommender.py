@@ -513,8 +513,10 @@ class Recommender:
         positives, negatives, outside = list(positives), list(negatives), list(outside)
         seeds = set(positives) | set(negatives)
         queries = self._per_seed_queries(positives, negatives, mode, why, outside)
-        centroid = self._seed_query(positives, negatives, mode, why, outside,
-                                    [query.seed for query in queries[len(positives):]]) if len(queries) > 1 else None
+        centroid = None
+        if len(queries) > 1:  # mixed in: the seeds' centroid (`profiles.profile_scores`)
+            extra = [query.seed for query in queries[len(positives):]]
+            centroid = self._seed_query(positives, negatives, mode, why, outside, extra)
         terms = None
         if why and len(queries) > 1:  # the terms `why` shows: those shared with the seeds as a whole
             terms = self._seed_query(positives, negatives, "lexical", why, outside).lexical
@@ -566,8 +568,9 @@ class Recommender:
         elif profile == "seeds":
             queries = self._per_seed_queries(query_rows, [], mode, False, [])
             if len(queries) > 1:
-                per_seed = np.stack([self._scores(query, rows, set(query_rows), mode, dense_weight) for query in queries])
-                centroid = self._scores(self._seed_query(query_rows, [], mode, False), rows, set(query_rows), mode,
+                seeds = set(query_rows)
+                per_seed = np.stack([self._scores(query, rows, seeds, mode, dense_weight) for query in queries])
+                centroid = self._scores(self._seed_query(query_rows, [], mode, False), rows, seeds, mode,
                                         dense_weight)
                 return profile_scores(per_seed, centroid)
         else:
@@ -809,8 +812,10 @@ class Recommender:
             scores = self._scores(queries[0], rows, seeds, mode)
         else:
             per_seed = np.stack([self._scores(query, rows, seeds, mode) for query in queries])
-            scores = (profile_scores(per_seed, self._scores(centroid, rows, seeds, mode)) if centroid is not None
-                      else best_topic(per_seed))
+            if centroid is not None:
+                scores = profile_scores(per_seed, self._scores(centroid, rows, seeds, mode))
+            else:
+                scores = best_topic(per_seed)
         all_rows = rows
         rows, scores = select(rows, scores, self.tiebreak, self.vectors, k, min_score, diverse)
         papers = self.papers_at(rows.tolist())
