@@ -797,8 +797,8 @@ def evaluate(corpus, queries, qrels, profiles_dir, index, model, precision, chun
             report = reviewed.build
             click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
                        f"reused {report.reused} from the cache", err=True)
-        click.echo(render_reviewers(reviewed, fmt), nl=False)
         if not given:
+            click.echo(render_reviewers(reviewed, fmt), nl=False)
             return
     with _stopped_builds("evaluate"), _reporter(quiet) as reporter:
         evaluation = run(
@@ -810,7 +810,15 @@ def evaluate(corpus, queries, qrels, profiles_dir, index, model, precision, chun
         report = evaluation.build
         click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
                    f"reused {report.reused} from the cache", err=True)
-    click.echo(render_evaluation(evaluation, fmt, per_query), nl=False)
+    shown = render_evaluation(evaluation, fmt, per_query)
+    if profiles_dir and fmt == "json":  # one JSON document: the collection's figures and the profiles' loss
+        import json
+
+        shown = json.dumps({**json.loads(shown), **json.loads(render_reviewers(reviewed, fmt))}, indent=2,
+                           ensure_ascii=False) + "\n"
+    elif profiles_dir:
+        shown += "\n" + render_reviewers(reviewed, fmt)
+    click.echo(shown, nl=False)
 
 
 # ---------------------------------------------------------------- reading-group tools

@@ -157,6 +157,14 @@ def test_evaluate_profiles_reports_the_loss_with_its_spread(workdir, papers_cli)
     assert 0.0 <= data["loss"] < 0.2 and data["interval"][0] <= data["loss"] <= data["interval"][1]
     table = papers_cli("evaluate", "--profiles", str(folder)).stdout
     assert "loss" in table and "95% interval" in table
+    # Beside a query-by-example collection's MAP / NDCG%20: one report, one JSON document
+    (workdir / "queries.tsv").write_text("query_id\tpaper_id\tfacet\npriv\tprivacy-0\tmethod\n", encoding="utf-8")
+    (workdir / "qrels.txt").write_text("".join(f"priv 0 privacy-{n} 2\n" for n in range(1, 6)), encoding="utf-8")
+    both = papers_cli("evaluate", "--corpus", "reviewers/papers.jsonl", "--queries", "queries.tsv", "--qrels",
+                      "qrels.txt", "--profiles", "reviewers", "--format", "json")
+    assert both.exit_code == 0, both.output
+    together = json.loads(both.stdout)
+    assert together["overall"]["map"] > 0 and together["profiles_loss"] == data
     (folder / "ratings.tsv").write_text("researcher\tpaper_id\texpertise\nprivacy\tprivacy-4\tmany\n", encoding="utf-8")
     bad = papers_cli("evaluate", "--profiles", str(folder))
     assert bad.exit_code != 0 and "ratings.tsv line 2" in bad.stderr and "Traceback" not in bad.output
