@@ -506,6 +506,23 @@ for _name, _summary in (("add", "Tag papers (ID, handle or unique prefix)."), ("
     _tag_command(_name, _summary, (lambda name: lambda r, s, t, p: _tag_action(name)(r, s, t, p))(_name))
 
 
+@tags.command(name="unmark")
+@click.argument("tag")
+@click.argument("papers", nargs=-1, required=True)
+@click.option("--mark", "kind", type=click.Choice(["not", "seen"]), required=True, help="Which mark to take back.")
+@index_option
+@library_errors
+def unmark(tag, papers, kind, index):
+    """Take back papers' not-interested or seen mark for a tag."""
+    from .reading.tags import TagStore, unmark_paper
+
+    with _open(index) as recommender:
+        store = TagStore(recommender.stored.index_dir)
+        for reference in papers:
+            held = unmark_paper(recommender, store, tag, reference, kind)
+    click.echo(f"{tag}: {len(held)} papers marked {kind}", err=True)
+
+
 def _tag_action(name: str):
     from .reading import tags as tagging
 
@@ -814,8 +831,8 @@ def evaluate(corpus, queries, qrels, profiles_dir, index, model, precision, chun
             report = reviewed.build
             click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
                        f"reused {report.reused} from the cache", err=True)
-        click.echo(render_reviewers(reviewed, fmt), nl=False)
         if not given:
+            click.echo(render_reviewers(reviewed, fmt), nl=False)
             return
     with _stopped_builds("evaluate"), _reporter(quiet) as reporter:
         evaluation = run(
@@ -827,7 +844,15 @@ def evaluate(corpus, queries, qrels, profiles_dir, index, model, precision, chun
         report = evaluation.build
         click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
                    f"reused {report.reused} from the cache", err=True)
-    click.echo(render_evaluation(evaluation, fmt, per_query), nl=False)
+    shown = render_evaluation(evaluation, fmt, per_query)
+    if profiles_dir and fmt == "json":  # one JSON document: the collection's figures and the profiles' loss
+        import json
+
+        shown = json.dumps({**json.loads(shown), **json.loads(render_reviewers(reviewed, fmt))}, indent=2,
+                           ensure_ascii=False) + "\n"
+    elif profiles_dir:
+        shown += "\n" + render_reviewers(reviewed, fmt)
+    click.echo(shown, nl=False)
 
 
 # ---------------------------------------------------------------- reading-group tools
