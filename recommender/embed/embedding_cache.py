@@ -213,7 +213,8 @@ class EmbeddingCache:
 
 
 def _remove_leftovers(home: Path) -> None:
-    """What killed model exports and unpackings left in the cache folder, removed and reported (a warning)."""
+    """What killed model exports and unpackings left in the cache folder, removed and
+    reported (a warning)."""
     from .user_cache import leftovers_notice, remove_stale_leftovers
 
     notice = leftovers_notice(remove_stale_leftovers(home), home)
@@ -243,7 +244,8 @@ def clear_embedding_cache(folder: Path | None = None) -> dict:
     path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
     _remove_leftovers(path.parent)
     if not path.exists() and not path.is_symlink():
-        return {"path": str(path), "bytes": 0, "entries": 0, "removed": 0, "bytes_before": 0, "damaged": ""}
+        return {"path": str(path), "bytes": 0, "entries": 0, "removed": 0, "bytes_before": 0,
+                "damaged": ""}
     bytes_before = sum(Path(f"{path}{suffix}").stat().st_size for suffix in ("", "-wal")
                        if files.is_plain_file(Path(f"{path}{suffix}")))
     # A damaged file is what clearing is for: it is started afresh and said so in the result,

@@ -38,7 +38,9 @@ from pathlib import Path
 
 from ..digests import file_digest
 from ..errors import ModelError
-from .user_cache import cache_home, leftovers_notice, remove_entry, remove_stale_leftovers, staging_folder
+from .user_cache import (
+    cache_home, leftovers_notice, remove_entry, remove_stale_leftovers, staging_folder,
+)
 
 CHUNK = 1 << 20
 RECORD = "parts.json"

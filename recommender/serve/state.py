@@ -42,7 +42,7 @@ class LiveIndex:
 
     def __init__(self, index_dir: Path):
         self.index_dir = Path(index_dir)
-        # The index folder, held open: renamed (`papers indexes mv`), it is followed to its new path.
+        # The index folder, held open: renamed (`papers indexes mv`), it is followed.
         self._folder = IndexFolder(self.index_dir)
         self._lock = threading.Lock()
         self._current: OpenedVersion | None = None
@@ -62,7 +62,7 @@ class LiveIndex:
                 self._release(opened)
 
     def _acquire(self) -> OpenedVersion:
-        self.index_dir = self._folder.where()  # renamed: followed; removed: one line (IndexMissingError)
+        self.index_dir = self._folder.where()  # renamed: followed; removed: IndexMissingError
         live = live_version(self.index_dir)
         with self._lock:
             current = self._current
