@@ -225,6 +225,12 @@ def test_papers_models_calls_a_part_of_the_wrong_size_damaged(tmp_path, cache, m
     short.write_bytes(b"cut short")
     monkeypatch.setattr(model_parts, "part_path", lambda part: short)
     assert models_status("all-mpnet-base-v2") == "damaged"
+    from click.testing import CliRunner
+
+    from recommender.cli import main
+
+    table = CliRunner().invoke(main, ["models"]).output
+    assert f"to reinstall all-mpnet-base-v2: {model_parts.INSTALL_HINT}\n" in table
 
 
 def test_papers_models_calls_an_unpacked_model_whose_parts_are_gone_usable(tmp_path, cache,
