@@ -212,7 +212,7 @@ def _one_line_usage():
 
 
 def _naming_the_option(error: OptionError) -> str:
-    """The library's message, with the command's own name for the parameter at fault (as click's own)."""
+    """The library's message, with the command's name for the parameter at fault (as click's)."""
     context = click.get_current_context(silent=True)
     params = context.command.params if context is not None else []
     option = next((param for param in params if param.name == error.parameter), None)

@@ -163,16 +163,16 @@ class EmbeddingCache:
             else:
                 self.connection.execute("DELETE FROM state WHERE name = ?", (self._state_name,))
 
-    def remember_model(self, model_key: str, facts: dict) -> None:
+    def remember_model(self, model_identity: str, facts: dict) -> None:
         """Keep what the model told of itself (its window, `max_tokens`), so that a build taking every vector
         from the cache, without loading the model, records the same manifest as one that encoded them."""
         with self._guard(), self.connection:
             self.connection.execute("INSERT OR REPLACE INTO state VALUES (?, ?)",
-                                    (f"model {model_key}", json.dumps(facts, sort_keys=True)))
+                                    (f"model {model_identity}", json.dumps(facts, sort_keys=True)))
 
-    def model_facts(self, model_key: str) -> dict:
+    def model_facts(self, model_identity: str) -> dict:
         with self._guard():
-            row = self.connection.execute("SELECT value FROM state WHERE name = ?", (f"model {model_key}",)).fetchone()
+            row = self.connection.execute("SELECT value FROM state WHERE name = ?", (f"model {model_identity}",)).fetchone()
             try:
                 facts = json.loads(row[0]) if row else {}
             except ValueError:

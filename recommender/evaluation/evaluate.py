@@ -223,7 +223,8 @@ def check_settings(mode: str, pool: str, dense_weight: float | None, min_score: 
     if pool not in POOLS:
         raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}", "pool")
     if dense_weight is not None and not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
-        raise OptionError(f"dense_weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}", "dense_weight")
+        raise OptionError("dense_weight must be between 0 and 1 (1 = dense only), "
+                          f"got {dense_weight:g}", "dense_weight")
 
 
 def _evaluate_query(

@@ -129,8 +129,8 @@ def build_index(
     check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
     if upgrade:
         if where and not inputs:
-            raise OptionError("an upgrade that keeps only some papers needs inputs: the index's own papers are "
-                              "upgraded as they are", "where")
+            raise OptionError("an upgrade that keeps only some papers needs inputs: the index's "
+                              "own papers are upgraded as they are", "where")
         with open_stored(index_dir, verify=False) as stored:
             check_upgradable(stored.manifest, index_dir)
     phase("reading papers", None)
@@ -146,7 +146,8 @@ def build_index(
         count = len(ids)
         previous = _live_build(index_dir)
         try:
-            encoding = choose_encoder(request, previous.manifest if previous is not None else None, notice, index_dir)
+            record = previous.manifest if previous is not None else None
+            encoding = choose_encoder(request, record, notice, index_dir)
             model, precision, chunking = encoding.model, encoding.precision, encoding.chunking
             if previous is not None and not encoding.same_vectors(previous.manifest):
                 previous.close()  # another model or precision: nothing of it is reused
@@ -158,7 +159,8 @@ def build_index(
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
-            encoder = encoding.encoder(writer.path(QUERY_ENCODER) if query_encoder is not None else None, engines)
+            export = writer.path(QUERY_ENCODER) if query_encoder is not None else None
+            encoder = encoding.encoder(export, engines)
 
             def vector_file(rows: int, dimension: int) -> ArrayFile:
                 return files.enter_context(contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32)))
@@ -547,7 +549,8 @@ def prepare_query_encoder(
             # No shared export, or one damaged since it was checked: this index gets its own.
             staging = writer.path(".fp32-export")
             try:
-                export_cache.export_into(model, precision, target, staging, exporting, quantising, distilling)
+                export_cache.export_into(model, precision, target, staging, exporting, quantising,
+                                         distilling)
             finally:
                 remove_tree(staging)
     except (ModelError, OSError) as error:

@@ -589,7 +589,8 @@ class Recommender:
         `"centroid"` (one centroid) score several papers as earlier versions of `like` did, for comparison."""
         check_options(1, None, None, mode)
         if profile not in PROFILES:
-            raise OptionError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}", "profile")
+            raise OptionError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}",
+                              "profile")
         query_rows = [int(query_rows)] if np.ndim(query_rows) == 0 else [int(row) for row in query_rows]
         rows = np.asarray(rows, dtype=np.int64)
         if profile == "centroid":
@@ -978,10 +979,11 @@ def check_options(k: int, min_score: float | None, diverse: float | None, mode: 
     if k < 1:
         raise OptionError(f"k must be at least 1, got {k}", "k")
     if min_score is not None and not -1.0 <= min_score <= 1.0:
-        raise OptionError(f"min_score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}",
-                          "min_score")
+        raise OptionError("min_score must be between -1 and 1 (scores are cosine similarities), "
+                          f"got {min_score:g}", "min_score")
     if diverse is not None and not 0.0 <= diverse <= 1.0:
-        raise OptionError(f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}", "diverse")
+        raise OptionError(f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}",
+                          "diverse")
 
 
 def _load_key_array(stored: StoredIndex, name: str) -> np.ndarray:
