@@ -67,7 +67,7 @@ def library_errors(command):
             with _summarised_warnings(kwargs.get("verbose", False)), _terminate_unwinds():
                 return command(*args, **kwargs)
         except OptionError as error:  # an option's value out of range: bad usage, as click's own errors
-            raise _UsageLine(str(error)) from None
+            raise _UsageLine(_naming_the_option(error)) from None
         except RecommenderError as error:
             raise click.ClickException(str(error)) from None
         except BrokenPipeError:
@@ -211,6 +211,17 @@ def _one_line_usage():
         raise _UsageLine(f"{message} (see `{command} --help`)") from None
 
 
+def _naming_the_option(error: OptionError) -> str:
+    """The library's message, with the command's own name for the parameter at fault (as click's own)."""
+    context = click.get_current_context(silent=True)
+    params = context.command.params if context is not None else []
+    option = next((param for param in params if param.name == error.parameter), None)
+    if option is None:
+        return str(error)
+    name = option.opts[0] if isinstance(option, click.Option) else option.human_readable_name
+    return f"Invalid value for '{name}': {error}"
+
+
 class _UsageLine(click.ClickException):
     exit_code = 2
 
@@ -258,7 +269,7 @@ def main():
                    "ranking about as well as TF-IDF alone: docs/tiers.md); 'all-mpnet-base-v2': the quality "
                    "tier (its parts installed first; ~2x the build time at int8, its default; level "
                    "with the default in hybrid ranking, +0.7 MAP dense: docs/models.md). `papers models` "
-                   "lists them.")
+                   "lists them. A rebuild keeps the index's own unless given.")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default=None,
               help="Weights the model encodes with: fp32 (the default for a new index; int8 for "
                    "all-mpnet-base-v2 on a CPU, where it ranks as well), or int8, ~2x faster on a CPU at about "
@@ -275,6 +286,8 @@ def main():
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
 @click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
               help="Keep only matching papers: category=cs.LG,cs.CL, year>=2020, venue=*ICML* (repeatable; all must hold).")
+@click.option("--keep-withdrawn", is_flag=True,
+              help="Index withdrawn and desk-rejected OpenReview submissions too (left out by default).")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help=f"Encode here, or on a Ray cluster ($RAY_ADDRESS, else a local one); needs {DISTRIBUTION}[ray].")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
@@ -282,11 +295,13 @@ def main():
 @quiet_option
 @verbose_option
 @library_errors
-def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, where, engine, device, quiet, verbose):
+def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, where, keep_withdrawn, engine, device,
+          quiet, verbose):
     """Build an index from files or folders of papers (default: seeds/ in a checkout).
 
     Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
-    OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero), .csv and .txt.
+    OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero, OpenReview notes),
+    .csv and .txt.
 
     A build that is stopped (Ctrl-C, a kill, a crash) keeps the papers it encoded:
     run the same command again to resume.
@@ -315,7 +330,7 @@ def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, 
         report = build_index(
             list(inputs), index=index, model=model, chunking=Chunking(strategy=chunking) if chunking else None,
             index_type=index_type, progress=reporter.update, wait=wait, on_phase=reporter.phase, where=where,
-            notice=_notice(reporter),
+            keep_withdrawn=keep_withdrawn, notice=_notice(reporter),
             engine=engine, device=device, precision=precision, upgrade=upgrade,
         )
     click.echo(
@@ -379,13 +394,18 @@ def _stopped_builds(command: str = "build"):
 @main.command()
 @click.argument("papers", nargs=-1)
 @click.option("--not", "not_", multiple=True, metavar="ID", help="A paper the results should be unlike (repeatable).")
+@click.option("--tag", "tags", multiple=True, metavar="TAG",
+              help="Seeds: the papers of this tag (repeatable), unlike those marked not interested for it.")
+@click.option("--exclude-seen", multiple=True, metavar="TAG",
+              help="Leave out the papers marked seen for this tag (repeatable).")
 @from_file_option
 @ranking_options
 @index_option
 @model_option
 @format_option
 @library_errors
-def like(papers, not_, paper_file, k, mode, min_score, exclude_file, diverse, why, wide, index, model, fmt):
+def like(papers, not_, tags, exclude_seen, paper_file, k, mode, min_score, exclude_file, diverse, why, wide, index,
+         model, fmt):
     """Papers like the given ones (ID, handle or unique ID prefix), never the papers themselves.
 
     Examples:
@@ -395,9 +415,23 @@ def like(papers, not_, paper_file, k, mode, min_score, exclude_file, diverse, wh
         papers like FlashDP VADB -k 5 --why
         papers like FlashDP --not TFLA --format json
         papers like --from-file reading-list.bib -k 20
+        papers like --tag to-read --exclude-seen to-read --why
     """
     from .render.tables import render_results
 
+    if tags and (papers or paper_file or min_score is not None or diverse is not None or exclude_file):
+        raise click.UsageError("--tag takes its seeds from the tag: give no papers, --from-file, --min-score, "
+                               "--diverse or --exclude with it")
+    if exclude_seen and not tags:
+        raise click.UsageError("--exclude-seen leaves seen papers out of a tag's recommendations: give --tag too")
+    if tags:
+        from .reading.tags import TagStore, recommend_for_tags
+
+        with _open(index, model) as recommender:
+            results = recommend_for_tags(recommender, TagStore(recommender.stored.index_dir), tags, k=k, mode=mode,
+                                         why=why, exclude_seen=exclude_seen, not_=not_)
+        click.echo(render_results(results, fmt, why, _table_width(wide)), nl=False)
+        return
     with _open(index, model) as recommender:
         outside = _read_paper_file(recommender, paper_file)
         results = recommender.like(
@@ -406,6 +440,78 @@ def like(papers, not_, paper_file, k, mode, min_score, exclude_file, diverse, wh
         )
         _report_found(recommender, outside, paper_file)
     click.echo(render_results(results, fmt, why, _table_width(wide)), nl=False)
+
+
+@main.group(invoke_without_command=True)
+@index_option
+@format_option
+@click.pass_context
+@library_errors
+def tags(context, index, fmt):
+    """Your tags of papers, kept beside the index (the ones `papers serve` shows): list them.
+
+    Examples:
+
+    \b
+        papers tags
+        papers tags add to-read FlashDP VADB
+        papers tags not to-read TFLA
+        papers like --tag to-read --exclude-seen to-read
+    """
+    if context.invoked_subcommand is not None:
+        return
+    import json
+
+    from .reading.tags import TagStore
+    from .render.tables import render
+
+    with _open(index) as recommender:
+        store = TagStore(recommender.stored.index_dir)
+        rows = [{"tag": name, "papers": ids, "not": store.marked(name, "not"), "seen": store.marked(name, "seen")}
+                for name, ids in store.tags().items()]
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+    elif not rows:
+        click.echo("no tags yet: add some with `papers tags add TAG PAPER...`")
+    else:
+        shown = [{"tag": row["tag"], "papers": len(row["papers"]), "not interested": len(row["not"]),
+                  "seen": len(row["seen"]), "first papers": ", ".join(row["papers"][:3])} for row in rows]
+        click.echo(render(shown, [], fmt, {"tag": 0, "papers": 0, "not interested": 0, "seen": 0,
+                                           "first papers": 60}), nl=False)
+
+
+def _tag_command(name: str, summary: str, action):
+    @tags.command(name=name, help=summary)
+    @click.argument("tag")
+    @click.argument("papers", nargs=-1, required=True)
+    @index_option
+    @library_errors
+    def command(tag, papers, index):
+        from .reading.tags import TagStore
+
+        with _open(index) as recommender:
+            store = TagStore(recommender.stored.index_dir)
+            for reference in papers:
+                held = action(recommender, store, tag, reference)
+        click.echo(f"{tag}: {len(held)} papers {'' if name in ('add', 'remove') else 'marked ' + name}".rstrip(),
+                   err=True)
+    return command
+
+
+for _name, _summary in (("add", "Tag papers (ID, handle or unique prefix)."), ("remove", "Untag papers."),
+                        ("not", "Mark papers not interested for a tag: its recommendations are unlike them."),
+                        ("seen", "Mark papers seen for a tag: `like --tag T --exclude-seen T` leaves them out.")):
+    _tag_command(_name, _summary, (lambda name: lambda r, s, t, p: _tag_action(name)(r, s, t, p))(_name))
+
+
+def _tag_action(name: str):
+    from .reading import tags as tagging
+
+    if name == "add":
+        return tagging.tag_paper
+    if name == "remove":
+        return tagging.untag_paper
+    return lambda recommender, store, tag, reference: tagging.mark_paper(recommender, store, tag, reference, name)
 
 
 @main.command()
@@ -548,7 +654,8 @@ def indexes(ctx, fmt):
     """
     if ctx.invoked_subcommand is not None:
         return
-    from .index.store import index_home, list_indexes
+    from .index.catalogue import list_indexes
+    from .index.home import index_home
     from .render.indexes import render_indexes
 
     home = index_home()
@@ -576,7 +683,7 @@ def cache():
 @library_errors
 def cache_info(fmt):
     """Where the embedding cache is, its size and how many vectors it holds."""
-    from .index.store import embedding_cache_info
+    from .embed.embedding_cache import embedding_cache_info
     from .render.indexes import render_cache
 
     click.echo(render_cache(embedding_cache_info(), fmt), nl=False)
@@ -586,7 +693,7 @@ def cache_info(fmt):
 @library_errors
 def cache_clear():
     """Empty the embedding cache (the next builds encode their papers again; indexes are untouched)."""
-    from .index.store import clear_embedding_cache
+    from .embed.embedding_cache import clear_embedding_cache
     from .render.indexes import render_cache_cleared
 
     click.echo(render_cache_cleared(clear_embedding_cache()), nl=False)
@@ -594,23 +701,39 @@ def cache_clear():
 
 @indexes.command(name="rm")
 @click.argument("name", metavar="NAME|PATH")
+@click.option("--with-tags", is_flag=True,
+              help="Remove the index's tags (made by `papers serve`) too; without it they are kept "
+                   "(asked on a terminal).")
 @library_errors
-def indexes_rm(name):
+def indexes_rm(name, with_tags):
     """Remove an index: what its builds made, nothing else (a folder that is not an index is refused).
+    Its tags are kept unless --with-tags; a link to an index is removed itself, never followed.
 
     Examples:
 
     \b
         papers indexes rm old-arxiv
+        papers indexes rm old-arxiv --with-tags
     """
-    from .index.store import remove_index
+    from .index.catalogue import remove_index
 
-    index_dir, kept = remove_index(name)
+    def confirm_tags(path: Path) -> bool:
+        return click.confirm(f"index {name} has tags ({path}): remove them too?", default=False, err=True)
+
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    removal = remove_index(name, with_tags=with_tags, confirm_tags=confirm_tags if interactive else None)
+    index_dir, kept = removal.folder, removal.kept
+    if removal.link_target is not None:
+        click.echo(f"removed the link {index_dir}; the index it points to ({removal.link_target}) is kept "
+                   "(give its path to remove it)", err=True)
+        return
+    notes = []
     if kept:
-        shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
-        click.echo(f"removed index {name} ({index_dir}); kept what papers did not make there: {shown}", err=True)
-    else:
-        click.echo(f"removed index {name} ({index_dir})", err=True)
+        notes.append("kept what papers did not make there: " + ", ".join(kept[:5])
+                     + (f" and {len(kept) - 5} more" if len(kept) > 5 else ""))
+    if removal.tags_kept:
+        notes.append(f"kept its tags ({index_dir / 'tags.sqlite'}): add --with-tags to remove them")
+    click.echo(f"removed index {name} ({index_dir})" + "".join(f"; {note}" for note in notes), err=True)
 
 
 @indexes.command(name="mv")
@@ -625,16 +748,19 @@ def indexes_mv(old, new):
     \b
         papers indexes mv default iclr2020
     """
-    from .index.store import rename_index
+    from .index.catalogue import rename_index
 
     old_dir, new_dir = rename_index(old, new)
     click.echo(f"renamed index {old_dir} to {new_dir}", err=True)
 
 
 @main.command()
-@click.option("--corpus", required=True, metavar="FILE", help="Papers (.jsonl or .csv), every query and judged paper among them.")
-@click.option("--queries", required=True, metavar="FILE", help="queries.tsv: query_id, paper_id, facet.")
-@click.option("--qrels", required=True, metavar="FILE", help="TREC qrels: query_id 0 paper_id grade.")
+@click.option("--corpus", default=None, metavar="FILE", help="Papers (.jsonl or .csv), every query and judged paper among them.")
+@click.option("--queries", default=None, metavar="FILE", help="queries.tsv: query_id, paper_id, facet.")
+@click.option("--qrels", default=None, metavar="FILE", help="TREC qrels: query_id 0 paper_id grade.")
+@click.option("--profiles", "profiles_dir", default=None, metavar="DIR",
+              help="Researchers' own papers as profiles (papers.jsonl, profiles.jsonl, ratings.tsv): "
+                   "their loss, with its spread.")
 @click.option("--index", "index", default=None, metavar="NAME|PATH",
               help="Index to build or reuse (default: eval-<corpus file stem>).")
 @click.option("--model", default=None, help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2), or 'static'.")
@@ -657,19 +783,38 @@ def indexes_mv(old, new):
 @quiet_option
 @verbose_option
 @library_errors
-def evaluate(corpus, queries, qrels, index, model, precision, chunking, mode, dense_weight, pool, relevant_at,
-             min_score, diverse, per_query, fmt, quiet, verbose):
+def evaluate(corpus, queries, qrels, profiles_dir, index, model, precision, chunking, mode, dense_weight, pool,
+             relevant_at, min_score, diverse, per_query, fmt, quiet, verbose):
     """Score rankings on a test collection: MAP, NDCG@10, NDCG%20, Recall@20, MRR (x100).
 
     Examples:
 
     \b
         papers evaluate --corpus corpus.jsonl --queries queries.tsv --qrels qrels.txt --per-query
+        papers evaluate --profiles reviewers-dev/
     """
     from .embed.windows import Chunking
     from .evaluation.evaluate import evaluate as run
-    from .render.evaluation import render_evaluation
+    from .render.evaluation import render_evaluation, render_reviewers
 
+    given = [name for name, value in (("--corpus", corpus), ("--queries", queries), ("--qrels", qrels)) if value]
+    if not profiles_dir and len(given) < 3 or 0 < len(given) < 3:
+        raise click.UsageError("give --corpus, --queries and --qrels (a query-by-example collection), "
+                               "--profiles DIR (researchers' profiles), or both")
+    if profiles_dir:
+        from .evaluation.reviewers import evaluate_reviewers
+
+        with _stopped_builds("evaluate"), _reporter(quiet) as reporter:
+            reviewed = evaluate_reviewers(profiles_dir, index=index if not given else None, model=model, mode=mode,
+                                          dense_weight=dense_weight, precision=precision, progress=reporter.update,
+                                          on_phase=reporter.phase)
+        if reviewed.build is not None:
+            report = reviewed.build
+            click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
+                       f"reused {report.reused} from the cache", err=True)
+        click.echo(render_reviewers(reviewed, fmt), nl=False)
+        if not given:
+            return
     with _stopped_builds("evaluate"), _reporter(quiet) as reporter:
         evaluation = run(
             corpus, queries, qrels, index=index, model=model, chunking=Chunking(strategy=chunking), mode=mode,
@@ -714,29 +859,33 @@ def _chosen_rows(recommender, papers, all_papers, from_file, everything_by_defau
 
 @contextlib.contextmanager
 def _output_file(path: str | None, mode: str = "w"):
-    """None (standard output), or a file object whose content replaces `path` once complete: created
-    exclusively beside it, never through a link, so a failed run leaves no file (files.replacing)."""
-    if path is None:
+    """None (standard output, also for `-`), or a file object for `path` (files.output): a file's
+    content replaces it once complete, created exclusively beside it, never through a link, so a
+    failed run leaves no file; a FIFO, device or socket is written into."""
+    if path is None or path == "-":
         yield None
         return
-    from .files import remove_stale_partials, replacing
-    from .index.store import check_not_in_index
+    from .files import output, remove_stale_partials, stream_target
+    from .index.layout import check_not_in_index
 
     target = Path(path)
     check_not_in_index(target)
-    remove_stale_partials(target.parent)
-    with replacing(target, mode, newline="" if "b" not in mode else None) as handle:
-        yield handle
+    if not stream_target(target):
+        remove_stale_partials(target.parent)
+    with output(target, mode, newline="" if "b" not in mode else None) as stream:
+        yield stream
 
 
 @main.command(name="related-work")
 @selection_options
 @from_file_option
 @click.option("-k", "k", type=int, default=5, show_default=True, help="Related papers per paper.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex"]), default="markdown",
-              show_default=True, help="Markdown is a printable handout; bibtex lists every paper mentioned.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex", "miniconf"]),
+              default="markdown", show_default=True,
+              help="Markdown is a printable handout; bibtex lists every paper mentioned; miniconf is a Mini-Conf "
+                   "site's similar papers (paper_recs.json).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write to this file instead of standard output.")
+              help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")
 @index_option
 @model_option
@@ -756,6 +905,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
         papers related-work --all -k 3 --out handout.md
         papers related-work --from friday.txt --format bibtex > friday.bib
         papers related-work --from-file reading-list.bib --out handout.md
+        papers related-work --all --format miniconf --out sitedata/paper_recs.json
     """
     from .reading.related import related_work as related_lists
     from .render.related import BibtexKeys, write_related
@@ -774,7 +924,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
             reporter.phase("related work", len(rows))
             lists = related_lists(recommender, rows, k=k, why=why, progress=reporter.advance)
             write_related(lists, sys.stdout if partial is None else partial, fmt, why, keys)
-    if out is not None:
+    if out not in (None, "-"):
         click.echo(f"wrote related work for {len(rows)} papers to {out}", err=True)
 
 
@@ -787,7 +937,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "csv"]), default="markdown", show_default=True,
               help="csv: one row per paper (and per background paper) with its session.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write to this file instead of standard output.")
+              help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @index_option
 @quiet_option
 @library_errors
@@ -815,7 +965,7 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
             click.echo(text, nl=False)
         else:
             partial.write(text)
-    if out is not None:
+    if out not in (None, "-"):
         click.echo(f"wrote {plural(n, 'session')} to {out}", err=True)
 
 
@@ -854,8 +1004,8 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
             reporter.phase("laying out the map", len(rows))
             corpus_map = build_map(recommender, rows, n=n, seed=seed, max_per_session=max_per_session, k=k,
                                    on_phase=lambda name: reporter.phase(name, always=True))
-    with _output_file(out, "wb") as handle:
-        write_map(corpus_map, out, handle)
+    with _output_file(out, "wb") as stream:
+        write_map(corpus_map, out, stream)
     click.echo(f"wrote a map of {len(corpus_map.points)} papers ({corpus_map.projection}) to {out}", err=True)
     if open_:
         click.launch(str(Path(out).resolve()))
@@ -868,10 +1018,13 @@ def map_(papers, all_papers, from_file, out, n, max_per_session, seed, k, open_,
 @click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on (0: a free one).")
 @click.option("--workers", type=int, default=1, show_default=True,
               help="Worker processes (uvicorn's supervisor restarts one that dies); they share the index's pages.")
-@click.option("--token", default=None, help="Token that writes need (default: $PAPERS_TOKEN; off loopback one is generated).")
+@click.option("--token", default=None, help="Token that writes need (default: $PAPERS_TOKEN; off loopback one is "
+              "generated). Prefer $PAPERS_TOKEN or --token-file: every user of the host can read a command line.")
+@click.option("--token-file", type=click.Path(dir_okay=False), default=None,
+              help="Read the token from the first line of this file.")
 @library_errors
-def serve(index, host, port, workers, token):
-    """The index as a local web app and an HTTP API (needs recommender[serve]).
+def serve(index, host, port, workers, token, token_file):
+    """The index as a local web app and an HTTP API (needs papers-like[serve]).
 
     Pages at /, the API under /api (described at /openapi.json and /docs).
     Runs until Ctrl-C; a rebuild of the index is picked up without a restart.
@@ -881,13 +1034,17 @@ def serve(index, host, port, workers, token):
     \b
         papers serve
         papers serve --index arxiv-lg --port 8080 --workers 2
-        papers serve --host 0.0.0.0 --token "$PAPERS_TOKEN"
+        papers serve --host 0.0.0.0 --token-file ~/.papers-token
     """
     try:
         from .serve.server import serve as run
     except ImportError as error:
-        from .errors import InputError
+        from .errors import InputError, install_command
 
         raise InputError(f"papers serve needs the serve extra ({error.name} is missing): "
-                         "pip install 'recommender[serve]'") from None
-    run(index, host=host, port=port, workers=workers, token=token, announce=lambda line: click.echo(line))
+                         f"{install_command('serve')}") from None
+    if token is not None:
+        click.echo("note: a token given with --token is visible to every user of this host (ps, /proc): "
+                   "prefer $PAPERS_TOKEN or --token-file", err=True)
+    run(index, host=host, port=port, workers=workers, token=token, token_file=token_file,
+        announce=lambda line: click.echo(line))

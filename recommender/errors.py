@@ -1,4 +1,9 @@
-"""Exceptions raised by the library; the CLI turns each into a one-line message."""
+"""Exceptions raised by the library; the CLI turns each into a one-line message.
+
+One class a kind of failure. A message speaks the library's words (a parameter's name, never a CLI
+option's): where a value given for a parameter is at fault, the error names that parameter in
+`parameter`, and the CLI and the API add their own name for it (`--limit`, `?n=`).
+"""
 
 
 class RecommenderError(Exception):
@@ -10,7 +15,13 @@ class InputError(RecommenderError):
 
 
 class OptionError(InputError):
-    """An option's value is out of its range: bad usage, which the CLI exits with 2 for, as for click's own."""
+    """A parameter's value is unknown or out of its range ("unknown precision 'fp16'"), or does not
+    fit another's: bad usage, which the CLI exits with 2 for, as for click's own. `parameter` names
+    the library's parameter at fault (None where the message names it already)."""
+
+    def __init__(self, message: str, parameter: str | None = None):
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class IndexMissingError(RecommenderError):
@@ -50,6 +61,13 @@ class EncodingInterrupted(KeyboardInterrupt):
 
 class EngineError(RecommenderError):
     """The compute engine of a build (Ray) is missing, unreachable, or one of its workers failed."""
+
+
+def install_command(extra: str) -> str:
+    """How to install one of the distribution's extras ("pip install 'papers-like[serve]'")."""
+    from . import DISTRIBUTION
+
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
 
 
 def shell_command(*words: str) -> str:

@@ -6,8 +6,8 @@ name we might open; so a file is only ever *created* (O_CREAT | O_EXCL | O_NOFOL
 fail on anything already there, a link included), and a finished file replaces its target by
 rename, which replaces a link planted at the target rather than writing through it.
 
-    with replacing(Path("handout.md")) as handle:   # text; "wb" for bytes
-        handle.write(text)
+    with replacing(Path("handout.md")) as stream:   # text; "wb" for bytes
+        stream.write(text)
 
 The temporary name does not grow with the target's (`.papers-partial-<pid>-<random>`), so it
 fits in the folder whenever the target's name does. A run killed before the rename (SIGKILL)
@@ -17,6 +17,7 @@ leaves it behind; `remove_stale_partials` removes such files of dead processes o
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -63,16 +64,16 @@ def replacing(target: str | os.PathLike, mode: str = "w", encoding: str | None =
     target = Path(target)
     temporary = partial_path(target)
     try:
-        handle = open_exclusive(temporary, mode, encoding, newline)
+        stream = open_exclusive(temporary, mode, encoding, newline)
     except OSError as error:
         raise _naming(error, temporary, target) from None
     try:
-        with handle:
-            yield handle
-            handle.flush()
+        with stream:
+            yield stream
+            stream.flush()
             if durable:
-                os.fsync(handle.fileno())
-            written = os.fstat(handle.fileno())
+                os.fsync(stream.fileno())
+            written = os.fstat(stream.fileno())
         # Rename what we wrote, not whatever may have been put at the temporary name since.
         now = os.lstat(temporary)
         if (now.st_dev, now.st_ino) != (written.st_dev, written.st_ino):
@@ -86,16 +87,79 @@ def replacing(target: str | os.PathLike, mode: str = "w", encoding: str | None =
         raise
 
 
+def stream_target(target: str | os.PathLike) -> str:
+    """What kind of thing an output path names that is written into, not replaced: "fifo",
+    "character device", "socket", "open file" (a link into /proc/<pid>/fd, as /dev/stdout is), or
+    "block device" (refused by `output`); "" for a path a file is written to (`replacing`)."""
+    path = os.fspath(target)
+    for _ in range(40):  # follow the links by hand: a link into /proc/<pid>/fd names an open file
+        if re.match(r"/proc/(self|thread-self|\d+)(/task/\d+)?/fd/\d+$", os.path.normpath(path)):
+            return "open file"
+        try:
+            following = os.readlink(path)
+        except OSError:
+            break
+        path = os.path.join(os.path.dirname(path), following)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return ""
+    for kind, test in (("fifo", stat.S_ISFIFO), ("character device", stat.S_ISCHR), ("socket", stat.S_ISSOCK),
+                       ("block device", stat.S_ISBLK)):
+        if test(mode):
+            return kind
+    return ""
+
+
+@contextlib.contextmanager
+def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
+           newline: str | None = None) -> Iterator[IO]:
+    """A file object for an output the user named (`--out`), as coreutils treat one: a FIFO, a
+    character device, a socket or an open file (`/dev/stdout`, `/proc/self/fd/1`) is written into,
+    never replaced; a block device is refused; any other path is a file replaced whole once the
+    block ends (`replacing`)."""
+    kind = stream_target(target)
+    if not kind:
+        with replacing(target, mode, encoding, newline) as handle:
+            yield handle
+        return
+    if kind == "block device":
+        raise OSError(errno.EPERM, "a block device is never written to: give a file, a FIFO or a character device",
+                      os.fspath(target))
+    if kind == "socket":
+        import socket
+
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(os.fspath(target))
+            descriptor = os.dup(connection.fileno())
+        finally:
+            connection.close()
+    else:
+        # No O_CREAT, no O_TRUNC: what is there is written into, as `>` and `tee` do (an open
+        # regular file behind /proc/<pid>/fd is appended to, after what its owner wrote).
+        flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY | (os.O_APPEND if kind == "open file" else 0)
+        descriptor = os.open(target, flags)
+    try:
+        handle = os.fdopen(descriptor, "wb" if "b" in mode else "w", **(
+            {} if "b" in mode else {"encoding": encoding, "newline": newline}))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    with handle:
+        yield handle
+
+
 def write_bytes(target: str | os.PathLike, data: bytes, durable: bool = True) -> None:
     """`target` replaced by `data` (see `replacing`)."""
-    with replacing(target, "wb", durable=durable) as handle:
-        handle.write(data)
+    with replacing(target, "wb", durable=durable) as stream:
+        stream.write(data)
 
 
 def write_text(target: str | os.PathLike, text: str, durable: bool = True) -> None:
     """`target` replaced by `text` in UTF-8 (see `replacing`)."""
-    with replacing(target, "w", durable=durable) as handle:
-        handle.write(text)
+    with replacing(target, "w", durable=durable) as stream:
+        stream.write(text)
 
 
 def open_lock_file(path: str | os.PathLike) -> IO:

@@ -20,6 +20,13 @@ call through the API (`--paired-only` runs just this), which a busy machine slow
 adds; and, at the smallest size, 8 clients on `like` while the index is rebuilt twice (the failed
 requests: the target is none).
 
+With `--reliability-only` (run with `--sizes 3000`, the size of the map that once took 48 s): `like` at 8
+clients for SECONDS on a warm server (the baseline), then on a fresh server while a ninth client asks
+for the cold `/map` and the cold `/api/sessions?n=` plans of n = 2..7 one after another (the target:
+p99 under 100 ms, whatever the baseline), then while 1,100 connections trickle request heads, a byte a
+second each (a slowloris; loopback only, bounded by SECONDS): how many `like` requests failed (the
+target: none) and their p50/p99 against the baseline, and how the slow connections were answered.
+
 The machine this ran on has 2 cores shared with other work: clients and server compete for them, so the
 figures are those of a contended machine, and the 2-worker runs share the same 2 cores with 32 clients.
 
@@ -201,6 +208,8 @@ def main() -> None:
     parser.add_argument("--paired-only", action="store_true",
                         help="only the like in process and through the API, alternating (one worker)")
     parser.add_argument("--build-only", action="store_true", help="write the corpora and build the indexes, then stop")
+    parser.add_argument("--reliability-only", action="store_true",
+                        help="only like beside cold /map and /api/sessions, and beside slow clients")
     args = parser.parse_args()
     from bench_scale_cli import write_corpus
     from serving import start_server
@@ -219,6 +228,9 @@ def main() -> None:
         papers = [json.loads(line) for line in corpus.open(encoding="utf-8")]
         ids = [paper["id"] for paper in random.Random(1).sample(papers, 2000)]
         words = sorted({word for paper in papers[:2000] for word in paper["abstract"].split() if word.isalpha() and len(word) > 4})
+        if args.reliability_only:
+            results.append(reliability(index, ids, args.seconds))
+            continue
         baseline = library_like_p50(index, ids)
         print(f"{size:,} papers: in-process like p50 {baseline:.2f} ms", flush=True)
         memory, paired = {}, None
@@ -250,8 +262,101 @@ def main() -> None:
         print(json.dumps(results[-1]), flush=True)
     if args.build_only:
         return
+    if args.reliability_only:
+        (args.out / "reliability.json").write_text(json.dumps(results, indent=1))
+        return
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     print(table(results))
+
+
+def reliability(index: Path, ids: list[str], seconds: float) -> dict:
+    """`like` at 8 clients: warm (the baseline), beside cold long work, beside a slowloris."""
+    from serving import start_server
+
+    like = request_paths("like", ids, [])
+    rows: dict = {}
+
+    def shown(row: dict) -> str:
+        return f"p50 {row['p50']:.1f} ms, p99 {row['p99']:.1f} ms, {row['requests']} requests, {row['errors']} failed"
+
+    server = start_server(index)
+    try:
+        Load(server.url, like, 4).run(WARM_SECONDS)
+        rows["baseline"] = Load(server.url, like, 8).run(seconds)
+    finally:
+        server.stop()
+    print(f"{len(ids)} ids, like at 8 clients, warm: {shown(rows['baseline'])}", flush=True)
+
+    server = start_server(index)
+    long_work: dict = {}
+    try:
+        Load(server.url, like, 4).run(WARM_SECONDS)  # the lookups warm; /map and the plans still cold
+
+        def cold() -> None:
+            started = time.perf_counter()
+            for path in ["/map"] + [f"/api/sessions?n={n}" for n in range(2, 8)]:
+                status, _, _ = server.get(path)
+                long_work[path] = status
+            long_work["seconds"] = time.perf_counter() - started
+
+        thread = threading.Thread(target=cold)
+        thread.start()
+        rows["cold"] = Load(server.url, like, 8).run(seconds)
+        thread.join(600)
+    finally:
+        server.stop()
+    rows["cold"]["long_work"] = long_work
+    print(f"like at 8 clients beside cold /map and 6 session plans: {shown(rows['cold'])} "
+          f"({rows['cold']['p99'] / rows['baseline']['p99']:.2f}x the warm p99; target p99 < 100 ms); "
+          f"long work answered {long_work}", flush=True)
+
+    server = start_server(index)
+    answers: dict[str, int] = {}
+    try:
+        Load(server.url, like, 4).run(WARM_SECONDS)
+        stop = threading.Event()
+        parts = urlsplit(server.url)
+
+        def slowloris() -> None:
+            import resource
+            import socket
+
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+            sockets = []
+            for _ in range(1100):
+                try:
+                    connection = socket.create_connection((parts.hostname, parts.port), timeout=5)
+                    connection.sendall(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                    connection.setblocking(False)
+                    sockets.append(connection)
+                except OSError as error:
+                    answers[type(error).__name__] = answers.get(type(error).__name__, 0) + 1
+            while not stop.wait(1.0):
+                for connection in list(sockets):
+                    try:
+                        connection.send(b"X")
+                    except OSError:
+                        sockets.remove(connection)
+                        answers["closed by the server"] = answers.get("closed by the server", 0) + 1
+            for connection in sockets:
+                connection.close()
+            answers["still open at the end"] = len(sockets)
+
+        thread = threading.Thread(target=slowloris)
+        thread.start()
+        time.sleep(2)  # the flood is under way
+        rows["slow"] = Load(server.url, like, 8).run(seconds)
+        stop.set()
+        thread.join(60)
+    finally:
+        server.stop()
+    rows["slow"]["slow_connections"] = answers
+    rows["slow"]["server_log_lines"] = len(server.errors)
+    print(f"like at 8 clients beside 1,100 slow request heads: {shown(rows['slow'])} "
+          f"({rows['slow']['p99'] / rows['baseline']['p99']:.2f}x the warm p99); slow connections: {answers}; "
+          f"server log: {len(server.errors)} lines", flush=True)
+    return {"reliability": True, **rows}
 
 
 def rebuild_under_load(server, corpus: Path, index: Path, ids: list[str], seconds: float) -> dict:

@@ -15,11 +15,13 @@ Quoted in: docs/guarantees.md ("The reliability sweep").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -1120,7 +1122,7 @@ def _(cwd):
 def _(cwd):
     # The fake model has no export (tests/build_launcher.py): checked at the library level instead.
     sys.path.insert(0, str(REPO))
-    from recommender.index import store
+    from recommender.index.writer import link_checked
 
     source, target = cwd / "src", cwd / "dst"
     source.mkdir()
@@ -1129,12 +1131,12 @@ def _(cwd):
 
     record = {"model.onnx": {"bytes": 4, "sha256": hashlib.sha256(b"good").hexdigest()}}
     (source / "model.onnx").write_bytes(b"bad!")
-    if store.link_checked(source, target, record) or target.exists():
+    if link_checked(source, target, record) or target.exists():
         return "a damaged file was linked"
     (source / "model.onnx").unlink()
     (cwd / "good").write_bytes(b"good")
     (source / "model.onnx").symlink_to(cwd / "good")
-    return "a link was linked" if store.link_checked(source, target, record) else None
+    return "a link was linked" if link_checked(source, target, record) else None
 
 # ================================================================ round three (issue 22)
 # Further cases in the families of issue 22, each written against the behaviour the issue
@@ -2284,6 +2286,649 @@ def _(cwd):
         return f"the advised build: {one_error_line(code, stderr)}"
     return expect_ok(cwd, "info", "--verify", "--index", "a", real=True) or expect_ok(
         cwd, "search", "private training", "--index", "a", real=True, extra_env={"PAPERS_CACHE": str(cache)})
+
+# -- papers serve: a server that one client cannot take down (each case a real server on 127.0.0.1)
+
+SERVE_SECURITY = ("content-security-policy", "x-content-type-options", "x-frame-options", "referrer-policy")
+
+
+@contextlib.contextmanager
+def served(cwd: Path, *args: str, env: dict | None = None, index: str = "default", open_files: int | None = None):
+    """A real `papers serve --port 0` (tests/serve_launcher.py: the fake encoder) on an index of the case."""
+    try:
+        import fastapi  # noqa: F401
+    except ImportError:
+        raise Skip("the serve extra is not installed") from None
+    from serving import start_server
+
+    server = start_server(cwd / "indexes" / index, *args, env=env, cwd=cwd, open_files=open_files)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def serve_address(server) -> tuple[str, int]:
+    host, port = server.url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
+    return host, int(port)
+
+
+def raw_http(server, data: bytes, seconds: float = 30) -> tuple[int, dict, bytes]:
+    """(status, lower-cased headers, body) the server answers to these bytes, read until it closes."""
+    import socket
+
+    with socket.create_connection(serve_address(server), timeout=seconds) as connection:
+        connection.sendall(data)
+        chunks = []
+        try:
+            while chunk := connection.recv(65536):
+                chunks.append(chunk)
+        except ConnectionResetError:
+            pass
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    if not lines[0].startswith("HTTP/"):
+        return 0, {}, body
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+def unguarded(headers) -> str | None:
+    present = {name.lower() for name in dict(headers)}
+    missing = [name for name in SERVE_SECURITY if name not in present]
+    return f"no {', '.join(missing)} header" if missing else None
+
+
+def json_error(status: int, headers, body: bytes, expected: int) -> str | None:
+    if status != expected:
+        return f"status {status}, not {expected}: {body[:120]!r}"
+    try:
+        json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):
+        return f"not a JSON error: {body[:120]!r}"
+    return unguarded(headers)
+
+
+def log_problem(server) -> str | None:
+    if any("Traceback" in line for line in server.errors):
+        return "a traceback in the server's log"
+    if len(server.errors) > 20:
+        return f"{len(server.errors)} lines in the server's log"
+    return None
+
+
+@case("serve: 1,100 connections trickling request heads at `ulimit -n 1024`; a normal client is answered")
+def _(cwd):
+    import resource
+    import socket
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    with served(cwd, open_files=1024) as server:
+        slow = []
+        try:
+            for _ in range(1100):
+                connection = socket.create_connection(serve_address(server), timeout=30)
+                connection.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                slow.append(connection)
+            try:
+                status, _, _ = server.get("/api/like?id=dp1")
+            except OSError as error:
+                return f"a normal client got no answer during the flood: {error}"
+            if status != 200:
+                return f"a normal client got {status} during the flood"
+        finally:
+            for connection in slow:
+                connection.close()
+        return log_problem(server)
+
+
+@case("serve: a client sending two bytes a second is cut at the head bound with a JSON 408")
+def _(cwd):
+    import socket
+
+    with served(cwd) as server:
+        with socket.create_connection(serve_address(server), timeout=60) as connection:
+            started = time.monotonic()
+            answer = b""
+            for byte in b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Trickle: " + b"a" * 200:
+                try:
+                    answer += connection.recv(65536, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    break
+                if answer:
+                    break
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:
+                    break
+                time.sleep(0.5)
+                if time.monotonic() - started > 60:
+                    return "still reading the head after 60 s"
+        if not answer.startswith(b"HTTP/1.1 408"):
+            return f"answered {answer[:60]!r}"
+        return log_problem(server)
+
+
+@case("serve: a 200 KB request head is refused with a JSON 431 and the security headers")
+def _(cwd):
+    with served(cwd) as server:
+        huge = b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: " + b"c" * 200_000 + b"\r\n\r\n"
+        return json_error(*raw_http(server, huge), 431) or log_problem(server)
+
+
+@case("serve: 50 malformed requests: JSON 400s with the security headers, not a log line each")
+def _(cwd):
+    with served(cwd) as server:
+        for _ in range(50):
+            problem = json_error(*raw_http(server, b"\x16\x03\x01 not http\r\n\r\n"), 400)
+            if problem:
+                return problem
+        return log_problem(server)
+
+
+@case("serve: an unexpected error is a JSON 500 with the security headers")
+def _(cwd):
+    with served(cwd, env={"PAPERS_TEST_HOOKS": "1"}) as server:
+        status, headers, body = server.get("/api/search?q=explode")
+        return json_error(status, headers, body, 500)
+
+
+@case("serve: HEAD on the pages and the API is GET without a body")
+def _(cwd):
+    with served(cwd) as server:
+        for path in ("/", "/tags", "/paper/dp1", "/api/info", "/api/like?id=dp1", "/openapi.json"):
+            status, headers, body = server.get(path, method="HEAD")
+            if status != 200 or body:
+                return f"HEAD {path}: {status}, {len(body)} bytes"
+            problem = unguarded(headers)
+            if problem:
+                return f"HEAD {path}: {problem}"
+        return None
+
+
+@case("serve: lookups are answered while a slow map is drawn and plans are made")
+def _(cwd):
+    import threading
+
+    with served(cwd, env={"PAPERS_TEST_SLOW_MAP": "30"}) as server:
+        results = []
+        thread = threading.Thread(target=lambda: results.extend(server.get(path)[0] for path in
+                                                                ["/map"] + [f"/api/sessions?n={n}" for n in range(1, 5)]))
+        thread.start()
+        time.sleep(0.5)
+        answered = []
+        lookups = threading.Thread(target=lambda: answered.extend(server.get("/api/like?id=dp1")[0] for _ in range(20)))
+        lookups.start()
+        lookups.join(20)
+        if lookups.is_alive() or answered != [200] * 20:
+            return f"lookups held up by the long work: {len(answered)} of 20 answered in 20 s"
+        thread.join(120)
+        if any(status not in (200, 202) for status in results):
+            return f"long work answered {results}"
+        return log_problem(server)
+
+
+@case("serve: 30 different session plans asked at once: each answered or told to retry, none a 500")
+def _(cwd):
+    import threading
+
+    with served(cwd) as server:
+        statuses: dict[int, int] = {}
+        threads = [threading.Thread(target=lambda n=n: statuses.update({n: server.get(f"/api/sessions?n={n}")[0]}))
+                   for n in range(1, 31)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(180)
+        # 200, or 503 (busy: retry), or 400 for more sessions than the six papers
+        wrong = {n: status for n, status in statuses.items() if status not in ((200, 503) if n <= 6 else (400, 503))}
+        if len(statuses) != 30 or wrong:
+            return f"{30 - len(statuses)} unanswered; wrong answers: {wrong}"
+        return log_problem(server)
+
+
+@case("serve: ?token= sign-in through //evil.example and /\\evil.example paths redirects only to this server")
+def _(cwd):
+    with served(cwd, "--token", "t0ken") as server:
+        for target in ("//evil.example/x?token=t0ken", "/\\evil.example?token=t0ken", "//evil.example?token=t0ken"):
+            status, headers, _ = raw_http(server, f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                                  "Connection: close\r\n\r\n".encode())
+            location = headers.get("location", "")
+            if status != 303 or location.startswith(("//", "/\\")) or "evil" in location:
+                return f"{target}: {status} to {location!r}"
+        return None
+
+
+@case("serve: two servers on one host keep their own token cookies")
+def _(cwd):
+    with served(cwd, "--token", "one") as first, served(cwd, "--token", "two") as second:
+        names = []
+        for server, token in ((first, "one"), (second, "two")):
+            _, headers, _ = raw_http(server, f"GET /?token={token} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                             "Connection: close\r\n\r\n".encode())
+            names.append(headers.get("set-cookie", "").split("=", 1)[0])
+        if names[0] == names[1]:
+            return f"both servers set the cookie {names[0]!r}"
+        return None
+
+
+@case("serve: --token-file keeps the token out of the process list")
+def _(cwd):
+    (cwd / "token").write_text("hidden-token-value\n")
+    with served(cwd, "--token-file", str(cwd / "token")) as server:
+        for pid in [server.process.pid] + [int(child) for child in Path(f"/proc/{server.process.pid}/task/"
+                                           f"{server.process.pid}/children").read_text().split()]:
+            if b"hidden-token-value" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return f"the token is in /proc/{pid}/cmdline"
+        if server.get("/api/tags/x/dp1", method="PUT", headers={"Authorization": "Bearer hidden-token-value"})[0] != 200:
+            return "the token from the file is not the server's"
+        return None
+
+
+@case("serve: SIGTERM during a 300 s request: the client gets a JSON 503, the server exits within the bound")
+def _(cwd):
+    import threading
+
+    with served(cwd, env={"PAPERS_TEST_HOOKS": "1"}) as server:
+        got = []
+        thread = threading.Thread(target=lambda: got.append(server.get("/api/search?q=sleep:300")))
+        thread.start()
+        time.sleep(1)
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            code = server.process.wait(60)
+        except subprocess.TimeoutExpired:
+            return "still running 60 s after SIGTERM"
+        thread.join(30)
+        if not got:
+            return "the client got no answer"
+        problem = json_error(*got[0], 503)
+        if problem:
+            return problem
+        if not any("cut" in line for line in server.errors):
+            return "the log does not say what was cut"
+        return None if code == 0 else f"exit {code}"
+
+
+@case("serve: kill -9 of the --workers 2 supervisor: the workers stop, the port closes")
+def _(cwd):
+    import socket
+
+    with served(cwd, "--workers", "2") as server:
+        pid = server.process.pid
+        deadline = time.monotonic() + 60
+        children: list[int] = []
+        while len(children) < 2 and time.monotonic() < deadline:  # both workers up and serving
+            children = [int(child) for task in os.listdir(f"/proc/{pid}/task")
+                        for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+                        if b"resource_tracker" not in Path(f"/proc/{child}/cmdline").read_bytes()]
+            time.sleep(0.2)
+        if len(children) < 2 or any(server.get("/api/like?id=dp1")[0] != 200 for _ in range(10)):
+            return f"the workers did not start: {children}"
+        server.process.kill()
+        server.process.wait(10)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            alive = [child for child in children if Path(f"/proc/{child}").exists()
+                     and Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+            if not alive:
+                break
+            time.sleep(0.5)
+        else:
+            for child in alive:
+                os.kill(child, signal.SIGKILL)
+            return f"workers {alive} still running 30 s after their supervisor died"
+        try:
+            socket.create_connection(serve_address(server), timeout=5).close()
+        except OSError:
+            return None
+        return "the port still answers"
+
+
+@case("serve: a damaged tags.sqlite: the pages still open")
+def _(cwd):
+    (cwd / "indexes/default/tags.sqlite").write_bytes(b"not a database at all" * 200)
+    with served(cwd) as server:
+        for path in ("/", "/paper/dp1", "/?pid=dp1", "/sessions"):
+            status = server.get(path)[0]
+            if status not in (200, 202):
+                return f"{path}: {status}"
+        return None
+
+
+@case("serve: --host 127.0.0.2 answers at the address it printed")
+def _(cwd):
+    with served(cwd, "--host", "127.0.0.2") as server:
+        status = server.get("/")[0]
+        return None if status == 200 else f"its own address answered {status}"
+
+
+@case("serve: papers named '.' and '..' and a 1,500-character ID open from their links")
+def _(cwd):
+    import re
+    from urllib.parse import quote, unquote, urljoin, urlsplit
+
+    odd = [{"id": ".", "title": "Dot", "abstract": "A paper about dots in privacy and training."},
+           {"id": "..", "title": "Dot dot", "abstract": "A paper about two dots in video ranking."},
+           {"id": "L" * 1500, "title": "Long", "abstract": "A paper with a long identifier in networks."}]
+    write_corpus(cwd / "odd", PAPERS + odd)
+    code, _, stderr = papers(cwd, "build", "odd", "--index", "odd")
+    if code:
+        return f"build: {stderr.strip()[-200:]}"
+    with served(cwd, index="odd") as server:
+        _, _, page = server.get("/?k=50")
+        links = re.findall(r'href="(/paper[^"]*)"', page.decode())
+        for paper in odd:
+            link = next((link for link in links if unquote(re.split(r"/paper/|id=", link)[-1]) == paper["id"]), None)
+            if link is None:
+                return f"no link to {paper['id'][:20]!r}"
+            resolved = urlsplit(urljoin(server.url + "paper/x", link.replace("&amp;", "&")))  # as a browser does
+            status, _, body = server.get(resolved.path + (f"?{resolved.query}" if resolved.query else ""))
+            if status != 200 or f">{paper['title']}<".encode() not in body:
+                return f"the link to {paper['id'][:20]!r} opened {status}"
+        if server.get("/api/papers/" + quote("L" * 1500, safe=""))[0] != 200:
+            return "the long ID cannot be opened through the API"
+    return None
+
+
+@case("serve: 'Recommended for all tags' with 300 tags")
+def _(cwd):
+    import re
+
+    with served(cwd) as server:
+        for number in range(300):
+            server.get(f"/api/tags/a-rather-long-tag-name-{number:03d}/dp1", method="PUT")
+        page = server.get("/tags")[2].decode()
+        match = re.search(r'href="([^"]*)">Recommended for all tags', page)
+        if not match:
+            return "no link"
+        status = server.get(match.group(1).replace("&amp;", "&"))[0]
+        return None if status == 200 else f"the link answered {status}"
+
+
+@case("serve: API errors name the API's parameters, not the CLI's options")
+def _(cwd):
+    with served(cwd) as server:
+        for path in ("/api/papers?where=nonsense", "/api/papers?where=year%3Eabc", "/api/papers/%20",
+                     "/api/like?id=dp1&min_score=3", "/api/like?id=nothing-like-this"):
+            _, _, body = server.get(path)
+            message = json.loads(body).get("error", "") if body.startswith(b"{") else body.decode()
+            if re.search(r"(?<![\w-])--[a-z]", message) or "`papers " in message:
+                return f"{path}: {message}"
+        return None
+
+
+
+# ================================================================ round four (issue 30): the user's files
+# --out onto what is not a regular file, `indexes rm` and links, tags, readers during mv/rm,
+# a damaged embedding cache, leftovers of killed exports.
+
+
+def _read_into(opener, received: list):
+    import threading
+
+    def read():
+        with opener() as stream:
+            received.append(stream.read())
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+def _out_into_fifo(cwd, *command):
+    expected = papers(cwd, *command)
+    fifo = cwd / "out.fifo"
+    os.mkfifo(fifo)
+    received: list = []
+    reader = _read_into(lambda: open(fifo, "rb"), received)
+    code, _, stderr = papers(cwd, *command, "--out", str(fifo), timeout=120)
+    reader.join(timeout=60)
+    if code or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    if not stat.S_ISFIFO(os.lstat(fifo).st_mode):
+        return "the FIFO was replaced by a file"
+    if received != [expected[1].encode()]:
+        return "the FIFO's reader did not get the output"
+    return None
+
+
+@case("files: --out onto a FIFO (sessions): written into, not replaced")
+def _(cwd):
+    return _out_into_fifo(cwd, "sessions", "--n", "2")
+
+
+@case("files: --out onto a FIFO (related-work): written into, not replaced")
+def _(cwd):
+    return _out_into_fifo(cwd, "related-work", "--all", "-k", "2")
+
+
+@case("files: --out onto a character device made in the case folder: still the device")
+def _(cwd):
+    if os.geteuid() != 0:
+        raise Skip("mknod needs root")
+    null = cwd / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    problem = expect_ok(cwd, "sessions", "--n", "2", "--out", str(null))
+    if problem:
+        return problem
+    status = os.lstat(null)
+    return None if stat.S_ISCHR(status.st_mode) and status.st_rdev == os.makedev(1, 3) else "the device was replaced"
+
+
+@case("files: --out onto a socket: written into it")
+def _(cwd):
+    import contextlib
+    import socket
+
+    path = cwd / "out.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    received: list = []
+
+    @contextlib.contextmanager
+    def accepted():
+        connection, _ = listener.accept()
+        with connection, connection.makefile("rb") as stream:
+            yield stream
+
+    with listener:
+        reader = _read_into(accepted, received)
+        problem = expect_ok(cwd, "sessions", "--n", "2", "--out", str(path))
+        reader.join(timeout=60)
+    if problem:
+        return problem
+    if not stat.S_ISSOCK(os.lstat(path).st_mode):
+        return "the socket was replaced"
+    return None if received and received[0] == papers(cwd, "sessions", "--n", "2")[1].encode() else "nothing received"
+
+
+@case("files: --out onto links to /proc/self/fd/1 (one link, then a chain): the process's stdout, links kept")
+def _(cwd):
+    (cwd / "one").symlink_to("/proc/self/fd/1")
+    (cwd / "two").symlink_to(cwd / "one")
+    expected = papers(cwd, "sessions", "--n", "2")[1]
+    for link in ("one", "two"):
+        code, stdout, stderr = papers(cwd, "sessions", "--n", "2", "--out", link)
+        if code or stdout != expected:
+            return f"--out {link}: exit {code}, stdout {stdout[:80]!r}, {stderr.strip()[-200:]}"
+        if not (cwd / link).is_symlink():
+            return f"the link {link} was replaced"
+    return None
+
+
+@case("files: --out - is standard output, for every --out of text")
+def _(cwd):
+    for command in (["sessions", "--n", "2"], ["related-work", "--all", "-k", "2"]):
+        code, stdout, stderr = papers(cwd, *command, "--out", "-")
+        if code or stdout != papers(cwd, *command)[1] or (cwd / "-").exists():
+            return f"{command[0]} --out -: exit {code}, {stderr.strip()[-200:]}"
+    return None
+
+
+@case("files: indexes rm of a link to an index: the link goes, the index stays whole")
+def _(cwd):
+    shutil.move(cwd / "indexes/default", cwd / "elsewhere")
+    (cwd / "indexes/default").symlink_to(cwd / "elsewhere")
+    before = readers_view(cwd)
+    problem = expect_ok(cwd, "indexes", "rm", "default")
+    if problem:
+        return problem
+    if (cwd / "indexes/default").is_symlink():
+        return "the link is still there"
+    return None if readers_view(cwd, str(cwd / "elsewhere")) == before else "the linked index was changed"
+
+
+@case("files: indexes rm of a link to a folder of the user's: refused, nothing touched")
+def _(cwd):
+    (cwd / "mine").mkdir()
+    (cwd / "mine/notes.txt").write_text("mine")
+    (cwd / "indexes/notes").symlink_to(cwd / "mine")
+    problem = expect_error(cwd, "indexes", "rm", "notes")
+    if problem:
+        return problem
+    return None if (cwd / "mine/notes.txt").read_text() == "mine" else "the user's folder was touched"
+
+
+@case("files: indexes rm . and .. inside an index: refused before anything is removed")
+def _(cwd):
+    index = cwd / "indexes/default"
+    version = next(index.glob("v-*"))
+    before = readers_view(cwd)
+    for folder, given in ((index, "."), (index, "./"), (version, "..")):
+        code, _, stderr = papers(folder, "indexes", "rm", given)
+        problem = one_error_line(code, stderr, 2)
+        if problem:
+            return f"rm {given}: {problem}"
+    return None if readers_view(cwd) == before else "the index was changed"
+
+
+@case("files: indexes rm keeps the user's tags (tags.sqlite) unless --with-tags, and says so")
+def _(cwd):
+    import sqlite3
+
+    tags = cwd / "indexes/default/tags.sqlite"
+    with sqlite3.connect(tags) as connection:
+        connection.execute("CREATE TABLE tags (paper TEXT, tag TEXT)")
+    connection.close()
+    code, _, stderr = papers(cwd, "indexes", "rm", "default")
+    if code or "kept its tags" not in stderr or not tags.is_file():
+        return f"tags not kept, or not said: exit {code}, {stderr.strip()!r}"
+    code, _, stderr = papers(cwd, "indexes", "rm", "default", "--with-tags")
+    return None if code == 0 and not (cwd / "indexes/default").exists() else f"--with-tags: {stderr.strip()!r}"
+
+
+_HOLDING_READER = """
+import json, sys
+from recommender import Recommender, related_work, select_rows
+with Recommender.open(sys.argv[1]) as index:
+    print("open", flush=True)
+    sys.stdin.readline()
+    lists = related_work(index, select_rows(index, [], all_papers=True), k=2)
+    print(json.dumps([[item.paper.id, [r.paper.id for r in item.related]] for item in lists]), flush=True)
+"""
+
+
+def _reader_across(cwd, *change):
+    def reader():
+        process = subprocess.Popen([sys.executable, "-c", _HOLDING_READER, "indexes/default"], cwd=cwd, env=env(),
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process.stdout.readline()
+        return process
+
+    expected = reader().communicate("go\n", timeout=120)
+    held = reader()
+    problem = expect_ok(cwd, "indexes", *change)
+    got = held.communicate("go\n", timeout=120)
+    if problem:
+        return problem
+    return None if (held.returncode, got) == (0, expected) else f"the reader broke: {got[1].strip()[-200:]}"
+
+
+@case("files: a reader that has the index open keeps reading it across indexes mv")
+def _(cwd):
+    return _reader_across(cwd, "mv", "default", "renamed")
+
+
+@case("files: a reader that has the index open keeps reading it across indexes rm; its version goes afterwards")
+def _(cwd):
+    problem = _reader_across(cwd, "rm", "default")
+    if problem:
+        return problem
+    papers(cwd, "indexes")
+    return None if not list((cwd / "indexes").iterdir()) else "the held version is left behind"
+
+
+def _damaged_cache() -> None:
+    import sqlite3
+
+    path = CASE_CACHE[0] / "embeddings.sqlite"
+    path.unlink(missing_ok=True)
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB, checksum INTEGER)")
+        connection.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?)",
+                               [(f"k{i}", 4, bytes([i % 256]) * 1600, 0) for i in range(2000)])
+    connection.close()
+    with open(path, "r+b") as handle:
+        handle.seek(path.stat().st_size // 2)
+        handle.write(b"\xa5" * 200_000)
+
+
+@case("files: cache clear on a damaged embedding cache: one line, no traceback")
+def _(cwd):
+    _damaged_cache()
+    code, stdout, stderr = papers(cwd, "cache", "clear")
+    if code or stderr or len(stdout.splitlines()) != 1:
+        return f"exit {code}: {(stderr or stdout).strip()[-300:]}"
+    return None
+
+
+@case("files: cache info on a damaged embedding cache: no traceback")
+def _(cwd):
+    _damaged_cache()
+    return expect_ok(cwd, "cache", "info")
+
+
+def _dead_owner() -> str:
+    """The owner record of a process that has ended."""
+    done = subprocess.run([sys.executable, "-c", "from recommender.embed.user_cache import owner_tag; print(owner_tag())"],
+                          env=env(), capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def _leftovers_removed(cwd, command, made):
+    code, _, stderr = papers(cwd, *command)
+    if code or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-200:]}"
+    if "that interrupted model exports or unpackings left" not in stderr:
+        return f"not reported: {stderr.strip()!r}"
+    return None if not any(path.exists() for path in made) else "a leftover is still there"
+
+
+@case("files: leftovers of a killed ONNX export and quality-tier unpacking: removed and reported by cache info")
+def _(cwd):
+    owner = _dead_owner()
+    made = [CASE_CACHE[0] / "onnx" / f".export-{owner}-abc", CASE_CACHE[0] / "models" / f".unpack-quality-{owner}-xyz"]
+    for folder in made:
+        folder.mkdir(parents=True)
+        (folder / "part").write_bytes(b"\0" * 100_000)
+    live = CASE_CACHE[0] / "onnx" / f".export-o{os.getpid()}-0-live"  # this process owns it: kept
+    live.mkdir(parents=True)
+    problem = _leftovers_removed(cwd, ["cache", "info"], made)
+    return problem or (None if live.is_dir() else "a live process's staging was removed")
+
+
+@case("files: leftovers named before owners were recorded, untouched for hours: removed by cache clear")
+def _(cwd):
+    old = CASE_CACHE[0] / "onnx" / ".export-k2j3h4"
+    old.mkdir(parents=True)
+    os.utime(old, (0, 0))
+    return _leftovers_removed(cwd, ["cache", "clear"], [old])
+
 
 
 def main() -> int:

@@ -2,6 +2,10 @@
 tests/fakes.py's FakeEncoder for every query (PAPERS_TEST_REAL_MODEL=1 keeps the real model), and the
 map projected by PCA, not UMAP (whose first run compiles for a minute).
 
+With PAPERS_TEST_HOOKS=1, a search for "sleep:N" takes N seconds and one for "explode" raises an
+unexpected error (a RuntimeError), and PAPERS_TEST_SLOW_MAP=N makes drawing the map take N seconds more:
+what the server's tests need of a slow or broken request.
+
     python tests/serve_launcher.py serve --index x --port 0 [--workers 2]
 
 The patch runs at import, so uvicorn's worker processes (spawned: they import this file as their
@@ -17,8 +21,31 @@ if os.environ.get("PAPERS_TEST_REAL_MODEL") != "1":
     from fakes import FakeEncoder
     from recommender.query import recommender as query
 
-    query.load_query_encoder = lambda stored, model: FakeEncoder(name=model)
+    class HookedEncoder(FakeEncoder):
+        def encode(self, texts):
+            import time
+
+            for text in texts:
+                if text.startswith("sleep:"):
+                    time.sleep(float(text.split(":", 1)[1]))
+                elif text == "explode":
+                    raise RuntimeError("a test's unexpected error")
+            return super().encode(texts)
+
+    hooked = os.environ.get("PAPERS_TEST_HOOKS") == "1"
+    query.load_query_encoder = lambda stored, model: (HookedEncoder if hooked else FakeEncoder)(name=model)
     sys.modules["umap"] = None  # reading.layout then projects by PCA
+
+if os.environ.get("PAPERS_TEST_SLOW_MAP"):
+    from recommender.reading import layout
+
+    def slow_build_map(*args, _build=layout.build_map, **options):
+        import time
+
+        time.sleep(float(os.environ["PAPERS_TEST_SLOW_MAP"]))
+        return _build(*args, **options)
+
+    layout.build_map = slow_build_map
 
 from recommender import cli  # noqa: E402
 

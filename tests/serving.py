@@ -85,12 +85,21 @@ class Server:
             thread.join(10)
 
 
-def start_server(index_dir: Path, *args: str, env: dict | None = None, cwd: Path | None = None) -> Server:
-    """`papers serve --index DIR --port 0 ARGS` in a subprocess, once it printed its address (bounded wait)."""
+def start_server(index_dir: Path, *args: str, env: dict | None = None, cwd: Path | None = None,
+                 open_files: int | None = None) -> Server:
+    """`papers serve --index DIR --port 0 ARGS` in a subprocess, once it printed its address (bounded wait);
+    `open_files`: its limit of open files, soft and hard (`ulimit -n`; many systems' default is 1024)."""
     environment = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+
+    def limit_open_files():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     process = subprocess.Popen(
         [sys.executable, str(LAUNCHER), "serve", "--index", str(index_dir), "--port", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment, cwd=cwd,
+        preexec_fn=limit_open_files if open_files else None,
     )
     lines: list[str] = []
     errors: list[str] = []

@@ -1,8 +1,9 @@
-"""The package's shape, read from its imports (ast; nothing is imported or run).
+"""The package's shape, read from its source (ast; nothing of it is run).
 
 Data flows one way through the layers below; a module may import from its own layer or lower ones,
 never from a layer above. Imports inside functions count too (the CLI imports lazily). No import
-cycles, and no `_private` name imported or used from another module.
+cycles, and no `_private` name imported or used from another module. No module outside `embed/`
+tests a model's name (it asks embed.models.model_facts), and no module is over MAX_LINES lines.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import recommender
+from recommender.embed.models import MODELS
 
 PACKAGE = Path(recommender.__file__).resolve().parent
 
@@ -200,3 +202,89 @@ def write_package(root: Path, files: dict[str, str]) -> Path:
 ], ids=["clean", "upward import", "cycle", "private import", "private attribute", "no layer"])
 def test_the_checker_finds_each_kind_of_breach(tmp_path, files, expected):
     assert problems(write_package(tmp_path, files)) == expected
+
+
+# ---------------------------------------------------------------- model names and module sizes
+
+#: Every name a known model goes by; "static" is also the name of an export kind (a manifest's
+#: query_encoder), which only a comparison with something called a model makes a model name.
+MODEL_NAMES = {name for facts in MODELS for name in (facts.name, *facts.aliases)}
+EXPORT_KINDS = {facts.export for facts in MODELS}
+MODEL_CONSTANTS = {"STATIC_MODEL", "DEFAULT_MODEL"}
+MAX_LINES = 800
+#: Modules allowed past MAX_LINES for now, each with the reason.
+OVERSIZED = {
+    "recommender.cli": "one command a function: to be split by command group",
+    "recommender.query.recommender": "the opened index: to be split by kind of query",
+}
+
+
+def _is_model_constant(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in MODEL_CONSTANTS
+    if isinstance(node, ast.Attribute):
+        return node.attr in MODEL_CONSTANTS
+    if isinstance(node, ast.Constant):
+        return node.value in MODEL_NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_is_model_constant(element) for element in node.elts)
+    return False
+
+
+def model_name_tests(root: Path) -> list[str]:
+    """Each place outside `embed/` that compares something with a model's name, or keys a table by one."""
+    found = []
+    for name, path in modules(root).items():
+        if is_exempt(path) or name.split(".")[1:2] == ["embed"]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                named = [operand for operand in operands if _is_model_constant(operand)]
+                others = [ast.unparse(operand) for operand in operands if operand not in named]
+                if named and (any(not isinstance(op, ast.Constant) or op.value not in EXPORT_KINDS for op in named)
+                              or any("model" in other for other in others)):
+                    found.append(f"{name}:{node.lineno} tests a model's name: {ast.unparse(node)}")
+            elif isinstance(node, ast.Dict):
+                keys = [key.value for key in node.keys if isinstance(key, ast.Constant)]
+                if any(key in MODEL_NAMES - EXPORT_KINDS for key in keys):
+                    found.append(f"{name}:{node.lineno} keys a table by model names: {sorted(map(str, keys))}")
+    return found
+
+
+def oversized(root: Path, allowed: dict[str, str]) -> list[str]:
+    found = []
+    for name, path in modules(root).items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES and name not in allowed:
+            found.append(f"{name}: {lines} lines, over {MAX_LINES}: split it by subject")
+    return found
+
+
+def test_no_module_outside_embed_tests_a_model_s_name():
+    assert model_name_tests(PACKAGE) == []
+
+
+def test_no_module_is_over_the_size_limit():
+    assert oversized(PACKAGE, OVERSIZED) == []
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"query/__init__.py": "", "query/a.py": "def f(model):\n    return model == 'static'\n"},
+     ["pkg.query.a:2 tests a model's name: model == 'static'"]),
+    ({"index/__init__.py": "", "index/a.py": "def f(m, STATIC_MODEL):\n    return m != STATIC_MODEL\n"},
+     ["pkg.index.a:2 tests a model's name: m != STATIC_MODEL"]),
+    ({"query/__init__.py": "", "query/a.py": "W = {'all-mpnet-base-v2': 0.8}\n"},
+     ["pkg.query.a:1 keys a table by model names: ['all-mpnet-base-v2']"]),
+    ({"query/__init__.py": "", "query/a.py": "def f(m):\n    return m['query_encoder'] == 'static'\n",
+      "embed/__init__.py": "", "embed/models.py": "def f(model):\n    return model == 'static'\n"}, []),
+], ids=["literal", "constant", "table", "export kind and embed"])
+def test_the_checker_finds_model_name_tests(tmp_path, files, expected):
+    assert model_name_tests(write_package(tmp_path, files)) == expected
+
+
+def test_the_checker_finds_an_oversized_module(tmp_path):
+    package = write_package(tmp_path, {"corpus/__init__.py": "", "corpus/big.py": "x = 1\n" * 801,
+                                       "corpus/small.py": "x = 1\n" * 800})
+    assert oversized(package, {}) == ["pkg.corpus.big: 801 lines, over 800: split it by subject"]
+    assert oversized(package, {"pkg.corpus.big": "allowed"}) == []

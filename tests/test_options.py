@@ -329,7 +329,7 @@ def test_out_removes_what_a_killed_run_left_and_spares_a_running_ones(built, wor
 
 def test_sessions_out_is_absent_when_planning_fails(built, workdir):
     result = built("sessions", "--n", "9", "--out", "plan.md")
-    assert (result.exit_code, result.stderr) == (2, "Error: cannot split 6 papers into 9 sessions: use --n 6 or fewer\n")
+    assert (result.exit_code, result.stderr) == (2, "Error: Invalid value for '--n': cannot split 6 papers into 9 sessions: n must be 6 or fewer\n")
     assert not (workdir / "plan.md").exists()
     assert not [p.name for p in workdir.iterdir() if "partial" in p.name]
 
@@ -339,23 +339,23 @@ def test_sessions_out_is_absent_when_planning_fails(built, workdir):
 
 # (case, arguments, exact stderr): exit 2, as click's own usage errors (`-k abc`)
 USAGE_CASES = [
-    ("-k -1", ["like", "dp1", "-k", "-1"], "Error: -k must be at least 1, got -1"),
-    ("search -k 0", ["search", "video", "-k", "0"], "Error: -k must be at least 1, got 0"),
-    ("related-work -k 0", ["related-work", "dp1", "-k", "0"], "Error: -k must be at least 1, got 0"),
-    ("--diverse 2", ["like", "dp1", "--diverse", "2"], "Error: --diverse must be between 0 and 1 (1 = relevance only), got 2"),
-    ("sessions --n 0", ["sessions", "--n", "0"], "Error: --n must be at least 1, got 0"),
+    ("-k -1", ["like", "dp1", "-k", "-1"], "Error: Invalid value for '-k': k must be at least 1, got -1"),
+    ("search -k 0", ["search", "video", "-k", "0"], "Error: Invalid value for '-k': k must be at least 1, got 0"),
+    ("related-work -k 0", ["related-work", "dp1", "-k", "0"], "Error: Invalid value for '-k': k must be at least 1, got 0"),
+    ("--diverse 2", ["like", "dp1", "--diverse", "2"], "Error: Invalid value for '--diverse': diverse must be between 0 and 1 (1 = relevance only), got 2"),
+    ("sessions --n 0", ["sessions", "--n", "0"], "Error: Invalid value for '--n': n (the number of sessions) must be at least 1, got 0"),
     ("sessions --n above the papers", ["sessions", "--n", "7"],
-     "Error: cannot split 6 papers into 7 sessions: use --n 6 or fewer"),
+     "Error: Invalid value for '--n': cannot split 6 papers into 7 sessions: n must be 6 or fewer"),
     ("sessions --seed 2**31", ["sessions", "--n", "2", "--seed", str(2**31)],
-     "Error: --seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 2147483648"),
+     "Error: Invalid value for '--seed': seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 2147483648"),
     ("sessions --seed 2**64", ["sessions", "--n", "2", "--seed", str(2**64)],
-     "Error: --seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 18446744073709551616"),
+     "Error: Invalid value for '--seed': seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 18446744073709551616"),
     ("sessions --seed -1", ["sessions", "--n", "2", "--seed", "-1"],
-     "Error: --seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got -1"),
+     "Error: Invalid value for '--seed': seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got -1"),
     ("map --seed 2**32", ["map", "--out", "m.html", "--seed", str(2**32)],
-     "Error: --seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 4294967296"),
+     "Error: Invalid value for '--seed': seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 4294967296"),
     ("related-work IDs and --all", ["related-work", "dp1", "--all"], "Error: give paper IDs or --all, not both"),
-    ("list --limit 0", ["list", "--limit", "0"], "Error: --limit must be at least 1, got 0"),
+    ("list --limit 0", ["list", "--limit", "0"], "Error: Invalid value for '--limit': limit must be at least 1, got 0"),
     ("list --where unknown field", ["list", "--where", "colour=red"],
      "Error: --where 'colour=red': unknown field 'colour': use FIELD=VALUE with FIELD one of category, year, venue "
      "(e.g. category=cs.LG, year>=2020)"),

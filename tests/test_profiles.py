@@ -79,7 +79,7 @@ def test_several_seeds_with_negatives_and_papers_from_a_file(index):
 def test_unknown_profile_is_an_input_error(index):
     from recommender.errors import InputError
 
-    with pytest.raises(InputError, match="unknown profile 'mean': use one of topics, centroid"):
+    with pytest.raises(InputError, match="unknown profile .mean.: use one of seeds, topics, centroid"):
         index.score_rows([0, 1], [2, 3], profile="mean")
 
 

@@ -44,7 +44,8 @@ ROUND_TRIPS = [
                   "lower-order moments, with step sizes bounded by $\\alpha$ and a regret bound of "
                   "$\\mathcal{O}(\\sqrt{T})$; it needs 50\\% less tuning than SGD.",
       "authors": ["Diederik P. Kingma", "Jimmy Ba"], "year": 2014, "venue": "arXiv preprint arXiv:1412.6980",
-      "url": "https://doi.org/10.48550/arXiv.1412.6980", "source": "library.bib:15", "categories": []}),
+      "url": "https://doi.org/10.48550/arXiv.1412.6980", "source": "library.bib:15", "categories": [],
+      "citation_key": "kingma2014adam", "entry_type": "article"}),
     ("arxiv-metadata-oai-snapshot.json", 4, "",
      {"id": "0704.0001", "handle": "Calculation of prompt diphoton",
       "title": "Calculation of prompt diphoton production cross sections at Tevatron and LHC energies",
@@ -232,15 +233,13 @@ def test_bad_input_in_each_format_is_one_line_and_the_index_kept(workdir, fake_m
 
 def test_a_mini_conf_csv_builds_as_is(workdir, fake_model):
     """Mini-Conf's sitedata/papers.csv shape (header UID,title,authors,abstract,keywords,sessions; lists
-    separated by |): its IDs, authors and keywords kept; `sessions` named once as not read."""
+    separated by |): its IDs, authors, keywords and sessions (as categories) kept."""
     result = build_fixture(workdir, "miniconf-papers.csv")
-    assert (result.exit_code, result.stderr) == (0, "warning: miniconf-papers.csv: column 'sessions' not read (papers "
-                                                    "read id, title, abstract, authors, year, venue, url, categories; "
-                                                    "see docs: Inputs)\n"), result.output
+    assert (result.exit_code, result.stderr) == (0, ""), result.output
     assert result.stdout.startswith("indexed 5 papers in indexes/default:")
     paper = shown("Ht9BcYeMoS")
     assert paper["authors"] == ["Priya Raman", "Jonas Lindqvist", "Mei Tanaka"]
-    assert paper["categories"] == ["graph neural networks", "chemistry"]
+    assert paper["categories"] == ["graph neural networks", "chemistry", "Mon Session 4"]
     assert paper["abstract"].endswith('improves every downstream task, "especially" with few labels.')
     assert shown("Lp2WsXcQaR")["title"] == "Once More with Feeling: Neural Architecture Search on a Budget"
     # keywords feed --where, in the build and in `papers list`
@@ -318,9 +317,7 @@ def test_a_csv_categories_column_feeds_where(workdir, fake_model):
 JSON_KEYS = [
     ("Mini-Conf keys", [{"UID": "B1x", "title": "T", "abstract": "An abstract about graphs.",
                          "authors": "A One|B Two", "keywords": ["x", "y"], "sessions": ["Mon 1"]}],
-     {"id": "B1x", "authors": ["A One", "B Two"], "categories": ["x", "y"]},
-     "warning: p.jsonl: key 'sessions' not read (papers read id, title, abstract, authors, year, venue, url, "
-     "categories; see docs: Inputs)\n"),
+     {"id": "B1x", "authors": ["A One", "B Two"], "categories": ["x", "y", "Mon 1"]}, ""),
     ("paperId-like keys in any case", [{"Paper_ID": "P1", "Abstract": "An abstract about graphs.", "Tags": "a;b"}],
      {"id": "P1", "categories": ["a", "b"]}, ""),
     ("our own output read back", [{"id": "p1", "handle": "T", "title": "T", "abstract": "An abstract about graphs.",

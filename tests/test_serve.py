@@ -137,14 +137,14 @@ def test_inspect_gives_the_shared_terms_and_both_cosines(server):
     ("/api/like?id=dp1&k=101", 422, "parameter k: Input should be less than or equal to 100"),
     ("/api/like?id=dp1&mode=magic", 422, "parameter mode: Input should be 'hybrid', 'dense' or 'lexical'"),
     ("/api/like?id=dp1&min_score=2", 422, "parameter min_score: Input should be less than or equal to 1"),
-    ("/api/like?id=dp1&not=dp1", 400, "'dp1' is given both as a paper to be like and with --not"),
+    ("/api/like?id=dp1&not=dp1", 400, "'dp1' is given both as a paper to be like and with parameter not"),
     ("/api/like?" + "&".join(["id=dp1"] * 51), 400, "parameter id: at most 50 papers a request, got 51"),
     ("/api/search?q=", 422, "parameter q: String should have at least 1 character"),
     ("/api/search?q=" + "a" * 1001, 422, "parameter q: String should have at most 1000 characters"),
     ("/api/search?q=%20%20", 400, "empty search text"),
     ("/api/papers?limit=201", 422, "parameter limit: Input should be less than or equal to 200"),
     ("/api/papers?offset=-1", 422, "parameter offset: Input should be greater than or equal to 0"),
-    ("/api/papers?where=colour=red", 400, "--where 'colour=red': unknown field 'colour'"),
+    ("/api/papers?where=colour=red", 400, "parameter where 'colour=red': unknown field 'colour'"),
     ("/api/tags/bad%20tag/recommendations", 400, "tag 'bad tag' cannot be used"),
     ("/api/tags/empty/recommendations", 404, "tag 'empty' holds no papers: tag some first"),
     ("/api/sessions?n=0", 422, "parameter n: Input should be greater than or equal to 1"),
@@ -262,7 +262,7 @@ def test_the_token_page_signs_the_browser_in(index_dir):
         response.read()
         assert response.status == 303 and response.headers["Location"] == "/?q=video"
         cookie = response.headers["Set-Cookie"]
-        assert cookie.startswith("papers_token=abc123;") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert cookie.startswith(f"papers_token_{port}=abc123;") and "HttpOnly" in cookie and "SameSite=strict" in cookie
         connection.close()
     finally:
         assert server.stop() == STOPPED
@@ -406,7 +406,7 @@ def test_without_the_serve_extra_it_says_what_to_install(workdir, monkeypatch):
     result = CliRunner().invoke(main, ["serve"])
     assert result.exit_code == 1
     assert result.output == ("Error: papers serve needs the serve extra (fastapi is missing): "
-                             "pip install 'recommender[serve]'\n")
+                             "pip install 'papers-like[serve]'\n")
 
 
 def test_serve_refuses_what_it_cannot_serve(workdir):

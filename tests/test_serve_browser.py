@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
 
 from corpus import HOSTILE_PAPERS, topic_papers  # noqa: E402
-from serving import build_fake_index, start_server  # noqa: E402
+from serving import build_fake_index, start_server, wait_until  # noqa: E402
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "serve.png"
 
@@ -86,6 +86,7 @@ def test_a_reader_searches_opens_similar_tags_two_papers_and_gets_recommendation
         assert all(item["id"].startswith("privacy-") for item in expected[:3])
 
         # The map from a paper's page: the paper pinned with its related papers
+        prepared(server, "/map")
         page.goto(server.url + "paper/" + urllib.parse.quote(tagged_ids[0], safe=""))
         page.click("a.open-map")
         page.wait_for_url("**/map#*")
@@ -102,6 +103,13 @@ def test_a_reader_searches_opens_similar_tags_two_papers_and_gets_recommendation
         server.stop()
     assert problems == []
     assert all(url.startswith(server.url) for url in requests)  # nothing from another origin (no CDN)
+
+
+def prepared(server, *paths: str) -> None:
+    """Wait until the map and plans are made (in the background: until then their pages say "being
+    prepared", status 202, and reload themselves)."""
+    for path in paths:
+        wait_until(lambda: server.get(path)[0] == 200, seconds=120, step=0.5)
 
 
 def test_the_docs_screenshot_shows_the_seed_papers(watched, tmp_path):
@@ -155,6 +163,7 @@ def test_the_hostile_corpus_runs_no_script_on_any_page(watched, tmp_path):
     index_dir = build_fake_index(tmp_path / "index", HOSTILE_PAPERS)
     server = start_server(index_dir)
     try:
+        prepared(server, "/map", "/sessions?n=2")
         for path in hostile_pages(server):
             response = page.goto(server.url + path)
             assert response.status == (404 if "attacked%3D21" in path else 200), path

@@ -181,10 +181,10 @@ def test_chosen_papers_and_out_file(run, workdir):
 
 
 @pytest.mark.parametrize("args,message", [
-    (("--n", "30"), "Error: cannot split 24 papers into 30 sessions: use --n 24 or fewer"),
-    (("--n", "0"), "Error: --n must be at least 1, got 0"),
+    (("--n", "30"), "Error: Invalid value for '--n': cannot split 24 papers into 30 sessions: n must be 24 or fewer"),
+    (("--n", "0"), "Error: Invalid value for '--n': n (the number of sessions) must be at least 1, got 0"),
     (("--n", "3", "--max-per-session", "5"),
-     "Error: 3 sessions of at most 5 papers cannot hold 24 papers: raise --max-per-session or --n"),
+     "Error: 3 sessions of at most 5 papers cannot hold 24 papers: raise max_per_session or n"),
     (("nope",), "Error: no paper 'nope' in the index: see `papers list`"),
 ])
 def test_errors(run, args, message):

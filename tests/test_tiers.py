@@ -18,13 +18,16 @@ from recommender.cli import main
 from recommender.embed import export_cache, loading, onnx_encoder, quantisation, static_encoder
 from recommender.embed.windows import Chunking, cache_key, precision_key
 from recommender.errors import EncodingInterrupted, InputError
-from recommender.index import build, store
+from recommender.index import build
+from recommender.index.home import resolve_index_dir
+from recommender.index.layout import QUERY_ENCODER
+from recommender.index.stored import open_stored
 from recommender.query import ranking
 from recommender.query import recommender as query
 
 
 def manifest(name: str) -> dict:
-    with store.open_stored(store.resolve_index_dir(name), verify=True) as stored:
+    with open_stored(resolve_index_dir(name), verify=True) as stored:
         return stored.manifest
 
 
@@ -116,8 +119,8 @@ def test_a_real_int8_build_encodes_and_answers_queries_with_the_quantised_model(
         assert (fp32.manifest["precision"], int8.manifest["precision"]) == ("fp32", "int8")
         cosines = (np.asarray(fp32.vectors) * np.asarray(int8.vectors)).sum(axis=1)
         assert 0.9 < cosines.min() < 0.99999  # moved by the quantisation, not far
-        int8_model = int8.stored.path(f"{store.QUERY_ENCODER}/model.onnx").stat().st_size
-        assert int8_model < 0.4 * fp32.stored.path(f"{store.QUERY_ENCODER}/model.onnx").stat().st_size
+        int8_model = int8.stored.path(f"{QUERY_ENCODER}/model.onnx").stat().st_size
+        assert int8_model < 0.4 * fp32.stored.path(f"{QUERY_ENCODER}/model.onnx").stat().st_size
         results = int8.search("differentially private training of language models", k=3)
         assert int8._query_encoder.variant == "int8" and results[0].paper.label == "FlashDP"
 
@@ -131,24 +134,27 @@ def test_a_gpu_build_is_fp32_and_an_int8_index_is_not_rebuilt_on_one_silently(wo
     build_index([SEEDS], "cpu", precision="int8")
     with pytest.raises(InputError) as error:
         build_index([SEEDS], "cpu", device="cuda")
-    assert str(error.value) == (f"index {store.resolve_index_dir('cpu')} is int8, which encodes on the CPU: drop "
-                                "--device cuda, or give --precision fp32 to encode every paper again on the GPU")
+    assert str(error.value) == (f"index {resolve_index_dir('cpu')} is int8, which encodes on the CPU: encode "
+                                "on the CPU, or give precision fp32 to encode every paper again on the GPU")
+    assert error.value.parameter == "device"
 
 
 @pytest.mark.parametrize("arguments, message", [
     (["--precision", "int8", "--device", "cuda"],
-     "--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32"),
+     "Invalid value for '--device': precision int8 encodes on the CPU (ONNX Runtime): on a GPU give precision fp32"),
     (["--model", "static", "--precision", "int8"],
-     "--model static has one precision (fp32 table lookups): drop --precision int8"),
+     "Invalid value for '--precision': the model 'static' has one precision, fp32 (table lookups): give none, "
+     "not int8"),
     (["--model", "static", "--device", "cuda"],
-     "--model static encodes on the CPU (a table lookup, thousands of papers a second): drop --device cuda"),
+     "Invalid value for '--device': the model 'static' encodes on the CPU (a table lookup, thousands of papers a "
+     "second): give no GPU device"),
 ])
 def test_a_precision_that_does_not_fit_is_one_line(workdir, fake_model, monkeypatch, arguments, message):
     from recommender.embed import sentence_transformer
 
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)
     result = CliRunner().invoke(main, ["build", str(SEEDS), *arguments])
-    assert (result.exit_code, result.output) == (1, f"Error: {message}\n")
+    assert (result.exit_code, result.output) == (2, f"Error: {message}\n")
     assert not (workdir / "indexes" / "default").exists()
 
 
@@ -226,7 +232,7 @@ def test_a_static_build_distils_once_and_its_queries_use_the_static_table(cache,
     built = manifest("fast")
     assert (built["model"], built["precision"], built["query_encoder"], built["dimension"]) == ("static", "fp32", "static", 16)
     with query.Recommender.open("fast") as fast:
-        assert fast.dense_weight == ranking.TIER_DENSE_WEIGHTS["static"] != ranking.DENSE_WEIGHT
+        assert fast.dense_weight == ranking.dense_weight_for("static") != ranking.DENSE_WEIGHT
         results = fast.search("differentially private training of language models", k=3)
         assert isinstance(fast._query_encoder, static_encoder.StaticEncoder) and len(results) == 3
         # A free text is windowed and pooled as the build does: a stored paper's text finds itself.
@@ -271,14 +277,16 @@ def test_only_a_fast_index_can_be_upgraded(workdir, fake_model):
     build_index([SEEDS], "full")
     with pytest.raises(InputError) as error:
         build_index([], "full", upgrade=True)
-    assert str(error.value) == (f"index {store.resolve_index_dir('full')} was built with 'all-MiniLM-L6-v2', not the "
-                                "fast tier (--model static): there is nothing to upgrade")
+    assert str(error.value) == (f"index {resolve_index_dir('full')} was built with 'all-MiniLM-L6-v2', not the "
+                                "fast tier ('static'): there is nothing to upgrade")
     result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--model", "static"])
     assert (result.exit_code, result.output) == (
-        1, "Error: --upgrade builds with the full model: drop --model static (or give another model)\n")
+        2, "Error: Invalid value for '--model': an upgrade builds with a full model, not 'static': give none "
+           "(the default) or another\n")
     result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--where", "year>=2020"])
     assert (result.exit_code, result.output) == (
-        1, "Error: --where with --upgrade needs INPUTS: the index's own papers are upgraded as they are\n")
+        2, "Error: Invalid value for '--where': an upgrade that keeps only some papers needs inputs: the index's "
+           "own papers are upgraded as they are\n")
 
 
 def test_each_model_ranks_with_the_dense_weight_its_cross_validation_chose():
@@ -291,12 +299,46 @@ def test_each_model_ranks_with_the_dense_weight_its_cross_validation_chose():
 
 
 def test_the_quality_tier_builds_int8_by_default_on_a_cpu_and_the_others_fp32(monkeypatch):
-    from recommender.embed import quantisation, sentence_transformer
+    from recommender.embed import sentence_transformer
+    from recommender.embed.choice import EncoderRequest, choose_encoder
+    from recommender.embed.models import model_facts
 
-    assert [quantisation.default_precision(m) for m in ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")] == [
+    assert [model_facts(m).default_precision for m in ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")] == [
         "fp32", "fp32", "int8"]
-    assert build._kept_precision("all-mpnet-base-v2", None, None, None, "cpu") == ("int8", None)
-    assert build._kept_precision("all-mpnet-base-v2", "fp32", None, None, "cpu") == ("fp32", None)
-    assert build._kept_precision("all-MiniLM-L6-v2", None, None, None, "cpu") == ("fp32", None)
+
+    def chosen(model, precision=None, device="cpu"):
+        choice = choose_encoder(EncoderRequest(model, precision, device), None)
+        return choice.model, choice.precision
+
+    assert chosen("all-mpnet-base-v2") == ("all-mpnet-base-v2", "int8")
+    assert chosen("all-mpnet-base-v2", "fp32") == ("all-mpnet-base-v2", "fp32")
+    assert chosen(None) == ("all-MiniLM-L6-v2", "fp32")
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)  # auto on a GPU machine
-    assert build._kept_precision("all-mpnet-base-v2", None, None, None, "auto") == ("fp32", None)
+    assert chosen("all-mpnet-base-v2", device="auto") == ("all-mpnet-base-v2", "fp32")
+
+
+# ---------------------------------------------------------------- the model a rebuild keeps
+
+
+@pytest.mark.parametrize("model", ["static", "./my-model"])
+def test_a_rebuild_without_a_model_keeps_the_index_s_model_with_a_notice(workdir, fake_model, model):
+    (workdir / "my-model").mkdir()
+    papers = workdir / "papers"
+    papers.mkdir()
+    for seed in sorted(SEEDS.iterdir())[:2]:
+        (papers / seed.name).write_bytes(seed.read_bytes())
+    first = CliRunner().invoke(main, ["build", str(papers), "--index", "kept", "--model", model])
+    assert first.exit_code == 0, first.output
+    count = manifest("kept")["paper_count"]
+    (papers / "new.txt").write_text("A new paper\n\nOne more abstract about private training of language models.\n",
+                                    encoding="utf-8")
+    again = CliRunner().invoke(main, ["build", str(papers), "--index", "kept"])
+    assert again.exit_code == 0, again.output
+    built = manifest("kept")
+    assert (built["model"], built["paper_count"], built["encoded"]) == (model, count + 1, 1)
+    assert (f"keeping this index's model {model}: --model all-MiniLM-L6-v2 (the default for new indexes) "
+            "would encode every paper again") in again.output
+    default = CliRunner().invoke(main, ["build", str(papers), "--index", "kept", "--model", "all-MiniLM-L6-v2"])
+    assert default.exit_code == 0 and "keeping" not in default.output
+    assert (manifest("kept")["model"], manifest("kept")["encoded"]) == ("all-MiniLM-L6-v2", count + 1)
+

@@ -34,8 +34,11 @@ def _family_name(author: str) -> str:
 
 
 def citation_key(paper: Paper) -> str:
-    """A citation key as reference managers make them, author-year-word ("lovelace1843notes"),
-    else the paper's ID (its characters outside BibTeX's key set replaced by "-")."""
+    """The key the input gave (a .bib entry's, a Zotero item's); else a citation key as
+    reference managers make them, author-year-word ("lovelace1843notes"), else the paper's ID
+    (its characters outside BibTeX's key set replaced by "-")."""
+    if paper.citation_key:
+        return paper.citation_key
     family = _family_name(paper.authors[0]) if paper.authors else ""
     year = str(paper.year or "").strip()
     if family and year.isdigit():
@@ -52,16 +55,17 @@ def _suffixes() -> Iterator[str]:
             yield "".join(letters)
 
 
-def unique_citation_key(key: str, member: Hashable, sharers: Sharers) -> str:
+def unique_citation_key(key: str, member: Hashable, sharers: Sharers, own_key: bool = False) -> str:
     """The key of the paper `member`, whose citation key is `key`: the key itself when no other
     paper has it; else the key with the n-th usable suffix ("a", "b", ...) for the n-th of the
     papers sharing it (`sharers(key.casefold())`, in their order). A suffix is not usable when
     the key with it is another paper's own key, or could be made by a shorter shared key with a
     suffix of its own: so no two papers ever get the same key, and each key depends only on the
-    papers sharing it."""
+    papers sharing it. A key the input gave (`own_key`) is the user's and is kept as it is:
+    a generated key it equals takes the suffix."""
     folded = key.casefold()
     sharing = sharers(folded)
-    if len(sharing) <= 1:
+    if len(sharing) <= 1 or own_key:
         return key
     position = list(sharing).index(member)
     usable = (suffix for suffix in _suffixes()
@@ -76,5 +80,6 @@ def unique_citation_keys(papers: Sequence[Paper]) -> dict[str, str]:
     by_key: dict[str, list[int]] = defaultdict(list)
     for position, key in enumerate(keys):
         by_key[key.casefold()].append(position)
-    return {paper.id: unique_citation_key(key, position, lambda folded: by_key.get(folded, ()))
+    return {paper.id: unique_citation_key(key, position, lambda folded: by_key.get(folded, ()),
+                                          own_key=bool(paper.citation_key))
             for position, (paper, key) in enumerate(zip(papers, keys))}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-__all__ = ["work_identifier"]
+__all__ = ["bare_arxiv_id", "work_identifier"]
 
 # arxiv.org/abs/2101.00001v2, /pdf/2101.00001.pdf, old style /abs/hep-th/9901001
 _ARXIV_URL = re.compile(r"^https?://(?:www\.|export\.)?arxiv\.org/(?:abs|pdf)/(.+?)(?:v\d+)?(?:\.pdf)?/?$", re.IGNORECASE)
@@ -21,6 +21,17 @@ _ARXIV_ID = re.compile(r"^(\d{4}\.\d{4,5}|[a-z][a-z.-]*/\d{7})(?:v\d+)?$", re.IG
 _DOI = re.compile(r"^10\.\d{4,9}/\S+$")
 # arXiv's own DOIs (DataCite, 2022 on) name the arXiv ID: 10.48550/arXiv.2101.00001
 _ARXIV_DOI = re.compile(r"^10\.48550/arxiv\.(.+)$", re.IGNORECASE)
+
+
+# "arXiv:2101.00001", "arxiv: 2101.00001v2": an arXiv ID written with its prefix.
+_PREFIXED_ARXIV = re.compile(r"^arxiv:\s*(.+)$", re.IGNORECASE)
+
+
+def bare_arxiv_id(paper_id: str) -> str:
+    """An ID written "arXiv:2101.00001" as the arXiv ID itself ("2101.00001", its version
+    kept); any other ID as it is."""
+    found = _PREFIXED_ARXIV.match(paper_id.strip())
+    return found.group(1).strip() if found and _ARXIV_ID.match(found.group(1).strip()) else paper_id
 
 
 def work_identifier(url: str, paper_id: str = "") -> str:
@@ -33,7 +44,7 @@ def work_identifier(url: str, paper_id: str = "") -> str:
     found = _DOI_URL.match(url)
     if found:
         return _doi(found.group(1))
-    paper_id = paper_id.strip()
+    paper_id = bare_arxiv_id(paper_id.strip())
     if _ARXIV_ID.match(paper_id):
         return _arxiv(paper_id)
     if _DOI.match(paper_id):

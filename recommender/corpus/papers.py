@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
+from .identifiers import bare_arxiv_id, work_identifier
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
 
@@ -50,6 +51,11 @@ class Paper:
     code_links: tuple[str, ...] = ()
     source: str = ""
     categories: tuple[str, ...] = ()  # as the input gave them: arXiv categories, BibTeX keywords, OpenAlex topics
+    # What a reference manager gave (a .bib, Zotero): the user's citation key, the entry type
+    # ("inproceedings"), and the BibTeX fields not modelled above, as (name, BibTeX source) pairs.
+    citation_key: str = ""
+    entry_type: str = ""
+    bibtex_fields: tuple[tuple[str, str], ...] = ()
 
     @property
     def text(self) -> str:
@@ -75,7 +81,9 @@ class Paper:
     def first_sentence(self) -> str:
         return first_sentence(self.abstract)
 
-    def to_dict(self) -> dict:
+    def to_dict(self, stored: bool = False) -> dict:
+        """The paper as every JSON output shows it; `stored` (the index's copy) adds the
+        BibTeX entry as the input wrote it."""
         return {
             "id": self.id,
             "handle": self.handle,
@@ -88,6 +96,10 @@ class Paper:
             "code_links": list(self.code_links),
             "source": self.source,
             "categories": list(self.categories),
+            # Only when the input had them: most papers come from no reference manager.
+            **({"citation_key": self.citation_key} if self.citation_key else {}),
+            **({"entry_type": self.entry_type} if self.entry_type else {}),
+            **({"bibtex_fields": dict(self.bibtex_fields)} if self.bibtex_fields and stored else {}),
         }
 
     @classmethod
@@ -104,6 +116,9 @@ class Paper:
             code_links=tuple(data.get("code_links") or ()),
             source=data.get("source", ""),
             categories=tuple(data.get("categories") or ()),  # none in indexes built before they were kept
+            citation_key=data.get("citation_key", ""),
+            entry_type=data.get("entry_type", ""),
+            bibtex_fields=tuple((data.get("bibtex_fields") or {}).items()),
         )
 
 
@@ -125,7 +140,7 @@ def derive_id(title: str, abstract: str) -> str:
 
 
 def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
-                without_abstract: list | None = None) -> list[Paper]:
+                without_abstract: list | None = None, keep_withdrawn: bool = False) -> list[Paper]:
     """Read every paper from the given files and folders.
 
     IDs given in the input are kept; others are derived from the text. The same
@@ -136,20 +151,21 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
     the papers that match every condition (`["category=cs.LG", "year>=2020"]`).
     Given a list as `without_abstract`, those bulk records are not skipped but put
     in it, as (paper with an empty abstract, label), for the caller to match by ID
-    (a reading list of papers the index holds).
+    (a reading list of papers the index holds). Withdrawn and desk-rejected submissions
+    (OpenReview) are left out with one warning a file, unless `keep_withdrawn`.
 
     A build reads the same papers without holding them all: `scan_papers` and `PaperSet`.
     """
     kept: list[Paper] = []
     chosen = PaperSet(lambda row: kept[row].source)
-    for paper in scan_papers(inputs, where, without_abstract):
+    for paper in scan_papers(inputs, where, without_abstract, keep_withdrawn):
         if chosen.add(paper):
             kept.append(paper)
     return [replace(paper, handle=handle) for paper, handle in zip(kept, chosen.handles())]
 
 
 def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
-                without_abstract: list | None = None) -> Iterator[Paper]:
+                without_abstract: list | None = None, keep_withdrawn: bool = False) -> Iterator[Paper]:
     """Every paper of the inputs as it is read, duplicates included and without handles (see
     `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`)."""
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
@@ -157,11 +173,18 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
     condition = where if isinstance(where, Where) or where is None else parse_where(where)
     matched = 0
     read = 0
+    present: set[str] = set()  # the fields of the conditions some record has a value for
     for path in _expand_inputs(inputs):
         found, skipped, first_skipped = 0, 0, ""
+        withdrawn: list[str] = []
         for record in read_records(path):
             found += 1
             if condition is not None and not condition.matches(record):  # first: the cheap test
+                if not matched:
+                    present |= condition.fields_present(record)
+                continue
+            if record.extra.get("withdrawn") and not keep_withdrawn:
+                withdrawn.append(record.where)
                 continue
             if record.bulk and _lacks_abstract(record):
                 if without_abstract is not None:
@@ -174,6 +197,12 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
             yield _paper_from_record(record)
         if not found:
             raise InputError(f"{path}: no papers found")
+        if withdrawn:
+            submissions = "submission" if len(withdrawn) == 1 else "submissions"
+            warnings.warn(
+                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out (the first: "
+                f"{withdrawn[0]}): keep them with --keep-withdrawn", InputWarning, stacklevel=2,
+            )
         if skipped == found and without_abstract is None:
             raise InputError(f"{path}: none of its {found} records has an abstract: papers are found by their abstracts")
         if skipped:
@@ -184,22 +213,27 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
             )
         read += found
     if condition is not None and not matched:
-        raise InputError(f"no paper matches --where {condition} (of {read} read): loosen the condition")
+        raise InputError(f"no paper matches --where {condition} (of {read} read): "
+                         f"{condition.no_match_reason(present, read)}")
 
 
 class PaperSet:
     """Which of the papers read, one at a time, are kept, and their handles, holding a few short
     strings a paper rather than the papers (a build streams them to disk).
 
-    The same text twice is kept once, with a warning naming both places; one ID for two
-    different texts is an InputError. Texts are told apart by a 128-bit hash of their text key
-    (`text_key`). `source_of(row)` gives the source of the row-th paper kept, for those messages."""
+    The same text twice is kept once, with a warning naming both places, and so is the same
+    work (the same arXiv ID or DOI, `work_identifier`) under two texts; the ID of the record
+    left out becomes an alias of the kept paper's (`aliases`). One ID for two different works
+    is an InputError. Texts and works are told apart by 128-bit hashes. `source_of(row)` gives
+    the source of the row-th paper kept, for those messages."""
 
     def __init__(self, source_of: Callable[[int], str]):
         self._source_of = source_of
         self._by_text: dict[bytes, int] = {}
         self._by_id: dict[str, int] = {}
+        self._by_work: dict[bytes, int] = {}
         self.ids: list[str] = []
+        self.aliases: dict[str, str] = {}  # the ID of a record left out as the same paper -> the kept ID
         self._bases: list[str] = []
 
     def __len__(self) -> int:
@@ -214,6 +248,16 @@ class PaperSet:
             warnings.warn(
                 f"{paper.source}: same paper as {self._source_of(kept)}; kept once", DuplicatePaperWarning, stacklevel=3
             )
+            self._alias(paper.id, kept)
+            return False
+        work = work_identifier(paper.url, paper.id)
+        work_key = hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest() if work else b""
+        kept = self._by_work.get(work_key) if work else None
+        if kept is not None:
+            also = f", '{paper.id}' naming it too" if paper.id != self.ids[kept] else ""
+            warnings.warn(f"{paper.source}: same paper ({work}) as {self._source_of(kept)}; kept once{also}",
+                          DuplicatePaperWarning, stacklevel=3)
+            self._alias(paper.id, kept)
             return False
         other = self._by_id.get(paper.id)
         if other is not None:
@@ -221,13 +265,21 @@ class PaperSet:
                 f"{paper.source}: ID '{paper.id}' is also used by {self._source_of(other)} for a different paper: give each paper its own ID"
             )
         self._by_text[key] = self._by_id[paper.id] = len(self.ids)
+        if work:
+            self._by_work[work_key] = len(self.ids)
         self.ids.append(paper.id)
         self._bases.append(derive_handle(paper.title, paper.abstract))
         return True
 
+    def _alias(self, alias: str, row: int) -> None:
+        if alias != self.ids[row] and alias not in self._by_id:
+            self.aliases.setdefault(alias, self.ids[row])
+
     def handles(self) -> list[str]:
         """Each kept paper's unique handle, in the order kept (no paper can be added after)."""
-        self._by_text, self._by_id = {}, {}
+        # An alias that a paper read later has as its own ID names that paper, not an alias.
+        self.aliases = {alias: kept for alias, kept in self.aliases.items() if alias not in self._by_id}
+        self._by_text, self._by_id, self._by_work = {}, {}, {}
         # Disambiguate in ID order so a paper's handle does not depend on file order.
         order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
         handles = unique_handles([self._bases[i] for i in order])
@@ -304,7 +356,7 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
 
 
 def _is_index_folder(folder: Path) -> bool:
-    """What `papers build` writes (see index/store.py): a CURRENT pointer, or v-*/ build folders."""
+    """What `papers build` writes (see index/layout.py): a CURRENT pointer, or v-*/ build folders."""
     try:
         versions = [path for path in folder.glob("v-*") if path.is_dir()]
         return bool(versions) and ((folder / "CURRENT").is_file() or any((v / "manifest.json").is_file() for v in versions))
@@ -353,7 +405,7 @@ def _given_id(record: Record) -> str:
             f"{record.where}: ID '{shown}' contains an invisible or text-direction character "
             f"(U+{ord(hidden):04X} {unicodedata.name(hidden, 'format character')}): give an ID of visible characters"
         )
-    return value
+    return bare_arxiv_id(value)  # "arXiv:2401.00001" is the paper 2401.00001 names
 
 
 def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
@@ -398,4 +450,7 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         # A file name that is not UTF-8 reaches us with surrogate escapes, which cannot be stored.
         source=record.source.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
         categories=tuple(dict.fromkeys(_clean(category) for category in record.categories if _clean(category))),
+        citation_key=_clean(record.extra.get("citation_key")),
+        entry_type=_clean(record.extra.get("entry_type")).lower(),
+        bibtex_fields=tuple(record.extra.get("bibtex_fields") or ()),
     )

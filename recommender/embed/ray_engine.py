@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import DISTRIBUTION
-from ..errors import EngineError
+from ..errors import EngineError, install_command
 from .windows import Encoder
 
-RAY_EXTRA = f"pip install '{DISTRIBUTION}[ray]'"
+RAY_EXTRA = install_command("ray")
 #: Texts windowed and encoded per Ray Data run: the actor pool (and its model loads) starts once a run.
 GROUP_SIZE = 16384
 #: Windows per call of an actor.

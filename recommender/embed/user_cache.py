@@ -1,9 +1,20 @@
-"""The user cache folder that model exports and unpacked models share, and how an entry leaves it."""
+"""The user cache folder that model exports and unpacked models share, how an entry leaves it, and
+the staging folders that killed processes leave in it.
+
+Every staging folder (an export, a quantisation, a distillation, an unpacked model, an entry being
+removed) carries its owner in its name: the pid and start time of the process making it. A folder
+whose owner is gone is a leftover: the next export, `papers cache info` and `papers cache clear`
+remove it. A live owner's folder is never touched; one named before owners were recorded is a
+leftover once nothing in it has changed for STALE_UNOWNED_SECONDS.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import tempfile
+import time
 from pathlib import Path
 
 CACHE_VARIABLE = "PAPERS_CACHE"
@@ -24,9 +35,119 @@ def remove_entry(folder: Path) -> None:
     """Remove a cache entry: renamed aside first, so no reader sees it half removed."""
     if not folder.exists():
         return
-    aside = folder.with_name(f".removing-{folder.name}-{os.getpid()}")
+    aside = folder.with_name(f".removing-{folder.name}-{owner_tag()}-{os.urandom(3).hex()}")
     try:
         os.rename(folder, aside)
     except OSError:
         aside = folder
     shutil.rmtree(aside, ignore_errors=True)
+
+
+# The staging folders of the cache; an owner record ends each name: -o<pid>-<start time>-<random>.
+STAGING_PREFIXES = (".export-", ".unpack-", ".removing-")
+_OWNER = re.compile(r"-o(\d+)-(\d+)-[A-Za-z0-9_]+$")
+# A staging folder named without an owner (an earlier version of papers) is a leftover once
+# nothing in it has changed for this long: no export or unpacking pauses that long.
+STALE_UNOWNED_SECONDS = 3600
+
+
+def _start_time(pid: int) -> int:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat), 0 where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def owner_tag() -> str:
+    """This process as the owner of a staging folder: `o<pid>-<start time>`."""
+    return f"o{os.getpid()}-{_start_time(os.getpid())}"
+
+
+def staging_folder(parent: Path, prefix: str) -> Path:
+    """A new private staging folder in `parent`, its owner (this process) in its name."""
+    return Path(tempfile.mkdtemp(dir=parent, prefix=f"{prefix}{owner_tag()}-"))
+
+
+def _owner_alive(pid: int, start: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: alive
+    # A pid is reused: the owner is this process only if it started when the record says.
+    return not start or _start_time(pid) in (0, start)
+
+
+def _newest_change(folder: Path) -> float:
+    newest = folder.lstat().st_mtime
+    for path in folder.rglob("*"):
+        try:
+            newest = max(newest, path.lstat().st_mtime)
+        except OSError:
+            pass
+    return newest
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if not path.is_symlink() and path.is_file():
+                total += path.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def stale_leftovers(home: Path | None = None) -> list[Path]:
+    """The staging folders in the cache whose owner is gone (see the module's docstring)."""
+    home = cache_home() if home is None else Path(home)
+    found = []
+    try:
+        folders = [home, *(path for path in home.iterdir() if path.is_dir())]  # onnx/ may link elsewhere
+    except OSError:
+        return []
+    for folder in folders:
+        try:
+            candidates = sorted(folder.iterdir())
+        except OSError:
+            continue
+        for path in candidates:
+            if not path.name.startswith(STAGING_PREFIXES) or path.is_symlink() or not path.is_dir():
+                continue
+            owner = _OWNER.search(path.name)
+            try:
+                if owner:
+                    stale = not _owner_alive(int(owner[1]), int(owner[2]))
+                else:
+                    stale = time.time() - _newest_change(path) > STALE_UNOWNED_SECONDS
+            except OSError:
+                continue  # removed meanwhile
+            if stale:
+                found.append(path)
+    return found
+
+
+def remove_stale_leftovers(home: Path | None = None) -> list[dict]:
+    """Remove the cache's leftovers (`stale_leftovers`); returns each one's path and bytes."""
+    removed = []
+    for path in stale_leftovers(home):
+        size = _folder_bytes(path)
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append({"path": str(path), "bytes": size})
+    return removed
+
+
+def leftovers_notice(removed: list[dict], home: Path) -> str:
+    """One line on the leftovers removed from the cache folder `home` ('' for none)."""
+    if not removed:
+        return ""
+    total = sum(item["bytes"] for item in removed)
+    folders = "folder" if len(removed) == 1 else "folders"
+    return (f"removed {len(removed)} {folders} ({total / 1e6:,.1f} MB) that interrupted model exports or "
+            f"unpackings left in the cache folder {home}")

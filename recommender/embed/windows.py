@@ -131,10 +131,10 @@ def pool_windows(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
 
 
 
-def precision_key(model_key: str, precision: str) -> str:
+def precision_key(model_identity: str, precision: str) -> str:
     """The model's part of a cache key at `precision`: fp32 keys are those made before precisions
     existed, so caches built then stay valid."""
-    return model_key if precision == "fp32" else f"{model_key}\x00precision={precision}"
+    return model_identity if precision == "fp32" else f"{model_identity}\x00precision={precision}"
 
 
 def cache_key(model: str, chunking: Chunking, text: str) -> str:
@@ -182,20 +182,20 @@ def embed_texts(
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
     heads: Sequence[int] | None = None,
-    model_key: str | None = None,
+    model_identity: str | None = None,
     precision: str = "fp32",
     allocate: Callable[[int, int], VectorSink] | None = None,
 ) -> EmbeddingResult:
     """One normalised vector per text, reusing cached vectors where the text is unchanged.
 
-    `model_key` is the model's part of every cache key (default the encoder's name): the build
+    `model_identity` is the model's part of every cache key (default the encoder's name): the build
     passes the model's identity, the hash of its files. `precision` (of the encoder's weights,
     "fp32" or "int8") joins it: vectors of one precision are never taken for the other's. A cached
     vector of another dimension than the others (or than the model's, when the model is loaded
     anyway) is encoded again.
 
     `allocate(count, dimension)`, if given, makes what the vectors are written into (a file, say,
-    so that not even they are held: `store.ArrayFile`), and the result's `vectors` is that.
+    so that not even they are held: `writer.ArrayFile`), and the result's `vectors` is that.
 
     With `heads` (how many characters of each text its title takes; 0, no title, by default),
     "sentences" chunking puts the title at the start of every window.
@@ -213,25 +213,25 @@ def embed_texts(
     elif heads is None:
         heads = [0] * len(texts)
     count = len(texts)
-    model_key = precision_key(encoder.name if model_key is None else model_key, precision)
-    output, missing, odd = _cached(texts, chunking, cache, heads, model_key, None, allocate)
+    model_identity = precision_key(encoder.name if model_identity is None else model_identity, precision)
+    output, missing, odd = _cached(texts, chunking, cache, heads, model_identity, None, allocate)
     if output.vectors is not None and (odd or missing.any()) and encoder.dimension != output.vectors.shape[1]:
         # The model (loaded anyway) says the cached vectors found first were the odd ones: look again for its own.
         output.discard()
-        output, missing, _ = _cached(texts, chunking, cache, heads, model_key, encoder.dimension, allocate)
+        output, missing, _ = _cached(texts, chunking, cache, heads, model_identity, encoder.dimension, allocate)
     rows = np.flatnonzero(missing)
     del missing
     reused = count - len(rows)
     if on_plan is not None:
         on_plan(len(rows))
     if len(rows):
-        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads, model_key)
+        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads, model_identity)
     if output.vectors is None:
         output.vectors = output.allocate(count, encoder.dimension)
     return EmbeddingResult(output.vectors, encoded=len(rows), reused=reused)
 
 
-def _cached(texts, chunking, cache, heads, model_key, dimension, allocate=None):
+def _cached(texts, chunking, cache, heads, model_identity, dimension, allocate=None):
     """The output filled with the cached vectors (of `dimension`, else of the first one found's), which rows
     are still missing, and whether a vector of another dimension was passed over (damaged or forged)."""
     count = len(texts)
@@ -239,7 +239,7 @@ def _cached(texts, chunking, cache, heads, model_key, dimension, allocate=None):
     missing = np.ones(count, dtype=bool)
     odd = False
     for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
-        keys = [_text_key(model_key, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
+        keys = [_text_key(model_identity, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
         found = cache.get_many(keys)
         rows, vectors = [], []
         for offset, key in enumerate(keys):
@@ -260,8 +260,8 @@ def _cached(texts, chunking, cache, heads, model_key, dimension, allocate=None):
     return output, missing, odd
 
 
-def _text_key(model_key: str, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int) -> str:
-    return text_cache_key(model_key, chunking, texts[i], heads[i] if heads is not None else None)
+def _text_key(model_identity: str, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int) -> str:
+    return text_cache_key(model_identity, chunking, texts[i], heads[i] if heads is not None else None)
 
 
 class VectorSink(Protocol):
@@ -310,7 +310,7 @@ def _encode_missing(
     progress: Callable[[int], None] | None,
     reused: int,
     heads: Sequence[int] | None = None,
-    model_key: str = "",
+    model_identity: str = "",
 ) -> None:
     """Encode texts[rows] an encoder call at a time, committing to the cache in groups."""
     pending: dict[str, np.ndarray] = {}
@@ -335,7 +335,7 @@ def _encode_missing(
             output.put(batch, fresh)
             if cache is not None:
                 for i, vector in zip(batch, fresh):
-                    pending[_text_key(model_key, chunking, texts, heads, i)] = vector
+                    pending[_text_key(model_identity, chunking, texts, heads, i)] = vector
                 pending_texts += len(batch)
                 if pending_texts >= ENCODE_GROUP or time.monotonic() - last_commit >= COMMIT_SECONDS:
                     commit()

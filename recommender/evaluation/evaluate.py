@@ -33,7 +33,9 @@ import numpy as np
 
 from ..embed.windows import Chunking
 from ..errors import InputError, OptionError, RecommenderError
-from ..index import store
+from ..index.home import resolve_index_dir
+from ..index.layout import is_index_folder
+from ..index.stored import open_stored
 from ..query.ranking import select
 from . import metrics, profiles
 
@@ -97,25 +99,22 @@ def prepare_index(
     Returns the BuildReport of a build, or None when the index was reused.
     """
     from ..corpus.papers import read_papers
-    from ..embed.quantisation import default_precision
-    from ..embed.sentence_transformer import DEFAULT_MODEL
-    from ..embed.static_encoder import STATIC_MODEL
+    from ..embed.choice import new_index_precision
     from ..index.build import build_index, inputs_fingerprint
     from ..index.lexical import settings as lexical_settings
 
     index = index if index is not None else eval_index_name(corpus)
-    model = model or DEFAULT_MODEL
-    precision = "fp32" if model == STATIC_MODEL else precision or default_precision(model)
+    model, precision = new_index_precision(model, precision)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])
-    index_dir = store.resolve_index_dir(index)
+    index_dir = resolve_index_dir(index)
     try:
-        with store.open_stored(index_dir) as stored:
+        with open_stored(index_dir) as stored:
             manifest = stored.manifest
     except RecommenderError:  # missing, corrupt or of another format version: build it
         manifest = {}
-        if store.is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
+        if is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
             # Damaged or of another version: whose it is cannot be told, so it is not replaced.
             raise InputError(f"--index {index} is an index that cannot be read, and evaluate does not replace "
                              f"an index it did not build: leave --index out (eval-{Path(corpus).stem}) or give a new name")
@@ -220,9 +219,9 @@ def _check(mode: str, pool: str, dense_weight: float | None, min_score: float | 
 
     check_options(1, min_score, diverse, mode)
     if pool not in POOLS:
-        raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}")
+        raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}", "pool")
     if dense_weight is not None and not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
-        raise OptionError(f"--dense-weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}")
+        raise OptionError(f"dense_weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}", "dense_weight")
 
 
 def _evaluate_query(

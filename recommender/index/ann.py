@@ -39,7 +39,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..errors import IndexCorruptError, InputError
+from ..errors import IndexCorruptError, InputError, OptionError
 
 EXACT_LIMIT = 50_000
 """Largest corpus searched exactly (flat inner product); see module docstring."""
@@ -160,7 +160,7 @@ def _omp_threads(nthreads: int):
 
 
 class Rows(Protocol):
-    """Vectors read a piece at a time (store.ArrayFile): an index is built without holding them all."""
+    """Vectors read a piece at a time (writer.ArrayFile): an index is built without holding them all."""
 
     shape: tuple[int, ...]
 
@@ -292,7 +292,7 @@ def build_faiss_index(vectors: np.ndarray, choice: IndexChoice, seed: int = 0):
 
     kind = choice.kind
     if kind not in ("flat", "hnsw", "ivf"):
-        raise InputError(f"unknown index kind {kind!r}; expected flat, hnsw or ivf")
+        raise OptionError(f"unknown index kind {kind!r}: use one of flat, hnsw, ivf", "index_type")
     x, matrix = _rows(vectors)
     n, dim = x.shape
     if dim == 0:
@@ -330,7 +330,7 @@ def build_faiss_index(vectors: np.ndarray, choice: IndexChoice, seed: int = 0):
     try:
         index = faiss.index_factory(dim, f"IVF{nlist},{encoding}", ip)
     except RuntimeError:
-        raise InputError(f"unknown IVF encoding {encoding!r}") from None
+        raise OptionError(f"unknown IVF encoding {encoding!r}") from None
     index.cp.seed = int(seed)
     index.cp.spherical = True  # unit-norm centroids suit cosine / inner product
     index.cp.niter = niter

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -21,15 +20,21 @@ from ..corpus.citation import citation_key
 from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, PaperSet, scan_papers, text_key
 from ..embed import loading
-from ..embed import export_cache, static_encoder
-from ..embed.quantisation import PRECISIONS, default_precision
-from ..embed.static_encoder import STATIC_MODEL
-from ..embed.windows import Chunking, Encoder, embed_texts, text_cache_key
+from ..embed import export_cache
+from ..embed.choice import EncoderRequest, check_request, check_upgradable, choose_encoder
+from ..embed.choice import exported_only as _exported_only
+from ..embed.windows import Chunking, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
-from . import store
+from ..embed.embedding_cache import CacheUnavailable, EmbeddingCache, read_legacy_vectors
+from .home import resolve_index_dir
+from .stored import ArrayReader, StoredIndex, open_stored
+from .writer import ArrayFile, IndexWriter, WRITE_ERRNOS, link_checked, write_error, writing
 from .lexical import settings as lexical_settings
-from .keys import digest_records, key_tables
-from .store import COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from .keys import ALIASES, digest_records, key_tables
+from .layout import (
+    COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
+    check_index_folder, legacy_cache, remove_legacy_cache, remove_tree,
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ def build_index(
     export_query_encoder: bool = True,
     on_phase: Callable[[str, int | None], None] | None = None,
     where: Sequence[str] = (),
+    keep_withdrawn: bool = False,
     notice: Callable[[str], None] | None = None,
     engine: str = "local",
     device: str = "auto",
@@ -78,14 +84,16 @@ def build_index(
     `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with
     the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
     as papers are encoded. `where` keeps only the papers matching every condition
-    (`["category=cs.LG"]`, see corpus.where). `engine` "local" encodes in this process; "ray" on
+    (`["category=cs.LG"]`, see corpus.where); withdrawn and desk-rejected OpenReview
+    submissions are left out unless `keep_withdrawn`. `engine` "local" encodes in this process; "ray" on
     a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
     `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
     `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only its own).
-    `precision` "fp32" or "int8" (int8 ONNX weights: about twice as fast on a CPU, always on the
-    CPU); None keeps the precision of the index being rebuilt, else takes the model's default
-    (quantisation.default_precision: fp32, int8 for the quality tier). The
-    model "static" is the fast tier (static embeddings distilled from the default model).
+    `model` None keeps the model of the index being rebuilt, else takes the default; `precision`
+    "fp32" or "int8" (int8 ONNX weights: about twice as fast on a CPU, always on the CPU); None keeps
+    the precision of the index being rebuilt, else takes the model's default (embed.models: fp32,
+    int8 for the quality tier). The model "static" is the fast tier (static embeddings distilled
+    from the default model). embed.choice decides the encoder from these and the index's manifest.
 
     `upgrade` rebuilds an index made with the fast tier with `model` (default: the default model),
     from the index's own papers unless `inputs` are given; its fast version answers queries until
@@ -104,19 +112,12 @@ def build_index(
     its search index entry. The index files are the same, byte for byte, whatever `chunk_size`.
     """
     from .ann import choose_index, index_description
-    from ..embed.sentence_transformer import DEFAULT_MODEL, DEVICES
     from .lexical import TfidfBuilder
-    from ..errors import InputError
+    from ..errors import InputError, OptionError
 
     started = time.perf_counter()
-    if upgrade and model == STATIC_MODEL:
-        raise InputError(f"--upgrade builds with the full model: drop --model {STATIC_MODEL} (or give another model)")
-    model = model or DEFAULT_MODEL
-    if engine not in ENGINES:
-        raise InputError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
-    if device not in DEVICES:
-        raise InputError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
-    _check_precision(model, precision, device)
+    request = EncoderRequest(model, precision, device, engine, upgrade, chunking)
+    check_request(request)  # before any paper is read
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise InputError(f"chunk size must be a positive whole number, got {chunk_size!r}")
     if engine == "ray":
@@ -124,46 +125,47 @@ def build_index(
 
         require_ray()
     phase = on_phase or (lambda name, total=None: None)
-    index_dir = store.resolve_index_dir(index)
-    store.check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
-    model_key = export_cache.model_identity(model)
+    index_dir = resolve_index_dir(index)
+    check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
     if upgrade:
         if where and not inputs:
-            raise InputError("--where with --upgrade needs INPUTS: the index's own papers are upgraded as they are")
-        _check_upgradable(index_dir)
+            raise OptionError("an upgrade that keeps only some papers needs inputs: the index's own papers are "
+                              "upgraded as they are", "where")
+        with open_stored(index_dir, verify=False) as stored:
+            check_upgradable(stored.manifest, index_dir)
     phase("reading papers", None)
     embedded = None
     count = 0
-    with store.writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
+    with writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
         spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
-        reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where))
+        reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where),
+                                                                                   keep_withdrawn=keep_withdrawn)
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
             ids, handles = spool.read(reading)
         count = len(ids)
-        previous = _previous_build(index_dir, model)
+        previous = _live_build(index_dir)
         try:
-            if chunking is None:
-                chunking = _kept_chunking(previous, notice)
-            precision, previous = _kept_precision(model, precision, previous, notice, device)
+            encoding = choose_encoder(request, previous.manifest if previous is not None else None, notice, index_dir)
+            model, precision, chunking = encoding.model, encoding.precision, encoding.chunking
+            if previous is not None and not encoding.same_vectors(previous.manifest):
+                previous.close()  # another model or precision: nothing of it is reused
+                previous = None
             query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
-                             if export_query_encoder or precision != "fp32" else None)
+                             if export_query_encoder or encoding.exported_only else None)
             tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
             written = _write_papers(writer, spool, handles, tfidf)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
-            encoder = _LazyEncoder(
-                model, functools.partial(_build_encoder, model, writer, query_encoder, engine, device, engines,
-                                         exported_only=_exported_only(model, precision))
-            )
+            encoder = encoding.encoder(writer.path(QUERY_ENCODER) if query_encoder is not None else None, engines)
 
-            def vector_file(rows: int, dimension: int) -> store.ArrayFile:
+            def vector_file(rows: int, dimension: int) -> ArrayFile:
                 return files.enter_context(contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32)))
 
             with engines:
                 embedded = _embed(encoder, spool.texts(), chunking, index_dir, progress, phase, notice, written.heads,
-                                  model_key, precision, vector_file)
+                                  encoding.identity, precision, vector_file)
             vectors = embedded.vectors
             fingerprint = written.fingerprint
             for name, table in key_tables(ids, handles, written.citation_keys, written.text_digests,
@@ -187,18 +189,18 @@ def build_index(
                 writer.save_array(f"lexical/{name}.npy", arrays[name])
             writer.save_array(COLUMN_MAX, arrays["column_max"])
             writer.save_json(VOCABULARY, vocabulary)
+            if spool.aliases:  # the other IDs of papers read twice (index/keys.py)
+                writer.save_json(ALIASES, spool.aliases)
             writer.save_json(STOP_WORDS, stop_words)
             del arrays
-            previous_chunking = previous.manifest.get("chunking", {}) if previous else {}
-            max_tokens = (encoder.max_tokens_if_known or encoder.remembered_max_tokens
-                          or previous_chunking.get("max_tokens"))
+            record = encoding.record(encoder)
             manifest = {
-                "model": model,
-                "model_identity": model_key,
+                "model": record["model"],
+                "model_identity": record["model_identity"],
                 "built_by": built_by,
-                "precision": precision,
+                "precision": record["precision"],
                 "dimension": int(vectors.shape[1]),
-                "chunking": dict(chunking.to_dict(), max_tokens=max_tokens),
+                "chunking": record["chunking"],
                 "paper_count": count,
                 "inputs_fingerprint": fingerprint,
                 "package_version": __version__,
@@ -242,9 +244,10 @@ class _PaperSpool:
     """The papers read, one JSON line each in a scratch file of the build, read back in order or by
     rows: a build never holds them all. Holds 8 bytes a paper (where its line starts)."""
 
-    def __init__(self, handle, chunk: int):
-        self.handle, self.chunk = handle, chunk
+    def __init__(self, stream, chunk: int):
+        self.stream, self.chunk = stream, chunk
         self.offsets = array.array("q", [0])
+        self.aliases: dict[str, str] = {}
         self._block: tuple[int, list[str]] = (-1, [])
 
     def __len__(self) -> int:
@@ -256,14 +259,16 @@ class _PaperSpool:
         chosen = PaperSet(self.source_of)
         for paper in papers:
             if chosen.add(paper):
-                line = (json.dumps(paper.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
-                self.handle.write(line)
+                line = (json.dumps(paper.to_dict(stored=True), ensure_ascii=False) + "\n").encode("utf-8")
+                self.stream.write(line)
                 self.offsets.append(self.offsets[-1] + len(line))
-        self.handle.flush()
-        return chosen.ids, chosen.handles()
+        self.stream.flush()
+        handles = chosen.handles()
+        self.aliases = chosen.aliases
+        return chosen.ids, handles
 
     def source_of(self, row: int) -> str:
-        self.handle.flush()
+        self.stream.flush()
         return self.papers(row, row + 1)[0].source
 
     def papers(self, start: int, stop: int) -> list[Paper]:
@@ -271,7 +276,7 @@ class _PaperSpool:
         stop = min(stop, len(self))
         if start >= stop:
             return []
-        data = os.pread(self.handle.fileno(), self.offsets[stop] - self.offsets[start], self.offsets[start])
+        data = os.pread(self.stream.fileno(), self.offsets[stop] - self.offsets[start], self.offsets[start])
         return [Paper.from_dict(json.loads(line)) for line in data.decode("utf-8").splitlines()]
 
     def each(self) -> Iterator[Paper]:
@@ -317,7 +322,7 @@ class _Written:
     fingerprint: str
 
 
-def _write_papers(writer: store.IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf) -> _Written:
+def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf) -> _Written:
     """papers.jsonl and its offsets, from the spool a chunk at a time; each text goes to the TF-IDF
     builder, and what the key tables need of each paper is kept."""
     heads = array.array("i")
@@ -340,7 +345,7 @@ def _write_papers(writer: store.IndexWriter, spool: _PaperSpool, handles: Sequen
                 text_keys.clear()
                 identifiers.clear()
             tfidf.add(paper.text)
-            yield paper.to_dict()
+            yield paper.to_dict(stored=True)
 
     offsets = writer.save_jsonl(PAPERS, rows())
     writer.save_array(OFFSETS, offsets)
@@ -351,18 +356,18 @@ def _write_papers(writer: store.IndexWriter, spool: _PaperSpool, handles: Sequen
                     np.concatenate(identifier_digests), fingerprint.hexdigest())
 
 
-def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_key=None, precision="fp32",
+def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_identity=None, precision="fp32",
            allocate=None):
     """embed_texts with the shared embedding cache, a progress total, and a notice when resuming."""
-    model_key = encoder.name if model_key is None else model_key
+    model_identity = encoder.name if model_identity is None else model_identity
     try:
-        opened = store.EmbeddingCache(owner=str(index_dir.resolve()))
-    except store.CacheUnavailable as unavailable:
+        opened = EmbeddingCache(owner=str(index_dir.resolve()))
+    except CacheUnavailable as unavailable:
         warnings.warn(str(unavailable), stacklevel=2)
         opened = contextlib.nullcontext(None)  # encoded without a cache: nothing to resume from
     with opened as cache:
         if cache is not None:
-            _migrate_legacy_cache(index_dir, cache, encoder.name, model_key, chunking, texts, heads)
+            _migrate_legacy_cache(index_dir, cache, encoder.name, model_identity, chunking, texts, heads)
         resuming = cache is not None and cache.interrupted_encoding()
         if cache is not None:
             cache.mark_encoding(True)
@@ -385,41 +390,41 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
                 progress(done, planned)
 
         embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads,
-                               model_key=model_key, precision=precision, allocate=allocate)
+                               model_identity=model_identity, precision=precision, allocate=allocate)
         if cache is not None:
             cache.mark_encoding(False)
             known = getattr(encoder, "max_tokens_if_known", None)
             if known is not None:
-                cache.remember_model(model_key, {"max_tokens": known})
+                cache.remember_model(model_identity, {"max_tokens": known})
             elif hasattr(encoder, "remembered_max_tokens"):
-                encoder.remembered_max_tokens = cache.model_facts(model_key).get("max_tokens")
+                encoder.remembered_max_tokens = cache.model_facts(model_identity).get("max_tokens")
     return embedded
 
 
-def _migrate_legacy_cache(index_dir, cache, model, model_key, chunking, texts, heads) -> None:
+def _migrate_legacy_cache(index_dir, cache, model, model_identity, chunking, texts, heads) -> None:
     """An index built before the shared cache kept its own (cache.sqlite in the index folder): the
     vectors of this build's texts found there are copied into the shared cache, and the old file
     is removed (it is the index's own). Its rows were keyed by the model's name, so they are read
     only for a model given by name (a model folder may have been replaced since: encoded again)."""
-    legacy = store.legacy_cache(index_dir)
+    legacy = legacy_cache(index_dir)
     if legacy is None:
         return
     if not _named_model(model):
-        store.remove_legacy_cache(index_dir)
+        remove_legacy_cache(index_dir)
         return
     heads = heads if chunking.strategy == "sentences" else None
     for start in range(0, len(texts), LEGACY_CHUNK):
         pairs = {}
         for i in range(start, min(start + LEGACY_CHUNK, len(texts))):
             head = int(heads[i]) if heads is not None else None
-            new = text_cache_key(model_key, chunking, texts[i], head)
+            new = text_cache_key(model_identity, chunking, texts[i], head)
             pairs[text_cache_key(model, chunking, texts[i], head)] = new
         missing = set(pairs.values()) - set(cache.get_many(list(pairs.values())))
         wanted = [old for old, new in pairs.items() if new in missing]
-        found = store.read_legacy_vectors(legacy, wanted)
+        found = read_legacy_vectors(legacy, wanted)
         if found:
             cache.put_many({pairs[old]: vector for old, vector in found.items()})
-    store.remove_legacy_cache(index_dir)
+    remove_legacy_cache(index_dir)
 
 
 LEGACY_CHUNK = 2048
@@ -457,7 +462,7 @@ class InputsFingerprint:
 RETRAIN_GROWTH = 2.0
 
 
-def _faiss_index_for(vectors: store.ArrayFile, choice, previous: store.StoredIndex | None):
+def _faiss_index_for(vectors: ArrayFile, choice, previous: StoredIndex | None):
     """Extend the previous build's trained index when papers were only appended, else build anew.
 
     Returns the index and how many papers its clustering was trained on."""
@@ -479,7 +484,7 @@ def _faiss_index_for(vectors: store.ArrayFile, choice, previous: store.StoredInd
     return build_faiss_index(vectors, choice), len(vectors)
 
 
-def _same_rows(stored: store.ArrayReader, vectors: store.ArrayFile, count: int, batch: int) -> bool:
+def _same_rows(stored: ArrayReader, vectors: ArrayFile, count: int, batch: int) -> bool:
     """Whether the stored vectors are the first `count` rows of `vectors`, compared a batch at a time."""
     if stored.shape != (count, vectors.shape[1]) or stored.dtype != vectors.dtype:
         return False
@@ -491,7 +496,7 @@ def _same_rows(stored: store.ArrayReader, vectors: store.ArrayFile, count: int, 
 class _RowsFrom:
     """The rows of `vectors` from `first` on, as ann.Rows."""
 
-    def __init__(self, vectors: store.ArrayFile, first: int):
+    def __init__(self, vectors: ArrayFile, first: int):
         self.vectors, self.first = vectors, first
         self.shape = (vectors.shape[0] - first, *vectors.shape[1:])
 
@@ -502,35 +507,18 @@ class _RowsFrom:
         return self.vectors.take(np.asarray(rows, dtype=np.int64) + self.first)
 
 
-def _kept_chunking(previous: store.StoredIndex | None, notice: Callable[[str], None] | None) -> Chunking:
-    """The previous build's chunking, else the default; a notice when an older default is kept."""
-    if previous is None or "chunking" not in previous.manifest:
-        return Chunking()
-    kept = Chunking.from_dict({key: value for key, value in previous.manifest["chunking"].items() if key != "max_tokens"})
-    if kept != Chunking() and notice is not None:
-        notice(f"keeping this index's chunking '{kept.strategy}': --chunking {Chunking().strategy} "
-               f"(the default for new indexes) would encode every paper again")
-    return kept
-
-
-def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
-    """The live build of this index when it was made with the same model."""
+def _live_build(index_dir: Path) -> StoredIndex | None:
+    """The live build of this index, if there is a usable one."""
     from ..errors import RecommenderError
 
     try:
-        previous = store.open_stored(index_dir, verify=False)
+        return open_stored(index_dir, verify=False)
     except RecommenderError:
         return None  # no usable previous build: everything is made anew
-    if previous.manifest.get("model") != model:
-        previous.close()
-        return None
-    return previous
-
-
 
 
 def prepare_query_encoder(
-    model: str, writer: store.IndexWriter, previous: store.StoredIndex | None,
+    model: str, writer: IndexWriter, previous: StoredIndex | None,
     on_phase: Callable[[str, int | None], None] | None = None, precision: str = "fp32",
 ) -> str | None:
     """The index's export of `model` at `precision` ("onnx"), or its static embeddings ("static"): the
@@ -551,29 +539,32 @@ def prepare_query_encoder(
     exporting = phase("exporting the model to ONNX (once per model)")
     quantising = phase("quantising the ONNX export to int8 (once per model)")
     distilling = phase("distilling static embeddings from the default model (once, a few minutes)")
+    kind = None
     try:
-        if model == STATIC_MODEL:
-            shared = _shared(lambda: export_cache.static_export(_static_source(), distilling))
-        else:
-            shared = _shared(lambda: export_cache.shared_export(model, exporting, precision, quantising))
-        if shared is None or not store.link_checked(shared, target, export_cache.entry_files(shared)):
+        shared = export_cache.query_export(model, precision, exporting, quantising, distilling)
+        kind = shared.kind
+        if shared.entry is None or not link_checked(shared.entry, target, shared.files):
             # No shared export, or one damaged since it was checked: this index gets its own.
-            _export_into(model, precision, target, writer, exporting, quantising, distilling)
+            staging = writer.path(".fp32-export")
+            try:
+                export_cache.export_into(model, precision, target, staging, exporting, quantising, distilling)
+            finally:
+                remove_tree(staging)
     except (ModelError, OSError) as error:
-        store.remove_tree(target)
+        remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
-        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in store.WRITE_ERRNOS):
+        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in WRITE_ERRNOS):
             # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
-            raise store.write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
+            raise write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
         if _exported_only(model, precision):
             raise
         loading.load_encoder(model)  # a model that cannot be loaded at all is the error to report, not a warning
         warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
         return None
-    return "static" if model == STATIC_MODEL else "onnx"
+    return kind
 
 
-def _reuse_previous_export(model: str, previous: store.StoredIndex | None, target: Path) -> bool:
+def _reuse_previous_export(model: str, previous: StoredIndex | None, target: Path) -> bool:
     """Link the previous build's ONNX export into this one, if it was made from the same model files
     and every file of it still matches the previous manifest (damage is never carried over)."""
     if previous is None or not previous.manifest.get("query_encoder"):
@@ -583,178 +574,11 @@ def _reuse_previous_export(model: str, previous: store.StoredIndex | None, targe
     prefix = f"{QUERY_ENCODER}/"
     expected = {name[len(prefix):]: record for name, record in previous.manifest.get("files", {}).items()
                 if name.startswith(prefix)}
-    return bool(expected) and store.link_checked(previous.path(QUERY_ENCODER), target, expected)
-
-
-def _export_into(model: str, precision: str, target: Path, writer: store.IndexWriter,
-                 exporting: Callable[[], None], quantising: Callable[[], None], distilling: Callable[[], None]) -> None:
-    """The export made into the index itself (the model has no folder to key a shared one by, or
-    the user cache cannot be written)."""
-    from ..embed.onnx_encoder import export_onnx
-    from ..embed.quantisation import quantise_export
-    from ..embed.sentence_transformer import resolve_model_path
-
-    if model == STATIC_MODEL:
-        distilling()
-        static_encoder.distill(_static_source(), target)
-        return
-    exporting()
-    if precision == "fp32":
-        export_onnx(resolve_model_path(model), target)
-        return
-    staging = writer.path(".fp32-export")
-    try:
-        export_onnx(resolve_model_path(model), staging)
-        quantising()
-        quantise_export(staging, target)
-    finally:
-        store.remove_tree(staging)
-
-
-def _static_source() -> str:
-    """The model the fast tier is distilled from: the packaged default."""
-    from ..embed.sentence_transformer import DEFAULT_MODEL
-
-    return DEFAULT_MODEL
-
-
-def _shared(make: Callable[[], Path | None]) -> Path | None:
-    """An entry of the user cache (made there if missing); None where it cannot be shared.
-
-    A cache folder that cannot be written (read-only home, no space) is not an error of the
-    build: the index then gets its own export, as when the model has no local folder."""
-    try:
-        return make()
-    except OSError:
-        return None
-
-
-def _exported_only(model: str, precision: str) -> bool:
-    """Whether the build's export is the only encoder that gives its vectors (int8, static)."""
-    return model == STATIC_MODEL or precision != "fp32"
-
-
-def _check_precision(model: str, precision: str | None, device: str) -> None:
-    """A precision, model and device that go together, or one line saying what to change."""
-    from ..embed.sentence_transformer import resolve_device
-    from ..errors import InputError
-
-    if precision is not None and precision not in PRECISIONS:
-        raise InputError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
-    if model == STATIC_MODEL and precision not in (None, "fp32"):
-        raise InputError(f"--model {STATIC_MODEL} has one precision (fp32 table lookups): drop --precision {precision}")
-    if device == "cuda":
-        resolve_device("cuda")  # no GPU: one line, before any paper is read
-        if model == STATIC_MODEL:
-            raise InputError(f"--model {STATIC_MODEL} encodes on the CPU (a table lookup, thousands of papers a "
-                             "second): drop --device cuda")
-        if precision == "int8":
-            raise InputError("--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32")
-
-
-def _kept_precision(model: str, precision: str | None, previous: store.StoredIndex | None,
-                    notice: Callable[[str], None] | None, device: str = "auto") -> tuple[str, store.StoredIndex | None]:
-    """The build's precision (given; else the previous build's; else fp32 on a GPU, the default on a
-    CPU) and the previous build, which is not reused when its precision differs: an index never mixes two."""
-    from ..errors import InputError
-
-    kept = previous.manifest.get("precision", "fp32") if previous is not None else None
-    if model == STATIC_MODEL:
-        chosen = "fp32"
-    elif precision is not None:
-        chosen = precision
-    elif device == "cuda":
-        if kept == "int8":
-            raise InputError(f"index {previous.index_dir} is int8, which encodes on the CPU: drop --device cuda, "
-                             "or give --precision fp32 to encode every paper again on the GPU")
-        chosen = "fp32"
-    elif previous is not None:
-        chosen = previous.manifest.get("precision", "fp32")
-        if chosen != default_precision(model) and notice is not None:
-            notice(f"keeping this index's precision {chosen}: --precision {default_precision(model)} (the default for "
-                   "new indexes) would encode every paper again")
-    else:
-        chosen = default_precision(model)
-        if chosen != "fp32" and device == "auto":
-            from ..embed.sentence_transformer import cuda_available
-
-            chosen = "fp32" if cuda_available() else chosen  # int8 encodes on CPUs only: a GPU build is fp32
-    if previous is not None and kept != chosen:
-        previous.close()
-        previous = None
-    return chosen, previous
-
-
-def _check_upgradable(index_dir: Path) -> None:
-    """An index whose live version was built with the fast tier, or one line saying why not."""
-    from ..errors import InputError
-
-    with store.open_stored(index_dir, verify=False) as stored:
-        built_with = stored.manifest.get("model")
-    if built_with != STATIC_MODEL:
-        raise InputError(f"index {index_dir} was built with '{built_with}', not the fast tier "
-                         f"(--model {STATIC_MODEL}): there is nothing to upgrade")
+    return bool(expected) and link_checked(previous.path(QUERY_ENCODER), target, expected)
 
 
 def _stored_papers(index_dir: Path) -> Iterator[Paper]:
     """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
-    with store.open_stored(index_dir, verify=False) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+    with open_stored(index_dir, verify=False) as stored, open(stored.file(PAPERS), encoding="utf-8") as rows:
         for line in rows:
             yield Paper.from_dict(json.loads(line))
-
-
-ENGINES = ("local", "ray")
-
-
-def _build_encoder(
-    model: str, writer: store.IndexWriter, query_encoder: str | None, engine: str, device: str,
-    resources: contextlib.ExitStack, exported_only: bool = False,
-) -> Encoder:
-    folder = writer.path(QUERY_ENCODER) if query_encoder is not None else None
-    if engine == "ray":
-        from ..embed.ray_engine import RayEncoder, RaySession
-
-        session = resources.enter_context(RaySession())
-        # The windows are cut here, with the model's tokenizer on this machine's CPU.
-        local = loading.encoder_spec(model, folder, "cpu", exported_only=exported_only)()
-        device = "cpu" if exported_only else device  # int8 and static encode on CPUs only
-        return RayEncoder(session, loading.encoder_spec(model, folder, device, exported_only=exported_only),
-                          local, device)
-    return loading.encoder_spec(model, folder, device, exported_only=exported_only)()
-
-
-class _LazyEncoder:
-    """Loads the model only when something has to be encoded, so a rebuild from cache is quick."""
-
-    def __init__(self, model: str, load: Callable[[], Encoder]):
-        self.name = model
-        self._load_encoder = load
-        self._encoder: Encoder | None = None
-        self.remembered_max_tokens: int | None = None  # the model's window, as the cache remembers it
-
-    def _load(self) -> Encoder:
-        if self._encoder is None:
-            self._encoder = self._load_encoder()
-        return self._encoder
-
-    @property
-    def dimension(self) -> int:
-        return self._load().dimension
-
-    @property
-    def max_tokens(self) -> int:
-        return self._load().max_tokens
-
-    @property
-    def group_size(self) -> int | None:
-        return getattr(self._load(), "group_size", None)
-
-    @property
-    def max_tokens_if_known(self) -> int | None:
-        return self._encoder.max_tokens if self._encoder is not None else None
-
-    def token_spans(self, text: str):
-        return self._load().token_spans(text)
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        return self._load().encode(texts)

@@ -20,6 +20,9 @@ so "sorted" here is Python's `sorted` on the strings.
 The digest tables find a paper read from a file without reading the stored
 papers (a match is confirmed on the stored paper). Indexes built before these
 three tables lack them, and their papers are scanned instead.
+
+    aliases.json    the other IDs of papers read twice (the same text, arXiv ID or DOI
+                    under another ID): {alias: kept ID}; absent when there are none
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+ALIASES = "aliases.json"
 DIGESTS = ("text", "identifier")  # the digest tables, each <name>_digests and <name>_digest_rows
 # Each table is stored as <name>_bytes and <name>_offsets, the sorted ones with <name>_rows
-# too (store.KEY_ARRAYS lists the files).
+# too (layout.KEY_ARRAYS lists the files).
 Damaged = Callable[[str, str], Exception]  # (array name, problem) -> the error to raise
 
 

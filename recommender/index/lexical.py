@@ -64,9 +64,9 @@ GIVE_UP = 0.5
 # Postings handled at once: temporaries stay ~50 MB however large the corpus.
 CHUNK_POSTINGS = 1 << 21
 
-# scratch(name) -> a context manager of a binary file open for writing and reading (store.IndexWriter.scratch_file)
+# scratch(name) -> a context manager of a binary file open for writing and reading (writer.IndexWriter.scratch_file)
 Scratch = Callable[[str], ContextManager[BinaryIO]]
-# output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (store.ArrayFile)
+# output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (writer.ArrayFile)
 Output = Callable[[str, int, np.dtype], object]
 
 
@@ -199,16 +199,16 @@ class TfidfBuilder:
 class _Spool:
     """An array of one dtype growing in a scratch file, read back by slices."""
 
-    def __init__(self, handle: BinaryIO, dtype):
-        self.handle, self.dtype = handle, np.dtype(dtype)
+    def __init__(self, stream: BinaryIO, dtype):
+        self.stream, self.dtype = stream, np.dtype(dtype)
 
     def append(self, values: np.ndarray) -> None:
-        self.handle.seek(0, io.SEEK_END)
-        self.handle.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        self.stream.seek(0, io.SEEK_END)
+        self.stream.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        self.handle.seek(int(start) * self.dtype.itemsize)
-        return np.frombuffer(self.handle.read((int(stop) - int(start)) * self.dtype.itemsize), dtype=self.dtype)
+        self.stream.seek(int(start) * self.dtype.itemsize)
+        return np.frombuffer(self.stream.read((int(stop) - int(start)) * self.dtype.itemsize), dtype=self.dtype)
 
 
 class _ArraySink:
@@ -282,7 +282,7 @@ ColumnReader = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
 
 @contextlib.contextmanager
 def read_columns(indices, data) -> Iterator[ColumnReader]:
-    """A column reader over two slice readers (store.ArrayReader) of csc_indices and csc_data."""
+    """A column reader over two slice readers (stored.ArrayReader) of csc_indices and csc_data."""
     with indices.reading() as read_indices, data.reading() as read_data:
         yield lambda start, end: (read_indices(start, end), read_data(start, end))
 
@@ -293,7 +293,7 @@ RangeReader = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 @contextlib.contextmanager
 def read_ranges(indices, data) -> Iterator[RangeReader]:
-    """A reader of many slices at once over two slice readers (store.ArrayReader) of csr_indices and csr_data."""
+    """A reader of many slices at once over two slice readers (stored.ArrayReader) of csr_indices and csr_data."""
     with indices.reading_ranges() as read_indices, data.reading_ranges() as read_data:
         yield lambda starts, stops: (read_indices(starts, stops), read_data(starts, stops))
 

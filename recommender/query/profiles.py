@@ -17,6 +17,11 @@ import numpy as np
 # one-topic and mixed-topic profiles (scripts/tune_profiles.py; docs/reading-groups-notes.md): level with
 # the single centroid on one topic, +6.8 MAP on profiles of two or three topics.
 CLUSTER_DISTANCE = 0.4
+# `like` with several seeds: a candidate scores the mean of its PROFILE_TOP_K best seeds' scores
+# (`top_mean`), each seed's score the hybrid score a one-seed `like` gives. Chosen by repeated 2-fold
+# cross-validation over CSFCube's profile protocols and the reviewers' own-paper profiles together
+# (scripts/tune_profiles.py; docs/profiles.md).
+PROFILE_TOP_K = 3
 
 
 def best_topic(per_topic: np.ndarray) -> np.ndarray:
@@ -92,3 +97,35 @@ def svm_scores(features: np.ndarray, positive: np.ndarray, c: float = 0.01) -> n
     model = LinearSVC(C=c, class_weight="balanced", tol=1e-6, max_iter=10000)
     model.fit(np.asarray(features, dtype=np.float64), positive.astype(np.int64))
     return model.decision_function(np.asarray(features, dtype=np.float64)).astype(np.float32)
+
+
+def top_mean(per_seed: np.ndarray, k: int) -> np.ndarray:
+    """[seeds, candidates] scores -> each candidate's mean of its `k` best seeds' scores (all of them
+    when there are fewer seeds): between the best match (k=1) and the plain mean."""
+    per_seed = np.asarray(per_seed, dtype=np.float64)
+    if per_seed.ndim != 2 or per_seed.shape[0] == 0:
+        raise ValueError(f"need [seeds, candidates] scores, got shape {per_seed.shape}")
+    if k < 1:
+        raise ValueError(f"need k >= 1, got {k}")
+    k = min(k, per_seed.shape[0])
+    best = -np.partition(-per_seed, k - 1, axis=0)[:k] if k < per_seed.shape[0] else per_seed
+    return best.mean(axis=0).astype(np.float32)
+
+
+def soft_max(per_seed: np.ndarray, temperature: float) -> np.ndarray:
+    """[seeds, candidates] scores -> t x log(mean(exp(score / t))) over the seeds: the mean as t grows,
+    the best match as t shrinks, on the scores' own scale."""
+    per_seed = np.asarray(per_seed, dtype=np.float64)
+    if per_seed.ndim != 2 or per_seed.shape[0] == 0:
+        raise ValueError(f"need [seeds, candidates] scores, got shape {per_seed.shape}")
+    if not temperature > 0:
+        raise ValueError(f"need a temperature > 0, got {temperature}")
+    top = per_seed.max(axis=0)
+    pooled = top + temperature * np.log(np.exp((per_seed - top) / temperature).mean(axis=0))
+    return pooled.astype(np.float32)
+
+
+def pooled_seeds(seeds: int, k: int = PROFILE_TOP_K) -> int:
+    """How many best seeds a candidate's score pools: `k`, but at most half the seeds (at least one), so
+    a profile of a few papers on different topics is never averaged across them (two seeds: the best)."""
+    return max(1, min(k, seeds // 2))

@@ -6,6 +6,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..embed.models import model_facts
+
 MODES = ("dense", "lexical", "hybrid")
 # The hybrid score: the window cosine and the TF-IDF cosine, each z-normalised over the query's candidate
 # pool (POOL papers from each of the dense and lexical sides), mixed with DENSE_WEIGHT (the rest to TF-IDF),
@@ -14,16 +16,16 @@ MODES = ("dense", "lexical", "hybrid")
 # papers (scripts/tune_relevance.py; docs/ranking.md).
 DENSE_WEIGHT = 0.7
 POOL = 200
-# Other models' own weights, each chosen by the same cross-validation at the shared POOL (the setting
-# chosen most often). The fast tier (`--model static`) has a weaker dense cosine, so its hybrid ranking
-# leans more on TF-IDF (scripts/bench_tiers.py; docs/tiers.md); the quality tier's leans more on its
-# cosine, a little less at int8 (scripts/tune_relevance.py --model/--precision; docs/models.md).
-TIER_DENSE_WEIGHTS = {"static": 0.4, "all-mpnet-base-v2": 0.8, "all-mpnet-base-v2@int8": 0.75}
 
 
 def dense_weight_for(model: str, precision: str = "fp32") -> float:
-    """The dense cosine's weight in the hybrid score of an index built with `model` at `precision`."""
-    return TIER_DENSE_WEIGHTS.get(f"{model}@{precision}", TIER_DENSE_WEIGHTS.get(model, DENSE_WEIGHT))
+    """The dense cosine's weight in the hybrid score of an index built with `model` at `precision`: each
+    model's own where its facts have one (chosen by the same cross-validation at the shared POOL,
+    embed.models), else DENSE_WEIGHT."""
+    weight = model_facts(model).dense_weight(precision)
+    return DENSE_WEIGHT if weight is None else weight
+
+
 # Weight of the negative seeds against the positive ones (Rocchio's gamma/beta).
 NEGATIVE_WEIGHT = 0.5
 

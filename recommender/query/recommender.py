@@ -18,11 +18,13 @@ from ..embed import loading
 from ..embed.static_encoder import CONFIG_FILE as STATIC_CONFIG
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, OptionError, PaperNotFoundError, shell_command
-from ..index import store
+from ..index.catalogue import index_bytes
+from ..index.home import resolve_index_dir
+from ..index.stored import StoredIndex, corrupt, open_stored
 from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, best_rows, combine, read_columns, read_ranges
-from ..index.store import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
-from .profiles import best_topic, seed_clusters
+from ..index.layout import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from .profiles import PROFILE_TOP_K, best_topic, seed_clusters, top_mean
 from .ranking import MODES, POOL, combine_dense, dense_weight_for, fuse, order_by_score, seed_weights, select
 
 
@@ -34,6 +36,9 @@ class Recommendation:
     score: float
     paper: Paper
     why: tuple[str, ...] = ()
+    # With several seeds: the one to three seeds whose scores made this paper's (its best), each
+    # (ID, handle, embedding cosine with this paper), closest first.
+    because: tuple[tuple[str, str, float], ...] = ()
 
     @property
     def id(self) -> str:
@@ -42,23 +47,25 @@ class Recommendation:
     def to_dict(self) -> dict:
         brief = paper_brief(self.paper)
         return {"rank": self.rank, "id": brief.pop("id"), "score": round(float(self.score), 4), **brief,
-                "why": list(self.why)}
+                "why": list(self.why),
+                "because": [{"id": seed, "handle": handle, "cosine": round(cosine, 4)}
+                            for seed, handle, cosine in self.because]}
 
 
-def load_query_encoder(stored: store.StoredIndex, model: str) -> Encoder:
+def load_query_encoder(stored: StoredIndex, model: str) -> Encoder:
     """The encoder the index's papers were encoded with, light where it can be: its ONNX export (at
     the index's precision) or static embeddings when there are, else the full model (fp32 only)."""
     if stored.has(f"{QUERY_ENCODER}/model.onnx") or stored.has(f"{QUERY_ENCODER}/{STATIC_CONFIG}"):
-        return loading.load_exported_encoder(stored.path(QUERY_ENCODER), model)
+        return loading.load_exported_encoder(stored.file(QUERY_ENCODER), model)
     if stored.manifest.get("precision", "fp32") != "fp32" or stored.manifest.get("query_encoder") == "static":
-        raise store.corrupt(stored, QUERY_ENCODER, "is missing (its queries need the encoder its papers were encoded with)")
+        raise corrupt(stored, QUERY_ENCODER, "is missing (its queries need the encoder its papers were encoded with)")
     return loading.load_encoder(model)
 
 
 class Recommender:
     """An opened index: look papers up, find papers like them, search by text."""
 
-    def __init__(self, stored: store.StoredIndex):
+    def __init__(self, stored: StoredIndex):
         self.stored = stored
         self.manifest = stored.manifest
         self._size = int(self.manifest["paper_count"])
@@ -69,7 +76,7 @@ class Recommender:
         )
         self._offsets = stored.load_array(OFFSETS, mmap=True)
         if self._offsets.shape != (self._size + 1,):
-            raise store.corrupt(stored, OFFSETS, "does not list every paper")
+            raise corrupt(stored, OFFSETS, "does not list every paper")
         self._ids: list[str] | None = None
         self._handles: list[str] | None = None
         self._vectors: np.ndarray | None = None
@@ -80,12 +87,13 @@ class Recommender:
         self.dense_weight = dense_weight_for(self.manifest.get("model", ""), self.manifest.get("precision", "fp32"))
         self._rows_by_key: dict[str, dict[str, int]] = {}  # indexes without digest tables
         self._rows_by_citation_key: dict[str, list[int]] | None = None  # nor citation keys
+        self._aliases: dict[str, str] | None = None  # nor the other IDs of papers (read on first use)
 
     @classmethod
     def open(cls, index: str | Path | None = None, model: str | None = None, verify: bool = False) -> "Recommender":
         """Open an index by name or path; refuse it if it was built with another model."""
-        index_dir = store.resolve_index_dir(index)
-        stored = store.open_stored(index_dir, verify=verify)
+        index_dir = resolve_index_dir(index)
+        stored = open_stored(index_dir, verify=verify)
         try:
             built_with = stored.manifest.get("model")
             if model is not None and model != built_with:
@@ -146,7 +154,7 @@ class Recommender:
         if self._vectors is None:
             vectors = self.stored.load_array(VECTORS, mmap=True)
             if vectors.shape != (len(self), self.manifest["dimension"]):
-                raise store.corrupt(self.stored, VECTORS, f"has shape {vectors.shape}")
+                raise corrupt(self.stored, VECTORS, f"has shape {vectors.shape}")
             self._vectors = vectors
         return self._vectors
 
@@ -158,14 +166,14 @@ class Recommender:
         try:
             return search_index(self.faiss_index, queries, depth)[1]
         except IndexCorruptError as error:
-            raise store.corrupt(self.stored, FAISS, f"is damaged or forged ({error})") from None
+            raise corrupt(self.stored, FAISS, f"is damaged or forged ({error})") from None
 
     @property
     def faiss_index(self):
         if self._faiss is None:
             self._faiss = self.stored.load_faiss(FAISS)
             if self._faiss.ntotal != len(self):
-                raise store.corrupt(self.stored, FAISS, f"holds {self._faiss.ntotal} vectors for {len(self)} papers")
+                raise corrupt(self.stored, FAISS, f"holds {self._faiss.ntotal} vectors for {len(self)} papers")
         return self._faiss
 
     @property
@@ -175,14 +183,14 @@ class Recommender:
             if self.stored.has(COLUMN_MAX):  # not in indexes built before it: they are scored in full
                 arrays["column_max"] = self.stored.load_array(COLUMN_MAX)
                 if arrays["column_max"].shape != arrays["idf"].shape:
-                    raise store.corrupt(self.stored, COLUMN_MAX, "does not match the vocabulary")
+                    raise corrupt(self.stored, COLUMN_MAX, "does not match the vocabulary")
             self._lexical = LexicalIndex(
                 arrays,
-                # Not a lambda over self: a cycle would keep the index version pinned (store.open_stored).
+                # Not a lambda over self: a cycle would keep the index version pinned (stored.open_stored).
                 load_vocabulary=functools.partial(self.stored.load_json, VOCABULARY),
                 stop_words=self.stored.load_json(STOP_WORDS),
                 # A query's postings are read with pread: mapped, they would pull whole
-                # page-cache folios into the process (store.ArrayReader).
+                # page-cache folios into the process (stored.ArrayReader).
                 columns=functools.partial(
                     read_columns,
                     self.stored.array_reader("lexical/csc_indices.npy"),
@@ -195,7 +203,7 @@ class Recommender:
                 ),
             )
             if self._lexical.size != len(self):
-                raise store.corrupt(self.stored, "lexical/csr_indptr.npy", "does not match the paper count")
+                raise corrupt(self.stored, "lexical/csr_indptr.npy", "does not match the paper count")
         return self._lexical
 
     @property
@@ -219,7 +227,7 @@ class Recommender:
             out[start: start + len(block)] = read_rows(block).astype(np.float64) @ query
         if not np.isfinite(out).all():
             self.vectors_at(rows)  # names the damaged row
-            raise store.corrupt(self.stored, VECTORS, "gives scores that are not numbers")
+            raise corrupt(self.stored, VECTORS, "gives scores that are not numbers")
         return out
 
     def _candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -258,14 +266,14 @@ class Recommender:
     def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
         """The stored vectors of these rows (float32), refused if damage left NaN or infinity in them.
 
-        Files over the hashing threshold are not re-hashed on every load (store.CHEAP_HASH_BYTES),
+        Files over the hashing threshold are not re-hashed on every load (stored.CHEAP_HASH_BYTES),
         so the rows a command uses are checked here: a NaN would otherwise print as a score or
         crash FAISS."""
         vectors = np.asarray(self.vectors[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
         finite = np.isfinite(vectors).all(axis=1)
         if not finite.all():
             row = int(np.asarray(rows)[np.flatnonzero(~finite)[0]])
-            raise store.corrupt(self.stored, VECTORS, f"holds values that are not numbers (NaN or infinity) in row {row}")
+            raise corrupt(self.stored, VECTORS, f"holds values that are not numbers (NaN or infinity) in row {row}")
         return vectors
 
     def papers_at(self, rows: Sequence[int]) -> list[Paper]:
@@ -282,14 +290,20 @@ class Recommender:
         from ..corpus.where import parse_where
 
         if limit is not None and limit < 1:
-            raise OptionError(f"--limit must be at least 1, got {limit}")
+            raise OptionError(f"limit must be at least 1, got {limit}", "limit")
         condition = parse_where(where)
         found = []
+        present: set[str] = set()  # the fields of the conditions some paper has a value for
         for paper in self.papers():
             if condition is None or condition.matches(paper):
                 found.append(paper)
                 if limit is not None and len(found) >= limit:
                     break
+            elif not found:
+                present |= condition.fields_present(paper)
+        if condition is not None and not found and len(self) and present != condition.fields_present_all():
+            # Nothing matched because no paper has the field at all: say so, not an empty list.
+            raise InputError(f"no paper matches --where {condition}: {condition.no_match_reason(present, len(self))}")
         return found
 
     # -- lookups
@@ -303,6 +317,9 @@ class Recommender:
         if len(matches) == 1:
             return matches[0]
         if not matches:
+            kept = self._alias_of(reference)
+            if kept is not None:
+                return kept
             if len(self) <= CLOSEST_SCAN:
                 close = _closest(reference, self.ids, self.handles)
             else:  # a scan of every name takes seconds at 1M papers (difflib)
@@ -316,6 +333,23 @@ class Recommender:
         shown = ", ".join(f"{self.keys.id_of(row)} ({self.keys.handle_of(row)})" for row in matches[:5])
         more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
         raise PaperNotFoundError(f"'{_printable(reference)}' matches {len(matches)} papers: {shown}{more}: give more of the ID")
+
+    def _alias_of(self, reference: str) -> int | None:
+        """The row of the paper another ID of it names: "arXiv:2401.00001" for the paper
+        2401.00001, or an ID of a record the build kept as the same paper (index/keys.py)."""
+        from ..corpus.identifiers import bare_arxiv_id
+        from ..index.keys import ALIASES
+
+        bare = bare_arxiv_id(reference)
+        if bare != reference:
+            row = self.keys.row_of_id(bare)
+            if row is not None:
+                return row
+        if self._aliases is None:
+            stored = self.stored.load_json(ALIASES) if self.stored.has(ALIASES) else {}
+            self._aliases = {alias.casefold(): kept for alias, kept in stored.items()}
+        kept = self._aliases.get(reference.casefold()) or self._aliases.get(bare.casefold())
+        return None if kept is None else self.keys.row_of_id(kept)
 
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
         """For each paper (read from a file, say), its row in the index, or None when the
@@ -444,7 +478,7 @@ class Recommender:
         manifest = dict(self.manifest)
         manifest.pop("files", None)
         manifest["path"] = str(self.stored.index_dir)
-        manifest["bytes"] = store.index_bytes(self.manifest)
+        manifest["bytes"] = index_bytes(self.manifest)
         return manifest
 
     def verify(self) -> None:
@@ -499,18 +533,23 @@ class Recommender:
     ) -> list[Recommendation]:
         """`like` for papers given by row, and papers not in the index (`outside`, embedded now).
 
-        Several seeds are first grouped into topics (`profiles.seed_clusters` of their embeddings); each
-        topic is scored as the mean of its seeds (Rocchio, the `negatives` subtracted) and a candidate keeps
-        its best topic's score, so a profile on several topics finds papers of each rather than of the
-        space between them (docs/reading-groups-notes.md). Seeds on one topic: one centroid, as before."""
+        Several seeds: each seed is a query of its own (the `negatives` subtracted from it, Rocchio) and a
+        candidate scores the mean of its PROFILE_TOP_K best seeds' scores (`profiles.top_mean`), so a profile
+        on several topics finds papers of each, and a paper close to a few seeds beats one vaguely near all
+        (docs/profiles.md). `why`: also the seeds behind each paper (`Recommendation.because`)."""
         check_options(k, min_score, diverse, mode)
         positives, negatives, outside = list(positives), list(negatives), list(outside)
         seeds = set(positives) | set(negatives)
-        queries = self._topic_queries(positives, negatives, mode, why, outside)
+        queries = self._per_seed_queries(positives, negatives, mode, why, outside)
         terms = None
         if why and len(queries) > 1:  # the terms `why` shows: those shared with the seeds as a whole
             terms = self._seed_query(positives, negatives, "lexical", why, outside).lexical
-        return self._rank(queries, k, seeds, set(excluded) | seeds, min_score, diverse, why, mode, terms)
+        named = None
+        if why and len(queries) > 1:
+            handles = self.handles
+            named = ([(self.ids[row], handles[row]) for row in positives]
+                     + [(paper.id, paper.handle or paper.id) for paper in outside])
+        return self._rank(queries, k, seeds, set(excluded) | seeds, min_score, diverse, why, mode, terms, named)
 
     def like_each(self, rows: Sequence[int], k: int = 10, why: bool = False) -> list[list[Recommendation]]:
         """`like_rows([row], k=k, why=why)` for each of `rows`: the same lists, with the dense
@@ -537,18 +576,23 @@ class Recommender:
 
     def score_rows(
         self, query_rows: int | Sequence[int], rows: Sequence[int], mode: str = "hybrid",
-        dense_weight: float | None = None, profile: str = "topics",
+        dense_weight: float | None = None, profile: str = "seeds",
     ) -> np.ndarray:
         """Scores of `rows` against the paper at `query_rows` (or the papers, a profile), as `like` scores
-        them (used by evaluation). `profile="centroid"` scores several papers as one centroid (`like` before
-        seeds were grouped into topics), for comparison."""
+        them (used by evaluation). `profile="topics"` (seeds clustered, the best cluster's centroid) and
+        `"centroid"` (one centroid) score several papers as earlier versions of `like` did, for comparison."""
         check_options(1, None, None, mode)
         if profile not in PROFILES:
-            raise InputError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}")
+            raise OptionError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}", "profile")
         query_rows = [int(query_rows)] if np.ndim(query_rows) == 0 else [int(row) for row in query_rows]
         rows = np.asarray(rows, dtype=np.int64)
         if profile == "centroid":
             queries = [self._seed_query(query_rows, [], mode, False)]
+        elif profile == "seeds":
+            queries = self._per_seed_queries(query_rows, [], mode, False, [])
+            if len(queries) > 1:
+                return top_mean(np.stack([self._scores(query, rows, set(query_rows), mode, dense_weight)
+                                          for query in queries]), PROFILE_TOP_K)
         else:
             queries = self._topic_queries(query_rows, [], mode, False, [])
         return best_topic(np.stack([self._scores(query, rows, set(query_rows), mode, dense_weight) for query in queries]))
@@ -650,6 +694,26 @@ class Recommender:
         """Papers from outside the index, windowed as the build windows papers (the title in every window)."""
         return [self.encode_query(paper.text, paper.head) for paper in papers]
 
+    def _per_seed_queries(
+        self, positives: list[int], negatives: list[int], mode: str, why: bool, outside: list[Paper],
+    ) -> list["_Query"]:
+        """One Rocchio query a seed (stored positives, then papers from outside the index), each with all
+        the negatives; one seed: its query alone."""
+        if len(positives) + len(outside) == 1:
+            return [self._seed_query(positives, negatives, mode, why, outside)]
+        outside_vectors = self._encode_papers(outside) if mode != "lexical" else [None] * len(outside)
+        queries, shared = [], {}  # the seeds rank the same candidates: each vector is read once
+        dimension = self.manifest["dimension"]
+        for row in positives:
+            queries.append(self._seed_query([row], negatives, mode, why))
+            queries[-1].seed = self.vectors_at([row]).reshape(dimension)
+        for paper, vector in zip(outside, outside_vectors):
+            queries.append(self._seed_query([], negatives, mode, why, [paper], None if vector is None else [vector]))
+            queries[-1].seed = vector
+        for query in queries:
+            query.vectors = shared
+        return queries
+
     def _topic_queries(
         self, positives: list[int], negatives: list[int], mode: str, why: bool, outside: list[Paper],
     ) -> list["_Query"]:
@@ -746,10 +810,12 @@ class Recommender:
         why: bool,
         mode: str,
         terms: SparseVector | None = None,
+        named: list[tuple[str, str]] | None = None,
     ) -> list[Recommendation]:
-        """The top `k` papers for one query, or for several (a profile's topics: each candidate's best
-        score, `profiles.best_topic`, over the candidates of them all). `terms`: the TF-IDF terms `why`
-        shows (default: the first query's)."""
+        """The top `k` papers for one query, or for several (a profile's seeds: each candidate's mean of
+        its best PROFILE_TOP_K scores, `profiles.top_mean`, over the candidates of them all). `terms`: the
+        TF-IDF terms `why` shows (default: the first query's); `named`: (ID, handle) of each query's seed,
+        to say which seeds each paper is there because of."""
         check_options(k, min_score, diverse, mode)
         fetch = max(POOL, 4 * (k + len(excluded)))
         found = set()
@@ -759,18 +825,42 @@ class Recommender:
         rows = np.array(sorted(found - excluded), dtype=np.int64)
         if len(rows) == 0:
             return []
+        per_seed = None
         if len(queries) == 1:
             scores = self._scores(queries[0], rows, seeds, mode)
         else:
-            scores = best_topic(np.stack([self._scores(query, rows, seeds, mode) for query in queries]))
+            per_seed = np.stack([self._scores(query, rows, seeds, mode) for query in queries])
+            scores = top_mean(per_seed, PROFILE_TOP_K)
+        all_rows = rows
         rows, scores = select(rows, scores, self.tiebreak, self.vectors, k, min_score, diverse)
         papers = self.papers_at(rows.tolist())
         terms = terms if terms is not None or not why else queries[0].lexical
         results = []
         for rank, (row, score, paper) in enumerate(zip(rows, scores, papers), start=1):
             shared = tuple(self.lexical.shared_terms(terms, int(row))) if why else ()
-            results.append(Recommendation(rank, float(score), paper, shared))
+            because = ()
+            if named is not None and per_seed is not None:
+                because = self._because(queries, per_seed[:, int(np.searchsorted(all_rows, row))], int(row), named)
+            results.append(Recommendation(rank, float(score), paper, shared, because))
         return results
+
+    def _because(self, queries: list["_Query"], seed_scores: np.ndarray, row: int,
+                 named: list[tuple[str, str]]) -> tuple[tuple[str, str, float], ...]:
+        """The seeds whose scores made a paper's (its PROFILE_TOP_K best), closest by cosine first."""
+        best = np.argsort(-seed_scores, kind="stable")[:PROFILE_TOP_K]
+        found = []
+        for i in best.tolist():
+            seed = queries[i].seed
+            if seed is None:  # lexical mode, a paper from outside the index: never embedded
+                cosine = float(seed_scores[i])
+            else:
+                vector = self.vectors_at([row]).reshape(-1).astype(np.float64)
+                seed = np.asarray(seed, dtype=np.float64)
+                cosine = float(vector @ seed / max(np.linalg.norm(vector) * np.linalg.norm(seed), 1e-12))
+            found.append((*named[i], cosine))
+        found.sort(key=lambda item: -item[2])
+        # A seed far from the paper (under half the closest one's cosine) is not what it is there because of.
+        return tuple(item for i, item in enumerate(found) if i == 0 or item[2] >= 0.5 * found[0][2])
 
 
 @dataclass(frozen=True)
@@ -818,7 +908,7 @@ PAPER_KEYS = {"identifier": _identifier, "text": lambda paper: text_key(paper.ti
 CLOSEST_SCAN = 50_000
 CLOSEST_NEAR = 50
 # How `score_rows` scores several papers: as `like` does (grouped into topics), or as one centroid.
-PROFILES = ("topics", "centroid")
+PROFILES = ("seeds", "topics", "centroid")
 # TF-IDF scores (one a query and paper) `like_each` holds at once: 16 MB whatever the corpus.
 LEXICAL_CELLS = 1 << 22
 # FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`Recommender._pool`).
@@ -862,26 +952,28 @@ class _Query:
     cosines: dict = field(default_factory=dict)  # row -> its cosine with `dense`, once read
     batched: bool = False  # one of many queries (`like_each`): candidate vectors read from the memory map
     vectors: dict | None = None  # row -> stored vector, shared by the topics of one profile (`_topic_queries`)
+    seed: np.ndarray | None = None  # the embedding of the one seed this query is of (`_per_seed_queries`)
 
 
 def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:
     """Refuse ranking options out of range (InputError), before any work is done."""
     if mode not in MODES:
-        raise OptionError(f"unknown mode '{mode}': use one of {', '.join(MODES)}")
+        raise OptionError(f"unknown mode '{mode}': use one of {', '.join(MODES)}", "mode")
     if k < 1:
-        raise OptionError(f"-k must be at least 1, got {k}")
+        raise OptionError(f"k must be at least 1, got {k}", "k")
     if min_score is not None and not -1.0 <= min_score <= 1.0:
-        raise OptionError(f"--min-score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}")
+        raise OptionError(f"min_score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}",
+                          "min_score")
     if diverse is not None and not 0.0 <= diverse <= 1.0:
-        raise OptionError(f"--diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}")
+        raise OptionError(f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}", "diverse")
 
 
-def _load_key_array(stored: store.StoredIndex, name: str) -> np.ndarray:
+def _load_key_array(stored: StoredIndex, name: str) -> np.ndarray:
     return stored.load_array(f"keys/{name}.npy", mmap=True)
 
 
-def _damaged_key_array(stored: store.StoredIndex, name: str, problem: str) -> Exception:
-    return store.corrupt(stored, f"keys/{name}.npy", problem)
+def _damaged_key_array(stored: StoredIndex, name: str, problem: str) -> Exception:
+    return corrupt(stored, f"keys/{name}.npy", problem)
 
 
 def _closest(reference: str, ids: Sequence[str], handles: Sequence[str], limit: int = 3) -> list[str]:

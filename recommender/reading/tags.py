@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 
 from .. import files
 from ..errors import InputError, PaperNotFoundError, RecommenderError
-from ..index.store import tags_path
+from ..index.layout import tags_path
 from ..query.recommender import Recommendation, Recommender
 
 TAG_PATTERN = re.compile(r"[\w.+-]{1,64}")
@@ -94,9 +94,53 @@ class TagStore:
             connection.execute("DELETE FROM tags WHERE tag = ? AND paper = ?", (tag, paper_id))
         return self.papers(tag)
 
+    def mark(self, tag: str, paper_id: str, kind: str) -> list[str]:
+        """Mark a paper for a tag: "not" (not interested: a negative seed of the tag's profile) or "seen"
+        (shown and acknowledged: left out of the tag's recommendations); returns the tag's papers so marked."""
+        check_tag(tag)
+        _check_kind(kind)
+        with self._connection(write=True) as connection:
+            _create_marks(connection)
+            connection.execute("INSERT OR IGNORE INTO marks (tag, paper, kind) VALUES (?, ?, ?)", (tag, paper_id, kind))
+        return self.marked(tag, kind)
+
+    def unmark(self, tag: str, paper_id: str, kind: str) -> list[str]:
+        """Take a mark back (a paper not so marked changes nothing); returns the tag's papers so marked."""
+        check_tag(tag)
+        _check_kind(kind)
+        with self._connection(write=True) as connection:
+            _create_marks(connection)
+            connection.execute("DELETE FROM marks WHERE tag = ? AND paper = ? AND kind = ?", (tag, paper_id, kind))
+        return self.marked(tag, kind)
+
+    def marked(self, tag: str, kind: str) -> list[str]:
+        """The IDs marked `kind` ("not" or "seen") for a tag, in the order they were marked."""
+        check_tag(tag)
+        _check_kind(kind)
+        with self._connection() as connection:
+            if connection is None or connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'marks'").fetchone() is None:
+                return []
+            return [paper for (paper,) in connection.execute(
+                "SELECT paper FROM marks WHERE tag = ? AND kind = ? ORDER BY added, paper", (tag, kind))]
+
     @staticmethod
     def _has_table(connection) -> bool:
         return connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tags'").fetchone() is not None
+
+
+# A paper's marks for a tag: not interested (a negative seed of the tag's profile), seen (left out).
+MARKS = {"not": "not interested", "seen": "seen"}
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in MARKS:
+        raise InputError(f"unknown mark '{kind}': use one of {', '.join(MARKS)}")
+
+
+def _create_marks(connection) -> None:
+    connection.execute("CREATE TABLE IF NOT EXISTS marks (tag TEXT NOT NULL, paper TEXT NOT NULL, kind TEXT NOT NULL, "
+                       "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper, kind))")
 
 
 def tag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
@@ -116,6 +160,22 @@ def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: s
     return tags.remove(tag, paper_id)
 
 
+def mark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
+    """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its ID."""
+    check_tag(tag)
+    return tags.mark(tag, recommender.keys.id_of(recommender.resolve(reference)), kind)
+
+
+def unmark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
+    """Take a mark back; a reference that names no paper of this index is removed as given (as `untag_paper`)."""
+    check_tag(tag)
+    try:
+        paper_id = recommender.keys.id_of(recommender.resolve(reference))
+    except PaperNotFoundError:
+        paper_id = reference
+    return tags.unmark(tag, paper_id, kind)
+
+
 def recommend_for_tags(
     recommender: Recommender,
     tags: TagStore,
@@ -123,9 +183,13 @@ def recommend_for_tags(
     k: int = 10,
     mode: str = "hybrid",
     why: bool = False,
+    exclude_seen: Sequence[str] = (),
+    not_: Sequence[str] = (),
 ) -> list[Recommendation]:
-    """Papers like the papers of these tags (all of them as one profile), the tagged papers left out.
-    Tagged IDs this index no longer holds (a rebuild dropped them) are passed over."""
+    """Papers like the papers of these tags (all of them as one profile), the tagged papers left out,
+    unlike the papers marked not interested for them (and those in `not_`), without the papers marked
+    seen for the tags in `exclude_seen`. Tagged IDs this index no longer holds (a rebuild dropped them)
+    are passed over."""
     names = list(dict.fromkeys(check_tag(name) for name in names))
     if not names:
         raise InputError("no tag given: name at least one tag")
@@ -136,4 +200,10 @@ def recommend_for_tags(
     held = [paper for paper in dict.fromkeys(tagged) if recommender.keys.row_of_id(paper) is not None]
     if not held:
         raise PaperNotFoundError(f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)")
-    return recommender.like(*held, k=k, mode=mode, why=why)
+    held_set = set(held)
+    negatives = [paper for name in names for paper in tags.marked(name, "not")]
+    negatives = [paper for paper in dict.fromkeys(negatives)
+                 if paper not in held_set and recommender.keys.row_of_id(paper) is not None]
+    seen = [paper for name in dict.fromkeys(check_tag(name) for name in exclude_seen)
+            for paper in tags.marked(name, "seen")]
+    return recommender.like(*held, k=k, mode=mode, why=why, not_=[*negatives, *not_], exclude=seen)

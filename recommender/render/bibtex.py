@@ -100,10 +100,23 @@ def entry_type(paper: Paper) -> tuple[str, str]:
     return "misc", "howpublished"
 
 
+# The field that holds the venue in an entry of a type the input gave.
+_VENUE_FIELD = {"article": "journal", "inproceedings": "booktitle", "conference": "booktitle",
+                "incollection": "booktitle", "inbook": "booktitle"}
+
+
 def bibtex_entry(paper: Paper, key: str) -> str:
-    """An entry of the type the venue calls for, with the metadata the paper has and nothing
-    made up; an arXiv paper has `eprint` and `archivePrefix`."""
+    """A paper read from a .bib: its entry as it was written (type and every field). Any other
+    paper: an entry of the type its input gave (a Zotero item's) or else the venue calls for,
+    with the metadata the paper has and nothing made up; an arXiv paper has `eprint` and
+    `archivePrefix`; the BibTeX fields its input gave besides (a DOI, pages) follow."""
+    given = dict(paper.bibtex_fields)
+    if paper.entry_type and "title" in given:  # read from a .bib: the entry comes back as it went in
+        body = ",\n".join(f"  {name} = {{{_as_written(value)}}}" for name, value in paper.bibtex_fields)
+        return f"@{paper.entry_type}{{{key},\n{body}\n}}\n\n"
     kind, venue_field = entry_type(paper)
+    if paper.entry_type:
+        kind, venue_field = paper.entry_type, _VENUE_FIELD.get(paper.entry_type, "howpublished")
     fields = [("title", "{" + bibtex_escape(paper.title or paper.handle) + "}")]
     if paper.authors:
         fields.append(("author", " and ".join(_author(name) for name in paper.authors)))
@@ -119,8 +132,17 @@ def bibtex_entry(paper: Paper, key: str) -> str:
     if paper.code_links:
         fields.append(("note", "Code: " + ", ".join(f"\\url{{{_note_url(link)}}}" for link in paper.code_links)))
     fields.append(("abstract", bibtex_escape(paper.abstract)))
+    made = {name for name, _ in fields}
+    fields += [(name, _as_written(value)) for name, value in paper.bibtex_fields if name not in made]
     body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
     return f"@{kind}{{{key},\n{body}\n}}\n\n"
+
+
+def _as_written(value: str) -> str:
+    """A field value as the input wrote it (BibTeX source) when BibTeX can read it back, on one
+    line; else escaped like prose."""
+    value = " ".join(value.split())
+    return value if _balanced(value) else bibtex_escape(value)
 
 
 def _author(name: str) -> str:

@@ -67,3 +67,19 @@ def render_evaluation(evaluation: Evaluation, fmt: str = "table", per_query: boo
 def _shown(rows: list[dict]) -> list[dict]:
     """Rows under the table's headings, figures with one decimal."""
     return [{**row, **{HEADINGS[m]: f"{row[m]:.1f}" for m in metrics.METRIC_NAMES}} for row in rows]
+
+
+def render_reviewers(evaluation, fmt: str = "table") -> str:
+    """The loss of a reviewer-format evaluation (`evaluation.reviewers.evaluate_reviewers`), with its spread."""
+    data = evaluation.to_dict()
+    if fmt == "json":
+        return json.dumps({"profiles_loss": data}, indent=2, ensure_ascii=False) + "\n"
+    settings = evaluation.settings
+    ranking = settings["mode"] + (f" (dense weight {settings['dense_weight']:.2f})" if settings["mode"] == "hybrid" else "")
+    row = {"researchers": data["researchers"], "samples": data["samples"], "profiles": data["profiles"],
+           "loss": f"{data['loss']:.3f}", "sd": f"{data['sd']:.3f}",
+           "95% interval": f"{data['interval'][0]:.3f}-{data['interval'][1]:.3f}"}
+    return (f"researchers' own papers as profiles, ranked as `like` ranks them: {ranking}; {settings['index']}: "
+            f"{settings['papers']} papers, {settings['model']}\nloss: weighted share of rated pairs ordered against "
+            "the expertise (lower is better); spread: bootstrap over researchers\n\n"
+            + render([row], [], fmt, {name: 0 for name in row}))

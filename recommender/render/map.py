@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import InputError
-from ..files import replacing
+from ..files import output
 from .points import POINT_SUFFIXES, render_points
 from ..reading.layout import (
     FONT, GROUP_FONT, MARGIN, NAMED_POINTS, SCREEN_RADIUS, TOP, ZOOM_LEVELS, CorpusMap, MapLabel, short_name,
@@ -30,21 +30,21 @@ def check_map_path(path: str | Path) -> Path:
     return path
 
 
-def write_map(corpus_map: CorpusMap, path: str | Path, handle: BinaryIO | None = None) -> Path:
+def write_map(corpus_map: CorpusMap, path: str | Path, stream: BinaryIO | None = None) -> Path:
     """Write the map as .html (self-contained) or .png, or its points as .csv or .json, chosen by
-    the file's suffix, into `handle` (a binary file object) if given, else to `path` (replaced
-    whole: files.replacing)."""
+    the file's suffix, into `stream` (a binary file object) if given, else to `path` (replaced
+    whole, or written into a FIFO or device: files.output)."""
     path = check_map_path(path)
-    if handle is None:
-        with replacing(path, "wb") as fresh:
+    if stream is None:
+        with output(path, "wb") as fresh:
             return write_map(corpus_map, path, fresh)
     suffix = path.suffix.lower()
     if suffix in POINT_SUFFIXES:
-        handle.write(render_points(corpus_map, suffix.lstrip(".")).encode("utf-8"))
+        stream.write(render_points(corpus_map, suffix.lstrip(".")).encode("utf-8"))
     elif suffix == ".png":
-        render_png(corpus_map, handle)
+        render_png(corpus_map, stream)
     else:
-        handle.write(render_html(corpus_map).encode("utf-8"))
+        stream.write(render_html(corpus_map).encode("utf-8"))
     return path
 
 

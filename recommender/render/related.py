@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TextIO
 
 from ..corpus.citation import citation_key, unique_citation_key
 from ..corpus.papers import Paper
-from ..errors import InputError
+from ..errors import OptionError
 from ..reading.related import RelatedList
 from .bibtex import bibtex_entry
 from .markdown import code_links, md, md_latex, reference, snippet
@@ -17,7 +17,7 @@ from .tables import LIST_SEPARATOR, csv_writer
 if TYPE_CHECKING:
     from ..query.recommender import Recommender
 
-RELATED_FORMATS = ("markdown", "json", "jsonl", "csv", "bibtex")
+RELATED_FORMATS = ("markdown", "json", "jsonl", "csv", "bibtex", "miniconf")
 CSV_COLUMNS = ("paper_id", "paper_handle", "rank", "id", "handle", "title", "authors", "year", "venue", "score", "snippet",
                "url", "code_links", "why")
 
@@ -25,14 +25,17 @@ CSV_COLUMNS = ("paper_id", "paper_handle", "rank", "id", "handle", "title", "aut
 def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool = False,
                   keys: Callable[[Paper], str] | None = None) -> int:
     """Write the lists to `out` as they come (nothing is held back); returns how many were written.
+    "miniconf" is the similar-papers file of a Mini-Conf conference site (`paper_recs.json`).
 
     `keys` gives each paper's BibTeX key ("bibtex"): `BibtexKeys` over the index, so that the
     keys are unique; without it, each paper's own `citation_key`."""
     if fmt not in RELATED_FORMATS:
-        raise InputError(f"unknown format '{fmt}': use one of {', '.join(RELATED_FORMATS)}")
+        raise OptionError(f"unknown format '{fmt}': use one of {', '.join(RELATED_FORMATS)}", "fmt")
     count = 0
     if fmt == "json":
         out.write("[")
+    elif fmt == "miniconf":
+        out.write("{")
     elif fmt == "csv":
         write_row = csv_writer(out)
         write_row(CSV_COLUMNS if why else CSV_COLUMNS[:-1])
@@ -54,6 +57,9 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
                 write_row(row + [LIST_SEPARATOR.join(related.why)] if why else row)
         elif fmt == "markdown":
             out.write(_markdown(item, why))
+        elif fmt == "miniconf":
+            out.write(("\n" if count == 0 else ",\n") + "  " + json.dumps(item.paper.id, ensure_ascii=False) + ": "
+                      + json.dumps(miniconf_similar(item), ensure_ascii=False))
         else:
             for paper in (item.paper, *(related.paper for related in item.related)):
                 if paper.id not in seen:
@@ -62,7 +68,16 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
         count += 1
     if fmt == "json":
         out.write("\n]\n" if count else "]\n")
+    elif fmt == "miniconf":
+        out.write("\n}\n" if count else "}\n")
     return count
+
+
+def miniconf_similar(item: RelatedList) -> list[str]:
+    """A paper's "similar papers" as a Mini-Conf site reads them (its `paper_recs.json`, a list of
+    IDs by paper ID): the paper itself first, as the site leaves out the first, then the related
+    papers, best first."""
+    return [item.paper.id, *(related.paper.id for related in item.related)]
 
 
 _MARKDOWN_INTRO = (
@@ -133,7 +148,7 @@ class BibtexKeys:
             if row is None:  # neither the index's nor an outside paper: its own key
                 return citation_key(paper)
             member = ("index", row)
-        return unique_citation_key(citation_key(paper), member, self._sharers)
+        return unique_citation_key(citation_key(paper), member, self._sharers, own_key=bool(paper.citation_key))
 
     def _sharers(self, folded: str) -> tuple:
         if folded not in self._sharing:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from ..errors import InputError
+from ..errors import OptionError
 from ..reading.sessions import SessionPlan
 from .markdown import code_links, md, md_latex, reference, snippet
 from .tables import LIST_SEPARATOR, plural, write_csv
@@ -19,7 +19,7 @@ def render_plan(plan: SessionPlan, fmt: str) -> str:
     """The plan as a Markdown handout, JSON, or CSV (one row per paper of a session, then its
     background reading, `role` telling which)."""
     if fmt not in SESSION_FORMATS:
-        raise InputError(f"unknown format '{fmt}': use one of {', '.join(SESSION_FORMATS)}")
+        raise OptionError(f"unknown format '{fmt}': use one of {', '.join(SESSION_FORMATS)}", "fmt")
     if fmt == "json":
         return json.dumps(plan.to_dict(), ensure_ascii=False, indent=2) + "\n"
     if fmt == "csv":

@@ -175,6 +175,9 @@ def render_results(results: Sequence, fmt: str, why: bool = False, width: int | 
         table = {"rank": 0, "score": 0, "id": 0, "title": LABEL_WIDTH, "why": 40}
     for row in rows:
         row["score"] = f"{row['score']:.3f}" if fmt in ("table", "markdown") else row["score"]
+        if why and row.get("because") and fmt in ("table", "markdown"):  # the seeds first, then the terms
+            seeds = ", ".join(f"{seed['handle']} ({seed['cosine']:.2f})" for seed in row["because"])
+            row["why"] = [f"because of {seeds}", *row["why"]]
     if fmt == "table" and not rows:
         return "no papers found\n"
     if fmt == "markdown":

@@ -9,14 +9,18 @@ from fastapi.responses import JSONResponse
 
 from ..errors import InputError
 from ..reading.related import related_work, select_rows
-from ..reading.tags import recommend_for_tags, tag_paper, untag_paper
+from ..reading.tags import check_tag, mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
 from ..render.related import related_record
 from ..render.tables import paper_list_records, paper_record, result_records
-from .security import TOKEN_COOKIE, Refused, same_origin
-from .state import session_plan
+from .security import TOKEN_COOKIE, Refused, cookie_name, same_origin
+from .jobs import JOBS, Busy, compute_sessions
 
 MAX_K = 100
 MAX_QUERY = 1000  # characters of a search text
+# characters of a paper ID: any ID a build accepts fits in a request head (protocol.HEAD_BYTES), even
+# with every character percent-encoded
+MAX_ID = 16_000
+PREPARE_SECONDS = 60.0  # how long /api/sessions waits for a plan being made before it says "retry"
 MAX_PAGE = 200  # papers a page of /api/papers
 MAX_SEEDS = 50  # papers a request names (like, related-work)
 Mode = Literal["hybrid", "dense", "lexical"]
@@ -26,6 +30,12 @@ router = APIRouter(prefix="/api")
 
 def lease(request: Request):
     return request.app.state.live.lease()
+
+
+def cookie(request: Request, base: str) -> str | None:
+    """This server's cookie `base` (named per port: see security.cookie_name)."""
+    server = request.scope.get("server")
+    return request.cookies.get(cookie_name(base, server[1] if server else None))
 
 
 def with_encoder(opened) -> None:
@@ -44,8 +54,26 @@ def check_write(request: Request) -> None:
     """Writes need the token when the server has one, and never come from another site."""
     if not same_origin(request.headers.get("origin"), request.headers.get("host")):
         raise Refused(403, "cross-site write refused: send it from this server's own pages or a client without an Origin")
-    if not request.app.state.access.may_write(request.headers.get("authorization"), request.cookies.get(TOKEN_COOKIE)):
+    if not request.app.state.access.may_write(request.headers.get("authorization"), cookie(request, TOKEN_COOKIE)):
         raise Refused(401, "writing needs the token `papers serve` printed: send the header Authorization: Bearer TOKEN")
+
+
+def write_tag(request: Request, tag: str, reference: str, remove: bool = False) -> list[str]:
+    """Tag (or untag) the paper a reference names, as reading.tags.tag_paper and untag_paper do, but with
+    the index leased only to resolve the reference: a write that waits for a tags.sqlite another program
+    has locked holds nothing that lookups need."""
+    from ..errors import PaperNotFoundError
+
+    check_tag(tag)
+    with lease(request) as opened:
+        try:
+            paper_id = opened.recommender.keys.id_of(opened.recommender.resolve(reference))
+        except PaperNotFoundError:
+            if not remove:
+                raise
+            paper_id = reference  # a tagged ID of a paper a rebuild dropped is removed as given
+    store = request.app.state.tags
+    return store.remove(tag, paper_id) if remove else store.add(tag, paper_id)
 
 
 def k_parameter(default: int):
@@ -92,7 +120,7 @@ def search(
 
 
 @router.get("/papers/{paper_id:path}", summary="One paper in full (as `papers show --format json`)")
-def paper(request: Request, paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+def paper(request: Request, paper_id: str = PathParameter(..., max_length=MAX_ID)):
     with lease(request) as opened:
         return JSONResponse(paper_record(opened.recommender.show(paper_id)))
 
@@ -128,8 +156,8 @@ def related(
 @router.get("/inspect", summary="Why a paper is listed: shared terms and the two cosines")
 def inspect(
     request: Request,
-    id: str = Query(..., max_length=MAX_QUERY, description="The paper to explain."),
-    pid: str | None = Query(None, max_length=MAX_QUERY, description="The seed paper it was listed for."),
+    id: str = Query(..., max_length=MAX_ID, description="The paper to explain."),
+    pid: str | None = Query(None, max_length=MAX_ID, description="The seed paper it was listed for."),
     q: str | None = Query(None, min_length=1, max_length=MAX_QUERY, description="The search text it was found for."),
 ):
     with lease(request) as opened:
@@ -138,10 +166,34 @@ def inspect(
         return JSONResponse(opened.recommender.explain(id, seed=pid, text=q).to_dict())
 
 
+def prepared(request: Request, kind: str, function, *args):
+    """The future result of long work on the live version of the index (see jobs: off the request path)."""
+    from ..index.stored import live_version
+
+    index_dir = request.app.state.live.index_dir
+    try:
+        return JOBS.result((live_version(index_dir), kind, *args), function, str(index_dir), *args)
+    except Busy as error:
+        raise Refused(503, f"the server is busy ({error}): try again in a minute")
+
+
+async def wait_for(future, seconds: float):
+    """The result of `future` if it is done within `seconds`, else None (the work goes on)."""
+    import asyncio
+
+    try:
+        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), seconds)
+    except asyncio.TimeoutError:
+        return None
+
+
 @router.get("/sessions", summary="The papers split into reading-group sessions (as `papers sessions --format json`)")
-def sessions(request: Request, n: int = Query(6, ge=1, le=50)):
-    with lease(request) as opened:
-        return JSONResponse(session_plan(opened, n).to_dict())
+async def sessions(request: Request, n: int = Query(6, ge=1, le=50)):
+    plan = await wait_for(prepared(request, "sessions", compute_sessions, n), PREPARE_SECONDS)
+    if plan is None:
+        return JSONResponse({"error": f"the plan in {n} sessions is still being made: ask again in a minute"},
+                            503, headers={"Retry-After": "30"})
+    return JSONResponse(plan.to_dict())
 
 
 @router.get("/info", summary="What the index holds and how it was built (as `papers info --format json`)")
@@ -159,22 +211,48 @@ def tags(request: Request):
 
 
 @router.put("/tags/{tag}/{paper_id:path}", summary="Tag a paper (needs the token off loopback)")
-def put_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+def put_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathParameter(..., max_length=MAX_ID)):
     check_write(request)
-    with lease(request) as opened:
-        return JSONResponse({"tag": tag, "papers": tag_paper(opened.recommender, request.app.state.tags, tag, paper_id)})
+    return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper_id)})
 
 
 @router.delete("/tags/{tag}/{paper_id:path}", summary="Untag a paper (needs the token off loopback)")
-def delete_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+def delete_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathParameter(..., max_length=MAX_ID)):
     check_write(request)
-    with lease(request) as opened:
-        return JSONResponse({"tag": tag, "papers": untag_paper(opened.recommender, request.app.state.tags, tag, paper_id)})
+    return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper_id, remove=True)})
 
 
 @router.get("/tags/{tag}/recommendations", summary="Papers like the tag's papers, the tagged ones left out")
 def tag_recommendations(request: Request, tag: str = tag_parameter, k: int = k_parameter(10), mode: Mode = "hybrid",
-                        why: bool = False):
+                        why: bool = False, exclude_seen: list[str] = Query([], max_length=64)):
     with lease(request) as opened:
         return JSONResponse(result_records(
-            recommend_for_tags(opened.recommender, request.app.state.tags, [tag], k=k, mode=mode, why=why)))
+            recommend_for_tags(opened.recommender, request.app.state.tags, [tag], k=k, mode=mode, why=why,
+                               exclude_seen=check_count("exclude_seen", exclude_seen))))
+
+
+# Marks of a paper for a tag, as `papers tags not|seen`: not interested (a negative seed), seen (left out).
+Mark = Literal["not", "seen"]
+
+
+@router.get("/marks/{kind}/{tag}", summary="The papers marked not interested or seen for a tag")
+def marks(request: Request, kind: Mark, tag: str = tag_parameter):
+    return JSONResponse({"tag": tag, "kind": kind, "papers": request.app.state.tags.marked(tag, kind)})
+
+
+@router.put("/marks/{kind}/{tag}/{paper_id:path}", summary="Mark a paper for a tag (needs the token off loopback)")
+def put_mark(request: Request, kind: Mark, tag: str = tag_parameter,
+             paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+    check_write(request)
+    with lease(request) as opened:
+        papers = mark_paper(opened.recommender, request.app.state.tags, tag, paper_id, kind)
+        return JSONResponse({"tag": tag, "kind": kind, "papers": papers})
+
+
+@router.delete("/marks/{kind}/{tag}/{paper_id:path}", summary="Take a mark back (needs the token off loopback)")
+def delete_mark(request: Request, kind: Mark, tag: str = tag_parameter,
+                paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+    check_write(request)
+    with lease(request) as opened:
+        papers = unmark_paper(opened.recommender, request.app.state.tags, tag, paper_id, kind)
+        return JSONResponse({"tag": tag, "kind": kind, "papers": papers})

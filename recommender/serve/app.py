@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import re
+import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
@@ -19,17 +23,17 @@ from ..errors import (
     PaperNotFoundError, RecommenderError,
 )
 from ..reading.tags import TagStore
-from .security import INLINE_STYLE_POLICY, SECURITY_HEADERS, STRICT_POLICY, TOKEN_COOKIE, Access, Refused
+from .security import TOKEN_COOKIE, Access, Refused, cookie_name, local_path, response_headers
 from .state import LiveIndex
 
 HERE = Path(__file__).resolve().parent
 # How `papers serve` hands its settings to uvicorn's worker processes.
 INDEX_VARIABLE, TOKEN_VARIABLE, LOOPBACK_VARIABLE = "PAPERS_SERVE_INDEX", "PAPERS_SERVE_TOKEN", "PAPERS_SERVE_LOOPBACK"
+SUPERVISOR_VARIABLE = "PAPERS_SERVE_SUPERVISOR"  # the pid of the --workers supervisor
 STATUS = [  # the most specific first
     (PaperNotFoundError, 404), (InputError, 400), (IndexMissingError, 503), (IndexBusyError, 503),
     (IndexCorruptError, 503), (IndexMismatchError, 503), (ModelError, 503), (RecommenderError, 500),
 ]
-INLINE_STYLE_PATHS = ("/map", "/docs")
 log = logging.getLogger("papers.serve")
 
 
@@ -41,8 +45,21 @@ def wants_json(request: Request) -> bool:
     return request.url.path.startswith("/api/") or request.url.path == "/api"
 
 
+CLI_OPTION = re.compile(r"(?<![\w-])--([a-z][a-z-]*)")
+CLI_COMMAND = re.compile(r"`papers ([a-z-]+)[^`]*`")
+API_OF_COMMAND = {"list": "/api/papers", "show": "/api/papers/ID", "info": "/api/info"}
+
+
+def in_api_words(message: str) -> str:
+    """A library message as the server's user reads it: the CLI's options named as the API's parameters
+    (`--min-score` is `min_score`), a CLI command as the endpoint that does the same."""
+    message = CLI_OPTION.sub(lambda match: "parameter " + match.group(1).replace("-", "_"), message)
+    return CLI_COMMAND.sub(lambda match: API_OF_COMMAND.get(match.group(1), "/docs"), message)
+
+
 def error_response(request: Request, status: int, message: str):
     """{"error": "one line"} for the API; the same line on an HTML page for the pages."""
+    message = in_api_words(message)
     if wants_json(request):
         return JSONResponse({"error": message}, status_code=status)
     from .pages import render
@@ -51,10 +68,13 @@ def error_response(request: Request, status: int, message: str):
 
 
 class Guard:
-    """Pure ASGI middleware: the Host check on loopback, `?token=` sign-in, and the security headers."""
+    """Pure ASGI middleware, outside everything else (the catch-all 500 handler included): the Host check on
+    loopback, `?token=` sign-in, HEAD as GET without a body, the security headers on every response, and
+    the answer to a request cut by the end of the shutdown bound."""
 
     def __init__(self, app, access: Access):
         self.app, self.access = app, access
+        self.running: dict[asyncio.Task, str] = {}  # what each request in progress is, for the shutdown note
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -62,13 +82,19 @@ class Guard:
         headers = dict(scope["headers"])
         host = headers.get(b"host", b"").decode("latin-1")
         path = scope["path"]
-        policy = INLINE_STYLE_POLICY if path in INLINE_STYLE_PATHS else STRICT_POLICY
-        extra = [(b"content-security-policy", policy.encode())] + [
-            (name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
+        extra = response_headers(path)
+        head = scope["method"] == "HEAD"
+        if head:  # RFC 9110: HEAD is GET without the body, wherever GET is allowed
+            scope = dict(scope, method="GET")
+        started = False
 
         async def send_guarded(message):
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message["headers"] = list(message.get("headers", [])) + extra
+            elif head and message["type"] == "http.response.body":
+                message = dict(message, body=b"")
             await send(message)
 
         if not self.access.host_allowed(host):
@@ -83,18 +109,56 @@ class Guard:
                 response = PlainTextResponse("that token is not this server's: use the URL `papers serve` printed", 403)
                 return await response(scope, receive, send_guarded)
             rest = urlencode([(name, value) for name, value in query if name != "token"])
-            response = RedirectResponse(path + (f"?{rest}" if rest else ""), status_code=303)
-            response.set_cookie(TOKEN_COOKIE, given[0], httponly=True, samesite="strict")
+            response = RedirectResponse(local_path(path) + (f"?{rest}" if rest else ""), status_code=303)
+            response.set_cookie(cookie_name(TOKEN_COOKIE, server_port(scope)), given[0], httponly=True,
+                                samesite="strict")
             return await response(scope, receive, send_guarded)
-        await self.app(scope, receive, send_guarded)
+        # The request runs as a task of its own so that a stop past the shutdown bound can answer for it
+        # at once: the thread of a synchronous endpoint cannot be interrupted, and uvicorn's cancel would
+        # otherwise wait for it and then write a bare "Internal Server Error".
+        work = asyncio.ensure_future(self.app(scope, receive, send_guarded))
+        self.running[work] = f"{scope['method']} {path[:200]}"
+        work.add_done_callback(lambda task: self.running.pop(task, None))
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if not started:
+                await JSONResponse({"error": "the server stopped before this request finished (it ran past "
+                                             "the shutdown bound): send it again when the server is back"},
+                                   503, headers={"Connection": "close", "Retry-After": "10"}
+                                   )(scope, receive, send_guarded)
+        except Exception as error:  # the catch-all handler has answered and logged it; else answer here
+            if not started:
+                log.error("unexpected error on %s", path, exc_info=error)
+                await JSONResponse({"error": f"internal error ({type(error).__name__}): the server's log has "
+                                             "the details"}, 500)(scope, receive, send_guarded)
+
+    def cut(self) -> list[str]:
+        """The requests still running (their threads cannot be stopped)."""
+        return [name for task, name in self.running.items() if not task.done()]
+
+
+def server_port(scope) -> int | None:
+    server = scope.get("server")
+    return server[1] if server else None
+
+
+class PapersAPI(FastAPI):
+    """FastAPI with Guard outermost, so that every response, a 500 too, passes through it."""
+
+    guard: Guard | None = None
+
+    def build_middleware_stack(self):
+        self.guard = Guard(super().build_middleware_stack(), self.state.access)
+        return self.guard
 
 
 def create_app(index_dir: str | os.PathLike, token: str | None = None, loopback: bool = True) -> FastAPI:
     """The application over one index (its live version, followed across rebuilds)."""
     from . import api, pages
 
-    app = FastAPI(
-        title="papers", version=__version__, docs_url=None, redoc_url=None, openapi_url="/openapi.json",
+    app = PapersAPI(
+        lifespan=stopping, title="papers", version=__version__, docs_url=None, redoc_url=None, openapi_url="/openapi.json",
         description="Find related research papers in one index: the JSON objects `papers ... --format json` prints.",
     )
     app.state.live = LiveIndex(Path(index_dir))
@@ -131,8 +195,31 @@ def create_app(index_dir: str | os.PathLike, token: str | None = None, loopback:
         log.exception("unexpected error on %s", request.url.path)
         return error_response(request, 500, f"internal error ({type(error).__name__}): the server's log has the details")
 
-    app.add_middleware(Guard, access=app.state.access)
     return app
+
+
+@contextlib.asynccontextmanager
+async def stopping(app: PapersAPI):
+    """At the start, errors of accepting connections counted, not logged one by one. At the end of a
+    stop: what was cut (requests past the shutdown bound), then exit at once rather than wait for their
+    threads; the background work is stopped too."""
+    from .protocol import quiet_server_errors
+
+    quiet_server_errors(asyncio.get_running_loop())
+    yield
+    from .jobs import stop_jobs
+
+    stop_jobs()
+    cut = app.guard.cut() if app.guard is not None else []
+    if cut:
+        shown = ", ".join(cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
+        log.error("stopped: %d request%s still running past the shutdown bound %s cut (answered 503): %s",
+                  len(cut), "s" if len(cut) != 1 else "", "were" if len(cut) != 1 else "was", shown)
+        for handler in logging.getLogger().handlers + log.handlers:
+            handler.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def describe_validation(error: RequestValidationError) -> str:
@@ -147,5 +234,14 @@ def describe_validation(error: RequestValidationError) -> str:
 
 def app_from_environment() -> FastAPI:
     """uvicorn's factory in each worker process: the settings `papers serve` put in the environment."""
+    from .protocol import fit_descriptor_limit
+
+    fit_descriptor_limit()
+    supervisor = os.environ.get(SUPERVISOR_VARIABLE)
+    if supervisor:
+        from .supervision import follow_supervisor
+
+        follow_supervisor(int(supervisor))
     return create_app(os.environ[INDEX_VARIABLE], os.environ.get(TOKEN_VARIABLE) or None,
                       os.environ.get(LOOPBACK_VARIABLE, "1") == "1")
+

@@ -4,6 +4,7 @@ cards with "similar" and "inspect", a page per paper, tags, the map and the sess
 from __future__ import annotations
 
 import functools
+import logging
 import secrets
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -12,18 +13,18 @@ from fastapi import APIRouter, Form, Path as PathParameter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
-from ..reading.tags import recommend_for_tags, tag_paper, untag_paper
-from .api import MAX_K, MAX_QUERY, check_write, lease, with_encoder
-from .security import CSRF_COOKIE, CSRF_FIELD, Refused, csrf_matches
-from .state import session_plan
+from ..errors import install_command
+from ..reading.tags import mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
+from .api import MAX_ID, MAX_K, MAX_QUERY, check_write, cookie, lease, prepared, wait_for, with_encoder, write_tag
+from .jobs import compute_map, compute_sessions
+from .security import CSRF_COOKIE, CSRF_FIELD, TOKEN_COOKIE, Refused, cookie_name, csrf_matches, local_path
 
 HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 25
-# /map lays out every paper with its related-work list on the first request (as `papers map` does):
-# minutes past this many papers.
-MAP_PAPERS = 20_000
+PAGE_WAIT_SECONDS = 2.0  # a page of long work waits this long, then says it is being prepared
 MAX_PAGES = 10_000
 router = APIRouter(include_in_schema=False)
+log = logging.getLogger("papers.serve")
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,8 +36,22 @@ def templates():
     environment.filters["web_link"] = web_link
     # Every character but letters, digits and "-._~" escaped, "/" too: an ID such as "a/../b" stays one
     # path segment that a browser cannot fold into another path.
-    environment.filters["url_part"] = lambda value: quote(str(value), safe="")
+    environment.filters["url_part"] = url_part
+    environment.filters["paper_url"] = lambda paper_id: address("/paper", paper_id, "id")
+    environment.filters["tag_url"] = lambda tag: address("/tags/", tag, "name")
     return environment
+
+
+def url_part(value) -> str:
+    return quote(str(value), safe="")
+
+
+def address(prefix: str, name: str, parameter: str) -> str:
+    """The page of a paper or tag: `prefix/NAME`, or `prefix?parameter=NAME` for a name that is a dot
+    segment ("." or ".."), which a browser would fold into another path even when percent-encoded."""
+    if name in (".", ".."):
+        return f"{prefix}?{parameter}={url_part(name)}"
+    return f"{prefix.rstrip('/')}/{url_part(name)}"
 
 
 def web_link(url: str | None) -> str | None:
@@ -48,17 +63,18 @@ def web_link(url: str | None) -> str | None:
 
 def render(request: Request, template: str, context: dict, status: int = 200) -> HTMLResponse:
     """A page, with the form token (CSRF) its forms send back; the token cookie set on first visit."""
-    csrf = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
+    csrf = cookie(request, CSRF_COOKIE) or secrets.token_urlsafe(24)
     access = request.app.state.access
-    can_write = access.token is None or access.may_write(None, request.cookies.get("papers_token"))
+    can_write = access.token is None or access.may_write(None, cookie(request, TOKEN_COOKIE))
     page = templates().get_template(template).render(
         **context, csrf=csrf, csrf_field=CSRF_FIELD, can_write=can_write, path=request.url.path,
         here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
         index_name=request.app.state.live.index_dir.name,
     )
     response = HTMLResponse(page, status_code=status)
-    if request.cookies.get(CSRF_COOKIE) != csrf:
-        response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict")
+    if cookie(request, CSRF_COOKIE) != csrf:
+        server = request.scope.get("server")
+        response.set_cookie(cookie_name(CSRF_COOKIE, server[1] if server else None), csrf, httponly=True, samesite="strict")
     return response
 
 
@@ -86,8 +102,8 @@ def swagger_folder() -> Path | None:
 def index_page(
     request: Request,
     q: str | None = Query(None, max_length=MAX_QUERY),
-    pid: str | None = Query(None, max_length=MAX_QUERY),
-    tags: str | None = Query(None, max_length=MAX_QUERY),
+    pid: str | None = Query(None, max_length=MAX_ID),
+    tags: str | None = Query(None, max_length=MAX_QUERY, description="Tag names, comma-separated; * for all."),
     k: int = Query(25, ge=1, le=MAX_K),
     page: int = Query(1, ge=1, le=MAX_PAGES),
 ):
@@ -105,36 +121,45 @@ def index_page(
             context.update(heading="Papers like", seed=card(seed),
                            cards=[card(r.paper, r.score, seed=seed.id) for r in results])
         elif tags:
-            names = [name.strip() for name in tags.split(",") if name.strip()]
+            names = ([name.strip() for name in tags.split(",") if name.strip()] if tags.strip() != "*"
+                     else list(tag_names(request)))
             results = recommend_for_tags(recommender, request.app.state.tags, names, k=k)
-            context.update(heading=f"Recommended for {', '.join(names)}",
+            context.update(heading="Recommended for all tags" if tags.strip() == "*"
+                           else f"Recommended for {', '.join(names)}",
                            cards=[card(r.paper, r.score) for r in results])
         else:
             papers, following = recommender.papers_page((page - 1) * PAGE_SIZE, PAGE_SIZE)
             context.update(heading=f"{len(recommender):,} papers", cards=[card(paper) for paper in papers],
                            next_page=page + 1 if following is not None else None)
-        context["tag_names"] = list(request.app.state.tags.tags())
+        context["tag_names"] = tag_names(request)
         return render(request, "index.html", context)
 
 
+@router.get("/paper", response_class=HTMLResponse)
+def paper_page_by_query(request: Request, id: str = Query(..., max_length=MAX_ID)):
+    """A paper's page for an ID no path can carry (".", "..")."""
+    return paper_page(request, id)
+
+
 @router.get("/paper/{paper_id:path}", response_class=HTMLResponse)
-def paper_page(request: Request, paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
+def paper_page(request: Request, paper_id: str = PathParameter(..., max_length=MAX_ID)):
     with lease(request) as opened:
         recommender = opened.recommender
         paper = recommender.show(paper_id)
         similar = recommender.like(paper.id, k=10)
-        tagged = [name for name, ids in request.app.state.tags.tags().items() if paper.id in ids]
+        every = all_tags(request)
+        tagged = [name for name, ids in every.items() if paper.id in ids]
         return render(request, "paper.html", {
             "item": card(paper), "cards": [card(r.paper, r.score, seed=paper.id) for r in similar],
-            "tagged": tagged, "tag_names": list(request.app.state.tags.tags()),
+            "tagged": tagged, "tag_names": list(every),
         })
 
 
 @router.get("/inspect", response_class=HTMLResponse)
 def inspect_page(
     request: Request,
-    id: str = Query(..., max_length=MAX_QUERY),
-    pid: str | None = Query(None, max_length=MAX_QUERY),
+    id: str = Query(..., max_length=MAX_ID),
+    pid: str | None = Query(None, max_length=MAX_ID),
     q: str | None = Query(None, min_length=1, max_length=MAX_QUERY),
 ):
     with lease(request) as opened:
@@ -144,9 +169,31 @@ def inspect_page(
         return render(request, "inspect.html", {"explanation": explanation, "item": card(explanation.paper)})
 
 
+def all_tags(request: Request) -> dict[str, list[str]]:
+    """Every tag with its papers; none when tags.sqlite cannot be read (pages use tags for a list of
+    suggestions only: the papers stay readable; the tag pages and the API say what is wrong)."""
+    from ..errors import RecommenderError
+
+    try:
+        return request.app.state.tags.tags()
+    except RecommenderError as error:
+        log.warning("tags unavailable: %s", error)
+        return {}
+
+
+def tag_names(request: Request) -> list[str]:
+    return list(all_tags(request))
+
+
 @router.get("/tags", response_class=HTMLResponse)
 def tags_page(request: Request):
     return render(request, "tags.html", {"tags": request.app.state.tags.tags()})
+
+
+@router.get("/tags/", response_class=HTMLResponse, include_in_schema=False)
+def tag_page_by_query(request: Request, name: str = Query(..., max_length=64), k: int = Query(10, ge=1, le=MAX_K)):
+    """A tag's page for a name no path can carry (".", "..")."""
+    return tag_page(request, name, k)
 
 
 @router.get("/tags/{tag}", response_class=HTMLResponse)
@@ -160,62 +207,73 @@ def tag_page(request: Request, tag: str = PathParameter(..., max_length=64), k: 
         rows = [row for row in (recommender.keys.row_of_id(paper_id) for paper_id in ids) if row is not None]
         tagged = [card(paper) for paper in recommender.papers_at(rows)]
         missing = [paper_id for paper_id in ids if recommender.keys.row_of_id(paper_id) is None]
-        cards = [card(r.paper, r.score) for r in recommend_for_tags(recommender, store, [tag], k=k)] if rows else []
+        cards = [dict(card(r.paper, r.score), because=[
+                     {"id": seed, "handle": handle, "cosine": cosine, "inspect": urlencode({"id": r.paper.id, "pid": seed})}
+                     for seed, handle, cosine in r.because])
+                 for r in recommend_for_tags(recommender, store, [tag], k=k, why=True, exclude_seen=[tag])] if rows else []
         return render(request, "tag.html", {"tag": tag, "tagged": tagged, "missing": missing, "cards": cards,
-                                            "tag_names": list(store.tags())})
-
-
-def local_path(target: str | None) -> str:
-    """Where a form sends the browser back to: a path of this server only (no open redirect)."""
-    if target and target.startswith("/") and not target.startswith(("//", "/\\")) and target.isprintable():
-        return target
-    return "/"
+                                            "tag_names": tag_names(request), "not_interested": store.marked(tag, "not"),
+                                            "seen": len(store.marked(tag, "seen"))})
 
 
 def check_form(request: Request, csrf: str | None) -> None:
-    if not csrf_matches(request.cookies.get(CSRF_COOKIE), csrf):
+    if not csrf_matches(cookie(request, CSRF_COOKIE), csrf):
         raise Refused(403, "the form has expired or came from another site: reload the page and try again")
     check_write(request)
 
 
 @router.post("/tags/add")
-def add_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_QUERY),
+def add_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_ID),
                  csrf: str = Form(""), next: str = Form("/")):
     check_form(request, csrf)
-    with lease(request) as opened:
-        tag_paper(opened.recommender, request.app.state.tags, tag.strip(), id)
+    write_tag(request, tag.strip(), id)
     return RedirectResponse(local_path(next), status_code=303)
 
 
 @router.post("/tags/remove")
-def remove_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_QUERY),
+def remove_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_ID),
                     csrf: str = Form(""), next: str = Form("/")):
     check_form(request, csrf)
+    write_tag(request, tag.strip(), id, remove=True)
+    return RedirectResponse(local_path(next), status_code=303)
+
+
+def preparing(request: Request, what: str) -> HTMLResponse:
+    """The page that says long work is being done, and reloads itself (a meta refresh: no script)."""
+    response = render(request, "preparing.html", {"what": what}, status=202)
+    response.headers["Refresh"] = "3"
+    return response
+
+
+@router.post("/tags/mark")
+def mark_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_QUERY),
+              kind: str = Form(..., max_length=8), undo: bool = Form(False), csrf: str = Form(""), next: str = Form("/")):
+    """A tag page's "not interested" and "seen" buttons (`papers tags not|seen`), and taking them back."""
+    check_form(request, csrf)
     with lease(request) as opened:
-        untag_paper(opened.recommender, request.app.state.tags, tag.strip(), id)
+        (unmark_paper if undo else mark_paper)(opened.recommender, request.app.state.tags, tag.strip(), id, kind)
     return RedirectResponse(local_path(next), status_code=303)
 
 
 @router.get("/sessions", response_class=HTMLResponse)
-def sessions_page(request: Request, n: int = Query(6, ge=1, le=50)):
-    with lease(request) as opened:
-        plan = session_plan(opened, n)
-        return render(request, "sessions.html", {"plan": plan, "n": n})
+async def sessions_page(request: Request, n: int = Query(6, ge=1, le=50)):
+    plan = await wait_for(prepared(request, "sessions", compute_sessions, n), PAGE_WAIT_SECONDS)
+    if plan is None:
+        return preparing(request, f"The plan in {n} sessions")
+    return render(request, "sessions.html", {"plan": plan, "n": n})
 
 
 @router.get("/map", response_class=HTMLResponse)
-def map_page(request: Request):
-    """The explorable map `papers map --out map.html` writes, its script served as a file (no inline script)."""
-    from ..reading.layout import build_map
-    from ..render.map import render_html
-
-    with lease(request) as opened:
-        recommender = opened.recommender
-        if len(recommender) > MAP_PAPERS:
-            raise Refused(503, f"a map of {len(recommender):,} papers takes too long to draw on request (at most "
-                               f"{MAP_PAPERS:,}): write it once with `papers map --out map.html`")
-        page = opened.cached("map", lambda: render_html(build_map(recommender), script_url="/map.js"))
-        return HTMLResponse(page)
+async def map_page(request: Request):
+    """The explorable map `papers map --out map.html` writes, its script served as a file (no inline script);
+    drawn in the background on the first request."""
+    outcome = await wait_for(prepared(request, "map", compute_map), PAGE_WAIT_SECONDS)
+    if outcome is None:
+        return preparing(request, "The map")
+    kind, page = outcome
+    if kind == "refused":
+        raise Refused(503, page)
+    return HTMLResponse(page)
 
 
 @router.get("/favicon.ico")
@@ -236,6 +294,6 @@ def map_script():
 def docs_page(request: Request):
     """Swagger UI from the installed fastapi-offline (no CDN), started by a script file (no inline script)."""
     if swagger_folder() is None:
-        raise Refused(404, "the interactive docs need fastapi-offline (Swagger UI): pip install 'recommender[serve]'; "
-                           "/openapi.json has the API's description")
+        raise Refused(404, "the interactive docs need fastapi-offline (Swagger UI): "
+                           f"{install_command('serve')}; /openapi.json has the API's description")
     return HTMLResponse(templates().get_template("docs.html").render())

@@ -25,6 +25,30 @@ SECURITY_HEADERS = {
 }
 
 
+INLINE_STYLE_PATHS = ("/map", "/docs")
+
+
+def response_headers(path: str) -> list[tuple[bytes, bytes]]:
+    """The security headers of every response to `path` (its content security policy included)."""
+    policy = INLINE_STYLE_POLICY if path in INLINE_STYLE_PATHS else STRICT_POLICY
+    return [(b"content-security-policy", policy.encode())] + [
+        (name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
+
+
+def cookie_name(base: str, port: int | None) -> str:
+    """A cookie per server: browsers scope cookies by host, not port, so two servers on one host (or any
+    other service there) would otherwise read and overwrite each other's."""
+    return f"{base}_{port}" if port else base
+
+
+def local_path(target: str | None) -> str:
+    """Where to send a browser back to: a path of this server only (no open redirect through `//host`)."""
+    if target and target.startswith("/") and not target.startswith(("//", "/\\")) and "\\" not in target[:2] \
+            and target.isprintable():
+        return target
+    return "/"
+
+
 def is_loopback(host: str) -> bool:
     """Whether an address to bind is reachable from this machine only."""
     if host in LOOPBACK_NAMES:
@@ -53,7 +77,7 @@ class Access:
         if not host_header:
             return False
         host = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
-        return host.strip("[]").lower() in LOOPBACK_NAMES
+        return is_loopback(host.strip("[]").lower())  # 127.0.0.2 and every other loopback address too
 
     def may_write(self, authorization: str | None, cookie: str | None) -> bool:
         if self.token is None:

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import InputError
-from ..index.store import resolve_index_dir
+from ..index.home import resolve_index_dir
 from ..query.recommender import Recommender
-from .app import INDEX_VARIABLE, LOOPBACK_VARIABLE, TOKEN_VARIABLE
+from .app import INDEX_VARIABLE, LOOPBACK_VARIABLE, SUPERVISOR_VARIABLE, TOKEN_VARIABLE
 from .security import is_loopback, new_token
 
 TOKEN_ENVIRONMENT = "PAPERS_TOKEN"
 MAX_WORKERS = 64
+SHUTDOWN_SECONDS = 10  # a stop waits this long for requests in progress, then cuts them (and says so)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -45,14 +46,29 @@ def url_of(listener: socket.socket) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
+def read_token_file(path: str) -> str:
+    """The token in the first line of a file (kept out of the process list, which anyone on the host reads)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            token = handle.readline().strip()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise InputError(f"token file {path}: {reason}: give a readable file whose first line is the token") from None
+    if not token:
+        raise InputError(f"token file {path} is empty: write the token on its first line")
+    return token
+
+
 def serve(index: str | None, host: str = "127.0.0.1", port: int = 8000, workers: int = 1, token: str | None = None,
-          announce: Callable[[str], None] = print) -> None:
-    """Serve an index until Ctrl-C or SIGTERM. Off loopback, writes need a token (given, $PAPERS_TOKEN,
-    or generated and announced, as Jupyter does)."""
+          announce: Callable[[str], None] = print, token_file: str | None = None) -> None:
+    """Serve an index until Ctrl-C or SIGTERM. Off loopback, writes need a token (from `token_file`, given,
+    $PAPERS_TOKEN, or generated and announced, as Jupyter does)."""
     if not 1 <= workers <= MAX_WORKERS:
         raise InputError(f"--workers must be 1..{MAX_WORKERS}, got {workers}")
     index_dir = Path(os.path.abspath(resolve_index_dir(index)))
     Recommender.open(index_dir).close()  # a missing or damaged index is one line now, not in every request
+    if token_file is not None:
+        token = read_token_file(token_file)
     token = token or os.environ.get(TOKEN_ENVIRONMENT) or None
     loopback = is_loopback(host)
     generated = token is None and not loopback
@@ -61,10 +77,18 @@ def serve(index: str | None, host: str = "127.0.0.1", port: int = 8000, workers:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
+    from .protocol import HEAD_BYTES, GuardedH11Protocol, fit_descriptor_limit
+
+    fit_descriptor_limit()  # before the workers start: they inherit it
     listener = bind(host, port)
     os.environ.update({INDEX_VARIABLE: str(index_dir), TOKEN_VARIABLE: token or "", LOOPBACK_VARIABLE: "1" if loopback else "0"})
+    if workers > 1:
+        os.environ[SUPERVISOR_VARIABLE] = str(os.getpid())
+    else:
+        os.environ.pop(SUPERVISOR_VARIABLE, None)
     config = uvicorn.Config("recommender.serve.app:app_from_environment", factory=True, workers=workers,
-                            log_level="warning", access_log=False, server_header=False, timeout_graceful_shutdown=10)
+                            http=GuardedH11Protocol, h11_max_incomplete_event_size=HEAD_BYTES, log_level="warning", access_log=False, server_header=False,
+                            timeout_graceful_shutdown=SHUTDOWN_SECONDS)
     address = url_of(listener)
     announce(f"serving {index_dir} at {address} with {workers} worker{'s' if workers != 1 else ''} (Ctrl-C stops)")
     if token is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import RecommenderError
-from ..index import store
+from ..index.stored import IndexFolder, live_version
 from ..query.recommender import Recommender
 
 
@@ -42,6 +42,8 @@ class LiveIndex:
 
     def __init__(self, index_dir: Path):
         self.index_dir = Path(index_dir)
+        # The index folder, held open: renamed (`papers indexes mv`), it is followed to its new path.
+        self._folder = IndexFolder(self.index_dir)
         self._lock = threading.Lock()
         self._current: OpenedVersion | None = None
         # One request at a time uses the library in this process: a Recommender is not made for threads
@@ -60,7 +62,8 @@ class LiveIndex:
                 self._release(opened)
 
     def _acquire(self) -> OpenedVersion:
-        live = store.live_version(self.index_dir)
+        self.index_dir = self._folder.where()  # renamed: followed; removed: one line (IndexMissingError)
+        live = live_version(self.index_dir)
         with self._lock:
             current = self._current
             if current is None or current.version != live:
@@ -96,17 +99,10 @@ class LiveIndex:
                 opened.recommender.close()
 
     def close(self) -> None:
+        self._folder.close()
         with self._lock:
             if self._current is not None:
                 self._current.retired = True
                 if self._current.users == 0:
                     self._current.recommender.close()
                 self._current = None
-
-
-def session_plan(opened: OpenedVersion, n: int):
-    """The plan of every paper of this version in `n` sessions (`papers sessions --n`), made once a version."""
-    from ..reading.sessions import plan_sessions
-
-    recommender = opened.recommender
-    return opened.cached(("sessions", n), lambda: plan_sessions(recommender, range(len(recommender)), n=n))

@@ -11,6 +11,7 @@ file's extension and, for .json and .jsonl, by what the records hold.
             OpenAlex works                                         openalex
             Semantic Scholar papers                                semantic_scholar
             CSL-JSON (Zotero)                                      csl_json
+            OpenReview notes (API v1 and v2, a venue's notes by ID) openreview
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv", ".json", ".bib")
 
 def _json_formats() -> tuple:
     """The JSON formats' modules, in the order they are tried: our own takes what the others do not claim."""
-    from . import arxiv, csl_json, openalex, own_json, semantic_scholar
+    from . import arxiv, csl_json, openalex, openreview, own_json, semantic_scholar
 
-    return (semantic_scholar, openalex, arxiv, csl_json, own_json)
+    return (openreview, semantic_scholar, openalex, arxiv, csl_json, own_json)
 
 
 def read_records(path: Path) -> Iterator[Record]:
@@ -114,12 +115,15 @@ def _json_document(path: Path) -> Iterator[Record]:
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None
     if isinstance(data, dict):
-        for key in ("results", "data"):  # an OpenAlex page; a Semantic Scholar search page
+        from . import openreview
+
+        # An OpenAlex page; a Semantic Scholar search page; an OpenReview API answer.
+        for key in ("results", "data", "notes"):
             if isinstance(data.get(key), list):
                 data = data[key]
                 break
         else:
-            data = [data]
+            data = list(data.values()) if openreview.looks_like_notes_by_id(data) else [data]
     if not isinstance(data, list):
         raise InputError(
             f"{path}: expected a JSON array of papers (or an object holding them), got {type(data).__name__}"

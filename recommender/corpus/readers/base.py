@@ -95,14 +95,14 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of every non-blank line, read a line at a time (the arXiv
     snapshot is gigabytes): the same checks as `decode`, line by line."""
     try:
-        handle = open(path, "rb")
+        stream = open(path, "rb")
     except OSError as error:
         raise InputError(f"{path}: cannot read file ({error.strerror}): fix its permissions or leave it out") from None
-    with handle:
-        start = handle.peek(4096)[:4096] if hasattr(handle, "peek") else b""
+    with stream:
+        start = stream.peek(4096)[:4096] if hasattr(stream, "peek") else b""
         if start.startswith(UTF16_BOMS):
             raise binary_file(path, start)
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in enumerate(stream, start=1):
             if b"\x00" in raw:
                 raise binary_file(path, start)
             try:

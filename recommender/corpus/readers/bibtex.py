@@ -39,6 +39,10 @@ def read(path: Path, text: str) -> list[Record]:
         # Its own string resolution knows neither `#` nor nested macros: values are evaluated here.
         library = bibtexparser.parse_string(text, parse_stack=[])
         _evaluate_values(library)
+        # Every field as written (macros resolved), before the middlewares split names: the
+        # fields not modelled go back out as they came in.
+        written = {entry.key.casefold(): [(field.key.lower(), field.value) for field in entry.fields
+                                          if isinstance(field.value, str)] for entry in library.entries}
         for middleware in (middlewares.NormalizeFieldKeys(), middlewares.SeparateCoAuthors(),
                            middlewares.SplitNameParts()):
             library = middleware.transform(library)
@@ -50,7 +54,7 @@ def read(path: Path, text: str) -> list[Record]:
         block = min(library.failed_blocks, key=lambda b: b.start_line or 0)
         raise _failed(path, block)
     fields_of = {entry.key.casefold(): {field.key: field.value for field in entry.fields} for entry in library.entries}
-    return [_record(path, entry, fields_of) for entry in library.entries]
+    return [_record(path, entry, fields_of, written) for entry in library.entries]
 
 
 # BibTeX's predefined macros: the months.
@@ -153,11 +157,17 @@ def _failed(path: Path, block) -> InputError:
     return InputError(f"{path}:{line}{entry}: not valid BibTeX ({reason}): fix the entry's braces, quotes and commas")
 
 
-def _record(path: Path, entry, fields_of: dict[str, dict]) -> Record:
+# Fields that only link an entry to another: an entry is written out with what it inherits.
+LINKS = ("crossref", "xdata")
+
+
+def _record(path: Path, entry, fields_of: dict[str, dict], written: dict[str, list]) -> Record:
     line = (entry.start_line or 0) + 1
     source = f"{path}:{line}"
     label = f"{source} (entry '{entry.key}')"
     values = {field.key: field.value for field in entry.fields}
+    # The entry as written, to go back out as it came in (`render.bibtex`).
+    as_written = dict((name, value) for name, value in written[entry.key.casefold()] if name not in LINKS)
     own_editors = values.get("editor")
     parent = values.get("crossref")
     if isinstance(parent, str) and parent.strip().casefold() in fields_of:
@@ -165,6 +175,9 @@ def _record(path: Path, entry, fields_of: dict[str, dict]) -> Record:
         for name, value in inherited.items():
             if name not in NOT_INHERITED:
                 values.setdefault(name, value)
+        for name, value in written[parent.strip().casefold()]:  # as BibTeX inherits: field by field
+            if name not in NOT_INHERITED and name not in LINKS and name != "title":
+                as_written.setdefault(name, value)
         if "booktitle" not in values and isinstance(inherited.get("title"), str):
             values["booktitle"] = inherited["title"]  # the proceedings' title is the paper's book title
     authors = values.get("author") or own_editors  # an edited volume: its editors
@@ -190,7 +203,8 @@ def _record(path: Path, entry, fields_of: dict[str, dict]) -> Record:
     }
     keywords = values.get("keywords", "")
     categories = tuple(word.strip() for word in re.split(r"[,;]", keywords) if word.strip())
-    return Record(fields, source, label, bulk=True, categories=categories)
+    extra = {"citation_key": entry.key, "entry_type": entry.entry_type, "bibtex_fields": tuple(as_written.items())}
+    return Record(fields, source, label, bulk=True, categories=categories, extra=extra)
 
 
 def _authors(label: str, authors) -> list[str]:

@@ -1,6 +1,8 @@
 """The column names (CSV) and keys (JSON records) that conference and library tools write,
 read as our fields: `UID` (Mini-Conf), `paper_id`, `arxiv_id`, `DOI`, `Abstract Note` (Zotero),
-`Source title` (Scopus), `keywords`/`tags`/`subjects` as categories, and so on.
+`Source title` (Scopus), `keywords`/`tags`/`subjects` and the columns conferences group papers
+by (`track`, `area`, `session`, `primary_area`) as categories, CMT's `Authors` (`Jane Doe
+(MIT)*; ...`: affiliations and the contact star dropped), and so on.
 
 Names are matched ignoring case, spaces and punctuation (`Paper ID`, `paper_id` and `paperId`
 are one name). For each field the names are tried in order and a record takes the first one
@@ -15,6 +17,12 @@ from typing import Iterable
 
 from ...errors import InputError
 
+# The columns conferences group their papers by (Mini-Conf's sessions, ACL's tracks, OpenReview's
+# primary area): categories, whose names may hold commas ("Phonology, Morphology and Word
+# Segmentation"), so a list of them is split on `|` or `;` only.
+GROUPS = ("track", "tracks", "area", "areas", "primaryarea", "subjectarea", "subjectareas", "researcharea",
+          "primarysubjectarea", "secondarysubjectareas",
+          "session", "sessions")
 # Our field: the names it is read from, most specific first.
 ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "uid", "paperid", "arxivid", "arxiv", "doi", "key", "citationkey", "citekey", "bibtexkey",
@@ -28,7 +36,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "url": ("url", "link", "paperurl", "htmlurl", "pdfurl", "pdf"),
     # Every one of these that a record has is read (their lists joined).
     "categories": ("categories", "category", "keywords", "keyword", "tags", "tag", "subjects", "subject",
-                   "topics", "manualtags", "automatictags", "authorkeywords", "indexkeywords"),
+                   "topics", "manualtags", "automatictags", "authorkeywords", "indexkeywords", *GROUPS),
 }
 # What our own outputs add to a paper (`papers list --format jsonl` read back): derived, not lost.
 DERIVED = ("handle", "codelinks", "source", "score", "rank")
@@ -100,7 +108,8 @@ class Columns:
         categories: list[str] = []
         for alias in ALIASES["categories"]:
             if alias in by_alias:
-                categories.extend(split_categories(where, by_alias[alias], spaced=alias in SPACED))
+                categories.extend(split_categories(where, by_alias[alias], spaced=alias in SPACED,
+                                                   commas=alias not in GROUPS))
         return fields, tuple(dict.fromkeys(categories))
 
     def unread_warning(self, path, what: str = "column") -> str | None:
@@ -144,13 +153,28 @@ def split_authors(text: str) -> list[str]:
     else by commas and `and` between full names (`Ada Lovelace, Alan Turing and Grace Hopper`);
     one name (`Lovelace, Ada`) otherwise."""
     if "|" in text or ";" in text:
-        return [_turned(name) for name in split_list(text)]
+        return [_turned(_without_affiliation(name)) for name in split_list(text)]
+    text = _without_affiliation(text)
     parts = [part.strip() for part in re.split(r",\s*(?:and\s+)?|\s+and\s+", text) if part.strip()]
     if len(parts) > 1 and all(len(part.split()) > 1 for part in parts):
         return parts
     if "," not in text:
         return parts
     return [_turned(text.strip())]
+
+
+def _without_affiliation(name: str) -> str:
+    """CMT's `Jane Doe (MIT)*`: the name, without the affiliation and the contact author's star."""
+    name = name.strip().removesuffix("*").rstrip()
+    if name.endswith(")"):
+        depth = 0
+        for position in range(len(name) - 1, -1, -1):  # the "(" that opens the last group, nested ones inside
+            depth += {")": 1, "(": -1}.get(name[position], 0)
+            if depth == 0:
+                if name[:position].strip():  # never a name that is all parentheses
+                    name = name[:position].rstrip()
+                break
+    return name.removesuffix("*").rstrip()
 
 
 def _turned(name: str) -> str:
@@ -161,9 +185,9 @@ def _turned(name: str) -> str:
     return f"{first} {last}".strip() if first and last else name
 
 
-def split_categories(where: str, value, spaced: bool = False) -> list[str]:
-    """Categories as a list, or as text separated by `|`, `;` or commas (or spaces, as arXiv writes
-    them, in a `categories` column)."""
+def split_categories(where: str, value, spaced: bool = False, commas: bool = True) -> list[str]:
+    """Categories as a list, or as text separated by `|`, `;` or (unless not `commas`) commas (or
+    spaces, as arXiv writes them, in a `categories` column)."""
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
@@ -174,6 +198,6 @@ def split_categories(where: str, value, spaced: bool = False) -> list[str]:
         raise InputError(f"{where}: categories must be text or a list of text, got {type(value).__name__}")
     if "|" in value or ";" in value:
         return split_list(value)
-    if "," in value:
+    if "," in value and commas:
         return [part.strip() for part in value.split(",") if part.strip()]
     return value.split() if spaced else ([value.strip()] if value.strip() else [])

@@ -1,0 +1,119 @@
+"""Long work of the server (the map, the reading-group plans) off the request path: in one background
+process per worker, so that neither a lock nor the interpreter that lookups need is held by it; the
+results kept in a bounded cache, the same work asked for twice done once."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Callable
+
+KEPT = 8  # results kept (a session plan of 3,000 papers is some megabytes; each n is one)
+PENDING = 8  # different computations waiting at once; past it a request is told to come back
+MAP_PAPERS = 20_000  # /map lays out every paper with its related-work list: minutes past this many
+
+
+class Busy(Exception):
+    """Too much long work is already waiting."""
+
+
+def _start_child(parent: int) -> None:
+    """In the background process: stop when the server process is gone."""
+    from .supervision import follow_supervisor
+
+    follow_supervisor(parent)
+
+
+def compute_map(index_dir: str) -> tuple[str, str]:
+    """("page", the map's HTML) or ("refused", why), as `papers map --out map.html` writes it."""
+    from ..query.recommender import Recommender
+    from ..reading.layout import build_map
+    from ..render.map import render_html
+
+    with Recommender.open(Path(index_dir)) as recommender:
+        if len(recommender) > MAP_PAPERS:
+            return "refused", (f"a map of {len(recommender):,} papers takes too long to draw on request (at most "
+                               f"{MAP_PAPERS:,}): write it once with `papers map --out map.html`")
+        return "page", render_html(build_map(recommender), script_url="/map.js")
+
+
+def compute_sessions(index_dir: str, n: int):
+    """The plan of every paper in `n` sessions (`papers sessions --n`)."""
+    from ..query.recommender import Recommender
+    from ..reading.sessions import plan_sessions
+
+    with Recommender.open(Path(index_dir)) as recommender:
+        return plan_sessions(recommender, range(len(recommender)), n=n)
+
+
+class Jobs:
+    """The background process of one server process, and what it computed (KEPT results, least recently
+    used dropped first)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.results: OrderedDict[tuple, Any] = OrderedDict()
+        self.pending: dict[tuple, Future] = {}
+        self.pool = None
+
+    def result(self, key: tuple, function: Callable, *args) -> Future:
+        """The future result of `function(*args)`, known by `key` (its index version among the rest)."""
+        with self.lock:
+            if key in self.results:
+                self.results.move_to_end(key)
+                done: Future = Future()
+                done.set_result(self.results[key])
+                return done
+            if key in self.pending:
+                return self.pending[key]
+            if len(self.pending) >= PENDING:
+                raise Busy(f"{len(self.pending)} long computations are waiting")
+            future = self._pool().submit(function, *args)
+            self.pending[key] = future
+        future.add_done_callback(lambda finished: self._finished(key, finished))
+        return future
+
+    def _finished(self, key: tuple, future: Future) -> None:
+        from concurrent.futures.process import BrokenProcessPool
+
+        with self.lock:
+            self.pending.pop(key, None)
+            if future.cancelled():
+                return
+            error = future.exception()
+            if error is None:
+                self.results[key] = future.result()
+                while len(self.results) > KEPT:
+                    self.results.popitem(last=False)
+            elif isinstance(error, BrokenProcessPool):
+                self.pool = None  # the process died (killed, out of memory): the next request starts another
+
+    def _pool(self):
+        if self.pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=_start_child, initargs=(os.getpid(),))
+        return self.pool
+
+    def stop(self) -> None:
+        with self.lock:
+            pool, self.pool = self.pool, None
+            for future in self.pending.values():
+                future.cancel()
+        if pool is not None:
+            processes = list(getattr(pool, "_processes", {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:  # a map half drawn is of no use to anyone: do not wait for it
+                process.terminate()
+
+
+JOBS = Jobs()
+
+
+def stop_jobs() -> None:
+    JOBS.stop()

@@ -1,0 +1,348 @@
+"""`papers serve` against clients that would take it down: slow request heads by the thousand, malformed
+and oversized requests, a request longer than the shutdown bound, a killed supervisor, long work beside
+lookups, and the smaller breaks (damaged tags, other loopback addresses, IDs a path cannot carry). All
+through a real server on a real port of 127.0.0.1, raw sockets and real signals."""
+
+import json
+import os
+import resource
+import signal
+import socket
+import sqlite3
+import subprocess
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from corpus import PAPERS
+from serving import build_fake_index, start_server, wait_until
+
+pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+
+LONG_ID = "long-" + "x" * 1500
+ODD = [
+    {"id": ".", "title": "A Paper Called Dot", "abstract": "Dots and points in language models and privacy."},
+    {"id": "..", "title": "A Paper Called Dot Dot", "abstract": "Two dots for video ranking and aesthetics."},
+    {"id": LONG_ID, "title": "A Paper With A Long ID", "abstract": "Long identifiers in recurrent networks."},
+]
+HOOKS = {"PAPERS_TEST_HOOKS": "1"}
+SECURITY = ("content-security-policy", "x-content-type-options", "x-frame-options", "referrer-policy")
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory):
+    return build_fake_index(tmp_path_factory.mktemp("serve-reliability") / "index", PAPERS + ODD)
+
+
+@pytest.fixture(scope="module")
+def server(index_dir):
+    running = start_server(index_dir, env=HOOKS)
+    yield running
+    assert running.stop() == 0
+
+
+def address(server) -> tuple[str, int]:
+    host, port = urllib.parse.urlsplit(server.url).netloc.rsplit(":", 1)
+    return host, int(port)
+
+
+def raw(server, data: bytes, seconds: float = 30) -> bytes:
+    """What the server answers to these bytes on one connection, until it closes it."""
+    with socket.create_connection(address(server), timeout=seconds) as connection:
+        connection.sendall(data)
+        chunks = []
+        while chunk := connection.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse(response: bytes) -> tuple[int, dict, bytes]:
+    head, _, body = response.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+def assert_guarded(headers) -> None:
+    headers = {name.lower(): value for name, value in dict(headers).items()}
+    missing = [name for name in SECURITY if name not in headers]
+    assert not missing, (missing, headers)
+
+
+# ---------------------------------------------------------------- point 8: slow clients
+
+
+def test_a_flood_of_slow_request_heads_keeps_no_one_out(index_dir):
+    """1,100 connections that each send part of a request head and wait (a slowloris), against a server
+    limited to 1,024 open files (a common default): a normal client is still answered, the slowest
+    connections are closed with a 408 in JSON, and the log says so in a line or two, never a traceback
+    per accept."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1400:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    server = start_server(index_dir, open_files=1024)
+    slow = []
+    try:
+        for _ in range(1100):
+            connection = socket.create_connection(address(server), timeout=30)
+            connection.sendall(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            slow.append(connection)
+        status, headers, body = server.get("/api/like?id=dp1")
+        assert status == 200 and json.loads(body)
+        first = b""
+        while chunk := slow[0].recv(65536):
+            first += chunk
+        status, headers, body = parse(first)
+        assert status == 408 and "head" in json.loads(body)["error"]
+        assert_guarded(headers)
+        for connection in slow:
+            connection.close()
+        assert server.get("/api/info")[0] == 200
+    finally:
+        for connection in slow:
+            connection.close()
+        server.stop()
+    assert not any("Traceback" in line for line in server.errors), server.errors[:5]
+    assert len(server.errors) <= 3, server.errors  # a line a minute at most, whatever the count
+
+
+# ---------------------------------------------------------------- point 10: every response guarded
+
+
+def test_malformed_and_oversized_requests_get_json_with_the_headers(server):
+    status, headers, body = parse(raw(server, b"NOT HTTP AT ALL\r\n\r\n"))
+    assert status == 400 and "malformed" in json.loads(body)["error"]
+    assert_guarded(headers)
+    huge = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n"
+    status, headers, body = parse(raw(server, huge))
+    assert status == 431 and "larger" in json.loads(body)["error"]
+    assert_guarded(headers)
+
+
+def test_an_unexpected_error_is_a_json_500_with_the_headers(server):
+    status, headers, body = server.get("/api/search?q=explode")
+    assert status == 500 and json.loads(body)["error"].startswith("internal error (RuntimeError)")
+    assert_guarded(headers)
+    status, headers, body = server.get("/?q=explode")
+    assert status == 500 and b"internal error" in body
+    assert_guarded(headers)
+
+
+def test_head_is_get_without_the_body(server):
+    for path in ("/", "/api/info", "/tags", "/paper/dp1"):
+        status, headers, body = server.get(path, method="HEAD")
+        assert (status, body) == (200, b""), path
+        assert_guarded(headers)
+
+
+# ---------------------------------------------------------------- point 9: long work beside lookups
+
+
+def test_a_cold_map_and_sessions_do_not_hold_up_lookups(index_dir):
+    """The map takes 40 s to draw here (a hook in tests/serve_launcher.py): the page says it is being
+    prepared, lookups are answered meanwhile, and the map comes once drawn."""
+    server = start_server(index_dir, env={**HOOKS, "PAPERS_TEST_SLOW_MAP": "40"})
+    try:
+        status, headers, body = server.get("/map")
+        assert status == 202 and b"being prepared" in body and headers["Refresh"]
+        assert_guarded(headers)
+        answers = []
+
+        def lookups():
+            for _ in range(10):
+                answers.append(server.get("/api/like?id=dp1")[0])
+
+        thread = threading.Thread(target=lookups)
+        thread.start()
+        thread.join(20)  # the old server held every request of the worker for the whole map
+        assert not thread.is_alive() and answers == [200] * 10
+        assert server.get("/sessions?n=2")[0] in (200, 202)
+        assert server.json("/api/sessions?n=2")[0] == 200
+        status, headers, body = wait_until(lambda: (lambda got: got if got[0] == 200 else None)(server.get("/map")),
+                                           seconds=90, step=1)
+        assert b"/map.js" in body
+    finally:
+        assert server.stop() == 0
+
+
+# ---------------------------------------------------------------- point 12: signals and supervision
+
+
+def test_a_stop_cuts_a_request_past_the_bound_and_says_so(index_dir):
+    """A request that would run 300 s: a stop answers it 503 in JSON after the 10 s bound, names it in the
+    log and exits, rather than waiting for it (or writing a bare "Internal Server Error")."""
+    server = start_server(index_dir, env=HOOKS)
+    got = []
+    thread = threading.Thread(target=lambda: got.append(server.get("/api/search?q=sleep:300")))
+    thread.start()
+    time.sleep(1)  # the request is running by now
+    server.process.send_signal(signal.SIGTERM)
+    try:
+        code = server.process.wait(60)
+    except subprocess.TimeoutExpired:
+        server.stop(signal.SIGKILL)
+        raise AssertionError("the server still waited for the request a minute after SIGTERM")
+    thread.join(30)
+    server.stop()
+    status, headers, body = got[0]
+    assert status == 503 and "stopped before this request finished" in json.loads(body)["error"]
+    assert_guarded(headers)
+    assert code == 0
+    assert any("cut" in line and "GET /api/search" in line for line in server.errors), server.errors
+
+
+def children_of(pid: int) -> list[int]:
+    """The worker processes of a supervisor (its children, less multiprocessing's resource tracker)."""
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split():
+            try:
+                if b"resource_tracker" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+            except FileNotFoundError:
+                continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_workers_stop_when_their_supervisor_is_killed(index_dir):
+    server = start_server(index_dir, "--workers", "2")
+    workers: list[int] = []
+    try:
+        workers = wait_until(lambda: (lambda found: found if len(found) >= 2 else None)(
+            children_of(server.process.pid)))
+        for _ in range(10):  # both workers serving
+            assert server.get("/api/like?id=dp1")[0] == 200
+        server.process.kill()
+        server.process.wait(10)
+        wait_until(lambda: not any(alive(pid) for pid in workers), seconds=30)
+        with pytest.raises(OSError):
+            socket.create_connection(address(server), timeout=5).close()
+    finally:
+        for pid in workers:  # should they outlive it (the failure this test is for), they hold its pipes
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        server.stop(signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- point 11: the write token
+
+
+def test_the_token_cookie_is_this_servers_and_sign_in_redirects_only_here(index_dir, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+    token_file.chmod(0o600)
+    server = start_server(index_dir, "--token-file", str(token_file))
+    try:
+        assert b"s3cret-token" not in Path(f"/proc/{server.process.pid}/cmdline").read_bytes()
+        assert server.get("/api/tags/reading/dp1", method="PUT")[0] == 401
+        status, _ = server.json("/api/tags/reading/dp1", method="PUT",
+                                headers={"Authorization": "Bearer s3cret-token"})
+        assert status == 200
+        port = address(server)[1]
+        for target in ("//evil.example/?token=s3cret-token", "/\\evil.example?token=s3cret-token"):
+            status, headers, _ = parse(raw(server, f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                                                   "Connection: close\r\n\r\n".encode()))
+            assert status == 303 and headers["location"].startswith("/") and "evil" not in headers["location"]
+            assert headers["set-cookie"].startswith(f"papers_token_{port}=")
+    finally:
+        assert server.stop() == 0
+
+
+# ---------------------------------------------------------------- point 13: smaller breaks
+
+
+def test_pages_degrade_when_tags_sqlite_is_damaged(tmp_path):
+    index_dir = build_fake_index(tmp_path / "index", PAPERS)
+    server = start_server(index_dir)
+    try:
+        assert server.get("/api/tags/reading/dp1", method="PUT")[0] == 200
+        (index_dir / "tags.sqlite").write_bytes(b"this is not a database" * 100)
+        for path in ("/", "/paper/dp1", "/?pid=dp1"):
+            assert server.get(path)[0] == 200, path
+        status, body = server.json("/api/tags")
+        assert status >= 500 and "tags" in body["error"]
+    finally:
+        assert server.stop() == 0
+
+
+def test_another_loopback_address_serves_its_own_address(index_dir):
+    server = start_server(index_dir, "--host", "127.0.0.2")
+    try:
+        assert "127.0.0.2" in server.url
+        assert server.get("/api/info")[0] == 200 and server.get("/")[0] == 200
+    finally:
+        assert server.stop() == 0
+
+
+def test_papers_named_dot_and_long_ids_open_from_their_links(server):
+    """Links resolved as a browser does (dot segments removed, RFC 3986) still reach the paper."""
+    import re
+
+    _, _, body = server.get("/?page=1&k=100")
+    _, _, listing = server.get("/?q=dots+privacy+video&k=100")
+    links = set(re.findall(r'href="(/paper[^"]*)"', (body + listing).decode()))
+    for paper_id, title in ((".", "A Paper Called Dot"), ("..", "A Paper Called Dot Dot")):
+        found = [link for link in links if urllib.parse.unquote(link.split("id=")[-1]) == paper_id]
+        assert found, (paper_id, sorted(links)[:10])
+        resolved = urllib.parse.urlsplit(urllib.parse.urljoin(server.url + "paper/x", found[0].replace("&amp;", "&")))
+        status, _, page = server.get(resolved.path + (f"?{resolved.query}" if resolved.query else ""))
+        assert status == 200 and f">{title}<" in page.decode(), page[:300]
+    quoted = urllib.parse.quote(LONG_ID, safe="")
+    assert server.get(f"/api/papers/{quoted}")[0] == 200
+    assert server.get(f"/paper/{quoted}")[0] == 200
+
+
+def test_recommended_for_all_of_many_tags(server):
+    for number in range(200):
+        assert server.get(f"/api/tags/topic-{number:03d}/dp1", method="PUT")[0] == 200
+    try:
+        _, _, page = server.get("/tags")
+        import re
+
+        link = re.search(r'href="([^"]*)">Recommended for all tags', page.decode()).group(1)
+        status, _, body = server.get(link.replace("&amp;", "&"))
+        assert status == 200 and b"Recommended for all tags" in body
+    finally:
+        for number in range(200):
+            server.get(f"/api/tags/topic-{number:03d}/dp1", method="DELETE")
+
+
+def test_api_errors_name_the_apis_parameters(server):
+    status, body = server.json("/api/papers?where=nonsense")
+    assert status == 400 and "--" not in body["error"] and "where" in body["error"]
+    status, body = server.json("/api/like?id=dp1&min_score=2")
+    assert status == 422 and "--" not in body["error"]
+    status, body = server.json("/api/papers/%20")
+    assert "papers list" not in body["error"] and "--" not in body["error"]
+
+
+def test_a_tag_write_waiting_on_a_locked_tags_file_holds_up_no_lookup(server, index_dir):
+    assert server.get("/api/tags/locked/dp1", method="PUT")[0] == 200
+    holder = sqlite3.connect(index_dir / "tags.sqlite", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another program writing the tags: our write waits for it
+    try:
+        write = threading.Thread(target=lambda: server.get("/api/tags/locked/dp2", method="PUT"))
+        write.start()
+        time.sleep(0.5)  # the write is waiting by now
+        answers = []
+        lookups = threading.Thread(target=lambda: answers.extend(server.get("/api/like?id=dp1")[0] for _ in range(5)))
+        lookups.start()
+        lookups.join(8)  # the write waits 10 s for the lock; the old server held every lookup that long
+        assert not lookups.is_alive() and answers == [200] * 5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    write.join(30)
+    server.get("/api/tags/locked/dp1", method="DELETE")
+    server.get("/api/tags/locked/dp2", method="DELETE")
