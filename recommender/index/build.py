@@ -69,6 +69,7 @@ def build_index(
     precision: str | None = None,
     upgrade: bool = False,
     chunk_size: int | None = None,
+    compact: bool = False,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -90,6 +91,9 @@ def build_index(
     `upgrade` rebuilds an index made with the fast tier with `model` (default: the default model),
     from the index's own papers unless `inputs` are given; its fast version answers queries until
     the new one is committed, and a stopped upgrade resumes like any build.
+
+    `compact` rebuilds the index from its own live papers, those `papers add` put in segments
+    included and those `papers remove` removed left out (index/segments.py).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -138,6 +142,10 @@ def build_index(
         spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
         reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where))
+        if compact:  # read under the lock: no `add` publishes a segment this build would miss
+            from .segments import live_papers
+
+            reading = live_papers(index_dir)
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
             ids, handles = spool.read(reading)
         count = len(ids)

@@ -1,0 +1,96 @@
+"""`papers add`, `papers remove` and `papers build --compact`: segments beside a live index."""
+
+import json
+
+import pytest
+
+from corpus import PAPERS, write_corpus
+
+NEW = [
+    {"id": "dp3", "title": "Private Language Model Training at Scale",
+     "abstract": "Differentially private training of language models with gradient clipping on many machines."},
+    {"id": "vid3", "title": "Aesthetic Video Assessment",
+     "abstract": "Video aesthetic assessment with annotations of professional videos and quality models."},
+]
+
+
+def _ids(result) -> list[str]:
+    return [row["id"] for row in json.loads(result.output)]
+
+
+@pytest.fixture
+def added(built, workdir):
+    write_corpus(workdir / "new", NEW)
+    result = built("add", "new", "--no-compact")
+    assert result.exit_code == 0, result.output
+    return built
+
+
+def test_add_encodes_only_the_new_papers_and_they_are_found(built, workdir, fake_model):
+    write_corpus(workdir / "new", NEW)
+    fake_model.encoded_texts.clear()
+    result = built("add", "new", "--no-compact")
+    assert result.exit_code == 0, result.output
+    assert "added 2 papers" in result.output
+    encoded = " ".join(fake_model.encoded_texts)
+    assert "Aesthetic Video Assessment" in encoded and "FlashDP" not in encoded  # the base is not re-encoded
+    assert (workdir / "indexes/default/SEGMENTS").is_file()
+    assert "dp3" in _ids(built("like", "dp1", "--format", "json", "-k", "3"))
+    assert _ids(built("search", "video aesthetic assessment", "--format", "json", "-k", "3"))[:1] in (["vid3"], ["vid1"])
+    assert "vid3" in _ids(built("search", "video aesthetic assessment", "--format", "json", "-k", "3"))
+    assert json.loads(built("show", "dp3", "--format", "json").output)["id"] == "dp3"
+    # A seed in the segment finds papers of the base.
+    assert set(_ids(built("like", "dp3", "--format", "json", "-k", "2"))) == {"dp1", "dp2"}
+
+
+def test_adding_the_same_file_again_adds_nothing(added):
+    again = added("add", "new", "--no-compact")
+    assert again.exit_code == 0 and "added 0 papers" in again.output and "2 already in the index" in again.output
+    assert _ids(added("like", "dp1", "--format", "json", "-k", "10")).count("dp3") == 1
+
+
+def test_remove_leaves_tombstones_in_base_and_segment(added):
+    result = added("remove", "dp2", "dp3")
+    assert result.exit_code == 0, result.output
+    found = _ids(added("like", "dp1", "--format", "json", "-k", "10"))
+    assert "dp2" not in found and "dp3" not in found and found
+    facts = json.loads(added("info", "--format", "json").output)
+    assert (facts["paper_count"], facts["segments"], facts["removed_papers"]) == (6, 1, 2)
+    assert "dp2" not in _ids(added("search", "private fine-tuning", "--format", "json", "-k", "10"))
+    missing = added("show", "dp2")
+    assert missing.exit_code != 0 and "removed" in missing.output
+    unknown = added("remove", "nope")
+    assert unknown.exit_code != 0 and "nothing was removed" in unknown.output
+
+
+def test_compact_gives_the_ranking_of_a_full_rebuild(added, workdir):
+    assert added("remove", "rnn2").exit_code == 0
+    before = {seed: _ids(added("like", seed, "--format", "json", "-k", "5")) for seed in ("dp1", "vid1", "dp3")}
+    result = added("build", "--compact")
+    assert result.exit_code == 0, result.output
+    assert "encoded 0" in result.output  # every vector from the cache
+    assert not (workdir / "indexes/default/SEGMENTS").exists()
+    assert not (workdir / "indexes/default/segments").exists()
+    compacted = {seed: _ids(added("like", seed, "--format", "json", "-k", "5")) for seed in before}
+    assert "rnn2" not in sum(compacted.values(), [])
+    # The same as a build of the same papers from scratch.
+    write_corpus(workdir / "all", [paper for paper in PAPERS + NEW if paper["id"] != "rnn2"])
+    assert added("build", "all", "--index", "fresh").exit_code == 0
+    fresh = {seed: _ids(added("like", seed, "--format", "json", "-k", "5", "--index", "fresh")) for seed in before}
+    assert compacted == fresh
+    assert before == fresh  # dense and lexical statistics of six papers: the merge already agreed
+
+
+def test_add_past_the_share_compacts(built, workdir):
+    write_corpus(workdir / "new", NEW)
+    result = built("add", "new")  # 2 papers on a base of 6: past a tenth
+    assert result.exit_code == 0 and "compacted" in result.output
+    assert not (workdir / "indexes/default/SEGMENTS").exists()
+    assert json.loads(built("info", "--format", "json").output)["paper_count"] == 8
+
+
+def test_add_to_a_missing_index_is_one_line(papers_cli, workdir):
+    write_corpus(workdir / "new", NEW)
+    result = papers_cli("add", "new", "--index", "nothing-here")
+    assert result.exit_code != 0 and "no index at" in result.output
+    assert not (workdir / "indexes" / "nothing-here").exists()
