@@ -94,3 +94,40 @@ def test_add_to_a_missing_index_is_one_line(papers_cli, workdir):
     result = papers_cli("add", "new", "--index", "nothing-here")
     assert result.exit_code != 0 and "no index at" in result.output
     assert not (workdir / "indexes" / "nothing-here").exists()
+
+
+def test_serve_picks_up_an_add_and_a_remove_without_a_failed_request(tmp_path, fake_model):
+    import threading
+
+    from serving import build_fake_index, start_server, wait_until
+
+    from recommender.index.segments import add_papers, remove_papers
+
+    index_dir = build_fake_index(tmp_path / "index", PAPERS)
+    server = start_server(index_dir)
+    failures, done = [], threading.Event()
+
+    def hammer():
+        while not done.is_set():
+            for path in ("/api/like?id=dp1&k=8", "/api/search?q=video+aesthetic"):
+                status, _, body = server.get(path)
+                if status != 200:
+                    failures.append((path, status, body[:200]))
+
+    def liked() -> list[str]:
+        return [row["id"] for row in server.json("/api/like?id=dp1&k=8")[1]]
+
+    clients = [threading.Thread(target=hammer) for _ in range(2)]
+    try:
+        for client in clients:
+            client.start()
+        add_papers([write_corpus(tmp_path / "new", NEW)], index=index_dir, compact_share=None)
+        wait_until(lambda: "dp3" in liked())
+        remove_papers(["dp2"], index=index_dir)
+        wait_until(lambda: "dp2" not in liked())
+    finally:
+        done.set()
+        for client in clients:
+            client.join(60)
+        server.stop()
+    assert failures == []

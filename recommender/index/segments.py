@@ -90,6 +90,19 @@ def read_segments(index_dir: Path) -> SegmentSet:
     return SegmentSet(live, names, counts, tombstones)
 
 
+def reader_version(index_dir: Path) -> str | None:
+    """The live version and segment list as one short string (two small reads): a long-running reader
+    (`papers serve`) reopens the index when it changes, after an add or a remove as after a build."""
+    live = store.live_version(Path(index_dir))
+    try:
+        listed = (Path(index_dir) / SEGMENTS).read_bytes()
+    except OSError:
+        return live
+    import hashlib
+
+    return f"{live} {hashlib.sha256(listed).hexdigest()[:16]}"
+
+
 def segment_dir(index_dir: Path, name: str) -> Path:
     return Path(index_dir) / SEGMENT_FOLDER / name
 
@@ -105,19 +118,24 @@ def _publish(index_dir: Path, segments: SegmentSet) -> None:
         os.close(descriptor)
 
 
-def _part_ids(index_dir: Path, segments: SegmentSet) -> dict[str, set[str]]:
-    """The IDs each part holds (tombstoned ones too), read from their key tables."""
+def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[str, list[str]]:
+    """For each ID, the parts that hold it live (tombstoned copies left out), by binary search in
+    each part's sorted IDs: an add reads no list of every ID of the base."""
     from .keys import Keys
 
     parts = {BASE: Path(index_dir), **{name: segment_dir(index_dir, name) for name in segments.segments}}
-    held = {}
+    found: dict[str, list[str]] = {paper_id: [] for paper_id in ids}
     for part, folder in parts.items():
+        removed = segments.removed(part)
         with store.open_stored(folder) as stored:
             keys = Keys(lambda name, s=stored: s.load_array(f"keys/{name}.npy", mmap=True),
                         lambda name, s=stored: s.has(f"keys/{name}.npy"), int(stored.manifest["paper_count"]),
                         lambda name, problem, s=stored: store.corrupt(s, f"keys/{name}.npy", problem))
-            held[part] = set(keys.all_ids())
-    return held
+            for paper_id, holders in found.items():
+                if paper_id not in removed and keys.row_of_id(paper_id) is not None:
+                    holders.append(part)
+            del keys
+    return found
 
 
 @dataclass(frozen=True)
@@ -149,11 +167,10 @@ def add_papers(
     with store.build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
         _remove_unlisted(index_dir, current)
-        held = _part_ids(index_dir, current)
-        live = {paper_id for part, ids in held.items() for paper_id in ids - current.removed(part)}
+        held = _holders(index_dir, current, {paper.id for paper in papers})
         new: dict[str, Paper] = {}
         for paper in papers:
-            if paper.id not in live:
+            if not held[paper.id]:
                 new.setdefault(paper.id, paper)  # the first of duplicates in the input, as a build keeps
         skipped = len(papers) - len(new)
         report = AddReport(index_dir, 0, skipped, None, 0, False, 0.0)
@@ -212,10 +229,10 @@ def remove_papers(ids: Sequence[str], index: str | os.PathLike | None = None, wa
         raise InputError("no paper ID given: name the IDs of the papers to remove")
     with store.build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
-        held = _part_ids(index_dir, current)
-        tombstones = {part: set(current.removed(part)) for part in held}
+        held = _holders(index_dir, current, wanted)
+        tombstones = {part: set(current.removed(part)) for part in (BASE, *current.segments)}
         for paper_id in wanted:
-            parts = [part for part, found in held.items() if paper_id in found - tombstones[part]]
+            parts = held[paper_id]
             if not parts:
                 raise PaperNotFoundError(f"no paper '{paper_id}' in index {index_dir}: nothing was removed "
                                          "(see `papers list` for the IDs it holds)")

@@ -95,6 +95,16 @@ class SegmentedRecommender(Recommender):
         facts["removed_papers"] = sum(len(ids) for ids in self.listed.tombstones.values())
         return facts
 
+    def list_papers(self, where: Sequence[str] = (), limit: int | None = None) -> list[Paper]:
+        """The base's papers in index order, then each segment's, removed papers left out."""
+        found: list[Paper] = []
+        for _, part, removed in self._parts():
+            wanted = None if limit is None else limit - len(found) + len(removed)
+            if wanted is not None and wanted < 1:
+                break
+            found.extend(paper for paper in self._own(part).list_papers(where, wanted) if paper.id not in removed)
+        return found if limit is None else found[:limit]
+
     def _holder(self, reference: str) -> tuple[str, Recommender, int]:
         """The part holding a reference, and its row there; a removed paper is not found."""
         for name, part, removed in self._parts():
