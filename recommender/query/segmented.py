@@ -18,6 +18,7 @@ from ..corpus.papers import Paper
 from ..errors import IndexMissingError, PaperNotFoundError
 from ..index import segments as segment_store
 from ..index import store
+from . import recommender as single
 from .recommender import Recommendation, Recommender, check_options
 
 
@@ -59,6 +60,10 @@ class SegmentedRecommender(Recommender):
         self.listed = listed
         self.segments = list(parts)
         self._names = [segment_store.BASE, *listed.segments]
+        # One query encoder for every part, each text encoded once for them all.
+        shared = _SharedEncoder(lambda: single.load_query_encoder(base.stored, base.manifest["model"]))
+        for part in [self, *self.segments]:
+            part.use_query_encoder(shared)
 
     @property
     def version(self) -> tuple[str, ...]:
@@ -164,3 +169,39 @@ def _merged(results: list[Recommendation], k: int) -> list[Recommendation]:
             best[item.id] = item
     ordered = sorted(best.values(), key=lambda item: (-round(float(item.score), 6), item.id))[:k]
     return [Recommendation(rank, item.score, item.paper, item.why) for rank, item in enumerate(ordered, start=1)]
+
+
+class _SharedEncoder:
+    """The index's query encoder, loaded on first use, remembering the last texts it encoded: the
+    base and every segment encode a search text (or a seed from another part) once between them."""
+
+    REMEMBERED = 64
+
+    def __init__(self, load):
+        self._load, self._encoder = load, None
+        self._known: dict[tuple[str, ...], object] = {}
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            self._encoder = self._load()
+        return self._encoder
+
+    @property
+    def max_tokens(self) -> int:
+        return self.encoder.max_tokens
+
+    @property
+    def dimension(self) -> int:
+        return self.encoder.dimension
+
+    def token_spans(self, text: str):
+        return self.encoder.token_spans(text)
+
+    def encode(self, texts: list[str]):
+        key = tuple(texts)
+        if key not in self._known:
+            if len(self._known) >= self.REMEMBERED:
+                self._known.pop(next(iter(self._known)))
+            self._known[key] = self.encoder.encode(list(texts))
+        return self._known[key]
