@@ -70,6 +70,7 @@ def build_index(
     upgrade: bool = False,
     chunk_size: int | None = None,
     compact: bool = False,
+    lexical_terms=None,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -93,7 +94,8 @@ def build_index(
     the new one is committed, and a stopped upgrade resumes like any build.
 
     `compact` rebuilds the index from its own live papers, those `papers add` put in segments
-    included and those `papers remove` removed left out (index/segments.py).
+    included and those `papers remove` removed left out (index/segments.py). `lexical_terms`
+    (lexical.FixedTerms): weigh the TF-IDF rows in another index's vocabulary and IDF (a segment's).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -156,7 +158,8 @@ def build_index(
             precision, previous = _kept_precision(model, precision, previous, notice, device)
             query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
                              if export_query_encoder or precision != "fp32" else None)
-            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
+            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER,
+                                                         fixed=lexical_terms))
             written = _write_papers(writer, spool, handles, tfidf)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.

@@ -177,6 +177,7 @@ def add_papers(
         if new:
             with store.open_stored(index_dir) as base:
                 manifest = base.manifest
+                terms = _base_terms(base)
             name = f"s-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
             folder = segment_dir(index_dir, name)
             folder.parent.mkdir(exist_ok=True)
@@ -188,7 +189,7 @@ def add_papers(
                 built = build_index(
                     [source], index=folder, model=manifest["model"], chunking=_chunking(manifest),
                     precision=manifest.get("precision"), progress=progress, notice=notice, built_by="add",
-                    export_query_encoder=bool(manifest.get("query_encoder")),
+                    export_query_encoder=bool(manifest.get("query_encoder")), lexical_terms=terms,
                 )
             except BaseException:
                 store.remove_tree(folder)
@@ -206,6 +207,20 @@ def add_papers(
         compacted = True
     return AddReport(report.index_dir, report.added, report.skipped, report.segment, report.encoded, compacted,
                      time.perf_counter() - started)
+
+
+def _base_terms(base: store.StoredIndex):
+    """The base's vocabulary and IDF, in which a segment's TF-IDF rows are weighed: one query vector then
+    scores base and segments alike, and a segment's papers weigh as after a rebuild, but for the
+    base's document frequencies not counting the added papers (bounded by their share, COMPACT_SHARE)."""
+    import math
+
+    from .lexical import FixedTerms
+    from .store import VOCABULARY
+
+    count = int(base.manifest["paper_count"])
+    return FixedTerms(list(base.load_json(VOCABULARY)), base.load_array("lexical/idf.npy"),
+                      math.log((1 + count) / 2) + 1)
 
 
 def _chunking(manifest: dict):
