@@ -1,30 +1,36 @@
-"""An index with segments (`papers add`): the base and each segment searched, the results merged.
+"""An index with segments (`papers add`): the base and its segments ranked as one index.
 
-Each part ranks its own papers as `Recommender` does, deep enough that its tombstoned papers
-(`papers remove`) can be dropped and `k` remain; the lists are merged by score. Seeds held by
-another part are given to each part as papers from outside (embedded with the index's query
-encoder, as `--from-file` papers are). Dense scores are exact across parts; hybrid and lexical
-scores use each part's own TF-IDF statistics and candidate pool, so a segment's papers may rank
-a little differently than after a rebuild (measured by scripts/bench_segments.py,
-docs/performance.md) until `papers build --compact` merges them into the base.
+The rows of the segments follow the base's (segment i's row r is the base's size + the sizes of
+the segments before it + r), and the few ways `Recommender` reads rows -- the FAISS search, the
+vectors of candidates, the TF-IDF top rows and rows, the stored papers, the ID lookups -- are
+answered part by part here; everything else (the seed profile, the candidate pools, the fusion
+over the pool, `--diverse`) is `Recommender`'s own, so a query ranks as after a rebuild.
+Segments weigh their TF-IDF rows in the base's vocabulary and IDF (index/segments.py), so one
+query vector scores every part; the only difference from a rebuild is the document frequencies
+of the added papers' terms (measured by scripts/bench_segments.py, docs/performance.md), until
+`papers build --compact`. Removed papers (`papers remove`) are excluded from every result.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
+
+import numpy as np
 
 from ..corpus.papers import Paper
 from ..errors import IndexMissingError, PaperNotFoundError
 from ..index import segments as segment_store
 from ..index import store
+from ..index.ann import search_index
+from ..index.lexical import LexicalIndex, SparseVector
 from . import recommender as single
-from .recommender import Recommendation, Recommender, check_options
+from .recommender import Recommender
 
 
 def open_index(index: str | Path | None = None, model: str | None = None, verify: bool = False) -> Recommender:
-    """The index as a reader sees it: a `Recommender` of its base, or, with segments, a
-    `SegmentedRecommender` over the base and every segment of the published list."""
+    """The index as a reader sees it: a `Recommender` of its base, or, with segments or removed
+    papers, a `SegmentedRecommender` over the base and every segment of the published list."""
     index_dir = store.resolve_index_dir(index)
     for _ in range(5):
         listed = segment_store.read_segments(index_dir) if index_dir.is_dir() else None
@@ -53,122 +59,252 @@ def open_index(index: str | Path | None = None, model: str | None = None, verify
 
 
 class SegmentedRecommender(Recommender):
-    """The base (this Recommender's own rows) and the segments, each a Recommender of its own."""
+    """The base and its segments as one index of their rows in turn (see the module's docstring)."""
 
-    def __init__(self, base: Recommender, listed: segment_store.SegmentSet, parts: Sequence[Recommender]):
+    def __init__(self, base: Recommender, listed: segment_store.SegmentSet, segments: Sequence[Recommender]):
         super().__init__(base.stored)
         self.listed = listed
-        self.segments = list(parts)
-        self._names = [segment_store.BASE, *listed.segments]
+        self.parts = [base, *segments]
+        self.part_names = [segment_store.BASE, *listed.segments]
+        sizes = [len(part) for part in self.parts]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._union_lexical: _UnionLexical | None = None
+        self._removed_rows: set[int] | None = None
+        self._tiebreak: np.ndarray | None = None
         # One query encoder for every part, each text encoded once for them all.
         shared = _SharedEncoder(lambda: single.load_query_encoder(base.stored, base.manifest["model"]))
-        for part in [self, *self.segments]:
+        for part in [self, *self.parts]:
             part.use_query_encoder(shared)
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
 
     @property
     def version(self) -> tuple[str, ...]:
-        """What a long-running reader compares to see an add, a remove or a rebuild."""
-        return (self.stored.folder.name, *self.listed.segments,
-                *(f"{part}:{len(ids)}" for part, ids in sorted(self.listed.tombstones.items())))
+        return (self.stored.folder.name, *self.listed.segments)
 
     def close(self) -> None:
-        for part in self.segments:
+        for part in self.parts:
             part.close()
         super().close()
 
-    def _parts(self) -> list[tuple[str, Recommender, frozenset[str]]]:
-        base: Recommender = self
-        return [(name, part, self.listed.removed(name))
-                for name, part in zip(self._names, [base, *self.segments])]
+    # -- rows, part by part
 
-    def _own(self, part: Recommender):
-        """A part's own (unsegmented) methods: the base's are those of Recommender itself."""
-        return super() if part is self else part
+    def _split(self, rows) -> Iterator[tuple[int, Recommender, np.ndarray, np.ndarray]]:
+        """(part number, part, positions in `rows`, the part's own rows) for each part `rows` touch."""
+        rows = np.asarray(rows, dtype=np.int64)
+        owner = np.searchsorted(self.starts, rows, side="right") - 1
+        for number in np.unique(owner).tolist():
+            positions = np.flatnonzero(owner == number)
+            yield number, self.parts[number], positions, rows[positions] - self.starts[number]
+
+    def _gather(self, rows, read) -> np.ndarray:
+        """`read(part, own rows)` of every part, put back in the order of `rows`."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = None
+        for _, part, positions, own in self._split(rows):
+            values = np.asarray(read(part, own))
+            if out is None:
+                out = np.empty((len(rows), *values.shape[1:]), dtype=values.dtype)
+            out[positions] = values
+        return out if out is not None else np.zeros(0, dtype=np.float32)
+
+    @property
+    def vectors(self) -> "_UnionVectors":
+        return _UnionVectors(self)
+
+    def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
+        dimension = self.manifest["dimension"]
+        if len(rows) == 0:
+            return np.zeros((0, dimension), dtype=np.float32)
+        return self._gather(rows, lambda part, own: part.vectors_at(own))
+
+    def _candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        return self._gather(rows, lambda part, own: part.cosines(own, query)).astype(np.float32)
+
+    def cosines(self, rows: np.ndarray, query: np.ndarray, read_rows=None) -> np.ndarray:
+        if read_rows is not None:
+            return super().cosines(rows, query, read_rows)
+        return self._gather(rows, lambda part, own: part.cosines(own, query)).astype(np.float32)
+
+    def _read_vectors(self, rows: np.ndarray, into: dict) -> None:
+        wanted = [row for row in np.asarray(rows).tolist() if row not in into]
+        if wanted:
+            into.update(zip(wanted, self.vectors_at(wanted)))
+
+    def _faiss_search(self, queries: np.ndarray, depth: int) -> np.ndarray:
+        """Each part's nearest `depth`, merged by inner product: the union's nearest `depth`."""
+        found_scores, found_rows = [], []
+        for start, part in zip(self.starts.tolist(), self.parts):
+            scores, rows = search_index(part.faiss_index, queries, min(depth, len(part)))
+            found_scores.append(scores)
+            found_rows.append(np.where(rows >= 0, rows + start, -1))
+        scores, rows = np.concatenate(found_scores, axis=1), np.concatenate(found_rows, axis=1)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+        return np.take_along_axis(rows, order, axis=1)
+
+    @property
+    def faiss_index(self):
+        return self.parts[0].faiss_index
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        if self._union_lexical is None:
+            self._union_lexical = _UnionLexical(self)
+        return self._union_lexical  # type: ignore[return-value]
+
+    @property
+    def tiebreak(self) -> np.ndarray:
+        """Each part's ID order, the parts in turn (equal scores across parts: the base's first)."""
+        if self._tiebreak is None:
+            self._tiebreak = np.concatenate([np.asarray(part.tiebreak, dtype=np.int64) + start
+                                             for part, start in zip(self.parts, self.starts.tolist())])
+        return self._tiebreak
+
+    def papers_at(self, rows: Sequence[int]) -> list[Paper]:
+        found: list[Paper | None] = [None] * len(rows)
+        for _, part, positions, own in self._split(rows):
+            for position, paper in zip(positions.tolist(), part.papers_at(own.tolist())):
+                found[position] = paper
+        return found  # type: ignore[return-value]
+
+    def papers(self) -> Iterator[Paper]:
+        for name, part in zip(self.part_names, self.parts):
+            removed = self.listed.removed(name)
+            yield from (paper for paper in part.papers() if paper.id not in removed)
+
+    @property
+    def ids(self) -> list[str]:
+        return [paper_id for part in self.parts for paper_id in part.ids]
+
+    @property
+    def handles(self) -> list[str]:
+        return [handle for part in self.parts for handle in part.handles]
+
+    # -- lookups
+
+    def removed_rows(self) -> set[int]:
+        """The rows `papers remove` removed: never in a result."""
+        if self._removed_rows is None:
+            rows = set()
+            for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
+                rows.update(start + row for row in part.keys.rows_named(sorted(self.listed.removed(name))))
+            self._removed_rows = rows
+        return self._removed_rows
+
+    def resolve(self, reference: str) -> int:
+        """The row of a paper in the base or a segment; a removed paper is not found."""
+        for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
+            try:
+                row = part.resolve(reference)
+            except PaperNotFoundError:
+                continue
+            if part.keys.id_of(row) in self.listed.removed(name):
+                raise PaperNotFoundError(f"paper '{reference}' was removed from the index (`papers remove`)")
+            return start + row
+        return self.parts[0].resolve(reference)  # the base's message, with the names nearest
+
+    def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
+        found: list[int | None] = [None] * len(papers)
+        for part, start in zip(self.parts, self.starts.tolist()):
+            missing = [i for i, row in enumerate(found) if row is None]
+            if not missing:
+                break
+            for i, row in zip(missing, part.find_papers([papers[i] for i in missing])):
+                if row is not None:
+                    found[i] = start + row
+        return found
+
+    def _exclusions(self, exclude: Sequence[str]) -> set[int]:
+        wanted = sorted({value.strip() for value in exclude if value.strip()})
+        rows = set(self.removed_rows())
+        if wanted:
+            for part, start in zip(self.parts, self.starts.tolist()):
+                rows.update(start + row for row in part.keys.rows_named(wanted))
+        return rows
+
+    def list_papers(self, where: Sequence[str] = (), limit: int | None = None) -> list[Paper]:
+        """The base's papers in index order, then each segment's, removed papers left out."""
+        found: list[Paper] = []
+        for name, part in zip(self.part_names, self.parts):
+            removed = self.listed.removed(name)
+            wanted = None if limit is None else limit - len(found) + len(removed)
+            if wanted is not None and wanted < 1:
+                break
+            found.extend(paper for paper in part.list_papers(where, wanted) if paper.id not in removed)
+        return found if limit is None else found[:limit]
 
     def paper_count(self) -> int:
-        """Live papers: the base's and the segments', tombstones left out."""
-        removed = sum(len(ids) for ids in self.listed.tombstones.values())
-        return len(self) + self.listed.added - removed
+        """Live papers: the base's and the segments', removed ones left out."""
+        return len(self) - sum(len(ids) for ids in self.listed.tombstones.values())
 
     def info(self) -> dict:
         """The base's facts, with the live paper count and what the segments add and remove."""
         facts = super().info()
         facts["base_paper_count"] = facts["paper_count"]
         facts["paper_count"] = self.paper_count()
-        facts["segments"] = len(self.segments)
+        facts["segments"] = len(self.parts) - 1
         facts["added_papers"] = self.listed.added
         facts["removed_papers"] = sum(len(ids) for ids in self.listed.tombstones.values())
         return facts
 
-    def list_papers(self, where: Sequence[str] = (), limit: int | None = None) -> list[Paper]:
-        """The base's papers in index order, then each segment's, removed papers left out."""
-        found: list[Paper] = []
-        for _, part, removed in self._parts():
-            wanted = None if limit is None else limit - len(found) + len(removed)
-            if wanted is not None and wanted < 1:
-                break
-            found.extend(paper for paper in self._own(part).list_papers(where, wanted) if paper.id not in removed)
-        return found if limit is None else found[:limit]
 
-    def _holder(self, reference: str) -> tuple[str, Recommender, int]:
-        """The part holding a reference, and its row there; a removed paper is not found."""
-        for name, part, removed in self._parts():
-            try:
-                row = Recommender.resolve(part, reference)
-            except PaperNotFoundError:
-                continue
-            if part.keys.id_of(row) not in removed:
-                return name, part, row
-        Recommender.resolve(self, reference)  # the base's message, with the names nearest
-        raise PaperNotFoundError(f"paper '{reference}' was removed from the index (`papers remove`)")
+class _UnionVectors:
+    """The vectors of every part by row, for the few array uses of `Recommender` (`--diverse`)."""
 
-    def show(self, reference: str) -> Paper:
-        _, part, row = self._holder(reference)
-        return Recommender.papers_at(part, [row])[0]
+    def __init__(self, union: SegmentedRecommender):
+        self.union = union
+        self.shape = (len(union), union.manifest["dimension"])
 
-    def like(self, *references: str, k: int = 10, not_: Sequence[str] = (), exclude: Sequence[str] = (),
-             min_score: float | None = None, diverse: float | None = None, why: bool = False,
-             mode: str = "hybrid", papers: Sequence[Paper] = ()) -> list[Recommendation]:
-        """`Recommender.like` over the base and every segment, merged by score."""
-        if not references and not papers:
-            raise PaperNotFoundError("no paper given: name at least one paper ID or handle, or give papers from a file")
-        check_options(k, min_score, diverse, mode)
-        seeds = [(reference, *self._holder(reference)) for reference in references]
-        negatives = [(reference, *self._holder(reference)) for reference in not_]
-        seed_papers = {name: [] for name in self._names}
-        for _, name, part, row in seeds:
-            seed_papers[name].append(Recommender.papers_at(part, [row])[0])
-        seed_ids = {paper.id for held in seed_papers.values() for paper in held}
-        results = []
-        for name, part, removed in self._parts():
-            own = [reference for reference, holder, _, _ in seeds if holder == name]
-            outside = [paper for other, held in seed_papers.items() if other != name for paper in held]
-            against = [reference for reference, holder, _, _ in negatives if holder == name]
-            found = self._own(part).like(
-                *own, k=k + len(removed), not_=against, exclude=[*exclude, *seed_ids], min_score=min_score,
-                diverse=diverse, why=why, mode=mode, papers=[*outside, *papers])
-            results.extend(item for item in found if item.id not in removed)
-        return _merged(results, k)
-
-    def search(self, text: str, k: int = 10, exclude: Sequence[str] = (), min_score: float | None = None,
-               diverse: float | None = None, why: bool = False, mode: str = "hybrid") -> list[Recommendation]:
-        """`Recommender.search` over the base and every segment, merged by score."""
-        results = []
-        for _, part, removed in self._parts():
-            found = self._own(part).search(text, k=k + len(removed), exclude=exclude, min_score=min_score,
-                                           diverse=diverse, why=why, mode=mode)
-            results.extend(item for item in found if item.id not in removed)
-        return _merged(results, k)
+    def __getitem__(self, rows) -> np.ndarray:
+        return self.union.vectors_at(np.atleast_1d(np.asarray(rows, dtype=np.int64)))
 
 
-def _merged(results: list[Recommendation], k: int) -> list[Recommendation]:
-    """The best `k` of several parts' lists: by score (rounded as `ranking.order_by_score` does), then ID."""
-    best: dict[str, Recommendation] = {}
-    for item in results:
-        if item.id not in best or item.score > best[item.id].score:
-            best[item.id] = item
-    ordered = sorted(best.values(), key=lambda item: (-round(float(item.score), 6), item.id))[:k]
-    return [Recommendation(rank, item.score, item.paper, item.why) for rank, item in enumerate(ordered, start=1)]
+class _UnionLexical:
+    """The TF-IDF of every part by row (all in the base's vocabulary), as `Recommender` reads it."""
+
+    def __init__(self, union: SegmentedRecommender):
+        self.union = union
+        self.base = union.parts[0].lexical
+        self.stop_words = self.base.stop_words
+        self.size = len(union)
+
+    @property
+    def vocabulary(self) -> list[str]:
+        return self.base.vocabulary
+
+    def transform(self, text: str) -> SparseVector:
+        return self.base.transform(text)
+
+    def row(self, row: int) -> SparseVector:
+        union = self.union
+        number = int(np.searchsorted(union.starts, row, side="right") - 1)
+        return union.parts[number].lexical.row(int(row - union.starts[number]))
+
+    def top(self, query: SparseVector, k: int, also=(), stats: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Each part's best `k` and rows `also`, in ascending rows: a superset of the union's best `k`."""
+        also = np.asarray(sorted(set(np.asarray(also, dtype=np.int64).tolist())), dtype=np.int64)
+        all_rows, all_scores = [], []
+        for part, start, stop in zip(self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist()):
+            own_also = also[(also >= start) & (also < stop)] - start
+            rows, scores = part.lexical.top(query, min(k, len(part)), own_also)
+            all_rows.append(np.asarray(rows, dtype=np.int64) + start)
+            all_scores.append(np.asarray(scores))
+        return np.concatenate(all_rows), np.concatenate(all_scores)
+
+    def scores(self, query: SparseVector) -> np.ndarray:
+        return np.concatenate([part.lexical.scores(query) for part in self.union.parts])
+
+    def scores_many(self, queries: Sequence[SparseVector]) -> np.ndarray:
+        return np.concatenate([part.lexical.scores_many(queries) for part in self.union.parts], axis=1)
+
+    def scores_at(self, query: SparseVector, rows: np.ndarray, read=None) -> np.ndarray:
+        return self.union._gather(rows, lambda part, own: part.lexical.scores_at(query, own))
+
+    def shared_terms(self, query: SparseVector, row: int, limit: int = 3) -> list[str]:
+        union = self.union
+        number = int(np.searchsorted(union.starts, row, side="right") - 1)
+        return union.parts[number].lexical.shared_terms(query, int(row - union.starts[number]), limit)
 
 
 class _SharedEncoder:
