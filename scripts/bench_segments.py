@@ -48,16 +48,17 @@ def timed(function) -> float:
     return time.perf_counter() - started
 
 
-def run_queries(index_dir: Path, likes: list[str], searches: list[str]) -> tuple[float, list[list[str]]]:
+def run_queries(index_dir: Path, likes: list[str], searches: list[str], mode: str = "hybrid"
+                ) -> tuple[float, list[list[str]]]:
     """Seconds for every query on an opened index (opening and first loads excluded), and the top 10s."""
     with open_index(index_dir) as index:
-        index.like(likes[0], k=10), index.search(searches[0], k=10)  # first loads, not timed
+        index.like(likes[0], k=10, mode=mode), index.search(searches[0], k=10, mode=mode)  # first loads, not timed
         tops: list[list[str]] = []
         started = time.perf_counter()
         for seed in likes:
-            tops.append([item.id for item in index.like(seed, k=10)])
+            tops.append([item.id for item in index.like(seed, k=10, mode=mode)])
         for text in searches:
-            tops.append([item.id for item in index.search(text, k=10)])
+            tops.append([item.id for item in index.search(text, k=10, mode=mode)])
         return time.perf_counter() - started, tops
 
 
@@ -103,6 +104,10 @@ def main() -> None:
             compacted_seconds, expected = run_queries(compacted, likes, searches)
             segmented_seconds, found = run_queries(segmented, likes, searches)
             ratios.append(segmented_seconds / compacted_seconds)
+        by_mode = {}
+        for mode in ("dense", "lexical"):
+            tops = run_queries(compacted, likes, searches, mode)[1], run_queries(segmented, likes, searches, mode)[1]
+            by_mode[mode] = sum(a == b for a, b in zip(*tops)) / len(tops[0])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -118,6 +123,7 @@ def main() -> None:
           f"(runs {', '.join(f'{r:.2f}' for r in ratios)}; target: at most 1.2x)")
     print(f"top 10 equal to the compacted index: like {like_same}/{half}, search {search_same}/{len(searches)} "
           f"({100 * sum(same) / len(same):.1f}%; target: at least 99%)")
+    print("equal in the other modes: " + ", ".join(f"{mode} {100 * share:.1f}%" for mode, share in by_mode.items()))
     if overlaps:
         print(f"the others: {len(overlaps)} lists, mean overlap {100 * statistics.mean(overlaps):.0f}% of their top 10")
 

@@ -261,50 +261,110 @@ class _UnionVectors:
 
 
 class _UnionLexical:
-    """The TF-IDF of every part by row (all in the base's vocabulary), as `Recommender` reads it."""
+    """The TF-IDF of every part by row, as `Recommender` reads it, weighed as a rebuild would weigh it.
+
+    The parts store their rows in the base's vocabulary and IDF. The document frequencies of the
+    union (the base's, plus the segments', less the removed papers') give the IDF a rebuild would
+    compute; a stored weight times the ratio of the two IDFs, the row then normalised again, is the
+    rebuild's weight. So a query is scored against the stored rows with its weights times that ratio,
+    and each score divided by its row's norm under the ratio: the rebuild's scores, but for the terms
+    only added papers use (a segment stores no column for them) until `papers build --compact`."""
 
     def __init__(self, union: SegmentedRecommender):
         self.union = union
         self.base = union.parts[0].lexical
         self.stop_words = self.base.stop_words
         self.size = len(union)
+        self.idf = self.base.idf
+        columns = len(self.base.idf)
+        frequencies = np.zeros(columns, dtype=np.int64)
+        for part in union.parts:
+            if len(part.lexical.idf) != columns:  # cannot happen to segments this papers wrote
+                raise store.corrupt(part.stored, "lexical/idf.npy", "is not in the vocabulary of its base")
+            frequencies += np.diff(np.asarray(part.lexical.csc_indptr))
+        for row in sorted(union.removed_rows()):
+            frequencies[self.row_as_stored(row).indices] -= 1
+        live = len(union) - len(union.removed_rows())
+        rebuilt = np.log((1 + live) / (1 + np.maximum(frequencies, 0))) + 1
+        self.ratio = (rebuilt / np.asarray(self.base.idf, dtype=np.float64)).astype(np.float64)
+        self._norms: dict[int, float] = {}
 
     @property
     def vocabulary(self) -> list[str]:
         return self.base.vocabulary
 
-    def transform(self, text: str) -> SparseVector:
-        return self.base.transform(text)
-
-    def row(self, row: int) -> SparseVector:
+    def _locate(self, row: int) -> tuple[Recommender, int]:
         union = self.union
         number = int(np.searchsorted(union.starts, row, side="right") - 1)
-        return union.parts[number].lexical.row(int(row - union.starts[number]))
+        return union.parts[number], int(row - union.starts[number])
+
+    def row_as_stored(self, row: int) -> SparseVector:
+        part, own = self._locate(row)
+        return part.lexical.row(own)
+
+    def _reweighed(self, vector: SparseVector) -> SparseVector:
+        if len(vector.indices) == 0:
+            return vector
+        values = np.asarray(vector.values, dtype=np.float64) * self.ratio[vector.indices]
+        norm = float(np.linalg.norm(values))
+        return SparseVector(vector.indices, (values / (norm if norm > 0 else 1.0)).astype(np.float32))
+
+    def _as_stored(self, query: SparseVector) -> SparseVector:
+        """The query whose dot product with a stored row is the rebuild's score times the row's norm."""
+        values = np.asarray(query.values, dtype=np.float64) * self.ratio[query.indices]
+        return SparseVector(query.indices, values.astype(np.float32))
+
+    def _norm(self, rows: np.ndarray) -> np.ndarray:
+        """Each row's norm with its stored weights times the ratio of the IDFs (1 for an unchanged IDF)."""
+        out = np.empty(len(rows), dtype=np.float64)
+        for position, row in enumerate(np.asarray(rows, dtype=np.int64).tolist()):
+            norm = self._norms.get(row)
+            if norm is None:
+                stored = self.row_as_stored(row)
+                norm = float(np.linalg.norm(np.asarray(stored.values, dtype=np.float64) * self.ratio[stored.indices]))
+                self._norms[row] = norm = norm if norm > 0 else 1.0
+            out[position] = norm
+        return out
+
+    def transform(self, text: str) -> SparseVector:
+        return self._reweighed(self.base.transform(text))
+
+    def row(self, row: int) -> SparseVector:
+        return self._reweighed(self.row_as_stored(row))
 
     def top(self, query: SparseVector, k: int, also=(), stats: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Each part's best `k` and rows `also`, in ascending rows: a superset of the union's best `k`."""
+        """Each part's best rows and rows `also`, in ascending rows, with the rebuild's scores: a superset
+        of the union's best `k` (each part asked for more, as the norms move scores a little)."""
         also = np.asarray(sorted(set(np.asarray(also, dtype=np.int64).tolist())), dtype=np.int64)
+        stored_query = self._as_stored(query)
+        deeper = int(k) + max(10, int(k) // 2)
         all_rows, all_scores = [], []
         for part, start, stop in zip(self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist()):
             own_also = also[(also >= start) & (also < stop)] - start
-            rows, scores = part.lexical.top(query, min(k, len(part)), own_also)
-            all_rows.append(np.asarray(rows, dtype=np.int64) + start)
-            all_scores.append(np.asarray(scores))
+            rows, scores = part.lexical.top(stored_query, min(deeper, len(part)), own_also)
+            rows = np.asarray(rows, dtype=np.int64) + start
+            all_rows.append(rows)
+            all_scores.append((np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32))
         return np.concatenate(all_rows), np.concatenate(all_scores)
 
     def scores(self, query: SparseVector) -> np.ndarray:
-        return np.concatenate([part.lexical.scores(query) for part in self.union.parts])
+        stored_query = self._as_stored(query)
+        scores = np.concatenate([part.lexical.scores(stored_query) for part in self.union.parts])
+        touched = np.flatnonzero(scores)
+        scores[touched] = (scores[touched] / self._norm(touched)).astype(np.float32)
+        return scores
 
     def scores_many(self, queries: Sequence[SparseVector]) -> np.ndarray:
-        return np.concatenate([part.lexical.scores_many(queries) for part in self.union.parts], axis=1)
+        return np.stack([self.scores(query) for query in queries]) if queries else np.zeros((0, self.size), np.float32)
 
     def scores_at(self, query: SparseVector, rows: np.ndarray, read=None) -> np.ndarray:
-        return self.union._gather(rows, lambda part, own: part.lexical.scores_at(query, own))
+        stored_query = self._as_stored(query)
+        scores = self.union._gather(rows, lambda part, own: part.lexical.scores_at(stored_query, own))
+        return (np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32)
 
     def shared_terms(self, query: SparseVector, row: int, limit: int = 3) -> list[str]:
-        union = self.union
-        number = int(np.searchsorted(union.starts, row, side="right") - 1)
-        return union.parts[number].lexical.shared_terms(query, int(row - union.starts[number]), limit)
+        part, own = self._locate(row)
+        return part.lexical.shared_terms(self._as_stored(query), own, limit)
 
 
 class _SharedEncoder:
