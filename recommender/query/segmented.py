@@ -23,7 +23,8 @@ from ..errors import IndexMissingError, PaperNotFoundError
 from ..index import segments as segment_store
 from ..index import store
 from ..index.ann import search_index
-from ..index.lexical import LexicalIndex, SparseVector
+from ..arrays import csr_ranges, sorted_union
+from ..index.lexical import LexicalIndex, SparseVector, best_rows
 from . import recommender as single
 from .recommender import Recommender
 
@@ -56,6 +57,16 @@ def open_index(index: str | Path | None = None, model: str | None = None, verify
             raise
         return SegmentedRecommender(base, listed, parts)
     raise store.IndexBusyError(f"index {index_dir} keeps changing under us (adds in a loop?): try again")
+
+
+# Parts this small are searched with numpy (vectors and TF-IDF), not FAISS and the pruned TF-IDF top.
+SMALL_PART = 4096
+
+
+def _exact_search(vectors: np.ndarray, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.asarray(queries, dtype=np.float32) @ np.asarray(vectors, dtype=np.float32).T
+    rows = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+    return np.take_along_axis(scores, rows, axis=1), rows
 
 
 class SegmentedRecommender(Recommender):
@@ -136,7 +147,10 @@ class SegmentedRecommender(Recommender):
         """Each part's nearest `depth`, merged by inner product: the union's nearest `depth`."""
         found_scores, found_rows = [], []
         for start, part in zip(self.starts.tolist(), self.parts):
-            scores, rows = search_index(part.faiss_index, queries, min(depth, len(part)))
+            if len(part) <= SMALL_PART:  # one product: less than a FAISS call costs
+                scores, rows = _exact_search(np.asarray(part.vectors), queries, min(depth, len(part)))
+            else:
+                scores, rows = search_index(part.faiss_index, queries, min(depth, len(part)))
             found_scores.append(scores)
             found_rows.append(np.where(rows >= 0, rows + start, -1))
         scores, rows = np.concatenate(found_scores, axis=1), np.concatenate(found_rows, axis=1)
@@ -195,10 +209,9 @@ class SegmentedRecommender(Recommender):
     def resolve(self, reference: str) -> int:
         """The row of a paper in the base or a segment; a removed paper is not found."""
         for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
-            try:
-                row = part.resolve(reference)
-            except PaperNotFoundError:
-                continue
+            if not part.keys.matching_rows(reference.strip()):
+                continue  # not here (asked first: a part's own not-found message looks for names near)
+            row = part.resolve(reference)
             if part.keys.id_of(row) in self.listed.removed(name):
                 raise PaperNotFoundError(f"paper '{reference}' was removed from the index (`papers remove`)")
             return start + row
@@ -316,15 +329,18 @@ class _UnionLexical:
 
     def _norm(self, rows: np.ndarray) -> np.ndarray:
         """Each row's norm with its stored weights times the ratio of the IDFs (1 for an unchanged IDF)."""
-        out = np.empty(len(rows), dtype=np.float64)
-        for position, row in enumerate(np.asarray(rows, dtype=np.int64).tolist()):
-            norm = self._norms.get(row)
-            if norm is None:
-                stored = self.row_as_stored(row)
-                norm = float(np.linalg.norm(np.asarray(stored.values, dtype=np.float64) * self.ratio[stored.indices]))
-                self._norms[row] = norm = norm if norm > 0 else 1.0
-            out[position] = norm
-        return out
+        rows = np.asarray(rows, dtype=np.int64)
+        missing = np.array([row for row in rows.tolist() if row not in self._norms], dtype=np.int64)
+        for _, part, positions, own in self.union._split(missing):
+            lexical = part.lexical
+            starts = np.asarray(lexical.csr_indptr[own], dtype=np.int64)
+            lengths = np.asarray(lexical.csr_indptr[own + 1], dtype=np.int64) - starts
+            at = csr_ranges(starts, lengths)
+            weights = np.asarray(lexical.csr_data[at], dtype=np.float64) * self.ratio[lexical.csr_indices[at]]
+            sums = np.bincount(np.repeat(np.arange(len(own)), lengths), weights=weights * weights, minlength=len(own))
+            norms = np.sqrt(sums)
+            self._norms.update(zip(missing[positions].tolist(), np.where(norms > 0, norms, 1.0).tolist()))
+        return np.array([self._norms[row] for row in rows.tolist()], dtype=np.float64)
 
     def transform(self, text: str) -> SparseVector:
         return self._reweighed(self.base.transform(text))
@@ -341,7 +357,12 @@ class _UnionLexical:
         all_rows, all_scores = [], []
         for part, start, stop in zip(self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist()):
             own_also = also[(also >= start) & (also < stop)] - start
-            rows, scores = part.lexical.top(stored_query, min(deeper, len(part)), own_also)
+            if len(part) <= SMALL_PART:  # every row scored at once: less than the pruned top's steps cost
+                every = part.lexical.scores_many([stored_query])[0]
+                rows = sorted_union(best_rows(every, min(deeper, len(part))), own_also)
+                scores = every[rows]
+            else:
+                rows, scores = part.lexical.top(stored_query, min(deeper, len(part)), own_also)
             rows = np.asarray(rows, dtype=np.int64) + start
             all_rows.append(rows)
             all_scores.append((np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32))
