@@ -69,7 +69,7 @@ def build_index(
     precision: str | None = None,
     upgrade: bool = False,
     chunk_size: int | None = None,
-    compact: bool = False,
+    own_papers: Callable[[], Iterator[Paper]] | None = None,
     lexical_terms=None,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
@@ -93,8 +93,8 @@ def build_index(
     from the index's own papers unless `inputs` are given; its fast version answers queries until
     the new one is committed, and a stopped upgrade resumes like any build.
 
-    `compact` rebuilds the index from its own live papers, those `papers add` put in segments
-    included and those `papers remove` removed left out (index/segments.py). `lexical_terms`
+    `own_papers` gives the papers to build from instead of `inputs`, called once the index is
+    locked (a compaction: the live papers of the base and its segments, index/segments.py). `lexical_terms`
     (lexical.FixedTerms): weigh the TF-IDF rows in another index's vocabulary and IDF (a segment's).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
@@ -144,10 +144,8 @@ def build_index(
         spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
         reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where))
-        if compact:  # read under the lock: no `add` publishes a segment this build would miss
-            from .segments import live_papers
-
-            reading = live_papers(index_dir)
+        if own_papers is not None:  # read under the lock: no `add` publishes a segment this build would miss
+            reading = own_papers()
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
             ids, handles = spool.read(reading)
         count = len(ids)

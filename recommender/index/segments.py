@@ -284,7 +284,7 @@ def compact(index: str | os.PathLike | None = None, wait: bool = True, progress=
     report = build_index(
         [], index=index_dir, model=manifest["model"], chunking=_chunking(manifest),
         precision=manifest.get("precision"), progress=progress, notice=notice, on_phase=on_phase, wait=wait,
-        compact=True, export_query_encoder=bool(manifest.get("query_encoder")),
+        own_papers=lambda: live_papers(index_dir), export_query_encoder=bool(manifest.get("query_encoder")),
     )
     with store.build_lock(index_dir, wait=True):
         _remove_unlisted(index_dir, read_segments(index_dir))
