@@ -10,7 +10,7 @@ import pytest
 
 from corpus import PAPERS, write_corpus
 from recommender import build_index
-from recommender.query.segmented import SegmentedRecommender, open_index
+from recommender.query.segmented import open_index
 from test_crash_and_concurrency import POINTS, finish, launch
 
 MORE = [{"id": f"new{number:02d}", "title": f"Gradient clipping study {number}",
@@ -23,12 +23,7 @@ NEW = OLD | frozenset(paper["id"] for paper in MORE)
 def live_ids() -> frozenset[str]:
     """The papers a reader opening the index now sees (and can query)."""
     with open_index() as index:
-        if isinstance(index, SegmentedRecommender):
-            found = set()
-            for name, part, removed in index._parts():
-                found |= set(part.keys.all_ids()) - removed
-        else:
-            found = set(index.keys.all_ids())
+        found = {paper.id for paper in index.papers()}
         assert index.like("dp1", k=3)
     return frozenset(found)
 
