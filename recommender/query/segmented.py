@@ -144,15 +144,20 @@ class SegmentedRecommender(Recommender):
             into.update(zip(wanted, self.vectors_at(wanted)))
 
     def _faiss_search(self, queries: np.ndarray, depth: int) -> np.ndarray:
-        """Each part's nearest `depth`, merged by inner product: the union's nearest `depth`."""
+        """Each part's nearest `depth`, removed papers left out, merged by inner product: the union's
+        nearest `depth`, as a rebuild without the removed papers finds them."""
+        removed = np.array(sorted(self.removed_rows()), dtype=np.int64)
         found_scores, found_rows = [], []
         for start, part in zip(self.starts.tolist(), self.parts):
+            wanted = min(depth + len(removed), len(part))
             if len(part) <= SMALL_PART:  # one product: less than a FAISS call costs
-                scores, rows = _exact_search(np.asarray(part.vectors), queries, min(depth, len(part)))
+                scores, rows = _exact_search(np.asarray(part.vectors), queries, wanted)
             else:
-                scores, rows = search_index(part.faiss_index, queries, min(depth, len(part)))
+                scores, rows = search_index(part.faiss_index, queries, wanted)
+            rows = np.where(rows >= 0, rows + start, -1)
+            scores = np.where(np.isin(rows, removed), -np.inf, scores)
             found_scores.append(scores)
-            found_rows.append(np.where(rows >= 0, rows + start, -1))
+            found_rows.append(np.where(np.isinf(scores), -1, rows))
         scores, rows = np.concatenate(found_scores, axis=1), np.concatenate(found_rows, axis=1)
         order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
         return np.take_along_axis(rows, order, axis=1)
@@ -353,7 +358,8 @@ class _UnionLexical:
         of the union's best `k` (each part asked for more, as the norms move scores a little)."""
         also = np.asarray(sorted(set(np.asarray(also, dtype=np.int64).tolist())), dtype=np.int64)
         stored_query = self._as_stored(query)
-        deeper = int(k) + max(10, int(k) // 2)
+        removed = np.array(sorted(self.union.removed_rows()), dtype=np.int64)
+        deeper = int(k) + max(10, int(k) // 2) + len(removed)
         all_rows, all_scores = [], []
         for part, start, stop in zip(self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist()):
             own_also = also[(also >= start) & (also < stop)] - start
@@ -364,6 +370,8 @@ class _UnionLexical:
             else:
                 rows, scores = part.lexical.top(stored_query, min(deeper, len(part)), own_also)
             rows = np.asarray(rows, dtype=np.int64) + start
+            kept = ~np.isin(rows, removed) | np.isin(rows, also)  # as if the removed papers were not there
+            rows, scores = rows[kept], np.asarray(scores)[kept]
             all_rows.append(rows)
             all_scores.append((np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32))
         return np.concatenate(all_rows), np.concatenate(all_scores)
