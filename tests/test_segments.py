@@ -56,6 +56,7 @@ def test_remove_leaves_tombstones_in_base_and_segment(added):
     assert "dp2" not in found and "dp3" not in found and found
     facts = json.loads(added("info", "--format", "json").output)
     assert (facts["paper_count"], facts["segments"], facts["removed_papers"]) == (6, 1, 2)
+    assert "papers:     6 (6 built, 2 added in 1 segments, 2 removed" in added("info").output
     assert "dp2" not in _ids(added("search", "private fine-tuning", "--format", "json", "-k", "10"))
     missing = added("show", "dp2")
     assert missing.exit_code != 0 and "removed" in missing.output
