@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import functools
 import os
 import signal
@@ -435,6 +436,74 @@ def _stdin_file(stack) -> str:
     with open(path, "wb") as handle:
         shutil.copyfileobj(sys.stdin.buffer, handle)
     return path
+
+
+@main.group()
+def fetch():
+    """Fetch new papers from a public service into a file `papers build` and `papers add` read."""
+
+
+@fetch.command(name="arxiv")
+@click.option("--category", required=True, metavar="CATEGORY", help="The arXiv category, e.g. cs.LG.")
+@click.option("--since", default=None, metavar="DATE|last",
+              help="Records changed since this day (YYYY-MM-DD), or since the last fetch of this category "
+                   "('last'); default: every record of the category.")
+@click.option("--out", default="-", type=click.Path(), show_default=True,
+              help="The file to write (arXiv metadata lines); '-': standard output. A stopped fetch to a file "
+                   "resumes where it stopped.")
+@click.option("--base-url", default=None, metavar="URL", help="The OAI-PMH endpoint (default: arXiv's).")
+@click.option("--delay", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Seconds between requests (default 3, as arXiv asks).")
+@quiet_option
+@library_errors
+def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
+    """The records of an arXiv category since a day, through arXiv's OAI-PMH interface.
+
+    Examples:
+
+    \b
+        papers fetch arxiv --category cs.LG --since 2025-06-01 --out new.jsonl
+        papers fetch arxiv --category cs.LG --since last | papers add - --index arxiv
+    """
+    import shutil
+    import tempfile
+
+    from .corpus.fetch import arxiv
+    from .index.store import index_home
+
+    state_path = index_home().path / "fetch-state.json"
+    key = f"arxiv {category}"
+    if since == "last":
+        try:
+            since = json.loads(state_path.read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError):
+            since = None
+        if since is None:
+            raise OptionError(f"--since last: {category} was never fetched here: give --since YYYY-MM-DD the first time")
+    notice = None if quiet else (lambda message: click.echo(message, err=True))
+    options = dict(since=since, base_url=base_url or arxiv.BASE_URL, notice=notice,
+                   delay=arxiv.DELAY_SECONDS if delay is None else delay)
+    if out == "-":
+        with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
+            report = arxiv.fetch_arxiv(category, Path(folder) / "records.jsonl", **options)
+            with open(report.out, "rb") as records:
+                shutil.copyfileobj(records, sys.stdout.buffer)
+            sys.stdout.flush()
+    else:
+        report = arxiv.fetch_arxiv(category, out, **options)
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = {}
+    state[key] = report.until
+    state_path.parent.mkdir(parents=True, exist_ok=True)
+    from .files import replacing
+
+    with replacing(state_path) as handle:
+        handle.write(json.dumps(state, indent=1, sort_keys=True))
+    malformed = f", {report.malformed} malformed records skipped" if report.malformed else ""
+    click.echo(f"fetched {report.written} {category} records in {report.pages} pages"
+               f"{'' if out == '-' else ' into ' + out}{malformed}", err=True)
 
 
 @main.command()

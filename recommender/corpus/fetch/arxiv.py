@@ -1,0 +1,219 @@
+"""arXiv's OAI-PMH interface: the records of a category since a date, as arXiv metadata snapshot lines.
+
+OAI-PMH (https://www.openarchives.org/OAI/openarchivesprotocol.html, arXiv's guide at
+https://info.arxiv.org/help/oa/index.html): `ListRecords` with `metadataPrefix=arXiv`, a `set`
+(`cs:cs:LG` for cs.LG) and `from`; each page ends with a `resumptionToken` until the last.
+arXiv asks for one request every three seconds and answers 503 with `Retry-After` when asked too
+fast: both are honoured, and dropped connections are retried with back-off. The records are
+written as lines of the arXiv metadata snapshot (id, title, abstract, authors, categories,
+update_date), which `papers build` and `papers add` read, so IDs match those of an index built
+from the snapshot. A stopped fetch resumes from its last page (`<out>.resume`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ... import __version__, files
+from ...errors import InputError, RecommenderError
+
+BASE_URL = "https://oaipmh.arxiv.org/oai"
+DELAY_SECONDS = 3.0  # arXiv's documented politeness: one request every three seconds
+RETRIES = 6
+USER_AGENT = f"papers-like/{__version__} (papers fetch; https://pypi.org/project/papers-like/)"
+OAI = "{http://www.openarchives.org/OAI/2.0/}"
+ARXIV = "{http://arxiv.org/OAI/arXiv/}"
+CATEGORY = re.compile(r"^([a-z-]+)(?:\.([A-Za-z-]+))?$")
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(frozen=True)
+class FetchReport:
+    out: Path
+    written: int
+    malformed: int
+    pages: int
+    until: str  # the date the next `--since last` starts from
+
+
+def oai_set(category: str) -> str:
+    """The OAI-PMH set of an arXiv category: cs.LG -> cs:cs:LG, math.PR -> math:math:PR, hep-th -> physics:hep-th."""
+    found = CATEGORY.match(category.strip())
+    if not found:
+        raise InputError(f"'{category}' is not an arXiv category: give one such as cs.LG or math.PR")
+    archive, subject = found.groups()
+    if subject is None:
+        return f"physics:{archive}" if archive not in ("cs", "math", "stat", "q-bio", "q-fin", "econ", "eess") else archive
+    return f"{archive}:{archive}:{subject}"
+
+
+def fetch_arxiv(
+    category: str, out: str | os.PathLike, since: str | None = None, base_url: str = BASE_URL,
+    delay: float = DELAY_SECONDS, retries: int = RETRIES, notice: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> FetchReport:
+    """Every record of `category` changed since `since` (YYYY-MM-DD; None: all) into `out`, written
+    whole or not at all; a stopped fetch resumes from the page it stopped at."""
+    if since is not None and not DATE.match(since):
+        raise InputError(f"'{since}' is not a date: give it as YYYY-MM-DD, or 'last'")
+    out = Path(out)
+    resume = out.with_name(out.name + ".resume")
+    partial = out.with_name(out.name + ".partial")
+    wanted = {"category": category, "since": since, "base_url": base_url}
+    state = _read_resume(resume)
+    if state.get("wanted") != wanted or not partial.is_file():
+        state = {"wanted": wanted, "token": None, "pages": 0, "written": 0, "malformed": 0}
+        partial.unlink(missing_ok=True)
+    client = _Client(base_url, delay, retries, notice, sleep)
+    ids = set()
+    if partial.is_file():  # the records of the pages before: not written twice
+        for line in partial.read_text(encoding="utf-8").splitlines():
+            ids.add(json.loads(line)["id"])
+    until = time.strftime("%Y-%m-%d", time.gmtime())
+    with open(partial, "a", encoding="utf-8") as sink:
+        while True:
+            if state["token"]:
+                query = {"verb": "ListRecords", "resumptionToken": state["token"]}
+            else:
+                query = {"verb": "ListRecords", "metadataPrefix": "arXiv", "set": oai_set(category)}
+                if since:
+                    query["from"] = since
+            root = client.get(query)
+            if root is None:  # noRecordsMatch
+                break
+            records, malformed = _records(root)
+            for record in records:
+                if record["id"] not in ids:
+                    ids.add(record["id"])
+                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    state["written"] += 1
+            sink.flush()
+            os.fsync(sink.fileno())
+            state["malformed"] += malformed
+            state["pages"] += 1
+            token = root.find(f"{OAI}ListRecords/{OAI}resumptionToken")
+            state["token"] = (token.text or "").strip() if token is not None else ""
+            _write_resume(resume, state)
+            if notice is not None:
+                notice(f"page {state['pages']}: {state['written']} records")
+            if not state["token"]:
+                break
+    os.replace(partial, out)
+    resume.unlink(missing_ok=True)
+    return FetchReport(out, state["written"], state["malformed"], state["pages"], until)
+
+
+def _read_resume(path: Path) -> dict:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _write_resume(path: Path, state: dict) -> None:
+    with files.replacing(path) as handle:
+        handle.write(json.dumps(state, sort_keys=True))
+
+
+class _Client:
+    """OAI-PMH requests, one every `delay` seconds, retried with back-off on 429/503 (their
+    Retry-After honoured), on 5xx and on dropped connections."""
+
+    def __init__(self, base_url: str, delay: float, retries: int, notice, sleep):
+        self.base_url, self.delay, self.retries, self.notice, self.sleep = base_url, delay, retries, notice, sleep
+        self.last = 0.0
+
+    def get(self, query: dict) -> ElementTree.Element | None:
+        url = f"{self.base_url}?{urllib.parse.urlencode(query)}"
+        for attempt in range(self.retries + 1):
+            wait = self.delay - (time.monotonic() - self.last)
+            if wait > 0:
+                self.sleep(wait)
+            self.last = time.monotonic()
+            try:
+                request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    body = response.read()
+            except urllib.error.HTTPError as error:
+                with error:
+                    if error.code not in (429, 500, 502, 503, 504) or attempt == self.retries:
+                        raise RecommenderError(f"{self.base_url} answered {error.code} {error.reason}: try again later") from None
+                    pause = _retry_after(error.headers.get("Retry-After"), attempt, self.delay)
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as error:
+                if attempt == self.retries:
+                    reason = getattr(error, "reason", None) or error
+                    raise RecommenderError(f"cannot reach {self.base_url} ({reason}): check the network and try again "
+                                           "(a rerun resumes where this one stopped)") from None
+                pause = _retry_after(None, attempt, self.delay)
+            else:
+                return _parse(body, self.base_url)
+            if self.notice is not None:
+                self.notice(f"{self.base_url} is busy or dropped the connection: again in {pause:.0f} s")
+            self.sleep(pause)
+        raise AssertionError("unreachable")
+
+
+def _retry_after(header: str | None, attempt: int, delay: float) -> float:
+    """The server's Retry-After in seconds where it gives one, else exponential back-off with jitter."""
+    if header and header.strip().isdigit():
+        return float(header.strip())
+    return delay * (2 ** attempt) * (1 + random.random() / 4)
+
+
+def _parse(body: bytes, base_url: str) -> ElementTree.Element | None:
+    try:
+        root = ElementTree.fromstring(body)
+    except ElementTree.ParseError as error:
+        raise RecommenderError(f"{base_url} answered something that is not OAI-PMH XML ({error}): try again later") from None
+    error = root.find(f"{OAI}error")
+    if error is not None:
+        if error.get("code") == "noRecordsMatch":
+            return None
+        raise RecommenderError(f"{base_url} refused the request: {error.get('code')}: {(error.text or '').strip()}")
+    return root
+
+
+def _records(root: ElementTree.Element) -> tuple[list[dict], int]:
+    """The arXiv records of a page as snapshot lines, and how many were malformed (no ID, title or
+    abstract); deleted records are left out."""
+    records, malformed = [], 0
+    for item in root.iterfind(f"{OAI}ListRecords/{OAI}record"):
+        header = item.find(f"{OAI}header")
+        if header is not None and header.get("status") == "deleted":
+            continue
+        data = item.find(f"{OAI}metadata/{ARXIV}arXiv")
+
+        def text(name: str) -> str:
+            found = data.find(f"{ARXIV}{name}") if data is not None else None
+            return " ".join((found.text or "").split()) if found is not None else ""
+
+        arxiv_id, title, abstract = text("id"), text("title"), text("abstract")
+        if not (arxiv_id and title and abstract):
+            malformed += 1
+            continue
+        authors = []
+        for author in data.iterfind(f"{ARXIV}authors/{ARXIV}author"):
+            last = (author.findtext(f"{ARXIV}keyname") or "").strip()
+            first = (author.findtext(f"{ARXIV}forenames") or "").strip()
+            suffix = (author.findtext(f"{ARXIV}suffix") or "").strip()
+            if last or first:
+                authors.append([last, first, suffix])
+        records.append({
+            "id": arxiv_id, "title": title, "abstract": abstract, "authors_parsed": authors,
+            "categories": text("categories"), "doi": text("doi") or None,
+            "journal-ref": text("journal-ref") or None,
+            "update_date": text("updated") or text("created"),
+        })
+    return records, malformed
