@@ -29,8 +29,8 @@ _EXPORTS = {
     "build_map": "reading.layout",
     "write_map": "render.map",
     "evaluate": "evaluation.evaluate",
-    "embedding_cache_info": "index.store",  # papers cache info
-    "clear_embedding_cache": "index.store",  # papers cache clear
+    "embedding_cache_info": "embed.embedding_cache",  # papers cache info
+    "clear_embedding_cache": "embed.embedding_cache",  # papers cache clear
     "replacing": "files",  # write a file whole, exclusively, never through a link
 }
 

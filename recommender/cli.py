@@ -469,7 +469,7 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
     import tempfile
 
     from .corpus.fetch import arxiv
-    from .index.store import index_home
+    from .index.home import index_home
 
     state_path = index_home().path / "fetch-state.json"
     key = f"arxiv {category}"
@@ -697,7 +697,8 @@ def indexes(ctx, fmt):
     """
     if ctx.invoked_subcommand is not None:
         return
-    from .index.store import index_home, list_indexes
+    from .index.catalogue import list_indexes
+    from .index.home import index_home
     from .render.indexes import render_indexes
 
     home = index_home()
@@ -725,7 +726,7 @@ def cache():
 @library_errors
 def cache_info(fmt):
     """Where the embedding cache is, its size and how many vectors it holds."""
-    from .index.store import embedding_cache_info
+    from .embed.embedding_cache import embedding_cache_info
     from .render.indexes import render_cache
 
     click.echo(render_cache(embedding_cache_info(), fmt), nl=False)
@@ -735,7 +736,7 @@ def cache_info(fmt):
 @library_errors
 def cache_clear():
     """Empty the embedding cache (the next builds encode their papers again; indexes are untouched)."""
-    from .index.store import clear_embedding_cache
+    from .embed.embedding_cache import clear_embedding_cache
     from .render.indexes import render_cache_cleared
 
     click.echo(render_cache_cleared(clear_embedding_cache()), nl=False)
@@ -743,23 +744,39 @@ def cache_clear():
 
 @indexes.command(name="rm")
 @click.argument("name", metavar="NAME|PATH")
+@click.option("--with-tags", is_flag=True,
+              help="Remove the index's tags (made by `papers serve`) too; without it they are kept "
+                   "(asked on a terminal).")
 @library_errors
-def indexes_rm(name):
+def indexes_rm(name, with_tags):
     """Remove an index: what its builds made, nothing else (a folder that is not an index is refused).
+    Its tags are kept unless --with-tags; a link to an index is removed itself, never followed.
 
     Examples:
 
     \b
         papers indexes rm old-arxiv
+        papers indexes rm old-arxiv --with-tags
     """
-    from .index.store import remove_index
+    from .index.catalogue import remove_index
 
-    index_dir, kept = remove_index(name)
+    def confirm_tags(path: Path) -> bool:
+        return click.confirm(f"index {name} has tags ({path}): remove them too?", default=False, err=True)
+
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    removal = remove_index(name, with_tags=with_tags, confirm_tags=confirm_tags if interactive else None)
+    index_dir, kept = removal.folder, removal.kept
+    if removal.link_target is not None:
+        click.echo(f"removed the link {index_dir}; the index it points to ({removal.link_target}) is kept "
+                   "(give its path to remove it)", err=True)
+        return
+    notes = []
     if kept:
-        shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
-        click.echo(f"removed index {name} ({index_dir}); kept what papers did not make there: {shown}", err=True)
-    else:
-        click.echo(f"removed index {name} ({index_dir})", err=True)
+        notes.append("kept what papers did not make there: " + ", ".join(kept[:5])
+                     + (f" and {len(kept) - 5} more" if len(kept) > 5 else ""))
+    if removal.tags_kept:
+        notes.append(f"kept its tags ({index_dir / 'tags.sqlite'}): add --with-tags to remove them")
+    click.echo(f"removed index {name} ({index_dir})" + "".join(f"; {note}" for note in notes), err=True)
 
 
 @indexes.command(name="mv")
@@ -774,7 +791,7 @@ def indexes_mv(old, new):
     \b
         papers indexes mv default iclr2020
     """
-    from .index.store import rename_index
+    from .index.catalogue import rename_index
 
     old_dir, new_dir = rename_index(old, new)
     click.echo(f"renamed index {old_dir} to {new_dir}", err=True)
@@ -863,18 +880,20 @@ def _chosen_rows(recommender, papers, all_papers, from_file, everything_by_defau
 
 @contextlib.contextmanager
 def _output_file(path: str | None, mode: str = "w"):
-    """None (standard output), or a file object whose content replaces `path` once complete: created
-    exclusively beside it, never through a link, so a failed run leaves no file (files.replacing)."""
-    if path is None:
+    """None (standard output, also for `-`), or a file object for `path` (files.output): a file's
+    content replaces it once complete, created exclusively beside it, never through a link, so a
+    failed run leaves no file; a FIFO, device or socket is written into."""
+    if path is None or path == "-":
         yield None
         return
-    from .files import remove_stale_partials, replacing
-    from .index.store import check_not_in_index
+    from .files import output, remove_stale_partials, stream_target
+    from .index.layout import check_not_in_index
 
     target = Path(path)
     check_not_in_index(target)
-    remove_stale_partials(target.parent)
-    with replacing(target, mode, newline="" if "b" not in mode else None) as handle:
+    if not stream_target(target):
+        remove_stale_partials(target.parent)
+    with output(target, mode, newline="" if "b" not in mode else None) as handle:
         yield handle
 
 
@@ -885,7 +904,7 @@ def _output_file(path: str | None, mode: str = "w"):
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex"]), default="markdown",
               show_default=True, help="Markdown is a printable handout; bibtex lists every paper mentioned.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write to this file instead of standard output.")
+              help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")
 @index_option
 @model_option
@@ -923,7 +942,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
             reporter.phase("related work", len(rows))
             lists = related_lists(recommender, rows, k=k, why=why, progress=reporter.advance)
             write_related(lists, sys.stdout if partial is None else partial, fmt, why, keys)
-    if out is not None:
+    if out not in (None, "-"):
         click.echo(f"wrote related work for {len(rows)} papers to {out}", err=True)
 
 
@@ -936,7 +955,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "csv"]), default="markdown", show_default=True,
               help="csv: one row per paper (and per background paper) with its session.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write to this file instead of standard output.")
+              help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @index_option
 @quiet_option
 @library_errors
@@ -964,7 +983,7 @@ def sessions(papers, all_papers, from_file, n, max_per_session, seed, fmt, out, 
             click.echo(text, nl=False)
         else:
             partial.write(text)
-    if out is not None:
+    if out not in (None, "-"):
         click.echo(f"wrote {plural(n, 'session')} to {out}", err=True)
 
 

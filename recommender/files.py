@@ -17,6 +17,7 @@ leaves it behind; `remove_stale_partials` removes such files of dead processes o
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -84,6 +85,69 @@ def replacing(target: str | os.PathLike, mode: str = "w", encoding: str | None =
     except BaseException:
         _remove_if_ours(temporary)
         raise
+
+
+def stream_target(target: str | os.PathLike) -> str:
+    """What kind of thing an output path names that is written into, not replaced: "fifo",
+    "character device", "socket", "open file" (a link into /proc/<pid>/fd, as /dev/stdout is), or
+    "block device" (refused by `output`); "" for a path a file is written to (`replacing`)."""
+    path = os.fspath(target)
+    for _ in range(40):  # follow the links by hand: a link into /proc/<pid>/fd names an open file
+        if re.match(r"/proc/(self|thread-self|\d+)(/task/\d+)?/fd/\d+$", os.path.normpath(path)):
+            return "open file"
+        try:
+            following = os.readlink(path)
+        except OSError:
+            break
+        path = os.path.join(os.path.dirname(path), following)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return ""
+    for kind, test in (("fifo", stat.S_ISFIFO), ("character device", stat.S_ISCHR), ("socket", stat.S_ISSOCK),
+                       ("block device", stat.S_ISBLK)):
+        if test(mode):
+            return kind
+    return ""
+
+
+@contextlib.contextmanager
+def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
+           newline: str | None = None) -> Iterator[IO]:
+    """A file object for an output the user named (`--out`), as coreutils treat one: a FIFO, a
+    character device, a socket or an open file (`/dev/stdout`, `/proc/self/fd/1`) is written into,
+    never replaced; a block device is refused; any other path is a file replaced whole once the
+    block ends (`replacing`)."""
+    kind = stream_target(target)
+    if not kind:
+        with replacing(target, mode, encoding, newline) as handle:
+            yield handle
+        return
+    if kind == "block device":
+        raise OSError(errno.EPERM, "a block device is never written to: give a file, a FIFO or a character device",
+                      os.fspath(target))
+    if kind == "socket":
+        import socket
+
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(os.fspath(target))
+            descriptor = os.dup(connection.fileno())
+        finally:
+            connection.close()
+    else:
+        # No O_CREAT, no O_TRUNC: what is there is written into, as `>` and `tee` do (an open
+        # regular file behind /proc/<pid>/fd is appended to, after what its owner wrote).
+        flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY | (os.O_APPEND if kind == "open file" else 0)
+        descriptor = os.open(target, flags)
+    try:
+        handle = os.fdopen(descriptor, "wb" if "b" in mode else "w", **(
+            {} if "b" in mode else {"encoding": encoding, "newline": newline}))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    with handle:
+        yield handle
 
 
 def write_bytes(target: str | os.PathLike, data: bytes, durable: bool = True) -> None:

@@ -84,7 +84,7 @@ def timed_run(encoder, texts, settings):
     """(wall, CPU) seconds to encode `texts` into a fresh cache with the given settings, commits made, vectors."""
     from recommender.embed import windows
     from recommender.embed.windows import Chunking, embed_texts
-    from recommender.index.store import EmbeddingCache
+    from recommender.embed.embedding_cache import EmbeddingCache
 
     saved = {name: getattr(windows, name) for name in settings}
     for name, value in settings.items():
@@ -183,7 +183,7 @@ def memory_child(count: int) -> None:
     import tracemalloc
 
     from recommender.embed.windows import Chunking, embed_texts
-    from recommender.index.store import EmbeddingCache
+    from recommender.embed.embedding_cache import EmbeddingCache
 
     rng = random.Random(count)
     words = [f"{stem}{suffix}" for stem in ("graph", "spectral", "privacy", "gradient", "video", "kernel", "tensor",

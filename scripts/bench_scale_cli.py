@@ -369,7 +369,7 @@ def run_size(size: int, out: Path, runs: int, source: Path, kind: str, build_onl
                          f"remove it and {report}, or use another --out")
     python = sys.executable
     cli = [python, "-m", "recommender"]
-    export = manifest_path.parent / "query-encoder"  # store.QUERY_ENCODER
+    export = manifest_path.parent / "query-encoder"  # layout.QUERY_ENCODER
     # The ONNX query encoder's own cost in a fresh process: imports, loading the export, one short query.
     encoder_baseline = [python, "-c", "import sys; from recommender.embed.onnx_encoder import OnnxEncoder; "
                         "OnnxEncoder(sys.argv[1], name='minilm').encode(['citation recommendation'])", str(export)]

@@ -135,11 +135,12 @@ def wall(command: list[str], runs: int = 3) -> float:
 
 def index_bytes(index: Path) -> tuple[int, int]:
     """Bytes of the live version of `index`, and of its query encoder among them."""
-    from recommender.index import store
+    from recommender.index.layout import QUERY_ENCODER
+    from recommender.index.stored import open_stored
 
-    with store.open_stored(index) as stored:
+    with open_stored(index) as stored:
         files = stored.manifest["files"]
-    encoder = sum(entry["bytes"] for name, entry in files.items() if name.startswith(store.QUERY_ENCODER + "/"))
+    encoder = sum(entry["bytes"] for name, entry in files.items() if name.startswith(QUERY_ENCODER + "/"))
     return sum(entry["bytes"] for entry in files.values()), encoder
 
 

@@ -1120,7 +1120,7 @@ def _(cwd):
 def _(cwd):
     # The fake model has no export (tests/build_launcher.py): checked at the library level instead.
     sys.path.insert(0, str(REPO))
-    from recommender.index import store
+    from recommender.index.writer import link_checked
 
     source, target = cwd / "src", cwd / "dst"
     source.mkdir()
@@ -1129,12 +1129,12 @@ def _(cwd):
 
     record = {"model.onnx": {"bytes": 4, "sha256": hashlib.sha256(b"good").hexdigest()}}
     (source / "model.onnx").write_bytes(b"bad!")
-    if store.link_checked(source, target, record) or target.exists():
+    if link_checked(source, target, record) or target.exists():
         return "a damaged file was linked"
     (source / "model.onnx").unlink()
     (cwd / "good").write_bytes(b"good")
     (source / "model.onnx").symlink_to(cwd / "good")
-    return "a link was linked" if store.link_checked(source, target, record) else None
+    return "a link was linked" if link_checked(source, target, record) else None
 
 # ================================================================ round three (issue 22)
 # Further cases in the families of issue 22, each written against the behaviour the issue

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recommender import cli  # noqa: E402
 from recommender.embed import export_cache, loading  # noqa: E402
-from recommender.index import build as core, segments, store  # noqa: E402
+from recommender.index import build as core, segments, writer as index_writer  # noqa: E402
 from recommender.query import recommender as query  # noqa: E402
 
 
@@ -67,10 +67,10 @@ def before(function, point):
 
 def install_hooks() -> None:
     core.embed_texts = after(core.embed_texts, "after-encoding")
-    store.IndexWriter.commit = before(store.IndexWriter.commit, "after-files")
-    store._fsync_tree = after(store._fsync_tree, "before-rename")
-    store._pointer_written = after(store._pointer_written, "before-current")
-    store._remove_old_versions = before(store._remove_old_versions, "after-current")
+    index_writer.IndexWriter.commit = before(index_writer.IndexWriter.commit, "after-files")
+    index_writer._fsync_tree = after(index_writer._fsync_tree, "before-rename")
+    index_writer._pointer_written = after(index_writer._pointer_written, "before-current")
+    index_writer._remove_old_versions = before(index_writer._remove_old_versions, "after-current")
     segments._publish = before(segments._publish, "before-publish")
     flock = fcntl.flock
 

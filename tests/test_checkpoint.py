@@ -23,7 +23,7 @@ from recommender.cli import main
 from recommender.embed import export_cache, windows
 from recommender.embed.windows import Chunking, embed_texts
 from recommender.errors import EncodingInterrupted
-from recommender.index import store
+from recommender.index.layout import CURRENT
 
 LAUNCHER = Path(__file__).resolve().parent / "build_launcher.py"
 WORDS = [f"{stem}{suffix}" for stem in ("graph", "spectral", "privacy", "gradient", "video", "kernel", "tensor",
@@ -181,7 +181,7 @@ def test_a_build_killed_part_way_resumes_and_ends_as_an_uninterrupted_one(workdi
     assert build.returncode == -signal.SIGKILL
     kept = cache_rows(index_dir)
     assert windows.ENCODE_GROUP <= seen <= kept < len(papers)  # killed part-way, nothing committed was lost
-    assert not (index_dir / store.CURRENT).exists()
+    assert not (index_dir / CURRENT).exists()
 
     result = run("build", "big")
     assert result.exit_code == 0, result.output

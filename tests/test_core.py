@@ -7,7 +7,7 @@ from corpus import PAPERS, long_id_papers, write_corpus
 from recommender import build_index
 from recommender.embed.windows import Chunking, embed_texts, split_windows
 from recommender.errors import IndexMismatchError, IndexMissingError, PaperNotFoundError
-from recommender.index import store
+from recommender.index.layout import FORMAT_VERSION, MANIFEST
 from recommender.query import recommender as recommender_module
 
 
@@ -52,7 +52,7 @@ def test_manifest_describes_the_build(index):
     assert info["model"] == "all-MiniLM-L6-v2"
     assert info["dimension"] == 256
     assert info["paper_count"] == 6
-    assert info["format_version"] == store.FORMAT_VERSION
+    assert info["format_version"] == FORMAT_VERSION
     assert info["chunking"] == {"strategy": "sentences", "overlap": 32, "max_tokens": 40}
     assert info["index"]["kind"] == "flat"
     assert set(index.manifest["files"]) >= {"vectors.npy", "faiss.index", "papers.jsonl", "keys/ids_bytes.npy", "keys/id_rank.npy"}
@@ -68,7 +68,7 @@ def test_index_from_another_model_is_refused(open_index, index):
 
 
 def test_newer_format_version_is_refused(open_index, index):
-    manifest_path = index.stored.path(store.MANIFEST)
+    manifest_path = index.stored.path(MANIFEST)
     manifest = json.loads(manifest_path.read_text())
     manifest["format_version"] = 99
     manifest_path.write_text(json.dumps(manifest))

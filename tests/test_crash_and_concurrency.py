@@ -233,9 +233,9 @@ def test_an_open_index_keeps_its_version_through_rebuilds(open_index, workdir, o
 
 
 def test_opening_retries_when_a_build_swaps_versions_meanwhile(open_index, workdir, old_index, monkeypatch):
-    from recommender.index import store
+    from recommender.index.stored import _read_current
 
-    real = store._read_current
+    real = _read_current
     answers_ = iter([("v-removed-meanwhile", None)])
-    monkeypatch.setattr(store, "_read_current", lambda index_dir: next(answers_, None) or real(index_dir))
+    monkeypatch.setattr("recommender.index.stored._read_current", lambda index_dir: next(answers_, None) or real(index_dir))
     assert len(open_index()) == len(PAPERS)

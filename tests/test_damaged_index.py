@@ -2,7 +2,7 @@
 
 The manifest holds the size and sha256 of every stored file, and CURRENT holds
 the manifest's sha256. Loading checks all sizes and the hashes of the smallest files,
-up to store.CHEAP_HASH_BYTES in all; `papers info --verify` hashes everything.
+up to stored.CHEAP_HASH_BYTES in all; `papers info --verify` hashes everything.
 """
 
 import ast
@@ -23,7 +23,10 @@ from fakes import FakeEncoder
 import recommender
 from recommender import Recommender, build_index
 from recommender.embed import export_cache, loading
-from recommender.index import build, store
+from recommender.index import build
+from recommender.digests import file_digest
+from recommender.index.layout import CURRENT, FORMAT_VERSION, MANIFEST, QUERY_ENCODER
+from recommender.index.stored import CHEAP_HASH_BYTES
 from recommender.cli import main
 
 PACKAGE = Path(recommender.__file__).parent
@@ -64,27 +67,27 @@ def flip_byte(path: Path, position: int | None = None) -> None:
 def reseal(live: Path, **changes) -> None:
     """Re-hash every file into the manifest (with `changes`) and the manifest into CURRENT:
     an index whose checksums all agree, whatever its content."""
-    manifest = json.loads((live / store.MANIFEST).read_text())
+    manifest = json.loads((live / MANIFEST).read_text())
     manifest.update(changes)
     manifest["files"] = {
-        name: {"bytes": (live / name).stat().st_size, "sha256": store.file_digest(live / name)}
+        name: {"bytes": (live / name).stat().st_size, "sha256": file_digest(live / name)}
         for name in manifest["files"]
     }
-    (live / store.MANIFEST).write_text(json.dumps(manifest))
-    (live.parent / store.CURRENT).write_text(f"{live.name} {store.file_digest(live / store.MANIFEST)}\n")
+    (live / MANIFEST).write_text(json.dumps(manifest))
+    (live.parent / CURRENT).write_text(f"{live.name} {file_digest(live / MANIFEST)}\n")
 
 
 REBUILD = "run `papers build`"
 
 
 def test_the_manifest_lists_every_stored_file_with_size_and_hash(live):
-    manifest = json.loads((live / store.MANIFEST).read_text())
+    manifest = json.loads((live / MANIFEST).read_text())
     on_disk = sorted(p.relative_to(live).as_posix() for p in live.rglob("*") if p.is_file())
-    assert sorted([*manifest["files"], store.MANIFEST]) == on_disk
+    assert sorted([*manifest["files"], MANIFEST]) == on_disk
     for name, entry in manifest["files"].items():
         assert entry == {"bytes": (live / name).stat().st_size,
                          "sha256": hashlib.sha256((live / name).read_bytes()).hexdigest()}
-    assert (live.parent / store.CURRENT).read_text() == f"{live.name} {store.file_digest(live / store.MANIFEST)}\n"
+    assert (live.parent / CURRENT).read_text() == f"{live.name} {file_digest(live / MANIFEST)}\n"
 
 
 def test_a_flipped_byte_in_any_stored_file_fails_verify(live, stored_file):
@@ -101,7 +104,7 @@ def test_a_flipped_byte_in_any_stored_file_fails_verify(live, stored_file):
 
 def test_a_flipped_byte_in_a_large_file_is_caught_by_verify_only(live, monkeypatch):
     # Files above CHEAP_HASH_BYTES are only size-checked when an index is opened.
-    monkeypatch.setattr(store, "CHEAP_HASH_BYTES", 0)
+    monkeypatch.setattr("recommender.index.stored.CHEAP_HASH_BYTES", 0)
     flip_byte(live / "vectors.npy", position=-3)
     assert run("info").exit_code == 0
     result = run("info", "--verify")
@@ -110,9 +113,9 @@ def test_a_flipped_byte_in_a_large_file_is_caught_by_verify_only(live, monkeypat
 
 
 def test_loading_hashes_the_smallest_files_within_the_budget(live, monkeypatch):
-    sizes = {name: entry["bytes"] for name, entry in json.loads((live / store.MANIFEST).read_text())["files"].items()}
+    sizes = {name: entry["bytes"] for name, entry in json.loads((live / MANIFEST).read_text())["files"].items()}
     largest, smallest = max(sizes, key=sizes.get), min(sizes, key=sizes.get)
-    monkeypatch.setattr(store, "CHEAP_HASH_BYTES", sum(sizes.values()) - 1)
+    monkeypatch.setattr("recommender.index.stored.CHEAP_HASH_BYTES", sum(sizes.values()) - 1)
     flip_byte(live / largest)
     assert run("info").exit_code == 0  # not hashed on load: verify finds it
     assert run("info", "--verify").exit_code == 1
@@ -141,16 +144,16 @@ def test_a_missing_file_fails_every_load(live, stored_file):
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda live: reseal(live) or (live / store.MANIFEST).write_text(
-        (live / store.MANIFEST).read_text().replace('"paper_count": 6', '"paper_count": 5')),
+    (lambda live: reseal(live) or (live / MANIFEST).write_text(
+        (live / MANIFEST).read_text().replace('"paper_count": 6', '"paper_count": 5')),
      "index file {live}/manifest.json does not match its checksum in CURRENT (altered or damaged): " + REBUILD),
-    (lambda live: flip_byte(live / store.MANIFEST, position=0),
+    (lambda live: flip_byte(live / MANIFEST, position=0),
      "index file {live}/manifest.json is damaged: " + REBUILD),
-    (lambda live: (live / store.MANIFEST).unlink(),
+    (lambda live: (live / MANIFEST).unlink(),
      "index indexes/default has no manifest in {name}: " + REBUILD),
-    (lambda live: flip_byte(live.parent / store.CURRENT, position=0),
+    (lambda live: flip_byte(live.parent / CURRENT, position=0),
      "index file indexes/default/CURRENT is damaged: " + REBUILD),
-    (lambda live: (live.parent / store.CURRENT).write_text("v-gone\n"),
+    (lambda live: (live.parent / CURRENT).write_text("v-gone\n"),
      "index indexes/default has no manifest in v-gone: " + REBUILD),
 ], ids=["manifest edited", "manifest not JSON", "manifest missing", "CURRENT damaged", "CURRENT names no version"])
 def test_a_damaged_manifest_or_pointer_is_refused(live, damage, message):
@@ -169,7 +172,7 @@ def test_another_format_version_is_refused_with_the_rebuild_command(live, versio
     result = run("like", "dp1")
     assert (result.exit_code, result.stderr) == (
         1, f"Error: index indexes/default has format version {version}, this papers reads version "
-           f"{store.FORMAT_VERSION} {why}\n")
+           f"{FORMAT_VERSION} {why}\n")
 
 
 def test_an_index_built_with_another_model_is_refused_with_the_command_to_run(workdir, fake_model):
@@ -244,7 +247,7 @@ def test_a_damaged_embedding_cache_is_started_afresh(workdir, fake_model):
 
 # ---------------------------------------------------------------- the ONNX query encoder (a real export)
 
-QUERY_ENCODER_FILES = [f"{store.QUERY_ENCODER}/{name}" for name in ("model.onnx", "tokenizer.json", "onnx_encoder.json")]
+QUERY_ENCODER_FILES = [f"{QUERY_ENCODER}/{name}" for name in ("model.onnx", "tokenizer.json", "onnx_encoder.json")]
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +265,7 @@ def real_live(real_index, workdir) -> Path:
 
     shutil.copytree(real_index, workdir / "indexes" / "default")
     live = Path("indexes/default") / (Path("indexes/default/CURRENT").read_text().split()[0])
-    manifest = json.loads((live / store.MANIFEST).read_text())
+    manifest = json.loads((live / MANIFEST).read_text())
     assert set(QUERY_ENCODER_FILES) <= set(manifest["files"])  # the export is there and checksummed
     return live
 
@@ -276,7 +279,7 @@ def test_a_damaged_query_encoder_is_refused(real_live, name):
     verify = run("info", "--verify")
     message = f"Error: index file {path} does not match its checksum (altered or damaged): {REBUILD}\n"
     assert (verify.exit_code, verify.stdout, verify.stderr) == (1, "", message)
-    if path.stat().st_size <= store.CHEAP_HASH_BYTES:  # small files are hashed on every load too
+    if path.stat().st_size <= CHEAP_HASH_BYTES:  # small files are hashed on every load too
         assert run("search", "private training").stderr == message
 
 

@@ -14,7 +14,9 @@ from conftest import REPO, SEEDS
 from fakes import FakeEncoder
 from recommender import build_index
 from recommender.embed import export_cache, loading, onnx_encoder
-from recommender.index import store
+from recommender.index.home import resolve_index_dir
+from recommender.index.layout import QUERY_ENCODER, VECTORS
+from recommender.index.stored import open_stored
 from recommender.query import recommender as query
 
 EXPORT_FILES = ("model.onnx", "tokenizer.json", "onnx_encoder.json")
@@ -117,12 +119,12 @@ def test_indexes_of_one_model_share_one_export(cache, model_dir, exports, fake_o
     assert phases.count("exporting the model to ONNX (once per model)") == 1
     entry = next((cache / "onnx").iterdir())
     for name in ("a", "b"):
-        with store.open_stored(store.resolve_index_dir(name), verify=True) as stored:
+        with open_stored(resolve_index_dir(name), verify=True) as stored:
             assert stored.manifest["query_encoder"] == "onnx"
-            assert set(f"{store.QUERY_ENCODER}/{file}" for file in EXPORT_FILES) <= set(stored.manifest["files"])
+            assert set(f"{QUERY_ENCODER}/{file}" for file in EXPORT_FILES) <= set(stored.manifest["files"])
             for file in EXPORT_FILES:
-                assert stored.path(f"{store.QUERY_ENCODER}/{file}").read_bytes() == (entry / file).read_bytes()
-            assert not stored.path(f"{store.QUERY_ENCODER}/{export_cache.RECORD}").exists()
+                assert stored.path(f"{QUERY_ENCODER}/{file}").read_bytes() == (entry / file).read_bytes()
+            assert not stored.path(f"{QUERY_ENCODER}/{export_cache.RECORD}").exists()
 
 
 def test_a_cache_that_cannot_be_written_gives_the_index_its_own_export(tmp_path, monkeypatch, model_dir, exports,
@@ -133,9 +135,9 @@ def test_a_cache_that_cannot_be_written_gives_the_index_its_own_export(tmp_path,
     with pytest.warns(UserWarning, match="encoded without the embedding cache"):  # nor is the cache there
         build_index([SEEDS], "a", model=str(model_dir), precision="fp32")
     assert len(exports) == 1  # exported into the index itself
-    with store.open_stored(store.resolve_index_dir("a"), verify=True) as stored:
+    with open_stored(resolve_index_dir("a"), verify=True) as stored:
         assert stored.manifest["query_encoder"] == "onnx"
-        assert stored.path(f"{store.QUERY_ENCODER}/model.onnx").read_bytes() == b"onnx:weights-1"
+        assert stored.path(f"{QUERY_ENCODER}/model.onnx").read_bytes() == b"onnx:weights-1"
 
 
 @pytest.mark.model
@@ -154,11 +156,11 @@ def test_a_build_after_the_first_never_imports_torch(tmp_path):
                              capture_output=True, text=True, env=env, check=True)
         loaded.append(out.stdout.strip())
     assert loaded == ["['sentence_transformers', 'torch', 'transformers']", "[]"]
-    vectors = [store.open_stored(tmp_path / name, verify=True) for name in ("first", "second")]
+    vectors = [open_stored(tmp_path / name, verify=True) for name in ("first", "second")]
     try:
         import numpy as np
 
-        first, second = (stored.load_array(store.VECTORS) for stored in vectors)
+        first, second = (stored.load_array(VECTORS) for stored in vectors)
         assert np.array_equal(first, second)
     finally:
         for stored in vectors:

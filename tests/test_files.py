@@ -30,7 +30,9 @@ from fakes import FakeEncoder
 from recommender import build_index
 from recommender.cli import main
 from recommender.embed import export_cache, loading
-from recommender.index import build, store
+from recommender.index import build
+from recommender.index.layout import CACHE, COLUMN_MAX, FAISS, MANIFEST, QUERY_ENCODER, VECTORS
+from recommender.index.stored import CHEAP_HASH_BYTES
 from test_reliability import fill, small_disk  # noqa: F401 - a fixture
 
 TESTS = Path(__file__).resolve().parent
@@ -66,7 +68,7 @@ def reseal(index_dir: Path, changed: dict | None = None) -> None:
     """Forge an index as a careful attacker would: the manifest rewritten (with `changed` fields, and
     every file's hash made anew) and CURRENT pointing at its new hash, so only content checks can tell."""
     version = index_dir / (index_dir / "CURRENT").read_text().split()[0]
-    manifest = json.loads((version / store.MANIFEST).read_text())
+    manifest = json.loads((version / MANIFEST).read_text())
     for name in manifest["files"]:
         data = (version / name).read_bytes()
         manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
@@ -75,8 +77,8 @@ def reseal(index_dir: Path, changed: dict | None = None) -> None:
             manifest.pop(key, None)
         else:
             manifest[key] = value
-    (version / store.MANIFEST).write_text(json.dumps(manifest))
-    digest = hashlib.sha256((version / store.MANIFEST).read_bytes()).hexdigest()
+    (version / MANIFEST).write_text(json.dumps(manifest))
+    digest = hashlib.sha256((version / MANIFEST).read_bytes()).hexdigest()
     (index_dir / "CURRENT").write_text(f"{version.name} {digest}\n")
 
 
@@ -213,13 +215,13 @@ def onnx_exports(tmp_path, monkeypatch):
 
 
 def onnx_bytes(weights: bytes) -> bytes:
-    """The stand-in export of `weights`: larger than the bytes every open hashes (store.CHEAP_HASH_BYTES), as
+    """The stand-in export of `weights`: larger than the bytes every open hashes (stored.CHEAP_HASH_BYTES), as
     a real model.onnx (90 MB) is, so only a check of what is reused can see its damage."""
-    return b"onnx:" + weights + b"\0" * (store.CHEAP_HASH_BYTES + 1)
+    return b"onnx:" + weights + b"\0" * (CHEAP_HASH_BYTES + 1)
 
 
 def index_export(name: str = "default") -> bytes:
-    return (live_version(Path("indexes") / name) / store.QUERY_ENCODER / "model.onnx").read_bytes()
+    return (live_version(Path("indexes") / name) / QUERY_ENCODER / "model.onnx").read_bytes()
 
 
 DAMAGE = [
@@ -235,7 +237,7 @@ def test_a_damaged_export_is_never_carried_into_the_new_version(workdir, onnx_ex
     model, calls = onnx_exports
     write_corpus(workdir / "in")
     assert run("build", "in", "--model", str(model)).exit_code == 0
-    target = live_version(workdir / "indexes/default") / store.QUERY_ENCODER / "model.onnx"
+    target = live_version(workdir / "indexes/default") / QUERY_ENCODER / "model.onnx"
     if damage == "flipped in place":
         with open(target, "r+b") as handle:
             handle.write(b"X")
@@ -251,7 +253,7 @@ def test_a_damaged_export_is_never_carried_into_the_new_version(workdir, onnx_ex
     assert rebuilt.exit_code == 0
     assert run("info", "--verify").exit_code == 0
     assert index_export() == onnx_bytes(b"weights-1")
-    assert not (live_version(workdir / "indexes/default") / store.QUERY_ENCODER / "model.onnx").is_symlink()
+    assert not (live_version(workdir / "indexes/default") / QUERY_ENCODER / "model.onnx").is_symlink()
     assert len(calls) == (2 if shared_too else 1)  # a damaged shared copy is exported again
 
 
@@ -273,7 +275,7 @@ def test_a_link_planted_in_the_shared_export_is_not_linked_into_an_index(workdir
     (entry / "model.onnx").unlink()
     (entry / "model.onnx").symlink_to(workdir / "same-bytes.onnx")
     assert run("build", "in", "--model", str(model), "--index", "b").exit_code == 0
-    exported = live_version(workdir / "indexes/b") / store.QUERY_ENCODER / "model.onnx"
+    exported = live_version(workdir / "indexes/b") / QUERY_ENCODER / "model.onnx"
     assert not exported.is_symlink() and exported.read_bytes() == onnx_bytes(b"weights-1")
     assert len(calls) == 2  # the entry holding a link was made anew
     assert not (entry / "model.onnx").is_symlink()
@@ -435,7 +437,7 @@ def cache_file() -> Path:
 def test_a_cache_row_of_another_dimension_is_encoded_again(workdir, fake_model):
     write_corpus(workdir / "in")
     assert run("build", "in").exit_code == 0
-    before = np.load(live_version(workdir / "indexes/default") / store.VECTORS)
+    before = np.load(live_version(workdir / "indexes/default") / VECTORS)
     forged = np.ones(3, dtype=np.float32).tobytes()
     with contextlib.closing(sqlite3.connect(cache_file())) as db, db:
         key = db.execute("SELECT key FROM vectors ORDER BY key LIMIT 1 OFFSET 2").fetchone()[0]
@@ -444,7 +446,7 @@ def test_a_cache_row_of_another_dimension_is_encoded_again(workdir, fake_model):
     result = run("build", "in")
     assert (result.exit_code, result.stderr) == (0, "")
     assert result.stdout.endswith("encoded 1, reused 5 from the cache (flat search)\n")
-    assert np.array_equal(np.load(live_version(workdir / "indexes/default") / store.VECTORS), before)
+    assert np.array_equal(np.load(live_version(workdir / "indexes/default") / VECTORS), before)
 
 
 FORGED = [
@@ -463,14 +465,14 @@ def test_a_forged_manifest_is_one_line(workdir, fake_model, what, changed, args,
     index_dir = workdir / "indexes/default"
     reseal(index_dir)
     version = live_version(index_dir)
-    manifest = json.loads((version / store.MANIFEST).read_text())
+    manifest = json.loads((version / MANIFEST).read_text())
     for key, value in changed.items():
         if value is None:
             manifest.pop(key)
         else:
             manifest[key] = value
-    (version / store.MANIFEST).write_text(json.dumps(manifest))
-    digest = hashlib.sha256((version / store.MANIFEST).read_bytes()).hexdigest()
+    (version / MANIFEST).write_text(json.dumps(manifest))
+    digest = hashlib.sha256((version / MANIFEST).read_bytes()).hexdigest()
     (index_dir / "CURRENT").write_text(f"{version.name} {digest}\n")
     result = run(*args)
     assert (result.exit_code, result.stdout, result.stderr) == (1, "", (
@@ -485,11 +487,11 @@ def test_an_ivf_index_whose_ids_are_out_of_range_is_one_line(workdir, fake_model
     assert run("build", "in", "--index-type", "ivf").exit_code == 0
     index_dir = workdir / "indexes/default"
     version = live_version(index_dir)
-    index = faiss.read_index(str(version / store.FAISS))
-    vectors = np.load(version / store.VECTORS)
+    index = faiss.read_index(str(version / FAISS))
+    vectors = np.load(version / VECTORS)
     index.reset()
     index.add_with_ids(vectors, np.arange(len(vectors), dtype=np.int64) + 1000)  # as many vectors, forged ids
-    faiss.write_index(index, str(version / store.FAISS))
+    faiss.write_index(index, str(version / FAISS))
     reseal(index_dir)
     for args in (["like", "dp1"], ["search", "private training"], ["related-work", "--all", "--out", "rw.md"]):
         result = run(*args)
@@ -559,7 +561,7 @@ def test_a_second_index_over_overlapping_papers_encodes_only_the_new_ones(workdi
     write_corpus(workdir / "b", PAPERS + more)
     assert run("build", "a", "--index", "first").stdout.endswith("encoded 6, reused 0 from the cache (flat search)\n")
     assert run("build", "b", "--index", "second").stdout.endswith("encoded 3, reused 6 from the cache (flat search)\n")
-    assert (workdir / "indexes").exists() and not list((workdir / "indexes").rglob(store.CACHE))
+    assert (workdir / "indexes").exists() and not list((workdir / "indexes").rglob(CACHE))
 
 
 def test_an_index_built_from_the_cache_is_identical_to_one_built_without(workdir, fake_model):
@@ -567,7 +569,7 @@ def test_an_index_built_from_the_cache_is_identical_to_one_built_without(workdir
     assert run("build", "in", "--index", "fresh").stdout.endswith("encoded 6, reused 0 from the cache (flat search)\n")
     assert run("build", "in", "--index", "cached").stdout.endswith("encoded 0, reused 6 from the cache (flat search)\n")
     fresh, cached = (snapshot(live_version(workdir / "indexes" / name)) for name in ("fresh", "cached"))
-    manifests = [json.loads(files.pop(store.MANIFEST)) for files in (fresh, cached)]
+    manifests = [json.loads(files.pop(MANIFEST)) for files in (fresh, cached)]
     assert fresh == cached  # every stored file, byte for byte
     for manifest in manifests:
         for key in ("built_at", "encoded", "reused"):
@@ -598,11 +600,11 @@ def test_a_per_index_cache_of_an_earlier_version_is_migrated(workdir, fake_model
     monkeypatch.setattr(export_cache, "model_identity", lambda model: model)
     assert run("build", "in").exit_code == 0
     index_dir = workdir / "indexes/default"
-    shutil.move(cache_file(), index_dir / store.CACHE)
+    shutil.move(cache_file(), index_dir / CACHE)
     monkeypatch.setattr(export_cache, "model_identity", lambda model: f"fake:{model}")
     result = run("build", "in")
     assert result.stdout.endswith("encoded 0, reused 6 from the cache (flat search)\n")
-    assert not (index_dir / store.CACHE).exists()
+    assert not (index_dir / CACHE).exists()
     assert json.loads(run("cache", "info", "--format", "json").stdout)["entries"] == 6
 
 
@@ -629,7 +631,7 @@ def test_with_the_real_model_an_index_from_the_cache_is_identical(workdir):
     cached = build_index([SEEDS], "cached")
     assert (fresh.encoded, cached.encoded, cached.reused) == (fresh.papers, 0, fresh.papers)
     first, second = (snapshot(live_version(workdir / "indexes" / name)) for name in ("fresh", "cached"))
-    first.pop(store.MANIFEST), second.pop(store.MANIFEST)
+    first.pop(MANIFEST), second.pop(MANIFEST)
     assert first == second
 
 
@@ -638,7 +640,7 @@ def test_an_array_header_claiming_more_than_its_file_is_damage_not_out_of_memory
     assert run("build", "in").exit_code == 0
     index_dir = workdir / "indexes/default"
     version = live_version(index_dir)
-    path = version / store.COLUMN_MAX
+    path = version / COLUMN_MAX
     data = path.read_bytes()
     header = data[:128].decode("latin-1")
     shape = header[header.index("'shape': (") + len("'shape': ("):].split(")")[0]
@@ -647,7 +649,7 @@ def test_an_array_header_claiming_more_than_its_file_is_damage_not_out_of_memory
     reseal(index_dir)
     result = run("search", "private training", "--mode", "lexical")
     assert result.exit_code == 1 and "out of memory" not in result.stderr
-    assert result.stderr.startswith(f"Error: index file indexes/default/{version.name}/{store.COLUMN_MAX} cannot be read (")
+    assert result.stderr.startswith(f"Error: index file indexes/default/{version.name}/{COLUMN_MAX} cannot be read (")
     assert len(result.stderr.splitlines()) == 1
 
 

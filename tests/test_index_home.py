@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from corpus import write_corpus
 from recommender.cli import main
-from recommender.index import store
+from recommender.index.home import IndexHome, index_home, resolve_index_dir
 
 
 def run(*args: str):
@@ -27,21 +27,21 @@ def elsewhere(workdir, monkeypatch):
 def test_papers_home_wins(elsewhere, monkeypatch):
     (elsewhere / "indexes").mkdir()
     monkeypatch.setenv("PAPERS_HOME", str(elsewhere / "mine"))
-    assert store.index_home() == store.IndexHome(elsewhere / "mine", "PAPERS_HOME")
-    assert store.resolve_index_dir("arxiv") == elsewhere / "mine" / "arxiv"
-    assert store.resolve_index_dir("./arxiv") == Path("./arxiv")  # a path stays a path
+    assert index_home() == IndexHome(elsewhere / "mine", "PAPERS_HOME")
+    assert resolve_index_dir("arxiv") == elsewhere / "mine" / "arxiv"
+    assert resolve_index_dir("./arxiv") == Path("./arxiv")  # a path stays a path
 
 
 def test_a_checkout_uses_its_indexes_folder(elsewhere):
     (elsewhere / "indexes").mkdir()
-    assert store.index_home() == store.IndexHome(Path("indexes"), "checkout")
-    assert store.resolve_index_dir(None) == Path("indexes/default")
+    assert index_home() == IndexHome(Path("indexes"), "checkout")
+    assert resolve_index_dir(None) == Path("indexes/default")
 
 
 def test_elsewhere_the_user_data_folder(elsewhere):
     home = elsewhere / "data" / "papers" / "indexes"
-    assert store.index_home() == store.IndexHome(home, "user data folder")
-    assert store.resolve_index_dir("default") == home / "default"
+    assert index_home() == IndexHome(home, "user data folder")
+    assert resolve_index_dir("default") == home / "default"
 
 
 def test_build_outside_a_checkout_needs_an_input(elsewhere, fake_model):

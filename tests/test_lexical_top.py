@@ -18,7 +18,9 @@ from fakes import FakeEncoder
 from recommender import Recommender, build_index
 from recommender.embed import loading
 from recommender.errors import IndexCorruptError
-from recommender.index import build, lexical as lexical_module, store
+from recommender.index import build, lexical as lexical_module
+from recommender.digests import file_digest
+from recommender.index.layout import COLUMN_MAX, CURRENT, LEXICAL_ARRAYS, MANIFEST
 from recommender.index.lexical import LexicalIndex, SparseVector, build_tfidf, combine
 
 PAPERS = 3000
@@ -125,7 +127,7 @@ def test_without_pruning_small_queries_are_scored_in_full(lexical):
 
 
 def test_an_index_without_column_maxima_scores_in_full_with_the_same_results(lexical, pruning):
-    arrays = {name: getattr(lexical, name) for name in store.LEXICAL_ARRAYS}
+    arrays = {name: getattr(lexical, name) for name in LEXICAL_ARRAYS}
     old = LexicalIndex(arrays, lambda: lexical.vocabulary, lexical.stop_words)
     assert old.column_max is None
     for name, query in queries(lexical).items():
@@ -160,7 +162,7 @@ def built(tmp_path_factory):
 
 
 def live_version(index_dir):
-    return index_dir / (index_dir / store.CURRENT).read_text().split()[0]
+    return index_dir / (index_dir / CURRENT).read_text().split()[0]
 
 
 def without_column_maxima(index_dir, target):
@@ -169,11 +171,11 @@ def without_column_maxima(index_dir, target):
 
     shutil.copytree(index_dir, target)
     live = live_version(target)
-    (live / store.COLUMN_MAX).unlink()
-    manifest = json.loads((live / store.MANIFEST).read_text())
-    del manifest["files"][store.COLUMN_MAX]
-    (live / store.MANIFEST).write_text(json.dumps(manifest))
-    (target / store.CURRENT).write_text(f"{live.name} {store.file_digest(live / store.MANIFEST)}\n")
+    (live / COLUMN_MAX).unlink()
+    manifest = json.loads((live / MANIFEST).read_text())
+    del manifest["files"][COLUMN_MAX]
+    (live / MANIFEST).write_text(json.dumps(manifest))
+    (target / CURRENT).write_text(f"{live.name} {file_digest(live / MANIFEST)}\n")
     return target
 
 
@@ -201,13 +203,13 @@ def test_column_maxima_that_do_not_fit_the_vocabulary_are_refused(built, tmp_pat
 
     shutil.copytree(built, tmp_path / "bad")
     live = live_version(tmp_path / "bad")
-    np.save(live / store.COLUMN_MAX, np.zeros(3, dtype=np.float32))
-    manifest = json.loads((live / store.MANIFEST).read_text())
-    manifest["files"][store.COLUMN_MAX] = {"bytes": (live / store.COLUMN_MAX).stat().st_size,
-                                           "sha256": store.file_digest(live / store.COLUMN_MAX)}
-    (live / store.MANIFEST).write_text(json.dumps(manifest))
-    (tmp_path / "bad" / store.CURRENT).write_text(f"{live.name} {store.file_digest(live / store.MANIFEST)}\n")
+    np.save(live / COLUMN_MAX, np.zeros(3, dtype=np.float32))
+    manifest = json.loads((live / MANIFEST).read_text())
+    manifest["files"][COLUMN_MAX] = {"bytes": (live / COLUMN_MAX).stat().st_size,
+                                           "sha256": file_digest(live / COLUMN_MAX)}
+    (live / MANIFEST).write_text(json.dumps(manifest))
+    (tmp_path / "bad" / CURRENT).write_text(f"{live.name} {file_digest(live / MANIFEST)}\n")
     with Recommender.open(tmp_path / "bad") as index, pytest.raises(IndexCorruptError) as error:
         index.like("P1")
-    assert str(error.value) == (f"index file {live / store.COLUMN_MAX} does not match the vocabulary: "
+    assert str(error.value) == (f"index file {live / COLUMN_MAX} does not match the vocabulary: "
                                 f"run `papers build --index {tmp_path / 'bad'}`")

@@ -59,7 +59,7 @@ def test_the_head_is_the_title_with_its_separator():
 
 
 def test_the_head_changes_the_windows_and_the_cache_key(fake_model, tmp_path):
-    from recommender.index.store import EmbeddingCache
+    from recommender.embed.embedding_cache import EmbeddingCache
 
     fake_model.max_tokens = 12
     with EmbeddingCache(tmp_path) as cache:

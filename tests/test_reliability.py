@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from corpus import PAPERS, write_corpus
 from recommender import build_index
 from recommender.cli import main
-from recommender.index import store
+from recommender.index.writer import IndexWriter
 
 TESTS = Path(__file__).resolve().parent
 LAUNCHER = TESTS / "build_launcher.py"
@@ -198,14 +198,14 @@ def test_a_full_disk_during_a_build_names_the_file_and_keeps_the_old_index(small
     write_corpus(small_disk / "new", PAPERS + [
         {"id": f"n{i}", "abstract": f"Paper {i} about topic{i} and words{i * 7} in graphs."} for i in range(50)
     ])
-    real = getattr(store.IndexWriter, method)
+    real = getattr(IndexWriter, method)
 
     def full_then_write(writer, *args, **kwargs):
         if method == "commit" or args[0].endswith(name):
             fill(small_disk)
         return real(writer, *args, **kwargs)
 
-    monkeypatch.setattr(store.IndexWriter, method, full_then_write)
+    monkeypatch.setattr(IndexWriter, method, full_then_write)
     result = run("build", "new")
     assert (result.exit_code, result.stdout, without_build_names(result.stderr)) == (1, "", (
         f"Error: cannot write {shown}: No space left on device: free some disk space or choose another --index "
@@ -291,7 +291,7 @@ def test_a_model_that_cannot_be_loaded_gives_no_slower_model_warning(workdir):
 def nan_index(workdir, fake_model, monkeypatch):
     """An index whose vectors.npy holds a NaN in dp2's row, as if damaged past the load-time hashing."""
     build_index([write_corpus(workdir / "in")])
-    monkeypatch.setattr(store, "CHEAP_HASH_BYTES", 0)  # as for a vector file over the threshold
+    monkeypatch.setattr("recommender.index.stored.CHEAP_HASH_BYTES", 0)  # as for a vector file over the threshold
     path = next((workdir / "indexes/default").glob("v-*/vectors.npy"))
     vectors = np.load(path, mmap_mode="r+")
     vectors[1, 5] = np.nan

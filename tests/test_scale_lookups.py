@@ -199,7 +199,7 @@ def test_related_work_lists_equal_those_of_the_scans(index):
 
 
 def test_vectors_read_with_pread_equal_the_memory_map(index):
-    from recommender.index.store import VECTORS
+    from recommender.index.layout import VECTORS
 
     rows = np.array(sorted(random.Random(3).sample(range(PAPERS), 300)))
     query = np.asarray(index.vectors[17], dtype=np.float32)

@@ -82,7 +82,8 @@ def test_the_streamed_index_holds_what_the_in_memory_functions_make(workdir, fak
     from recommender.corpus.identifiers import work_identifier
     from recommender.corpus.papers import read_papers, text_key
     from recommender.embed.windows import Chunking, embed_texts
-    from recommender.index import store
+    from recommender.index.layout import COLUMN_MAX, FAISS, KEY_ARRAYS, PAPERS, VECTORS, VOCABULARY
+    from recommender.index.stored import open_stored
     from recommender.index.ann import build_faiss_index, choose_index
     from recommender.index.build import inputs_fingerprint
     from recommender.index.keys import key_arrays
@@ -99,16 +100,16 @@ def test_the_streamed_index_holds_what_the_in_memory_functions_make(workdir, fak
     keys = key_arrays([p.id for p in papers], [p.handle for p in papers], (text_key(p.title, p.abstract) for p in papers),
                       (work_identifier(p.url, p.id) for p in papers), [citation_key(p) for p in papers])
     faiss_index = build_faiss_index(vectors, choose_index(len(papers), vectors.shape[1], "ivf"))
-    with store.open_stored(workdir / "index", verify=True) as stored:
-        assert np.array_equal(stored.load_array(store.VECTORS), vectors)
+    with open_stored(workdir / "index", verify=True) as stored:
+        assert np.array_equal(stored.load_array(VECTORS), vectors)
         for name, array in lexical.items():
-            path = store.COLUMN_MAX if name == "column_max" else f"lexical/{name}.npy"
+            path = COLUMN_MAX if name == "column_max" else f"lexical/{name}.npy"
             assert stored.load_array(path).tobytes() == array.tobytes(), name
-        assert stored.load_json(store.VOCABULARY) == vocabulary
-        for name in store.KEY_ARRAYS:
+        assert stored.load_json(VOCABULARY) == vocabulary
+        for name in KEY_ARRAYS:
             assert np.array_equal(stored.load_array(f"keys/{name}.npy"), keys[name]), name
-        assert stored.path(store.FAISS).read_bytes() == faiss.serialize_index(faiss_index).tobytes()
-        assert [json.loads(line) for line in stored.path(store.PAPERS).read_text().splitlines()] == \
+        assert stored.path(FAISS).read_bytes() == faiss.serialize_index(faiss_index).tobytes()
+        assert [json.loads(line) for line in stored.path(PAPERS).read_text().splitlines()] == \
             [paper.to_dict() for paper in papers]
         assert stored.manifest["inputs_fingerprint"] == inputs_fingerprint(papers)
     index = open_index(str(workdir / "index"))

@@ -18,13 +18,16 @@ from recommender.cli import main
 from recommender.embed import export_cache, loading, onnx_encoder, quantisation, static_encoder
 from recommender.embed.windows import Chunking, cache_key, precision_key
 from recommender.errors import EncodingInterrupted, InputError
-from recommender.index import build, store
+from recommender.index import build
+from recommender.index.home import resolve_index_dir
+from recommender.index.layout import QUERY_ENCODER
+from recommender.index.stored import open_stored
 from recommender.query import ranking
 from recommender.query import recommender as query
 
 
 def manifest(name: str) -> dict:
-    with store.open_stored(store.resolve_index_dir(name), verify=True) as stored:
+    with open_stored(resolve_index_dir(name), verify=True) as stored:
         return stored.manifest
 
 
@@ -116,8 +119,8 @@ def test_a_real_int8_build_encodes_and_answers_queries_with_the_quantised_model(
         assert (fp32.manifest["precision"], int8.manifest["precision"]) == ("fp32", "int8")
         cosines = (np.asarray(fp32.vectors) * np.asarray(int8.vectors)).sum(axis=1)
         assert 0.9 < cosines.min() < 0.99999  # moved by the quantisation, not far
-        int8_model = int8.stored.path(f"{store.QUERY_ENCODER}/model.onnx").stat().st_size
-        assert int8_model < 0.4 * fp32.stored.path(f"{store.QUERY_ENCODER}/model.onnx").stat().st_size
+        int8_model = int8.stored.path(f"{QUERY_ENCODER}/model.onnx").stat().st_size
+        assert int8_model < 0.4 * fp32.stored.path(f"{QUERY_ENCODER}/model.onnx").stat().st_size
         results = int8.search("differentially private training of language models", k=3)
         assert int8._query_encoder.variant == "int8" and results[0].paper.label == "FlashDP"
 
@@ -131,7 +134,7 @@ def test_a_gpu_build_is_fp32_and_an_int8_index_is_not_rebuilt_on_one_silently(wo
     build_index([SEEDS], "cpu", precision="int8")
     with pytest.raises(InputError) as error:
         build_index([SEEDS], "cpu", device="cuda")
-    assert str(error.value) == (f"index {store.resolve_index_dir('cpu')} is int8, which encodes on the CPU: drop "
+    assert str(error.value) == (f"index {resolve_index_dir('cpu')} is int8, which encodes on the CPU: drop "
                                 "--device cuda, or give --precision fp32 to encode every paper again on the GPU")
 
 
@@ -271,7 +274,7 @@ def test_only_a_fast_index_can_be_upgraded(workdir, fake_model):
     build_index([SEEDS], "full")
     with pytest.raises(InputError) as error:
         build_index([], "full", upgrade=True)
-    assert str(error.value) == (f"index {store.resolve_index_dir('full')} was built with 'all-MiniLM-L6-v2', not the "
+    assert str(error.value) == (f"index {resolve_index_dir('full')} was built with 'all-MiniLM-L6-v2', not the "
                                 "fast tier (--model static): there is nothing to upgrade")
     result = CliRunner().invoke(main, ["build", "--upgrade", "--index", "full", "--model", "static"])
     assert (result.exit_code, result.output) == (

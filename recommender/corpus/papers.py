@@ -304,7 +304,7 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
 
 
 def _is_index_folder(folder: Path) -> bool:
-    """What `papers build` writes (see index/store.py): a CURRENT pointer, or v-*/ build folders."""
+    """What `papers build` writes (see index/layout.py): a CURRENT pointer, or v-*/ build folders."""
     try:
         versions = [path for path in folder.glob("v-*") if path.is_dir()]
         return bool(versions) and ((folder / "CURRENT").is_file() or any((v / "manifest.json").is_file() for v in versions))

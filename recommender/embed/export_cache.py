@@ -13,7 +13,7 @@ The export (torch, sentence-transformers, `torch.onnx.export`) costs a build abo
 more, the distillation a minute or two; with them cached, a build never imports torch.
 Entries live in the user cache folder (`$PAPERS_CACHE`, else platformdirs' user cache dir).
 
-    <cache>/embeddings.sqlite                          the embedding cache of every index (index/store.py)
+    <cache>/embeddings.sqlite                          the embedding cache of every index (embed/embedding_cache.py)
 
 An entry is checked against export.json every time it is used; a damaged one, or one
 holding anything but plain files (a link planted there is never followed), is replaced
@@ -38,7 +38,7 @@ from . import onnx_encoder, quantisation, static_encoder
 from .user_cache import CACHE_VARIABLE, cache_home, remove_entry  # noqa: F401 - where callers have found them
 
 RECORD = "export.json"
-EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (index/store.EmbeddingCache)
+EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (embedding_cache.EmbeddingCache)
 _FILES = (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE, onnx_encoder.CONFIG_FILE)
 PRECISIONS = quantisation.PRECISIONS
 

@@ -195,7 +195,7 @@ def embed_texts(
     anyway) is encoded again.
 
     `allocate(count, dimension)`, if given, makes what the vectors are written into (a file, say,
-    so that not even they are held: `store.ArrayFile`), and the result's `vectors` is that.
+    so that not even they are held: `writer.ArrayFile`), and the result's `vectors` is that.
 
     With `heads` (how many characters of each text its title takes; 0, no title, by default),
     "sentences" chunking puts the title at the start of every window.

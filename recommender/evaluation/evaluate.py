@@ -33,7 +33,9 @@ import numpy as np
 
 from ..embed.windows import Chunking
 from ..errors import InputError, OptionError, RecommenderError
-from ..index import store
+from ..index.home import resolve_index_dir
+from ..index.layout import is_index_folder
+from ..index.stored import open_stored
 from ..query.ranking import select
 from . import metrics, profiles
 
@@ -109,13 +111,13 @@ def prepare_index(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])
-    index_dir = store.resolve_index_dir(index)
+    index_dir = resolve_index_dir(index)
     try:
-        with store.open_stored(index_dir) as stored:
+        with open_stored(index_dir) as stored:
             manifest = stored.manifest
     except RecommenderError:  # missing, corrupt or of another format version: build it
         manifest = {}
-        if store.is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
+        if is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
             # Damaged or of another version: whose it is cannot be told, so it is not replaced.
             raise InputError(f"--index {index} is an index that cannot be read, and evaluate does not replace "
                              f"an index it did not build: leave --index out (eval-{Path(corpus).stem}) or give a new name")

@@ -160,7 +160,7 @@ def _omp_threads(nthreads: int):
 
 
 class Rows(Protocol):
-    """Vectors read a piece at a time (store.ArrayFile): an index is built without holding them all."""
+    """Vectors read a piece at a time (writer.ArrayFile): an index is built without holding them all."""
 
     shape: tuple[int, ...]
 

@@ -26,10 +26,16 @@ from ..embed.quantisation import PRECISIONS, default_precision
 from ..embed.static_encoder import STATIC_MODEL
 from ..embed.windows import Chunking, Encoder, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
-from . import store
+from ..embed.embedding_cache import CacheUnavailable, EmbeddingCache, read_legacy_vectors
+from .home import resolve_index_dir
+from .stored import ArrayReader, StoredIndex, open_stored
+from .writer import ArrayFile, IndexWriter, WRITE_ERRNOS, link_checked, write_error, writing
 from .lexical import settings as lexical_settings
 from .keys import digest_records, key_tables
-from .store import COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from .layout import (
+    COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
+    check_index_folder, legacy_cache, remove_legacy_cache, remove_tree,
+)
 
 
 @dataclass(frozen=True)
@@ -130,8 +136,8 @@ def build_index(
 
         require_ray()
     phase = on_phase or (lambda name, total=None: None)
-    index_dir = store.resolve_index_dir(index)
-    store.check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
+    index_dir = resolve_index_dir(index)
+    check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
     model_key = export_cache.model_identity(model)
     if upgrade:
         if where and not inputs:
@@ -140,7 +146,7 @@ def build_index(
     phase("reading papers", None)
     embedded = None
     count = 0
-    with store.writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
+    with writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
         spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
         reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where))
@@ -167,7 +173,7 @@ def build_index(
                                          exported_only=_exported_only(model, precision))
             )
 
-            def vector_file(rows: int, dimension: int) -> store.ArrayFile:
+            def vector_file(rows: int, dimension: int) -> ArrayFile:
                 return files.enter_context(contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32)))
 
             with engines:
@@ -326,7 +332,7 @@ class _Written:
     fingerprint: str
 
 
-def _write_papers(writer: store.IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf) -> _Written:
+def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf) -> _Written:
     """papers.jsonl and its offsets, from the spool a chunk at a time; each text goes to the TF-IDF
     builder, and what the key tables need of each paper is kept."""
     heads = array.array("i")
@@ -365,8 +371,8 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
     """embed_texts with the shared embedding cache, a progress total, and a notice when resuming."""
     model_key = encoder.name if model_key is None else model_key
     try:
-        opened = store.EmbeddingCache(owner=str(index_dir.resolve()))
-    except store.CacheUnavailable as unavailable:
+        opened = EmbeddingCache(owner=str(index_dir.resolve()))
+    except CacheUnavailable as unavailable:
         warnings.warn(str(unavailable), stacklevel=2)
         opened = contextlib.nullcontext(None)  # encoded without a cache: nothing to resume from
     with opened as cache:
@@ -410,11 +416,11 @@ def _migrate_legacy_cache(index_dir, cache, model, model_key, chunking, texts, h
     vectors of this build's texts found there are copied into the shared cache, and the old file
     is removed (it is the index's own). Its rows were keyed by the model's name, so they are read
     only for a model given by name (a model folder may have been replaced since: encoded again)."""
-    legacy = store.legacy_cache(index_dir)
+    legacy = legacy_cache(index_dir)
     if legacy is None:
         return
     if not _named_model(model):
-        store.remove_legacy_cache(index_dir)
+        remove_legacy_cache(index_dir)
         return
     heads = heads if chunking.strategy == "sentences" else None
     for start in range(0, len(texts), LEGACY_CHUNK):
@@ -425,10 +431,10 @@ def _migrate_legacy_cache(index_dir, cache, model, model_key, chunking, texts, h
             pairs[text_cache_key(model, chunking, texts[i], head)] = new
         missing = set(pairs.values()) - set(cache.get_many(list(pairs.values())))
         wanted = [old for old, new in pairs.items() if new in missing]
-        found = store.read_legacy_vectors(legacy, wanted)
+        found = read_legacy_vectors(legacy, wanted)
         if found:
             cache.put_many({pairs[old]: vector for old, vector in found.items()})
-    store.remove_legacy_cache(index_dir)
+    remove_legacy_cache(index_dir)
 
 
 LEGACY_CHUNK = 2048
@@ -466,7 +472,7 @@ class InputsFingerprint:
 RETRAIN_GROWTH = 2.0
 
 
-def _faiss_index_for(vectors: store.ArrayFile, choice, previous: store.StoredIndex | None):
+def _faiss_index_for(vectors: ArrayFile, choice, previous: StoredIndex | None):
     """Extend the previous build's trained index when papers were only appended, else build anew.
 
     Returns the index and how many papers its clustering was trained on."""
@@ -488,7 +494,7 @@ def _faiss_index_for(vectors: store.ArrayFile, choice, previous: store.StoredInd
     return build_faiss_index(vectors, choice), len(vectors)
 
 
-def _same_rows(stored: store.ArrayReader, vectors: store.ArrayFile, count: int, batch: int) -> bool:
+def _same_rows(stored: ArrayReader, vectors: ArrayFile, count: int, batch: int) -> bool:
     """Whether the stored vectors are the first `count` rows of `vectors`, compared a batch at a time."""
     if stored.shape != (count, vectors.shape[1]) or stored.dtype != vectors.dtype:
         return False
@@ -500,7 +506,7 @@ def _same_rows(stored: store.ArrayReader, vectors: store.ArrayFile, count: int, 
 class _RowsFrom:
     """The rows of `vectors` from `first` on, as ann.Rows."""
 
-    def __init__(self, vectors: store.ArrayFile, first: int):
+    def __init__(self, vectors: ArrayFile, first: int):
         self.vectors, self.first = vectors, first
         self.shape = (vectors.shape[0] - first, *vectors.shape[1:])
 
@@ -511,7 +517,7 @@ class _RowsFrom:
         return self.vectors.take(np.asarray(rows, dtype=np.int64) + self.first)
 
 
-def _kept_chunking(previous: store.StoredIndex | None, notice: Callable[[str], None] | None) -> Chunking:
+def _kept_chunking(previous: StoredIndex | None, notice: Callable[[str], None] | None) -> Chunking:
     """The previous build's chunking, else the default; a notice when an older default is kept."""
     if previous is None or "chunking" not in previous.manifest:
         return Chunking()
@@ -522,12 +528,12 @@ def _kept_chunking(previous: store.StoredIndex | None, notice: Callable[[str], N
     return kept
 
 
-def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
+def _previous_build(index_dir: Path, model: str) -> StoredIndex | None:
     """The live build of this index when it was made with the same model."""
     from ..errors import RecommenderError
 
     try:
-        previous = store.open_stored(index_dir, verify=False)
+        previous = open_stored(index_dir, verify=False)
     except RecommenderError:
         return None  # no usable previous build: everything is made anew
     if previous.manifest.get("model") != model:
@@ -539,7 +545,7 @@ def _previous_build(index_dir: Path, model: str) -> store.StoredIndex | None:
 
 
 def prepare_query_encoder(
-    model: str, writer: store.IndexWriter, previous: store.StoredIndex | None,
+    model: str, writer: IndexWriter, previous: StoredIndex | None,
     on_phase: Callable[[str, int | None], None] | None = None, precision: str = "fp32",
 ) -> str | None:
     """The index's export of `model` at `precision` ("onnx"), or its static embeddings ("static"): the
@@ -565,15 +571,15 @@ def prepare_query_encoder(
             shared = _shared(lambda: export_cache.static_export(_static_source(), distilling))
         else:
             shared = _shared(lambda: export_cache.shared_export(model, exporting, precision, quantising))
-        if shared is None or not store.link_checked(shared, target, export_cache.entry_files(shared)):
+        if shared is None or not link_checked(shared, target, export_cache.entry_files(shared)):
             # No shared export, or one damaged since it was checked: this index gets its own.
             _export_into(model, precision, target, writer, exporting, quantising, distilling)
     except (ModelError, OSError) as error:
-        store.remove_tree(target)
+        remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
-        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in store.WRITE_ERRNOS):
+        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in WRITE_ERRNOS):
             # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
-            raise store.write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
+            raise write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
         if _exported_only(model, precision):
             raise
         loading.load_encoder(model)  # a model that cannot be loaded at all is the error to report, not a warning
@@ -582,7 +588,7 @@ def prepare_query_encoder(
     return "static" if model == STATIC_MODEL else "onnx"
 
 
-def _reuse_previous_export(model: str, previous: store.StoredIndex | None, target: Path) -> bool:
+def _reuse_previous_export(model: str, previous: StoredIndex | None, target: Path) -> bool:
     """Link the previous build's ONNX export into this one, if it was made from the same model files
     and every file of it still matches the previous manifest (damage is never carried over)."""
     if previous is None or not previous.manifest.get("query_encoder"):
@@ -592,10 +598,10 @@ def _reuse_previous_export(model: str, previous: store.StoredIndex | None, targe
     prefix = f"{QUERY_ENCODER}/"
     expected = {name[len(prefix):]: record for name, record in previous.manifest.get("files", {}).items()
                 if name.startswith(prefix)}
-    return bool(expected) and store.link_checked(previous.path(QUERY_ENCODER), target, expected)
+    return bool(expected) and link_checked(previous.path(QUERY_ENCODER), target, expected)
 
 
-def _export_into(model: str, precision: str, target: Path, writer: store.IndexWriter,
+def _export_into(model: str, precision: str, target: Path, writer: IndexWriter,
                  exporting: Callable[[], None], quantising: Callable[[], None], distilling: Callable[[], None]) -> None:
     """The export made into the index itself (the model has no folder to key a shared one by, or
     the user cache cannot be written)."""
@@ -617,7 +623,7 @@ def _export_into(model: str, precision: str, target: Path, writer: store.IndexWr
         quantising()
         quantise_export(staging, target)
     finally:
-        store.remove_tree(staging)
+        remove_tree(staging)
 
 
 def _static_source() -> str:
@@ -661,8 +667,8 @@ def _check_precision(model: str, precision: str | None, device: str) -> None:
             raise InputError("--precision int8 encodes on the CPU (ONNX Runtime): on a GPU use --precision fp32")
 
 
-def _kept_precision(model: str, precision: str | None, previous: store.StoredIndex | None,
-                    notice: Callable[[str], None] | None, device: str = "auto") -> tuple[str, store.StoredIndex | None]:
+def _kept_precision(model: str, precision: str | None, previous: StoredIndex | None,
+                    notice: Callable[[str], None] | None, device: str = "auto") -> tuple[str, StoredIndex | None]:
     """The build's precision (given; else the previous build's; else fp32 on a GPU, the default on a
     CPU) and the previous build, which is not reused when its precision differs: an index never mixes two."""
     from ..errors import InputError
@@ -698,7 +704,7 @@ def _check_upgradable(index_dir: Path) -> None:
     """An index whose live version was built with the fast tier, or one line saying why not."""
     from ..errors import InputError
 
-    with store.open_stored(index_dir, verify=False) as stored:
+    with open_stored(index_dir, verify=False) as stored:
         built_with = stored.manifest.get("model")
     if built_with != STATIC_MODEL:
         raise InputError(f"index {index_dir} was built with '{built_with}', not the fast tier "
@@ -707,7 +713,7 @@ def _check_upgradable(index_dir: Path) -> None:
 
 def _stored_papers(index_dir: Path) -> Iterator[Paper]:
     """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
-    with store.open_stored(index_dir, verify=False) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+    with open_stored(index_dir, verify=False) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
         for line in rows:
             yield Paper.from_dict(json.loads(line))
 
@@ -716,7 +722,7 @@ ENGINES = ("local", "ray")
 
 
 def _build_encoder(
-    model: str, writer: store.IndexWriter, query_encoder: str | None, engine: str, device: str,
+    model: str, writer: IndexWriter, query_encoder: str | None, engine: str, device: str,
     resources: contextlib.ExitStack, exported_only: bool = False,
 ) -> Encoder:
     folder = writer.path(QUERY_ENCODER) if query_encoder is not None else None

@@ -33,7 +33,7 @@ import numpy as np
 
 DIGESTS = ("text", "identifier")  # the digest tables, each <name>_digests and <name>_digest_rows
 # Each table is stored as <name>_bytes and <name>_offsets, the sorted ones with <name>_rows
-# too (store.KEY_ARRAYS lists the files).
+# too (layout.KEY_ARRAYS lists the files).
 Damaged = Callable[[str, str], Exception]  # (array name, problem) -> the error to raise
 
 

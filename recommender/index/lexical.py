@@ -64,9 +64,9 @@ GIVE_UP = 0.5
 # Postings handled at once: temporaries stay ~50 MB however large the corpus.
 CHUNK_POSTINGS = 1 << 21
 
-# scratch(name) -> a context manager of a binary file open for writing and reading (store.IndexWriter.scratch_file)
+# scratch(name) -> a context manager of a binary file open for writing and reading (writer.IndexWriter.scratch_file)
 Scratch = Callable[[str], ContextManager[BinaryIO]]
-# output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (store.ArrayFile)
+# output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (writer.ArrayFile)
 Output = Callable[[str, int, np.dtype], object]
 
 
@@ -307,7 +307,7 @@ ColumnReader = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
 
 @contextlib.contextmanager
 def read_columns(indices, data) -> Iterator[ColumnReader]:
-    """A column reader over two slice readers (store.ArrayReader) of csc_indices and csc_data."""
+    """A column reader over two slice readers (stored.ArrayReader) of csc_indices and csc_data."""
     with indices.reading() as read_indices, data.reading() as read_data:
         yield lambda start, end: (read_indices(start, end), read_data(start, end))
 
@@ -318,7 +318,7 @@ RangeReader = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 @contextlib.contextmanager
 def read_ranges(indices, data) -> Iterator[RangeReader]:
-    """A reader of many slices at once over two slice readers (store.ArrayReader) of csr_indices and csr_data."""
+    """A reader of many slices at once over two slice readers (stored.ArrayReader) of csr_indices and csr_data."""
     with indices.reading_ranges() as read_indices, data.reading_ranges() as read_data:
         yield lambda starts, stops: (read_indices(starts, stops), read_data(starts, stops))
 

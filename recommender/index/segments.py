@@ -1,7 +1,7 @@
 """Papers added to a live index without rebuilding it: segments, tombstones and compaction.
 
     indexes/<name>/
-        CURRENT, v-<build>/ ...   the base: a complete build (store.py)
+        CURRENT, v-<build>/ ...   the base: a complete build (writer.py)
         SEGMENTS                  the segment list, replaced atomically (files.replacing):
                                   {"base": "v-<build>", "segments": [{"name", "papers"}],
                                    "tombstones": {"base" or segment name: [IDs removed]}}
@@ -14,7 +14,7 @@ A list naming another base than the live one is stale (a compaction swapped CURR
 stopped before it cleared the list): it is read as empty, since the new base holds its papers.
 `papers remove` adds tombstones. A compaction is a build of the live papers (base and
 segments, tombstones left out) with every guarantee of a build; the segments are removed after,
-each only once no reader holds it (its manifest locked exclusively, as store.py removes versions).
+each only once no reader holds it (its manifest locked exclusively, as writer.py removes versions).
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ from typing import Callable, Iterable, Iterator, Sequence
 from .. import files
 from ..corpus.papers import Paper, scan_papers
 from ..errors import IndexCorruptError, InputError, PaperNotFoundError
-from . import store
-from .store import MANIFEST, PAPERS, SEGMENT_FOLDER, SEGMENTS
+from .catalogue import build_lock
+from .home import missing_index, resolve_index_dir
+from .layout import MANIFEST, PAPERS, SEGMENT_FOLDER, SEGMENTS, VOCABULARY, remove_tree
+from .stored import StoredIndex, corrupt, is_index, live_version, open_stored
 
 # Past this share of the base's papers in segments, the next `add` compacts the index: lookups
 # then search one index again. Ten segments cost at most 1.2x a compacted index (docs/performance.md).
@@ -67,7 +69,7 @@ class SegmentSet:
 def read_segments(index_dir: Path) -> SegmentSet:
     """The published segment list of the live base (empty if none, or if it is stale)."""
     path = Path(index_dir) / SEGMENTS
-    live = store.live_version(Path(index_dir))
+    live = live_version(Path(index_dir))
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -93,7 +95,7 @@ def read_segments(index_dir: Path) -> SegmentSet:
 def reader_version(index_dir: Path) -> str | None:
     """The live version and segment list as one short string (two small reads): a long-running reader
     (`papers serve`) reopens the index when it changes, after an add or a remove as after a build."""
-    live = store.live_version(Path(index_dir))
+    live = live_version(Path(index_dir))
     try:
         listed = (Path(index_dir) / SEGMENTS).read_bytes()
     except OSError:
@@ -127,10 +129,10 @@ def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[
     found: dict[str, list[str]] = {paper_id: [] for paper_id in ids}
     for part, folder in parts.items():
         removed = segments.removed(part)
-        with store.open_stored(folder) as stored:
+        with open_stored(folder) as stored:
             keys = Keys(lambda name, s=stored: s.load_array(f"keys/{name}.npy", mmap=True),
                         lambda name, s=stored: s.has(f"keys/{name}.npy"), int(stored.manifest["paper_count"]),
-                        lambda name, problem, s=stored: store.corrupt(s, f"keys/{name}.npy", problem))
+                        lambda name, problem, s=stored: corrupt(s, f"keys/{name}.npy", problem))
             for paper_id, holders in found.items():
                 if paper_id not in removed and keys.row_of_id(paper_id) is not None:
                     holders.append(part)
@@ -160,11 +162,11 @@ def add_papers(
     from .build import build_index
 
     started = time.perf_counter()
-    index_dir = store.resolve_index_dir(index)
-    if not store.is_index(index_dir):
-        raise store.missing_index(index_dir)
+    index_dir = resolve_index_dir(index)
+    if not is_index(index_dir):
+        raise missing_index(index_dir)
     papers = list(scan_papers([str(path) for path in inputs]))
-    with store.build_lock(index_dir, wait=wait):
+    with build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
         _remove_unlisted(index_dir, current)
         held = _holders(index_dir, current, {paper.id for paper in papers})
@@ -175,7 +177,7 @@ def add_papers(
         skipped = len(papers) - len(new)
         report = AddReport(index_dir, 0, skipped, None, 0, False, 0.0)
         if new:
-            with store.open_stored(index_dir) as base:
+            with open_stored(index_dir) as base:
                 manifest = base.manifest
                 terms = _base_terms(base)
             name = f"s-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
@@ -192,7 +194,7 @@ def add_papers(
                     export_query_encoder=bool(manifest.get("query_encoder")), lexical_terms=terms,
                 )
             except BaseException:
-                store.remove_tree(folder)
+                remove_tree(folder)
                 raise
             finally:
                 source.unlink(missing_ok=True)
@@ -209,14 +211,13 @@ def add_papers(
                      time.perf_counter() - started)
 
 
-def _base_terms(base: store.StoredIndex):
+def _base_terms(base: StoredIndex):
     """The base's vocabulary and IDF, in which a segment's TF-IDF rows are weighed: one query vector then
     scores base and segments alike, and a segment's papers weigh as after a rebuild, but for the
     base's document frequencies not counting the added papers (bounded by their share, COMPACT_SHARE)."""
     import math
 
     from .lexical import FixedTerms
-    from .store import VOCABULARY
 
     count = int(base.manifest["paper_count"])
     return FixedTerms(list(base.load_json(VOCABULARY)), base.load_array("lexical/idf.npy"),
@@ -230,20 +231,20 @@ def _chunking(manifest: dict):
 
 
 def _base_count(index_dir: Path) -> int:
-    with store.open_stored(index_dir) as stored:
+    with open_stored(index_dir) as stored:
         return int(stored.manifest["paper_count"])
 
 
 def remove_papers(ids: Sequence[str], index: str | os.PathLike | None = None, wait: bool = True) -> int:
     """Leave tombstones for these IDs (in the base or a segment); returns how many papers were removed.
     An ID the index does not hold live is refused, and then nothing is removed."""
-    index_dir = store.resolve_index_dir(index)
-    if not store.is_index(index_dir):
-        raise store.missing_index(index_dir)
+    index_dir = resolve_index_dir(index)
+    if not is_index(index_dir):
+        raise missing_index(index_dir)
     wanted = list(dict.fromkeys(paper_id.strip() for paper_id in ids if paper_id.strip()))
     if not wanted:
         raise InputError("no paper ID given: name the IDs of the papers to remove")
-    with store.build_lock(index_dir, wait=wait):
+    with build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
         held = _holders(index_dir, current, wanted)
         tombstones = {part: set(current.removed(part)) for part in (BASE, *current.segments)}
@@ -265,7 +266,7 @@ def live_papers(index_dir: Path) -> Iterator[Paper]:
     parts = [(BASE, Path(index_dir))] + [(name, segment_dir(index_dir, name)) for name in current.segments]
     for part, folder in parts:
         removed = current.removed(part)
-        with store.open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+        with open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
             for line in rows:
                 paper = Paper.from_dict(json.loads(line))
                 if paper.id not in removed:
@@ -278,15 +279,15 @@ def compact(index: str | os.PathLike | None = None, wait: bool = True, progress=
     the segment list cleared and the segments removed once no reader holds them."""
     from .build import build_index
 
-    index_dir = store.resolve_index_dir(index)
-    with store.open_stored(index_dir) as base:
+    index_dir = resolve_index_dir(index)
+    with open_stored(index_dir) as base:
         manifest = base.manifest
     report = build_index(
         [], index=index_dir, model=manifest["model"], chunking=_chunking(manifest),
         precision=manifest.get("precision"), progress=progress, notice=notice, on_phase=on_phase, wait=wait,
         own_papers=lambda: live_papers(index_dir), export_query_encoder=bool(manifest.get("query_encoder")),
     )
-    with store.build_lock(index_dir, wait=True):
+    with build_lock(index_dir, wait=True):
         _remove_unlisted(index_dir, read_segments(index_dir))
     return report
 
@@ -306,7 +307,7 @@ def _remove_unlisted(index_dir: Path, current: SegmentSet) -> None:
         if path.name.startswith(".s-") and path.name.endswith(".jsonl") and files.is_plain_file(path):
             path.unlink(missing_ok=True)  # the input of a killed add
         elif path.name.startswith("s-") and path.is_dir() and not path.is_symlink() and _unheld(path):
-            store.remove_tree(path)
+            remove_tree(path)
     with contextlib.suppress(OSError):
         folder.rmdir()  # only when empty
 
@@ -314,7 +315,7 @@ def _remove_unlisted(index_dir: Path, current: SegmentSet) -> None:
 def _unheld(segment: Path) -> bool:
     """Whether no reader holds the segment's version (its manifest lockable exclusively)."""
     try:
-        live = store.live_version(segment)
+        live = live_version(segment)
     except Exception:  # a damaged or half-made segment: nobody can have opened it
         return True
     if live is None:

@@ -18,10 +18,12 @@ from ..embed import loading
 from ..embed.static_encoder import CONFIG_FILE as STATIC_CONFIG
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, OptionError, PaperNotFoundError, shell_command
-from ..index import store
+from ..index.catalogue import index_bytes
+from ..index.home import resolve_index_dir
+from ..index.stored import StoredIndex, corrupt, open_stored
 from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, best_rows, combine, read_columns, read_ranges
-from ..index.store import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
+from ..index.layout import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
 from .profiles import best_topic, seed_clusters
 from .ranking import MODES, POOL, combine_dense, dense_weight_for, fuse, order_by_score, seed_weights, select
 
@@ -45,20 +47,20 @@ class Recommendation:
                 "why": list(self.why)}
 
 
-def load_query_encoder(stored: store.StoredIndex, model: str) -> Encoder:
+def load_query_encoder(stored: StoredIndex, model: str) -> Encoder:
     """The encoder the index's papers were encoded with, light where it can be: its ONNX export (at
     the index's precision) or static embeddings when there are, else the full model (fp32 only)."""
     if stored.has(f"{QUERY_ENCODER}/model.onnx") or stored.has(f"{QUERY_ENCODER}/{STATIC_CONFIG}"):
         return loading.load_exported_encoder(stored.path(QUERY_ENCODER), model)
     if stored.manifest.get("precision", "fp32") != "fp32" or stored.manifest.get("query_encoder") == "static":
-        raise store.corrupt(stored, QUERY_ENCODER, "is missing (its queries need the encoder its papers were encoded with)")
+        raise corrupt(stored, QUERY_ENCODER, "is missing (its queries need the encoder its papers were encoded with)")
     return loading.load_encoder(model)
 
 
 class Recommender:
     """An opened index: look papers up, find papers like them, search by text."""
 
-    def __init__(self, stored: store.StoredIndex):
+    def __init__(self, stored: StoredIndex):
         self.stored = stored
         self.manifest = stored.manifest
         self._size = int(self.manifest["paper_count"])
@@ -69,7 +71,7 @@ class Recommender:
         )
         self._offsets = stored.load_array(OFFSETS, mmap=True)
         if self._offsets.shape != (self._size + 1,):
-            raise store.corrupt(stored, OFFSETS, "does not list every paper")
+            raise corrupt(stored, OFFSETS, "does not list every paper")
         self._ids: list[str] | None = None
         self._handles: list[str] | None = None
         self._vectors: np.ndarray | None = None
@@ -84,8 +86,8 @@ class Recommender:
     @classmethod
     def open(cls, index: str | Path | None = None, model: str | None = None, verify: bool = False) -> "Recommender":
         """Open an index by name or path; refuse it if it was built with another model."""
-        index_dir = store.resolve_index_dir(index)
-        stored = store.open_stored(index_dir, verify=verify)
+        index_dir = resolve_index_dir(index)
+        stored = open_stored(index_dir, verify=verify)
         try:
             built_with = stored.manifest.get("model")
             if model is not None and model != built_with:
@@ -146,7 +148,7 @@ class Recommender:
         if self._vectors is None:
             vectors = self.stored.load_array(VECTORS, mmap=True)
             if vectors.shape != (len(self), self.manifest["dimension"]):
-                raise store.corrupt(self.stored, VECTORS, f"has shape {vectors.shape}")
+                raise corrupt(self.stored, VECTORS, f"has shape {vectors.shape}")
             self._vectors = vectors
         return self._vectors
 
@@ -158,14 +160,14 @@ class Recommender:
         try:
             return search_index(self.faiss_index, queries, depth)[1]
         except IndexCorruptError as error:
-            raise store.corrupt(self.stored, FAISS, f"is damaged or forged ({error})") from None
+            raise corrupt(self.stored, FAISS, f"is damaged or forged ({error})") from None
 
     @property
     def faiss_index(self):
         if self._faiss is None:
             self._faiss = self.stored.load_faiss(FAISS)
             if self._faiss.ntotal != len(self):
-                raise store.corrupt(self.stored, FAISS, f"holds {self._faiss.ntotal} vectors for {len(self)} papers")
+                raise corrupt(self.stored, FAISS, f"holds {self._faiss.ntotal} vectors for {len(self)} papers")
         return self._faiss
 
     @property
@@ -175,14 +177,14 @@ class Recommender:
             if self.stored.has(COLUMN_MAX):  # not in indexes built before it: they are scored in full
                 arrays["column_max"] = self.stored.load_array(COLUMN_MAX)
                 if arrays["column_max"].shape != arrays["idf"].shape:
-                    raise store.corrupt(self.stored, COLUMN_MAX, "does not match the vocabulary")
+                    raise corrupt(self.stored, COLUMN_MAX, "does not match the vocabulary")
             self._lexical = LexicalIndex(
                 arrays,
-                # Not a lambda over self: a cycle would keep the index version pinned (store.open_stored).
+                # Not a lambda over self: a cycle would keep the index version pinned (stored.open_stored).
                 load_vocabulary=functools.partial(self.stored.load_json, VOCABULARY),
                 stop_words=self.stored.load_json(STOP_WORDS),
                 # A query's postings are read with pread: mapped, they would pull whole
-                # page-cache folios into the process (store.ArrayReader).
+                # page-cache folios into the process (stored.ArrayReader).
                 columns=functools.partial(
                     read_columns,
                     self.stored.array_reader("lexical/csc_indices.npy"),
@@ -195,7 +197,7 @@ class Recommender:
                 ),
             )
             if self._lexical.size != len(self):
-                raise store.corrupt(self.stored, "lexical/csr_indptr.npy", "does not match the paper count")
+                raise corrupt(self.stored, "lexical/csr_indptr.npy", "does not match the paper count")
         return self._lexical
 
     @property
@@ -219,7 +221,7 @@ class Recommender:
             out[start: start + len(block)] = read_rows(block).astype(np.float64) @ query
         if not np.isfinite(out).all():
             self.vectors_at(rows)  # names the damaged row
-            raise store.corrupt(self.stored, VECTORS, "gives scores that are not numbers")
+            raise corrupt(self.stored, VECTORS, "gives scores that are not numbers")
         return out
 
     def _candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -258,14 +260,14 @@ class Recommender:
     def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
         """The stored vectors of these rows (float32), refused if damage left NaN or infinity in them.
 
-        Files over the hashing threshold are not re-hashed on every load (store.CHEAP_HASH_BYTES),
+        Files over the hashing threshold are not re-hashed on every load (stored.CHEAP_HASH_BYTES),
         so the rows a command uses are checked here: a NaN would otherwise print as a score or
         crash FAISS."""
         vectors = np.asarray(self.vectors[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
         finite = np.isfinite(vectors).all(axis=1)
         if not finite.all():
             row = int(np.asarray(rows)[np.flatnonzero(~finite)[0]])
-            raise store.corrupt(self.stored, VECTORS, f"holds values that are not numbers (NaN or infinity) in row {row}")
+            raise corrupt(self.stored, VECTORS, f"holds values that are not numbers (NaN or infinity) in row {row}")
         return vectors
 
     def papers_at(self, rows: Sequence[int]) -> list[Paper]:
@@ -444,7 +446,7 @@ class Recommender:
         manifest = dict(self.manifest)
         manifest.pop("files", None)
         manifest["path"] = str(self.stored.index_dir)
-        manifest["bytes"] = store.index_bytes(self.manifest)
+        manifest["bytes"] = index_bytes(self.manifest)
         return manifest
 
     def verify(self) -> None:
@@ -881,12 +883,12 @@ def check_options(k: int, min_score: float | None, diverse: float | None, mode: 
         raise OptionError(f"--diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}")
 
 
-def _load_key_array(stored: store.StoredIndex, name: str) -> np.ndarray:
+def _load_key_array(stored: StoredIndex, name: str) -> np.ndarray:
     return stored.load_array(f"keys/{name}.npy", mmap=True)
 
 
-def _damaged_key_array(stored: store.StoredIndex, name: str, problem: str) -> Exception:
-    return store.corrupt(stored, f"keys/{name}.npy", problem)
+def _damaged_key_array(stored: StoredIndex, name: str, problem: str) -> Exception:
+    return corrupt(stored, f"keys/{name}.npy", problem)
 
 
 def _closest(reference: str, ids: Sequence[str], handles: Sequence[str], limit: int = 3) -> list[str]:

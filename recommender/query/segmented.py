@@ -19,9 +19,10 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..corpus.papers import Paper
-from ..errors import IndexMissingError, PaperNotFoundError
+from ..errors import IndexBusyError, IndexMissingError, PaperNotFoundError
 from ..index import segments as segment_store
-from ..index import store
+from ..index.home import resolve_index_dir
+from ..index.stored import corrupt
 from ..index.ann import search_index
 from ..arrays import csr_ranges, sorted_union
 from ..index.lexical import LexicalIndex, SparseVector, best_rows
@@ -32,7 +33,7 @@ from .recommender import Recommender
 def open_index(index: str | Path | None = None, model: str | None = None, verify: bool = False) -> Recommender:
     """The index as a reader sees it: a `Recommender` of its base, or, with segments or removed
     papers, a `SegmentedRecommender` over the base and every segment of the published list."""
-    index_dir = store.resolve_index_dir(index)
+    index_dir = resolve_index_dir(index)
     for _ in range(5):
         listed = segment_store.read_segments(index_dir) if index_dir.is_dir() else None
         base = Recommender.open(index, model=model, verify=verify)
@@ -56,7 +57,7 @@ def open_index(index: str | Path | None = None, model: str | None = None, verify
             base.close()
             raise
         return SegmentedRecommender(base, listed, parts)
-    raise store.IndexBusyError(f"index {index_dir} keeps changing under us (adds in a loop?): try again")
+    raise IndexBusyError(f"index {index_dir} keeps changing under us (adds in a loop?): try again")
 
 
 # Parts this small are searched with numpy (vectors and TF-IDF), not FAISS and the pruned TF-IDF top.
@@ -298,7 +299,7 @@ class _UnionLexical:
         frequencies = np.zeros(columns, dtype=np.int64)
         for part in union.parts:
             if len(part.lexical.idf) != columns:  # cannot happen to segments this papers wrote
-                raise store.corrupt(part.stored, "lexical/idf.npy", "is not in the vocabulary of its base")
+                raise corrupt(part.stored, "lexical/idf.npy", "is not in the vocabulary of its base")
             frequencies += np.diff(np.asarray(part.lexical.csc_indptr))
         for row in sorted(union.removed_rows()):
             frequencies[self.row_as_stored(row).indices] -= 1

@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 
 from .. import files
 from ..errors import InputError, PaperNotFoundError, RecommenderError
-from ..index.store import tags_path
+from ..index.layout import tags_path
 from ..query.recommender import Recommendation, Recommender
 
 TAG_PATTERN = re.compile(r"[\w.+-]{1,64}")

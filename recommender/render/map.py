@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import InputError
-from ..files import replacing
+from ..files import output
 from .points import POINT_SUFFIXES, render_points
 from ..reading.layout import (
     FONT, GROUP_FONT, MARGIN, NAMED_POINTS, SCREEN_RADIUS, TOP, ZOOM_LEVELS, CorpusMap, MapLabel, short_name,
@@ -32,10 +32,10 @@ def check_map_path(path: str | Path) -> Path:
 def write_map(corpus_map: CorpusMap, path: str | Path, handle: BinaryIO | None = None) -> Path:
     """Write the map as .html (self-contained) or .png, or its points as .csv or .json, chosen by
     the file's suffix, into `handle` (a binary file object) if given, else to `path` (replaced
-    whole: files.replacing)."""
+    whole, or written into a FIFO or device: files.output)."""
     path = check_map_path(path)
     if handle is None:
-        with replacing(path, "wb") as fresh:
+        with output(path, "wb") as fresh:
             return write_map(corpus_map, path, fresh)
     suffix = path.suffix.lower()
     if suffix in POINT_SUFFIXES:

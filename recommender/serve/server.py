@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import InputError
-from ..index.store import resolve_index_dir
+from ..index.home import resolve_index_dir
 from ..query.recommender import Recommender
 from .app import INDEX_VARIABLE, LOOPBACK_VARIABLE, TOKEN_VARIABLE
 from .security import is_loopback, new_token

@@ -1,0 +1,364 @@
+"""One version of an index read: which version is live (CURRENT), that version pinned while it is
+read, its files checked against its manifest.
+
+A reader holds a shared lock on its version's manifest; a build removes an old
+version only when it can lock it exclusively, so no version vanishes under a reader.
+Stored data is numpy arrays (loaded with allow_pickle=False), JSON, and FAISS's
+own format: nothing on the load path can execute stored code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ..digests import file_digest
+from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, RecommenderError
+from .home import missing_index, rebuild_hint
+from .layout import CURRENT, FORMAT_VERSION, MANIFEST
+
+# Every load checks the size of every file and re-hashes the smallest ones, up to this
+# many bytes in all: a few milliseconds whatever the corpus size (a six-paper index is
+# hashed whole; at 1M papers, the metadata and vocabulary). `papers info --verify` hashes them all.
+CHEAP_HASH_BYTES = 4 * 1024 * 1024
+
+
+def is_index(folder: Path) -> bool:
+    """Whether `folder` is an index: a CURRENT naming a version folder that holds a manifest."""
+    try:
+        live, _ = _read_current(folder)
+    except RecommenderError:  # a damaged CURRENT is still an index's (to be rebuilt or removed)
+        return (folder / CURRENT).is_file() and any(folder.glob(f"v-*/{MANIFEST}"))
+    return live is not None and (folder / live / MANIFEST).is_file()
+
+
+def _live_version(index_dir: Path) -> str | None:
+    return _read_current(index_dir)[0]
+
+
+def live_version(index_dir: Path) -> str | None:
+    """The name of the index's live version folder (None before its first build): one small read,
+    so a long-running reader (`papers serve`) can tell when a rebuild has swapped CURRENT."""
+    return _live_version(index_dir)
+
+
+def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
+    """The live version's folder name and its manifest's sha256 (None for indexes that predate it)."""
+    path = index_dir / CURRENT
+    try:
+        parts = path.read_text(encoding="utf-8").split()
+    except FileNotFoundError:
+        return None, None
+    except PermissionError:
+        raise RecommenderError(f"cannot read index {index_dir}: permission denied: ask its owner, or build your own") from None
+    except (UnicodeDecodeError, OSError):
+        parts = ["?"]
+    if not parts:
+        return None, None
+    if len(parts) > 2 or not parts[0].startswith("v-") or "/" in parts[0]:
+        raise IndexCorruptError(f"index file {path} is damaged: run `{rebuild_hint(index_dir)}`")
+    return parts[0], parts[1] if len(parts) == 2 else None
+
+
+class StoredIndex:
+    """Read access to the live version of an index, checked against its manifest."""
+
+    def __init__(self, index_dir: Path, folder: Path, manifest: dict, pin=None):
+        self.index_dir = index_dir
+        self.folder = folder
+        self.manifest = manifest
+        self._pin = pin  # the manifest, open with a shared lock: the version is not removed under us
+
+    def close(self) -> None:
+        """Let a build remove this version once it is no longer live (reads may then fail)."""
+        if self._pin is not None:
+            self._pin.close()
+            self._pin = None
+
+    def __enter__(self) -> "StoredIndex":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def path(self, name: str) -> Path:
+        return self.folder / name
+
+    def has(self, name: str) -> bool:
+        return name in self.manifest["files"]
+
+    def load_array(self, name: str, mmap: bool = False) -> np.ndarray:
+        """A stored array; `mmap=True` maps it read-only, so only the pages used are read."""
+        try:
+            try:
+                # Mapped first even when read whole: a header claiming more than the file holds is then
+                # damage (ValueError), not an allocation of that much memory ("out of memory").
+                mapped = np.load(self.path(name), mmap_mode="r", allow_pickle=False)
+                return mapped if mmap else np.array(mapped)
+            except ValueError:
+                if not mmap:
+                    raise
+                # Not mappable (e.g. an object array): the plain load names the problem as it always has.
+                np.load(self.path(name), allow_pickle=False)
+                raise
+        except (ValueError, OSError, EOFError) as error:
+            raise IndexCorruptError(
+                f"index file {self.path(name)} cannot be read ({error}): run `{rebuild_hint(self.index_dir)}`"
+            ) from None
+
+    def array_reader(self, name: str) -> "ArrayReader":
+        """A stored array read by slices into fresh memory (pread), for scattered reads."""
+        mapped = self.load_array(name, mmap=True)
+        return ArrayReader(self, name, mapped.dtype, mapped.shape, int(getattr(mapped, "offset", 0)))
+
+    def load_json(self, name: str):
+        try:
+            return json.loads(self.path(name).read_text(encoding="utf-8"))
+        except (ValueError, OSError) as error:
+            raise IndexCorruptError(
+                f"index file {self.path(name)} cannot be read ({error}): run `{rebuild_hint(self.index_dir)}`"
+            ) from None
+
+    def read_jsonl_rows(self, name: str, offsets: np.ndarray, rows: Sequence[int]) -> list[dict]:
+        """The given rows of a JSON-lines file, read by byte offset."""
+        out = []
+        with open(self.path(name), "rb") as handle:
+            for row in rows:
+                handle.seek(int(offsets[row]))
+                line = handle.read(int(offsets[row + 1] - offsets[row]))
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    raise IndexCorruptError(
+                        f"index file {self.path(name)} row {row} cannot be read: run `{rebuild_hint(self.index_dir)}`"
+                    ) from None
+        return out
+
+    def iter_jsonl(self, name: str) -> Iterator[dict]:
+        with open(self.path(name), "rb") as handle:
+            for number, line in enumerate(handle):
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    raise IndexCorruptError(
+                        f"index file {self.path(name)} row {number} cannot be read: run `{rebuild_hint(self.index_dir)}`"
+                    ) from None
+
+    def load_faiss(self, name: str, writable: bool = False):
+        """A FAISS index; memory-mapped read-only where FAISS allows it, unless `writable`."""
+        import faiss
+
+        try:
+            if writable:
+                raise RuntimeError("read into memory")
+            return faiss.read_index(str(self.path(name)), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+        except RuntimeError:
+            try:
+                return faiss.read_index(str(self.path(name)))
+            except MemoryError:
+                size = self.path(name).stat().st_size
+                raise IndexCorruptError(
+                    f"index file {self.path(name)} ({size:,} bytes) asks for more memory than there is: if "
+                    f"`papers info --verify` finds it damaged, run `{rebuild_hint(self.index_dir)}`; else free some memory"
+                ) from None
+            except RuntimeError as error:
+                message = str(error).strip().splitlines()[-1] if str(error).strip() else "unreadable"
+                raise IndexCorruptError(
+                    f"index file {self.path(name)} cannot be read by FAISS ({message}): run `{rebuild_hint(self.index_dir)}`"
+                ) from None
+
+    def verify(self, full: bool = True) -> None:
+        """Check every stored file against the manifest: sizes always; hashes of all files
+        when `full`, else of the smallest ones up to CHEAP_HASH_BYTES in all."""
+        for name, expected in sorted(self.manifest["files"].items()):
+            path = self.path(name)
+            try:
+                status = path.lstat()
+            except FileNotFoundError:
+                raise IndexCorruptError(
+                    f"index file {path} is missing: run `{rebuild_hint(self.index_dir)}`"
+                ) from None
+            if not stat.S_ISREG(status.st_mode):  # a build writes plain files only: a link was planted
+                raise IndexCorruptError(
+                    f"index file {path} is not a plain file (a link?): run `{rebuild_hint(self.index_dir)}`"
+                )
+            size = status.st_size
+            if size != expected["bytes"]:
+                raise IndexCorruptError(
+                    f"index file {path} is {size} bytes, the manifest says {expected['bytes']} (truncated or altered): run `{rebuild_hint(self.index_dir)}`"
+                )
+        hashed = set(self.manifest["files"]) if full else _smallest(self.manifest["files"], CHEAP_HASH_BYTES)
+        for name, expected in sorted(self.manifest["files"].items()):
+            if name in hashed:
+                if file_digest(self.path(name)) != expected["sha256"]:
+                    raise IndexCorruptError(
+                        f"index file {self.path(name)} does not match its checksum (altered or damaged): run `{rebuild_hint(self.index_dir)}`"
+                    )
+
+
+class ArrayReader:
+    """Rows of a stored .npy array read with pread, never mapped.
+
+    A memory map is the right tool for reading much of an array. For a few
+    scattered slices it is not: the kernel maps whole page-cache folios (often
+    256 KB and more) around every page touched, so a lookup's peak RSS would grow
+    with the corpus. `reading()` opens the file once for a batch of reads."""
+
+    def __init__(self, stored: StoredIndex, name: str, dtype: np.dtype, shape: tuple, offset: int):
+        self.stored, self.name = stored, name
+        self.dtype, self.shape, self.offset = np.dtype(dtype), tuple(shape), offset
+        self.row_items = int(np.prod(self.shape[1:], dtype=np.int64))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator:
+        """A function `read(start, stop)`: rows start..stop-1 as a new array."""
+        row_bytes = self.row_items * self.dtype.itemsize
+        with open(self.stored.path(self.name), "rb") as handle:
+            descriptor = handle.fileno()
+
+            def read(start: int, stop: int) -> np.ndarray:
+                start, stop = int(start), int(stop)
+                if not 0 <= start <= stop <= self.shape[0]:
+                    raise corrupt(self.stored, self.name, f"has no rows {start}..{stop}")
+                data = os.pread(descriptor, (stop - start) * row_bytes, self.offset + start * row_bytes)
+                if len(data) != (stop - start) * row_bytes:
+                    raise corrupt(self.stored, self.name, "is shorter than its header says")
+                return np.frombuffer(data, dtype=self.dtype).reshape((stop - start, *self.shape[1:]))
+
+            yield read
+
+    @contextlib.contextmanager
+    def reading_ranges(self) -> Iterator:
+        """A function `read(starts, stops)`: rows starts[i]..stops[i]-1 of every range, concatenated
+        into one new array (one pread a range, without the per-call work of `reading`'s reads)."""
+        row_bytes = self.row_items * self.dtype.itemsize
+        with open(self.stored.path(self.name), "rb") as handle:
+            descriptor = handle.fileno()
+
+            def read(starts, stops) -> np.ndarray:
+                starts, stops = np.asarray(starts, dtype=np.int64), np.asarray(stops, dtype=np.int64)
+                if len(starts) and not (0 <= starts.min() and (starts <= stops).all() and stops.max() <= self.shape[0]):
+                    bad = int(np.flatnonzero((starts < 0) | (starts > stops) | (stops > self.shape[0]))[0])
+                    raise corrupt(self.stored, self.name, f"has no rows {starts[bad]}..{stops[bad]}")
+                sizes = ((stops - starts) * row_bytes).tolist()
+                offsets = (self.offset + starts * row_bytes).tolist()
+                data = b"".join([os.pread(descriptor, size, offset) for size, offset in zip(sizes, offsets) if size])
+                if len(data) != sum(sizes):
+                    raise corrupt(self.stored, self.name, "is shorter than its header says")
+                return np.frombuffer(data, dtype=self.dtype).reshape((-1, *self.shape[1:]))
+
+            yield read
+
+
+def _smallest(files: dict, budget: int) -> set[str]:
+    """The names of the smallest files whose sizes add up to at most `budget` bytes."""
+    chosen = set()
+    for name, entry in sorted(files.items(), key=lambda item: (item[1]["bytes"], item[0])):
+        if entry["bytes"] > budget:
+            break
+        budget -= entry["bytes"]
+        chosen.add(name)
+    return chosen
+
+
+def corrupt(stored: StoredIndex, name: str, problem: str) -> IndexCorruptError:
+    """The error for a stored file whose content does not fit the rest of the index."""
+    return IndexCorruptError(f"index file {stored.path(name)} {problem}: run `{rebuild_hint(stored.index_dir)}`")
+
+
+def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
+    """Open the live version of an index and check its manifest.
+
+    Sizes of all files and hashes of the small ones are always checked;
+    `verify=True` hashes every file.
+    """
+    live, manifest_digest, pin = _pin_live_version(index_dir)
+    try:
+        folder = index_dir / live
+        try:
+            raw = pin.read()
+            manifest = json.loads(raw)
+            if not isinstance(manifest, dict) or "files" not in manifest:
+                raise ValueError("not a manifest")
+        except FileNotFoundError:
+            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{rebuild_hint(index_dir)}`") from None
+        except ValueError:
+            raise IndexCorruptError(f"index file {folder / MANIFEST} is damaged: run `{rebuild_hint(index_dir)}`") from None
+        version = manifest.get("format_version")
+        if version != FORMAT_VERSION:
+            newer = isinstance(version, int) and version > FORMAT_VERSION
+            raise IndexMismatchError(
+                f"index {index_dir} has format version {version}, this papers reads version {FORMAT_VERSION}"
+                + (" (built by a newer papers: upgrade papers, or " if newer else " (")
+                + f"run `{rebuild_hint(index_dir)}` to rebuild it)"
+            )
+        if manifest_digest is not None and hashlib.sha256(raw).hexdigest() != manifest_digest:
+            raise IndexCorruptError(
+                f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered or damaged): run `{rebuild_hint(index_dir)}`"
+            )
+        problem = _manifest_problem(manifest)
+        if problem:
+            raise IndexCorruptError(f"index file {folder / MANIFEST} {problem} (damaged or forged): run `{rebuild_hint(index_dir)}`")
+        stored = StoredIndex(index_dir, folder, manifest, pin)
+        stored.verify(full=verify)
+    except BaseException:
+        pin.close()  # refused: nothing may stay open
+        raise
+    return stored
+
+
+def _manifest_problem(manifest: dict) -> str:
+    """What is missing or wrong in a manifest of this format (every build writes these), else ''."""
+    if not isinstance(manifest.get("model"), str) or not manifest["model"]:
+        return "names no model"
+    for key in ("dimension", "paper_count"):
+        value = manifest.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "dimension" else 0):
+            return f"has no valid {key}"
+    if not isinstance(manifest.get("chunking"), dict):
+        return "has no chunking"
+    files_ = manifest.get("files")
+    if not isinstance(files_, dict) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("bytes"), int) and isinstance(entry.get("sha256"), str)
+            for entry in files_.values()):
+        return "has no valid list of files"
+    return ""
+
+
+def _pin_live_version(index_dir: Path):
+    """CURRENT's version, its manifest hash and its manifest open under a shared lock.
+
+    A build removes an old version only if it can lock that version's manifest
+    exclusively, so a version stays on disk while any reader has it open. A build
+    may swap CURRENT and remove the version between our reading CURRENT and
+    locking: then we read CURRENT again.
+    """
+    if index_dir.exists() and not index_dir.is_dir():
+        raise IndexMissingError(f"{index_dir} is a file, not an index folder: give an index name or folder")
+    for _ in range(5):
+        live, digest = _read_current(index_dir)
+        if live is None:
+            raise missing_index(index_dir)
+        manifest = index_dir / live / MANIFEST
+        try:
+            pin = open(manifest, "rb")
+        except FileNotFoundError:
+            if _read_current(index_dir)[0] != live:
+                continue
+            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{rebuild_hint(index_dir)}`") from None
+        fcntl.flock(pin, fcntl.LOCK_SH)
+        if manifest.exists():
+            return live, digest, pin
+        pin.close()
+    raise IndexBusyError(f"index {index_dir} keeps changing under us (builds in a loop?): try again")

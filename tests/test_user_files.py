@@ -1,0 +1,255 @@
+"""Reliability, round four: the user's files. Each case through a real `papers` process, in the
+test's own folder (FIFOs and devices made there, never the real /dev)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+LAUNCHER = TESTS / "build_launcher.py"  # `papers` with the fake model (tests/fakes.py)
+
+
+def papers(workdir: Path, *args: str, stdin: str | None = None, timeout: float = 120):
+    """A real `papers` process in `workdir`, with the deterministic fake encoder."""
+    return subprocess.run([sys.executable, str(LAUNCHER), *args], cwd=workdir, capture_output=True, text=True,
+                          input=stdin, timeout=timeout, env=dict(os.environ))
+
+
+def damaged_cache(path: Path) -> None:
+    """A real SQLite embedding cache whose middle pages are overwritten (a disk error, a bad copy)."""
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB, checksum INTEGER)")
+        connection.execute("CREATE TABLE state (name TEXT PRIMARY KEY, value TEXT)")
+        connection.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?)",
+                               [(f"key{i}", 4, bytes([i % 256]) * 1600, 0) for i in range(2000)])
+    connection.close()
+    size = path.stat().st_size
+    with open(path, "r+b") as handle:
+        handle.seek(size // 2)
+        handle.write(b"\xa5" * 200_000)
+
+
+# ---------------------------------------------------------------- the embedding cache
+
+
+def test_cache_clear_on_a_damaged_cache_says_so_in_one_line(workdir, own_embedding_cache):
+    damaged_cache(own_embedding_cache / "embeddings.sqlite")
+    cleared = papers(workdir, "cache", "clear")
+    assert cleared.returncode == 0, cleared.stderr
+    assert "Traceback" not in cleared.stderr and cleared.stderr == ""
+    assert cleared.stdout.startswith(f"the embedding cache {own_embedding_cache / 'embeddings.sqlite'} was damaged (")
+    assert len(cleared.stdout.splitlines()) == 1
+    info = papers(workdir, "cache", "info", "--format", "json")
+    assert info.returncode == 0 and '"entries": 0' in info.stdout
+
+
+def test_cache_info_on_a_damaged_cache_has_no_traceback(workdir, own_embedding_cache):
+    damaged_cache(own_embedding_cache / "embeddings.sqlite")
+    info = papers(workdir, "cache", "info")
+    assert info.returncode == 0 and "Traceback" not in info.stderr and len(info.stderr.splitlines()) <= 1
+    assert info.stdout.startswith(f"embedding cache: {own_embedding_cache / 'embeddings.sqlite'}\nsize: ")
+
+
+# ---------------------------------------------------------------- indexes rm
+
+
+@pytest.fixture
+def real_index(workdir):
+    """An index on "another disk" (a folder outside the home), built by a real process."""
+    from corpus import write_corpus
+
+    write_corpus(workdir / "in")
+    built = papers(workdir, "build", "in", "--index", str(workdir / "disk" / "real"))
+    assert built.returncode == 0, built.stderr
+    return workdir / "disk" / "real"
+
+
+def tree(folder: Path) -> list[str]:
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*"))
+
+
+def add_tags(index_dir: Path) -> None:
+    with sqlite3.connect(index_dir / "tags.sqlite") as connection:  # as `papers serve` makes it
+        connection.execute("CREATE TABLE tags (paper TEXT, tag TEXT)")
+        connection.execute("INSERT INTO tags VALUES ('dp1', 'to-read')")
+    connection.close()
+
+
+def test_rm_of_a_linked_index_removes_the_link_only(workdir, real_index):
+    (workdir / "indexes").mkdir()
+    (workdir / "indexes" / "alias").symlink_to(real_index)
+    before = tree(real_index)
+    assert papers(workdir, "info", "--index", "alias").returncode == 0  # the link works for every command
+    removed = papers(workdir, "indexes", "rm", "alias")
+    assert (removed.returncode, removed.stderr) == (
+        0, f"removed the link indexes/alias; the index it points to ({real_index}) is kept (give its path to remove it)\n")
+    assert not (workdir / "indexes" / "alias").is_symlink()
+    assert tree(real_index) == before
+    assert papers(workdir, "info", "--index", str(real_index)).returncode == 0
+
+
+def test_rm_dot_inside_an_index_removes_nothing(workdir, real_index):
+    before = tree(real_index)
+    for given in (".", "./", "v-x/.."):
+        refused = papers(real_index, "indexes", "rm", given)
+        assert (refused.returncode, refused.stderr) == (
+            2, f"Error: refusing to remove '{given}': give the index's name, or its path from outside it\n")
+        assert tree(real_index) == before
+
+
+def test_rm_keeps_the_users_tags_unless_asked(workdir, real_index):
+    add_tags(real_index)
+    removed = papers(workdir, "indexes", "rm", str(real_index))
+    assert (removed.returncode, removed.stderr) == (
+        0, f"removed index {real_index} ({real_index}); kept its tags ({real_index / 'tags.sqlite'}): "
+           "add --with-tags to remove them\n")
+    assert tree(real_index) == ["tags.sqlite"]
+    with sqlite3.connect(real_index / "tags.sqlite") as connection:
+        assert connection.execute("SELECT tag FROM tags").fetchall() == [("to-read",)]
+    connection.close()
+    # A rebuild under the same name finds them again; asked for, they go with the index.
+    assert papers(workdir, "build", "in", "--index", str(real_index)).returncode == 0
+    assert "tags.sqlite" in tree(real_index)
+    removed = papers(workdir, "indexes", "rm", str(real_index), "--with-tags")
+    assert (removed.returncode, removed.stderr) == (0, f"removed index {real_index} ({real_index})\n")
+    assert not real_index.exists()
+
+
+def test_rm_with_tags_removes_the_tags_an_earlier_rm_kept(workdir, real_index):
+    add_tags(real_index)
+    assert papers(workdir, "indexes", "rm", str(real_index)).returncode == 0
+    removed = papers(workdir, "indexes", "rm", str(real_index), "--with-tags")
+    assert (removed.returncode, removed.stderr) == (0, f"removed index {real_index} ({real_index})\n")
+    assert not real_index.exists()
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_rm_on_a_terminal_asks_about_the_tags(workdir, real_index, answer):
+    import pty
+
+    add_tags(real_index)
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([sys.executable, str(LAUNCHER), "indexes", "rm", str(real_index)], cwd=workdir,
+                               stdin=terminal, stdout=subprocess.DEVNULL, stderr=terminal)
+    os.close(terminal)
+    seen = b""
+    while b"remove them too?" not in seen:
+        seen += os.read(controller, 1024)
+    os.write(controller, answer.encode() + b"\n")
+    assert process.wait(timeout=60) == 0
+    with contextlib.suppress(OSError):  # EIO once the process's end of the terminal is closed
+        while chunk := os.read(controller, 1024):
+            seen += chunk
+    os.close(controller)
+    assert f"index {real_index} has tags ({real_index / 'tags.sqlite'}): remove them too? [y/N]" in seen.decode()
+    assert real_index.exists() == (answer == "n")
+
+
+# ---------------------------------------------------------------- --out onto what is not a regular file
+
+
+@pytest.fixture(scope="module")
+def built_home(tmp_path_factory):
+    """A folder holding an index of the six-paper corpus, built once by a real process."""
+    from corpus import write_corpus
+
+    folder = tmp_path_factory.mktemp("out-targets")
+    write_corpus(folder / "in")
+    built = papers(folder, "build", "in")
+    assert built.returncode == 0, built.stderr
+    return folder
+
+
+OUT_COMMANDS = [["sessions", "--n", "2"], ["related-work", "--all", "-k", "2"]]
+
+
+def expected_output(folder: Path, command: list[str]) -> str:
+    plain = papers(folder, *command)
+    assert plain.returncode == 0, plain.stderr
+    return plain.stdout
+
+
+def read_in_background(opener) -> tuple[threading.Thread, list[bytes]]:
+    received: list[bytes] = []
+
+    def read() -> None:
+        with opener() as stream:
+            received.append(stream.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader, received
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS, ids=["sessions", "related-work"])
+def test_out_dash_is_standard_output(built_home, command):
+    written = papers(built_home, *command, "--out", "-")
+    assert (written.returncode, written.stderr) == (0, "")
+    assert written.stdout == expected_output(built_home, command)
+    assert not (built_home / "-").exists()
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS, ids=["sessions", "related-work"])
+def test_out_onto_a_fifo_writes_into_it(built_home, tmp_path, command):
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    reader, received = read_in_background(lambda: open(fifo, "rb"))
+    written = papers(built_home, *command, "--out", str(fifo))
+    reader.join(timeout=60)
+    assert written.returncode == 0, written.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the FIFO, not a file put in its place
+    assert received == [expected_output(built_home, command).encode()]
+    assert os.listdir(tmp_path) == ["plan.fifo"]  # no temporary file left beside it
+
+
+def test_out_onto_a_character_device_writes_into_it(built_home, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("making a device node (mknod) needs root")
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # the null device, made in the test's folder
+    written = papers(built_home, "sessions", "--n", "2", "--out", str(null))
+    assert written.returncode == 0, written.stderr
+    status = os.lstat(null)
+    assert stat.S_ISCHR(status.st_mode) and status.st_rdev == os.makedev(1, 3)
+    assert os.listdir(tmp_path) == ["null"]
+
+
+def test_out_onto_a_socket_writes_into_it(built_home, tmp_path):
+    path = tmp_path / "plan.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    @contextlib.contextmanager
+    def accepted():
+        connection, _ = listener.accept()
+        with connection, connection.makefile("rb") as stream:
+            yield stream
+
+    with listener:
+        reader, received = read_in_background(accepted)
+        written = papers(built_home, "sessions", "--n", "2", "--out", str(path))
+        reader.join(timeout=60)
+    assert written.returncode == 0, written.stderr
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+    assert received == [expected_output(built_home, ["sessions", "--n", "2"]).encode()]
+
+
+def test_out_onto_a_link_to_the_processs_standard_output(built_home, tmp_path):
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    written = papers(built_home, "sessions", "--n", "2", "--out", str(link))
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == expected_output(built_home, ["sessions", "--n", "2"])
+    assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
+    assert os.listdir(tmp_path) == ["stdout"]
