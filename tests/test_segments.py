@@ -168,3 +168,14 @@ def test_segments_rank_as_a_rebuild_of_the_same_papers(workdir, fake_model):
                 assert [item.score for item in found] == pytest.approx([item.score for item in expected], abs=1e-4)
         assert ([item.id for item in segmented.like("p001", "p302", k=10)]
                 == [item.id for item in rebuilt.like("p001", "p302", k=10)])
+
+
+def test_add_reads_json_lines_from_standard_input(built, workdir):
+    from click.testing import CliRunner
+
+    from recommender.cli import main
+
+    lines = "".join(json.dumps(paper) + "\n" for paper in NEW)
+    result = CliRunner().invoke(main, ["add", "-", "--no-compact"], input=lines, catch_exceptions=False)
+    assert result.exit_code == 0 and "added 2 papers" in result.output
+    assert "vid3" in _ids(built("search", "video aesthetic assessment", "--format", "json", "-k", "4"))
