@@ -60,6 +60,10 @@ def test_remove_leaves_tombstones_in_base_and_segment(added):
     assert "dp2" not in _ids(added("search", "private fine-tuning", "--format", "json", "-k", "10"))
     missing = added("show", "dp2")
     assert missing.exit_code != 0 and "removed" in missing.output
+    again = added("add", "new", "--no-compact")  # a removed paper added again is found again
+    assert again.exit_code == 0 and "added 1 papers" in again.output
+    assert json.loads(added("show", "dp3", "--format", "json").output)["id"] == "dp3"
+    assert added("remove", "dp3").exit_code == 0
     unknown = added("remove", "nope")
     assert unknown.exit_code != 0 and "nothing was removed" in unknown.output
 

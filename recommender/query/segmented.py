@@ -214,13 +214,17 @@ class SegmentedRecommender(Recommender):
 
     def resolve(self, reference: str) -> int:
         """The row of a paper in the base or a segment; a removed paper is not found."""
+        removed = False
         for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
             if not part.keys.matching_rows(reference.strip()):
                 continue  # not here (asked first: a part's own not-found message looks for names near)
             row = part.resolve(reference)
             if part.keys.id_of(row) in self.listed.removed(name):
-                raise PaperNotFoundError(f"paper '{reference}' was removed from the index (`papers remove`)")
+                removed = True  # removed here; perhaps added again in a later segment
+                continue
             return start + row
+        if removed:
+            raise PaperNotFoundError(f"paper '{reference}' was removed from the index (`papers remove`)")
         return self.parts[0].resolve(reference)  # the base's message, with the names nearest
 
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
