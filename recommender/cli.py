@@ -506,6 +506,47 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
                f"{'' if out == '-' else ' into ' + out}{malformed}", err=True)
 
 
+@fetch.command(name="openreview")
+@click.argument("venue")
+@click.option("--withdrawn", is_flag=True, help="Also the withdrawn submissions (their venue says so).")
+@click.option("--out", default="-", type=click.Path(), show_default=True,
+              help="The file to write (JSON lines); '-': standard output.")
+@click.option("--base-url", default=None, metavar="URL", help="The API (default: OpenReview's API v2).")
+@click.option("--delay", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Seconds between requests (default 1).")
+@quiet_option
+@library_errors
+def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet):
+    """The accepted papers of an OpenReview venue (e.g. NeurIPS.cc/2025/Conference), through its public API.
+
+    Examples:
+
+    \b
+        papers fetch openreview NeurIPS.cc/2025/Conference --out neurips.jsonl
+        papers fetch openreview ICLR.cc/2026/Conference | papers add - --index iclr
+    """
+    import shutil
+    import tempfile
+
+    from .corpus.fetch import openreview
+
+    notice = None if quiet else (lambda message: click.echo(message, err=True))
+    options = dict(withdrawn=withdrawn, base_url=base_url or openreview.BASE_URL, notice=notice,
+                   delay=openreview.DELAY_SECONDS if delay is None else delay)
+    if out == "-":
+        with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
+            report = openreview.fetch_openreview(venue, Path(folder) / "records.jsonl", **options)
+            with open(report.out, "rb") as records:
+                shutil.copyfileobj(records, sys.stdout.buffer)
+            sys.stdout.flush()
+    else:
+        report = openreview.fetch_openreview(venue, out, **options)
+    extra = f", {report.withdrawn} withdrawn" if withdrawn else ""
+    malformed = f", {report.malformed} malformed notes skipped" if report.malformed else ""
+    click.echo(f"fetched {report.accepted} accepted papers of {venue}{extra} in {report.pages} pages"
+               f"{'' if out == '-' else ' into ' + out}{malformed}", err=True)
+
+
 @main.command()
 @click.argument("ids", nargs=-1, required=True)
 @index_option

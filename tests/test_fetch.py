@@ -139,3 +139,38 @@ def test_a_stopped_fetch_resumes_from_its_page_and_since_last_follows(workdir, o
 def test_since_last_without_a_fetch_before_is_one_line(workdir):
     result = papers(workdir, "fetch", "arxiv", "--category", "cs.LG", "--since", "last")
     assert result.returncode == 2 and "never fetched" in result.stderr and "Traceback" not in result.stderr
+
+
+def note(forum: str, title: str, abstract: str, venueid: str, venue: str) -> dict:
+    """A note as OpenReview's API v2 gives it (content fields as {"value": ...})."""
+    return {"id": forum, "forum": forum, "cdate": 1746000000000, "pdate": 1758000000000,
+            "content": {"title": {"value": title}, "abstract": {"value": abstract},
+                        "authors": {"value": ["Ada Lovelace", "Alan Turing"]},
+                        "venue": {"value": venue}, "venueid": {"value": venueid}}}
+
+
+def test_fetch_openreview_tells_accepted_from_withdrawn(workdir, oai):
+    venue = "NeurIPS.cc/2025/Conference"
+    accepted = [note("abc1", "Private Training", "Differentially private training.", venue, "NeurIPS 2025 poster"),
+                note("abc2", "Video Models", "Video aesthetic assessment.", venue, "NeurIPS 2025 oral")]
+    broken = {"id": "abc3", "content": {"title": {"value": "No abstract"}}}
+    withdrawn = [note("abc9", "Withdrawn Work", "A withdrawn submission.", f"{venue}/Withdrawn_Submission",
+                      "NeurIPS 2025 Conference Withdrawn Submission")]
+    server = oai(["503",
+                  json.dumps({"notes": accepted[:1] + [broken], "count": 3}),
+                  "drop",
+                  json.dumps({"notes": accepted[1:], "count": 3}),
+                  json.dumps({"notes": withdrawn, "count": 1})])
+    done = papers(workdir, "fetch", "openreview", venue, "--withdrawn", "--out", "venue.jsonl",
+                  "--base-url", server.url.removesuffix("/oai"), "--delay", "0")
+    assert done.returncode == 0, done.stderr
+    assert "fetched 2 accepted papers of NeurIPS.cc/2025/Conference, 1 withdrawn" in done.stderr
+    assert "1 malformed notes skipped" in done.stderr
+    lines = [json.loads(line) for line in (workdir / "venue.jsonl").read_text().splitlines()]
+    assert [(line["id"], line["venue"]) for line in lines] == [
+        ("openreview:abc1", "NeurIPS 2025 poster"), ("openreview:abc2", "NeurIPS 2025 oral"),
+        ("openreview:abc9", "NeurIPS 2025 Conference Withdrawn Submission (withdrawn)")]
+    assert lines[0]["url"] == "https://openreview.net/forum?id=abc1" and lines[0]["year"] == 2025
+    queries = [query for query, _ in server.requests]
+    assert queries[1] == {"content.venueid": venue, "offset": "0", "limit": "1000"}
+    assert queries[-1]["content.venueid"] == f"{venue}/Withdrawn_Submission"

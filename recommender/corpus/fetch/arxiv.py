@@ -14,24 +14,20 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ... import __version__, files
+from ... import files
 from ...errors import InputError, RecommenderError
+from .http import PoliteClient
 
 BASE_URL = "https://oaipmh.arxiv.org/oai"
 DELAY_SECONDS = 3.0  # arXiv's documented politeness: one request every three seconds
 RETRIES = 6
-USER_AGENT = f"papers-like/{__version__} (papers fetch; https://pypi.org/project/papers-like/)"
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
 ARXIV = "{http://arxiv.org/OAI/arXiv/}"
 CATEGORY = re.compile(r"^([a-z-]+)(?:\.([A-Za-z-]+))?$")
@@ -75,7 +71,7 @@ def fetch_arxiv(
     if state.get("wanted") != wanted or not partial.is_file():
         state = {"wanted": wanted, "token": None, "pages": 0, "written": 0, "malformed": 0}
         partial.unlink(missing_ok=True)
-    client = _Client(base_url, delay, retries, notice, sleep)
+    client = PoliteClient(base_url, delay, retries, notice, sleep)
     ids = set()
     if partial.is_file():  # the records of the pages before: not written twice
         for line in partial.read_text(encoding="utf-8").splitlines():
@@ -89,7 +85,7 @@ def fetch_arxiv(
                 query = {"verb": "ListRecords", "metadataPrefix": "arXiv", "set": oai_set(category)}
                 if since:
                     query["from"] = since
-            root = client.get(query)
+            root = _parse(client.get(query), base_url)
             if root is None:  # noRecordsMatch
                 break
             records, malformed = _records(root)
@@ -125,51 +121,6 @@ def _read_resume(path: Path) -> dict:
 def _write_resume(path: Path, state: dict) -> None:
     with files.replacing(path) as handle:
         handle.write(json.dumps(state, sort_keys=True))
-
-
-class _Client:
-    """OAI-PMH requests, one every `delay` seconds, retried with back-off on 429/503 (their
-    Retry-After honoured), on 5xx and on dropped connections."""
-
-    def __init__(self, base_url: str, delay: float, retries: int, notice, sleep):
-        self.base_url, self.delay, self.retries, self.notice, self.sleep = base_url, delay, retries, notice, sleep
-        self.last = 0.0
-
-    def get(self, query: dict) -> ElementTree.Element | None:
-        url = f"{self.base_url}?{urllib.parse.urlencode(query)}"
-        for attempt in range(self.retries + 1):
-            wait = self.delay - (time.monotonic() - self.last)
-            if wait > 0:
-                self.sleep(wait)
-            self.last = time.monotonic()
-            try:
-                request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    body = response.read()
-            except urllib.error.HTTPError as error:
-                with error:
-                    if error.code not in (429, 500, 502, 503, 504) or attempt == self.retries:
-                        raise RecommenderError(f"{self.base_url} answered {error.code} {error.reason}: try again later") from None
-                    pause = _retry_after(error.headers.get("Retry-After"), attempt, self.delay)
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as error:
-                if attempt == self.retries:
-                    reason = getattr(error, "reason", None) or error
-                    raise RecommenderError(f"cannot reach {self.base_url} ({reason}): check the network and try again "
-                                           "(a rerun resumes where this one stopped)") from None
-                pause = _retry_after(None, attempt, self.delay)
-            else:
-                return _parse(body, self.base_url)
-            if self.notice is not None:
-                self.notice(f"{self.base_url} is busy or dropped the connection: again in {pause:.0f} s")
-            self.sleep(pause)
-        raise AssertionError("unreachable")
-
-
-def _retry_after(header: str | None, attempt: int, delay: float) -> float:
-    """The server's Retry-After in seconds where it gives one, else exponential back-off with jitter."""
-    if header and header.strip().isdigit():
-        return float(header.strip())
-    return delay * (2 ** attempt) * (1 + random.random() / 4)
 
 
 def _parse(body: bytes, base_url: str) -> ElementTree.Element | None:
