@@ -1,7 +1,8 @@
 """`papers add` as segments: what an add costs, what segments cost lookups, and whether they rank
 as a rebuild does.
 
-    python scripts/bench_segments.py [--papers 100000] [--added 1000] [--segments 10] [--queries 200]
+    python scripts/bench_segments.py [--papers 100000] [--added 1000] [--segments 10] [--queries
+    200]
 
 On the stand-in encoder of scripts/bench_incremental.py (a hash of the text, no model: encoding
 costs nothing, so every second measured is the index's own work), in one run:
@@ -48,11 +49,15 @@ def timed(function) -> float:
     return time.perf_counter() - started
 
 
-def run_queries(index_dir: Path, likes: list[str], searches: list[str], mode: str = "hybrid"
-                ) -> tuple[float, list[list[str]]]:
-    """Seconds for every query on an opened index (opening and first loads excluded), and the top 10s."""
+def run_queries(
+    index_dir: Path, likes: list[str], searches: list[str], mode: str = "hybrid"
+) -> tuple[float, list[list[str]]]:
+    """Seconds for every query on an opened index (opening and first loads excluded), and the top
+    10s."""
     with open_index(index_dir) as index:
-        index.like(likes[0], k=10, mode=mode), index.search(searches[0], k=10, mode=mode)  # first loads, not timed
+        index.like(likes[0], k=10, mode=mode), index.search(
+            searches[0], k=10, mode=mode
+        )  # first loads, not timed
         tops: list[list[str]] = []
         started = time.perf_counter()
         for seed in likes:
@@ -78,7 +83,9 @@ def main() -> None:
         base = write(work / "base.jsonl", synthetic(0, args.papers))
         added = synthetic(args.papers, args.added)
         extra = write(work / "extra.jsonl", added)
-        build_index([base, extra], index=work / "warm", **options)  # every vector into the cache, not timed
+        build_index(
+            [base, extra], index=work / "warm", **options
+        )  # every vector into the cache, not timed
 
         one = work / "one-segment"
         build_index([base], index=one, **options)
@@ -89,7 +96,7 @@ def main() -> None:
         build_index([base], index=segmented, **options)
         share = -(-args.added // args.segments)
         for number, start in enumerate(range(0, args.added, share)):
-            part = write(work / f"part-{number}.jsonl", added[start: start + share])
+            part = write(work / f"part-{number}.jsonl", added[start : start + share])
             add_papers([part], index=segmented, compact_share=None)
         compacted = work / "compacted"
         build_index([base, extra], index=compacted, **options)
@@ -106,26 +113,47 @@ def main() -> None:
             ratios.append(segmented_seconds / compacted_seconds)
         by_mode = {}
         for mode in ("dense", "lexical"):
-            tops = run_queries(compacted, likes, searches, mode)[1], run_queries(segmented, likes, searches, mode)[1]
+            tops = (
+                run_queries(compacted, likes, searches, mode)[1],
+                run_queries(segmented, likes, searches, mode)[1],
+            )
             by_mode[mode] = sum(a == b for a, b in zip(*tops)) / len(tops[0])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     same = [a == b for a, b in zip(found, expected)]
-    overlaps = [len(set(a) & set(b)) / max(1, len(b)) for a, b, equal in zip(found, expected, same) if not equal]
+    overlaps = [
+        len(set(a) & set(b)) / max(1, len(b))
+        for a, b, equal in zip(found, expected, same)
+        if not equal
+    ]
     like_same, search_same = sum(same[:half]), sum(same[half:])
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     print(f"| {args.papers:,} papers + {args.added:,} | seconds | target |")
     print("|---|---|---|")
     print(f"| add as one segment (beyond encoding) | {add_seconds:.2f} | at most 5 |")
     print(f"| rebuild of the whole index (beyond encoding) | {rebuild_seconds:.1f} | |")
-    print(f"lookups with {args.segments} segments: {statistics.median(ratios):.2f}x the compacted index "
-          f"(runs {', '.join(f'{r:.2f}' for r in ratios)}; target: at most 1.2x)")
-    print(f"top 10 equal to the compacted index: like {like_same}/{half}, search {search_same}/{len(searches)} "
-          f"({100 * sum(same) / len(same):.1f}%; target: at least 99%)")
-    print("equal in the other modes: " + ", ".join(f"{mode} {100 * share:.1f}%" for mode, share in by_mode.items()))
+    print(
+        f"lookups with {args.segments} segments: "
+        f"{statistics.median(ratios):.2f}x the compacted index "
+        f"(runs {', '.join(f'{r:.2f}' for r in ratios)}; target: at most 1.2x)"
+    )
+    print(
+        f"top 10 equal to the compacted index: like {like_same}/{half}, "
+        f"search {search_same}/{len(searches)} "
+        f"({100 * sum(same) / len(same):.1f}%; target: at least 99%)"
+    )
+    print(
+        "equal in the other modes: "
+        + ", ".join(f"{mode} {100 * share:.1f}%" for mode, share in by_mode.items())
+    )
     if overlaps:
-        print(f"the others: {len(overlaps)} lists, mean overlap {100 * statistics.mean(overlaps):.0f}% of their top 10")
+        print(
+            f"the others: {len(overlaps)} lists, "
+            f"mean overlap {100 * statistics.mean(overlaps):.0f}% of their top 10"
+        )
 
 
 if __name__ == "__main__":

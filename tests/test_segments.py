@@ -7,10 +7,18 @@ import pytest
 from corpus import PAPERS, write_corpus
 
 NEW = [
-    {"id": "dp3", "title": "Private Language Model Training at Scale",
-     "abstract": "Differentially private training of language models with gradient clipping on many machines."},
-    {"id": "vid3", "title": "Aesthetic Video Assessment",
-     "abstract": "Video aesthetic assessment with annotations of professional videos and quality models."},
+    {
+        "id": "dp3",
+        "title": "Private Language Model Training at Scale",
+        "abstract": "Differentially private training of language models with gradient clipping "
+        "on many machines.",
+    },
+    {
+        "id": "vid3",
+        "title": "Aesthetic Video Assessment",
+        "abstract": "Video aesthetic assessment with annotations of professional videos "
+        "and quality models.",
+    },
 ]
 
 
@@ -33,11 +41,17 @@ def test_add_encodes_only_the_new_papers_and_they_are_found(built, workdir, fake
     assert result.exit_code == 0, result.output
     assert "added 2 papers" in result.output
     encoded = " ".join(fake_model.encoded_texts)
-    assert "Aesthetic Video Assessment" in encoded and "FlashDP" not in encoded  # the base is not re-encoded
+    assert (
+        "Aesthetic Video Assessment" in encoded and "FlashDP" not in encoded
+    )  # the base is not re-encoded
     assert (workdir / "indexes/default/SEGMENTS").is_file()
     assert "dp3" in _ids(built("like", "dp1", "--format", "json", "-k", "3"))
-    assert _ids(built("search", "video aesthetic assessment", "--format", "json", "-k", "3"))[:1] in (["vid3"], ["vid1"])
-    assert "vid3" in _ids(built("search", "video aesthetic assessment", "--format", "json", "-k", "3"))
+    assert _ids(built("search", "video aesthetic assessment", "--format", "json", "-k", "3"))[
+        :1
+    ] in (["vid3"], ["vid1"])
+    assert "vid3" in _ids(
+        built("search", "video aesthetic assessment", "--format", "json", "-k", "3")
+    )
     assert json.loads(built("show", "dp3", "--format", "json").output)["id"] == "dp3"
     # A seed in the segment finds papers of the base.
     assert set(_ids(built("like", "dp3", "--format", "json", "-k", "2"))) == {"dp1", "dp2"}
@@ -45,7 +59,11 @@ def test_add_encodes_only_the_new_papers_and_they_are_found(built, workdir, fake
 
 def test_adding_the_same_file_again_adds_nothing(added):
     again = added("add", "new", "--no-compact")
-    assert again.exit_code == 0 and "added 0 papers" in again.output and "2 already in the index" in again.output
+    assert (
+        again.exit_code == 0
+        and "added 0 papers" in again.output
+        and "2 already in the index" in again.output
+    )
     assert _ids(added("like", "dp1", "--format", "json", "-k", "10")).count("dp3") == 1
 
 
@@ -70,7 +88,10 @@ def test_remove_leaves_tombstones_in_base_and_segment(added):
 
 def test_compact_gives_the_ranking_of_a_full_rebuild(added, workdir):
     assert added("remove", "rnn2").exit_code == 0
-    before = {seed: _ids(added("like", seed, "--format", "json", "-k", "5")) for seed in ("dp1", "vid1", "dp3")}
+    before = {
+        seed: _ids(added("like", seed, "--format", "json", "-k", "5"))
+        for seed in ("dp1", "vid1", "dp3")
+    }
     result = added("build", "--compact")
     assert result.exit_code == 0, result.output
     assert "encoded 0" in result.output  # every vector from the cache
@@ -81,7 +102,10 @@ def test_compact_gives_the_ranking_of_a_full_rebuild(added, workdir):
     # The same as a build of the same papers from scratch.
     write_corpus(workdir / "all", [paper for paper in PAPERS + NEW if paper["id"] != "rnn2"])
     assert added("build", "all", "--index", "fresh").exit_code == 0
-    fresh = {seed: _ids(added("like", seed, "--format", "json", "-k", "5", "--index", "fresh")) for seed in before}
+    fresh = {
+        seed: _ids(added("like", seed, "--format", "json", "-k", "5", "--index", "fresh"))
+        for seed in before
+    }
     assert compacted == fresh
     assert before == fresh  # dense and lexical statistics of six papers: the merge already agreed
 
@@ -139,7 +163,8 @@ def test_serve_picks_up_an_add_and_a_remove_without_a_failed_request(tmp_path, f
 
 
 def test_segments_rank_as_a_rebuild_of_the_same_papers(workdir, fake_model):
-    """Three adds and a removal on 300 papers: every `like` and `search` in every mode lists the top 10
+    """Three adds and a removal on 300 papers: every `like` and `search` in every mode lists the
+    top 10
     of a build of the live papers from scratch."""
     import random
 
@@ -148,14 +173,25 @@ def test_segments_rank_as_a_rebuild_of_the_same_papers(workdir, fake_model):
     from recommender.query.segmented import SegmentedRecommender, open_index
 
     rng = random.Random(5)
-    words = ("private gradient clipping language model video quality aesthetic annotation recurrent linear "
-             "attention kernel graph spectral sparse solver retrieval dense embedding ranking fusion noise").split()
-    papers = [{"id": f"p{i:03d}", "title": f"Study {i} of {rng.choice(words)} {rng.choice(words)}",
-               "abstract": " ".join(rng.choice(words) for _ in range(rng.randint(8, 30)))} for i in range(330)]
+    words = (
+        "private gradient clipping language model video quality aesthetic annotation "
+        "recurrent linear attention kernel graph spectral sparse solver retrieval dense "
+        "embedding ranking fusion noise"
+    ).split()
+    papers = [
+        {
+            "id": f"p{i:03d}",
+            "title": f"Study {i} of {rng.choice(words)} {rng.choice(words)}",
+            "abstract": " ".join(rng.choice(words) for _ in range(rng.randint(8, 30))),
+        }
+        for i in range(330)
+    ]
     build_index([write_corpus(workdir / "base", papers[:300])], index="segmented")
     for number in range(3):
-        chunk = papers[300 + 10 * number: 310 + 10 * number]
-        add_papers([write_corpus(workdir / f"add{number}", chunk)], index="segmented", compact_share=None)
+        chunk = papers[300 + 10 * number : 310 + 10 * number]
+        add_papers(
+            [write_corpus(workdir / f"add{number}", chunk)], index="segmented", compact_share=None
+        )
     remove_papers(["p007", "p305"], index="segmented")
     live = [paper for paper in papers if paper["id"] not in ("p007", "p305")]
     build_index([write_corpus(workdir / "all", live)], index="rebuilt")
@@ -164,14 +200,26 @@ def test_segments_rank_as_a_rebuild_of_the_same_papers(workdir, fake_model):
         for mode in ("hybrid", "dense", "lexical"):
             for seed in ("p001", "p150", "p302", "p329"):
                 found = [item.id for item in segmented.like(seed, k=10, mode=mode)]
-                assert found == [item.id for item in rebuilt.like(seed, k=10, mode=mode)], (mode, seed)
+                assert found == [item.id for item in rebuilt.like(seed, k=10, mode=mode)], (
+                    mode,
+                    seed,
+                )
                 assert "p007" not in found and "p305" not in found
-            for text in ("gradient clipping noise", "video aesthetic annotation", "spectral graph solver"):
-                found, expected = segmented.search(text, k=10, mode=mode), rebuilt.search(text, k=10, mode=mode)
+            for text in (
+                "gradient clipping noise",
+                "video aesthetic annotation",
+                "spectral graph solver",
+            ):
+                found, expected = segmented.search(text, k=10, mode=mode), rebuilt.search(
+                    text, k=10, mode=mode
+                )
                 assert [item.id for item in found] == [item.id for item in expected], (mode, text)
-                assert [item.score for item in found] == pytest.approx([item.score for item in expected], abs=1e-4)
-        assert ([item.id for item in segmented.like("p001", "p302", k=10)]
-                == [item.id for item in rebuilt.like("p001", "p302", k=10)])
+                assert [item.score for item in found] == pytest.approx(
+                    [item.score for item in expected], abs=1e-4
+                )
+        assert [item.id for item in segmented.like("p001", "p302", k=10)] == [
+            item.id for item in rebuilt.like("p001", "p302", k=10)
+        ]
 
 
 def test_add_reads_json_lines_from_standard_input(built, workdir):
@@ -180,6 +228,10 @@ def test_add_reads_json_lines_from_standard_input(built, workdir):
     from recommender.cli import main
 
     lines = "".join(json.dumps(paper) + "\n" for paper in NEW)
-    result = CliRunner().invoke(main, ["add", "-", "--no-compact"], input=lines, catch_exceptions=False)
+    result = CliRunner().invoke(
+        main, ["add", "-", "--no-compact"], input=lines, catch_exceptions=False
+    )
     assert result.exit_code == 0 and "added 2 papers" in result.output
-    assert "vid3" in _ids(built("search", "video aesthetic assessment", "--format", "json", "-k", "4"))
+    assert "vid3" in _ids(
+        built("search", "video aesthetic assessment", "--format", "json", "-k", "4")
+    )

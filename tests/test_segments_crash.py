@@ -1,5 +1,7 @@
-"""`papers add` and `papers build --compact` killed at chosen and at random points, as real processes
-(tests/build_launcher.py), while this process reads the index: every reader sees the old set of papers
+"""`papers add` and `papers build --compact` killed at chosen and at random points, as real
+processes
+(tests/build_launcher.py), while this process reads the index: every reader sees the old set of
+papers
 or the new one, never a mixture, and the next add or compaction cleans up."""
 
 import random
@@ -13,9 +15,15 @@ from recommender import build_index
 from recommender.query.segmented import open_index
 from test_crash_and_concurrency import POINTS, finish, launch
 
-MORE = [{"id": f"new{number:02d}", "title": f"Gradient clipping study {number}",
-         "abstract": f"Private training of language models, variant {number}, with clipping and noise."}
-        for number in range(40)]
+MORE = [
+    {
+        "id": f"new{number:02d}",
+        "title": f"Gradient clipping study {number}",
+        "abstract": f"Private training of language models, variant {number}, "
+        "with clipping and noise.",
+    }
+    for number in range(40)
+]
 OLD = frozenset(paper["id"] for paper in PAPERS)
 NEW = OLD | frozenset(paper["id"] for paper in MORE)
 
@@ -33,7 +41,11 @@ def leftovers(workdir) -> list[str]:
 
     folder = workdir / "indexes/default/segments"
     listed = set(read_segments(workdir / "indexes/default").segments)
-    return sorted(path.name for path in folder.iterdir() if path.name not in listed) if folder.exists() else []
+    return (
+        sorted(path.name for path in folder.iterdir() if path.name not in listed)
+        if folder.exists()
+        else []
+    )
 
 
 @pytest.fixture
@@ -55,7 +67,8 @@ def test_an_add_killed_at_a_chosen_point_leaves_the_old_set_or_the_new(workdir, 
 
 
 def _kill_at_random(workdir, rng, *args):
-    """Start `papers ARGS`, read the index until a random moment, kill it; every read a whole set."""
+    """Start `papers ARGS`, read the index until a random moment, kill it; every read a whole
+    set."""
     seen = set()
     process = launch(workdir, *args)
     deadline = time.monotonic() + rng.uniform(0.3, 3.0)
@@ -67,7 +80,9 @@ def _kill_at_random(workdir, rng, *args):
     return seen
 
 
-def test_adds_and_compactions_killed_at_random_points_show_every_reader_a_whole_set(workdir, base, monkeypatch):
+def test_adds_and_compactions_killed_at_random_points_show_every_reader_a_whole_set(
+    workdir, base, monkeypatch
+):
     monkeypatch.setenv("PAPERS_TEST_ENCODE_SECONDS", "0.05")
     rng = random.Random(33)
     for _ in range(3):

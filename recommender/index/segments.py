@@ -37,14 +37,16 @@ from .layout import MANIFEST, PAPERS, SEGMENT_FOLDER, SEGMENTS, VOCABULARY, remo
 from .stored import StoredIndex, corrupt, is_index, live_version, open_stored
 
 # Past this share of the base's papers in segments, the next `add` compacts the index: lookups
-# then search one index again. Ten segments cost at most 1.2x a compacted index (docs/performance.md).
+# then search one index again. Ten segments cost at most 1.2x a compacted index
+# (docs/performance.md).
 COMPACT_SHARE = 0.10
 BASE = "base"  # the base's name in the tombstones
 
 
 @dataclass(frozen=True)
 class SegmentSet:
-    """What a reader searches: the base version, the segments in order, the IDs removed from each."""
+    """What a reader searches: the base version, the segments in order, the IDs removed from
+    each."""
 
     base: str | None
     segments: tuple[str, ...] = ()
@@ -61,8 +63,12 @@ class SegmentSet:
     def to_dict(self) -> dict:
         return {
             "base": self.base,
-            "segments": [{"name": name, "papers": count} for name, count in zip(self.segments, self.counts)],
-            "tombstones": {part: sorted(ids) for part, ids in sorted(self.tombstones.items()) if ids},
+            "segments": [
+                {"name": name, "papers": count} for name, count in zip(self.segments, self.counts)
+            ],
+            "tombstones": {
+                part: sorted(ids) for part, ids in sorted(self.tombstones.items()) if ids
+            },
         }
 
 
@@ -75,26 +81,36 @@ def read_segments(index_dir: Path) -> SegmentSet:
     except FileNotFoundError:
         return SegmentSet(live)
     except (OSError, ValueError) as error:
-        raise IndexCorruptError(f"index file {path} cannot be read ({error}): run "
-                                f"`papers build --compact --index {Path(index_dir).name}`") from None
+        raise IndexCorruptError(
+            f"index file {path} cannot be read ({error}): run "
+            f"`papers build --compact --index {Path(index_dir).name}`"
+        ) from None
     if not isinstance(data, dict) or data.get("base") != live:
         return SegmentSet(live)
     try:
         names = tuple(str(entry["name"]) for entry in data["segments"])
         counts = tuple(int(entry["papers"]) for entry in data["segments"])
-        tombstones = {str(part): frozenset(str(i) for i in ids) for part, ids in data["tombstones"].items()}
+        tombstones = {
+            str(part): frozenset(str(i) for i in ids) for part, ids in data["tombstones"].items()
+        }
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise IndexCorruptError(f"index file {path} is damaged: run "
-                                f"`papers build --compact --index {Path(index_dir).name}`") from None
+        raise IndexCorruptError(
+            f"index file {path} is damaged: run "
+            f"`papers build --compact --index {Path(index_dir).name}`"
+        ) from None
     if any("/" in name or not name.startswith("s-") for name in names):
-        raise IndexCorruptError(f"index file {path} names a segment outside {SEGMENT_FOLDER}/: run "
-                                f"`papers build --compact --index {Path(index_dir).name}`")
+        raise IndexCorruptError(
+            f"index file {path} names a segment outside {SEGMENT_FOLDER}/: run "
+            f"`papers build --compact --index {Path(index_dir).name}`"
+        )
     return SegmentSet(live, names, counts, tombstones)
 
 
 def reader_version(index_dir: Path) -> str | None:
-    """The live version and segment list as one short string (two small reads): a long-running reader
-    (`papers serve`) reopens the index when it changes, after an add or a remove as after a build."""
+    """The live version and segment list as one short string (two small reads): a long-running
+    reader
+    (`papers serve`) reopens the index when it changes, after an add or a remove as after a build.
+    """
     live = live_version(Path(index_dir))
     try:
         listed = (Path(index_dir) / SEGMENTS).read_bytes()
@@ -125,14 +141,20 @@ def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[
     each part's sorted IDs: an add reads no list of every ID of the base."""
     from .keys import Keys
 
-    parts = {BASE: Path(index_dir), **{name: segment_dir(index_dir, name) for name in segments.segments}}
+    parts = {
+        BASE: Path(index_dir),
+        **{name: segment_dir(index_dir, name) for name in segments.segments},
+    }
     found: dict[str, list[str]] = {paper_id: [] for paper_id in ids}
     for part, folder in parts.items():
         removed = segments.removed(part)
         with open_stored(folder) as stored:
-            keys = Keys(lambda name, s=stored: s.load_array(f"keys/{name}.npy", mmap=True),
-                        lambda name, s=stored: s.has(f"keys/{name}.npy"), int(stored.manifest["paper_count"]),
-                        lambda name, problem, s=stored: corrupt(s, f"keys/{name}.npy", problem))
+            keys = Keys(
+                lambda name, s=stored: s.load_array(f"keys/{name}.npy", mmap=True),
+                lambda name, s=stored: s.has(f"keys/{name}.npy"),
+                int(stored.manifest["paper_count"]),
+                lambda name, problem, s=stored: corrupt(s, f"keys/{name}.npy", problem),
+            )
             for paper_id, holders in found.items():
                 if paper_id not in removed and keys.row_of_id(paper_id) is not None:
                     holders.append(part)
@@ -152,8 +174,11 @@ class AddReport:
 
 
 def add_papers(
-    inputs: Iterable[str | os.PathLike], index: str | os.PathLike | None = None, wait: bool = True,
-    progress: Callable[[int, int], None] | None = None, notice: Callable[[str], None] | None = None,
+    inputs: Iterable[str | os.PathLike],
+    index: str | os.PathLike | None = None,
+    wait: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+    notice: Callable[[str], None] | None = None,
     compact_share: float | None = COMPACT_SHARE,
 ) -> AddReport:
     """Add the papers of `inputs` to an index as a segment: only they are encoded, the base is not
@@ -173,7 +198,9 @@ def add_papers(
         new: dict[str, Paper] = {}
         for paper in papers:
             if not held[paper.id]:
-                new.setdefault(paper.id, paper)  # the first of duplicates in the input, as a build keeps
+                new.setdefault(
+                    paper.id, paper
+                )  # the first of duplicates in the input, as a build keeps
         skipped = len(papers) - len(new)
         report = AddReport(index_dir, 0, skipped, None, 0, False, 0.0)
         if new:
@@ -189,45 +216,75 @@ def add_papers(
                     handle.write(json.dumps(paper.to_dict(), ensure_ascii=False) + "\n")
             try:
                 built = build_index(
-                    [source], index=folder, model=manifest["model"], chunking=_chunking(manifest),
-                    precision=manifest.get("precision"), progress=progress, notice=notice, built_by="add",
-                    export_query_encoder=bool(manifest.get("query_encoder")), lexical_terms=terms,
+                    [source],
+                    index=folder,
+                    model=manifest["model"],
+                    chunking=_chunking(manifest),
+                    precision=manifest.get("precision"),
+                    progress=progress,
+                    notice=notice,
+                    built_by="add",
+                    export_query_encoder=bool(manifest.get("query_encoder")),
+                    lexical_terms=terms,
                 )
             except BaseException:
                 remove_tree(folder)
                 raise
             finally:
                 source.unlink(missing_ok=True)
-            updated = SegmentSet(current.base, current.segments + (name,), current.counts + (len(new),),
-                                 current.tombstones)
+            updated = SegmentSet(
+                current.base,
+                current.segments + (name,),
+                current.counts + (len(new),),
+                current.tombstones,
+            )
             _publish(index_dir, updated)
             report = AddReport(index_dir, len(new), skipped, name, built.encoded, False, 0.0)
             current = updated
     compacted = False
-    if compact_share is not None and current.segments and current.added > compact_share * _base_count(index_dir):
+    if (
+        compact_share is not None
+        and current.segments
+        and current.added > compact_share * _base_count(index_dir)
+    ):
         compact(index_dir, notice=notice)
         compacted = True
-    return AddReport(report.index_dir, report.added, report.skipped, report.segment, report.encoded, compacted,
-                     time.perf_counter() - started)
+    return AddReport(
+        report.index_dir,
+        report.added,
+        report.skipped,
+        report.segment,
+        report.encoded,
+        compacted,
+        time.perf_counter() - started,
+    )
 
 
 def _base_terms(base: StoredIndex):
-    """The base's vocabulary and IDF, in which a segment's TF-IDF rows are weighed: one query vector then
+    """The base's vocabulary and IDF, in which a segment's TF-IDF rows are weighed: one query
+    vector then
     scores base and segments alike, and a segment's papers weigh as after a rebuild, but for the
-    base's document frequencies not counting the added papers (bounded by their share, COMPACT_SHARE)."""
+    base's document frequencies not counting the added papers (bounded by their share,
+    COMPACT_SHARE).
+    """
     import math
 
     from .lexical import FixedTerms
 
     count = int(base.manifest["paper_count"])
-    return FixedTerms(list(base.load_json(VOCABULARY)), base.load_array("lexical/idf.npy"),
-                      math.log((1 + count) / 2) + 1)
+    return FixedTerms(
+        list(base.load_json(VOCABULARY)),
+        base.load_array("lexical/idf.npy"),
+        math.log((1 + count) / 2) + 1,
+    )
 
 
 def _chunking(manifest: dict):
     from ..embed.windows import Chunking
 
-    return Chunking.from_dict({key: value for key, value in manifest["chunking"].items() if key != "max_tokens"})
+    return Chunking.from_dict(
+        {key: value for key, value in manifest["chunking"].items() if key != "max_tokens"}
+    )
 
 
 def _base_count(index_dir: Path) -> int:
@@ -235,8 +292,11 @@ def _base_count(index_dir: Path) -> int:
         return int(stored.manifest["paper_count"])
 
 
-def remove_papers(ids: Sequence[str], index: str | os.PathLike | None = None, wait: bool = True) -> int:
-    """Leave tombstones for these IDs (in the base or a segment); returns how many papers were removed.
+def remove_papers(
+    ids: Sequence[str], index: str | os.PathLike | None = None, wait: bool = True
+) -> int:
+    """Leave tombstones for these IDs (in the base or a segment); returns how many papers were
+    removed.
     An ID the index does not hold live is refused, and then nothing is removed."""
     index_dir = resolve_index_dir(index)
     if not is_index(index_dir):
@@ -251,19 +311,31 @@ def remove_papers(ids: Sequence[str], index: str | os.PathLike | None = None, wa
         for paper_id in wanted:
             parts = held[paper_id]
             if not parts:
-                raise PaperNotFoundError(f"no paper '{paper_id}' in index {index_dir}: nothing was removed "
-                                         "(see `papers list` for the IDs it holds)")
+                raise PaperNotFoundError(
+                    f"no paper '{paper_id}' in index {index_dir}: nothing was removed "
+                    "(see `papers list` for the IDs it holds)"
+                )
             for part in parts:
                 tombstones[part].add(paper_id)
-        _publish(index_dir, SegmentSet(current.base, current.segments, current.counts,
-                                       {part: frozenset(ids) for part, ids in tombstones.items() if ids}))
+        _publish(
+            index_dir,
+            SegmentSet(
+                current.base,
+                current.segments,
+                current.counts,
+                {part: frozenset(ids) for part, ids in tombstones.items() if ids},
+            ),
+        )
     return len(wanted)
 
 
 def live_papers(index_dir: Path) -> Iterator[Paper]:
-    """Every live paper of the index: the base's and each segment's, tombstones left out (a compaction's input)."""
+    """Every live paper of the index: the base's and each segment's, tombstones left out (a
+    compaction's input)."""
     current = read_segments(index_dir)
-    parts = [(BASE, Path(index_dir))] + [(name, segment_dir(index_dir, name)) for name in current.segments]
+    parts = [(BASE, Path(index_dir))] + [
+        (name, segment_dir(index_dir, name)) for name in current.segments
+    ]
     for part, folder in parts:
         removed = current.removed(part)
         with open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
@@ -273,9 +345,15 @@ def live_papers(index_dir: Path) -> Iterator[Paper]:
                     yield paper
 
 
-def compact(index: str | os.PathLike | None = None, wait: bool = True, progress=None, notice=None,
-            on_phase=None):
-    """Merge the segments into a new base: a build of the live papers (their vectors from the cache), then
+def compact(
+    index: str | os.PathLike | None = None,
+    wait: bool = True,
+    progress=None,
+    notice=None,
+    on_phase=None,
+):
+    """Merge the segments into a new base: a build of the live papers (their vectors from the
+    cache), then
     the segment list cleared and the segments removed once no reader holds them."""
     from .build import build_index
 
@@ -283,9 +361,17 @@ def compact(index: str | os.PathLike | None = None, wait: bool = True, progress=
     with open_stored(index_dir) as base:
         manifest = base.manifest
     report = build_index(
-        [], index=index_dir, model=manifest["model"], chunking=_chunking(manifest),
-        precision=manifest.get("precision"), progress=progress, notice=notice, on_phase=on_phase, wait=wait,
-        own_papers=lambda: live_papers(index_dir), export_query_encoder=bool(manifest.get("query_encoder")),
+        [],
+        index=index_dir,
+        model=manifest["model"],
+        chunking=_chunking(manifest),
+        precision=manifest.get("precision"),
+        progress=progress,
+        notice=notice,
+        on_phase=on_phase,
+        wait=wait,
+        own_papers=lambda: live_papers(index_dir),
+        export_query_encoder=bool(manifest.get("query_encoder")),
     )
     with build_lock(index_dir, wait=True):
         _remove_unlisted(index_dir, read_segments(index_dir))
@@ -304,9 +390,15 @@ def _remove_unlisted(index_dir: Path, current: SegmentSet) -> None:
     for path in sorted(folder.iterdir()):
         if path.name in listed:
             continue
-        if path.name.startswith(".s-") and path.name.endswith(".jsonl") and files.is_plain_file(path):
+        if (
+            path.name.startswith(".s-")
+            and path.name.endswith(".jsonl")
+            and files.is_plain_file(path)
+        ):
             path.unlink(missing_ok=True)  # the input of a killed add
-        elif path.name.startswith("s-") and path.is_dir() and not path.is_symlink() and _unheld(path):
+        elif (
+            path.name.startswith("s-") and path.is_dir() and not path.is_symlink() and _unheld(path)
+        ):
             remove_tree(path)
     with contextlib.suppress(OSError):
         folder.rmdir()  # only when empty

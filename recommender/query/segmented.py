@@ -30,7 +30,9 @@ from . import recommender as single
 from .recommender import Recommender
 
 
-def open_index(index: str | Path | None = None, model: str | None = None, verify: bool = False) -> Recommender:
+def open_index(
+    index: str | Path | None = None, model: str | None = None, verify: bool = False
+) -> Recommender:
     """The index as a reader sees it: a `Recommender` of its base, or, with segments or removed
     papers, a `SegmentedRecommender` over the base and every segment of the published list."""
     index_dir = resolve_index_dir(index)
@@ -39,13 +41,17 @@ def open_index(index: str | Path | None = None, model: str | None = None, verify
         base = Recommender.open(index, model=model, verify=verify)
         if listed is None or not listed.segments and not listed.tombstones:
             return base
-        if base.stored.folder.name != listed.base:  # a compaction swapped the base meanwhile: read again
+        if (
+            base.stored.folder.name != listed.base
+        ):  # a compaction swapped the base meanwhile: read again
             base.close()
             continue
         parts = []
         try:
             for name in listed.segments:
-                parts.append(Recommender.open(segment_store.segment_dir(index_dir, name), verify=verify))
+                parts.append(
+                    Recommender.open(segment_store.segment_dir(index_dir, name), verify=verify)
+                )
         except IndexMissingError:  # removed by a compaction since the list was read: read again
             for part in parts:
                 part.close()
@@ -60,11 +66,14 @@ def open_index(index: str | Path | None = None, model: str | None = None, verify
     raise IndexBusyError(f"index {index_dir} keeps changing under us (adds in a loop?): try again")
 
 
-# Parts this small are searched with numpy (vectors and TF-IDF), not FAISS and the pruned TF-IDF top.
+# Parts this small are searched with numpy (vectors and TF-IDF), not FAISS and the pruned TF-IDF
+# top.
 SMALL_PART = 4096
 
 
-def _exact_search(vectors: np.ndarray, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+def _exact_search(
+    vectors: np.ndarray, queries: np.ndarray, depth: int
+) -> tuple[np.ndarray, np.ndarray]:
     scores = np.asarray(queries, dtype=np.float32) @ np.asarray(vectors, dtype=np.float32).T
     rows = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
     return np.take_along_axis(scores, rows, axis=1), rows
@@ -73,7 +82,9 @@ def _exact_search(vectors: np.ndarray, queries: np.ndarray, depth: int) -> tuple
 class SegmentedRecommender(Recommender):
     """The base and its segments as one index of their rows in turn (see the module's docstring)."""
 
-    def __init__(self, base: Recommender, listed: segment_store.SegmentSet, segments: Sequence[Recommender]):
+    def __init__(
+        self, base: Recommender, listed: segment_store.SegmentSet, segments: Sequence[Recommender]
+    ):
         super().__init__(base.stored)
         self.listed = listed
         self.parts = [base, *segments]
@@ -84,7 +95,9 @@ class SegmentedRecommender(Recommender):
         self._removed_rows: set[int] | None = None
         self._tiebreak: np.ndarray | None = None
         # One query encoder for every part, each text encoded once for them all.
-        shared = _SharedEncoder(lambda: single.load_query_encoder(base.stored, base.manifest["model"]))
+        shared = _SharedEncoder(
+            lambda: single.load_query_encoder(base.stored, base.manifest["model"])
+        )
         for part in [self, *self.parts]:
             part.use_query_encoder(shared)
 
@@ -103,7 +116,8 @@ class SegmentedRecommender(Recommender):
     # -- rows, part by part
 
     def _split(self, rows) -> Iterator[tuple[int, Recommender, np.ndarray, np.ndarray]]:
-        """(part number, part, positions in `rows`, the part's own rows) for each part `rows` touch."""
+        """(part number, part, positions in `rows`, the part's own rows) for each part `rows`
+        touch."""
         rows = np.asarray(rows, dtype=np.int64)
         owner = np.searchsorted(self.starts, rows, side="right") - 1
         for number in np.unique(owner).tolist():
@@ -145,7 +159,8 @@ class SegmentedRecommender(Recommender):
             into.update(zip(wanted, self.vectors_at(wanted)))
 
     def _faiss_search(self, queries: np.ndarray, depth: int) -> np.ndarray:
-        """Each part's nearest `depth`, removed papers left out, merged by inner product: the union's
+        """Each part's nearest `depth`, removed papers left out, merged by inner product: the
+        union's
         nearest `depth`, as a rebuild without the removed papers finds them."""
         removed = np.array(sorted(self.removed_rows()), dtype=np.int64)
         found_scores, found_rows = [], []
@@ -177,8 +192,12 @@ class SegmentedRecommender(Recommender):
     def tiebreak(self) -> np.ndarray:
         """Each part's ID order, the parts in turn (equal scores across parts: the base's first)."""
         if self._tiebreak is None:
-            self._tiebreak = np.concatenate([np.asarray(part.tiebreak, dtype=np.int64) + start
-                                             for part, start in zip(self.parts, self.starts.tolist())])
+            self._tiebreak = np.concatenate(
+                [
+                    np.asarray(part.tiebreak, dtype=np.int64) + start
+                    for part, start in zip(self.parts, self.starts.tolist())
+                ]
+            )
         return self._tiebreak
 
     def papers_at(self, rows: Sequence[int]) -> list[Paper]:
@@ -208,7 +227,9 @@ class SegmentedRecommender(Recommender):
         if self._removed_rows is None:
             rows = set()
             for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
-                rows.update(start + row for row in part.keys.rows_named(sorted(self.listed.removed(name))))
+                rows.update(
+                    start + row for row in part.keys.rows_named(sorted(self.listed.removed(name)))
+                )
             self._removed_rows = rows
         return self._removed_rows
 
@@ -217,14 +238,17 @@ class SegmentedRecommender(Recommender):
         removed = False
         for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
             if not part.keys.matching_rows(reference.strip()):
-                continue  # not here (asked first: a part's own not-found message looks for names near)
+                # Not here (asked first: a part's own not-found message looks for names near).
+                continue
             row = part.resolve(reference)
             if part.keys.id_of(row) in self.listed.removed(name):
                 removed = True  # removed here; perhaps added again in a later segment
                 continue
             return start + row
         if removed:
-            raise PaperNotFoundError(f"paper '{reference}' was removed from the index (`papers remove`)")
+            raise PaperNotFoundError(
+                f"paper '{reference}' was removed from the index (`papers remove`)"
+            )
         return self.parts[0].resolve(reference)  # the base's message, with the names nearest
 
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
@@ -254,7 +278,9 @@ class SegmentedRecommender(Recommender):
             wanted = None if limit is None else limit - len(found) + len(removed)
             if wanted is not None and wanted < 1:
                 break
-            found.extend(paper for paper in part.list_papers(where, wanted) if paper.id not in removed)
+            found.extend(
+                paper for paper in part.list_papers(where, wanted) if paper.id not in removed
+            )
         return found if limit is None else found[:limit]
 
     def paper_count(self) -> int:
@@ -284,13 +310,16 @@ class _UnionVectors:
 
 
 class _UnionLexical:
-    """The TF-IDF of every part by row, as `Recommender` reads it, weighed as a rebuild would weigh it.
+    """The TF-IDF of every part by row, as `Recommender` reads it, weighed as a rebuild would weigh
+    it.
 
     The parts store their rows in the base's vocabulary and IDF. The document frequencies of the
     union (the base's, plus the segments', less the removed papers') give the IDF a rebuild would
     compute; a stored weight times the ratio of the two IDFs, the row then normalised again, is the
-    rebuild's weight. So a query is scored against the stored rows with its weights times that ratio,
-    and each score divided by its row's norm under the ratio: the rebuild's scores, but for the terms
+    rebuild's weight. So a query is scored against the stored rows with its weights times that
+    ratio,
+    and each score divided by its row's norm under the ratio: the rebuild's scores, but for the
+    terms
     only added papers use (a segment stores no column for them) until `papers build --compact`."""
 
     def __init__(self, union: SegmentedRecommender):
@@ -303,7 +332,9 @@ class _UnionLexical:
         frequencies = np.zeros(columns, dtype=np.int64)
         for part in union.parts:
             if len(part.lexical.idf) != columns:  # cannot happen to segments this papers wrote
-                raise corrupt(part.stored, "lexical/idf.npy", "is not in the vocabulary of its base")
+                raise corrupt(
+                    part.stored, "lexical/idf.npy", "is not in the vocabulary of its base"
+                )
             frequencies += np.diff(np.asarray(part.lexical.csc_indptr))
         for row in sorted(union.removed_rows()):
             frequencies[self.row_as_stored(row).indices] -= 1
@@ -330,15 +361,19 @@ class _UnionLexical:
             return vector
         values = np.asarray(vector.values, dtype=np.float64) * self.ratio[vector.indices]
         norm = float(np.linalg.norm(values))
-        return SparseVector(vector.indices, (values / (norm if norm > 0 else 1.0)).astype(np.float32))
+        return SparseVector(
+            vector.indices, (values / (norm if norm > 0 else 1.0)).astype(np.float32)
+        )
 
     def _as_stored(self, query: SparseVector) -> SparseVector:
-        """The query whose dot product with a stored row is the rebuild's score times the row's norm."""
+        """The query whose dot product with a stored row is the rebuild's score times the row's
+        norm."""
         values = np.asarray(query.values, dtype=np.float64) * self.ratio[query.indices]
         return SparseVector(query.indices, values.astype(np.float32))
 
     def _norm(self, rows: np.ndarray) -> np.ndarray:
-        """Each row's norm with its stored weights times the ratio of the IDFs (1 for an unchanged IDF)."""
+        """Each row's norm with its stored weights times the ratio of the IDFs (1 for an unchanged
+        IDF)."""
         rows = np.asarray(rows, dtype=np.int64)
         missing = np.array([row for row in rows.tolist() if row not in self._norms], dtype=np.int64)
         for _, part, positions, own in self.union._split(missing):
@@ -346,10 +381,19 @@ class _UnionLexical:
             starts = np.asarray(lexical.csr_indptr[own], dtype=np.int64)
             lengths = np.asarray(lexical.csr_indptr[own + 1], dtype=np.int64) - starts
             at = csr_ranges(starts, lengths)
-            weights = np.asarray(lexical.csr_data[at], dtype=np.float64) * self.ratio[lexical.csr_indices[at]]
-            sums = np.bincount(np.repeat(np.arange(len(own)), lengths), weights=weights * weights, minlength=len(own))
+            weights = (
+                np.asarray(lexical.csr_data[at], dtype=np.float64)
+                * self.ratio[lexical.csr_indices[at]]
+            )
+            sums = np.bincount(
+                np.repeat(np.arange(len(own)), lengths),
+                weights=weights * weights,
+                minlength=len(own),
+            )
             norms = np.sqrt(sums)
-            self._norms.update(zip(missing[positions].tolist(), np.where(norms > 0, norms, 1.0).tolist()))
+            self._norms.update(
+                zip(missing[positions].tolist(), np.where(norms > 0, norms, 1.0).tolist())
+            )
         return np.array([self._norms[row] for row in rows.tolist()], dtype=np.float64)
 
     def transform(self, text: str) -> SparseVector:
@@ -358,27 +402,38 @@ class _UnionLexical:
     def row(self, row: int) -> SparseVector:
         return self._reweighed(self.row_as_stored(row))
 
-    def top(self, query: SparseVector, k: int, also=(), stats: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Each part's best rows and rows `also`, in ascending rows, with the rebuild's scores: a superset
+    def top(
+        self, query: SparseVector, k: int, also=(), stats: dict | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each part's best rows and rows `also`, in ascending rows, with the rebuild's scores: a
+        superset
         of the union's best `k` (each part asked for more, as the norms move scores a little)."""
         also = np.asarray(sorted(set(np.asarray(also, dtype=np.int64).tolist())), dtype=np.int64)
         stored_query = self._as_stored(query)
         removed = np.array(sorted(self.union.removed_rows()), dtype=np.int64)
         deeper = int(k) + max(10, int(k) // 2) + len(removed)
         all_rows, all_scores = [], []
-        for part, start, stop in zip(self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist()):
+        for part, start, stop in zip(
+            self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist()
+        ):
             own_also = also[(also >= start) & (also < stop)] - start
-            if len(part) <= SMALL_PART:  # every row scored at once: less than the pruned top's steps cost
+            if (
+                len(part) <= SMALL_PART
+            ):  # every row scored at once: less than the pruned top's steps cost
                 every = part.lexical.scores_many([stored_query])[0]
                 rows = sorted_union(best_rows(every, min(deeper, len(part))), own_also)
                 scores = every[rows]
             else:
                 rows, scores = part.lexical.top(stored_query, min(deeper, len(part)), own_also)
             rows = np.asarray(rows, dtype=np.int64) + start
-            kept = ~np.isin(rows, removed) | np.isin(rows, also)  # as if the removed papers were not there
+            kept = ~np.isin(rows, removed) | np.isin(
+                rows, also
+            )  # as if the removed papers were not there
             rows, scores = rows[kept], np.asarray(scores)[kept]
             all_rows.append(rows)
-            all_scores.append((np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32))
+            all_scores.append(
+                (np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32)
+            )
         return np.concatenate(all_rows), np.concatenate(all_scores)
 
     def scores(self, query: SparseVector) -> np.ndarray:
@@ -389,11 +444,17 @@ class _UnionLexical:
         return scores
 
     def scores_many(self, queries: Sequence[SparseVector]) -> np.ndarray:
-        return np.stack([self.scores(query) for query in queries]) if queries else np.zeros((0, self.size), np.float32)
+        return (
+            np.stack([self.scores(query) for query in queries])
+            if queries
+            else np.zeros((0, self.size), np.float32)
+        )
 
     def scores_at(self, query: SparseVector, rows: np.ndarray, read=None) -> np.ndarray:
         stored_query = self._as_stored(query)
-        scores = self.union._gather(rows, lambda part, own: part.lexical.scores_at(stored_query, own))
+        scores = self.union._gather(
+            rows, lambda part, own: part.lexical.scores_at(stored_query, own)
+        )
         return (np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32)
 
     def shared_terms(self, query: SparseVector, row: int, limit: int = 3) -> list[str]:

@@ -1,1 +1,2 @@
-"""Fetching the day's papers from public services into files that `papers build` and `papers add` read."""
+"""Fetching the day's papers from public services into files that `papers build` and `papers add`
+read."""

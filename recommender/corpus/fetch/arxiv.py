@@ -1,4 +1,5 @@
-"""arXiv's OAI-PMH interface: the records of a category since a date, as arXiv metadata snapshot lines.
+"""arXiv's OAI-PMH interface: the records of a category since a date, as arXiv metadata snapshot
+lines.
 
 OAI-PMH (https://www.openarchives.org/OAI/openarchivesprotocol.html, arXiv's guide at
 https://info.arxiv.org/help/oa/index.html): `ListRecords` with `metadataPrefix=arXiv`, a `set`
@@ -44,19 +45,31 @@ class FetchReport:
 
 
 def oai_set(category: str) -> str:
-    """The OAI-PMH set of an arXiv category: cs.LG -> cs:cs:LG, math.PR -> math:math:PR, hep-th -> physics:hep-th."""
+    """The OAI-PMH set of an arXiv category: cs.LG -> cs:cs:LG, math.PR -> math:math:PR, hep-th ->
+    physics:hep-th."""
     found = CATEGORY.match(category.strip())
     if not found:
-        raise InputError(f"'{category}' is not an arXiv category: give one such as cs.LG or math.PR")
+        raise InputError(
+            f"'{category}' is not an arXiv category: give one such as cs.LG or math.PR"
+        )
     archive, subject = found.groups()
     if subject is None:
-        return f"physics:{archive}" if archive not in ("cs", "math", "stat", "q-bio", "q-fin", "econ", "eess") else archive
+        return (
+            f"physics:{archive}"
+            if archive not in ("cs", "math", "stat", "q-bio", "q-fin", "econ", "eess")
+            else archive
+        )
     return f"{archive}:{archive}:{subject}"
 
 
 def fetch_arxiv(
-    category: str, out: str | os.PathLike, since: str | None = None, base_url: str = BASE_URL,
-    delay: float = DELAY_SECONDS, retries: int = RETRIES, notice: Callable[[str], None] | None = None,
+    category: str,
+    out: str | os.PathLike,
+    since: str | None = None,
+    base_url: str = BASE_URL,
+    delay: float = DELAY_SECONDS,
+    retries: int = RETRIES,
+    notice: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> FetchReport:
     """Every record of `category` changed since `since` (YYYY-MM-DD; None: all) into `out`, written
@@ -127,12 +140,16 @@ def _parse(body: bytes, base_url: str) -> ElementTree.Element | None:
     try:
         root = ElementTree.fromstring(body)
     except ElementTree.ParseError as error:
-        raise RecommenderError(f"{base_url} answered something that is not OAI-PMH XML ({error}): try again later") from None
+        raise RecommenderError(
+            f"{base_url} answered something that is not OAI-PMH XML ({error}): try again later"
+        ) from None
     error = root.find(f"{OAI}error")
     if error is not None:
         if error.get("code") == "noRecordsMatch":
             return None
-        raise RecommenderError(f"{base_url} refused the request: {error.get('code')}: {(error.text or '').strip()}")
+        raise RecommenderError(
+            f"{base_url} refused the request: {error.get('code')}: {(error.text or '').strip()}"
+        )
     return root
 
 
@@ -161,10 +178,16 @@ def _records(root: ElementTree.Element) -> tuple[list[dict], int]:
             suffix = (author.findtext(f"{ARXIV}suffix") or "").strip()
             if last or first:
                 authors.append([last, first, suffix])
-        records.append({
-            "id": arxiv_id, "title": title, "abstract": abstract, "authors_parsed": authors,
-            "categories": text("categories"), "doi": text("doi") or None,
-            "journal-ref": text("journal-ref") or None,
-            "update_date": text("updated") or text("created"),
-        })
+        records.append(
+            {
+                "id": arxiv_id,
+                "title": title,
+                "abstract": abstract,
+                "authors_parsed": authors,
+                "categories": text("categories"),
+                "doi": text("doi") or None,
+                "journal-ref": text("journal-ref") or None,
+                "update_date": text("updated") or text("created"),
+            }
+        )
     return records, malformed

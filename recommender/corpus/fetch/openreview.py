@@ -1,6 +1,7 @@
 """OpenReview's public API (v2): the papers of a venue, accepted and withdrawn told apart.
 
-API v2 (https://docs.openreview.net/reference/api-v2): `GET /notes?content.venueid=V&offset=N&limit=L`
+API v2 (https://docs.openreview.net/reference/api-v2): `GET
+/notes?content.venueid=V&offset=N&limit=L`
 pages through the notes whose venue ID is V, each `{"id", "forum", "cdate", "pdate", "content":
 {"title": {"value"}, "abstract": {"value"}, "authors": {"value": [...]}, "venue": {"value"},
 "venueid": {"value"}}}`, with `count`, the total. A venue's accepted papers carry its own ID
@@ -38,21 +39,32 @@ class VenueReport:
 
 
 def fetch_openreview(
-    venue: str, out: str | os.PathLike, withdrawn: bool = False, base_url: str = BASE_URL,
-    delay: float = DELAY_SECONDS, retries: int = 6, notice: Callable[[str], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep, page: int = PAGE,
+    venue: str,
+    out: str | os.PathLike,
+    withdrawn: bool = False,
+    base_url: str = BASE_URL,
+    delay: float = DELAY_SECONDS,
+    retries: int = 6,
+    notice: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    page: int = PAGE,
 ) -> VenueReport:
-    """The accepted papers of `venue` (and its withdrawn ones with `withdrawn`) into `out`, written whole."""
+    """The accepted papers of `venue` (and its withdrawn ones with `withdrawn`) into `out`, written
+    whole."""
     venue = venue.strip().strip("/")
     if not venue or " " in venue or venue.count("/") < 1:
-        raise InputError(f"'{venue}' is not an OpenReview venue ID: give one such as NeurIPS.cc/2025/Conference")
+        raise InputError(
+            f"'{venue}' is not an OpenReview venue ID: give one such as NeurIPS.cc/2025/Conference"
+        )
     client = PoliteClient(base_url.rstrip("/"), delay, retries, notice, sleep)
     records, counts, pages = [], {"accepted": 0, "withdrawn": 0, "malformed": 0}, 0
     wanted = [(venue, "accepted")] + ([(f"{venue}/{WITHDRAWN}", "withdrawn")] if withdrawn else [])
     for venue_id, status in wanted:
         offset = 0
         while True:
-            body = client.get({"content.venueid": venue_id, "offset": offset, "limit": page}, "/notes")
+            body = client.get(
+                {"content.venueid": venue_id, "offset": offset, "limit": page}, "/notes"
+            )
             pages += 1
             try:
                 answer = json.loads(body)
@@ -60,7 +72,9 @@ def fetch_openreview(
                 if not isinstance(notes, list):
                     raise TypeError
             except (ValueError, KeyError, TypeError):
-                raise RecommenderError(f"{base_url} answered something that is not a page of notes: try again later") from None
+                raise RecommenderError(
+                    f"{base_url} answered something that is not a page of notes: try again later"
+                ) from None
             for note in notes:
                 record = _record(note, status)
                 if record is None:
@@ -93,16 +107,29 @@ def _record(note, status: str) -> dict | None:
     content = note["content"]
     forum = note.get("forum") or note.get("id")
     title, abstract = _value(content, "title"), _value(content, "abstract")
-    if not (isinstance(forum, str) and isinstance(title, str) and isinstance(abstract, str)
-            and title.strip() and abstract.strip()):
+    if not (
+        isinstance(forum, str)
+        and isinstance(title, str)
+        and isinstance(abstract, str)
+        and title.strip()
+        and abstract.strip()
+    ):
         return None
     authors = _value(content, "authors")
     stamp = note.get("pdate") or note.get("cdate")
     venue = _value(content, "venue")
-    venue = venue if isinstance(venue, str) and venue.strip() else str(_value(content, "venueid") or "")
+    venue = (
+        venue if isinstance(venue, str) and venue.strip() else str(_value(content, "venueid") or "")
+    )
     return {
-        "id": f"openreview:{forum}", "title": " ".join(title.split()), "abstract": " ".join(abstract.split()),
-        "authors": [author for author in authors if isinstance(author, str)] if isinstance(authors, list) else [],
+        "id": f"openreview:{forum}",
+        "title": " ".join(title.split()),
+        "abstract": " ".join(abstract.split()),
+        "authors": (
+            [author for author in authors if isinstance(author, str)]
+            if isinstance(authors, list)
+            else []
+        ),
         "year": time.gmtime(stamp / 1000).tm_year if isinstance(stamp, (int, float)) else None,
         "venue": venue + (" (withdrawn)" if status == "withdrawn" else ""),
         "url": f"https://openreview.net/forum?id={forum}",
