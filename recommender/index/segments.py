@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import time
@@ -150,16 +151,28 @@ def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[
         removed = segments.removed(part)
         with open_stored(folder) as stored:
             keys = Keys(
-                lambda name, s=stored: s.load_array(f"keys/{name}.npy", mmap=True),
-                lambda name, s=stored: s.has(f"keys/{name}.npy"),
+                functools.partial(_key_array, stored),
+                functools.partial(_has_key_array, stored),
                 int(stored.manifest["paper_count"]),
-                lambda name, problem, s=stored: corrupt(s, f"keys/{name}.npy", problem),
+                functools.partial(_damaged_key_array, stored),
             )
             for paper_id, holders in found.items():
                 if paper_id not in removed and keys.row_of_id(paper_id) is not None:
                     holders.append(part)
             del keys
     return found
+
+
+def _key_array(stored: StoredIndex, name: str):
+    return stored.load_array(f"keys/{name}.npy", mmap=True)
+
+
+def _has_key_array(stored: StoredIndex, name: str) -> bool:
+    return stored.has(f"keys/{name}.npy")
+
+
+def _damaged_key_array(stored: StoredIndex, name: str, problem: str) -> Exception:
+    return corrupt(stored, f"keys/{name}.npy", problem)
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ of the added papers' terms (measured by scripts/bench_segments.py, docs/performa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, cast
 
 import numpy as np
 
 from ..corpus.papers import Paper
+from ..embed.windows import Encoder
 from ..errors import IndexBusyError, IndexMissingError, PaperNotFoundError
 from ..index import segments as segment_store
 from ..index.home import resolve_index_dir
@@ -99,7 +100,8 @@ class SegmentedRecommender(Recommender):
             lambda: single.load_query_encoder(base.stored, base.manifest["model"])
         )
         for part in [self, *self.parts]:
-            part.use_query_encoder(shared)
+            # Duck-typed: it loads the encoder on first use, so its facts are properties.
+            part.use_query_encoder(cast(Encoder, shared))
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -135,11 +137,11 @@ class SegmentedRecommender(Recommender):
             out[positions] = values
         return out if out is not None else np.zeros(0, dtype=np.float32)
 
-    @property
-    def vectors(self) -> "_UnionVectors":
+    @property  # indexed by rows, as the array is
+    def vectors(self) -> "_UnionVectors":  # type: ignore[override]
         return _UnionVectors(self)
 
-    def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
+    def vectors_at(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
         dimension = self.manifest["dimension"]
         if len(rows) == 0:
             return np.zeros((0, dimension), dtype=np.float32)
@@ -225,7 +227,7 @@ class SegmentedRecommender(Recommender):
     def removed_rows(self) -> set[int]:
         """The rows `papers remove` removed: never in a result."""
         if self._removed_rows is None:
-            rows = set()
+            rows: set[int] = set()
             for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
                 rows.update(
                     start + row for row in part.keys.rows_named(sorted(self.listed.removed(name)))

@@ -143,12 +143,12 @@ def _parse(body: bytes, base_url: str) -> ElementTree.Element | None:
         raise RecommenderError(
             f"{base_url} answered something that is not OAI-PMH XML ({error}): try again later"
         ) from None
-    error = root.find(f"{OAI}error")
-    if error is not None:
-        if error.get("code") == "noRecordsMatch":
+    refusal = root.find(f"{OAI}error")
+    if refusal is not None:
+        if refusal.get("code") == "noRecordsMatch":
             return None
         raise RecommenderError(
-            f"{base_url} refused the request: {error.get('code')}: {(error.text or '').strip()}"
+            f"{base_url} refused the request: {refusal.get('code')}: {(refusal.text or '').strip()}"
         )
     return root
 
@@ -168,7 +168,7 @@ def _records(root: ElementTree.Element) -> tuple[list[dict], int]:
             return " ".join((found.text or "").split()) if found is not None else ""
 
         arxiv_id, title, abstract = text("id"), text("title"), text("abstract")
-        if not (arxiv_id and title and abstract):
+        if data is None or not (arxiv_id and title and abstract):
             malformed += 1
             continue
         authors = []
