@@ -72,6 +72,8 @@ def test_remove_leaves_tombstones_in_base_and_segment(added):
     assert result.exit_code == 0, result.output
     found = _ids(added("like", "dp1", "--format", "json", "-k", "10"))
     assert "dp2" not in found and "dp3" not in found and found
+    listed = [row["id"] for row in json.loads(added("list", "--format", "json").output)]
+    assert sorted(listed) == ["dp1", "rnn1", "rnn2", "vid1", "vid2", "vid3"]
     facts = json.loads(added("info", "--format", "json").output)
     assert (facts["paper_count"], facts["segments"], facts["removed_papers"]) == (6, 1, 2)
     assert "papers:     6 (6 built, 2 added in 1 segments, 2 removed" in added("info").output
@@ -143,6 +145,9 @@ def test_serve_picks_up_an_add_and_a_remove_without_a_failed_request(tmp_path, f
                 if status != 200:
                     failures.append((path, status, body[:200]))
 
+    def listed() -> list[str]:
+        return [row["id"] for row in server.json("/api/papers?limit=50")[1]]
+
     def liked() -> list[str]:
         return [row["id"] for row in server.json("/api/like?id=dp1&k=8")[1]]
 
@@ -154,6 +159,7 @@ def test_serve_picks_up_an_add_and_a_remove_without_a_failed_request(tmp_path, f
         wait_until(lambda: "dp3" in liked())
         remove_papers(["dp2"], index=index_dir)
         wait_until(lambda: "dp2" not in liked())
+        assert sorted(listed()) == sorted({paper["id"] for paper in PAPERS + NEW} - {"dp2"})
     finally:
         done.set()
         for client in clients:

@@ -285,6 +285,18 @@ class SegmentedRecommender(Recommender):
             )
         return found if limit is None else found[:limit]
 
+    def papers_page(
+        self, offset: int = 0, limit: int = 50, where: Sequence[str] = ()
+    ) -> tuple[list[Paper], int | None]:
+        """`Recommender.papers_page` over the base and the segments, removed papers left out."""
+        if where or not self.removed_rows():
+            return super().papers_page(offset, limit, where)
+        if offset < 0 or limit < 1:  # the base's own message
+            return super().papers_page(offset, limit, where)
+        live = [row for row in range(len(self)) if row not in self.removed_rows()]
+        rows = live[offset : offset + limit]
+        return self.papers_at(rows), offset + limit if offset + limit < len(live) else None
+
     def paper_count(self) -> int:
         """Live papers: the base's and the segments', removed ones left out."""
         return len(self) - sum(len(ids) for ids in self.listed.tombstones.values())
