@@ -440,7 +440,14 @@ def _stdin_file(stack) -> str:
 
 @main.group()
 def fetch():
-    """Fetch new papers from a public service into a file `papers build` and `papers add` read."""
+    """Fetch new papers from a public service into a file `papers build` and `papers add` read.
+
+    Examples:
+
+    \b
+        papers fetch arxiv --category cs.LG --since last --out today.jsonl
+        papers fetch openreview NeurIPS.cc/2025/Conference --out neurips.jsonl
+    """
 
 
 @fetch.command(name="arxiv")
