@@ -143,6 +143,22 @@ def remove_released_versions(home: Path) -> None:
             remove_tree(path)
 
 
+@contextlib.contextmanager
+def build_lock(index_dir: Path, wait: bool = False) -> Iterator[None]:
+    """The build lock of an existing index (`papers add`, `papers remove`): no build runs meanwhile."""
+    if not wait:
+        with _locked(index_dir):
+            yield
+        return
+    try:
+        lock = files.open_lock_file(index_dir / LOCK)
+    except OSError as error:
+        raise RecommenderError(f"cannot change index {index_dir}: {error.strerror or error}") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @dataclass(frozen=True)
 class IndexRemoval:
     """What `remove_index` did: the folder (or link) removed, what it kept there and why."""

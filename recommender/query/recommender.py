@@ -651,6 +651,11 @@ class Recommender:
         return (f"no paper of the index has any of the words of '{shown}': try other words, or --mode hybrid "
                 "(which also ranks by meaning)")
 
+    def use_query_encoder(self, encoder: Encoder) -> None:
+        """Encode free texts with `encoder`, one of this index's model and precision (the parts of an
+        index with segments share one, query/segmented.py)."""
+        self._query_encoder = encoder
+
     def encode_query(self, text: str, head: int = 0) -> np.ndarray:
         """A free text as one vector, windowed like the papers were (`head`: characters of a title that
         starts the text, repeated at the start of every window as the build does)."""
