@@ -15,9 +15,19 @@ For each: texts/s, speed-up over (a) and the largest deviation 1 - cos(v, v_a) o
 Then cold start: wall time of ``python -c "import sentence_transformers"`` against a fresh process
 that imports recommender.embed.onnx_encoder, loads the exported model and encodes one query.
 
-Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-runs 3]
+With --limits, instead: for each model (--models) and path (fp32 and dynamic int8 through ONNX
+Runtime, fp32 and bf16 through torch/oneDNN), tokens/s over the windows a build encodes (the
+"sentences" chunking of CSFCube "title. abstract" texts), the FLOPs a token costs (dense layers
+counted from the model's config, attention at the windows' lengths), the achieved FLOP/s and its
+ratio to the fp32 and bf16 peaks of a matrix-multiply probe run in the same rounds (A B C A B C,
+every path and probe once a round; the spread over the rounds is printed), the tokens the windows
+add over truncation and the padding the length sort leaves, and each path's cosine to fp32 ONNX.
 
-Quoted in: docs/performance.md ("Build throughput": the ONNX export against torch, the int8 variant not used).
+Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-runs 3]
+       python scripts/bench_encode.py --limits [--models all-MiniLM-L6-v2,all-mpnet-base-v2] [--n-csfcube 300]
+
+Quoted in: docs/performance.md ("Build throughput": the ONNX export against torch, the int8 variant
+not used; "Encoding against the hardware": the --limits table).
 """
 
 from __future__ import annotations
