@@ -24,7 +24,8 @@ every path and probe once a round; the spread over the rounds is printed), the t
 add over truncation and the padding the length sort leaves, and each path's cosine to fp32 ONNX.
 
 Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-runs 3]
-       python scripts/bench_encode.py --limits [--models all-MiniLM-L6-v2,all-mpnet-base-v2] [--n-csfcube 300]
+       python scripts/bench_encode.py --limits [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
+                                       [--n-csfcube 300] [--repeats 3]
 
 Quoted in: docs/performance.md ("Build throughput": the ONNX export against torch, the int8 variant
 not used; "Encoding against the hardware": the --limits table).
@@ -122,7 +123,8 @@ def main() -> None:
     ap.add_argument("--quality", action="store_true",
                     help="also MAP / NDCG%%20 on the whole CSFCube dev corpus for each OnnxEncoder variant")
     ap.add_argument("--limits", action="store_true",
-                    help="only the table against the hardware: each model and precision against the matmul peak")
+                    help="only the table against the hardware: each model and precision "
+                         "against the matmul peak")
     ap.add_argument("--models", default="all-MiniLM-L6-v2,all-mpnet-base-v2", help="for --limits")
     args = ap.parse_args()
     if args.limits:
@@ -276,8 +278,8 @@ def main() -> None:
 
 
 def linear_flops_per_token(config: dict) -> float:
-    """2 x multiply-adds of one token through a BERT-like encoder's dense layers (Q, K, V, output and
-    the two feed-forward matrices) in every layer: what a token costs whatever the length."""
+    """2 x multiply-adds of one token through a BERT-like encoder's dense layers (Q, K, V,
+    output and the two feed-forward matrices) in every layer: a token's cost at any length."""
     d, ff, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
     return 2.0 * layers * (4 * d * d + 2 * d * ff)
 
@@ -314,8 +316,8 @@ def length_batches(lengths: list[int], batch_size: int, tokens_per_batch: int) -
 
 
 def torch_encoder(model_path: str, precision: str, batch_size: int, tokens_per_batch: int):
-    """sentence-transformers at `precision` (weights cast to bf16, or fp32), batched like OnnxEncoder
-    (the same length sort, with its own batch limits): the oneDNN path."""
+    """sentence-transformers at `precision` (weights cast to bf16, or fp32), batched like
+    OnnxEncoder (the same length sort, with its own batch limits): the oneDNN path."""
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -330,7 +332,8 @@ def torch_encoder(model_path: str, precision: str, batch_size: int, tokens_per_b
         with torch.inference_mode():
             for idx in length_batches([len(x) for x in ids], batch_size, tokens_per_batch):
                 padded = tokenizer.pad({"input_ids": [ids[i] for i in idx]}, return_tensors="pt")
-                features = st({"input_ids": padded["input_ids"], "attention_mask": padded["attention_mask"]})
+                features = st({"input_ids": padded["input_ids"],
+                               "attention_mask": padded["attention_mask"]})
                 out[idx] = features["sentence_embedding"].float().numpy()
         return unit(out)
 
@@ -347,8 +350,9 @@ def limits(args) -> None:
 
     torch.set_num_threads(THREADS)
     texts = csfcube_abstracts(args.n_csfcube)
-    print(f"{len(texts)} CSFCube texts ('title. abstract'), {THREADS} threads, {args.repeats} interleaved "
-          f"rounds, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{len(texts)} CSFCube texts ('title. abstract'), {THREADS} threads, "
+          f"{args.repeats} interleaved rounds, load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
     runs = []  # dicts: model, path, encode, pieces, tokens, flops, peak (which probe it is held to)
     with tempfile.TemporaryDirectory(prefix="bench-limits-") as tmp:
         for model in [m for m in args.models.split(",") if m]:
@@ -368,17 +372,20 @@ def limits(args) -> None:
             for text in texts:
                 spans = reference.token_spans(text)
                 head = len(text.split(". ", 1)[0]) + 1
-                pieces += [p for p, _ in windows.split_windows(text, spans, reference.max_tokens, 32, head)]
+                cut = windows.split_windows(text, spans, reference.max_tokens, 32, head)
+                pieces += [piece for piece, _ in cut]
                 truncated += min(len(spans), reference.max_tokens) + 2
             lengths = [len(e.ids) for e in reference._tokenizer.encode_batch(pieces)]
             tokens = sum(lengths)
-            padded = sum(len(b) * lengths[b[0]] for b in
-                         length_batches(lengths, onnx_encoder.BATCH_SIZE, onnx_encoder.TOKENS_PER_BATCH))
-            flops = sum(n * (linear_flops_per_token(config) + attention_flops(config, n)) for n in lengths)
+            sorted_batches = length_batches(lengths, onnx_encoder.BATCH_SIZE,
+                                            onnx_encoder.TOKENS_PER_BATCH)
+            padded = sum(len(b) * lengths[b[0]] for b in sorted_batches)
+            per_token = linear_flops_per_token(config)
+            flops = sum(n * (per_token + attention_flops(config, n)) for n in lengths)
             print(f"{model}: {len(pieces)} windows, {tokens} tokens; truncation {truncated} "
                   f"(windows add {100 * (tokens / truncated - 1):.1f}%); padding adds "
-                  f"{100 * (padded / tokens - 1):.1f}%; {linear_flops_per_token(config) / 1e6:.1f} MFLOPs a "
-                  f"token in the dense layers, {flops / tokens / 1e6:.1f} with attention at these lengths")
+                  f"{100 * (padded / tokens - 1):.1f}%; {per_token / 1e6:.1f} MFLOPs a token in "
+                  f"the dense layers, {flops / tokens / 1e6:.1f} with attention at these lengths")
             common = {"model": model, "pieces": pieces, "tokens": tokens, "flops": flops}
             runs.append({**common, "path": "fp32, ONNX Runtime (today's default)", "peak": "fp32",
                          "encode": encoders["fp32"].encode})
@@ -388,7 +395,8 @@ def limits(args) -> None:
                          "encode": torch_encoder(str(folder), "fp32", 32, 512)})
             for batch, budget in ((32, 512), (64, 4096)):
                 runs.append({**common, "path": f"bf16, torch/oneDNN, batch {batch}/{budget} tokens",
-                             "peak": "bf16", "encode": torch_encoder(str(folder), "bf16", batch, budget)})
+                             "peak": "bf16",
+                             "encode": torch_encoder(str(folder), "bf16", batch, budget)})
 
         peaks: dict[str, list[float]] = {"fp32": [], "bf16": []}
         for run in runs:
@@ -406,8 +414,8 @@ def limits(args) -> None:
                   f"(rounds: {', '.join(f'{v / 1e9:.0f}' for v in values)})")
         print(f"load average after the rounds: {os.getloadavg()[0]:.1f}")
         print()
-        print("| model | path | tokens/s (best; rounds) | x fp32 ONNX | GFLOP/s | of fp32 peak | of bf16 peak "
-              "| min / mean cos to fp32 |")
+        print("| model | path | tokens/s (best; rounds) | x fp32 ONNX | GFLOP/s | of fp32 peak "
+              "| of bf16 peak | min / mean cos to fp32 |")
         print("|---|---|---|---|---|---|---|---|")
         base = {}
         for run in runs:
@@ -417,8 +425,10 @@ def limits(args) -> None:
             speed = [r / (ref["tokens"] / t) for r, t in zip(rates, ref["times"])]
             cos = (run["vectors"] * ref["vectors"]).sum(axis=1)
             achieved = run["flops"] / min(run["times"])
-            print(f"| {run['model']} | {run['path']} | {max(rates):,.0f} ({', '.join(f'{r:,.0f}' for r in rates)}) "
-                  f"| {np.median(speed):.2f} ({min(speed):.2f}-{max(speed):.2f}) | {achieved / 1e9:.1f} "
+            rounds = ", ".join(f"{r:,.0f}" for r in rates)
+            print(f"| {run['model']} | {run['path']} | {max(rates):,.0f} ({rounds}) "
+                  f"| {np.median(speed):.2f} ({min(speed):.2f}-{max(speed):.2f}) "
+                  f"| {achieved / 1e9:.1f} "
                   f"| {achieved / max(peaks['fp32']):.2f} | {achieved / max(peaks['bf16']):.3f} "
                   f"| {cos.min():.4f} / {cos.mean():.5f} |")
 
