@@ -76,7 +76,8 @@ class RaySession:
         self._levels: dict[str, int] = {}
         self._context: dict[str, object] = {}
         self._printer = None
-        self._handlers: dict[int, Any] = {}  # signal handlers ray.init replaces, put back at the end
+        # signal handlers ray.init replaces, put back at the end
+        self._handlers: dict[int, Any] = {}
 
     def __enter__(self) -> "RaySession":
         with warnings.catch_warnings():

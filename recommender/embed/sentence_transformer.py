@@ -115,10 +115,11 @@ class SentenceTransformerEncoder:
         self.name = model
         self.path = path
         self.device = device
-        dimension, max_length = self.model.get_sentence_embedding_dimension(), self.model.max_seq_length
+        dimension = self.model.get_sentence_embedding_dimension()
+        max_length = self.model.max_seq_length
         if dimension is None or max_length is None:
-            raise ModelError(f"model '{model}' does not say its embedding dimension and input length: give a "
-                             "sentence-transformers model folder with its sentence_bert_config.json")
+            raise ModelError(f"model '{model}' does not say its embedding dimension and input "
+                             "length: give a sentence-transformers model folder")
         self.dimension = int(dimension)
         # Room for the [CLS] and [SEP] special tokens.
         self.max_tokens = int(max_length) - 2

@@ -252,8 +252,8 @@ def rank_rows(
     if len(candidates) == 0:
         return []
     scores = recommender.score_rows(query_row, candidates, mode, dense_weight)
-    ranked, _ = select(candidates, scores, recommender.tiebreak, recommender.vectors, len(candidates),
-                       min_score, diverse)
+    ranked, _ = select(candidates, scores, recommender.tiebreak, recommender.vectors,
+                       len(candidates), min_score, diverse)
     return ranked.tolist()
 
 

@@ -577,7 +577,8 @@ def prepare_query_encoder(
     except (ModelError, OSError) as error:
         remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
-        if isinstance(cause, OSError) and (isinstance(error, OSError) or cause.errno in WRITE_ERRNOS):
+        if isinstance(cause, OSError) and (
+                isinstance(error, OSError) or cause.errno in WRITE_ERRNOS):
             # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
             raise write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
         if _exported_only(model, precision):

@@ -191,8 +191,10 @@ class TfidfBuilder:
             starts_at = np.array(bounds, dtype=np.int64).reshape(-1, len(blocks))
             for block in range(len(blocks) - 1):
                 first, last = int(blocks[block]), int(blocks[block + 1])
-                present = np.flatnonzero(starts_at[:, block + 1] > starts_at[:, block])  # runs with postings here
-                starts, stops = starts_at[present, block].tolist(), starts_at[present, block + 1].tolist()
+                # the runs with postings here
+                present = np.flatnonzero(starts_at[:, block + 1] > starts_at[:, block])
+                starts = starts_at[present, block].tolist()
+                stops = starts_at[present, block + 1].tolist()
                 terms = np.concatenate([runs[0].read(a, b) for a, b in zip(starts, stops)])
                 order = np.argsort(terms, kind="stable")  # the runs are in row order: rows ascend in each column
                 rows = np.concatenate([runs[1].read(a, b) for a, b in zip(starts, stops)])[order]

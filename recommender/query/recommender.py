@@ -565,24 +565,25 @@ class Recommender:
         queries = [self._seed_query([row], [], "hybrid", why) for row in rows]
         # Deep enough for `_rank`'s candidates (a seed excluded) and `_scores`' pool.
         depth = min(len(self), max(POOL, 4 * (k + 1)) + 1 + POOL_MARGIN)
-        # a hybrid query of a stored paper always has its embedding
-        found = self._faiss_search(np.stack(cast(list[np.ndarray], [query.dense for query in queries])),
-                                   depth)
+        # hybrid queries of stored papers: each has its embedding and its TF-IDF terms
+        dense = np.stack(cast(list[np.ndarray], [query.dense for query in queries]))
+        found = self._faiss_search(dense, depth)
         results = []
         step = max(1, LEXICAL_CELLS // len(self))
         for batch in (range(start, min(start + step, len(rows))) for start in range(0, len(rows), step)):
-            lexical = self.lexical.scores_many(
-                cast(list[SparseVector], [queries[i].lexical for i in batch]))  # hybrid: each has its terms
+            terms = cast(list[SparseVector], [queries[i].lexical for i in batch])
+            lexical = self.lexical.scores_many(terms)
             for i, scores in zip(batch, lexical):
                 query = queries[i]
                 query.dense_found, query.batched, query.lexical_scores = found[i], True, scores
                 results.append(self._rank([query], k, {rows[i]}, {rows[i]}, None, None, why, "hybrid"))
-                # its scores of every paper are not kept past its list (the slot is never read again)
+                # its scores of every paper are not kept past its list (the slot is not read again)
                 queries[i] = None  # type: ignore[call-overload]
         return results
 
     def score_rows(
-        self, query_rows: int | Sequence[int], rows: Sequence[int] | np.ndarray, mode: str = "hybrid",
+        self, query_rows: int | Sequence[int], rows: Sequence[int] | np.ndarray,
+        mode: str = "hybrid",
         dense_weight: float | None = None, profile: str = "seeds",
     ) -> np.ndarray:
         """Scores of `rows` against the paper at `query_rows` (or the papers, a profile), as `like` scores
@@ -660,8 +661,8 @@ class Recommender:
             pieces = [(text, 1)]
         else:
             title_head = head if chunking.strategy == "sentences" else None
-            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap,
-                                   head=title_head)
+            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens,
+                                   chunking.overlap, head=title_head)
         vectors = encoder.encode([piece for piece, _ in pieces])
         return pool_windows(vectors, [count for _, count in pieces])
 
@@ -676,7 +677,8 @@ class Recommender:
         return self.keys.rows_named(sorted(wanted))
 
     def _seed_query(
-        self, positives: list[int], negatives: list[int], mode: str, why: bool, outside: Sequence[Paper] = (),
+        self, positives: list[int], negatives: list[int], mode: str, why: bool,
+        outside: Sequence[Paper] = (),
         outside_vectors: list[np.ndarray] | None = None,
     ) -> "_Query":
         """The query of `like`: Rocchio over the seeds (stored positives, papers from outside the index,
@@ -789,7 +791,7 @@ class Recommender:
             rows = sorted_union(best_rows(query.lexical_scores, depth), also)
             found = rows, query.lexical_scores[rows]
         else:
-            assert query.lexical is not None  # TF-IDF candidates are only asked for a query with terms
+            assert query.lexical is not None  # only a query with TF-IDF terms asks for these
             found = self.lexical.top(query.lexical, depth, also)
         query.lexical_found = (*found, depth)
         return found
