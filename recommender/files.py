@@ -142,7 +142,7 @@ def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "u
         descriptor = os.open(target, flags)
     try:
         handle = (os.fdopen(descriptor, "wb") if "b" in mode
-                      else os.fdopen(descriptor, "w", encoding=encoding, newline=newline))
+                  else os.fdopen(descriptor, "w", encoding=encoding, newline=newline))
     except BaseException:
         os.close(descriptor)
         raise

@@ -67,13 +67,15 @@ CHUNK_POSTINGS = 1 << 21
 
 # scratch(name) -> a context manager of a binary file open for writing and reading (writer.IndexWriter.scratch_file)
 Scratch = Callable[[str], ContextManager[BinaryIO]]
-# output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (writer.ArrayFile)
+
+
 class ArrayOutput(Protocol):
-    """Where one stored array goes, an `append(values)` at a time."""
+    """Where one stored array goes, an `append(values)` at a time (writer.ArrayFile)."""
 
     def append(self, values: np.ndarray) -> None: ...
 
 
+# output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (writer.ArrayFile)
 Output = Callable[[str, int, npt.DTypeLike], ArrayOutput]
 
 
