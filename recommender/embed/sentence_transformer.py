@@ -115,9 +115,14 @@ class SentenceTransformerEncoder:
         self.name = model
         self.path = path
         self.device = device
-        self.dimension = int(self.model.get_sentence_embedding_dimension())
+        dimension = self.model.get_sentence_embedding_dimension()
+        max_length = self.model.max_seq_length
+        if dimension is None or max_length is None:
+            raise ModelError(f"model '{model}' does not say its embedding dimension and input "
+                             "length: give a sentence-transformers model folder")
+        self.dimension = int(dimension)
         # Room for the [CLS] and [SEP] special tokens.
-        self.max_tokens = int(self.model.max_seq_length) - 2
+        self.max_tokens = int(max_length) - 2
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         encoding = self.model.tokenizer(

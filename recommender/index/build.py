@@ -11,7 +11,7 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Generator, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -130,7 +130,7 @@ def build_index(
         from ..embed.ray_engine import require_ray
 
         require_ray()
-    phase = on_phase or (lambda name, total=None: None)
+    phase: Callable[[str, int | None], None] = on_phase or (lambda name, total: None)
     index_dir = resolve_index_dir(index)
     check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
     if upgrade:
@@ -185,7 +185,7 @@ def build_index(
                     writer.save_array(f"keys/{name}.npy", table)
                 del table
             # Not held while the search index is built: then only its own memory grows with the corpus.
-            ids = handles = written = None
+            del ids, handles, written
             choice = choose_index(count, vectors.shape[1], index_type)
             phase(f"building the {choice.kind} search index", None)
             faiss_index, trained_on = _faiss_index_for(vectors, choice, previous)
@@ -542,6 +542,7 @@ def prepare_query_encoder(
 
     target = writer.path(QUERY_ENCODER)
     if _reuse_previous_export(model, previous, target):
+        assert previous is not None  # only a previous build's export is reused
         return previous.manifest["query_encoder"]
 
     def phase(name: str) -> Callable[[], None]:
@@ -565,7 +566,8 @@ def prepare_query_encoder(
     except (ModelError, OSError) as error:
         remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
-        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in WRITE_ERRNOS):
+        if isinstance(cause, OSError) and (
+                isinstance(error, OSError) or cause.errno in WRITE_ERRNOS):
             # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
             raise write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
         if _exported_only(model, precision):
@@ -589,7 +591,7 @@ def _reuse_previous_export(model: str, previous: StoredIndex | None, target: Pat
     return bool(expected) and link_checked(previous.path(QUERY_ENCODER), target, expected)
 
 
-def _stored_papers(index_dir: Path) -> Iterator[Paper]:
+def _stored_papers(index_dir: Path) -> Generator[Paper, None, None]:
     """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
     with open_stored(index_dir, verify=False) as stored, open(stored.file(PAPERS), encoding="utf-8") as rows:
         for line in rows:

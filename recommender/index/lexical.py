@@ -20,9 +20,10 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, ContextManager, Iterable, Iterator, Sequence
+from typing import BinaryIO, Callable, ContextManager, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ..arrays import csr_ranges, sorted_union
 
@@ -66,8 +67,16 @@ CHUNK_POSTINGS = 1 << 21
 
 # scratch(name) -> a context manager of a binary file open for writing and reading (writer.IndexWriter.scratch_file)
 Scratch = Callable[[str], ContextManager[BinaryIO]]
+
+
+class ArrayOutput(Protocol):
+    """Where one stored array goes, an `append(values)` at a time (writer.ArrayFile)."""
+
+    def append(self, values: np.ndarray) -> None: ...
+
+
 # output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (writer.ArrayFile)
-Output = Callable[[str, int, np.dtype], object]
+Output = Callable[[str, int, npt.DTypeLike], ArrayOutput]
 
 
 def build_tfidf(texts: Iterable[str], chunk_postings: int | None = None):
@@ -183,7 +192,8 @@ class TfidfBuilder:
         with self._scratch("tfidf-run-terms") as terms_file, self._scratch("tfidf-run-rows") as rows_file, \
                 self._scratch("tfidf-run-data") as data_file:
             runs = _Spool(terms_file, np.int32), _Spool(rows_file, np.int32), _Spool(data_file, np.float32)
-            bounds = []  # for each run (a chunk of rows), where each block of columns starts in it
+            # for each run (a chunk of rows), where each block of columns starts in it
+            bounds: list[np.ndarray] = []
             for first, last in _row_chunks(indptr, self.chunk):
                 low, high = indptr[first], indptr[last]
                 local_rows = np.repeat(np.arange(last - first, dtype=np.int32), np.diff(indptr[first: last + 1]))
@@ -205,11 +215,13 @@ class TfidfBuilder:
             del local_rows, terms, weights, order, by_column, column_terms
             csc_indices, csc_data = output("csc_indices", total, np.int32), output("csc_data", total, np.float32)
             column_max = np.zeros(len(vocabulary), dtype=np.float32)
-            bounds = np.array(bounds, dtype=np.int64).reshape(-1, len(blocks))
+            starts_at = np.array(bounds, dtype=np.int64).reshape(-1, len(blocks))
             for block in range(len(blocks) - 1):
                 first, last = int(blocks[block]), int(blocks[block + 1])
-                present = np.flatnonzero(bounds[:, block + 1] > bounds[:, block])  # the runs with postings here
-                starts, stops = bounds[present, block].tolist(), bounds[present, block + 1].tolist()
+                # the runs with postings here
+                present = np.flatnonzero(starts_at[:, block + 1] > starts_at[:, block])
+                starts = starts_at[present, block].tolist()
+                stops = starts_at[present, block + 1].tolist()
                 terms = np.concatenate([runs[0].read(a, b) for a, b in zip(starts, stops)])
                 order = np.argsort(terms, kind="stable")  # the runs are in row order: rows ascend in each column
                 rows = np.concatenate([runs[1].read(a, b) for a, b in zip(starts, stops)])[order]
@@ -279,6 +291,7 @@ def english_stop_words() -> frozenset[str]:
         raise ImportError("scikit-learn is not installed: run `pip install scikit-learn`")
     path = Path(package.submodule_search_locations[0]) / "feature_extraction" / "_stop_words.py"
     spec = importlib.util.spec_from_file_location("_papers_sklearn_stop_words", path)
+    assert spec is not None and spec.loader is not None  # a .py file always has both
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return frozenset(module.ENGLISH_STOP_WORDS)
@@ -295,7 +308,7 @@ def analyse(text: str, stop_words: frozenset[str]) -> list[str]:
         text = "".join(c for c in normalised if not unicodedata.combining(c))
     tokens = [t for t in _TOKEN.findall(text) if t not in stop_words]
     low, high = NGRAM_RANGE
-    grams = []
+    grams: list[str] = []
     for n in range(low, high + 1):
         grams.extend(" ".join(tokens[i: i + n]) for i in range(len(tokens) - n + 1))
     return grams
