@@ -1077,6 +1077,8 @@ def _chosen_rows(recommender, papers, all_papers, from_file, everything_by_defau
     references = list(papers) + _read_references(from_file)
     if everything_by_default and not references:
         all_papers = True
+    if not references and not all_papers:  # the library's "all papers" and "a file of them" as options
+        raise OptionError("no paper chosen: give paper IDs or handles, --from FILE, or --all")
     return select_rows(recommender, references, all_papers)
 
 

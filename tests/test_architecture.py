@@ -4,11 +4,13 @@ Data flows one way through the layers below; a module may import from its own la
 never from a layer above. Imports inside functions count too (the CLI imports lazily). No import
 cycles, and no `_private` name imported or used from another module. No module outside `embed/`
 tests a model's name (it asks embed.models.model_facts), and no module is over MAX_LINES lines.
+The library raises in its own words: no `--option` of the CLI in a message outside cli.py and serve/.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -294,3 +296,63 @@ def test_the_checker_finds_an_oversized_module(tmp_path):
                                        "corpus/small.py": "x = 1\n" * 800})
     assert oversized(package, {}) == ["pkg.corpus.big: 801 lines, over 800: split it by subject"]
     assert oversized(package, {"pkg.corpus.big": "allowed"}) == []
+
+
+CLI_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+QUOTED_COMMAND = re.compile(r"`[^`]*`")  # a command to run, quoted whole (`papers build --index x`)
+COMMAND_BUILDERS = ("shell_command", "install_command")
+
+
+def _raised_text(node: ast.AST) -> list[str]:
+    """The literal text of the strings in a raise, a formatted value as {} and the words of a
+    command built by shell_command left out."""
+    if isinstance(node, ast.Call):
+        called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        if called in COMMAND_BUILDERS:
+            return []
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        joined = "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
+        return [joined] + [text for part in node.values if isinstance(part, ast.FormattedValue)
+                           for text in _raised_text(part.value)]
+    return [text for child in ast.iter_child_nodes(node) for text in _raised_text(child)]
+
+
+def cli_words_in_library_errors(root: Path) -> list[str]:
+    """Each raise outside cli.py and serve/ whose message names a CLI option (`--limit`): the
+    library names its parameter (OptionError's `parameter`), and the CLI and API their own."""
+    found = []
+    for name, path in modules(root).items():
+        if name.split(".")[1:2] in (["cli"], ["serve"]):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                for text in _raised_text(node.exc):
+                    options = CLI_OPTION.findall(QUOTED_COMMAND.sub("", text))
+                    if options:
+                        found.append(f"{name}:{node.lineno} raises with CLI words {options}: {text[:80]}")
+    return found
+
+
+def test_library_errors_name_no_cli_option():
+    assert cli_words_in_library_errors(PACKAGE) == []
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"query/__init__.py": "",
+      "query/a.py": "def f(k):\n    raise ValueError(f'--limit must be at least 1, got {k}')\n"},
+     ["pkg.query.a:2 raises with CLI words ['--limit']: --limit must be at least 1, got {}"]),
+    ({"index/__init__.py": "",
+      "index/a.py": "def f(i):\n    raise OSError('cannot write ' + str(i) + ': choose another --index')\n"},
+     ["pkg.index.a:2 raises with CLI words ['--index']: : choose another --index"]),
+    ({"index/__init__.py": "",
+      "index/a.py": "def f(i):\n    raise OSError(f'run `papers build --index {i}`, or '\n"
+                    "                  f'{shell_command(\"papers\", \"--index\", i)}')\n"},
+     []),
+    ({"cli.py": "def f():\n    raise ValueError('--limit must be at least 1')\n",
+      "serve/__init__.py": "", "serve/a.py": "def f():\n    raise ValueError('--port must be 0..65535')\n"},
+     []),
+], ids=["f-string", "concatenated", "quoted command", "cli and serve"])
+def test_the_checker_finds_cli_words_in_library_errors(tmp_path, files, expected):
+    assert cli_words_in_library_errors(write_package(tmp_path, files)) == expected

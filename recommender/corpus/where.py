@@ -86,18 +86,19 @@ def parse_where(conditions: Sequence[str]) -> Where | None:
     for text in conditions:
         found = _CONDITION.match(text)
         if not found or not found.group(3):
-            raise OptionError(f"--where '{text}' cannot be read: {USAGE}")
+            raise OptionError(f"condition '{text}' cannot be read: {USAGE}", "where")
         name, op, value = found.group(1).lower(), found.group(2), found.group(3)
         if name in ("categories", "cat"):
             name = "category"
         if name not in FIELDS:
-            raise OptionError(f"--where '{text}': unknown field '{name}': {USAGE}")
+            raise OptionError(f"condition '{text}': unknown field '{name}': {USAGE}", "where")
         values = tuple(part.strip() for part in value.split(",") if part.strip())
         if name == "year":
             if not all(re.fullmatch(r"\d{1,4}", v) for v in values):
-                raise OptionError(f"--where '{text}': a year is a whole number, e.g. year>=2020")
+                raise OptionError(f"condition '{text}': a year is a whole number, e.g. year>=2020", "where")
         elif op not in ("=", "!="):
-            raise OptionError(f"--where '{text}': {name} takes = or != (wildcards allowed: {name}=cs.*)")
+            raise OptionError(f"condition '{text}': {name} takes = or != (wildcards allowed: {name}=cs.*)",
+                              "where")
         parsed.append(Condition(name, op, values))
     return Where(tuple(parsed)) if parsed else None
 

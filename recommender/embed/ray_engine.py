@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EngineError, install_command
+from ..errors import EngineError, OptionError, install_command
 from .windows import Encoder
 
 RAY_EXTRA = install_command("ray")
@@ -41,7 +41,7 @@ _QUIET_LOGGERS = ("ray", "ray.data", "ray.train", "ray.tune", "ray.serve")
 def require_ray() -> None:
     """A one-line EngineError saying what to install when Ray is missing (Ray is not imported)."""
     if importlib.util.find_spec("ray") is None or importlib.util.find_spec("ray.data") is None:
-        raise EngineError(f"--engine ray needs Ray, which is not installed: run `{RAY_EXTRA}`")
+        raise EngineError(f"the ray engine needs Ray, which is not installed: run `{RAY_EXTRA}`")
 
 
 def _import_ray():
@@ -50,7 +50,7 @@ def _import_ray():
         import ray
         import ray.data  # noqa: F401
     except ImportError as error:
-        raise EngineError(f"--engine ray cannot import Ray ({_one_line(error)}): run `{RAY_EXTRA}`") from None
+        raise EngineError(f"the ray engine cannot import Ray ({_one_line(error)}): run `{RAY_EXTRA}`") from None
     return ray
 
 
@@ -239,7 +239,7 @@ class RayEncoder:
         self.batch_size = batch_size
         cpus, gpus = session.resources()
         if device == "cuda" and not gpus:
-            raise EngineError("--device cuda: the Ray cluster has no GPUs: use --device cpu or auto")
+            raise OptionError("cuda: the Ray cluster has no GPUs: use cpu or auto", "device")
         use_gpus = device in ("auto", "cuda") and gpus > 0
         self.device = "cuda" if use_gpus else "cpu"
         self.actors = actors or max(1, gpus if use_gpus else cpus)
@@ -276,11 +276,11 @@ class RayEncoder:
         except _WorkerFailed as failure:
             raise EngineError(
                 f"a Ray worker failed while encoding ({failure}): the index is unchanged; "
-                "fix that, or build with --engine local"
+                "fix that, or build with the local engine"
             ) from None
         except Exception as error:  # Ray's own failures: a worker died, the cluster went away, ...
             raise EngineError(
-                f"the Ray build failed ({_one_line(error)}): the index is unchanged; build again, or with --engine local"
+                f"the Ray build failed ({_one_line(error)}): the index is unchanged; build again, or with the local engine"
             ) from None
         if seen != len(texts):
             raise EngineError(f"Ray returned {seen} vectors for {len(texts)} texts: the index is unchanged; build again")

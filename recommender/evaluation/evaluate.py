@@ -116,8 +116,8 @@ def prepare_index(
         manifest = {}
         if is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
             # Damaged or of another version: whose it is cannot be told, so it is not replaced.
-            raise InputError(f"--index {index} is an index that cannot be read, and evaluate does not replace "
-                             f"an index it did not build: leave --index out (eval-{Path(corpus).stem}) or give a new name")
+            raise OptionError(f"index {index} cannot be read, and evaluate does not replace an index it did not "
+                              f"build: leave the index out (eval-{Path(corpus).stem}) or give a new name", "index")
     current = (
         manifest.get("model") == model
         and manifest.get("precision", "fp32") == precision
@@ -128,9 +128,10 @@ def prepare_index(
     if current:
         return None  # nothing built, so nothing to warn about: the build that made it did
     if manifest and manifest.get("built_by") != "evaluate" and str(index) != eval_index_name(corpus):
-        raise InputError(
-            f"--index {index} is an index of {manifest.get('paper_count', 'other')} other papers that evaluate did not "
-            f"build: it is left as it is; leave --index out (eval-{Path(corpus).stem}) or give a new name"
+        raise OptionError(
+            f"index {index} is an index of {manifest.get('paper_count', 'other')} other papers that evaluate did not "
+            f"build: it is left as it is; leave the index out (eval-{Path(corpus).stem}) or give a new name",
+            "index",
         )
     # The build reads the input again, and warns about it as it does.
     return build_index([corpus], index=index, model=model, chunking=chunking, progress=progress, on_phase=on_phase,

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import files
 from ..digests import file_digest
-from ..errors import IndexBusyError, IndexCorruptError, InputError, RecommenderError
+from ..errors import IndexBusyError, IndexCorruptError, OptionError, RecommenderError
 from .home import display_name
 from .layout import (
     BUILD_MARK, CURRENT, FORMAT_VERSION, LOCK, MANIFEST, check_index_folder, is_marked_build,
@@ -250,7 +250,7 @@ WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 def write_error(index_dir: Path, path, problem: str) -> RecommenderError:
     """A file of a build could not be written; the live index is untouched."""
     return RecommenderError(
-        f"cannot write {path}: {problem}: free some disk space or choose another --index "
+        f"cannot write {path}: {problem}: free some disk space or choose another index "
         f"(the index {display_name(index_dir)} is unchanged)"
     )
 
@@ -293,7 +293,7 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
     A build reads its papers inside (into the build folder): one that fails on its inputs leaves
     no trace, so an index folder made for it alone is removed again."""
     if index_dir.exists() and not index_dir.is_dir():
-        raise InputError(f"{index_dir} is a file, not an index folder: choose another --index")
+        raise OptionError(f"{index_dir} is a file, not an index folder: choose another index", "index")
     check_index_folder(index_dir)
     created = not index_dir.exists()
     while True:
@@ -303,16 +303,16 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise RecommenderError(f"cannot use index {index_dir}: {index_dir / LOCK} is a symbolic link, which is never "
-                                       "followed: remove it, or choose another --index") from None
+                                       "followed: remove it, or choose another index") from None
             if error.errno is None:  # not a plain file of ours
-                raise RecommenderError(f"cannot use index {index_dir}: {error}: remove it, or choose another --index") from None
-            raise RecommenderError(f"cannot write index {index_dir}: {error.strerror}: choose a writable --index") from None
+                raise RecommenderError(f"cannot use index {index_dir}: {error}: remove it, or choose another index") from None
+            raise RecommenderError(f"cannot write index {index_dir}: {error.strerror}: choose a writable index") from None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             lock.close()
             raise IndexBusyError(
-                f"index {index_dir} is being built by another process: wait for it to finish, or use --wait"
+                f"index {index_dir} is being built by another process: wait for it to finish, or build with wait, which waits its turn"
             ) from None
         if os.fstat(lock.fileno()).st_nlink:
             break

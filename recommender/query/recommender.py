@@ -304,7 +304,8 @@ class Recommender:
                 present |= condition.fields_present(paper)
         if condition is not None and not found and len(self) and present != condition.fields_present_all():
             # Nothing matched because no paper has the field at all: say so, not an empty list.
-            raise InputError(f"no paper matches --where {condition}: {condition.no_match_reason(present, len(self))}")
+            raise OptionError(f"no paper matches {condition}: {condition.no_match_reason(present, len(self))}",
+                              "where")
         return found
 
     # -- lookups
@@ -518,7 +519,8 @@ class Recommender:
         negatives = list(dict.fromkeys(self.resolve(r) for r in not_))
         both = [reference for reference in not_ if self.resolve(reference) in positives]
         if both:
-            raise InputError(f"'{both[0]}' is given both as a paper to be like and with --not: drop one of them")
+            raise OptionError(f"'{both[0]}' is given both as a paper to be like and as one to be unlike: "
+                              "drop one of them", "not_")
         return self.like_rows(positives, negatives, k=k, excluded=self._exclusions(exclude), min_score=min_score,
                               diverse=diverse, why=why, mode=mode, outside=outside)
 

@@ -39,10 +39,10 @@ def select_rows(recommender: Recommender, references: Sequence[str] = (), all_pa
     """Rows of the chosen papers in the order given (duplicates once), or every row in index order."""
     if all_papers:
         if references:
-            raise OptionError("give paper IDs or --all, not both")
+            raise OptionError("give paper IDs or all papers, not both", "all_papers")
         return list(range(len(recommender)))
     if not references:
-        raise OptionError("no paper chosen: give paper IDs or handles, --from FILE, or --all")
+        raise OptionError("no paper chosen: give paper IDs or handles, or all papers")
     return list(dict.fromkeys(recommender.resolve(reference) for reference in references))
 
 

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from .. import __version__
 from ..errors import (
     IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, InputError, ModelError,
-    PaperNotFoundError, RecommenderError,
+    OptionError, PaperNotFoundError, RecommenderError,
 )
 from ..reading.tags import TagStore
 from .security import TOKEN_COOKIE, Access, Refused, cookie_name, local_path, response_headers
@@ -173,6 +173,8 @@ def create_app(index_dir: str | os.PathLike, token: str | None = None, loopback:
 
     @app.exception_handler(RecommenderError)
     async def library_error(request: Request, error: RecommenderError):
+        if isinstance(error, OptionError) and error.parameter:  # the API's name: `not_` is `not`
+            return error_response(request, status_of(error), f"parameter {error.parameter.rstrip('_')}: {error}")
         return error_response(request, status_of(error), str(error))
 
     @app.exception_handler(Refused)

@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import Callable
 
-from ..errors import InputError
+from ..errors import InputError, OptionError
 from ..index.home import resolve_index_dir
 from ..query.recommender import Recommender
 from .app import INDEX_VARIABLE, LOOPBACK_VARIABLE, SUPERVISOR_VARIABLE, TOKEN_VARIABLE
@@ -23,11 +23,11 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening socket on host:port (port 0: a free one), bound before uvicorn starts, so the
     printed address is the real one and every worker shares the socket."""
     if not 0 <= port <= 65535:
-        raise InputError(f"--port must be 0..65535, got {port}")
+        raise OptionError(f"port must be 0..65535, got {port}", "port")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as error:
-        raise InputError(f"--host {host}: {error.strerror}: give an address such as 127.0.0.1") from None
+        raise OptionError(f"host {host}: {error.strerror}: give an address such as 127.0.0.1", "host") from None
     family, kind, proto, _, address = infos[0]
     listener = socket.socket(family, kind, proto)
     try:
@@ -37,7 +37,7 @@ def bind(host: str, port: int) -> socket.socket:
         listener.set_inheritable(True)
     except OSError as error:
         listener.close()
-        raise InputError(f"cannot listen on {host}:{port}: {error.strerror}: choose another --port or --host") from None
+        raise InputError(f"cannot listen on {host}:{port}: {error.strerror}: choose another port or host") from None
     return listener
 
 
@@ -64,7 +64,7 @@ def serve(index: str | None, host: str = "127.0.0.1", port: int = 8000, workers:
     """Serve an index until Ctrl-C or SIGTERM. Off loopback, writes need a token (from `token_file`, given,
     $PAPERS_TOKEN, or generated and announced, as Jupyter does)."""
     if not 1 <= workers <= MAX_WORKERS:
-        raise InputError(f"--workers must be 1..{MAX_WORKERS}, got {workers}")
+        raise OptionError(f"workers must be 1..{MAX_WORKERS}, got {workers}", "workers")
     index_dir = Path(os.path.abspath(resolve_index_dir(index)))
     Recommender.open(index_dir).close()  # a missing or damaged index is one line now, not in every request
     if token_file is not None:
