@@ -109,7 +109,7 @@ def test_a_second_build_is_refused_while_one_runs_then_waits_with_wait(open_inde
 
     refused = run("build", "small")
     assert (refused.exit_code, refused.stdout, refused.stderr) == (
-        1, "", "Error: index indexes/default is being built by another process: wait for it to finish, or use --wait\n")
+        1, "", "Error: index indexes/default is being built by another process: wait for it to finish, or build with wait, which waits its turn\n")
     assert sorted(p.name for p in index_dir.iterdir()) == tree  # the running build's folder is left alone
     assert answers() == old_index
 
@@ -206,7 +206,7 @@ def test_a_read_only_index_can_be_queried_but_not_rebuilt(monkeypatch, fake_mode
             assert (code, stderr) == (0, ""), (args, stderr)
             assert stdout == run(*args).stdout
         assert _as_nobody(["build", "in"]) == (
-            1, "", "Error: cannot write index indexes/default: Permission denied: choose a writable --index\n")
+            1, "", "Error: cannot write index indexes/default: Permission denied: choose a writable index\n")
         assert tree_state(root / "indexes") == before
     finally:
         for path in [root, *root.rglob("*")]:

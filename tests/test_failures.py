@@ -146,7 +146,7 @@ def test_a_full_disk_during_a_build_names_the_file_and_keeps_the_old_index(small
     monkeypatch.setattr(IndexWriter, method, full_then_write)
     result = run("build", "new")
     assert (result.exit_code, result.stdout, without_build_names(result.stderr)) == (1, "", (
-        f"Error: cannot write {shown}: No space left on device: free some disk space or choose another --index "
+        f"Error: cannot write {shown}: No space left on device: free some disk space or choose another index "
         "(the index default is unchanged)\n"))
     (small_disk / "filler").unlink()
     assert live_files(index_dir) == before
@@ -171,7 +171,7 @@ def test_a_full_disk_during_the_model_export_fails_the_build(small_disk, monkeyp
     result = run("build", "in")
     assert (result.exit_code, result.stdout, without_build_names(result.stderr)) == (1, "", (
         "Error: cannot write indexes/default/.tmp-*/query-encoder: No space left on device: free some disk space "
-        "or choose another --index (the index default is unchanged)\n"))
+        "or choose another index (the index default is unchanged)\n"))
     assert not (small_disk / "indexes/default/CURRENT").exists()
 
 

@@ -354,13 +354,14 @@ USAGE_CASES = [
      "Error: Invalid value for '--seed': seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got -1"),
     ("map --seed 2**32", ["map", "--out", "m.html", "--seed", str(2**32)],
      "Error: Invalid value for '--seed': seed must be between 0 and 2147483647 (FAISS takes a 32-bit seed), got 4294967296"),
-    ("related-work IDs and --all", ["related-work", "dp1", "--all"], "Error: give paper IDs or --all, not both"),
+    ("related-work IDs and --all", ["related-work", "dp1", "--all"],
+     "Error: Invalid value for '--all': give paper IDs or all papers, not both"),
     ("list --limit 0", ["list", "--limit", "0"], "Error: Invalid value for '--limit': limit must be at least 1, got 0"),
     ("list --where unknown field", ["list", "--where", "colour=red"],
-     "Error: --where 'colour=red': unknown field 'colour': use FIELD=VALUE with FIELD one of category, year, venue "
+     "Error: Invalid value for '--where': condition 'colour=red': unknown field 'colour': use FIELD=VALUE with FIELD one of category, year, venue "
      "(e.g. category=cs.LG, year>=2020)"),
     ("build --where that cannot be read", ["build", "in", "--where", "year"],
-     "Error: --where 'year' cannot be read: use FIELD=VALUE with FIELD one of category, year, venue "
+     "Error: Invalid value for '--where': condition 'year' cannot be read: use FIELD=VALUE with FIELD one of category, year, venue "
      "(e.g. category=cs.LG, year>=2020)"),
 ]
 

@@ -98,7 +98,7 @@ def test_ray_rebuild_from_the_cache_starts_no_cluster(papers_cli, fake_ray_model
 
 @pytest.mark.parametrize("failure, message", [
     ("raise", "Error: a Ray worker failed while encoding (RuntimeError: out of memory on the worker): "
-              "the index is unchanged; fix that, or build with --engine local\n"),
+              "the index is unchanged; fix that, or build with the local engine\n"),
     ("crash", None),  # the worker process dies: Ray's own error, on one line
 ])
 def test_failing_worker_is_one_line_and_writes_nothing(papers_cli, fake_ray_model, seeds, workdir, failure, message):
@@ -114,7 +114,7 @@ def test_failing_worker_is_one_line_and_writes_nothing(papers_cli, fake_ray_mode
         assert result.output == message
     else:
         assert result.output.startswith("Error: the Ray build failed (") and result.output.count("\n") == 1
-        assert result.output.endswith("): the index is unchanged; build again, or with --engine local\n")
+        assert result.output.endswith("): the index is unchanged; build again, or with the local engine\n")
     assert not ray.is_initialized()  # stopped on failure too
     assert (index / "CURRENT").read_text() == current
     assert sorted(p.relative_to(index) for p in index.rglob("*")) == before  # no half-written version

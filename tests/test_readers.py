@@ -206,12 +206,12 @@ BAD_INPUTS = [
     ("JSON: a bare string", "z.json", '"papers"', [],
      "Error: z.json: expected a JSON array of papers (or an object holding them), got str"),
     ("--where unknown field", "r.bib", GOOD_BIB, ["--where", "colour=red"],
-     "Error: --where 'colour=red': unknown field 'colour': use FIELD=VALUE with FIELD one of category, year, venue "
+     "Error: Invalid value for '--where': condition 'colour=red': unknown field 'colour': use FIELD=VALUE with FIELD one of category, year, venue "
      "(e.g. category=cs.LG, year>=2020)"),
     ("--where year not a number", "r.bib", GOOD_BIB, ["--where", "year>=recent"],
-     "Error: --where 'year>=recent': a year is a whole number, e.g. year>=2020"),
+     "Error: Invalid value for '--where': condition 'year>=recent': a year is a whole number, e.g. year>=2020"),
     ("--where matches nothing", "a.json", lines(ARXIV), ["--where", "category=hep-ph"],
-     "Error: no paper matches --where category=hep-ph (of 1 read): loosen the condition"),
+     "Error: Invalid value for '--where': no paper matches category=hep-ph (of 1 read): loosen the condition"),
 ]
 
 
@@ -222,7 +222,7 @@ def test_bad_input_in_each_format_is_one_line_and_the_index_kept(workdir, fake_m
     before = snapshot(workdir / "indexes")
     (workdir / name).write_text(content, encoding="utf-8")
     result = run("build", name, *options)
-    usage = message.startswith("Error: --where '")  # a --where that cannot be read: bad usage, exit 2
+    usage = message.startswith("Error: Invalid value for '--where'")  # a bad --where: bad usage, exit 2
     assert (result.exit_code, result.stdout, result.stderr) == (2 if usage else 1, "", message + "\n")
     assert snapshot(workdir / "indexes") == before
 

@@ -222,7 +222,7 @@ def test_out_file_and_from_file(built, workdir):
 
 @pytest.mark.parametrize("args,message", [
     ((), "Error: no paper chosen: give paper IDs or handles, --from FILE, or --all"),
-    (("dp1", "--all"), "Error: give paper IDs or --all, not both"),
+    (("dp1", "--all"), "Error: Invalid value for '--all': give paper IDs or all papers, not both"),
     (("nope",), "Error: no paper 'nope' in the index: see `papers list`"),
     (("--from", "missing.txt"), "Error: missing.txt: no such file (--from takes a file of paper IDs or handles, one a line)"),
     (("dp1", "-k", "0"), "Error: Invalid value for '-k': k must be at least 1, got 0"),
