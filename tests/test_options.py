@@ -409,7 +409,7 @@ def test_a_missing_default_index_lists_the_others(papers_cli, workdir, monkeypat
     result = papers_cli("like", "dp1")
     assert (result.exit_code, result.stderr) == (1, (
         "Error: no index at indexes/default (names resolve under $PAPERS_HOME); the indexes there: arxiv, iclr: "
-        "pick one with --index NAME or PAPERS_INDEX=NAME, or run `papers build` to make 'default'\n"))
+        "pick one by its name (or set PAPERS_INDEX=NAME), or run `papers build` to make 'default'\n"))
     monkeypatch.setenv("PAPERS_INDEX", "iclr")
     assert papers_cli("like", "dp1").exit_code == 0
 
@@ -424,7 +424,7 @@ def test_papers_home_names_a_user_data_folder_that_has_the_index(papers_cli, wor
     result = papers_cli("like", "dp1", "--index", "mine")
     assert (result.exit_code, result.stderr) == (1, (
         f"Error: no index at {workdir}/shared/mine (names resolve under $PAPERS_HOME); the user data folder has an "
-        f"index 'mine' ({user_index}): unset $PAPERS_HOME or give --index {user_index}\n"))
+        f"index 'mine' ({user_index}): unset $PAPERS_HOME or give the index by its path, {user_index}\n"))
 
 
 # ---------------------------------------------------------------- indexes rm / mv, list --limit / --where

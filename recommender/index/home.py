@@ -95,12 +95,12 @@ def missing_index(index_dir: Path) -> IndexMissingError:
         if user_data.resolve() != home.path.resolve() and (user_data / index_dir.name / CURRENT).is_file():
             return IndexMissingError(
                 f"{message}; the user data folder has an index '{index_dir.name}' ({user_data / index_dir.name}): "
-                f"unset ${HOME_VARIABLE} or give --index {shell_command(str(user_data / index_dir.name))}")
+                f"unset ${HOME_VARIABLE} or give the index by its path, {shell_command(str(user_data / index_dir.name))}")
     others = [path.name for path in index_folders(home.path) if path != index_dir] if named else []
     if named and index_dir.name == default_index() and others:
         shown = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
         return IndexMissingError(
-            f"{message}; the indexes there: {shown}: pick one with --index NAME or PAPERS_INDEX=NAME, "
+            f"{message}; the indexes there: {shown}: pick one by its name (or set PAPERS_INDEX=NAME), "
             f"or run `{hint}` to make '{index_dir.name}'"
         )
     return IndexMissingError(f"{message}: run `{hint}` first")
