@@ -40,7 +40,7 @@ def test_cuda_without_a_gpu_is_one_line(workdir, monkeypatch):
     write_corpus(workdir / "in")
     result = CliRunner().invoke(main, ["build", "in", "--device", "cuda"])
     assert (result.exit_code, result.output) == (
-        2, "Error: Invalid value for '--device': cuda: torch sees no CUDA GPU on this machine: use cpu or auto\n"
+        1, "Error: device cuda: torch sees no CUDA GPU on this machine: use device cpu or auto\n"
     )
     assert not (workdir / "indexes" / "default" / "CURRENT").exists()
 

@@ -105,8 +105,8 @@ def test_a_folder_of_the_users_is_refused_and_left_as_it_was(workdir, fake_model
     write_tree(mine, files)
     before = snapshot(mine)
     result = run("build", "in", "--index", "./mydocs")
-    assert (result.exit_code, result.stdout, result.stderr) == (2, "", (
-        f"Error: Invalid value for '--index': mydocs is a folder of other files ({named}), not an index: nothing in it was changed; "
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", (
+        f"Error: index mydocs is a folder of other files ({named}), not an index: nothing in it was changed; "
         "give a new or empty folder, or an index name\n"))
     assert snapshot(mine) == before
 
@@ -294,8 +294,8 @@ def test_evaluate_never_replaces_an_index_it_did_not_build(workdir, fake_model):
     (workdir / "qrels.txt").write_text("q1 0 a 2\n")
     result = run("evaluate", "--corpus", "corpus.jsonl", "--queries", "queries.tsv", "--qrels", "qrels.txt",
                  "--index", "mine")
-    assert (result.exit_code, result.stdout, result.stderr) == (2, "", (
-        "Error: Invalid value for '--index': index mine is an index of 6 other papers that evaluate did not "
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", (
+        "Error: index mine is an index of 6 other papers that evaluate did not "
         "build: it is left as it is; leave the index out (eval-corpus) or give a new name\n"))
     assert snapshot(workdir / "indexes/mine") == before
     # Its own index it rebuilds and reuses as before.

@@ -211,7 +211,7 @@ BAD_INPUTS = [
     ("--where year not a number", "r.bib", GOOD_BIB, ["--where", "year>=recent"],
      "Error: Invalid value for '--where': condition 'year>=recent': a year is a whole number, e.g. year>=2020"),
     ("--where matches nothing", "a.json", lines(ARXIV), ["--where", "category=hep-ph"],
-     "Error: Invalid value for '--where': no paper matches category=hep-ph (of 1 read): loosen the condition"),
+     "Error: no paper matches the condition category=hep-ph (of 1 read): loosen the condition"),
 ]
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Sequence
 
-from ..errors import InputError, OptionError
+from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
@@ -217,8 +217,8 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
             )
         read += found
     if condition is not None and not matched:
-        raise OptionError(f"no paper matches {condition} (of {read} read): "
-                          f"{condition.no_match_reason(present, read)}", "where")
+        raise InputError(f"no paper matches the condition {condition} (of {read} read): "
+                         f"{condition.no_match_reason(present, read)}")
 
 
 class PaperSet:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EngineError, OptionError, install_command
+from ..errors import EngineError, install_command
 from .windows import Encoder
 
 RAY_EXTRA = install_command("ray")
@@ -239,7 +239,7 @@ class RayEncoder:
         self.batch_size = batch_size
         cpus, gpus = session.resources()
         if device == "cuda" and not gpus:
-            raise OptionError("cuda: the Ray cluster has no GPUs: use cpu or auto", "device")
+            raise EngineError("device cuda: the Ray cluster has no GPUs: use device cpu or auto")
         use_gpus = device in ("auto", "cuda") and gpus > 0
         self.device = "cuda" if use_gpus else "cpu"
         self.actors = actors or max(1, gpus if use_gpus else cpus)

@@ -85,7 +85,7 @@ def resolve_device(device: str) -> str:
         return "cpu"
     available = cuda_available()
     if device == "cuda" and not available:
-        raise OptionError("cuda: torch sees no CUDA GPU on this machine: use cpu or auto", "device")
+        raise ModelError("device cuda: torch sees no CUDA GPU on this machine: use device cpu or auto")
     return "cuda" if available else "cpu"
 
 

@@ -116,8 +116,8 @@ def prepare_index(
         manifest = {}
         if is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
             # Damaged or of another version: whose it is cannot be told, so it is not replaced.
-            raise OptionError(f"index {index} cannot be read, and evaluate does not replace an index it did not "
-                              f"build: leave the index out (eval-{Path(corpus).stem}) or give a new name", "index")
+            raise InputError(f"index {index} cannot be read, and evaluate does not replace an index it did not "
+                             f"build: leave the index out (eval-{Path(corpus).stem}) or give a new name")
     current = (
         manifest.get("model") == model
         and manifest.get("precision", "fp32") == precision
@@ -128,10 +128,9 @@ def prepare_index(
     if current:
         return None  # nothing built, so nothing to warn about: the build that made it did
     if manifest and manifest.get("built_by") != "evaluate" and str(index) != eval_index_name(corpus):
-        raise OptionError(
+        raise InputError(
             f"index {index} is an index of {manifest.get('paper_count', 'other')} other papers that evaluate did not "
-            f"build: it is left as it is; leave the index out (eval-{Path(corpus).stem}) or give a new name",
-            "index",
+            f"build: it is left as it is; leave the index out (eval-{Path(corpus).stem}) or give a new name"
         )
     # The build reads the input again, and warns about it as it does.
     return build_index([corpus], index=index, model=model, chunking=chunking, progress=progress, on_phase=on_phase,

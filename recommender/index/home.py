@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import IndexMissingError, OptionError, shell_command
+from ..errors import IndexMissingError, InputError, shell_command
 from .layout import CURRENT
 
 DEFAULT_INDEX = "default"
@@ -56,12 +56,12 @@ def resolve_index_dir(index: str | os.PathLike | None = None) -> Path:
     index = str(index) if index is not None else default_index()
     if not index.strip():
         # An unset variable in a script (`--index "$NAME"`) would otherwise build into indexes/ itself.
-        raise OptionError("index name is empty: give an index name or folder", "index")
+        raise InputError("index name is empty: give an index name or folder")
     if os.sep in index or index.startswith(".") or (os.altsep and os.altsep in index):
         path = Path(index)
         # An index is not the folder of indexes: no need to work out where that is (platformdirs).
         if not (path / CURRENT).is_file() and path.resolve() == index_home().path.resolve():
-            raise OptionError(f"{index} is the folder that holds every index: give an index name", "index")
+            raise InputError(f"index {index} is the folder that holds every index: give an index name")
         return path
     return index_home().path / index
 

@@ -27,7 +27,7 @@ import stat
 from pathlib import Path
 
 from .. import files
-from ..errors import InputError, OptionError, RecommenderError
+from ..errors import InputError, RecommenderError
 
 FORMAT_VERSION = 2  # 2: IDs and handles as sorted arrays (keys/*.npy) instead of keys.json
 MANIFEST = "manifest.json"
@@ -100,10 +100,9 @@ def check_index_folder(index_dir: Path) -> None:
     foreign = [name + ("/" if (index_dir / name).is_dir() else "") for name in names
                if not made_by_a_build(index_dir, name)]
     shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-    raise OptionError(
-        f"{index_dir} is a folder of other files ({shown}), not an index: nothing in it was changed; "
-        "give a new or empty folder, or an index name",
-        "index",
+    raise InputError(
+        f"index {index_dir} is a folder of other files ({shown}), not an index: nothing in it was changed; "
+        "give a new or empty folder, or an index name"
     )
 
 

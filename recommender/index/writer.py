@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import files
 from ..digests import file_digest
-from ..errors import IndexBusyError, IndexCorruptError, OptionError, RecommenderError
+from ..errors import IndexBusyError, IndexCorruptError, InputError, RecommenderError
 from .home import display_name
 from .layout import (
     BUILD_MARK, CURRENT, FORMAT_VERSION, LOCK, MANIFEST, check_index_folder, is_marked_build,
@@ -293,7 +293,7 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
     A build reads its papers inside (into the build folder): one that fails on its inputs leaves
     no trace, so an index folder made for it alone is removed again."""
     if index_dir.exists() and not index_dir.is_dir():
-        raise OptionError(f"{index_dir} is a file, not an index folder: choose another index", "index")
+        raise InputError(f"index {index_dir} is a file, not an index folder: choose another index")
     check_index_folder(index_dir)
     created = not index_dir.exists()
     while True:

@@ -304,8 +304,8 @@ class Recommender:
                 present |= condition.fields_present(paper)
         if condition is not None and not found and len(self) and present != condition.fields_present_all():
             # Nothing matched because no paper has the field at all: say so, not an empty list.
-            raise OptionError(f"no paper matches {condition}: {condition.no_match_reason(present, len(self))}",
-                              "where")
+            raise InputError(f"no paper matches the condition {condition}: "
+                             f"{condition.no_match_reason(present, len(self))}")
         return found
 
     # -- lookups
