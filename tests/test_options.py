@@ -357,6 +357,8 @@ USAGE_CASES = [
     ("related-work IDs and --all", ["related-work", "dp1", "--all"],
      "Error: Invalid value for '--all': give paper IDs or all papers, not both"),
     ("list --limit 0", ["list", "--limit", "0"], "Error: Invalid value for '--limit': limit must be at least 1, got 0"),
+    ("serve --port 70000", ["serve", "--port", "70000"],
+     "Error: Invalid value for '--port': port must be 0..65535, got 70000"),
     ("list --where unknown field", ["list", "--where", "colour=red"],
      "Error: Invalid value for '--where': condition 'colour=red': unknown field 'colour': use FIELD=VALUE with FIELD one of category, year, venue "
      "(e.g. category=cs.LG, year>=2020)"),
