@@ -388,10 +388,10 @@ def test_a_search_of_stop_words_says_no_words_are_left(built):
     result = built("search", "the of and a", "--mode", "lexical")
     assert (result.exit_code, result.stdout, result.stderr) == (1, "", (
         "Error: no words are left to match in 'the of and a' once common words (the, of, and, ...) and single letters "
-        "are dropped: give words that say what the papers are about, or use --mode hybrid\n"))
+        "are dropped: give words that say what the papers are about, or use mode hybrid\n"))
     result = built("search", "zebra quokka", "--mode", "lexical")
     assert (result.exit_code, result.stderr) == (1, (
-        "Error: no paper of the index has any of the words of 'zebra quokka': try other words, or --mode hybrid "
+        "Error: no paper of the index has any of the words of 'zebra quokka': try other words, or mode hybrid "
         "(which also ranks by meaning)\n"))
     assert built("search", "the of and", "--mode", "hybrid").exit_code == 0  # the meaning still ranks
 

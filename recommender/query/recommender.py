@@ -658,8 +658,8 @@ class Recommender:
         shown = _printable(text.strip())
         if not analyse(text, self.lexical.stop_words):
             return (f"no words are left to match in '{shown}' once common words (the, of, and, ...) and single letters "
-                    "are dropped: give words that say what the papers are about, or use --mode hybrid")
-        return (f"no paper of the index has any of the words of '{shown}': try other words, or --mode hybrid "
+                    "are dropped: give words that say what the papers are about, or use mode hybrid")
+        return (f"no paper of the index has any of the words of '{shown}': try other words, or mode hybrid "
                 "(which also ranks by meaning)")
 
     def use_query_encoder(self, encoder: Encoder) -> None:
