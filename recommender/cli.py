@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import functools
 import os
 import signal
@@ -193,9 +194,9 @@ def _read_exclusions(path: str | None) -> list[str]:
 
 
 def _open(index, model=None, verify=False):
-    from .query.recommender import Recommender
+    from .query.segmented import open_index
 
-    return Recommender.open(index, model=model, verify=verify)
+    return open_index(index, model=model, verify=verify)
 
 
 @contextlib.contextmanager
@@ -212,7 +213,7 @@ def _one_line_usage():
 
 
 def _naming_the_option(error: OptionError) -> str:
-    """The library's message, with the command's own name for the parameter at fault (as click's own)."""
+    """The library's message, with the command's name for the parameter at fault (as click's)."""
     context = click.get_current_context(silent=True)
     params = context.command.params if context is not None else []
     option = next((param for param in params if param.name == error.parameter), None)
@@ -284,10 +285,14 @@ def main():
 @click.option("--index-type", type=click.Choice(["auto", "flat", "hnsw", "ivf"]), default="auto", show_default=True,
               help="FAISS index: exact for small corpora, approximate above a threshold.")
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
+@click.option("--compact", is_flag=True,
+              help="Rebuild the index from its own live papers: those of `papers add` merged in, those of "
+                   "`papers remove` left out (their vectors come from the cache).")
 @click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
               help="Keep only matching papers: category=cs.LG,cs.CL, year>=2020, venue=*ICML* (repeatable; all must hold).")
 @click.option("--keep-withdrawn", is_flag=True,
-              help="Index withdrawn and desk-rejected OpenReview submissions too (left out by default).")
+              help="Index withdrawn and desk-rejected OpenReview submissions too (left out by "
+                   "default).")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help=f"Encode here, or on a Ray cluster ($RAY_ADDRESS, else a local one); needs {DISTRIBUTION}[ray].")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
@@ -295,13 +300,13 @@ def main():
 @quiet_option
 @verbose_option
 @library_errors
-def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, where, keep_withdrawn, engine, device,
-          quiet, verbose):
+def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, compact, where, keep_withdrawn,
+          engine, device, quiet, verbose):
     """Build an index from files or folders of papers (default: seeds/ in a checkout).
 
     Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
     OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero, OpenReview notes),
-    .csv and .txt.
+    .csv, .txt, and a Zotero library in place (`zotero:` or PATH/zotero.sqlite).
 
     A build that is stopped (Ctrl-C, a kill, a crash) keeps the papers it encoded:
     run the same command again to resume.
@@ -311,16 +316,30 @@ def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, 
     \b
         papers build
         papers build my-papers.bib --index mine
+        papers build zotero: --index library
         papers build arxiv-metadata-oai-snapshot.json --where category=cs.LG --index arxiv-lg
         papers build corpus/ --chunking truncate
         papers build arxiv-metadata-oai-snapshot.json --model static --index arxiv
         papers build --upgrade --index arxiv
+        papers build --compact --index arxiv
         RAY_ADDRESS=10.0.0.5:6379 papers build corpus/ --engine ray
     """
     from .embed.windows import Chunking
     from .errors import InputError
     from .index.build import build_index
 
+    if compact:
+        if inputs or upgrade or where or model or precision or chunking:
+            raise InputError("--compact rebuilds the index from its own papers with its own settings: "
+                             "give no INPUTS, --upgrade, --where, --model, --precision or --chunking with it")
+        from .index.segments import compact as compact_index
+
+        with _stopped_builds(), _reporter(quiet) as reporter:
+            report = compact_index(index, wait=wait, progress=reporter.update, notice=_notice(reporter),
+                                   on_phase=reporter.phase)
+        click.echo(f"compacted {report.papers} papers into {report.index_dir}: "
+                   f"encoded {report.encoded}, reused {report.reused} from the cache ({report.index_kind} search)")
+        return
     if not inputs and not upgrade:
         if not Path(DEFAULT_INPUT).is_dir():
             raise InputError("no input given: name a file or folder of papers, e.g. `papers build my-papers.bib`")
@@ -389,6 +408,185 @@ def _stopped_builds(command: str = "build"):
         click.echo(f"interrupted: run the same {command} again (papers already encoded are kept in the cache)",
                    err=True)
         sys.exit(130)
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path())
+@index_option
+@click.option("--no-compact", is_flag=True,
+              help="Never compact in this add, however large the segments have grown.")
+@quiet_option
+@library_errors
+def add(inputs, index, no_compact, quiet):
+    """Add papers to an index without rebuilding it: only the new ones are encoded.
+
+    Papers whose ID the index holds are skipped, so adding a file twice adds nothing twice.
+    They are written as a segment beside the index; once the segments hold more than a tenth
+    of its papers, the add compacts them into the index (as `papers build --compact`).
+    `-` reads the papers (JSON lines) from standard input.
+
+    Examples:
+
+    \b
+        papers add today.jsonl --index arxiv
+        papers add new.bib
+    """
+    from .index.segments import COMPACT_SHARE, add_papers
+
+    with contextlib.ExitStack() as stack, _stopped_builds("add"), _reporter(quiet) as reporter:
+        paths = [_stdin_file(stack) if path == "-" else path for path in inputs]
+        report = add_papers(paths, index=index, progress=reporter.update, notice=_notice(reporter),
+                            compact_share=None if no_compact else COMPACT_SHARE)
+    compacted = " and compacted the index" if report.compacted else ""
+    click.echo(f"added {report.added} papers to {report.index_dir} (encoded {report.encoded}; "
+               f"{report.skipped} already in the index){compacted}")
+
+
+def _stdin_file(stack) -> str:
+    """Standard input copied to a private temporary .jsonl file, for the readers that take paths."""
+    import shutil
+    import tempfile
+
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="papers-add-"))
+    path = os.path.join(folder, "stdin.jsonl")
+    with open(path, "wb") as handle:
+        shutil.copyfileobj(sys.stdin.buffer, handle)
+    return path
+
+
+@main.group()
+def fetch():
+    """Fetch new papers from a public service into a file `papers build` and `papers add` read.
+
+    Examples:
+
+    \b
+        papers fetch arxiv --category cs.LG --since last --out today.jsonl
+        papers fetch openreview NeurIPS.cc/2025/Conference --out neurips.jsonl
+    """
+
+
+@fetch.command(name="arxiv")
+@click.option("--category", required=True, metavar="CATEGORY", help="The arXiv category, e.g. cs.LG.")
+@click.option("--since", default=None, metavar="DATE|last",
+              help="Records changed since this day (YYYY-MM-DD), or since the last fetch of this category "
+                   "('last'); default: every record of the category.")
+@click.option("--out", default="-", type=click.Path(), show_default=True,
+              help="The file to write (arXiv metadata lines); '-': standard output. A stopped fetch to a file "
+                   "resumes where it stopped.")
+@click.option("--base-url", default=None, metavar="URL", help="The OAI-PMH endpoint (default: arXiv's).")
+@click.option("--delay", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Seconds between requests (default 3, as arXiv asks).")
+@quiet_option
+@library_errors
+def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
+    """The records of an arXiv category since a day, through arXiv's OAI-PMH interface.
+
+    Examples:
+
+    \b
+        papers fetch arxiv --category cs.LG --since 2025-06-01 --out new.jsonl
+        papers fetch arxiv --category cs.LG --since last | papers add - --index arxiv
+    """
+    import shutil
+    import tempfile
+
+    from .corpus.fetch import arxiv
+    from .index.home import index_home
+
+    state_path = index_home().path / "fetch-state.json"
+    key = f"arxiv {category}"
+    if since == "last":
+        try:
+            since = json.loads(state_path.read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError):
+            since = None
+        if since is None:
+            raise OptionError(f"--since last: {category} was never fetched here: give --since YYYY-MM-DD the first time")
+    notice = None if quiet else (lambda message: click.echo(message, err=True))
+    options = dict(since=since, base_url=base_url or arxiv.BASE_URL, notice=notice,
+                   delay=arxiv.DELAY_SECONDS if delay is None else delay)
+    if out == "-":
+        with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
+            report = arxiv.fetch_arxiv(category, Path(folder) / "records.jsonl", **options)
+            with open(report.out, "rb") as records:
+                shutil.copyfileobj(records, sys.stdout.buffer)
+            sys.stdout.flush()
+    else:
+        report = arxiv.fetch_arxiv(category, out, **options)
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = {}
+    state[key] = report.until
+    state_path.parent.mkdir(parents=True, exist_ok=True)
+    from .files import replacing
+
+    with replacing(state_path) as handle:
+        handle.write(json.dumps(state, indent=1, sort_keys=True))
+    malformed = f", {report.malformed} malformed records skipped" if report.malformed else ""
+    click.echo(f"fetched {report.written} {category} records in {report.pages} pages"
+               f"{'' if out == '-' else ' into ' + out}{malformed}", err=True)
+
+
+@fetch.command(name="openreview")
+@click.argument("venue")
+@click.option("--withdrawn", is_flag=True, help="Also the withdrawn submissions (their venue says so).")
+@click.option("--out", default="-", type=click.Path(), show_default=True,
+              help="The file to write (JSON lines); '-': standard output.")
+@click.option("--base-url", default=None, metavar="URL", help="The API (default: OpenReview's API v2).")
+@click.option("--delay", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Seconds between requests (default 1).")
+@quiet_option
+@library_errors
+def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet):
+    """The accepted papers of an OpenReview venue (e.g. NeurIPS.cc/2025/Conference), through its public API.
+
+    Examples:
+
+    \b
+        papers fetch openreview NeurIPS.cc/2025/Conference --out neurips.jsonl
+        papers fetch openreview ICLR.cc/2026/Conference | papers add - --index iclr
+    """
+    import shutil
+    import tempfile
+
+    from .corpus.fetch import openreview
+
+    notice = None if quiet else (lambda message: click.echo(message, err=True))
+    options = dict(withdrawn=withdrawn, base_url=base_url or openreview.BASE_URL, notice=notice,
+                   delay=openreview.DELAY_SECONDS if delay is None else delay)
+    if out == "-":
+        with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
+            report = openreview.fetch_openreview(venue, Path(folder) / "records.jsonl", **options)
+            with open(report.out, "rb") as records:
+                shutil.copyfileobj(records, sys.stdout.buffer)
+            sys.stdout.flush()
+    else:
+        report = openreview.fetch_openreview(venue, out, **options)
+    extra = f", {report.withdrawn} withdrawn" if withdrawn else ""
+    malformed = f", {report.malformed} malformed notes skipped" if report.malformed else ""
+    click.echo(f"fetched {report.accepted} accepted papers of {venue}{extra} in {report.pages} pages"
+               f"{'' if out == '-' else ' into ' + out}{malformed}", err=True)
+
+
+@main.command()
+@click.argument("ids", nargs=-1, required=True)
+@index_option
+@library_errors
+def remove(ids, index):
+    """Remove papers from an index by ID (they are left out of every result until `papers build
+    --compact` drops them for good).
+
+    Examples:
+
+    \b
+        papers remove 2401.01234 --index arxiv
+    """
+    from .index.segments import remove_papers
+
+    removed = remove_papers(ids, index=index)
+    click.echo(f"removed {removed} papers from {index or 'the index'}")
 
 
 @main.command()
@@ -502,6 +700,23 @@ for _name, _summary in (("add", "Tag papers (ID, handle or unique prefix)."), ("
                         ("not", "Mark papers not interested for a tag: its recommendations are unlike them."),
                         ("seen", "Mark papers seen for a tag: `like --tag T --exclude-seen T` leaves them out.")):
     _tag_command(_name, _summary, (lambda name: lambda r, s, t, p: _tag_action(name)(r, s, t, p))(_name))
+
+
+@tags.command(name="unmark")
+@click.argument("tag")
+@click.argument("papers", nargs=-1, required=True)
+@click.option("--mark", "kind", type=click.Choice(["not", "seen"]), required=True, help="Which mark to take back.")
+@index_option
+@library_errors
+def unmark(tag, papers, kind, index):
+    """Take back papers' not-interested or seen mark for a tag."""
+    from .reading.tags import TagStore, unmark_paper
+
+    with _open(index) as recommender:
+        store = TagStore(recommender.stored.index_dir)
+        for reference in papers:
+            held = unmark_paper(recommender, store, tag, reference, kind)
+    click.echo(f"{tag}: {len(held)} papers marked {kind}", err=True)
 
 
 def _tag_action(name: str):
@@ -812,8 +1027,8 @@ def evaluate(corpus, queries, qrels, profiles_dir, index, model, precision, chun
             report = reviewed.build
             click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
                        f"reused {report.reused} from the cache", err=True)
-        click.echo(render_reviewers(reviewed, fmt), nl=False)
         if not given:
+            click.echo(render_reviewers(reviewed, fmt), nl=False)
             return
     with _stopped_builds("evaluate"), _reporter(quiet) as reporter:
         evaluation = run(
@@ -825,7 +1040,15 @@ def evaluate(corpus, queries, qrels, profiles_dir, index, model, precision, chun
         report = evaluation.build
         click.echo(f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
                    f"reused {report.reused} from the cache", err=True)
-    click.echo(render_evaluation(evaluation, fmt, per_query), nl=False)
+    shown = render_evaluation(evaluation, fmt, per_query)
+    if profiles_dir and fmt == "json":  # one JSON document: the collection's figures and the profiles' loss
+        import json
+
+        shown = json.dumps({**json.loads(shown), **json.loads(render_reviewers(reviewed, fmt))}, indent=2,
+                           ensure_ascii=False) + "\n"
+    elif profiles_dir:
+        shown += "\n" + render_reviewers(reviewed, fmt)
+    click.echo(shown, nl=False)
 
 
 # ---------------------------------------------------------------- reading-group tools
@@ -880,10 +1103,10 @@ def _output_file(path: str | None, mode: str = "w"):
 @selection_options
 @from_file_option
 @click.option("-k", "k", type=int, default=5, show_default=True, help="Related papers per paper.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex", "miniconf"]),
-              default="markdown", show_default=True,
-              help="Markdown is a printable handout; bibtex lists every paper mentioned; miniconf is a Mini-Conf "
-                   "site's similar papers (paper_recs.json).")
+@click.option("--format", "fmt", default="markdown", show_default=True,
+              type=click.Choice(["markdown", "json", "jsonl", "csv", "bibtex", "miniconf"]),
+              help="Markdown is a printable handout; bibtex lists every paper mentioned; miniconf is "
+                   "a Mini-Conf site's similar papers (paper_recs.json).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")

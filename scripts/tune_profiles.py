@@ -221,14 +221,18 @@ def report(csf: dict, sets: dict, costs, weights, names: list[str], families: di
         print(f"  {name:32} " + " ".join(f"{cell:>12}" for cell in cells))
 
     baseline = names.index("centroid")
-    scale = np.array([
-        boot_sd(csf["one topic"][baseline].mean(axis=1), draws), boot_sd(csf["mixed"][baseline].mean(axis=1), draws),
-        100 * boot_loss_sd(costs[baseline], weights[baseline], draws)])
     rng = np.random.default_rng(1)
     splits = []
     for train, test in folds(one_papers, repeats):
         half = rng.permutation(researchers) < researchers // 2
         splits.append((train, test, half, ~half))
+    # Each criterion in units of how much the centroid's figure varies from one held-out half to another
+    # (mixed profiles share their query papers, so a bootstrap over profiles would understate theirs).
+    central = {name: cells[[baseline]] for name, cells in csf.items()}
+    scale = np.std([criteria(central, sets, costs[[baseline]], weights[[baseline]], test, test_r)[0]
+                    for _, test, _, test_r in splits], axis=0)
+    print(f"\ncriteria's units (sd over held-out halves of the centroid's): one topic {scale[0]:.2f}, "
+          f"mixed {scale[1]:.2f}, 100 x (1 - loss) {scale[2]:.2f}")
     held_cache = {}
 
     def held(train_papers, test_papers, train_r, test_r):
@@ -309,6 +313,8 @@ def main() -> None:
     with open_index(data.papers_file, args.scratch / "eval-reviewers-dev") as recommender:
         costs, weights = reviewer_cells(recommender, data, methods(np.asarray(recommender.vectors)))
     names, _ = flat(families)
+    np.savez(args.scratch / "tune_profiles_cells.npz", names=names, costs=costs, weights=weights,
+             **{f"csf {name}": cells for name, cells in csf.items()})  # the figures, to re-read the CV
     report(csf, sets, costs, weights, names, families, args.repeats, args.draws)
 
 

@@ -62,8 +62,8 @@ BUILD_CASES = [
                                         "bad/.hidden/p.txt": ABSTRACT}, ["bad"],
      "Error: bad: folder has no .txt, .jsonl, .json, .csv or .bib files of papers"),
     ("unsupported file type", {"bad/paper.pdf": b"%PDF-1.4"}, ["bad/paper.pdf"],
-     "Error: bad/paper.pdf: unsupported file type '.pdf': use .txt (one abstract a paragraph), .jsonl, .json, .csv "
-     "or .bib (see docs/input-formats.md)"),
+     "Error: bad/paper.pdf: unsupported file type '.pdf': use .txt (one abstract a paragraph), .jsonl, .json, .csv, "
+     ".bib or Zotero's zotero.sqlite (see docs/input-formats.md)"),
     ("binary file", {"bad/model.txt": bytes(range(256)) * 4}, ["bad/model.txt"],
      "Error: bad/model.txt: looks like a binary file (contains NUL bytes): give a UTF-8 text file"),
     ("not UTF-8", {"bad/latin1.txt": f"Heading\n\n{ABSTRACT}\n\nCaf\u00e9 au lait and graph theory.\n".encode("latin-1")},

@@ -1,5 +1,5 @@
-"""Recommendations for a person: several seeds ranked seed by seed (the mean of each candidate's best
-seeds), "because of", tags in the CLI with not-interested and seen marks, and the reviewer format's loss."""
+"""Recommendations for a person: several seeds ranked seed by seed (each candidate's best seeds mixed
+with their centroid), "because of", tags in the CLI with not-interested and seen marks, and the reviewer format's loss."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpus import write_corpus
+from corpus import TWO_TOPIC_SEEDS as SEEDS
+from corpus import two_topic_papers, write_corpus
 from recommender import build_index
 from recommender.errors import InputError
 from recommender.evaluation import reviewers
 from recommender.query import profiles
-from test_profiles import SEEDS, two_topic_papers
 
 REVIEWERS = Path(__file__).resolve().parents[2] / "shared/eval/reviewers-dev"
 
@@ -39,10 +39,14 @@ def test_top_mean_and_soft_max_over_arrays():
         profiles.soft_max(scores, 0.0)
 
 
-def test_several_seeds_score_the_mean_of_each_candidates_best_seeds(index):
+def test_several_seeds_mix_each_candidates_best_seeds_with_their_centroid(index):
     seeds = [index.resolve(seed) for seed in SEEDS]
     rows = np.array([row for row in range(len(index)) if row not in seeds])
-    expected = profiles.top_mean(index.seed_scores(seeds, rows), profiles.PROFILE_TOP_K)
+    best = profiles.top_mean(index.seed_scores(seeds, rows), profiles.PROFILE_TOP_K)
+    centroid = index.score_rows(seeds, rows, profile="centroid")
+    weight = profiles.PROFILE_SEED_WEIGHT
+    assert 0 < weight < 1
+    expected = weight * best + (1 - weight) * centroid
     np.testing.assert_allclose(index.score_rows(seeds, rows), expected, atol=1e-6)
     results = index.like(*SEEDS, k=5)
     by_row = dict(zip(rows.tolist(), expected.tolist()))
@@ -53,7 +57,7 @@ def test_because_of_names_the_closest_seeds_with_their_cosines(index):
     results = index.like("privacy-0", "privacy-1", "video-0", k=4, why=True)
     handles = {index.ids[row]: handle for row, handle in enumerate(index.handles)}
     for result in results:
-        assert 1 <= len(result.because) <= profiles.PROFILE_TOP_K
+        assert 1 <= len(result.because) <= 3
         cosines = [cosine for _, _, cosine in result.because]
         assert cosines == sorted(cosines, reverse=True)
         for seed, handle, cosine in result.because:
@@ -104,6 +108,8 @@ def test_tags_in_the_cli_not_interested_and_seen(workdir, papers_cli):
         papers_cli("like", "privacy-0", "privacy-1", "-k", "16", "--format", "json").stdout)}
     assert scores["between-1"] < before["between-1"]
     assert json.loads(papers_cli("tags", "--format", "json").stdout)[0]["not"] == ["between-0"]
+    assert papers_cli("tags", "unmark", "mine", first[0], "--mark", "seen").exit_code == 0
+    assert first[0] in ids("--exclude-seen", "mine")
     # Remove, and the errors
     assert papers_cli("tags", "remove", "mine", "privacy-1").exit_code == 0
     assert json.loads(papers_cli("tags", "--format", "json").stdout)[0]["papers"] == ["privacy-0"]
@@ -151,6 +157,14 @@ def test_evaluate_profiles_reports_the_loss_with_its_spread(workdir, papers_cli)
     assert 0.0 <= data["loss"] < 0.2 and data["interval"][0] <= data["loss"] <= data["interval"][1]
     table = papers_cli("evaluate", "--profiles", str(folder)).stdout
     assert "loss" in table and "95% interval" in table
+    # Beside a query-by-example collection's MAP / NDCG%20: one report, one JSON document
+    (workdir / "queries.tsv").write_text("query_id\tpaper_id\tfacet\npriv\tprivacy-0\tmethod\n", encoding="utf-8")
+    (workdir / "qrels.txt").write_text("".join(f"priv 0 privacy-{n} 2\n" for n in range(1, 6)), encoding="utf-8")
+    both = papers_cli("evaluate", "--corpus", "reviewers/papers.jsonl", "--queries", "queries.tsv", "--qrels",
+                      "qrels.txt", "--profiles", "reviewers", "--format", "json")
+    assert both.exit_code == 0, both.output
+    together = json.loads(both.stdout)
+    assert together["overall"]["map"] > 0 and together["profiles_loss"] == data
     (folder / "ratings.tsv").write_text("researcher\tpaper_id\texpertise\nprivacy\tprivacy-4\tmany\n", encoding="utf-8")
     bad = papers_cli("evaluate", "--profiles", str(folder))
     assert bad.exit_code != 0 and "ratings.tsv line 2" in bad.stderr and "Traceback" not in bad.output
@@ -213,3 +227,14 @@ def test_the_api_marks_papers_and_gives_the_clis_json(server_index, fake_model):
     finally:
         running.stop()
     assert not any("Traceback" in line for line in running.errors), running.errors
+
+
+@pytest.mark.model
+def test_the_profile_ranking_reaches_its_loss_on_reviewers_dev(workdir):
+    # Encodes the 683 papers with the real model (a few minutes on 2 cores), then ranks every researcher's
+    # rated papers as `like` ranks their profile. Shipped: 0.173 (bootstrap sd 0.021) on this dev half
+    # (docs/profiles.md); the topics profile before gave 0.184, the centroid 0.194. Room for float noise.
+    result = reviewers.evaluate_reviewers(require_reviewers())
+    assert result.profiles == 330 and len(result.figures.researchers) == 33
+    assert result.figures.loss <= 0.176
+    assert result.figures.low < result.figures.loss < result.figures.high

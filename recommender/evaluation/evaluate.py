@@ -161,7 +161,7 @@ def evaluate(
     None the default."""
     from ..query.recommender import Recommender
 
-    _check(mode, pool, dense_weight, min_score, diverse)
+    check_settings(mode, pool, dense_weight, min_score, diverse)
     judgements = metrics.read_qrels(qrels)
     listed = metrics.read_queries(queries)
     for query_id, _, _ in listed:
@@ -214,14 +214,17 @@ def evaluate(
     return evaluation
 
 
-def _check(mode: str, pool: str, dense_weight: float | None, min_score: float | None, diverse: float | None) -> None:
+def check_settings(mode: str, pool: str, dense_weight: float | None, min_score: float | None,
+                   diverse: float | None) -> None:
+    """Refuse evaluation settings out of range (OptionError), before any work is done."""
     from ..query.recommender import check_options
 
     check_options(1, min_score, diverse, mode)
     if pool not in POOLS:
         raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}", "pool")
     if dense_weight is not None and not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
-        raise OptionError(f"dense_weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}", "dense_weight")
+        raise OptionError("dense_weight must be between 0 and 1 (1 = dense only), "
+                          f"got {dense_weight:g}", "dense_weight")
 
 
 def _evaluate_query(

@@ -199,9 +199,9 @@ def evaluate_reviewers(
     profile as `like` ranks several seeds (`Recommender.score_rows`), and give the loss with its spread."""
     from ..corpus.papers import read_papers
     from ..query.recommender import Recommender
-    from .evaluate import _check, prepare_index
+    from .evaluate import check_settings, prepare_index
 
-    _check(mode, "judged", dense_weight, None, None)
+    check_settings(mode, "judged", dense_weight, None, None)
     data = read_reviewer_set(folder)
     index = index if index is not None else f"eval-{Path(folder).resolve().name}"
     build = prepare_index(data.papers_file, index, model, progress=progress, on_phase=on_phase, precision=precision)

@@ -75,6 +75,8 @@ def build_index(
     precision: str | None = None,
     upgrade: bool = False,
     chunk_size: int | None = None,
+    own_papers: Callable[[], Iterator[Paper]] | None = None,
+    lexical_terms=None,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -98,6 +100,10 @@ def build_index(
     `upgrade` rebuilds an index made with the fast tier with `model` (default: the default model),
     from the index's own papers unless `inputs` are given; its fast version answers queries until
     the new one is committed, and a stopped upgrade resumes like any build.
+
+    `own_papers` gives the papers to build from instead of `inputs`, called once the index is
+    locked (a compaction: the live papers of the base and its segments, index/segments.py). `lexical_terms`
+    (lexical.FixedTerms): weigh the TF-IDF rows in another index's vocabulary and IDF (a segment's).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -129,8 +135,8 @@ def build_index(
     check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
     if upgrade:
         if where and not inputs:
-            raise OptionError("an upgrade that keeps only some papers needs inputs: the index's own papers are "
-                              "upgraded as they are", "where")
+            raise OptionError("an upgrade that keeps only some papers needs inputs: the index's "
+                              "own papers are upgraded as they are", "where")
         with open_stored(index_dir, verify=False) as stored:
             check_upgradable(stored.manifest, index_dir)
     phase("reading papers", None)
@@ -141,24 +147,29 @@ def build_index(
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
         reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where),
                                                                                    keep_withdrawn=keep_withdrawn)
+        if own_papers is not None:  # read under the lock: no `add` publishes a segment this build would miss
+            reading = own_papers()
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
             ids, handles = spool.read(reading)
         count = len(ids)
         previous = _live_build(index_dir)
         try:
-            encoding = choose_encoder(request, previous.manifest if previous is not None else None, notice, index_dir)
+            record = previous.manifest if previous is not None else None
+            encoding = choose_encoder(request, record, notice, index_dir)
             model, precision, chunking = encoding.model, encoding.precision, encoding.chunking
             if previous is not None and not encoding.same_vectors(previous.manifest):
                 previous.close()  # another model or precision: nothing of it is reused
                 previous = None
             query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
                              if export_query_encoder or encoding.exported_only else None)
-            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
+            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER,
+                                                     fixed=lexical_terms))
             written = _write_papers(writer, spool, handles, tfidf)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
-            encoder = encoding.encoder(writer.path(QUERY_ENCODER) if query_encoder is not None else None, engines)
+            export = writer.path(QUERY_ENCODER) if query_encoder is not None else None
+            encoder = encoding.encoder(export, engines)
 
             def vector_file(rows: int, dimension: int) -> ArrayFile:
                 return files.enter_context(contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32)))
@@ -547,7 +558,8 @@ def prepare_query_encoder(
             # No shared export, or one damaged since it was checked: this index gets its own.
             staging = writer.path(".fp32-export")
             try:
-                export_cache.export_into(model, precision, target, staging, exporting, quantising, distilling)
+                export_cache.export_into(model, precision, target, staging, exporting, quantising,
+                                         distilling)
             finally:
                 remove_tree(staging)
     except (ModelError, OSError) as error:

@@ -91,6 +91,17 @@ def build_tfidf(texts: Iterable[str], chunk_postings: int | None = None):
     return arrays, vocabulary, stop_words
 
 
+@dataclass(frozen=True)
+class FixedTerms:
+    """The vocabulary and IDF of another index (a segment's base, index/segments.py): the rows are
+    weighed in its column space, so one query vector scores both. A term it lacks is not stored but
+    counts in its row's norm with `unseen_idf` (the IDF of a term in one text), as a rebuild weighs it."""
+
+    vocabulary: list[str]
+    idf: np.ndarray
+    unseen_idf: float
+
+
 class TfidfBuilder:
     """`build_tfidf` a text at a time, its postings on disk: memory is the vocabulary, 8 bytes a
     text (the row pointers) and chunks of CHUNK_POSTINGS postings, however many texts there are.
@@ -100,8 +111,10 @@ class TfidfBuilder:
     run on disk, and merges the runs a block of columns at a time into the CSC arrays. The stored
     arrays are the same, byte for byte, whatever the chunk size (tests/test_lexical.py)."""
 
-    def __init__(self, scratch: Scratch, chunk_postings: int | None = None):
+    def __init__(self, scratch: Scratch, chunk_postings: int | None = None, fixed: FixedTerms | None = None):
         self.stop_words = english_stop_words()
+        self.fixed = fixed
+        self._unseen = array.array("d")  # each text's squared weight of terms the fixed vocabulary lacks
         self.chunk = max(1, int(chunk_postings or CHUNK_POSTINGS))
         self._scratch = scratch
         self._files = contextlib.ExitStack()
@@ -110,6 +123,9 @@ class TfidfBuilder:
         self._columns: dict[str, int] = {}  # term -> column in order of first use, sorted by finish
         self._documents = np.zeros(0, dtype=np.int64)  # texts with each term, by first use
         self._indptr = array.array("q", [0])
+        if fixed is not None:
+            self._columns = {term: column for column, term in enumerate(fixed.vocabulary)}
+            self._documents = np.zeros(len(fixed.vocabulary), dtype=np.int64)
         # Compact arrays rather than lists: 4 bytes a posting, not a Python int each.
         self._pending_terms, self._pending_counts = array.array("i"), array.array("i")
 
@@ -122,6 +138,10 @@ class TfidfBuilder:
     def add(self, text: str) -> None:
         columns = self._columns
         terms = Counter(analyse(text, self.stop_words))
+        if self.fixed is not None:
+            unseen = [count for term, count in terms.items() if term not in columns]
+            self._unseen.append(sum(((math.log(count) + 1) * self.fixed.unseen_idf) ** 2 for count in unseen))
+            terms = Counter({term: count for term, count in terms.items() if term in columns})
         self._pending_terms.extend(columns.setdefault(term, len(columns)) for term in terms)
         self._pending_counts.extend(terms.values())
         self._indptr.append(self._indptr[-1] + len(terms))
@@ -142,7 +162,7 @@ class TfidfBuilder:
         """Write csr_indices, csr_data, csc_indices and csc_data through `output`; returns (the other
         arrays to store, the vocabulary in column order, the stop words)."""
         self._flush()
-        vocabulary = sorted(self._columns)
+        vocabulary = self.fixed.vocabulary if self.fixed is not None else sorted(self._columns)
         rank = np.zeros(len(vocabulary), dtype=np.int32)  # first-use column -> sorted column
         rank[[self._columns[term] for term in vocabulary]] = np.arange(len(vocabulary), dtype=np.int32)
         self._columns = {}
@@ -152,6 +172,10 @@ class TfidfBuilder:
         self._indptr = array.array("q")
         total = int(indptr[-1])
         idf = (np.log((1 + len(indptr) - 1) / (1 + documents)) + 1).astype(np.float32)
+        unseen = np.zeros(len(indptr) - 1)
+        if self.fixed is not None:
+            idf = np.asarray(self.fixed.idf, dtype=np.float32)
+            unseen = np.frombuffer(self._unseen, dtype=np.float64)
         csc_indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
         np.cumsum(documents, out=csc_indptr[1:])
         blocks = np.array([0] + [last for _, last in _row_chunks(csc_indptr, self.chunk)], dtype=np.int64)
@@ -165,7 +189,8 @@ class TfidfBuilder:
                 local_rows = np.repeat(np.arange(last - first, dtype=np.int32), np.diff(indptr[first: last + 1]))
                 terms = rank[self._terms.read(low, high)]
                 weights = (np.log(self._counts.read(low, high)) + 1) * idf[terms]
-                norms = np.sqrt(np.bincount(local_rows, weights=weights * weights, minlength=last - first))
+                norms = np.sqrt(np.bincount(local_rows, weights=weights * weights, minlength=last - first)
+                                + unseen[first:last])
                 weights /= np.where(norms == 0, 1, norms)[local_rows]
                 order = np.lexsort((terms, local_rows))  # columns sorted within each row, as scipy leaves them
                 terms, weights = terms[order], weights[order].astype(np.float32)

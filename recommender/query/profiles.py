@@ -17,11 +17,22 @@ import numpy as np
 # one-topic and mixed-topic profiles (scripts/tune_profiles.py; docs/reading-groups-notes.md): level with
 # the single centroid on one topic, +6.8 MAP on profiles of two or three topics.
 CLUSTER_DISTANCE = 0.4
-# `like` with several seeds: a candidate scores the mean of its PROFILE_TOP_K best seeds' scores
-# (`top_mean`), each seed's score the hybrid score a one-seed `like` gives. Chosen by repeated 2-fold
+# `like` with several seeds: a candidate scores PROFILE_SEED_WEIGHT x the mean of its PROFILE_TOP_K
+# best seeds' scores (`top_mean`; each seed's score the hybrid score a one-seed `like` gives) plus
+# the rest x the seeds' centroid's score (Rocchio), `profile_scores`. Chosen by repeated 2-fold
 # cross-validation over CSFCube's profile protocols and the reviewers' own-paper profiles together
 # (scripts/tune_profiles.py; docs/profiles.md).
-PROFILE_TOP_K = 3
+PROFILE_TOP_K = 2
+PROFILE_SEED_WEIGHT = 0.75
+
+
+def profile_scores(per_seed: np.ndarray, centroid: np.ndarray, k: int = PROFILE_TOP_K,
+                   seed_weight: float = PROFILE_SEED_WEIGHT) -> np.ndarray:
+    """[seeds, candidates] per-seed scores and the centroid's [candidates] -> `like`'s profile
+    score: a convex mix on the scores' own scale, so --min-score keeps its meaning."""
+    best = top_mean(per_seed, k).astype(np.float64)
+    mixed = seed_weight * best + (1.0 - seed_weight) * np.asarray(centroid, dtype=np.float64)
+    return mixed.astype(np.float32)
 
 
 def best_topic(per_topic: np.ndarray) -> np.ndarray:

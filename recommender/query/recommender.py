@@ -24,7 +24,7 @@ from ..index.stored import StoredIndex, corrupt, open_stored
 from ..index.keys import Keys
 from ..index.lexical import LexicalIndex, SparseVector, best_rows, combine, read_columns, read_ranges
 from ..index.layout import COLUMN_MAX, FAISS, LEXICAL_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY
-from .profiles import PROFILE_TOP_K, best_topic, seed_clusters, top_mean
+from .profiles import best_topic, profile_scores, seed_clusters
 from .ranking import MODES, POOL, combine_dense, dense_weight_for, fuse, order_by_score, seed_weights, select
 
 
@@ -533,14 +533,19 @@ class Recommender:
     ) -> list[Recommendation]:
         """`like` for papers given by row, and papers not in the index (`outside`, embedded now).
 
-        Several seeds: each seed is a query of its own (the `negatives` subtracted from it, Rocchio) and a
-        candidate scores the mean of its PROFILE_TOP_K best seeds' scores (`profiles.top_mean`), so a profile
-        on several topics finds papers of each, and a paper close to a few seeds beats one vaguely near all
-        (docs/profiles.md). `why`: also the seeds behind each paper (`Recommendation.because`)."""
+        Several seeds: each seed is a query of its own (the `negatives` subtracted from it, Rocchio), and
+        a candidate's score mixes the mean of its PROFILE_TOP_K best seeds' scores with the seeds'
+        centroid's (`profiles.profile_scores`): a profile on several topics finds papers of each, and a
+        paper close to a couple of seeds beats one vaguely near all (docs/profiles.md). `why`: also the
+        seeds behind each paper (`Recommendation.because`)."""
         check_options(k, min_score, diverse, mode)
         positives, negatives, outside = list(positives), list(negatives), list(outside)
         seeds = set(positives) | set(negatives)
         queries = self._per_seed_queries(positives, negatives, mode, why, outside)
+        centroid = None
+        if len(queries) > 1:  # mixed in: the seeds' centroid (`profiles.profile_scores`)
+            extra = [query.seed for query in queries[len(positives):]]
+            centroid = self._seed_query(positives, negatives, mode, why, outside, extra)
         terms = None
         if why and len(queries) > 1:  # the terms `why` shows: those shared with the seeds as a whole
             terms = self._seed_query(positives, negatives, "lexical", why, outside).lexical
@@ -549,7 +554,8 @@ class Recommender:
             handles = self.handles
             named = ([(self.ids[row], handles[row]) for row in positives]
                      + [(paper.id, paper.handle or paper.id) for paper in outside])
-        return self._rank(queries, k, seeds, set(excluded) | seeds, min_score, diverse, why, mode, terms, named)
+        return self._rank(queries, k, seeds, set(excluded) | seeds, min_score, diverse, why, mode, terms, named,
+                          centroid)
 
     def like_each(self, rows: Sequence[int], k: int = 10, why: bool = False) -> list[list[Recommendation]]:
         """`like_rows([row], k=k, why=why)` for each of `rows`: the same lists, with the dense
@@ -583,7 +589,8 @@ class Recommender:
         `"centroid"` (one centroid) score several papers as earlier versions of `like` did, for comparison."""
         check_options(1, None, None, mode)
         if profile not in PROFILES:
-            raise OptionError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}", "profile")
+            raise OptionError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}",
+                              "profile")
         query_rows = [int(query_rows)] if np.ndim(query_rows) == 0 else [int(row) for row in query_rows]
         rows = np.asarray(rows, dtype=np.int64)
         if profile == "centroid":
@@ -591,8 +598,11 @@ class Recommender:
         elif profile == "seeds":
             queries = self._per_seed_queries(query_rows, [], mode, False, [])
             if len(queries) > 1:
-                return top_mean(np.stack([self._scores(query, rows, set(query_rows), mode, dense_weight)
-                                          for query in queries]), PROFILE_TOP_K)
+                seeds = set(query_rows)
+                per_seed = np.stack([self._scores(query, rows, seeds, mode, dense_weight) for query in queries])
+                centroid = self._scores(self._seed_query(query_rows, [], mode, False), rows, seeds, mode,
+                                        dense_weight)
+                return profile_scores(per_seed, centroid)
         else:
             queries = self._topic_queries(query_rows, [], mode, False, [])
         return best_topic(np.stack([self._scores(query, rows, set(query_rows), mode, dense_weight) for query in queries]))
@@ -640,6 +650,11 @@ class Recommender:
                     "are dropped: give words that say what the papers are about, or use --mode hybrid")
         return (f"no paper of the index has any of the words of '{shown}': try other words, or --mode hybrid "
                 "(which also ranks by meaning)")
+
+    def use_query_encoder(self, encoder: Encoder) -> None:
+        """Encode free texts with `encoder`, one of this index's model and precision (the parts of an
+        index with segments share one, query/segmented.py)."""
+        self._query_encoder = encoder
 
     def encode_query(self, text: str, head: int = 0) -> np.ndarray:
         """A free text as one vector, windowed like the papers were (`head`: characters of a title that
@@ -811,15 +826,17 @@ class Recommender:
         mode: str,
         terms: SparseVector | None = None,
         named: list[tuple[str, str]] | None = None,
+        centroid: "_Query | None" = None,
     ) -> list[Recommendation]:
-        """The top `k` papers for one query, or for several (a profile's seeds: each candidate's mean of
-        its best PROFILE_TOP_K scores, `profiles.top_mean`, over the candidates of them all). `terms`: the
+        """The top `k` papers for one query, or for several (a profile's seeds, mixed with their centroid
+        by `profiles.profile_scores`, over the candidates of them all). `terms`: the
         TF-IDF terms `why` shows (default: the first query's); `named`: (ID, handle) of each query's seed,
-        to say which seeds each paper is there because of."""
+        to say which seeds each paper is there because of; `centroid`: the seeds' centroid's query, mixed in
+        (`profiles.profile_scores`) and its candidates ranked too."""
         check_options(k, min_score, diverse, mode)
         fetch = max(POOL, 4 * (k + len(excluded)))
         found = set()
-        for query in queries:
+        for query in queries + ([centroid] if centroid is not None else []):
             dense_rows, lexical_rows = self._pool(query, seeds, fetch, mode)
             found.update(dense_rows.tolist(), lexical_rows.tolist())
         rows = np.array(sorted(found - excluded), dtype=np.int64)
@@ -830,7 +847,10 @@ class Recommender:
             scores = self._scores(queries[0], rows, seeds, mode)
         else:
             per_seed = np.stack([self._scores(query, rows, seeds, mode) for query in queries])
-            scores = top_mean(per_seed, PROFILE_TOP_K)
+            if centroid is not None:
+                scores = profile_scores(per_seed, self._scores(centroid, rows, seeds, mode))
+            else:
+                scores = best_topic(per_seed)
         all_rows = rows
         rows, scores = select(rows, scores, self.tiebreak, self.vectors, k, min_score, diverse)
         papers = self.papers_at(rows.tolist())
@@ -846,8 +866,8 @@ class Recommender:
 
     def _because(self, queries: list["_Query"], seed_scores: np.ndarray, row: int,
                  named: list[tuple[str, str]]) -> tuple[tuple[str, str, float], ...]:
-        """The seeds whose scores made a paper's (its PROFILE_TOP_K best), closest by cosine first."""
-        best = np.argsort(-seed_scores, kind="stable")[:PROFILE_TOP_K]
+        """The seeds whose scores made a paper's (its BECAUSE_SEEDS best), closest by cosine first."""
+        best = np.argsort(-seed_scores, kind="stable")[:BECAUSE_SEEDS]
         found = []
         for i in best.tolist():
             seed = queries[i].seed
@@ -907,6 +927,8 @@ PAPER_KEYS = {"identifier": _identifier, "text": lambda paper: text_key(paper.ti
 # the name sorting far from it, early in the name, then finds no suggestion).
 CLOSEST_SCAN = 50_000
 CLOSEST_NEAR = 50
+# The seeds "because of" names at most (`Recommendation.because`): those with the best scores of a paper.
+BECAUSE_SEEDS = 3
 # How `score_rows` scores several papers: as `like` does (grouped into topics), or as one centroid.
 PROFILES = ("seeds", "topics", "centroid")
 # TF-IDF scores (one a query and paper) `like_each` holds at once: 16 MB whatever the corpus.
@@ -962,10 +984,11 @@ def check_options(k: int, min_score: float | None, diverse: float | None, mode: 
     if k < 1:
         raise OptionError(f"k must be at least 1, got {k}", "k")
     if min_score is not None and not -1.0 <= min_score <= 1.0:
-        raise OptionError(f"min_score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}",
-                          "min_score")
+        raise OptionError("min_score must be between -1 and 1 (scores are cosine similarities), "
+                          f"got {min_score:g}", "min_score")
     if diverse is not None and not 0.0 <= diverse <= 1.0:
-        raise OptionError(f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}", "diverse")
+        raise OptionError(f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}",
+                          "diverse")
 
 
 def _load_key_array(stored: StoredIndex, name: str) -> np.ndarray:

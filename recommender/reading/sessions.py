@@ -313,17 +313,20 @@ def group_papers(recommender: Recommender, rows: Sequence[int], n: int, max_per_
     Sessions are numbered 0.. in chain order; a session left empty is dropped."""
     rows = list(rows)
     if not 0 <= seed <= MAX_SEED:
-        raise OptionError(f"seed must be between 0 and {MAX_SEED} (FAISS takes a 32-bit seed), got {seed}", "seed")
+        raise OptionError(f"seed must be between 0 and {MAX_SEED} (FAISS takes a 32-bit seed), "
+                          f"got {seed}", "seed")
     if n < 1:
         raise OptionError(f"n (the number of sessions) must be at least 1, got {n}", "n")
     if len(rows) < n:
-        raise OptionError(f"cannot split {len(rows)} papers into {n} sessions: n must be {len(rows)} or fewer", "n")
+        raise OptionError(f"cannot split {len(rows)} papers into {n} sessions: "
+                          f"n must be {len(rows)} or fewer", "n")
     capacity = default_capacity(len(rows), n) if max_per_session is None else max_per_session
     if capacity < 1:
         raise OptionError(f"max_per_session must be at least 1, got {capacity}", "max_per_session")
     if capacity * n < len(rows):
         raise OptionError(
-            f"{n} sessions of at most {capacity} papers cannot hold {len(rows)} papers: raise max_per_session or n"
+            f"{n} sessions of at most {capacity} papers cannot hold {len(rows)} papers: raise "
+            "max_per_session or n"
         )
     vectors = recommender.vectors_at(rows)
     centres = spherical_kmeans(vectors, n, seed)

@@ -256,7 +256,9 @@ def render_info(info: dict, fmt: str) -> str:
     }.get(chunking.get("strategy"), "truncated at the model's window")
     lines = [
         ("index", info["path"]),
-        ("papers", info["paper_count"]),
+        ("papers", info["paper_count"] if "segments" not in info else
+         f"{info['paper_count']} ({info['base_paper_count']} built, {info['added_papers']} added in "
+         f"{info['segments']} segments, {info['removed_papers']} removed: `papers build --compact` merges them)"),
         ("model", f"{info['model']} ({info['dimension']} dimensions, {info.get('precision', 'fp32')})"),
         ("long texts", windows),
         ("search", f"{index.get('kind')}: {index.get('reason')}"),

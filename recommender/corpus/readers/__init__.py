@@ -5,6 +5,7 @@ file's extension and, for .json and .jsonl, by what the records hold.
     .csv    our columns (id, title, abstract, ...) or the names
             conference and library tools write (UID, keywords)    tabular
     .bib    BibTeX                                                 bibtex
+    .sqlite a Zotero database (named, never found in a folder)     zotero
     .jsonl  JSON lines; .json a JSON document or JSON lines:
             our own records                                        own_json
             the arXiv metadata snapshot                            arxiv
@@ -41,6 +42,11 @@ def _json_formats() -> tuple:
 def read_records(path: Path) -> Iterator[Record]:
     """Every record of one file (raises InputError naming the file and record)."""
     suffix = path.suffix.lower()
+    if suffix == ".sqlite":
+        from . import zotero
+
+        yield from zotero.read(path)
+        return
     if suffix in (".jsonl", ".json"):
         yield from _read_json(path, lines=suffix == ".jsonl")
         return

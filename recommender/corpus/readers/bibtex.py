@@ -42,7 +42,8 @@ def read(path: Path, text: str) -> list[Record]:
         # Every field as written (macros resolved), before the middlewares split names: the
         # fields not modelled go back out as they came in.
         written = {entry.key.casefold(): [(field.key.lower(), field.value) for field in entry.fields
-                                          if isinstance(field.value, str)] for entry in library.entries}
+                                          if isinstance(field.value, str)]
+                   for entry in library.entries}
         for middleware in (middlewares.NormalizeFieldKeys(), middlewares.SeparateCoAuthors(),
                            middlewares.SplitNameParts()):
             library = middleware.transform(library)
@@ -167,7 +168,8 @@ def _record(path: Path, entry, fields_of: dict[str, dict], written: dict[str, li
     label = f"{source} (entry '{entry.key}')"
     values = {field.key: field.value for field in entry.fields}
     # The entry as written, to go back out as it came in (`render.bibtex`).
-    as_written = dict((name, value) for name, value in written[entry.key.casefold()] if name not in LINKS)
+    as_written = dict((name, value) for name, value in written[entry.key.casefold()]
+                      if name not in LINKS)
     own_editors = values.get("editor")
     parent = values.get("crossref")
     if isinstance(parent, str) and parent.strip().casefold() in fields_of:
@@ -203,7 +205,8 @@ def _record(path: Path, entry, fields_of: dict[str, dict], written: dict[str, li
     }
     keywords = values.get("keywords", "")
     categories = tuple(word.strip() for word in re.split(r"[,;]", keywords) if word.strip())
-    extra = {"citation_key": entry.key, "entry_type": entry.entry_type, "bibtex_fields": tuple(as_written.items())}
+    extra = {"citation_key": entry.key, "entry_type": entry.entry_type,
+             "bibtex_fields": tuple(as_written.items())}
     return Record(fields, source, label, bulk=True, categories=categories, extra=extra)
 
 

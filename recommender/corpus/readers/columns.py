@@ -20,9 +20,8 @@ from ...errors import InputError
 # The columns conferences group their papers by (Mini-Conf's sessions, ACL's tracks, OpenReview's
 # primary area): categories, whose names may hold commas ("Phonology, Morphology and Word
 # Segmentation"), so a list of them is split on `|` or `;` only.
-GROUPS = ("track", "tracks", "area", "areas", "primaryarea", "subjectarea", "subjectareas", "researcharea",
-          "primarysubjectarea", "secondarysubjectareas",
-          "session", "sessions")
+GROUPS = ("track", "tracks", "area", "areas", "primaryarea", "subjectarea", "subjectareas",
+          "researcharea", "primarysubjectarea", "secondarysubjectareas", "session", "sessions")
 # Our field: the names it is read from, most specific first.
 ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "uid", "paperid", "arxivid", "arxiv", "doi", "key", "citationkey", "citekey", "bibtexkey",
@@ -36,7 +35,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "url": ("url", "link", "paperurl", "htmlurl", "pdfurl", "pdf"),
     # Every one of these that a record has is read (their lists joined).
     "categories": ("categories", "category", "keywords", "keyword", "tags", "tag", "subjects", "subject",
-                   "topics", "manualtags", "automatictags", "authorkeywords", "indexkeywords", *GROUPS),
+                   "topics", "manualtags", "automatictags", "authorkeywords", "indexkeywords",
+                   *GROUPS),
 }
 # What our own outputs add to a paper (`papers list --format jsonl` read back): derived, not lost.
 DERIVED = ("handle", "codelinks", "source", "score", "rank")
@@ -168,7 +168,8 @@ def _without_affiliation(name: str) -> str:
     name = name.strip().removesuffix("*").rstrip()
     if name.endswith(")"):
         depth = 0
-        for position in range(len(name) - 1, -1, -1):  # the "(" that opens the last group, nested ones inside
+        # The "(" that opens the last group, groups nested inside it counted.
+        for position in range(len(name) - 1, -1, -1):
             depth += {")": 1, "(": -1}.get(name[position], 0)
             if depth == 0:
                 if name[:position].strip():  # never a name that is all parentheses

@@ -31,8 +31,9 @@ def looks_like(data: dict) -> bool:
 
 def looks_like_notes_by_id(data: dict) -> bool:
     """A venue site's dictionary of notes keyed by their IDs."""
-    return bool(data) and all(isinstance(value, dict) and looks_like(value) and value.get("id", key) == key
-                              for key, value in data.items())
+    return bool(data) and all(
+        isinstance(value, dict) and looks_like(value) and value.get("id", key) == key
+        for key, value in data.items())
 
 
 def _value(content: dict, name: str):

@@ -1,0 +1,207 @@
+"""A Zotero library read in place: a real zotero.sqlite made from Zotero's schema (the tables of
+tests/fixtures/zotero-schema.sql) with items of several types, creators, collections, tags,
+notes, attachments, an annotation and the trash; read while another connection holds it
+locked as Zotero does, never written."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+
+TYPES = {"annotation": 1, "attachment": 3, "book": 7, "conferencePaper": 11, "journalArticle": 22, "note": 28,
+         "preprint": 31}
+FIELDS = {"title": 1, "abstractNote": 2, "date": 6, "url": 13, "DOI": 59, "publicationTitle": 38,
+          "proceedingsTitle": 69, "pages": 32, "volume": 19, "repository": 122, "citationKey": 125, "publisher": 8}
+CREATOR_TYPES = {"author": 8, "editor": 10}
+
+ITEMS = [  # (key, type, fields, creators as (type, first, last, fieldMode))
+    ("ABCD2345", "journalArticle",
+     {"title": "Private Training at Scale", "abstractNote": "We train large models with differential privacy and "
+      "per-example gradient clipping.", "date": "2023-05-01 2023-05-01", "DOI": "10.5555/priv.2023",
+      "publicationTitle": "Journal of Privacy", "volume": "4", "pages": "101-120"},
+     [("author", "Jane", "Smith", 0), ("author", "", "OpenAI Team", 1)]),
+    ("EFGH6789", "conferencePaper",
+     {"title": "Gated Linear Recurrences", "abstractNote": "Gated linear recurrences match attention on long "
+      "sequences at a fraction of the cost.", "date": "2024", "proceedingsTitle": "Proceedings of ICML 2024",
+      "url": "https://example.org/glr"},
+     [("author", "Ana", "Lee", 0)]),
+    ("JKLM2345", "preprint",
+     {"title": "Light Spanners of Planar Graphs", "abstractNote": "Every planar graph has a light spanner, found "
+      "in linear time with separators.", "date": "2022-11", "repository": "arXiv", "citationKey": "lee2022light",
+      "url": "https://arxiv.org/abs/2211.00001"},
+     [("author", "Bo", "Cruz", 0)]),
+    ("NOAB3456", "book", {"title": "Deep Learning", "date": "2016"}, [("editor", "Ian", "Goodfellow", 0)]),
+    ("NOTE2345", "note", {}, []),
+    ("ATTA2345", "attachment", {"title": "Full Text PDF"}, []),
+    ("ANNO2345", "annotation", {}, []),
+    ("TRSH2345", "journalArticle",
+     {"title": "A Trashed Paper", "abstractNote": "This item is in the trash and is not a paper of the library."},
+     [("author", "Ida", "Berg", 0)]),
+]
+
+
+def make_library(path: Path, version: int = 129) -> Path:
+    """A zotero.sqlite as Zotero writes one, from the schema's tables."""
+    database = sqlite3.connect(path)
+    database.executescript((FIXTURES / "zotero-schema.sql").read_text())
+    database.execute("INSERT INTO version VALUES ('userdata', ?)", (version,))
+    database.execute("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (1, 'user', 1, 1)")
+    database.executemany("INSERT INTO itemTypesCombined VALUES (?, ?, 1, 0)", [(i, n) for n, i in TYPES.items()])
+    database.executemany("INSERT INTO fieldsCombined VALUES (?, ?, NULL, NULL, 0)", [(i, n) for n, i in FIELDS.items()])
+    database.executemany("INSERT INTO creatorTypes VALUES (?, ?)", [(i, n) for n, i in CREATOR_TYPES.items()])
+    values: dict[str, int] = {}
+    for item_id, (key, kind, fields, creators) in enumerate(ITEMS, start=1):
+        database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, ?, 1, ?)",
+                         (item_id, TYPES[kind], key))
+        for name, value in fields.items():
+            if value not in values:
+                values[value] = len(values) + 1
+                database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (?, ?)", (values[value], value))
+            database.execute("INSERT INTO itemData VALUES (?, ?, ?)", (item_id, FIELDS[name], values[value]))
+        for order, (role, first, last, mode) in enumerate(creators):
+            found = database.execute("SELECT creatorID FROM creators WHERE firstName = ? AND lastName = ?",
+                                     (first, last)).fetchone()
+            creator = found[0] if found else database.execute(
+                "INSERT INTO creators (firstName, lastName, fieldMode) VALUES (?, ?, ?)", (first, last, mode)).lastrowid
+            database.execute("INSERT INTO itemCreators VALUES (?, ?, ?, ?)", (item_id, creator, CREATOR_TYPES[role], order))
+    database.execute("INSERT INTO itemNotes VALUES (5, 1, '<p>My notes on privacy</p>', 'My notes')")
+    database.execute("INSERT INTO itemAttachments (itemID, parentItemID, linkMode, contentType, path) "
+                     "VALUES (6, 1, 0, 'application/pdf', 'storage:paper.pdf')")
+    database.execute("INSERT INTO itemAnnotations (itemID, parentItemID, type, text, sortIndex, position, isExternal) "
+                     "VALUES (7, 6, 1, 'highlighted', '00000|000000|00000', '{}', 0)")
+    database.execute("INSERT INTO deletedItems (itemID) VALUES (8)")
+    database.executemany("INSERT INTO collections (collectionID, collectionName, parentCollectionID, libraryID, key) "
+                         "VALUES (?, ?, ?, 1, ?)", [(1, "Thesis", None, "COLL0001"), (2, "Related work", 1, "COLL0002"),
+                                                    (3, "Old", None, "COLL0003")])
+    database.execute("INSERT INTO deletedCollections (collectionID) VALUES (3)")
+    database.executemany("INSERT INTO collectionItems VALUES (?, ?, 0)", [(2, 1), (2, 3), (1, 2), (3, 2)])
+    database.execute("INSERT INTO tags (tagID, name) VALUES (1, 'to-read')")
+    database.execute("INSERT INTO itemTags VALUES (2, 1, 0)")
+    database.commit()
+    database.close()
+    return path
+
+
+@pytest.fixture
+def library(workdir):
+    folder = workdir / "Zotero"
+    folder.mkdir()
+    return make_library(folder / "zotero.sqlite")
+
+
+def shown(run, paper_id):
+    result = run("show", paper_id, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def everything_in(folder: Path) -> dict:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_a_library_is_read_in_place(workdir, run, library):
+    before = everything_in(library.parent)
+    result = run("build", str(library))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("indexed 3 papers")
+    assert "1 record without an abstract skipped" in result.stderr  # the book
+    assert everything_in(library.parent) == before  # nothing written beside it, the database unchanged
+    listed = json.loads(run("list", "--format", "json").stdout)
+    assert [row["id"] for row in listed] == ["ABCD2345", "EFGH6789", "JKLM2345"]  # no note, attachment, trash
+    paper = shown(run, "ABCD2345")
+    assert (paper["title"], paper["authors"], paper["year"], paper["venue"], paper["url"], paper["entry_type"]) == (
+        "Private Training at Scale", ["Jane Smith", "OpenAI Team"], 2023, "Journal of Privacy",
+        "https://doi.org/10.5555/priv.2023", "article")
+    assert paper["categories"] == ["Thesis/Related work"]
+    assert shown(run, "EFGH6789")["categories"] == ["Thesis", "to-read"]  # the trashed collection left out
+    assert shown(run, "JKLM2345")["citation_key"] == "lee2022light"
+    related = json.loads(run("list", "--where", "category=Thesis/Related work", "--format", "json").stdout)
+    assert [row["id"] for row in related] == ["ABCD2345", "JKLM2345"]
+    bib = run("related-work", "ABCD2345", "-k", "2", "--format", "bibtex").stdout
+    assert "@article{smith2023private," in bib and "doi = {10.5555/priv.2023}" in bib
+    assert "@misc{lee2022light," in bib and "@inproceedings{lee2024gated," in bib
+
+
+def test_read_while_zotero_holds_it_locked(workdir, run, library):
+    """Zotero keeps its database under an exclusive lock while it runs: the build reads it anyway,
+    without waiting, writing or taking a lock that would stop Zotero's next write."""
+    zotero = sqlite3.connect(library, timeout=0)
+    zotero.execute("PRAGMA locking_mode=EXCLUSIVE")
+    zotero.execute("BEGIN EXCLUSIVE")
+    zotero.execute("UPDATE items SET synced = 1")
+    zotero.commit()  # the exclusive lock stays held, as Zotero holds it
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            sqlite3.connect(f"file:{library}?mode=ro", uri=True, timeout=0).execute("SELECT 1 FROM items").fetchone()
+        result = run("build", str(library))
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith("indexed 3 papers")
+        zotero.execute("UPDATE items SET synced = 0")  # Zotero writes on, unblocked
+        zotero.commit()
+    finally:
+        zotero.close()
+
+
+def test_read_while_zotero_writes_in_wal_mode(workdir, run, library):
+    zotero = sqlite3.connect(library, timeout=0)
+    zotero.execute("PRAGMA journal_mode=WAL")
+    zotero.execute("BEGIN IMMEDIATE")
+    zotero.execute("UPDATE items SET synced = 1")  # a write under way, not committed
+    try:
+        result = run("build", str(library))
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith("indexed 3 papers")
+        zotero.commit()  # not blocked by the read
+    finally:
+        zotero.close()
+
+
+def test_the_default_profile_is_found(workdir, run, monkeypatch, library):
+    monkeypatch.setenv("HOME", str(workdir))
+    result = run("build", "zotero:")
+    assert result.exit_code == 0, result.output
+    # A data directory set in Zotero's settings (Linux profile) wins over ~/Zotero.
+    elsewhere = workdir / "elsewhere"
+    elsewhere.mkdir()
+    library.rename(elsewhere / "zotero.sqlite")
+    profile = workdir / ".zotero" / "zotero" / "abcd1234.default"
+    profile.mkdir(parents=True)
+    (profile / "prefs.js").write_text(f'user_pref("extensions.zotero.dataDir", "{elsewhere}");\n'
+                                      'user_pref("extensions.zotero.useDataDir", true);\n')
+    assert run("build", "zotero:", "--index", "other").exit_code == 0
+    (profile / "prefs.js").unlink()
+    missing = run("build", "zotero:", "--index", "third")
+    assert (missing.exit_code, missing.stderr) == (
+        1, f"Error: zotero: no Zotero database at {workdir / 'Zotero' / 'zotero.sqlite'}: "
+           "give the path of your zotero.sqlite\n")
+
+
+def test_an_unknown_schema_is_named_in_one_line(workdir, run):
+    (workdir / "z").mkdir()
+    library = make_library(workdir / "z" / "zotero.sqlite", version=400)
+    result = run("build", str(library))
+    assert result.exit_code == 0, result.output
+    assert (f"warning: {library}: from a Zotero version whose database schema (400) is not known to papers "
+            "(it knows 80 to 129): read as far as it goes\n") in result.stderr
+
+
+def test_not_a_zotero_database(workdir, run):
+    other = workdir / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()
+    result = run("build", str(other))
+    assert result.exit_code == 1 and result.stderr.startswith(f"Error: {other}: not a Zotero database (no ")
+
+
+def test_better_bibtex_keys_beside_the_database(workdir, run, library):
+    keys = sqlite3.connect(library.parent / "better-bibtex.sqlite")
+    keys.execute("CREATE TABLE citationkey (itemID INTEGER PRIMARY KEY, itemKey TEXT NOT NULL, libraryID INTEGER "
+                 "NOT NULL, citationKey TEXT NOT NULL, pinned INTEGER DEFAULT 0)")
+    keys.execute("INSERT INTO citationkey VALUES (2, 'EFGH6789', 1, 'LeeGated2024', 0)")
+    keys.commit()
+    keys.close()
+    assert run("build", str(library)).exit_code == 0
+    assert shown(run, "EFGH6789")["citation_key"] == "LeeGated2024"
+    assert shown(run, "JKLM2345")["citation_key"] == "lee2022light"  # Zotero 7's own field first
