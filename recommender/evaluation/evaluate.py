@@ -2,7 +2,7 @@
 
 The collection is query by example (the CSFCube layout, see metrics.py): every
 query is a paper of the corpus, judged against a pool of candidate papers.
-Each query paper is scored against candidates with `Recommender.score_rows`,
+Each query paper is scored against candidates with `PaperIndex.score_rows`,
 the same fusion `papers like` ranks by, so the figures measure what users get.
 
 Several seeds as one profile (profiles.py): the collection's queries also make profiles of a query
@@ -159,7 +159,7 @@ def evaluate(
 
     `dense_weight` None: the one `like` uses for the index (its tier's); `precision` as `build_index`'s,
     None the default."""
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
 
     check_settings(mode, pool, dense_weight, min_score, diverse)
     judgements = metrics.read_qrels(qrels)
@@ -169,7 +169,7 @@ def evaluate(
             raise InputError(f"{qrels}: no judgements for query {query_id} of {queries}: judge it or remove it")
     index = index if index is not None else eval_index_name(corpus)
     build = prepare_index(corpus, index, model, chunking, progress, on_phase, precision)
-    with Recommender.open(index) as recommender:
+    with PaperIndex.open(index) as recommender:
         dense_weight = recommender.dense_weight if dense_weight is None else dense_weight
         rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
         results = []
@@ -217,7 +217,7 @@ def evaluate(
 def check_settings(mode: str, pool: str, dense_weight: float | None, min_score: float | None,
                    diverse: float | None) -> None:
     """Refuse evaluation settings out of range (OptionError), before any work is done."""
-    from ..query.recommender import check_options
+    from ..query.paper_index import check_options
 
     check_options(1, min_score, diverse, mode)
     if pool not in POOLS:

@@ -7,7 +7,7 @@
   profile; its pool and judgements are those of all of them (a paper judged for several keeps its
   highest grade), the seeds of any left out.
 
-A profile is ranked by `Recommender.score_rows` over its seeds, as `like` with several seeds ranks.
+A profile is ranked by `PaperIndex.score_rows` over its seeds, as `like` with several seeds ranks.
 """
 
 from __future__ import annotations

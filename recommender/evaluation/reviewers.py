@@ -198,9 +198,9 @@ def evaluate_reviewers(
     dense_weight: float | None = None, precision: str | None = None, progress=None, on_phase=None,
 ) -> ReviewerEvaluation:
     """Build (or reuse) an index of the folder's papers, rank every researcher's rated papers by their
-    profile as `like` ranks several seeds (`Recommender.score_rows`), and give the loss with its spread."""
+    profile as `like` ranks several seeds (`PaperIndex.score_rows`), and give the loss with its spread."""
     from ..corpus.papers import read_papers
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
     from .evaluate import check_settings, prepare_index
 
     check_settings(mode, "judged", dense_weight, None, None)
@@ -212,7 +212,7 @@ def evaluate_reviewers(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the build warned about duplicate papers as it read them
         papers = read_papers([data.papers_file])
-    with Recommender.open(index) as recommender:
+    with PaperIndex.open(index) as recommender:
         # A build keeps a duplicate text once: its other IDs are found by their text (`find_papers`).
         rows_by_id = {paper.id: row for paper, row in zip(papers, recommender.find_papers(papers)) if row is not None}
         weight = recommender.dense_weight if dense_weight is None else dense_weight

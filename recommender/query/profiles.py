@@ -2,7 +2,7 @@
 
 A reading list or tag often spans several topics; the mean of its vectors (Rocchio, `ranking.combine_dense`)
 then points between them. These functions score candidates from each seed's own scores instead
-(`Recommender.seed_scores`), or from the seeds' vectors; scripts/tune_profiles.py compares them on
+(`PaperIndex.seed_scores`), or from the seeds' vectors; scripts/tune_profiles.py compares them on
 profiles built from CSFCube (docs/reading-groups-notes.md) and `like` ships the one it chose:
 clusters of the seeds, each scored as a centroid, the best kept (`seed_clusters`, `best_topic`).
 """

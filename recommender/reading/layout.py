@@ -20,7 +20,7 @@ import numpy as np
 
 from ..corpus.text import shorten
 from ..errors import InputError
-from ..query.recommender import Recommender
+from ..query.paper_index import PaperIndex
 
 WIDTH, HEIGHT, MARGIN = 1100, 760, 28
 TOP = 64  # title and caption above the map (PNG)
@@ -165,7 +165,7 @@ def pca_2d(vectors: np.ndarray) -> np.ndarray:
 
 
 def build_map(
-    recommender: Recommender,
+    recommender: PaperIndex,
     rows: Sequence[int] | None = None,
     n: int = 6,
     seed: int = 0,

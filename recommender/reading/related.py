@@ -1,8 +1,8 @@
 """Related-work lists for many papers at once.
 
-Each list is the one `Recommender.like(paper, k=k)` returns: the dense
+Each list is the one `PaperIndex.like(paper, k=k)` returns: the dense
 candidates of a chunk of papers come from one batched FAISS search and their
-TF-IDF scores from batched postings reads (`Recommender.like_each`); then every
+TF-IDF scores from batched postings reads (`PaperIndex.like_each`); then every
 paper is ranked by `like`'s own code over its own candidate pool, so the lists
 are the same by construction. (Before the hybrid score was normalised per
 query, a bound on a fixed convex mix of the two cosines let most papers skip
@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 from ..corpus.papers import Paper
 from ..corpus.summary import paper_brief
 from ..errors import OptionError
-from ..query.recommender import Recommendation, Recommender, check_options
+from ..query.paper_index import Recommendation, PaperIndex, check_options
 
 CHUNK = 1024
 """Papers per chunk: the unit of progress reports and of paper records held at once."""
@@ -35,7 +35,7 @@ class RelatedList:
         return {**paper_brief(self.paper), "related": [item.to_dict() for item in self.related]}
 
 
-def select_rows(recommender: Recommender, references: Sequence[str] = (), all_papers: bool = False) -> list[int]:
+def select_rows(recommender: PaperIndex, references: Sequence[str] = (), all_papers: bool = False) -> list[int]:
     """Rows of the chosen papers in the order given (duplicates once), or every row in index order."""
     if all_papers:
         if references:
@@ -47,7 +47,7 @@ def select_rows(recommender: Recommender, references: Sequence[str] = (), all_pa
 
 
 def related_work(
-    recommender: Recommender,
+    recommender: PaperIndex,
     rows: Sequence[int | Paper],
     k: int = 5,
     why: bool = False,
@@ -57,7 +57,7 @@ def related_work(
     """For each row, its k most related papers (the list `like` gives), in order.
 
     A `Paper` among `rows` (read from a file, say) stands for the stored paper
-    when the index holds it (`Recommender.find_papers`); otherwise its list is
+    when the index holds it (`PaperIndex.find_papers`); otherwise its list is
     `like(papers=[paper])`'s, the paper embedded now. `progress(count)` is called
     after each chunk."""
     check_options(k, None, None, "hybrid")  # now, not when the first list is asked for
@@ -70,7 +70,7 @@ def related_work(
                         k, why, progress)
 
 
-def _stored_where_possible(recommender: Recommender, rows: Sequence[int | Paper]) -> list[int | Paper]:
+def _stored_where_possible(recommender: PaperIndex, rows: Sequence[int | Paper]) -> list[int | Paper]:
     """Rows as ints, papers the index holds as their rows, each paper once (first place kept)."""
     papers = [item for item in rows if isinstance(item, Paper)]
     found = iter(recommender.find_papers(papers) if papers else [])

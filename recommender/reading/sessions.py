@@ -18,7 +18,7 @@ from ..arrays import unit_rows
 from ..corpus.papers import Paper
 from ..errors import InputError, OptionError
 from ..index.lexical import analyse
-from ..query.recommender import Recommender
+from ..query.paper_index import PaperIndex
 
 KMEANS_ITERATIONS = 25
 KMEANS_RESTARTS = 5
@@ -291,7 +291,7 @@ def _readable(term: str) -> bool:
 # ---------------------------------------------------------------- the plan
 
 
-def label_sessions(recommender: Recommender, rows: Sequence[int],
+def label_sessions(recommender: PaperIndex, rows: Sequence[int],
                    groups: Sequence[int] | np.ndarray) -> dict[int, tuple[str, ...]]:
     """`session_labels` of the papers at `rows` (the plan's and the map's labels: one function, one wording)."""
     texts = [paper.text for paper in recommender.papers_at(list(rows))]
@@ -312,7 +312,7 @@ def default_capacity(papers: int, sessions: int) -> int:
     return math.ceil(CAPACITY * papers / sessions)
 
 
-def group_papers(recommender: Recommender, rows: Sequence[int], n: int, max_per_session: int | None = None,
+def group_papers(recommender: PaperIndex, rows: Sequence[int], n: int, max_per_session: int | None = None,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(session of each row, unit centre of each session): k-means, capacity, then centres of the members.
     Sessions are numbered 0.. in chain order; a session left empty is dropped."""
@@ -355,7 +355,7 @@ def group_papers(recommender: Recommender, rows: Sequence[int], n: int, max_per_
 
 
 def plan_sessions(
-    recommender: Recommender,
+    recommender: PaperIndex,
     rows: Sequence[int],
     n: int = 6,
     max_per_session: int | None = None,

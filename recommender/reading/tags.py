@@ -11,7 +11,7 @@ from typing import Iterator, Sequence
 from .. import files
 from ..errors import InputError, PaperNotFoundError, RecommenderError
 from ..index.layout import tags_path
-from ..query.recommender import Recommendation, Recommender
+from ..query.paper_index import Recommendation, PaperIndex
 
 TAG_PATTERN = re.compile(r"[\w.+-]{1,64}")
 TAG_RULE = "a tag is 1 to 64 letters, digits, '.', '_', '+' or '-'"
@@ -143,13 +143,13 @@ def _create_marks(connection) -> None:
                        "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper, kind))")
 
 
-def tag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
+def tag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
     """Tag the paper a reference names (ID, handle or unique prefix), stored by its ID."""
     check_tag(tag)
     return tags.add(tag, recommender.keys.id_of(recommender.resolve(reference)))
 
 
-def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
+def untag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
     """Untag a paper; a reference that names no paper of this index may still be a tagged ID (of a
     paper a rebuild dropped), so it is removed as given."""
     check_tag(tag)
@@ -160,13 +160,13 @@ def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: s
     return tags.remove(tag, paper_id)
 
 
-def mark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
+def mark_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
     """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its ID."""
     check_tag(tag)
     return tags.mark(tag, recommender.keys.id_of(recommender.resolve(reference)), kind)
 
 
-def unmark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
+def unmark_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
     """Take a mark back; a reference that names no paper of this index is removed as given (as `untag_paper`)."""
     check_tag(tag)
     try:
@@ -177,7 +177,7 @@ def unmark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: 
 
 
 def recommend_for_tags(
-    recommender: Recommender,
+    recommender: PaperIndex,
     tags: TagStore,
     names: Sequence[str],
     k: int = 10,

@@ -15,7 +15,7 @@ from .markdown import code_links, md, md_latex, reference, snippet
 from .tables import LIST_SEPARATOR, csv_writer
 
 if TYPE_CHECKING:
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
 
 RELATED_FORMATS = ("markdown", "json", "jsonl", "csv", "bibtex", "miniconf")
 CSV_COLUMNS = ("paper_id", "paper_handle", "rank", "id", "handle", "title", "authors", "year", "venue", "score", "snippet",
@@ -130,7 +130,7 @@ class BibtexKeys:
     papers after (`corpus.citation.unique_citation_key`). A key costs a few lookups of the
     index's table of citation keys, whatever the corpus size."""
 
-    def __init__(self, index: Recommender, outside: Sequence[Paper] = ()):
+    def __init__(self, index: PaperIndex, outside: Sequence[Paper] = ()):
         self.index = index
         held = index.find_papers(list(outside)) if outside else []
         self.outside = {paper.id: position for position, (paper, row) in enumerate(zip(outside, held)) if row is None}

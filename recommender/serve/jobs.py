@@ -29,11 +29,11 @@ def _start_child(parent: int) -> None:
 
 def compute_map(index_dir: str) -> tuple[str, str]:
     """("page", the map's HTML) or ("refused", why), as `papers map --out map.html` writes it."""
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
     from ..reading.layout import build_map
     from ..render.map import render_html
 
-    with Recommender.open(Path(index_dir)) as recommender:
+    with PaperIndex.open(Path(index_dir)) as recommender:
         if len(recommender) > MAP_PAPERS:
             return "refused", (f"a map of {len(recommender):,} papers takes too long to draw on request (at most "
                                f"{MAP_PAPERS:,}): write it once with `papers map --out map.html`")
@@ -42,10 +42,10 @@ def compute_map(index_dir: str) -> tuple[str, str]:
 
 def compute_sessions(index_dir: str, n: int):
     """The plan of every paper in `n` sessions (`papers sessions --n`)."""
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
     from ..reading.sessions import plan_sessions
 
-    with Recommender.open(Path(index_dir)) as recommender:
+    with PaperIndex.open(Path(index_dir)) as recommender:
         return plan_sessions(recommender, range(len(recommender)), n=n)
 
 

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..errors import InputError
 from ..index.home import resolve_index_dir
-from ..query.recommender import Recommender
+from ..query.paper_index import PaperIndex
 from .app import INDEX_VARIABLE, LOOPBACK_VARIABLE, SUPERVISOR_VARIABLE, TOKEN_VARIABLE
 from .security import is_loopback, new_token
 
@@ -66,7 +66,7 @@ def serve(index: str | None, host: str = "127.0.0.1", port: int = 8000, workers:
     if not 1 <= workers <= MAX_WORKERS:
         raise InputError(f"--workers must be 1..{MAX_WORKERS}, got {workers}")
     index_dir = Path(os.path.abspath(resolve_index_dir(index)))
-    Recommender.open(index_dir).close()  # a missing or damaged index is one line now, not in every request
+    PaperIndex.open(index_dir).close()  # a missing or damaged index is one line now, not in every request
     if token_file is not None:
         token = read_token_file(token_file)
     token = token or os.environ.get(TOKEN_ENVIRONMENT) or None

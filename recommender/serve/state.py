@@ -11,7 +11,7 @@ from typing import Iterator
 from ..errors import RecommenderError
 from ..index import segments
 from ..index.stored import IndexFolder
-from ..query.recommender import Recommender
+from ..query.paper_index import PaperIndex
 from ..query.segmented import open_index
 
 
@@ -19,7 +19,7 @@ from ..query.segmented import open_index
 class OpenedVersion:
     """One version of the index, open, with what was computed from it (the map, the sessions)."""
 
-    recommender: Recommender
+    recommender: PaperIndex
     version: str
     users: int = 0
     retired: bool = False
@@ -48,7 +48,7 @@ class LiveIndex:
         self._folder = IndexFolder(self.index_dir)
         self._lock = threading.Lock()
         self._current: OpenedVersion | None = None
-        # One request at a time uses the library in this process: a Recommender is not made for threads
+        # One request at a time uses the library in this process: a PaperIndex is not made for threads
         # (its lazy loads, and numpy's header parsing, which on CPython 3.11 can fail with "SystemError:
         # AST constructor recursion depth mismatch" when two threads run it). Requests run in parallel
         # across --workers processes, which share the index's pages.

@@ -62,7 +62,7 @@ def load_query_encoder(stored: StoredIndex, model: str) -> Encoder:
     return loading.load_encoder(model)
 
 
-class Recommender:
+class PaperIndex:
     """An opened index: look papers up, find papers like them, search by text."""
 
     def __init__(self, stored: StoredIndex):
@@ -90,7 +90,7 @@ class Recommender:
         self._aliases: dict[str, str] | None = None  # nor the other IDs of papers (read on first use)
 
     @classmethod
-    def open(cls, index: str | Path | None = None, model: str | None = None, verify: bool = False) -> "Recommender":
+    def open(cls, index: str | Path | None = None, model: str | None = None, verify: bool = False) -> "PaperIndex":
         """Open an index by name or path; refuse it if it was built with another model."""
         index_dir = resolve_index_dir(index)
         stored = open_stored(index_dir, verify=verify)
@@ -141,7 +141,7 @@ class Recommender:
         self._rows_by_citation_key = None
         self.stored.close()
 
-    def __enter__(self) -> "Recommender":
+    def __enter__(self) -> "PaperIndex":
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -903,7 +903,7 @@ class Recommender:
 
 @dataclass(frozen=True)
 class Explanation:
-    """Why a paper is listed (`Recommender.explain`): against a seed paper or a search text, the terms
+    """Why a paper is listed (`PaperIndex.explain`): against a seed paper or a search text, the terms
     they share most and the cosines of their embeddings and of their TF-IDF vectors."""
 
     paper: Paper
@@ -951,7 +951,7 @@ BECAUSE_SEEDS = 3
 PROFILES = ("seeds", "topics", "centroid")
 # TF-IDF scores (one a query and paper) `like_each` holds at once: 16 MB whatever the corpus.
 LEXICAL_CELLS = 1 << 22
-# FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`Recommender._pool`).
+# FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`PaperIndex._pool`).
 POOL_MARGIN = 16
 
 
