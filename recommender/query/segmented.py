@@ -13,20 +13,21 @@ of the added papers' terms (measured by scripts/bench_segments.py, docs/performa
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence, cast
+from typing import cast
 
 import numpy as np
 
+from ..arrays import csr_ranges, sorted_union
 from ..corpus.papers import Paper
 from ..embed.windows import Encoder
 from ..errors import IndexBusyError, IndexMissingError, PaperNotFoundError
 from ..index import segments as segment_store
-from ..index.home import resolve_index_dir
-from ..index.stored import corrupt
 from ..index.ann import search_index
-from ..arrays import csr_ranges, sorted_union
+from ..index.home import resolve_index_dir
 from ..index.lexical import LexicalIndex, SparseVector, best_rows
+from ..index.stored import corrupt
 from . import paper_index as single
 from .paper_index import PaperIndex
 
@@ -138,7 +139,7 @@ class SegmentedIndex(PaperIndex):
         return out if out is not None else np.zeros(0, dtype=np.float32)
 
     @property  # indexed by rows, as the array is
-    def vectors(self) -> "_UnionVectors":  # type: ignore[override]
+    def vectors(self) -> _UnionVectors:  # type: ignore[override]
         return _UnionVectors(self)
 
     def vectors_at(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from .. import files
 from ..errors import InputError, PaperNotFoundError, RecommenderError
 from ..index.layout import tags_path
-from ..query.paper_index import Recommendation, PaperIndex
+from ..query.paper_index import PaperIndex, Recommendation
 
 TAG_PATTERN = re.compile(r"[\w.+-]{1,64}")
 TAG_RULE = "a tag is 1 to 64 letters, digits, '.', '_', '+' or '-'"
@@ -27,7 +27,8 @@ def check_tag(tag: str) -> str:
 
 
 class TagStore:
-    """Tags of paper IDs in `<index>/tags.sqlite` (WAL mode: readers never wait for a writer, and several
+    """Tags of paper IDs in `<index>/tags.sqlite` (WAL mode: readers never wait for a writer, and
+    several
     server processes share it). IDs are kept as given, so tags outlive a rebuild of the index."""
 
     def __init__(self, index_dir: Path):
@@ -42,20 +43,28 @@ class TagStore:
             return
         linked = files.linked_sqlite_file(self.path)
         if linked is not None:  # SQLite would write through it
-            raise RecommenderError(f"tags file {linked} is a symbolic link, which is never followed: remove it")
+            raise RecommenderError(
+                f"tags file {linked} is a symbolic link, which is never followed: remove it"
+            )
         try:
             connection = sqlite3.connect(self.path, timeout=10)
         except sqlite3.Error as error:
-            raise RecommenderError(f"tags {self.path}: {error}: check the disk and permissions") from None
+            raise RecommenderError(
+                f"tags {self.path}: {error}: check the disk and permissions"
+            ) from None
         try:
             if write:
                 connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("CREATE TABLE IF NOT EXISTS tags (tag TEXT NOT NULL, paper TEXT NOT NULL, "
-                                   "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper))")
+                connection.execute(
+                    "CREATE TABLE IF NOT EXISTS tags (tag TEXT NOT NULL, paper TEXT NOT NULL, "
+                    "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper))"
+                )
             with connection:
                 yield connection
         except sqlite3.Error as error:
-            raise RecommenderError(f"tags {self.path}: {error}: check the disk and permissions") from None
+            raise RecommenderError(
+                f"tags {self.path}: {error}: check the disk and permissions"
+            ) from None
         finally:
             connection.close()
 
@@ -64,7 +73,9 @@ class TagStore:
         found: dict[str, list[str]] = {}
         with self._connection() as connection:
             if connection is not None and self._has_table(connection):
-                for tag, paper in connection.execute("SELECT tag, paper FROM tags ORDER BY tag, added, paper"):
+                for tag, paper in connection.execute(
+                    "SELECT tag, paper FROM tags ORDER BY tag, added, paper"
+                ):
                     found.setdefault(tag, []).append(paper)
         return found
 
@@ -74,43 +85,63 @@ class TagStore:
         with self._connection() as connection:
             if connection is None or not self._has_table(connection):
                 return []
-            return [paper for (paper,) in connection.execute(
-                "SELECT paper FROM tags WHERE tag = ? ORDER BY added, paper", (tag,))]
+            return [
+                paper
+                for (paper,) in connection.execute(
+                    "SELECT paper FROM tags WHERE tag = ? ORDER BY added, paper", (tag,)
+                )
+            ]
 
     def add(self, tag: str, paper_id: str) -> list[str]:
         """Tag a paper (by its ID; tagging it again changes nothing); returns the tag's papers."""
         check_tag(tag)
         with self._connection(write=True) as connection:
-            count = connection.execute("SELECT count(*) FROM tags WHERE tag = ?", (tag,)).fetchone()[0]
+            count = connection.execute(
+                "SELECT count(*) FROM tags WHERE tag = ?", (tag,)
+            ).fetchone()[0]
             if count >= PAPERS_A_TAG:
-                raise InputError(f"tag '{tag}' already holds {count} papers, the most a tag may hold")
-            connection.execute("INSERT OR IGNORE INTO tags (tag, paper) VALUES (?, ?)", (tag, paper_id))
+                raise InputError(
+                    f"tag '{tag}' already holds {count} papers, the most a tag may hold"
+                )
+            connection.execute(
+                "INSERT OR IGNORE INTO tags (tag, paper) VALUES (?, ?)", (tag, paper_id)
+            )
         return self.papers(tag)
 
     def remove(self, tag: str, paper_id: str) -> list[str]:
-        """Untag a paper (a paper the tag does not hold changes nothing); returns the tag's papers."""
+        """Untag a paper (a paper the tag does not hold changes nothing); returns the tag's
+        papers."""
         check_tag(tag)
         with self._connection(write=True) as connection:
             connection.execute("DELETE FROM tags WHERE tag = ? AND paper = ?", (tag, paper_id))
         return self.papers(tag)
 
     def mark(self, tag: str, paper_id: str, kind: str) -> list[str]:
-        """Mark a paper for a tag: "not" (not interested: a negative seed of the tag's profile) or "seen"
-        (shown and acknowledged: left out of the tag's recommendations); returns the tag's papers so marked."""
+        """Mark a paper for a tag: "not" (not interested: a negative seed of the tag's profile) or
+        "seen"
+        (shown and acknowledged: left out of the tag's recommendations); returns the tag's papers so
+        marked.
+        """
         check_tag(tag)
         _check_kind(kind)
         with self._connection(write=True) as connection:
             _create_marks(connection)
-            connection.execute("INSERT OR IGNORE INTO marks (tag, paper, kind) VALUES (?, ?, ?)", (tag, paper_id, kind))
+            connection.execute(
+                "INSERT OR IGNORE INTO marks (tag, paper, kind) VALUES (?, ?, ?)",
+                (tag, paper_id, kind),
+            )
         return self.marked(tag, kind)
 
     def unmark(self, tag: str, paper_id: str, kind: str) -> list[str]:
-        """Take a mark back (a paper not so marked changes nothing); returns the tag's papers so marked."""
+        """Take a mark back (a paper not so marked changes nothing); returns the tag's papers so
+        marked."""
         check_tag(tag)
         _check_kind(kind)
         with self._connection(write=True) as connection:
             _create_marks(connection)
-            connection.execute("DELETE FROM marks WHERE tag = ? AND paper = ? AND kind = ?", (tag, paper_id, kind))
+            connection.execute(
+                "DELETE FROM marks WHERE tag = ? AND paper = ? AND kind = ?", (tag, paper_id, kind)
+            )
         return self.marked(tag, kind)
 
     def marked(self, tag: str, kind: str) -> list[str]:
@@ -118,15 +149,26 @@ class TagStore:
         check_tag(tag)
         _check_kind(kind)
         with self._connection() as connection:
-            if connection is None or connection.execute(
-                    "SELECT 1 FROM sqlite_master WHERE name = 'marks'").fetchone() is None:
+            if (
+                connection is None
+                or connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'marks'").fetchone()
+                is None
+            ):
                 return []
-            return [paper for (paper,) in connection.execute(
-                "SELECT paper FROM marks WHERE tag = ? AND kind = ? ORDER BY added, paper", (tag, kind))]
+            return [
+                paper
+                for (paper,) in connection.execute(
+                    "SELECT paper FROM marks WHERE tag = ? AND kind = ? ORDER BY added, paper",
+                    (tag, kind),
+                )
+            ]
 
     @staticmethod
     def _has_table(connection) -> bool:
-        return connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tags'").fetchone() is not None
+        return (
+            connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tags'").fetchone()
+            is not None
+        )
 
 
 # A paper's marks for a tag: not interested (a negative seed of the tag's profile), seen (left out).
@@ -139,8 +181,10 @@ def _check_kind(kind: str) -> None:
 
 
 def _create_marks(connection) -> None:
-    connection.execute("CREATE TABLE IF NOT EXISTS marks (tag TEXT NOT NULL, paper TEXT NOT NULL, kind TEXT NOT NULL, "
-                       "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper, kind))")
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS marks (tag TEXT NOT NULL, paper TEXT NOT NULL, kind TEXT NOT"
+        " NULL, added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper, kind))"
+    )
 
 
 def tag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
@@ -160,14 +204,20 @@ def untag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: st
     return tags.remove(tag, paper_id)
 
 
-def mark_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
-    """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its ID."""
+def mark_paper(
+    recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str
+) -> list[str]:
+    """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its
+    ID."""
     check_tag(tag)
     return tags.mark(tag, recommender.keys.id_of(recommender.resolve(reference)), kind)
 
 
-def unmark_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
-    """Take a mark back; a reference that names no paper of this index is removed as given (as `untag_paper`)."""
+def unmark_paper(
+    recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str
+) -> list[str]:
+    """Take a mark back; a reference that names no paper of this index is removed as given (as
+    `untag_paper`)."""
     check_tag(tag)
     try:
         paper_id = recommender.keys.id_of(recommender.resolve(reference))
@@ -186,24 +236,40 @@ def recommend_for_tags(
     exclude_seen: Sequence[str] = (),
     not_: Sequence[str] = (),
 ) -> list[Recommendation]:
-    """Papers like the papers of these tags (all of them as one profile), the tagged papers left out,
-    unlike the papers marked not interested for them (and those in `not_`), without the papers marked
-    seen for the tags in `exclude_seen`. Tagged IDs this index no longer holds (a rebuild dropped them)
+    """Papers like the papers of these tags (all of them as one profile), the tagged papers left
+    out,
+    unlike the papers marked not interested for them (and those in `not_`), without the papers
+    marked
+    seen for the tags in `exclude_seen`. Tagged IDs this index no longer holds (a rebuild dropped
+    them)
     are passed over."""
     names = list(dict.fromkeys(check_tag(name) for name in names))
     if not names:
         raise InputError("no tag given: name at least one tag")
     tagged = [paper for name in names for paper in tags.papers(name)]
     if not tagged:
-        raise PaperNotFoundError(f"tag '{names[0]}' holds no papers: tag some first" if len(names) == 1 else
-                                 f"tags {', '.join(names)} hold no papers: tag some first")
-    held = [paper for paper in dict.fromkeys(tagged) if recommender.keys.row_of_id(paper) is not None]
+        raise PaperNotFoundError(
+            f"tag '{names[0]}' holds no papers: tag some first"
+            if len(names) == 1
+            else f"tags {', '.join(names)} hold no papers: tag some first"
+        )
+    held = [
+        paper for paper in dict.fromkeys(tagged) if recommender.keys.row_of_id(paper) is not None
+    ]
     if not held:
-        raise PaperNotFoundError(f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)")
+        raise PaperNotFoundError(
+            f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)"
+        )
     held_set = set(held)
     negatives = [paper for name in names for paper in tags.marked(name, "not")]
-    negatives = [paper for paper in dict.fromkeys(negatives)
-                 if paper not in held_set and recommender.keys.row_of_id(paper) is not None]
-    seen = [paper for name in dict.fromkeys(check_tag(name) for name in exclude_seen)
-            for paper in tags.marked(name, "seen")]
+    negatives = [
+        paper
+        for paper in dict.fromkeys(negatives)
+        if paper not in held_set and recommender.keys.row_of_id(paper) is not None
+    ]
+    seen = [
+        paper
+        for name in dict.fromkeys(check_tag(name) for name in exclude_seen)
+        for paper in tags.marked(name, "seen")
+    ]
     return recommender.like(*held, k=k, mode=mode, why=why, not_=[*negatives, *not_], exclude=seen)
