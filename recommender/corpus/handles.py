@@ -43,16 +43,12 @@ _LINK_MARKERS = (
     "4open",
 )
 # Hosts that only count with a path: "github.com" alone is not a code link.
-_NEEDS_PATH = {
-    "github.com",
-    "gitlab.com",
-    "huggingface.co",
-    "hf.co",
-    "bitbucket.org",
-    "codeberg.org",
-    "sites.google.com",
-    "anonymous.4open.science",
-}
+_NEEDS_PATH = set(
+    """
+    github.com gitlab.com huggingface.co hf.co bitbucket.org codeberg.org sites.google.com
+    anonymous.4open.science
+    """.split()
+)
 _URL_RE = re.compile(
     rf"\bhttps?://{_URL_CHAR}+" rf"|(?<![\w./@-])(?:www\.)?{_CODE_HOST}(?:/{_URL_CHAR}*)?",
     re.I,
@@ -159,131 +155,17 @@ def _tidy(handle: str) -> str:
 # --------------------------------------------------------------------------
 
 # Acronyms and names that papers use but rarely introduce.
-_STOP_NAMES = {
-    "ai",
-    "agi",
-    "ml",
-    "nlp",
-    "cv",
-    "llm",
-    "llms",
-    "mllm",
-    "mllms",
-    "vlm",
-    "vlms",
-    "lm",
-    "lms",
-    "slm",
-    "slms",
-    "lrm",
-    "lrms",
-    "rl",
-    "rlhf",
-    "rlvr",
-    "dp",
-    "sgd",
-    "dp-sgd",
-    "adam",
-    "adamw",
-    "gpu",
-    "gpus",
-    "tpu",
-    "tpus",
-    "cpu",
-    "cpus",
-    "cnn",
-    "cnns",
-    "rnn",
-    "rnns",
-    "gnn",
-    "gnns",
-    "dnn",
-    "dnns",
-    "mlp",
-    "mlps",
-    "lstm",
-    "lstms",
-    "gru",
-    "vit",
-    "vits",
-    "dit",
-    "dits",
-    "gan",
-    "gans",
-    "vae",
-    "vaes",
-    "moe",
-    "lora",
-    "qlora",
-    "peft",
-    "sft",
-    "dpo",
-    "ppo",
-    "grpo",
-    "cot",
-    "icl",
-    "rag",
-    "sota",
-    "mdp",
-    "mdps",
-    "pomdp",
-    "pomdps",
-    "ood",
-    "iid",
-    "kl",
-    "mse",
-    "mae",
-    "auc",
-    "roc",
-    "fid",
-    "psnr",
-    "ssim",
-    "snr",
-    "ode",
-    "odes",
-    "sde",
-    "sdes",
-    "pde",
-    "pdes",
-    "api",
-    "apis",
-    "gui",
-    "guis",
-    "url",
-    "pdf",
-    "iot",
-    "bert",
-    "gpt",
-    "gpt-3",
-    "gpt-4",
-    "gpt-4o",
-    "chatgpt",
-    "clip",
-    "llama",
-    "qwen",
-    "imagenet",
-    "cifar-10",
-    "cifar-100",
-    "mnist",
-    "coco",
-    "ms-coco",
-    "a100",
-    "h100",
-    "v100",
-    "and",
-    "not",
-    "xor",
-    "nand",
-    "iii",
-    "ieee",
-    "acl",
-    "neurips",
-    "icml",
-    "iclr",
-    "cvpr",
-    "usa",
-    "covid-19",
-}
+_STOP_NAMES = set(
+    """
+    ai agi ml nlp cv llm llms mllm mllms vlm vlms lm lms slm slms lrm lrms rl rlhf rlvr dp sgd
+    dp-sgd adam adamw gpu gpus tpu tpus cpu cpus cnn cnns rnn rnns gnn gnns dnn dnns mlp mlps
+    lstm lstms gru vit vits dit dits gan gans vae vaes moe lora qlora peft sft dpo ppo grpo cot
+    icl rag sota mdp mdps pomdp pomdps ood iid kl mse mae auc roc fid psnr ssim snr ode odes sde
+    sdes pde pdes api apis gui guis url pdf iot bert gpt gpt-3 gpt-4 gpt-4o chatgpt clip llama
+    qwen imagenet cifar-10 cifar-100 mnist coco ms-coco a100 h100 v100 and not xor nand iii ieee
+    acl neurips icml iclr cvpr usa covid-19
+    """.split()
+)
 _MEASURE_RE = re.compile(r"\d+(?:\.\d+)?[A-Za-z]{1,2}")  # 3D, 13B, 2K, 1.79x
 _SIZE_SUFFIX_RE = re.compile(r"-\d+(?:\.\d+)?[BMK]$")  # GUI-G1-3B -> GUI-G1
 _TOKEN_RE = re.compile(r"[^\W_](?:[^\W_]|-(?=[^\W_])|\.(?=\d))*")
@@ -412,261 +294,46 @@ def _introduced_name(text: str, repo_names: list[str]) -> str | None:
 # --------------------------------------------------------------------------
 
 _ARTICLES = {"a", "an", "the"}
-_BREAKERS = {
-    "in",
-    "on",
-    "at",
-    "for",
-    "to",
-    "from",
-    "with",
-    "without",
-    "by",
-    "via",
-    "into",
-    "onto",
-    "over",
-    "under",
-    "across",
-    "through",
-    "between",
-    "among",
-    "against",
-    "within",
-    "beyond",
-    "towards",
-    "toward",
-    "using",
-    "based",
-    "and",
-    "or",
-    "but",
-    "nor",
-    "as",
-    "than",
-    "that",
-    "which",
-    "who",
-    "whom",
-    "whose",
-    "where",
-    "when",
-    "while",
-    "whereas",
-    "if",
-    "because",
-    "since",
-    "although",
-    "though",
-    "how",
-    "why",
-    "what",
-    "whether",
-    "this",
-    "these",
-    "those",
-    "it",
-    "its",
-    "their",
-    "our",
-    "we",
-    "they",
-    "such",
-    "not",
-    "no",
-    "there",
-    "both",
-    "each",
-    "often",
-    "typically",
-    "usually",
-    "increasingly",
-    "recently",
-    "gradually",
-    "significantly",
-    "generally",
-    "commonly",
-    "widely",
-    "largely",
-    "primarily",
-    "mainly",
-    "still",
-    "also",
-    "already",
-    "now",
-    "currently",
-    "traditionally",
-    "remarkably",
-}
-_VERBS = {
-    "is",
-    "are",
-    "was",
-    "were",
-    "be",
-    "been",
-    "being",
-    "has",
-    "have",
-    "had",
-    "can",
-    "could",
-    "may",
-    "might",
-    "will",
-    "would",
-    "shall",
-    "should",
-    "must",
-    "do",
-    "does",
-    "did",
-    "remain",
-    "remains",
-    "start",
-    "starts",
-    "provide",
-    "provides",
-    "focus",
-    "focuses",
-    "aim",
-    "aims",
-    "enable",
-    "enables",
-    "allow",
-    "allows",
-    "employ",
-    "employs",
-    "use",
-    "uses",
-    "require",
-    "requires",
-    "play",
-    "plays",
-    "offer",
-    "offers",
-    "struggle",
-    "struggles",
-    "suffer",
-    "suffers",
-    "face",
-    "faces",
-    "rely",
-    "relies",
-    "involve",
-    "involves",
-    "seek",
-    "seeks",
-    "serve",
-    "serves",
-    "underpin",
-    "underpins",
-    "emerge",
-    "emerges",
-    "emerged",
-    "demonstrate",
-    "demonstrates",
-    "demonstrated",
-    "show",
-    "shows",
-    "achieve",
-    "achieves",
-    "become",
-    "becomes",
-    "lie",
-    "lies",
-    "refer",
-    "refers",
-    "consist",
-    "consists",
-    "depend",
-    "depends",
-    "evolve",
-    "evolves",
-    "continue",
-    "continues",
-    "capture",
-    "captures",
-    "pose",
-    "poses",
-    "process",
-    "processes",
-}
-_LEADING_CLAUSE = {
-    "while",
-    "although",
-    "though",
-    "as",
-    "with",
-    "when",
-    "since",
-    "despite",
-    "because",
-    "given",
-    "recently",
-    "motivated",
-    "following",
-    "unlike",
-    "inspired",
-    "building",
-    "in",
-    "over",
-    "for",
-    "to",
-    "due",
-    "owing",
-    "after",
-    "during",
-    "through",
-}
-_GENERIC_WORDS = {
-    "new",
-    "novel",
-    "proposed",
-    "simple",
-    "general",
-    "unified",
-    "final",
-    "full",
-    "own",
-    "main",
-    "overall",
-    "entire",
-    "theoretical",
-    "resulting",
-    "trained",
-    "whole",
-    "first",
-    "second",
-    "two",
-    "three",
-    "systematic",
-    "principled",
-    "improved",
-    "model",
-    "method",
-    "approach",
-    "framework",
-    "algorithm",
-    "algorithms",
-    "methods",
-    "models",
-    "technique",
-    "scheme",
-    "pipeline",
-    "system",
-    "architecture",
-}
-_GENERIC_HEADS = {
-    "approach",
-    "method",
-    "framework",
-    "algorithm",
-    "technique",
-    "scheme",
-    "pipeline",
-    "system",
-}
+_BREAKERS = set(
+    """
+    in on at for to from with without by via into onto over under across through between among
+    against within beyond towards toward using based and or but nor as than that which who whom
+    whose where when while whereas if because since although though how why what whether this
+    these those it its their our we they such not no there both each often typically usually
+    increasingly recently gradually significantly generally commonly widely largely primarily
+    mainly still also already now currently traditionally remarkably
+    """.split()
+)
+_VERBS = set(
+    """
+    is are was were be been being has have had can could may might will would shall should must
+    do does did remain remains start starts provide provides focus focuses aim aims enable
+    enables allow allows employ employs use uses require requires play plays offer offers
+    struggle struggles suffer suffers face faces rely relies involve involves seek seeks serve
+    serves underpin underpins emerge emerges emerged demonstrate demonstrates demonstrated show
+    shows achieve achieves become becomes lie lies refer refers consist consists depend depends
+    evolve evolves continue continues capture captures pose poses process processes
+    """.split()
+)
+_LEADING_CLAUSE = set(
+    """
+    while although though as with when since despite because given recently motivated following
+    unlike inspired building in over for to due owing after during through
+    """.split()
+)
+_GENERIC_WORDS = set(
+    """
+    new novel proposed simple general unified final full own main overall entire theoretical
+    resulting trained whole first second two three systematic principled improved model method
+    approach framework algorithm algorithms methods models technique scheme pipeline system
+    architecture
+    """.split()
+)
+_GENERIC_HEADS = set(
+    """
+    approach method framework algorithm technique scheme pipeline system
+    """.split()
+)
 _WORD_RE = re.compile(r"[^\W_][\w'’-]*|[^\w\s]")
 _OUR_PHRASE_RE = re.compile(
     r"((?:[\w-]+\s+){1,4}?)(approach|method|framework|model|architecture|algorithm"
@@ -808,28 +475,12 @@ _GENERIC_TITLE_HEADS = {
     "short paper",
     "extended abstract",
 }
-_TITLE_CUT_WORDS = {
-    "for",
-    "via",
-    "with",
-    "using",
-    "through",
-    "towards",
-    "toward",
-    "in",
-    "on",
-    "from",
-    "by",
-    "without",
-    "under",
-    "at",
-    "beyond",
-    "against",
-    "and",
-    "of",
-    "to",
-    "as",
-}
+_TITLE_CUT_WORDS = set(
+    """
+    for via with using through towards toward in on from by without under at beyond against and
+    of to as
+    """.split()
+)
 _TITLE_SPLIT_RE = re.compile(r"\s*(?::|\s[-–—]{1,2}\s)\s*")
 
 
