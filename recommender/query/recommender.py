@@ -498,8 +498,10 @@ class Recommender:
         why: bool = False,
         mode: str = "hybrid",
         papers: Sequence[Paper] = (),
+        candidates: Sequence[int] | None = None,
     ) -> list[Recommendation]:
-        """Papers like the given ones (and unlike those in `not_`), never the seeds themselves.
+        """Papers like the given ones (and unlike those in `not_`), never the seeds themselves;
+        `candidates`: rank these rows only (a feed's new papers), each scored as it would be anyway.
 
         `papers` are more seeds as `Paper` records (`read_papers(["reading-list.bib"])`):
         those the index holds (same ID or same text, see `find_papers`) count as
@@ -517,7 +519,7 @@ class Recommender:
         if both:
             raise InputError(f"'{both[0]}' is given both as a paper to be like and with --not: drop one of them")
         return self.like_rows(positives, negatives, k=k, excluded=self._exclusions(exclude), min_score=min_score,
-                              diverse=diverse, why=why, mode=mode, outside=outside)
+                              diverse=diverse, why=why, mode=mode, outside=outside, candidates=candidates)
 
     def like_rows(
         self,
@@ -530,6 +532,7 @@ class Recommender:
         why: bool = False,
         mode: str = "hybrid",
         outside: Sequence[Paper] = (),
+        candidates: Sequence[int] | None = None,
     ) -> list[Recommendation]:
         """`like` for papers given by row, and papers not in the index (`outside`, embedded now).
 
@@ -555,7 +558,7 @@ class Recommender:
             named = ([(self.ids[row], handles[row]) for row in positives]
                      + [(paper.id, paper.handle or paper.id) for paper in outside])
         return self._rank(queries, k, seeds, set(excluded) | seeds, min_score, diverse, why, mode, terms, named,
-                          centroid)
+                          centroid, candidates)
 
     def like_each(self, rows: Sequence[int], k: int = 10, why: bool = False) -> list[list[Recommendation]]:
         """`like_rows([row], k=k, why=why)` for each of `rows`: the same lists, with the dense
@@ -827,6 +830,7 @@ class Recommender:
         terms: SparseVector | None = None,
         named: list[tuple[str, str]] | None = None,
         centroid: "_Query | None" = None,
+        candidates: Sequence[int] | None = None,
     ) -> list[Recommendation]:
         """The top `k` papers for one query, or for several (a profile's seeds, mixed with their centroid
         by `profiles.profile_scores`, over the candidates of them all). `terms`: the
@@ -836,7 +840,10 @@ class Recommender:
         check_options(k, min_score, diverse, mode)
         fetch = max(POOL, 4 * (k + len(excluded)))
         found = set()
-        for query in queries + ([centroid] if centroid is not None else []):
+        pooled = queries + ([centroid] if centroid is not None else [])
+        if candidates is not None:  # scores do not depend on the other candidates (`_scores`)
+            found, pooled = {int(row) for row in candidates}, []
+        for query in pooled:
             dense_rows, lexical_rows = self._pool(query, seeds, fetch, mode)
             found.update(dense_rows.tolist(), lexical_rows.tolist())
         rows = np.array(sorted(found - excluded), dtype=np.int64)

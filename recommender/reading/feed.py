@@ -1,0 +1,120 @@
+"""A feed for each tag: the papers added to the index since the tag's feed was last read (or since a
+date), ranked by the tag's profile as `like --tag` ranks them, without the tag's own papers and those
+it marked seen or not interested.
+
+When a paper arrived is kept in the tags database beside the index (reading/tags.py): each time a
+feed is made, every part of the live index not recorded yet (the base version a build made, each
+segment `papers add` made) has its papers recorded, those not recorded before, with when the part was
+made (its manifest's time on disk) and an arrival generation, a counter that grows by one with each
+new part recorded. A paper keeps its first arrival: a rebuild or a compaction makes only the papers
+that were not in the index before new. `since` "last" lists the papers of later generations than the
+tag's last read; a date lists those whose part was made on or after it. A feed's read is recorded
+only once it was written (`mark_read`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import InputError
+from ..index.layout import MANIFEST
+from ..query.recommender import Recommendation, Recommender
+from .tags import TagStore, check_tag, recommend_for_tags
+
+LAST = "last"
+
+
+@dataclass(frozen=True)
+class Feed:
+    """A feed: its ranked papers, how many papers were new, and what to record once it is read."""
+
+    tags: tuple[str, ...]
+    since: str  # "last" or the date given
+    after: str | None  # when the tags' feeds were last read (ISO, UTC), None if never
+    new: int  # papers new since then, before ranking (the tag's own and marked ones included)
+    results: list[Recommendation]
+    generation: int  # the arrival generation the feed covers
+    made: float  # when the feed was made (seconds since the epoch)
+
+    def to_dict(self) -> dict:
+        return {"tags": list(self.tags), "since": self.since, "after": self.after, "new": self.new,
+                "results": [result.to_dict() for result in self.results]}
+
+
+def parse_since(since: str | None) -> float | None:
+    """None for "last" (or nothing given), else a date or date and time (ISO 8601; UTC unless it says
+    otherwise) as seconds since the epoch."""
+    if since is None or since.strip() == LAST:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(since.strip())
+    except ValueError:
+        raise InputError(f"since '{since[:40]}' is neither '{LAST}' nor a date such as 2026-12-01") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.timestamp()
+
+
+def index_parts(recommender: Recommender) -> list[tuple[str, float, Sequence[str]]]:
+    """(name, when made, IDs) of each part of an opened index: its base version and its segments."""
+    parts = getattr(recommender, "parts", [recommender])
+    names = getattr(recommender, "part_names", [None])
+    found = []
+    for name, part in zip(names, parts):
+        folder = part.stored.folder
+        # The base's name is its version folder (a rebuild makes a new one); a segment's is unique.
+        label = folder.name if name in (None, "base") else f"segment:{name}"
+        found.append((label, (Path(folder) / MANIFEST).stat().st_mtime, part.ids))
+    return found
+
+
+def _rows_of(recommender: Recommender, ids: Sequence[str]) -> list[int]:
+    """The rows of these IDs in the base and every segment (removed ones are left out by `like`)."""
+    wanted = sorted(set(ids))
+    parts = getattr(recommender, "parts", [recommender])
+    starts = getattr(recommender, "starts", [0])
+    rows: list[int] = []
+    for part, start in zip(parts, list(starts)):
+        rows.extend(int(start) + int(row) for row in part.keys.rows_named(wanted))
+    return rows
+
+
+def feed(recommender: Recommender, tags: TagStore, names: Sequence[str], since: str | None = LAST,
+         k: int = 10, mode: str = "hybrid") -> Feed:
+    """The papers new for these tags (as one profile), best first, each with the seeds it is there
+    because of. Records the index's parts' arrivals; records no read (`mark_read` does, once written)."""
+    names = tuple(dict.fromkeys(check_tag(name) for name in names))
+    if not names:
+        raise InputError("no tag given: name at least one tag")
+    made = time.time()
+    after_date = parse_since(since)
+    generation = tags.record_arrivals(index_parts(recommender))
+    after = None
+    if after_date is None:
+        reads = [tags.feed_read(name) for name in names]
+        # Several tags: new for any of them (the earliest read); a tag never read: everything is new.
+        known = [read for read in reads if read is not None]
+        first = None if len(known) < len(names) else min(known)
+        arrived = tags.arrived(after_generation=0 if first is None else first[0])
+        after = None if first is None else _iso(first[1])
+    else:
+        arrived = tags.arrived(since=after_date)
+        after = _iso(after_date)
+    rows = _rows_of(recommender, arrived)
+    results = recommend_for_tags(recommender, tags, names, k=k, mode=mode, why=True, exclude_seen=names,
+                                 candidates=rows) if rows else []
+    return Feed(names, LAST if after_date is None else str(since).strip(), after, len(rows), results,
+                generation, made)
+
+
+def mark_read(tags: TagStore, made: Feed) -> None:
+    """Record that a feed was read: the next `last` feed of its tags lists only papers newer than it."""
+    tags.mark_feed_read(made.tags, made.generation, made.made)
+
+
+def _iso(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
