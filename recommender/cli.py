@@ -666,10 +666,15 @@ def feed(tags, since, k, fmt, out, index, wide):
         papers feed --tag mine --format html --out today.html
         papers feed --tag mine --since 2026-11-01 -k 50
     """
-    from .reading.feed import feed as make_feed, mark_read
+    from .errors import InputError
+    from .reading.feed import feed as make_feed, mark_read, parse_since
     from .reading.tags import TagStore
     from .render.feed import render_feed
 
+    try:
+        parse_since(since)
+    except InputError as error:
+        raise click.BadParameter(str(error), param_hint="--since") from None
     with _open(index) as recommender:
         store = TagStore(recommender.stored.index_dir)
         made = make_feed(recommender, store, tags, since=since, k=k)

@@ -117,6 +117,14 @@ class Recommender:
     def __len__(self) -> int:
         return self._size
 
+    def id_of(self, row: int) -> str:
+        """The ID of the paper at a row."""
+        return self.keys.id_of(row)
+
+    def row_of_id(self, paper_id: str) -> int | None:
+        """The row of the paper with exactly this ID, None if the index holds none."""
+        return self.keys.row_of_id(paper_id)
+
     @property
     def ids(self) -> list[str]:
         """Every paper's ID in row order (reads them all: for listing and export; lookups use `resolve`)."""

@@ -206,7 +206,7 @@ def _create_feed_tables(connection) -> None:
 def tag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
     """Tag the paper a reference names (ID, handle or unique prefix), stored by its ID."""
     check_tag(tag)
-    return tags.add(tag, recommender.keys.id_of(recommender.resolve(reference)))
+    return tags.add(tag, recommender.id_of(recommender.resolve(reference)))
 
 
 def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
@@ -214,7 +214,7 @@ def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: s
     paper a rebuild dropped), so it is removed as given."""
     check_tag(tag)
     try:
-        paper_id = recommender.keys.id_of(recommender.resolve(reference))
+        paper_id = recommender.id_of(recommender.resolve(reference))
     except PaperNotFoundError:
         paper_id = reference
     return tags.remove(tag, paper_id)
@@ -223,14 +223,14 @@ def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: s
 def mark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
     """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its ID."""
     check_tag(tag)
-    return tags.mark(tag, recommender.keys.id_of(recommender.resolve(reference)), kind)
+    return tags.mark(tag, recommender.id_of(recommender.resolve(reference)), kind)
 
 
 def unmark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
     """Take a mark back; a reference that names no paper of this index is removed as given (as `untag_paper`)."""
     check_tag(tag)
     try:
-        paper_id = recommender.keys.id_of(recommender.resolve(reference))
+        paper_id = recommender.id_of(recommender.resolve(reference))
     except PaperNotFoundError:
         paper_id = reference
     return tags.unmark(tag, paper_id, kind)
@@ -258,13 +258,13 @@ def recommend_for_tags(
     if not tagged:
         raise PaperNotFoundError(f"tag '{names[0]}' holds no papers: tag some first" if len(names) == 1 else
                                  f"tags {', '.join(names)} hold no papers: tag some first")
-    held = [paper for paper in dict.fromkeys(tagged) if recommender.keys.row_of_id(paper) is not None]
+    held = [paper for paper in dict.fromkeys(tagged) if recommender.row_of_id(paper) is not None]
     if not held:
         raise PaperNotFoundError(f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)")
     held_set = set(held)
     negatives = [paper for name in names for paper in tags.marked(name, "not")]
     negatives = [paper for paper in dict.fromkeys(negatives)
-                 if paper not in held_set and recommender.keys.row_of_id(paper) is not None]
+                 if paper not in held_set and recommender.row_of_id(paper) is not None]
     seen = [paper for name in dict.fromkeys(check_tag(name) for name in exclude_seen)
             for paper in tags.marked(name, "seen")]
     return recommender.like(*held, k=k, mode=mode, why=why, not_=[*negatives, *not_], exclude=seen,

@@ -67,7 +67,7 @@ def write_tag(request: Request, tag: str, reference: str, remove: bool = False) 
     check_tag(tag)
     with lease(request) as opened:
         try:
-            paper_id = opened.recommender.keys.id_of(opened.recommender.resolve(reference))
+            paper_id = opened.recommender.id_of(opened.recommender.resolve(reference))
         except PaperNotFoundError:
             if not remove:
                 raise

@@ -204,9 +204,9 @@ def tag_page(request: Request, tag: str = PathParameter(..., max_length=64), k: 
     with lease(request) as opened:
         recommender = opened.recommender
         ids = store.papers(check_tag(tag))
-        rows = [row for row in (recommender.keys.row_of_id(paper_id) for paper_id in ids) if row is not None]
+        rows = [row for row in (recommender.row_of_id(paper_id) for paper_id in ids) if row is not None]
         tagged = [card(paper) for paper in recommender.papers_at(rows)]
-        missing = [paper_id for paper_id in ids if recommender.keys.row_of_id(paper_id) is None]
+        missing = [paper_id for paper_id in ids if recommender.row_of_id(paper_id) is None]
         cards = [dict(card(r.paper, r.score), because=[
                      {"id": seed, "handle": handle, "cosine": cosine, "inspect": urlencode({"id": r.paper.id, "pid": seed})}
                      for seed, handle, cosine in r.because])

@@ -1,0 +1,121 @@
+"""`papers feed`: the papers added since a tag's feed was last read, ranked by the tag's profile."""
+
+import json
+
+import pytest
+
+from corpus import HOSTILE_PAPERS, PAPERS, write_corpus
+
+NEW = [
+    {"id": "dp3", "title": "Private Language Model Training at Scale",
+     "abstract": "Differentially private training of language models with gradient clipping on many machines."},
+    {"id": "vid3", "title": "Aesthetic Video Assessment",
+     "abstract": "Video aesthetic assessment with annotations of professional videos and quality models."},
+    {"id": "dp4", "title": "Clipping Gradients Privately",
+     "abstract": "Private gradient clipping for language models with a noise budget."},
+]
+
+
+def _ids(result) -> list[str]:
+    assert result.exit_code == 0, result.output
+    return [row["id"] for row in json.loads(result.stdout)]
+
+
+@pytest.fixture
+def tagged(built):
+    assert built("tags", "add", "mine", "dp1", "dp2").exit_code == 0
+    return built
+
+
+def _add(cli, workdir, papers, folder="new"):
+    write_corpus(workdir / folder, papers)
+    result = cli("add", folder, "--no-compact")
+    assert result.exit_code == 0, result.output
+
+
+def test_feed_lists_added_papers_once_ranked_by_the_tags_profile(tagged, workdir):
+    first = _ids(tagged("feed", "--tag", "mine", "--format", "json"))
+    # Never read: every paper of the index is new, but not the tag's own.
+    assert set(first) == {"vid1", "vid2", "rnn1", "rnn2"}
+    assert _ids(tagged("feed", "--tag", "mine", "--format", "json")) == []  # read: nothing new
+    _add(tagged, workdir, NEW)
+    result = tagged("feed", "--tag", "mine", "--format", "json")
+    rows = json.loads(result.stdout)
+    assert [row["id"] for row in rows][:2] in (["dp3", "dp4"], ["dp4", "dp3"])
+    assert set(row["id"] for row in rows) == {"dp3", "dp4", "vid3"}
+    assert "3 new papers" in result.stderr
+    # The same order and the same objects as `like --tag`, restricted to the new papers.
+    like = json.loads(tagged("like", "--tag", "mine", "--why", "-k", "20", "--format", "json").stdout)
+    strip = lambda row: {key: value for key, value in row.items() if key != "rank"}  # noqa: E731
+    assert [strip(row) for row in like if row["id"] in {"dp3", "dp4", "vid3"}] == [strip(row) for row in rows]
+    assert all(row["because"] and row["because"][0]["handle"] for row in rows)
+    assert {seed["id"] for row in rows for seed in row["because"]} <= {"dp1", "dp2"}
+    # Read twice the same day: nothing new, unless a date is given; adding the same file adds nothing.
+    assert _ids(tagged("feed", "--tag", "mine", "--format", "json")) == []
+    _add(tagged, workdir, NEW)
+    assert _ids(tagged("feed", "--tag", "mine", "--format", "json")) == []
+    since = _ids(tagged("feed", "--tag", "mine", "--since", "2000-01-01", "--format", "json"))
+    assert set(since) == {"vid1", "vid2", "rnn1", "rnn2", "dp3", "dp4", "vid3"}
+
+
+def test_feed_leaves_out_papers_marked_seen_or_not_interested(tagged, workdir):
+    tagged("feed", "--tag", "mine", "--format", "json")
+    _add(tagged, workdir, NEW)
+    assert tagged("tags", "seen", "mine", "dp3").exit_code == 0
+    assert tagged("tags", "not", "mine", "vid3").exit_code == 0
+    assert _ids(tagged("feed", "--tag", "mine", "--format", "json")) == ["dp4"]
+
+
+def test_a_rebuilt_index_feeds_only_the_papers_it_did_not_hold(tagged, workdir):
+    tagged("feed", "--tag", "mine")
+    write_corpus(workdir / "in", PAPERS + NEW[:1])
+    assert tagged("build", "in").exit_code == 0
+    assert _ids(tagged("feed", "--tag", "mine", "--format", "json")) == ["dp3"]
+    assert tagged("build", "--compact").exit_code in (0, 2)  # nothing to compact, or compacted
+    assert _ids(tagged("feed", "--tag", "mine", "--format", "json")) == []
+
+
+def test_the_read_is_not_recorded_when_the_feed_cannot_be_written(tagged, workdir):
+    result = tagged("feed", "--tag", "mine", "--out", str(workdir / "missing" / "today.html"))
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert set(_ids(tagged("feed", "--tag", "mine", "--format", "json"))) == {"vid1", "vid2", "rnn1", "rnn2"}
+
+
+def test_feed_refuses_a_bad_date_and_an_empty_tag_in_one_line(built):
+    result = built("feed", "--tag", "mine", "--since", "yesterday")
+    assert result.exit_code == 2 and "since 'yesterday'" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    result = built("feed", "--tag", "nobody")
+    assert result.exit_code != 0 and "holds no papers" in result.output
+
+
+def test_the_html_digest_is_self_contained_and_escapes_every_field(papers_cli, workdir):
+    write_corpus(workdir / "in", PAPERS + HOSTILE_PAPERS)
+    assert papers_cli("build", "in").exit_code == 0
+    assert papers_cli("tags", "add", "mine", "dp1", "vid1").exit_code == 0
+    result = papers_cli("feed", "--tag", "mine", "--format", "html", "--out", "today.html", "-k", "50")
+    assert result.exit_code == 0, result.output
+    page = (workdir / "today.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "</html>" in page
+    lowered = page.lower()
+    for hostile in ("<script", "<img", "<svg", "<iframe", "<style", "<meta http-equiv", "<b ", "<i>"):
+        assert hostile not in lowered
+    import html.parser
+
+    class Tags(html.parser.HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.found, self.links = set(), []
+
+        def handle_starttag(self, tag, attrs):
+            self.found.add(tag)
+            self.links += [value for name, value in attrs if name == "href"]
+            assert not [name for name, _ in attrs if name.startswith("on")]
+
+    parsed = Tags()
+    parsed.feed(page)
+    assert parsed.found <= {"html", "head", "meta", "title", "body", "div", "h1", "p", "a", "span", "b"}
+    assert all(link.startswith(("http://", "https://")) for link in parsed.links)
+    assert "window.attacked" in page  # shown as text
+    assert "&lt;img src=x onerror=" in page
+    assert "Video Quality Models" in page and "because of" in page
