@@ -58,6 +58,13 @@ def test_feed_lists_added_papers_once_ranked_by_the_tags_profile(tagged, workdir
     assert set(since) == {"vid1", "vid2", "rnn1", "rnn2", "dp3", "dp4", "vid3"}
 
 
+def test_a_tag_of_one_paper_says_each_paper_is_there_because_of_it(built):
+    assert built("tags", "add", "one", "vid1").exit_code == 0
+    rows = json.loads(built("feed", "--tag", "one", "--format", "json").stdout)
+    assert rows and all([seed["id"] for seed in row["because"]] == ["vid1"] for row in rows)
+    assert rows[0]["id"] == "vid2" and rows[0]["because"][0]["cosine"] > rows[-1]["because"][0]["cosine"]
+
+
 def test_feed_leaves_out_papers_marked_seen_or_not_interested(tagged, workdir):
     tagged("feed", "--tag", "mine", "--format", "json")
     _add(tagged, workdir, NEW)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -106,9 +106,28 @@ def feed(recommender: Recommender, tags: TagStore, names: Sequence[str], since: 
         after = _iso(after_date)
     rows = _rows_of(recommender, arrived)
     results = recommend_for_tags(recommender, tags, names, k=k, mode=mode, why=True, exclude_seen=names,
-                                 candidates=rows) if rows else []
+                                 candidates=rows)
+    results = _with_the_one_seed(recommender, tags, names, results)
     return Feed(names, LAST if after_date is None else str(since).strip(), after, len(rows), results,
                 generation, made)
+
+
+def _with_the_one_seed(recommender: Recommender, tags: TagStore, names: Sequence[str],
+                       results: list[Recommendation]) -> list[Recommendation]:
+    """A profile of one paper is one query, whose results name no seed: each is there because of it."""
+    held = {row for name in names for row in map(recommender.row_of_id, tags.papers(name)) if row is not None}
+    if len(held) != 1 or not results:
+        return results
+    import numpy as np
+
+    seed = held.pop()
+    handle = recommender.papers_at([seed])[0].handle or recommender.id_of(seed)
+    vectors = recommender.vectors_at([seed, *(recommender.row_of_id(r.paper.id) for r in results)])
+    vectors = np.asarray(vectors, dtype=np.float64)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    cosines = vectors[1:] @ vectors[0]
+    return [replace(result, because=((recommender.id_of(seed), handle, float(cosine)),))
+            for result, cosine in zip(results, cosines.tolist())]
 
 
 def mark_read(tags: TagStore, made: Feed) -> None:
