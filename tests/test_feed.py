@@ -126,3 +126,61 @@ def test_the_html_digest_is_self_contained_and_escapes_every_field(papers_cli, w
     assert "window.attacked" in page  # shown as text
     assert "&lt;img src=x onerror=" in page
     assert "Video Quality Models" in page and "because of" in page
+
+
+# ---------------------------------------------------------------- /feed and /api/feed in `papers serve`
+
+
+def test_serve_feed_page_and_api_in_the_cli_order_with_seen_and_not_interested_buttons(tmp_path, fake_model):
+    pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+    import re
+    import urllib.parse
+
+    from click.testing import CliRunner
+    from recommender.cli import main
+    from serving import build_fake_index, start_server
+
+    index_dir = build_fake_index(tmp_path / "index", PAPERS)
+
+    def cli(*args):
+        result = CliRunner().invoke(main, [*args, "--index", str(index_dir)], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result
+
+    cli("tags", "add", "mine", "dp1", "dp2")
+    cli("feed", "--tag", "mine")  # read: only what is added next is new
+    write_corpus(tmp_path / "new", NEW)
+    cli("add", str(tmp_path / "new"), "--no-compact")
+    server = start_server(index_dir)
+    try:
+        status, body = server.json("/api/feed?tag=mine")
+        assert status == 200
+        assert [row["id"] for row in body][:2] in (["dp3", "dp4"], ["dp4", "dp3"])
+        assert {row["id"] for row in body} == {"dp3", "dp4", "vid3"}
+        assert server.json("/api/feed?tag=mine")[1] == body  # reading it over HTTP records no read
+        # The same JSON as the CLI's, which records the read: then nothing is new.
+        assert json.loads(cli("feed", "--tag", "mine", "--format", "json").stdout) == body
+        assert server.json("/api/feed?tag=mine") == (200, [])
+        since = server.json("/api/feed?tag=mine&since=2000-01-01")[1]
+        assert {row["id"] for row in since} == {"dp3", "dp4", "vid3", "vid1", "vid2", "rnn1", "rnn2"}
+        status, error = server.json("/api/feed?tag=mine&since=yesterday")
+        assert status == 400 and "since 'yesterday'" in error["error"]
+        status, headers, page = server.get("/feed?tag=mine&since=2000-01-01")
+        assert status == 200 and headers["Content-Security-Policy"]
+        text = page.decode()
+        order = re.findall(r'name="id" value="([^"]+)"><input type="hidden" name="tag" value="mine">'
+                           r'<input type="hidden" name="kind" value="seen"', text)
+        assert order[:3] and order == [row["id"] for row in server.json(
+            "/api/feed?tag=mine&since=2000-01-01")[1]]
+        assert "Not interested" in text and "Because of" in text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', text).group(1)
+        cookie = headers["Set-Cookie"].split(";")[0]
+        form = urllib.parse.urlencode({"csrf": csrf, "tag": "mine", "id": "dp3", "kind": "seen",
+                                       "next": "/feed?tag=mine&since=2000-01-01"}).encode()
+        status, _, _ = server.get("/tags/mark", method="POST", data=form, headers={
+            "Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
+        assert status in (200, 303)
+        assert "dp3" not in [row["id"] for row in server.json("/api/feed?tag=mine&since=2000-01-01")[1]]
+        assert 'value="dp3"' not in server.get("/feed?tag=mine&since=2000-01-01")[2].decode()
+    finally:
+        server.stop()

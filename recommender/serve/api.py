@@ -231,6 +231,18 @@ def tag_recommendations(request: Request, tag: str = tag_parameter, k: int = k_p
                                exclude_seen=check_count("exclude_seen", exclude_seen))))
 
 
+@router.get("/feed", summary="The papers added since the tag's feed was last read (as `papers feed --format json`)")
+def feed(request: Request, tag: list[str] = Query(..., description="Tag whose profile ranks the feed (repeatable)."),
+         since: str = Query("last", max_length=40, description="last, or a date such as 2026-12-01."),
+         k: int = k_parameter(20)):
+    from ..reading.feed import feed as make_feed
+
+    check_count("tag", tag, 20)
+    with lease(request) as opened:  # reading records no read: `papers feed` and the Seen buttons do
+        made = make_feed(opened.recommender, request.app.state.tags, tag, since=since, k=k)
+        return JSONResponse(result_records(made.results))
+
+
 # Marks of a paper for a tag, as `papers tags not|seen`: not interested (a negative seed), seen (left out).
 Mark = Literal["not", "seen"]
 
