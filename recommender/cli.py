@@ -652,8 +652,9 @@ def like(papers, not_, tags, exclude_seen, paper_file, k, mode, min_score, exclu
               help="Write to this file instead of standard output (- is standard output; a FIFO or device is written into, never replaced).")
 @index_option
 @click.option("--wide", is_flag=True, help="Do not fit the table to the terminal's width.")
+@quiet_option
 @library_errors
-def feed(tags, since, k, fmt, out, index, wide):
+def feed(tags, since, k, fmt, out, index, wide, quiet):
     """The papers added since the tag's feed was last read, ranked as `like --tag` ranks them, without
     the tag's papers and those marked seen or not interested for it, each with the seeds it is there
     because of. A feed counts as read once it is written; a second feed the same day lists only what
@@ -683,9 +684,10 @@ def feed(tags, since, k, fmt, out, index, wide):
         with _output_file(out) as partial:
             (sys.stdout if partial is None else partial).write(text)
         mark_read(store, made)
-    shown = f"{plural(made.new, 'new paper')}" + (f", the best {len(made.results)} shown (-k for more)"
-                                                   if len(made.results) < made.new else "")
-    click.echo(f"{shown}{' in ' + out if out not in (None, '-') else ''}", err=True)
+    if not quiet:
+        shown = plural(made.new, "new paper") + (f", the best {len(made.results)} shown (-k for more)"
+                                                 if len(made.results) < made.new else "")
+        click.echo(f"{shown}{' in ' + out if out not in (None, '-') else ''}", err=True)
 
 
 @main.group(invoke_without_command=True)

@@ -70,7 +70,11 @@ def test_feed_leaves_out_papers_marked_seen_or_not_interested(tagged, workdir):
     _add(tagged, workdir, NEW)
     assert tagged("tags", "seen", "mine", "dp3").exit_code == 0
     assert tagged("tags", "not", "mine", "vid3").exit_code == 0
-    assert _ids(tagged("feed", "--tag", "mine", "--format", "json")) == ["dp4"]
+    result = tagged("feed", "--tag", "mine", "-k", "1")
+    assert "1 new paper\n" in result.stderr and "dp4" in result.stdout
+    assert tagged("tags", "unmark", "mine", "dp3", "--mark", "seen").exit_code == 0
+    result = tagged("feed", "--tag", "mine", "--since", "2000-01-01", "-k", "1")
+    assert "6 new papers, the best 1 shown (-k for more)" in result.stderr
 
 
 def test_a_rebuilt_index_feeds_only_the_papers_it_did_not_hold(tagged, workdir):

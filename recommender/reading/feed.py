@@ -35,7 +35,7 @@ class Feed:
     tags: tuple[str, ...]
     since: str  # "last" or the date given
     after: str | None  # when the tags' feeds were last read (ISO, UTC), None if never
-    new: int  # papers new since then, before ranking (the tag's own and marked ones included)
+    new: int  # papers new since then, the tags' own and those marked for them left out
     results: list[Recommendation]
     generation: int  # the arrival generation the feed covers
     made: float  # when the feed was made (seconds since the epoch)
@@ -104,7 +104,11 @@ def feed(recommender: Recommender, tags: TagStore, names: Sequence[str], since: 
     else:
         arrived = tags.arrived(since=after_date)
         after = _iso(after_date)
-    rows = _rows_of(recommender, arrived)
+    left_out = {paper for name in names
+                for paper in [*tags.papers(name), *tags.marked(name, "seen"), *tags.marked(name, "not")]}
+    removed = getattr(recommender, "removed_rows", set)()  # `papers remove`d from a segmented index
+    rows = [row for row in _rows_of(recommender, [paper for paper in arrived if paper not in left_out])
+            if row not in removed]
     results = recommend_for_tags(recommender, tags, names, k=k, mode=mode, why=True, exclude_seen=names,
                                  candidates=rows)
     results = _with_the_one_seed(recommender, tags, names, results)
