@@ -7,12 +7,26 @@ import pytest
 from corpus import HOSTILE_PAPERS, PAPERS, write_corpus
 
 NEW = [
-    {"id": "dp3", "title": "Private Language Model Training at Scale",
-     "abstract": "Differentially private training of language models with gradient clipping on many machines."},
-    {"id": "vid3", "title": "Aesthetic Video Assessment",
-     "abstract": "Video aesthetic assessment with annotations of professional videos and quality models."},
-    {"id": "dp4", "title": "Clipping Gradients Privately",
-     "abstract": "Private gradient clipping for language models with a noise budget."},
+    {
+        "id": "dp3",
+        "title": "Private Language Model Training at Scale",
+        "abstract": (
+            "Differentially private training of language models with gradient clipping on many"
+            " machines."
+        ),
+    },
+    {
+        "id": "vid3",
+        "title": "Aesthetic Video Assessment",
+        "abstract": (
+            "Video aesthetic assessment with annotations of professional videos and quality models."
+        ),
+    },
+    {
+        "id": "dp4",
+        "title": "Clipping Gradients Privately",
+        "abstract": "Private gradient clipping for language models with a noise budget.",
+    },
 ]
 
 
@@ -45,12 +59,17 @@ def test_feed_lists_added_papers_once_ranked_by_the_tags_profile(tagged, workdir
     assert set(row["id"] for row in rows) == {"dp3", "dp4", "vid3"}
     assert "3 new papers" in result.stderr
     # The same order and the same objects as `like --tag`, restricted to the new papers.
-    like = json.loads(tagged("like", "--tag", "mine", "--why", "-k", "20", "--format", "json").stdout)
+    like = json.loads(
+        tagged("like", "--tag", "mine", "--why", "-k", "20", "--format", "json").stdout
+    )
     strip = lambda row: {key: value for key, value in row.items() if key != "rank"}  # noqa: E731
-    assert [strip(row) for row in like if row["id"] in {"dp3", "dp4", "vid3"}] == [strip(row) for row in rows]
+    assert [strip(row) for row in like if row["id"] in {"dp3", "dp4", "vid3"}] == [
+        strip(row) for row in rows
+    ]
     assert all(row["because"] and row["because"][0]["handle"] for row in rows)
     assert {seed["id"] for row in rows for seed in row["because"]} <= {"dp1", "dp2"}
-    # Read twice the same day: nothing new, unless a date is given; adding the same file adds nothing.
+    # Read twice the same day: nothing new, unless a date is given; adding the same file adds
+    # nothing.
     assert _ids(tagged("feed", "--tag", "mine", "--format", "json")) == []
     _add(tagged, workdir, NEW)
     assert _ids(tagged("feed", "--tag", "mine", "--format", "json")) == []
@@ -62,7 +81,10 @@ def test_a_tag_of_one_paper_says_each_paper_is_there_because_of_it(built):
     assert built("tags", "add", "one", "vid1").exit_code == 0
     rows = json.loads(built("feed", "--tag", "one", "--format", "json").stdout)
     assert rows and all([seed["id"] for seed in row["because"]] == ["vid1"] for row in rows)
-    assert rows[0]["id"] == "vid2" and rows[0]["because"][0]["cosine"] > rows[-1]["because"][0]["cosine"]
+    assert (
+        rows[0]["id"] == "vid2"
+        and rows[0]["because"][0]["cosine"] > rows[-1]["because"][0]["cosine"]
+    )
 
 
 def test_feed_leaves_out_papers_marked_seen_or_not_interested(tagged, workdir):
@@ -89,7 +111,12 @@ def test_a_rebuilt_index_feeds_only_the_papers_it_did_not_hold(tagged, workdir):
 def test_the_read_is_not_recorded_when_the_feed_cannot_be_written(tagged, workdir):
     result = tagged("feed", "--tag", "mine", "--out", str(workdir / "missing" / "today.html"))
     assert result.exit_code != 0 and "Traceback" not in result.output
-    assert set(_ids(tagged("feed", "--tag", "mine", "--format", "json"))) == {"vid1", "vid2", "rnn1", "rnn2"}
+    assert set(_ids(tagged("feed", "--tag", "mine", "--format", "json"))) == {
+        "vid1",
+        "vid2",
+        "rnn1",
+        "rnn2",
+    }
 
 
 def test_feed_refuses_a_bad_date_and_an_empty_tag_in_one_line(built):
@@ -104,12 +131,23 @@ def test_the_html_digest_is_self_contained_and_escapes_every_field(papers_cli, w
     write_corpus(workdir / "in", PAPERS + HOSTILE_PAPERS)
     assert papers_cli("build", "in").exit_code == 0
     assert papers_cli("tags", "add", "mine", "dp1", "vid1").exit_code == 0
-    result = papers_cli("feed", "--tag", "mine", "--format", "html", "--out", "today.html", "-k", "50")
+    result = papers_cli(
+        "feed", "--tag", "mine", "--format", "html", "--out", "today.html", "-k", "50"
+    )
     assert result.exit_code == 0, result.output
     page = (workdir / "today.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "</html>" in page
     lowered = page.lower()
-    for hostile in ("<script", "<img", "<svg", "<iframe", "<style", "<meta http-equiv", "<b ", "<i>"):
+    for hostile in (
+        "<script",
+        "<img",
+        "<svg",
+        "<iframe",
+        "<style",
+        "<meta http-equiv",
+        "<b ",
+        "<i>",
+    ):
         assert hostile not in lowered
     import html.parser
 
@@ -125,18 +163,35 @@ def test_the_html_digest_is_self_contained_and_escapes_every_field(papers_cli, w
 
     parsed = Tags()
     parsed.feed(page)
-    assert parsed.found <= {"html", "head", "meta", "title", "body", "div", "h1", "p", "a", "span", "b"}
+    assert parsed.found <= {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "body",
+        "div",
+        "h1",
+        "p",
+        "a",
+        "span",
+        "b",
+    }
     assert all(link.startswith(("http://", "https://")) for link in parsed.links)
     assert "window.attacked" in page  # shown as text
     assert "&lt;img src=x onerror=" in page
     assert "Video Quality Models" in page and "because of" in page
 
 
-# ---------------------------------------------------------------- /feed and /api/feed in `papers serve`
+# ---------------------------------------------------------------- /feed and /api/feed in `papers
+# serve`
 
 
-def test_serve_feed_page_and_api_in_the_cli_order_with_seen_and_not_interested_buttons(tmp_path, fake_model):
-    pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+def test_serve_feed_page_and_api_in_the_cli_order_with_seen_and_not_interested_buttons(
+    tmp_path, fake_model
+):
+    pytest.importorskip(
+        "fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'"
+    )
     import re
     import urllib.parse
 
@@ -147,7 +202,9 @@ def test_serve_feed_page_and_api_in_the_cli_order_with_seen_and_not_interested_b
     index_dir = build_fake_index(tmp_path / "index", PAPERS)
 
     def cli(*args):
-        result = CliRunner().invoke(main, [*args, "--index", str(index_dir)], catch_exceptions=False)
+        result = CliRunner().invoke(
+            main, [*args, "--index", str(index_dir)], catch_exceptions=False
+        )
         assert result.exit_code == 0, result.output
         return result
 
@@ -166,25 +223,50 @@ def test_serve_feed_page_and_api_in_the_cli_order_with_seen_and_not_interested_b
         assert json.loads(cli("feed", "--tag", "mine", "--format", "json").stdout) == body
         assert server.json("/api/feed?tag=mine") == (200, [])
         since = server.json("/api/feed?tag=mine&since=2000-01-01")[1]
-        assert {row["id"] for row in since} == {"dp3", "dp4", "vid3", "vid1", "vid2", "rnn1", "rnn2"}
+        assert {row["id"] for row in since} == {
+            "dp3",
+            "dp4",
+            "vid3",
+            "vid1",
+            "vid2",
+            "rnn1",
+            "rnn2",
+        }
         status, error = server.json("/api/feed?tag=mine&since=yesterday")
         assert status == 400 and "since 'yesterday'" in error["error"]
         status, headers, page = server.get("/feed?tag=mine&since=2000-01-01")
         assert status == 200 and headers["Content-Security-Policy"]
         text = page.decode()
-        order = re.findall(r'name="id" value="([^"]+)"><input type="hidden" name="tag" value="mine">'
-                           r'<input type="hidden" name="kind" value="seen"', text)
-        assert order[:3] and order == [row["id"] for row in server.json(
-            "/api/feed?tag=mine&since=2000-01-01")[1]]
+        order = re.findall(
+            r'name="id" value="([^"]+)"><input type="hidden" name="tag" value="mine">'
+            r'<input type="hidden" name="kind" value="seen"',
+            text,
+        )
+        assert order[:3] and order == [
+            row["id"] for row in server.json("/api/feed?tag=mine&since=2000-01-01")[1]
+        ]
         assert "Not interested" in text and "Because of" in text
         csrf = re.search(r'name="csrf" value="([^"]+)"', text).group(1)
         cookie = headers["Set-Cookie"].split(";")[0]
-        form = urllib.parse.urlencode({"csrf": csrf, "tag": "mine", "id": "dp3", "kind": "seen",
-                                       "next": "/feed?tag=mine&since=2000-01-01"}).encode()
-        status, _, _ = server.get("/tags/mark", method="POST", data=form, headers={
-            "Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
+        form = urllib.parse.urlencode(
+            {
+                "csrf": csrf,
+                "tag": "mine",
+                "id": "dp3",
+                "kind": "seen",
+                "next": "/feed?tag=mine&since=2000-01-01",
+            }
+        ).encode()
+        status, _, _ = server.get(
+            "/tags/mark",
+            method="POST",
+            data=form,
+            headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie},
+        )
         assert status in (200, 303)
-        assert "dp3" not in [row["id"] for row in server.json("/api/feed?tag=mine&since=2000-01-01")[1]]
+        assert "dp3" not in [
+            row["id"] for row in server.json("/api/feed?tag=mine&since=2000-01-01")[1]
+        ]
         assert 'value="dp3"' not in server.get("/feed?tag=mine&since=2000-01-01")[2].decode()
     finally:
         server.stop()

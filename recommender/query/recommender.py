@@ -527,7 +527,8 @@ class Recommender:
         if both:
             raise InputError(f"'{both[0]}' is given both as a paper to be like and with --not: drop one of them")
         return self.like_rows(positives, negatives, k=k, excluded=self._exclusions(exclude), min_score=min_score,
-                              diverse=diverse, why=why, mode=mode, outside=outside, candidates=candidates)
+                              diverse=diverse, why=why, mode=mode, outside=outside,
+                              candidates=candidates)
 
     def like_rows(
         self,

@@ -1,10 +1,12 @@
 """A feed for each tag: the papers added to the index since the tag's feed was last read (or since a
-date), ranked by the tag's profile as `like --tag` ranks them, without the tag's own papers and those
+date), ranked by the tag's profile as `like --tag` ranks them, without the tag's own papers and
+those
 it marked seen or not interested.
 
 When a paper arrived is kept in the tags database beside the index (reading/tags.py): each time a
 feed is made, every part of the live index not recorded yet (the base version a build made, each
-segment `papers add` made) has its papers recorded, those not recorded before, with when the part was
+segment `papers add` made) has its papers recorded, those not recorded before, with when the part
+was
 made (its manifest's time on disk) and an arrival generation, a counter that grows by one with each
 new part recorded. A paper keeps its first arrival: a rebuild or a compaction makes only the papers
 that were not in the index before new. `since` "last" lists the papers of later generations than the
@@ -41,19 +43,27 @@ class Feed:
     made: float  # when the feed was made (seconds since the epoch)
 
     def to_dict(self) -> dict:
-        return {"tags": list(self.tags), "since": self.since, "after": self.after, "new": self.new,
-                "results": [result.to_dict() for result in self.results]}
+        return {
+            "tags": list(self.tags),
+            "since": self.since,
+            "after": self.after,
+            "new": self.new,
+            "results": [result.to_dict() for result in self.results],
+        }
 
 
 def parse_since(since: str | None) -> float | None:
-    """None for "last" (or nothing given), else a date or date and time (ISO 8601; UTC unless it says
+    """None for "last" (or nothing given), else a date or date and time (ISO 8601; UTC unless it
+    says
     otherwise) as seconds since the epoch."""
     if since is None or since.strip() == LAST:
         return None
     try:
         when = dt.datetime.fromisoformat(since.strip())
     except ValueError:
-        raise InputError(f"since '{since[:40]}' is neither '{LAST}' nor a date such as 2026-12-01") from None
+        raise InputError(
+            f"since '{since[:40]}' is neither '{LAST}' nor a date such as 2026-12-01"
+        ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
     return when.timestamp()
@@ -83,10 +93,18 @@ def _rows_of(recommender: Recommender, ids: Sequence[str]) -> list[int]:
     return rows
 
 
-def feed(recommender: Recommender, tags: TagStore, names: Sequence[str], since: str | None = LAST,
-         k: int = 10, mode: str = "hybrid") -> Feed:
+def feed(
+    recommender: Recommender,
+    tags: TagStore,
+    names: Sequence[str],
+    since: str | None = LAST,
+    k: int = 10,
+    mode: str = "hybrid",
+) -> Feed:
     """The papers new for these tags (as one profile), best first, each with the seeds it is there
-    because of. Records the index's parts' arrivals; records no read (`mark_read` does, once written)."""
+    because of. Records the index's parts' arrivals; records no read (`mark_read` does, once
+    written).
+    """
     names = tuple(dict.fromkeys(check_tag(name) for name in names))
     if not names:
         raise InputError("no tag given: name at least one tag")
@@ -96,7 +114,8 @@ def feed(recommender: Recommender, tags: TagStore, names: Sequence[str], since: 
     after = None
     if after_date is None:
         reads = [tags.feed_read(name) for name in names]
-        # Several tags: new for any of them (the earliest read); a tag never read: everything is new.
+        # Several tags: new for any of them (the earliest read); a tag never read: everything is
+        # new.
         known = [read for read in reads if read is not None]
         first = None if len(known) < len(names) else min(known)
         arrived = tags.arrived(after_generation=0 if first is None else first[0])
@@ -104,22 +123,43 @@ def feed(recommender: Recommender, tags: TagStore, names: Sequence[str], since: 
     else:
         arrived = tags.arrived(since=after_date)
         after = _iso(after_date)
-    left_out = {paper for name in names
-                for paper in [*tags.papers(name), *tags.marked(name, "seen"), *tags.marked(name, "not")]}
+    left_out = {
+        paper
+        for name in names
+        for paper in [*tags.papers(name), *tags.marked(name, "seen"), *tags.marked(name, "not")]
+    }
     removed = getattr(recommender, "removed_rows", set)()  # `papers remove`d from a segmented index
-    rows = [row for row in _rows_of(recommender, [paper for paper in arrived if paper not in left_out])
-            if row not in removed]
-    results = recommend_for_tags(recommender, tags, names, k=k, mode=mode, why=True, exclude_seen=names,
-                                 candidates=rows)
+    rows = [
+        row
+        for row in _rows_of(recommender, [paper for paper in arrived if paper not in left_out])
+        if row not in removed
+    ]
+    results = recommend_for_tags(
+        recommender, tags, names, k=k, mode=mode, why=True, exclude_seen=names, candidates=rows
+    )
     results = _with_the_one_seed(recommender, tags, names, results)
-    return Feed(names, LAST if after_date is None else str(since).strip(), after, len(rows), results,
-                generation, made)
+    return Feed(
+        names,
+        LAST if after_date is None else str(since).strip(),
+        after,
+        len(rows),
+        results,
+        generation,
+        made,
+    )
 
 
-def _with_the_one_seed(recommender: Recommender, tags: TagStore, names: Sequence[str],
-                       results: list[Recommendation]) -> list[Recommendation]:
-    """A profile of one paper is one query, whose results name no seed: each is there because of it."""
-    held = {row for name in names for row in map(recommender.row_of_id, tags.papers(name)) if row is not None}
+def _with_the_one_seed(
+    recommender: Recommender, tags: TagStore, names: Sequence[str], results: list[Recommendation]
+) -> list[Recommendation]:
+    """A profile of one paper is one query, whose results name no seed: each is there because of
+    it."""
+    held = {
+        row
+        for name in names
+        for row in map(recommender.row_of_id, tags.papers(name))
+        if row is not None
+    }
     if len(held) != 1 or not results:
         return results
     import numpy as np
@@ -130,12 +170,15 @@ def _with_the_one_seed(recommender: Recommender, tags: TagStore, names: Sequence
     vectors = np.asarray(vectors, dtype=np.float64)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     cosines = vectors[1:] @ vectors[0]
-    return [replace(result, because=((recommender.id_of(seed), handle, float(cosine)),))
-            for result, cosine in zip(results, cosines.tolist())]
+    return [
+        replace(result, because=((recommender.id_of(seed), handle, float(cosine)),))
+        for result, cosine in zip(results, cosines.tolist())
+    ]
 
 
 def mark_read(tags: TagStore, made: Feed) -> None:
-    """Record that a feed was read: the next `last` feed of its tags lists only papers newer than it."""
+    """Record that a feed was read: the next `last` feed of its tags lists only papers newer than
+    it."""
     tags.mark_feed_read(made.tags, made.generation, made.made)
 
 

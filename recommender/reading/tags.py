@@ -124,16 +124,19 @@ class TagStore:
             return [paper for (paper,) in connection.execute(
                 "SELECT paper FROM marks WHERE tag = ? AND kind = ? ORDER BY added, paper", (tag, kind))]
 
-    # -- the feed's bookkeeping (reading/feed.py): when each paper arrived, when each tag's feed was read
+    # -- the feed's bookkeeping (reading/feed.py): when each paper arrived, when each tag's feed
+    # was read
 
     def record_arrivals(self, parts: Sequence[tuple[str, float, Sequence[str]]]) -> int:
-        """Record the papers of index parts (name, when the part was made, its IDs) not recorded before;
-        a paper keeps its first arrival (a rebuild or compaction does not make it new). Returns the
-        arrival generation now current: it grows by one each time new parts are recorded."""
+        """Record the papers of index parts (name, when the part was made, its IDs) not recorded
+        before; a paper keeps its first arrival (a rebuild or compaction does not make it new).
+        Returns the arrival generation now current: it grows by one each time new parts are
+        recorded."""
         with self._connection(write=True) as connection:
             _create_feed_tables(connection)
             known = {name for (name,) in connection.execute("SELECT part FROM arrival_parts")}
-            generation = connection.execute("SELECT coalesce(max(noticed), 0) FROM arrival_parts").fetchone()[0]
+            generation = connection.execute(
+                "SELECT coalesce(max(noticed), 0) FROM arrival_parts").fetchone()[0]
             fresh = [part for part in parts if part[0] not in known]
             if fresh:
                 generation += 1
@@ -146,7 +149,8 @@ class TagStore:
             return int(generation)
 
     def arrived(self, after_generation: int | None = None, since: float | None = None) -> list[str]:
-        """IDs recorded after an arrival generation, or made at or after `since` (seconds since the epoch)."""
+        """IDs recorded after an arrival generation, or made at or after `since` (seconds since
+        the epoch)."""
         with self._connection() as connection:
             if connection is None or connection.execute(
                     "SELECT 1 FROM sqlite_master WHERE name = 'arrivals'").fetchone() is None:
@@ -154,25 +158,29 @@ class TagStore:
             if since is not None:
                 rows = connection.execute("SELECT paper FROM arrivals WHERE added >= ?", (since,))
             else:
-                rows = connection.execute("SELECT paper FROM arrivals WHERE noticed > ?", (after_generation or 0,))
+                rows = connection.execute("SELECT paper FROM arrivals WHERE noticed > ?",
+                                          (after_generation or 0,))
             return [paper for (paper,) in rows]
 
     def feed_read(self, tag: str) -> tuple[int, float] | None:
-        """(arrival generation, when: seconds since the epoch) of a tag's last feed read, None if never."""
+        """(arrival generation, when: seconds since the epoch) of a tag's last feed read, None if
+        never."""
         check_tag(tag)
         with self._connection() as connection:
             if connection is None or connection.execute(
                     "SELECT 1 FROM sqlite_master WHERE name = 'feed_reads'").fetchone() is None:
                 return None
-            found = connection.execute("SELECT noticed, read FROM feed_reads WHERE tag = ?", (tag,)).fetchone()
+            found = connection.execute("SELECT noticed, read FROM feed_reads WHERE tag = ?",
+                                       (tag,)).fetchone()
             return None if found is None else (int(found[0]), float(found[1]))
 
     def mark_feed_read(self, tags: Sequence[str], generation: int, when: float) -> None:
         """Record that these tags' feeds were read up to an arrival generation."""
         with self._connection(write=True) as connection:
             _create_feed_tables(connection)
-            connection.executemany("INSERT OR REPLACE INTO feed_reads (tag, noticed, read) VALUES (?, ?, ?)",
-                                   ((check_tag(tag), generation, when) for tag in tags))
+            connection.executemany(
+                "INSERT OR REPLACE INTO feed_reads (tag, noticed, read) VALUES (?, ?, ?)",
+                ((check_tag(tag), generation, when) for tag in tags))
 
     @staticmethod
     def _has_table(connection) -> bool:
@@ -194,13 +202,14 @@ def _create_marks(connection) -> None:
 
 
 def _create_feed_tables(connection) -> None:
-    # noticed: the arrival generation that recorded a paper or part (a counter, so no clock is trusted);
-    # added: when its part was made, for `since` a date.
-    connection.execute("CREATE TABLE IF NOT EXISTS arrivals (paper TEXT PRIMARY KEY, added REAL NOT NULL, "
+    # noticed: the arrival generation that recorded a paper or part (a counter, so no clock is
+    # trusted); added: when its part was made, for `since` a date.
+    connection.execute("CREATE TABLE IF NOT EXISTS arrivals (paper TEXT PRIMARY KEY, "
+                       "added REAL NOT NULL, noticed INTEGER NOT NULL)")
+    connection.execute("CREATE TABLE IF NOT EXISTS arrival_parts (part TEXT PRIMARY KEY, "
                        "noticed INTEGER NOT NULL)")
-    connection.execute("CREATE TABLE IF NOT EXISTS arrival_parts (part TEXT PRIMARY KEY, noticed INTEGER NOT NULL)")
-    connection.execute("CREATE TABLE IF NOT EXISTS feed_reads (tag TEXT PRIMARY KEY, noticed INTEGER NOT NULL, "
-                       "read REAL NOT NULL)")
+    connection.execute("CREATE TABLE IF NOT EXISTS feed_reads (tag TEXT PRIMARY KEY, "
+                       "noticed INTEGER NOT NULL, read REAL NOT NULL)")
 
 
 def tag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
@@ -249,7 +258,8 @@ def recommend_for_tags(
 ) -> list[Recommendation]:
     """Papers like the papers of these tags (all of them as one profile), the tagged papers left out,
     unlike the papers marked not interested for them (and those in `not_`), without the papers marked
-    seen for the tags in `exclude_seen`; `candidates`: rank only these rows. Tagged IDs this index no longer holds (a rebuild dropped them)
+    seen for the tags in `exclude_seen`; `candidates`: rank only these rows.
+    Tagged IDs this index no longer holds (a rebuild dropped them)
     are passed over."""
     names = list(dict.fromkeys(check_tag(name) for name in names))
     if not names:

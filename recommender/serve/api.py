@@ -231,9 +231,11 @@ def tag_recommendations(request: Request, tag: str = tag_parameter, k: int = k_p
                                exclude_seen=check_count("exclude_seen", exclude_seen))))
 
 
-@router.get("/feed", summary="The papers added since the tag's feed was last read (as `papers feed --format json`)")
-def feed(request: Request, tag: list[str] = Query(..., description="Tag whose profile ranks the feed (repeatable)."),
-         since: str = Query("last", max_length=40, description="last, or a date such as 2026-12-01."),
+@router.get("/feed", summary="The papers added since the tag's feed was last read "
+            "(as `papers feed --format json`)")
+def feed(request: Request,
+         tag: list[str] = Query(..., description="Tag whose profile ranks the feed (repeatable)."),
+         since: str = Query("last", max_length=40, description="last, or a date: 2026-12-01."),
          k: int = k_parameter(20)):
     from ..reading.feed import feed as make_feed
 

@@ -217,17 +217,19 @@ def tag_page(request: Request, tag: str = PathParameter(..., max_length=64), k: 
 
 
 @router.get("/feed", response_class=HTMLResponse)
-def feed_page(request: Request, tag: str = Query(..., max_length=64), since: str = Query("last", max_length=40),
-              k: int = Query(20, ge=1, le=MAX_K)):
+def feed_page(request: Request, tag: str = Query(..., max_length=64),
+              since: str = Query("last", max_length=40), k: int = Query(20, ge=1, le=MAX_K)):
     """A tag's feed (`papers feed`), with the tag page's "Seen" and "Not interested" buttons."""
     from ..reading.feed import feed as make_feed
 
     with lease(request) as opened:  # reading records no read: the buttons take papers away
         made = make_feed(opened.recommender, request.app.state.tags, [tag], since=since, k=k)
         cards = [dict(card(r.paper, r.score), because=[
-                     {"id": seed, "handle": handle, "cosine": cosine, "inspect": urlencode({"id": r.paper.id, "pid": seed})}
+                     {"id": seed, "handle": handle, "cosine": cosine,
+                      "inspect": urlencode({"id": r.paper.id, "pid": seed})}
                      for seed, handle, cosine in r.because]) for r in made.results]
-        return render(request, "feed.html", {"tag": tag, "cards": cards, "feed": made, "tag_names": tag_names(request)})
+        return render(request, "feed.html", {"tag": tag, "cards": cards, "feed": made,
+                                             "tag_names": tag_names(request)})
 
 
 def check_form(request: Request, csrf: str | None) -> None:
