@@ -1,17 +1,15 @@
-"""A feed for each tag: the papers added to the index since the tag's feed was last read (or since a
-date), ranked by the tag's profile as `like --tag` ranks them, without the tag's own papers and
-those
-it marked seen or not interested.
+"""A feed for each tag: the papers added to the index since the tag's feed was last read (or
+since a date), ranked by the tag's profile as `like --tag` ranks them, without the tag's own
+papers and those it marked seen or not interested.
 
-When a paper arrived is kept in the tags database beside the index (reading/tags.py): each time a
-feed is made, every part of the live index not recorded yet (the base version a build made, each
-segment `papers add` made) has its papers recorded, those not recorded before, with when the part
-was
-made (its manifest's time on disk) and an arrival generation, a counter that grows by one with each
-new part recorded. A paper keeps its first arrival: a rebuild or a compaction makes only the papers
-that were not in the index before new. `since` "last" lists the papers of later generations than the
-tag's last read; a date lists those whose part was made on or after it. A feed's read is recorded
-only once it was written (`mark_read`).
+When a paper arrived is kept in the tags database beside the index (reading/tags.py): each time
+a feed is made, every part of the live index not recorded yet (the base version a build made,
+each segment `papers add` made) has its papers recorded, those not recorded before, with when
+the part was made (its manifest's time on disk) and an arrival generation, a counter that grows
+by one with each new part recorded. A paper keeps its first arrival: a rebuild or a compaction
+makes only the papers that were not in the index before new. `since` "last" lists the papers of
+later generations than the tag's last read; a date lists those whose part was made on or after
+it. A feed's read is recorded only once it was written (`mark_read`).
 """
 
 from __future__ import annotations
@@ -42,20 +40,10 @@ class Feed:
     generation: int  # the arrival generation the feed covers
     made: float  # when the feed was made (seconds since the epoch)
 
-    def to_dict(self) -> dict:
-        return {
-            "tags": list(self.tags),
-            "since": self.since,
-            "after": self.after,
-            "new": self.new,
-            "results": [result.to_dict() for result in self.results],
-        }
-
 
 def parse_since(since: str | None) -> float | None:
-    """None for "last" (or nothing given), else a date or date and time (ISO 8601; UTC unless it
-    says
-    otherwise) as seconds since the epoch."""
+    """None for "last" (or nothing given), else a date or date and time (ISO 8601; UTC unless
+    it says otherwise) as seconds since the epoch."""
     if since is None or since.strip() == LAST:
         return None
     try:

@@ -1,5 +1,4 @@
-"""A tag's feed (reading/feed.py) as a table, JSON, Markdown, or an HTML digest for an e-mail
-client.
+"""A tag's feed (reading/feed.py) as a table, JSON, Markdown, or an HTML digest for e-mail.
 
 The digest follows the daily digests researchers know (zotero-arxiv-daily): per paper its title
 linked to the paper, authors, score, why (the seeds it is there because of) and abstract. It is
