@@ -116,7 +116,8 @@ def feed(
         for name in names
         for paper in [*tags.papers(name), *tags.marked(name, "seen"), *tags.marked(name, "not")]
     }
-    removed = getattr(recommender, "removed_rows", set)()  # `papers remove`d from a segmented index
+    # `papers remove`d from a segmented index
+    removed: set[int] = getattr(recommender, "removed_rows", set)()
     rows = [
         row
         for row in _rows_of(recommender, [paper for paper in arrived if paper not in left_out])
@@ -154,7 +155,13 @@ def _with_the_one_seed(
 
     seed = held.pop()
     handle = recommender.papers_at([seed])[0].handle or recommender.id_of(seed)
-    vectors = recommender.vectors_at([seed, *(recommender.row_of_id(r.paper.id) for r in results)])
+    rows = [seed]
+    for result in results:
+        row = recommender.row_of_id(result.paper.id)
+        if row is None:  # not in this index: no cosine to give
+            return results
+        rows.append(row)
+    vectors = recommender.vectors_at(rows)
     vectors = np.asarray(vectors, dtype=np.float64)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     cosines = vectors[1:] @ vectors[0]
