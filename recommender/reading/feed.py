@@ -8,8 +8,9 @@ each segment `papers add` made) has its papers recorded, those not recorded befo
 the part was made (its manifest's time on disk) and an arrival generation, a counter that grows
 by one with each new part recorded. A paper keeps its first arrival: a rebuild or a compaction
 makes only the papers that were not in the index before new. `since` "last" lists the papers of
-later generations than the tag's last read; a date lists those whose part was made on or after
-it. A feed's read is recorded only once it was written (`mark_read`).
+later generations than the tag's last read (a tag never read: those whose part was made after
+its first paper was tagged); a date lists those whose part was made on or after it. A feed's
+read is recorded only once it was written (`mark_read`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from ..query.recommender import Recommendation, Recommender
 from .tags import TagStore, check_tag, recommend_for_tags
 
 LAST = "last"
+# A feed scores each new paper against each seed of the profile (no candidate pool): past this many
+# new papers that is the work of ranking the whole index, which `like` does with its pool instead.
+MOST_NEW = 200_000
 
 
 @dataclass(frozen=True)
@@ -99,18 +103,29 @@ def feed(
     made = time.time()
     after_date = parse_since(since)
     generation = tags.record_arrivals(index_parts(recommender))
-    after = None
     if after_date is None:
-        reads = [tags.feed_read(name) for name in names]
-        # Several tags: new for any of them (the earliest read); a tag never read: everything is
-        # new.
-        known = [read for read in reads if read is not None]
-        first = None if len(known) < len(names) else min(known)
-        arrived = tags.arrived(after_generation=0 if first is None else first[0])
-        after = None if first is None else _iso(first[1])
+        # Several tags: what is new for any of them. A tag never read: what arrived since it was
+        # made (its first paper tagged); `--since` reaches further back.
+        arrived_set: set[str] = set()
+        starts = []
+        for name in names:
+            read = tags.feed_read(name)
+            if read is not None:
+                arrived_set.update(tags.arrived(after_generation=read[0]))
+                starts.append(read[1])
+            else:
+                begun = tags.first_tagged(name)
+                if begun is not None:
+                    arrived_set.update(tags.arrived(since=begun))
+                    starts.append(begun)
+        arrived = sorted(arrived_set)
+        after = _iso(min(starts)) if starts else None
     else:
         arrived = tags.arrived(since=after_date)
         after = _iso(after_date)
+    if len(arrived) > MOST_NEW:
+        raise InputError(f"{len(arrived):,} papers arrived since {after}: more than a feed ranks "
+                         f"({MOST_NEW:,}); give a later date, or use `like` for the tag")
     left_out = {
         paper
         for name in names

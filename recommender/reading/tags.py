@@ -15,6 +15,7 @@ from ..query.recommender import Recommendation, Recommender
 
 TAG_PATTERN = re.compile(r"[\w.+-]{1,64}")
 TAG_RULE = "a tag is 1 to 64 letters, digits, '.', '_', '+' or '-'"
+UNIX_EPOCH_JULIAN_DAY = 2440587.5  # SQLite's julianday('now') of 1970-01-01T00:00Z
 PAPERS_A_TAG = 10_000  # a tag is a reading list, not a corpus: bounds what a profile averages
 
 
@@ -161,6 +162,17 @@ class TagStore:
                 rows = connection.execute("SELECT paper FROM arrivals WHERE noticed > ?",
                                           (after_generation or 0,))
             return [paper for (paper,) in rows]
+
+    def first_tagged(self, tag: str) -> float | None:
+        """When the tag's first paper was tagged (seconds since the epoch), None if it holds
+        none."""
+        check_tag(tag)
+        with self._connection() as connection:
+            if connection is None or not self._has_table(connection):
+                return None
+            (day,) = connection.execute("SELECT min(added) FROM tags WHERE tag = ?",
+                                        (tag,)).fetchone()
+            return None if day is None else (float(day) - UNIX_EPOCH_JULIAN_DAY) * 86400.0
 
     def feed_read(self, tag: str) -> tuple[int, float] | None:
         """(arrival generation, when: seconds since the epoch) of a tag's last feed read, None if
