@@ -276,3 +276,31 @@ def test_a_feed_of_more_new_papers_than_it_ranks_says_so(tagged, monkeypatch):
     result = tagged("feed", "--tag", "mine", "--since", "2000-01-01")
     assert result.exit_code != 0 and "6 papers arrived since 2000-01-01T00:00:00Z" in result.output
     assert "more than a feed ranks (3)" in result.output and "Traceback" not in result.output
+
+
+def test_feeds_made_at_once_record_each_part_once(tmp_path):
+    import threading
+
+    from recommender.reading.tags import TagStore
+
+    (tmp_path / "index").mkdir()
+    parts = [("v-1", 1000.0, [f"p{i}" for i in range(2000)]), ("segment:s-1", 2000.0, ["q1", "q2"])]
+    found, errors = [], []
+
+    def record():
+        try:
+            found.append(TagStore(tmp_path / "index").record_arrivals(parts))
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=record) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and found == [1] * 6
+    store = TagStore(tmp_path / "index")
+    assert sorted(store.arrived(after_generation=0)) == sorted(parts[0][2] + parts[1][2])
+    assert sorted(store.arrived(since=1500.0)) == ["q1", "q2"]
+    assert store.record_arrivals([*parts, ("segment:s-2", 3000.0, ["q2", "q3"])]) == 2
+    assert store.arrived(after_generation=1) == ["q3"]  # q2 keeps its first arrival

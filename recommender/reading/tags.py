@@ -135,6 +135,7 @@ class TagStore:
         recorded."""
         with self._connection(write=True) as connection:
             _create_feed_tables(connection)
+            connection.execute("BEGIN IMMEDIATE")  # two feeds at once: one records, then the other
             known = {name for (name,) in connection.execute("SELECT part FROM arrival_parts")}
             generation = connection.execute(
                 "SELECT coalesce(max(noticed), 0) FROM arrival_parts").fetchone()[0]
@@ -145,8 +146,9 @@ class TagStore:
                     connection.executemany(
                         "INSERT OR IGNORE INTO arrivals (paper, added, noticed) VALUES (?, ?, ?)",
                         ((paper, added, generation) for paper in ids))
-                    connection.execute("INSERT INTO arrival_parts (part, noticed) VALUES (?, ?)",
-                                       (name, generation))
+                    connection.execute(
+                        "INSERT OR IGNORE INTO arrival_parts (part, noticed) VALUES (?, ?)",
+                        (name, generation))
             return int(generation)
 
     def arrived(self, after_generation: int | None = None, since: float | None = None) -> list[str]:
