@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
 
 from ..errors import InputError
 from ..index.layout import MANIFEST
-from ..query.recommender import Recommendation, Recommender
+from ..query.paper_index import PaperIndex, Recommendation
 from .tags import TagStore, check_tag, recommend_for_tags
 
 LAST = "last"
@@ -61,7 +61,7 @@ def parse_since(since: str | None) -> float | None:
     return when.timestamp()
 
 
-def index_parts(recommender: Recommender) -> list[tuple[str, float, Sequence[str]]]:
+def index_parts(recommender: PaperIndex) -> list[tuple[str, float, Sequence[str]]]:
     """(name, when made, IDs) of each part of an opened index: its base version and its segments."""
     parts = getattr(recommender, "parts", [recommender])
     names = getattr(recommender, "part_names", [None])
@@ -74,7 +74,7 @@ def index_parts(recommender: Recommender) -> list[tuple[str, float, Sequence[str
     return found
 
 
-def _rows_of(recommender: Recommender, ids: Sequence[str]) -> list[int]:
+def _rows_of(recommender: PaperIndex, ids: Sequence[str]) -> list[int]:
     """The rows of these IDs in the base and every segment (removed ones are left out by `like`)."""
     wanted = sorted(set(ids))
     parts = getattr(recommender, "parts", [recommender])
@@ -86,7 +86,7 @@ def _rows_of(recommender: Recommender, ids: Sequence[str]) -> list[int]:
 
 
 def feed(
-    recommender: Recommender,
+    recommender: PaperIndex,
     tags: TagStore,
     names: Sequence[str],
     since: str | None = LAST,
@@ -124,8 +124,10 @@ def feed(
         arrived = tags.arrived(since=after_date)
         after = _iso(after_date)
     if len(arrived) > MOST_NEW:
-        raise InputError(f"{len(arrived):,} papers arrived since {after}: more than a feed ranks "
-                         f"({MOST_NEW:,}); give a later date, or use `like` for the tag")
+        raise InputError(
+            f"{len(arrived):,} papers arrived since {after}: more than a feed ranks "
+            f"({MOST_NEW:,}); give a later date, or use `like` for the tag"
+        )
     left_out = {
         paper
         for name in names
@@ -154,7 +156,7 @@ def feed(
 
 
 def _with_the_one_seed(
-    recommender: Recommender, tags: TagStore, names: Sequence[str], results: list[Recommendation]
+    recommender: PaperIndex, tags: TagStore, names: Sequence[str], results: list[Recommendation]
 ) -> list[Recommendation]:
     """A profile of one paper is one query, whose results name no seed: each is there because of
     it."""

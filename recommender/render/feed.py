@@ -9,7 +9,7 @@ no script, no image, every field escaped for HTML and only http(s) links followe
 from __future__ import annotations
 
 import html
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..corpus.text import shorten
 from .tables import render_results

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from .tables import human_size, render
 
@@ -37,15 +37,21 @@ def render_cache(summary: dict, fmt: str) -> str:
     """`papers cache info`: the embedding cache's path, size and entries (JSON: the same object)."""
     if fmt == "json":
         return json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-    return (f"embedding cache: {summary['path']}\n"
-            f"size:    {human_size(summary['bytes'])} ({summary['bytes']:,} bytes)\n"
-            f"entries: {summary['entries']:,} vectors\n")
+    return (
+        f"embedding cache: {summary['path']}\n"
+        f"size:    {human_size(summary['bytes'])} ({summary['bytes']:,} bytes)\n"
+        f"entries: {summary['entries']:,} vectors\n"
+    )
 
 
 def render_cache_cleared(summary: dict) -> str:
     if summary.get("damaged"):
-        return (f"the embedding cache {summary['path']} was damaged ({summary['damaged']}): "
-                f"started it afresh, empty ({human_size(summary['bytes_before'])} -> "
-                f"{human_size(summary['bytes'])})\n")
-    return (f"removed {summary['removed']:,} vectors from the embedding cache {summary['path']} "
-            f"({human_size(summary['bytes_before'])} -> {human_size(summary['bytes'])})\n")
+        return (
+            f"the embedding cache {summary['path']} was damaged ({summary['damaged']}): "
+            f"started it afresh, empty ({human_size(summary['bytes_before'])} -> "
+            f"{human_size(summary['bytes'])})\n"
+        )
+    return (
+        f"removed {summary['removed']:,} vectors from the embedding cache {summary['path']} "
+        f"({human_size(summary['bytes_before'])} -> {human_size(summary['bytes'])})\n"
+    )
