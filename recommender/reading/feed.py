@@ -105,7 +105,7 @@ def feed(
     generation = tags.record_arrivals(index_parts(recommender))
     if after_date is None:
         # Several tags: what is new for any of them. A tag never read: what arrived since it was
-        # made (its first paper tagged); `--since` reaches further back.
+        # made (its first paper tagged); `since` a date reaches further back.
         arrived_set: set[str] = set()
         starts = []
         for name in names:
