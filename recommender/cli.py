@@ -950,8 +950,10 @@ def like(
     default="last",
     show_default=True,
     metavar="DATE|last",
-    help="Papers added since the tag's feed was last written (last), "
-    "or since this date (2026-12-01).",
+    help=(
+        "Papers added since the tag's feed was last written (last), "
+        "or since this date (2026-12-01)."
+    ),
 )
 @click.option(
     "-k", "k", type=int, default=20, show_default=True, help="How many new papers, best first."
@@ -969,8 +971,10 @@ def like(
     type=click.Path(dir_okay=False),
     default=None,
     metavar="FILE",
-    help="Write to this file instead of standard output (- is standard output; "
-    "a FIFO or device is written into, never replaced).",
+    help=(
+        "Write to this file instead of standard output (- is standard output; "
+        "a FIFO or device is written into, never replaced)."
+    ),
 )
 @index_option
 @click.option("--wide", is_flag=True, help="Do not fit the table to the terminal's width.")
