@@ -936,6 +936,89 @@ def like(
     click.echo(render_results(results, fmt, why, _table_width(wide)), nl=False)
 
 
+@main.command()
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    required=True,
+    metavar="TAG",
+    help="The tag whose profile ranks the feed (repeatable: the tags as one profile).",
+)
+@click.option(
+    "--since",
+    default="last",
+    show_default=True,
+    metavar="DATE|last",
+    help=(
+        "Papers added since the tag's feed was last written (last), "
+        "or since this date (2026-12-01)."
+    ),
+)
+@click.option(
+    "-k", "k", type=int, default=20, show_default=True, help="How many new papers, best first."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "markdown", "html"]),
+    default="table",
+    show_default=True,
+    help="html: a self-contained digest to read or send by e-mail.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help=(
+        "Write to this file instead of standard output (- is standard output; "
+        "a FIFO or device is written into, never replaced)."
+    ),
+)
+@index_option
+@click.option("--wide", is_flag=True, help="Do not fit the table to the terminal's width.")
+@quiet_option
+@library_errors
+def feed(tags, since, k, fmt, out, index, wide, quiet):
+    """The papers added since the tag's feed was last read, ranked as `like --tag` ranks them,
+    without the tag's papers and those marked seen or not interested for it, each with the seeds
+    it is there because of. A feed counts as read once it is written; a second feed the same day
+    lists only what was added since.
+
+    Examples:
+
+    \b
+        papers feed --tag mine
+        papers feed --tag mine --format html --out today.html
+        papers feed --tag mine --since 2026-11-01 -k 50
+    """
+    from .errors import InputError
+    from .reading.feed import feed as make_feed
+    from .reading.feed import mark_read, parse_since
+    from .reading.tags import TagStore
+    from .render.feed import render_feed
+
+    try:
+        parse_since(since)
+    except InputError as error:
+        raise click.BadParameter(str(error), param_hint="--since") from None
+    with _open(index) as recommender:
+        store = TagStore(recommender.stored.index_dir)
+        made = make_feed(recommender, store, tags, since=since, k=k)
+        heading = f"New papers for {', '.join(made.tags)}"
+        heading += f" since {made.after}" if made.after else ""
+        text = render_feed(made.results, fmt, heading, _table_width(wide))
+        with _output_file(out) as partial:
+            (sys.stdout if partial is None else partial).write(text)
+        mark_read(store, made)
+    if not quiet:
+        shown = plural(made.new, "new paper")
+        if len(made.results) < made.new:
+            shown += f", the best {len(made.results)} shown (-k for more)"
+        click.echo(f"{shown}{' in ' + out if out not in (None, '-') else ''}", err=True)
+
+
 @main.group(invoke_without_command=True)
 @index_option
 @format_option

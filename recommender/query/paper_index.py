@@ -169,6 +169,14 @@ class PaperIndex:
     def __len__(self) -> int:
         return self._size
 
+    def id_of(self, row: int) -> str:
+        """The ID of the paper at a row."""
+        return self.keys.id_of(row)
+
+    def row_of_id(self, paper_id: str) -> int | None:
+        """The row of the paper with exactly this ID, None if the index holds none."""
+        return self.keys.row_of_id(paper_id)
+
     @property
     def ids(self) -> list[str]:
         """Every paper's ID in row order (reads them all: for listing and export; lookups use
@@ -630,8 +638,10 @@ class PaperIndex:
         why: bool = False,
         mode: str = "hybrid",
         papers: Sequence[Paper] = (),
+        candidates: Sequence[int] | None = None,
     ) -> list[Recommendation]:
-        """Papers like the given ones (and unlike those in `not_`), never the seeds themselves.
+        """Papers like the given ones (and unlike those in `not_`), never the seeds themselves;
+        `candidates`: rank these rows only (a feed's new papers), each scored as it would be anyway.
 
         `papers` are more seeds as `Paper` records (`read_papers(["reading-list.bib"])`):
         those the index holds (same ID or same text, see `find_papers`) count as
@@ -668,6 +678,7 @@ class PaperIndex:
             why=why,
             mode=mode,
             outside=outside,
+            candidates=candidates,
         )
 
     def like_rows(
@@ -681,6 +692,7 @@ class PaperIndex:
         why: bool = False,
         mode: str = "hybrid",
         outside: Sequence[Paper] = (),
+        candidates: Sequence[int] | None = None,
     ) -> list[Recommendation]:
         """`like` for papers given by row, and papers not in the index (`outside`, embedded now).
 
@@ -724,6 +736,7 @@ class PaperIndex:
             terms,
             named,
             centroid,
+            candidates,
         )
 
     def like_each(
@@ -1138,6 +1151,7 @@ class PaperIndex:
         terms: SparseVector | None = None,
         named: list[tuple[str, str]] | None = None,
         centroid: _Query | None = None,
+        candidates: Sequence[int] | None = None,
     ) -> list[Recommendation]:
         """The top `k` papers for one query, or for several (a profile's seeds, mixed with their
         centroid
@@ -1150,7 +1164,10 @@ class PaperIndex:
         check_options(k, min_score, diverse, mode)
         fetch = max(POOL, 4 * (k + len(excluded)))
         found: set[int] = set()
-        for query in queries + ([centroid] if centroid is not None else []):
+        pooled = queries + ([centroid] if centroid is not None else [])
+        if candidates is not None:  # scores do not depend on the other candidates (`_scores`)
+            found, pooled = {int(row) for row in candidates}, []
+        for query in pooled:
             dense_rows, lexical_rows = self._pool(query, seeds, fetch, mode)
             found.update(dense_rows.tolist(), lexical_rows.tolist())
         rows = np.array(sorted(found - excluded), dtype=np.int64)

@@ -224,6 +224,19 @@ class SegmentedIndex(PaperIndex):
         return [handle for part in self.parts for handle in part.handles]
 
     # -- lookups
+    def id_of(self, row: int) -> str:
+        for _, part, _, own in self._split([row]):
+            return part.id_of(int(own[0]))
+        raise IndexError(row)
+
+    def row_of_id(self, paper_id: str) -> int | None:
+        """The row of the paper with this ID in the base or a segment, as `resolve` finds it; a
+        removed paper has none."""
+        for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
+            row = part.row_of_id(paper_id)
+            if row is not None and paper_id not in self.listed.removed(name):
+                return start + row
+        return None
 
     def removed_rows(self) -> set[int]:
         """The rows `papers remove` removed: never in a result."""

@@ -15,6 +15,7 @@ from ..query.paper_index import PaperIndex, Recommendation
 
 TAG_PATTERN = re.compile(r"[\w.+-]{1,64}")
 TAG_RULE = "a tag is 1 to 64 letters, digits, '.', '_', '+' or '-'"
+UNIX_EPOCH_JULIAN_DAY = 2440587.5  # SQLite's julianday('now') of 1970-01-01T00:00Z
 PAPERS_A_TAG = 10_000  # a tag is a reading list, not a corpus: bounds what a profile averages
 
 
@@ -163,6 +164,94 @@ class TagStore:
                 )
             ]
 
+    # -- the feed's bookkeeping (reading/feed.py): when each paper arrived, when each tag's feed
+    # was read
+
+    def record_arrivals(self, parts: Sequence[tuple[str, float, Sequence[str]]]) -> int:
+        """Record the papers of index parts (name, when the part was made, its IDs) not recorded
+        before; a paper keeps its first arrival (a rebuild or compaction does not make it new).
+        Returns the arrival generation now current: it grows by one each time new parts are
+        recorded."""
+        with self._connection(write=True) as connection:
+            _create_feed_tables(connection)
+            connection.execute("BEGIN IMMEDIATE")  # two feeds at once: one records, then the other
+            known = {name for (name,) in connection.execute("SELECT part FROM arrival_parts")}
+            generation = connection.execute(
+                "SELECT coalesce(max(noticed), 0) FROM arrival_parts"
+            ).fetchone()[0]
+            fresh = [part for part in parts if part[0] not in known]
+            if fresh:
+                generation += 1
+                for name, added, ids in fresh:
+                    connection.executemany(
+                        "INSERT OR IGNORE INTO arrivals (paper, added, noticed) VALUES (?, ?, ?)",
+                        ((paper, added, generation) for paper in ids),
+                    )
+                    connection.execute(
+                        "INSERT OR IGNORE INTO arrival_parts (part, noticed) VALUES (?, ?)",
+                        (name, generation),
+                    )
+            return int(generation)
+
+    def arrived(self, after_generation: int | None = None, since: float | None = None) -> list[str]:
+        """IDs recorded after an arrival generation, or made at or after `since` (seconds since
+        the epoch)."""
+        with self._connection() as connection:
+            if (
+                connection is None
+                or connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'arrivals'"
+                ).fetchone()
+                is None
+            ):
+                return []
+            if since is not None:
+                rows = connection.execute("SELECT paper FROM arrivals WHERE added >= ?", (since,))
+            else:
+                rows = connection.execute(
+                    "SELECT paper FROM arrivals WHERE noticed > ?", (after_generation or 0,)
+                )
+            return [paper for (paper,) in rows]
+
+    def first_tagged(self, tag: str) -> float | None:
+        """When the tag's first paper was tagged (seconds since the epoch), None if it holds
+        none."""
+        check_tag(tag)
+        with self._connection() as connection:
+            if connection is None or not self._has_table(connection):
+                return None
+            (day,) = connection.execute(
+                "SELECT min(added) FROM tags WHERE tag = ?", (tag,)
+            ).fetchone()
+            return None if day is None else (float(day) - UNIX_EPOCH_JULIAN_DAY) * 86400.0
+
+    def feed_read(self, tag: str) -> tuple[int, float] | None:
+        """(arrival generation, when: seconds since the epoch) of a tag's last feed read, None if
+        never."""
+        check_tag(tag)
+        with self._connection() as connection:
+            if (
+                connection is None
+                or connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'feed_reads'"
+                ).fetchone()
+                is None
+            ):
+                return None
+            found = connection.execute(
+                "SELECT noticed, read FROM feed_reads WHERE tag = ?", (tag,)
+            ).fetchone()
+            return None if found is None else (int(found[0]), float(found[1]))
+
+    def mark_feed_read(self, tags: Sequence[str], generation: int, when: float) -> None:
+        """Record that these tags' feeds were read up to an arrival generation."""
+        with self._connection(write=True) as connection:
+            _create_feed_tables(connection)
+            connection.executemany(
+                "INSERT OR REPLACE INTO feed_reads (tag, noticed, read) VALUES (?, ?, ?)",
+                ((check_tag(tag), generation, when) for tag in tags),
+            )
+
     @staticmethod
     def _has_table(connection) -> bool:
         return (
@@ -187,10 +276,26 @@ def _create_marks(connection) -> None:
     )
 
 
+def _create_feed_tables(connection) -> None:
+    # noticed: the arrival generation that recorded a paper or part (a counter, so no clock is
+    # trusted); added: when its part was made, for `since` a date.
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS arrivals (paper TEXT PRIMARY KEY, "
+        "added REAL NOT NULL, noticed INTEGER NOT NULL)"
+    )
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS arrival_parts (part TEXT PRIMARY KEY, noticed INTEGER NOT NULL)"
+    )
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS feed_reads (tag TEXT PRIMARY KEY, "
+        "noticed INTEGER NOT NULL, read REAL NOT NULL)"
+    )
+
+
 def tag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
     """Tag the paper a reference names (ID, handle or unique prefix), stored by its ID."""
     check_tag(tag)
-    return tags.add(tag, recommender.keys.id_of(recommender.resolve(reference)))
+    return tags.add(tag, recommender.id_of(recommender.resolve(reference)))
 
 
 def untag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
@@ -198,7 +303,7 @@ def untag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: st
     paper a rebuild dropped), so it is removed as given."""
     check_tag(tag)
     try:
-        paper_id = recommender.keys.id_of(recommender.resolve(reference))
+        paper_id = recommender.id_of(recommender.resolve(reference))
     except PaperNotFoundError:
         paper_id = reference
     return tags.remove(tag, paper_id)
@@ -210,7 +315,7 @@ def mark_paper(
     """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its
     ID."""
     check_tag(tag)
-    return tags.mark(tag, recommender.keys.id_of(recommender.resolve(reference)), kind)
+    return tags.mark(tag, recommender.id_of(recommender.resolve(reference)), kind)
 
 
 def unmark_paper(
@@ -220,7 +325,7 @@ def unmark_paper(
     `untag_paper`)."""
     check_tag(tag)
     try:
-        paper_id = recommender.keys.id_of(recommender.resolve(reference))
+        paper_id = recommender.id_of(recommender.resolve(reference))
     except PaperNotFoundError:
         paper_id = reference
     return tags.unmark(tag, paper_id, kind)
@@ -235,14 +340,14 @@ def recommend_for_tags(
     why: bool = False,
     exclude_seen: Sequence[str] = (),
     not_: Sequence[str] = (),
+    candidates: Sequence[int] | None = None,
 ) -> list[Recommendation]:
     """Papers like the papers of these tags (all of them as one profile), the tagged papers left
     out,
     unlike the papers marked not interested for them (and those in `not_`), without the papers
     marked
-    seen for the tags in `exclude_seen`. Tagged IDs this index no longer holds (a rebuild dropped
-    them)
-    are passed over."""
+    seen for the tags in `exclude_seen`; `candidates`: rank only these rows. Tagged IDs this index
+    no longer holds (a rebuild dropped them) are passed over."""
     names = list(dict.fromkeys(check_tag(name) for name in names))
     if not names:
         raise InputError("no tag given: name at least one tag")
@@ -253,9 +358,7 @@ def recommend_for_tags(
             if len(names) == 1
             else f"tags {', '.join(names)} hold no papers: tag some first"
         )
-    held = [
-        paper for paper in dict.fromkeys(tagged) if recommender.keys.row_of_id(paper) is not None
-    ]
+    held = [paper for paper in dict.fromkeys(tagged) if recommender.row_of_id(paper) is not None]
     if not held:
         raise PaperNotFoundError(
             f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)"
@@ -265,11 +368,19 @@ def recommend_for_tags(
     negatives = [
         paper
         for paper in dict.fromkeys(negatives)
-        if paper not in held_set and recommender.keys.row_of_id(paper) is not None
+        if paper not in held_set and recommender.row_of_id(paper) is not None
     ]
     seen = [
         paper
         for name in dict.fromkeys(check_tag(name) for name in exclude_seen)
         for paper in tags.marked(name, "seen")
     ]
-    return recommender.like(*held, k=k, mode=mode, why=why, not_=[*negatives, *not_], exclude=seen)
+    return recommender.like(
+        *held,
+        k=k,
+        mode=mode,
+        why=why,
+        not_=[*negatives, *not_],
+        exclude=seen,
+        candidates=candidates,
+    )

@@ -88,7 +88,7 @@ def write_tag(request: Request, tag: str, reference: str, remove: bool = False) 
     check_tag(tag)
     with lease(request) as opened:
         try:
-            paper_id = opened.recommender.keys.id_of(opened.recommender.resolve(reference))
+            paper_id = opened.recommender.id_of(opened.recommender.resolve(reference))
         except PaperNotFoundError:
             if not remove:
                 raise
@@ -319,6 +319,25 @@ def tag_recommendations(
                 )
             )
         )
+
+
+@router.get(
+    "/feed",
+    summary="The papers added since the tag's feed was last read (as `papers feed --format json`)",
+)
+def feed(
+    request: Request,
+    tag: list[str] = Query(..., description="Tag whose profile ranks the feed (repeatable)."),
+    since: str = Query("last", max_length=40, description="last, or a date: 2026-12-01."),
+    k: int = k_parameter(20),
+):
+    from ..reading.feed import feed as make_feed
+
+    check_count("tag", tag, 20)
+    # Reading records no read: `papers feed` and the Seen buttons do.
+    with lease(request) as opened:
+        made = make_feed(opened.recommender, request.app.state.tags, tag, since=since, k=k)
+        return JSONResponse(result_records(made.results))
 
 
 # Marks of a paper for a tag, as `papers tags not|seen`: not interested (a negative seed), seen

@@ -301,12 +301,10 @@ def tag_page(
         recommender = opened.recommender
         ids = store.papers(check_tag(tag))
         rows = [
-            row
-            for row in (recommender.keys.row_of_id(paper_id) for paper_id in ids)
-            if row is not None
+            row for row in (recommender.row_of_id(paper_id) for paper_id in ids) if row is not None
         ]
         tagged = [card(paper) for paper in recommender.papers_at(rows)]
-        missing = [paper_id for paper_id in ids if recommender.keys.row_of_id(paper_id) is None]
+        missing = [paper_id for paper_id in ids if recommender.row_of_id(paper_id) is None]
         cards = (
             [
                 dict(
@@ -340,6 +338,40 @@ def tag_page(
                 "not_interested": store.marked(tag, "not"),
                 "seen": len(store.marked(tag, "seen")),
             },
+        )
+
+
+@router.get("/feed", response_class=HTMLResponse)
+def feed_page(
+    request: Request,
+    tag: str = Query(..., max_length=64),
+    since: str = Query("last", max_length=40),
+    k: int = Query(20, ge=1, le=MAX_K),
+):
+    """A tag's feed (`papers feed`), with the tag page's "Seen" and "Not interested" buttons."""
+    from ..reading.feed import feed as make_feed
+
+    with lease(request) as opened:  # reading records no read: the buttons take papers away
+        made = make_feed(opened.recommender, request.app.state.tags, [tag], since=since, k=k)
+        cards = [
+            dict(
+                card(r.paper, r.score),
+                because=[
+                    {
+                        "id": seed,
+                        "handle": handle,
+                        "cosine": cosine,
+                        "inspect": urlencode({"id": r.paper.id, "pid": seed}),
+                    }
+                    for seed, handle, cosine in r.because
+                ],
+            )
+            for r in made.results
+        ]
+        return render(
+            request,
+            "feed.html",
+            {"tag": tag, "cards": cards, "feed": made, "tag_names": tag_names(request)},
         )
 
 
