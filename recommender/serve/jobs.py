@@ -121,9 +121,11 @@ class Jobs:
                 future.cancel()
         if pool is not None:
             processes = list(getattr(pool, "_processes", {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
             for process in processes:  # a map half drawn is of no use to anyone: do not wait for it
                 process.terminate()
+            # Then wait for the pool's own thread to see them gone: a pool left running to the
+            # interpreter's exit prints a traceback from its exit handler.
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 JOBS = Jobs()
