@@ -205,3 +205,67 @@ def test_better_bibtex_keys_beside_the_database(workdir, run, library):
     assert run("build", str(library)).exit_code == 0
     assert shown(run, "EFGH6789")["citation_key"] == "LeeGated2024"
     assert shown(run, "JKLM2345")["citation_key"] == "lee2022light"  # Zotero 7's own field first
+
+
+# ------------------------------------------------------------------ collections as tags of the index
+
+def test_collections_are_tags_of_the_index(workdir, run, library):
+    assert run("build", str(library)).exit_code == 0
+    listed = json.loads(run("tags", "--format", "json").stdout)
+    assert {row["tag"]: row["papers"] for row in listed} == {
+        "Thesis": ["EFGH6789"], "Thesis/Related work": ["ABCD2345", "JKLM2345"]}  # the trashed "Old" left out
+    liked = json.loads(run("like", "--tag", "Thesis/Related work", "--format", "json").stdout)
+    assert [row["id"] for row in liked] == ["EFGH6789"]  # the collection's papers left out
+    # The user's own tagging and marks under a collection's name add to it, and outlive a rebuild.
+    assert run("tags", "add", "Thesis/Related work", "EFGH6789").exit_code == 0
+    assert run("tags", "seen", "Thesis", "ABCD2345").exit_code == 0
+    refused = run("tags", "remove", "Thesis/Related work", "ABCD2345")
+    assert (refused.exit_code, refused.stderr) == (1, (
+        "Error: paper ABCD2345 is in the collection 'Thesis/Related work' of the library this index was built "
+        "from: take it out of the collection there and rebuild\n"))
+    database = sqlite3.connect(library)
+    database.execute("DELETE FROM collectionItems WHERE collectionID = 2 AND itemID = 3")
+    database.commit()
+    database.close()
+    assert run("build", str(library)).exit_code == 0
+    listed = json.loads(run("tags", "--format", "json").stdout)
+    assert {row["tag"]: (row["papers"], row["seen"]) for row in listed} == {
+        "Thesis": (["EFGH6789"], ["ABCD2345"]), "Thesis/Related work": (["ABCD2345", "EFGH6789"], [])}
+
+
+def test_a_tag_name_is_any_printable_path(workdir, run, library):
+    assert run("build", str(library)).exit_code == 0
+    assert run("tags", "add", "Reading group: week 3 (théorie)", "ABCD2345").exit_code == 0
+    for bad in ("", "a\nb", "/Thesis", "Thesis/", "a//b", " padded", "x" * 201):
+        result = run("tags", "add", bad, "ABCD2345")
+        assert result.exit_code != 0 and "cannot be used: a tag is 1 to 200 printable characters" in result.stderr
+
+
+def test_collection_tags_in_the_api_and_pages(workdir, run, library):
+    from serving import start_server
+
+    built = run("build", str(library))
+    assert built.exit_code == 0, built.output
+    index_dir = Path(built.stdout.split(" in ", 1)[1].split(": ", 1)[0])
+    server = start_server(index_dir)
+    try:
+        status, listed = server.json("/api/tags")
+        assert status == 200 and {"tag": "Thesis/Related work", "papers": ["ABCD2345", "JKLM2345"]} in listed
+        status, liked = server.json("/api/tags/Thesis/Related%20work/recommendations")
+        assert status == 200 and [row["id"] for row in liked] == ["EFGH6789"]
+        status, body = server.json("/api/tags?tag=Reading%2Fweek%201&paper=EFGH6789", method="PUT")
+        assert (status, body) == (200, {"tag": "Reading/week 1", "papers": ["EFGH6789"]})
+        status, body = server.json("/api/marks/not?tag=Thesis%2FRelated%20work&paper=EFGH6789", method="PUT")
+        assert (status, body["papers"]) == (200, ["EFGH6789"])
+        assert server.json("/api/marks/not/Thesis/Related%20work")[1]["papers"] == ["EFGH6789"]
+        status, body = server.json("/api/tags/Reading%2Fweek%201/JKLM2345", method="PUT")
+        assert status == 400 and "give it in the query" in body["error"]
+        status, _, page = server.get("/tags")
+        assert status == 200 and b'href="/tags/Thesis%2FRelated%20work"' in page
+        status, _, page = server.get("/tags/Thesis%2FRelated%20work")
+        assert status == 200 and "Tag “Thesis/Related work”" in page.decode()
+        assert b"Private Training at Scale" in page and b"Light Spanners" in page
+        status, _, page = server.get("/tags/%3Cb%3Ex%3C%2Fb%3E")  # escaped in the page
+        assert status == 200 and b"<b>x</b>" not in page and b"&lt;b&gt;x&lt;/b&gt;" in page
+    finally:
+        server.stop()

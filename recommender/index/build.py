@@ -32,7 +32,7 @@ from .writer import ArrayFile, IndexWriter, WRITE_ERRNOS, link_checked, write_er
 from .lexical import settings as lexical_settings
 from .keys import ALIASES, digest_records, key_tables
 from .layout import (
-    COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
+    COLLECTIONS, COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
     check_index_folder, legacy_cache, remove_legacy_cache, remove_tree,
 )
 
@@ -45,6 +45,18 @@ class BuildReport:
     reused: int
     index_kind: str
     seconds: float
+    # What changed since the version this build replaced (IDs; None for a first build, or when that
+    # version is too old to say): papers new, papers whose text changed, papers no longer read.
+    changes: "BuildChanges | None" = None
+
+
+@dataclass(frozen=True)
+class BuildChanges:
+    """The papers a rebuild added, changed (same ID, another text) and removed, by ID."""
+
+    added: tuple[str, ...]
+    changed: tuple[str, ...]
+    removed: tuple[str, ...]
 
 
 
@@ -145,6 +157,7 @@ def build_index(
             ids, handles = spool.read(reading)
         count = len(ids)
         previous = _live_build(index_dir)
+        previous_texts = _text_digests_by_id(previous) if previous is not None else None
         try:
             encoding = choose_encoder(request, previous.manifest if previous is not None else None, notice, index_dir)
             model, precision, chunking = encoding.model, encoding.precision, encoding.chunking
@@ -155,6 +168,9 @@ def build_index(
                              if export_query_encoder or encoding.exported_only else None)
             tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
             written = _write_papers(writer, spool, handles, tfidf)
+            if written.collections:  # a reference manager's folders, shown as tags (reading/tags.py)
+                writer.save_json(COLLECTIONS, written.collections)
+            changes = _changes(previous_texts, ids, written.text_digests)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
@@ -229,7 +245,7 @@ def build_index(
         except KeyboardInterrupt:
             raise EncodingInterrupted(kept=count, total=count) from None
     return BuildReport(
-        index_dir, count, embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
+        index_dir, count, embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started, changes
     )
 
 
@@ -320,6 +336,34 @@ class _Written:
     text_digests: np.ndarray  # keys.digest_records of the text keys
     identifier_digests: np.ndarray  # ... of the arXiv IDs or DOIs
     fingerprint: str
+    collections: dict[str, list[str]]  # each collection path with its papers' IDs
+
+
+def _text_digests_by_id(previous: StoredIndex) -> dict[str, int] | None:
+    """Each paper's text digest by ID in a stored version; None when it has no digest table."""
+    def load(name: str) -> np.ndarray:
+        return previous.load_array(f"keys/{name}.npy", mmap=True)
+
+    if not (previous.has("keys/text_digests.npy") and previous.has("keys/ids_bytes.npy")):
+        return None
+    data, offsets = load("ids_bytes").tobytes(), load("ids_offsets").tolist()
+    rows = load("ids_rows").tolist()
+    digests = np.zeros(len(rows), dtype=np.uint64)
+    digests[np.asarray(load("text_digest_rows"))] = np.asarray(load("text_digests"))
+    return {data[offsets[i]:offsets[i + 1]].decode("utf-8", "surrogatepass"): int(digests[row])
+            for i, row in enumerate(rows)}
+
+
+def _changes(previous: dict[str, int] | None, ids: Sequence[str], text_digests: np.ndarray) -> BuildChanges | None:
+    """What a build changes against the live version's IDs and text digests (`_text_digests_by_id`)."""
+    if previous is None:
+        return None
+    current = {paper_id: int(record["digest"]) for paper_id, record in zip(ids, text_digests)}
+    return BuildChanges(
+        added=tuple(paper_id for paper_id in ids if paper_id not in previous),
+        changed=tuple(paper_id for paper_id in ids if paper_id in previous and previous[paper_id] != current[paper_id]),
+        removed=tuple(sorted(paper_id for paper_id in previous if paper_id not in current)),
+    )
 
 
 def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf) -> _Written:
@@ -330,6 +374,7 @@ def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str
     text_keys, identifiers = [], []
     text_digests, identifier_digests = [], []
     fingerprint = InputsFingerprint()
+    collections: dict[str, list[str]] = {}
 
     def rows() -> Iterator[dict]:
         for row, paper in enumerate(spool.each()):
@@ -345,6 +390,8 @@ def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str
                 text_keys.clear()
                 identifiers.clear()
             tfidf.add(paper.text)
+            for collection in paper.collections:
+                collections.setdefault(collection, []).append(paper.id)
             yield paper.to_dict(stored=True)
 
     offsets = writer.save_jsonl(PAPERS, rows())
@@ -353,7 +400,7 @@ def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str
     text_digests.append(digest_records(text_keys))
     identifier_digests.append(digest_records(identifiers))
     return _Written(np.frombuffer(heads, dtype=np.int32).copy(), citation_keys, np.concatenate(text_digests),
-                    np.concatenate(identifier_digests), fingerprint.hexdigest())
+                    np.concatenate(identifier_digests), fingerprint.hexdigest(), collections)
 
 
 def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_identity=None, precision="fp32",

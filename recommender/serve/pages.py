@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
 from ..errors import install_command
-from ..reading.tags import mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
+from ..reading.tags import MAX_TAG, mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
 from .api import MAX_ID, MAX_K, MAX_QUERY, check_write, cookie, lease, prepared, wait_for, with_encoder, write_tag
 from .jobs import compute_map, compute_sessions
 from .security import CSRF_COOKIE, CSRF_FIELD, TOKEN_COOKIE, Refused, cookie_name, csrf_matches, local_path
@@ -191,13 +191,13 @@ def tags_page(request: Request):
 
 
 @router.get("/tags/", response_class=HTMLResponse, include_in_schema=False)
-def tag_page_by_query(request: Request, name: str = Query(..., max_length=64), k: int = Query(10, ge=1, le=MAX_K)):
+def tag_page_by_query(request: Request, name: str = Query(..., max_length=MAX_TAG), k: int = Query(10, ge=1, le=MAX_K)):
     """A tag's page for a name no path can carry (".", "..")."""
     return tag_page(request, name, k)
 
 
-@router.get("/tags/{tag}", response_class=HTMLResponse)
-def tag_page(request: Request, tag: str = PathParameter(..., max_length=64), k: int = Query(10, ge=1, le=MAX_K)):
+@router.get("/tags/{tag:path}", response_class=HTMLResponse)  # a collection's path holds '/'
+def tag_page(request: Request, tag: str = PathParameter(..., max_length=MAX_TAG), k: int = Query(10, ge=1, le=MAX_K)):
     from ..reading.tags import check_tag
 
     store = request.app.state.tags
@@ -223,7 +223,7 @@ def check_form(request: Request, csrf: str | None) -> None:
 
 
 @router.post("/tags/add")
-def add_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_ID),
+def add_tag_form(request: Request, tag: str = Form(..., max_length=MAX_TAG), id: str = Form(..., max_length=MAX_ID),
                  csrf: str = Form(""), next: str = Form("/")):
     check_form(request, csrf)
     write_tag(request, tag.strip(), id)
@@ -231,7 +231,7 @@ def add_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str 
 
 
 @router.post("/tags/remove")
-def remove_tag_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_ID),
+def remove_tag_form(request: Request, tag: str = Form(..., max_length=MAX_TAG), id: str = Form(..., max_length=MAX_ID),
                     csrf: str = Form(""), next: str = Form("/")):
     check_form(request, csrf)
     write_tag(request, tag.strip(), id, remove=True)
@@ -246,7 +246,7 @@ def preparing(request: Request, what: str) -> HTMLResponse:
 
 
 @router.post("/tags/mark")
-def mark_form(request: Request, tag: str = Form(..., max_length=64), id: str = Form(..., max_length=MAX_QUERY),
+def mark_form(request: Request, tag: str = Form(..., max_length=MAX_TAG), id: str = Form(..., max_length=MAX_QUERY),
               kind: str = Form(..., max_length=8), undo: bool = Form(False), csrf: str = Form(""), next: str = Form("/")):
     """A tag page's "not interested" and "seen" buttons (`papers tags not|seen`), and taking them back."""
     check_form(request, csrf)

@@ -183,6 +183,7 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
         found = re.search(r"(?<!\d)(\d{4})(?!\d)", data.get("date", ""))
         citation_key = data.get("citationKey", "").strip() or better_bibtex.get(key, "")
         extra = {"entry_type": ENTRY_TYPES.get(type_name, "misc"), "citation_key": citation_key,
+                 "collections": collections.get(item_id, ()),
                  "bibtex_fields": tuple((BIBTEX_FIELDS[name], value) for name, value in data.items()
                                         if name in BIBTEX_FIELDS and value.strip())}
         fields_of = {
