@@ -269,3 +269,29 @@ def test_collection_tags_in_the_api_and_pages(workdir, run, library):
         assert status == 200 and b"<b>x</b>" not in page and b"&lt;b&gt;x&lt;/b&gt;" in page
     finally:
         server.stop()
+
+
+def test_a_rebuild_reports_what_changed_in_the_library(workdir, run, library):
+    first = run("build", str(library))
+    assert first.exit_code == 0 and "since the last build" not in first.stdout
+    database = sqlite3.connect(library)
+    # Added: a new article; changed: the abstract of EFGH6789; removed: JKLM2345 moved to the trash.
+    database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (9, ?, 1, 'NEWW2345')",
+                     (TYPES["journalArticle"],))
+    for field_name, value_id, value in (("title", 900, "Sparse Attention Revisited"),
+                                        ("abstractNote", 901, "Sparse attention patterns recover dense quality.")):
+        database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (?, ?)", (value_id, value))
+        database.execute("INSERT INTO itemData VALUES (9, ?, ?)", (FIELDS[field_name], value_id))
+    database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (902, 'A new abstract about gates.')")
+    database.execute("UPDATE itemData SET valueID = 902 WHERE itemID = 2 AND fieldID = ?", (FIELDS["abstractNote"],))
+    database.execute("INSERT INTO deletedItems (itemID) VALUES (3)")
+    database.commit()
+    database.close()
+    again = run("build", str(library))
+    assert again.exit_code == 0, again.output
+    assert again.stdout.startswith("indexed 3 papers in ")
+    assert again.stdout.endswith("; since the last build 1 added, 1 changed, 1 removed\n")
+    assert "added: NEWW2345\nchanged: EFGH6789\nremoved: JKLM2345\n" in again.stderr
+    unchanged = run("build", str(library))
+    assert unchanged.stdout.endswith("; since the last build 0 added, 0 changed, 0 removed\n")
+    assert "added:" not in unchanged.stderr and "changed:" not in unchanged.stderr

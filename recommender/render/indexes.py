@@ -48,3 +48,24 @@ def render_cache_cleared(summary: dict) -> str:
                 f"empty ({human_size(summary['bytes_before'])} -> {human_size(summary['bytes'])})\n")
     return (f"removed {summary['removed']:,} vectors from the embedding cache {summary['path']} "
             f"({human_size(summary['bytes_before'])} -> {human_size(summary['bytes'])})\n")
+
+
+def render_build_summary(report) -> str:
+    """A build's one line (index.build.BuildReport): what it indexed, encoded and reused, and, for a
+    rebuild, how many papers it added, changed and removed."""
+    line = (f"indexed {report.papers} papers in {report.index_dir}: "
+            f"encoded {report.encoded}, reused {report.reused} from the cache ({report.index_kind} search)")
+    changes = report.changes
+    if changes is not None:
+        line += (f"; since the last build {len(changes.added)} added, {len(changes.changed)} changed, "
+                 f"{len(changes.removed)} removed")
+    return line + "\n"
+
+
+def render_build_changes(report) -> str:
+    """A rebuild's changes paper by paper: one line each for the IDs added, changed and removed."""
+    changes = report.changes
+    if changes is None:
+        return ""
+    return "".join(f"{kind}: {', '.join(ids)}\n" for kind, ids in (
+        ("added", changes.added), ("changed", changes.changed), ("removed", changes.removed)) if ids)
