@@ -293,5 +293,18 @@ def test_a_rebuild_reports_what_changed_in_the_library(workdir, run, library):
     assert again.stdout.endswith("; since the last build 1 added, 1 changed, 1 removed\n")
     assert "added: NEWW2345\nchanged: EFGH6789\nremoved: JKLM2345\n" in again.stderr
     unchanged = run("build", str(library))
-    assert unchanged.stdout.endswith("; since the last build 0 added, 0 changed, 0 removed\n")
+    assert unchanged.stdout.endswith("from the cache (flat search)\n")  # nothing more to say
     assert "added:" not in unchanged.stderr and "changed:" not in unchanged.stderr
+
+
+def test_a_large_change_names_the_first_papers_and_counts_the_rest(workdir, run):
+    from corpus import PAPERS, write_corpus
+
+    write_corpus(workdir / "in", PAPERS[:1])
+    assert run("build", "in").exit_code == 0
+    many = [dict(PAPERS[1], id=f"p{number:02d}", title=f"Paper {number}") for number in range(12)]
+    (workdir / "in" / "more.json").write_text(json.dumps(many))
+    result = run("build", "in")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("; since the last build 12 added, 0 changed, 0 removed\n")
+    assert "added: p00, p01, p02, p03, p04, p05, p06, p07, p08, p09 and 2 more\n" in result.stderr
