@@ -260,6 +260,8 @@ def test_collection_tags_in_the_api_and_pages(workdir, run, library):
         assert server.json("/api/marks/not/Thesis/Related%20work")[1]["papers"] == ["EFGH6789"]
         status, body = server.json("/api/tags/Reading%2Fweek%201/JKLM2345", method="PUT")
         assert status == 400 and "give it in the query" in body["error"]
+        status, body = server.json("/api/marks/seen/Thesis%2FRelated%20work/JKLM2345", method="PUT")
+        assert status == 400 and "give it in the query" in body["error"]
         status, _, page = server.get("/tags")
         assert status == 200 and b'href="/tags/Thesis%2FRelated%20work"' in page
         status, _, page = server.get("/tags/Thesis%2FRelated%20work")

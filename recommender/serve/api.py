@@ -208,11 +208,12 @@ tag_query = Query(..., max_length=MAX_TAG, description=TAG_RULE)
 paper_query = Query(..., max_length=MAX_ID, description="The paper's ID, handle or unique ID prefix.")
 
 
-def check_tag_segment(request: Request, tag: str) -> None:
-    """Refuse a tag with an encoded '/' in a path of /api/tags/{tag}/{paper}: the path cannot say
-    where the tag ends and the paper begins (the query form can)."""
+def check_tag_segment(request: Request, tag: str, position: int = 3) -> None:
+    """Refuse a tag with an encoded '/' in a path of /api/tags/{tag}/{paper} (the segment at
+    `position`): the path cannot say where the tag ends and the paper begins (the query form can)."""
     raw = request.scope.get("raw_path") or b""
-    segment = raw.split(b"/")[3] if raw.count(b"/") >= 3 else b""
+    parts = raw.split(b"?")[0].split(b"/")
+    segment = parts[position] if len(parts) > position else b""
     if b"%2f" in segment.lower():
         raise InputError(f"tag '{tag}' holds '/': give it in the query, as ?tag=...&paper=...")
 
@@ -286,6 +287,7 @@ def delete_mark_query(request: Request, kind: Mark, tag: str = tag_query, paper:
 def put_mark(request: Request, kind: Mark, tag: str = tag_parameter,
              paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
     check_write(request)
+    check_tag_segment(request, tag, position=4)
     with lease(request) as opened:
         papers = mark_paper(opened.recommender, request.app.state.tags, tag, paper_id, kind)
         return JSONResponse({"tag": tag, "kind": kind, "papers": papers})
@@ -295,6 +297,7 @@ def put_mark(request: Request, kind: Mark, tag: str = tag_parameter,
 def delete_mark(request: Request, kind: Mark, tag: str = tag_parameter,
                 paper_id: str = PathParameter(..., max_length=MAX_QUERY)):
     check_write(request)
+    check_tag_segment(request, tag, position=4)
     with lease(request) as opened:
         papers = unmark_paper(opened.recommender, request.app.state.tags, tag, paper_id, kind)
         return JSONResponse({"tag": tag, "kind": kind, "papers": papers})
