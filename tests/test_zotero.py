@@ -267,6 +267,8 @@ def test_collection_tags_in_the_api_and_pages(workdir, run, library):
         status, _, page = server.get("/tags/Thesis%2FRelated%20work")
         assert status == 200 and "Tag “Thesis/Related work”" in page.decode()
         assert b"Private Training at Scale" in page and b"Light Spanners" in page
+        status, _, page = server.get("/?tags=Thesis%2FRelated%20work")
+        assert status == 200 and b'<a href="/tags/Thesis%2FRelated%20work">Thesis/Related work</a>' in page
         status, _, page = server.get("/tags/%3Cb%3Ex%3C%2Fb%3E")  # escaped in the page
         assert status == 200 and b"<b>x</b>" not in page and b"&lt;b&gt;x&lt;/b&gt;" in page
     finally:

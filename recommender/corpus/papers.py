@@ -479,6 +479,6 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         citation_key=_clean(record.extra.get("citation_key")),
         entry_type=_clean(record.extra.get("entry_type")).lower(),
         bibtex_fields=tuple(record.extra.get("bibtex_fields") or ()),
-        collections=tuple(dict.fromkeys(_clean(name) for name in record.extra.get("collections") or ()
-                                        if _clean(name))),
+        collections=tuple(dict.fromkeys(
+            _clean(name) for name in record.extra.get("collections") or () if _clean(name))),
     )

@@ -32,7 +32,8 @@ from .writer import ArrayFile, IndexWriter, WRITE_ERRNOS, link_checked, write_er
 from .lexical import settings as lexical_settings
 from .keys import ALIASES, digest_records, key_tables
 from .layout import (
-    COLLECTIONS, COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
+    COLLECTIONS,
+    COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
     check_index_folder, legacy_cache, remove_legacy_cache, remove_tree,
 )
 
@@ -168,7 +169,7 @@ def build_index(
                              if export_query_encoder or encoding.exported_only else None)
             tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
             written = _write_papers(writer, spool, handles, tfidf)
-            if written.collections:  # a reference manager's folders, shown as tags (reading/tags.py)
+            if written.collections:  # a reference manager's folders: tags (reading/tags.py)
                 writer.save_json(COLLECTIONS, written.collections)
             changes = _changes(previous_texts, ids, written.text_digests)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
@@ -245,7 +246,8 @@ def build_index(
         except KeyboardInterrupt:
             raise EncodingInterrupted(kept=count, total=count) from None
     return BuildReport(
-        index_dir, count, embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started, changes
+        index_dir, count, embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started,
+        changes,
     )
 
 
@@ -354,14 +356,18 @@ def _text_digests_by_id(previous: StoredIndex) -> dict[str, int] | None:
             for i, row in enumerate(rows)}
 
 
-def _changes(previous: dict[str, int] | None, ids: Sequence[str], text_digests: np.ndarray) -> BuildChanges | None:
-    """What a build changes against the live version's IDs and text digests (`_text_digests_by_id`)."""
+def _changes(
+    previous: dict[str, int] | None, ids: Sequence[str], text_digests: np.ndarray
+) -> BuildChanges | None:
+    """What a build changes against the live version's IDs and text digests
+    (`_text_digests_by_id`)."""
     if previous is None:
         return None
     current = {paper_id: int(record["digest"]) for paper_id, record in zip(ids, text_digests)}
     return BuildChanges(
         added=tuple(paper_id for paper_id in ids if paper_id not in previous),
-        changed=tuple(paper_id for paper_id in ids if paper_id in previous and previous[paper_id] != current[paper_id]),
+        changed=tuple(paper_id for paper_id in ids
+                      if paper_id in previous and previous[paper_id] != current[paper_id]),
         removed=tuple(sorted(paper_id for paper_id in previous if paper_id not in current)),
     )
 

@@ -50,7 +50,8 @@ def live_version(index_dir: Path) -> str | None:
     return _live_version(index_dir)
 
 
-# The collections of the live versions read so far, by (index folder, version): a version never changes.
+# The collections of the live versions read so far, by (index folder, version): a version never
+# changes.
 _collections_read: dict[tuple[str, str], dict[str, list[str]]] = {}
 
 
@@ -65,7 +66,8 @@ def collection_memberships(index_dir: Path) -> dict[str, list[str]]:
         with open_stored(index_dir) as stored:
             found = stored.load_json(COLLECTIONS) if stored.has(COLLECTIONS) else {}
             if not isinstance(found, dict) or not all(
-                    isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in found.values()):
+                    isinstance(ids, list) and all(isinstance(i, str) for i in ids)
+                    for ids in found.values()):
                 raise corrupt(stored, COLLECTIONS, "is not a map of collections to paper IDs")
             _collections_read[(str(index_dir), stored.folder.name)] = found
         return found

@@ -50,7 +50,8 @@ class TagStore:
 
     def collections(self) -> dict[str, list[str]]:
         """The index's collections with their paper IDs (those with a valid tag name)."""
-        return {name: ids for name, ids in collection_memberships(self.index_dir).items() if _valid_tag(name)}
+        return {name: ids for name, ids in collection_memberships(self.index_dir).items()
+                if _valid_tag(name)}
 
     @contextlib.contextmanager
     def _connection(self, write: bool = False) -> Iterator:
@@ -113,8 +114,8 @@ class TagStore:
         """Untag a paper (a paper the tag does not hold changes nothing); returns the tag's papers."""
         check_tag(tag)
         if paper_id in self.collections().get(tag, ()):
-            raise InputError(f"paper {paper_id} is in the collection '{tag}' of the library this index was built "
-                             "from: take it out of the collection there and rebuild")
+            raise InputError(f"paper {paper_id} is in the collection '{tag}' of the library this index "
+                             "was built from: take it out of the collection there and rebuild")
         with self._connection(write=True) as connection:
             connection.execute("DELETE FROM tags WHERE tag = ? AND paper = ?", (tag, paper_id))
         return self.papers(tag)

@@ -9,7 +9,9 @@ from fastapi.responses import JSONResponse
 
 from ..errors import InputError
 from ..reading.related import related_work, select_rows
-from ..reading.tags import MAX_TAG, check_tag, mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
+from ..reading.tags import (
+    MAX_TAG, check_tag, mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper,
+)
 from ..render.related import related_record
 from ..render.tables import paper_list_records, paper_record, result_records
 from .security import TOKEN_COOKIE, Refused, cookie_name, same_origin
@@ -205,12 +207,12 @@ def info(request: Request):
 TAG_RULE = f"1 to {MAX_TAG} printable characters; '/' separates a collection's folders."
 tag_parameter = PathParameter(..., max_length=MAX_TAG, description=TAG_RULE)
 tag_query = Query(..., max_length=MAX_TAG, description=TAG_RULE)
-paper_query = Query(..., max_length=MAX_ID, description="The paper's ID, handle or unique ID prefix.")
+paper_query = Query(..., max_length=MAX_ID, description="The paper's ID, handle or ID prefix.")
 
 
 def check_tag_segment(request: Request, tag: str, position: int = 3) -> None:
     """Refuse a tag with an encoded '/' in a path of /api/tags/{tag}/{paper} (the segment at
-    `position`): the path cannot say where the tag ends and the paper begins (the query form can)."""
+    `position`): the path cannot say where the tag ends and the paper begins (the query can)."""
     raw = request.scope.get("raw_path") or b""
     parts = raw.split(b"?")[0].split(b"/")
     segment = parts[position] if len(parts) > position else b""
@@ -223,13 +225,15 @@ def tags(request: Request):
     return JSONResponse([{"tag": name, "papers": ids} for name, ids in request.app.state.tags.tags().items()])
 
 
-@router.put("/tags", summary="Tag a paper, the tag in the query: any tag, one with '/' too (needs the token off loopback)")
+@router.put("/tags", summary="Tag a paper, the tag in the query: any tag, one with '/' too "
+                             "(needs the token off loopback)")
 def put_tag_query(request: Request, tag: str = tag_query, paper: str = paper_query):
     check_write(request)
     return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper)})
 
 
-@router.delete("/tags", summary="Untag a paper, the tag in the query (needs the token off loopback)")
+@router.delete("/tags", summary="Untag a paper, the tag in the query "
+                                "(needs the token off loopback)")
 def delete_tag_query(request: Request, tag: str = tag_query, paper: str = paper_query):
     check_write(request)
     return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper, remove=True)})
@@ -249,7 +253,8 @@ def delete_tag(request: Request, tag: str = tag_parameter, paper_id: str = PathP
     return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper_id, remove=True)})
 
 
-@router.get("/tags/{tag:path}/recommendations", summary="Papers like the tag's papers, the tagged ones left out")
+@router.get("/tags/{tag:path}/recommendations",
+            summary="Papers like the tag's papers, the tagged ones left out")
 def tag_recommendations(request: Request, tag: str = tag_parameter, k: int = k_parameter(10), mode: Mode = "hybrid",
                         why: bool = False, exclude_seen: list[str] = Query([], max_length=MAX_TAG)):
     with lease(request) as opened:
@@ -262,12 +267,14 @@ def tag_recommendations(request: Request, tag: str = tag_parameter, k: int = k_p
 Mark = Literal["not", "seen"]
 
 
-@router.get("/marks/{kind}/{tag:path}", summary="The papers marked not interested or seen for a tag")
+@router.get("/marks/{kind}/{tag:path}",
+            summary="The papers marked not interested or seen for a tag")
 def marks(request: Request, kind: Mark, tag: str = tag_parameter):
     return JSONResponse({"tag": tag, "kind": kind, "papers": request.app.state.tags.marked(tag, kind)})
 
 
-@router.put("/marks/{kind}", summary="Mark a paper for a tag given in the query (needs the token off loopback)")
+@router.put("/marks/{kind}",
+            summary="Mark a paper for a tag given in the query (needs the token off loopback)")
 def put_mark_query(request: Request, kind: Mark, tag: str = tag_query, paper: str = paper_query):
     check_write(request)
     with lease(request) as opened:
@@ -275,7 +282,8 @@ def put_mark_query(request: Request, kind: Mark, tag: str = tag_query, paper: st
         return JSONResponse({"tag": tag, "kind": kind, "papers": papers})
 
 
-@router.delete("/marks/{kind}", summary="Take a mark back, the tag in the query (needs the token off loopback)")
+@router.delete("/marks/{kind}",
+               summary="Take a mark back, the tag in the query (needs the token off loopback)")
 def delete_mark_query(request: Request, kind: Mark, tag: str = tag_query, paper: str = paper_query):
     check_write(request)
     with lease(request) as opened:

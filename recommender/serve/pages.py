@@ -14,7 +14,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
 from ..errors import install_command
-from ..reading.tags import MAX_TAG, mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper
+from ..reading.tags import (
+    MAX_TAG, mark_paper, recommend_for_tags, tag_paper, unmark_paper, untag_paper,
+)
 from .api import MAX_ID, MAX_K, MAX_QUERY, check_write, cookie, lease, prepared, wait_for, with_encoder, write_tag
 from .jobs import compute_map, compute_sessions
 from .security import CSRF_COOKIE, CSRF_FIELD, TOKEN_COOKIE, Refused, cookie_name, csrf_matches, local_path
@@ -121,9 +123,12 @@ def index_page(
             context.update(heading="Papers like", seed=card(seed),
                            cards=[card(r.paper, r.score, seed=seed.id) for r in results])
         elif tags:
-            names = ([name.strip() for name in tags.split(",") if name.strip()] if tags.strip() != "*"
-                     else list(tag_names(request)))
+            known = tag_names(request)
+            # A tag whose name has a comma (a collection "Smith, Jones") is one tag, not two.
+            names = (known if tags.strip() == "*" else [tags.strip()] if tags.strip() in known
+                     else [name.strip() for name in tags.split(",") if name.strip()])
             results = recommend_for_tags(recommender, request.app.state.tags, names, k=k)
+            context["tag_list"] = names
             context.update(heading="Recommended for all tags" if tags.strip() == "*"
                            else f"Recommended for {', '.join(names)}",
                            cards=[card(r.paper, r.score) for r in results])
