@@ -312,3 +312,31 @@ def test_a_large_change_names_the_first_papers_and_counts_the_rest(workdir, run)
     assert result.exit_code == 0, result.output
     assert result.stdout.endswith("; since the last build 12 added, 0 changed, 0 removed\n")
     assert "added: p00, p01, p02, p03, p04, p05, p06, p07, p08, p09 and 2 more\n" in result.stderr
+
+
+def test_a_collection_s_tag_page_in_a_browser(workdir, run, library, browser):
+    """The tags page links the collection's page; its "Not interested" button comes back to it."""
+    from serving import start_server
+
+    built = run("build", str(library))
+    index_dir = Path(built.stdout.split(" in ", 1)[1].split(": ", 1)[0])
+    server = start_server(index_dir)
+    context = browser.new_context()
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    try:
+        page.goto(server.url + "tags")
+        page.get_by_role("link", name="Thesis/Related work").click()
+        page.wait_for_url("**/tags/Thesis%2FRelated%20work")
+        assert page.locator("h1").inner_text() == "Tag “Thesis/Related work”"
+        assert page.locator("ul.tagged a").all_inner_texts() == ["Private Training at Scale",
+                                                                 "Light Spanners of Planar Graphs"]
+        page.locator("ol.papers > li").first.locator("form.mark button.not").click()
+        page.wait_for_url("**/tags/Thesis%2FRelated%20work")
+        assert server.json("/api/marks/not/Thesis/Related%20work")[1]["papers"] == ["EFGH6789"]
+        assert "EFGH6789" in page.locator("p.not-interested").inner_text()
+    finally:
+        context.close()
+        server.stop()
+    assert problems == []

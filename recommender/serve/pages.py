@@ -70,7 +70,9 @@ def render(request: Request, template: str, context: dict, status: int = 200) ->
     can_write = access.token is None or access.may_write(None, cookie(request, TOKEN_COOKIE))
     page = templates().get_template(template).render(
         **context, csrf=csrf, csrf_field=CSRF_FIELD, can_write=can_write, path=request.url.path,
-        here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
+        # The path as sent, still percent-encoded: a tag or ID with '/' (%2F) comes back to this page.
+        here=(request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
+        + (f"?{request.url.query}" if request.url.query else ""),
         index_name=request.app.state.live.index_dir.name,
     )
     response = HTMLResponse(page, status_code=status)
