@@ -30,7 +30,7 @@ from .home import resolve_index_dir
 from .stored import ArrayReader, StoredIndex, open_stored
 from .writer import ArrayFile, IndexWriter, WRITE_ERRNOS, link_checked, write_error, writing
 from .lexical import settings as lexical_settings
-from .keys import ALIASES, digest_records, key_tables
+from .keys import ALIASES, digest, digest_records, key_tables
 from .layout import (
     COLLECTIONS,
     COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
@@ -158,7 +158,7 @@ def build_index(
             ids, handles = spool.read(reading)
         count = len(ids)
         previous = _live_build(index_dir)
-        previous_texts = _text_digests_by_id(previous) if previous is not None else None
+        previous_texts = _previous_papers(previous) if previous is not None else None
         try:
             encoding = choose_encoder(request, previous.manifest if previous is not None else None, notice, index_dir)
             model, precision, chunking = encoding.model, encoding.precision, encoding.chunking
@@ -341,34 +341,62 @@ class _Written:
     collections: dict[str, list[str]]  # each collection path with its papers' IDs
 
 
-def _text_digests_by_id(previous: StoredIndex) -> dict[str, int] | None:
-    """Each paper's text digest by ID in a stored version; None when it has no digest table."""
-    def load(name: str) -> np.ndarray:
-        return previous.load_array(f"keys/{name}.npy", mmap=True)
+@dataclass(frozen=True)
+class _PreviousPapers:
+    """What a rebuild compares with in the version it replaces, 16 bytes a paper and its IDs' bytes:
+    each ID's digest (ID order, sorted), its text digest, and the IDs to name the removed ones."""
 
-    if not (previous.has("keys/text_digests.npy") and previous.has("keys/ids_bytes.npy")):
+    id_digests: np.ndarray  # uint64, sorted
+    order: np.ndarray  # positions in ID order, by id_digests
+    text_digests: np.ndarray  # uint64, in ID order
+    id_bytes: np.ndarray
+    id_offsets: np.ndarray
+
+    def id_at(self, position: int) -> str:
+        start, stop = int(self.id_offsets[position]), int(self.id_offsets[position + 1])
+        return self.id_bytes[start:stop].tobytes().decode("utf-8", "surrogatepass")
+
+
+def _previous_papers(previous: StoredIndex) -> _PreviousPapers | None:
+    """The live version's IDs and text digests (keys/); None when it has no text digest table."""
+    def load(name: str) -> np.ndarray:
+        return np.array(previous.load_array(f"keys/{name}.npy", mmap=True))
+
+    if not previous.has("keys/text_digests.npy"):
         return None
-    data, offsets = load("ids_bytes").tobytes(), load("ids_offsets").tolist()
-    rows = load("ids_rows").tolist()
-    digests = np.zeros(len(rows), dtype=np.uint64)
-    digests[np.asarray(load("text_digest_rows"))] = np.asarray(load("text_digests"))
-    return {data[offsets[i]:offsets[i + 1]].decode("utf-8", "surrogatepass"): int(digests[row])
-            for i, row in enumerate(rows)}
+    data, offsets, rows = load("ids_bytes"), load("ids_offsets"), load("ids_rows")
+    by_row = np.zeros(len(rows), dtype=np.uint64)
+    by_row[load("text_digest_rows")] = load("text_digests")
+    raw = data.tobytes()
+    ends = offsets.tolist()
+    # The bytes stored are the IDs' own encoding (keys._encode), which keys.digest hashes.
+    id_digests = np.fromiter((int.from_bytes(hashlib.blake2b(raw[ends[i]:ends[i + 1]], digest_size=8)
+                                             .digest(), "little") for i in range(len(rows))),
+                             dtype=np.uint64, count=len(rows))
+    order = np.argsort(id_digests, kind="stable")
+    return _PreviousPapers(id_digests[order], order, by_row[rows], data, offsets)
 
 
 def _changes(
-    previous: dict[str, int] | None, ids: Sequence[str], text_digests: np.ndarray
+    previous: _PreviousPapers | None, ids: Sequence[str], text_digests: np.ndarray
 ) -> BuildChanges | None:
-    """What a build changes against the live version's IDs and text digests
-    (`_text_digests_by_id`)."""
+    """What a build changes against the live version's IDs and text digests (`_previous_papers`)."""
     if previous is None:
         return None
-    current = {paper_id: int(record["digest"]) for paper_id, record in zip(ids, text_digests)}
+    if not len(previous.order):
+        return BuildChanges(tuple(ids), (), ())
+    new_ids = np.fromiter((digest(paper_id) for paper_id in ids), dtype=np.uint64, count=len(ids))
+    found = np.minimum(np.searchsorted(previous.id_digests, new_ids), len(previous.id_digests) - 1)
+    held = previous.id_digests[found] == new_ids
+    positions = previous.order[found]
+    texts = np.asarray(text_digests["digest"], dtype=np.uint64)
+    changed = held & (previous.text_digests[positions] != texts)
+    kept = np.zeros(len(previous.order), dtype=bool)
+    kept[positions[held]] = True
     return BuildChanges(
-        added=tuple(paper_id for paper_id in ids if paper_id not in previous),
-        changed=tuple(paper_id for paper_id in ids
-                      if paper_id in previous and previous[paper_id] != current[paper_id]),
-        removed=tuple(sorted(paper_id for paper_id in previous if paper_id not in current)),
+        added=tuple(ids[row] for row in np.flatnonzero(~held).tolist()),
+        changed=tuple(ids[row] for row in np.flatnonzero(changed).tolist()),
+        removed=tuple(previous.id_at(position) for position in np.flatnonzero(~kept).tolist()),
     )
 
 
