@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import functools
 import os
 import signal
@@ -193,9 +194,9 @@ def _read_exclusions(path: str | None) -> list[str]:
 
 
 def _open(index, model=None, verify=False):
-    from .query.recommender import Recommender
+    from .query.segmented import open_index
 
-    return Recommender.open(index, model=model, verify=verify)
+    return open_index(index, model=model, verify=verify)
 
 
 @contextlib.contextmanager
@@ -212,7 +213,7 @@ def _one_line_usage():
 
 
 def _naming_the_option(error: OptionError) -> str:
-    """The library's message, with the command's own name for the parameter at fault (as click's own)."""
+    """The library's message, with the command's name for the parameter at fault (as click's)."""
     context = click.get_current_context(silent=True)
     params = context.command.params if context is not None else []
     option = next((param for param in params if param.name == error.parameter), None)
@@ -284,6 +285,9 @@ def main():
 @click.option("--index-type", type=click.Choice(["auto", "flat", "hnsw", "ivf"]), default="auto", show_default=True,
               help="FAISS index: exact for small corpora, approximate above a threshold.")
 @click.option("--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing.")
+@click.option("--compact", is_flag=True,
+              help="Rebuild the index from its own live papers: those of `papers add` merged in, those of "
+                   "`papers remove` left out (their vectors come from the cache).")
 @click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
               help="Keep only matching papers: category=cs.LG,cs.CL, year>=2020, venue=*ICML* (repeatable; all must hold).")
 @click.option("--keep-withdrawn", is_flag=True,
@@ -296,8 +300,8 @@ def main():
 @quiet_option
 @verbose_option
 @library_errors
-def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, where, keep_withdrawn, engine,
-          device, quiet, verbose):
+def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, compact, where, keep_withdrawn,
+          engine, device, quiet, verbose):
     """Build an index from files or folders of papers (default: seeds/ in a checkout).
 
     Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
@@ -317,12 +321,25 @@ def build(inputs, index, model, precision, upgrade, chunking, index_type, wait, 
         papers build corpus/ --chunking truncate
         papers build arxiv-metadata-oai-snapshot.json --model static --index arxiv
         papers build --upgrade --index arxiv
+        papers build --compact --index arxiv
         RAY_ADDRESS=10.0.0.5:6379 papers build corpus/ --engine ray
     """
     from .embed.windows import Chunking
     from .errors import InputError
     from .index.build import build_index
 
+    if compact:
+        if inputs or upgrade or where or model or precision or chunking:
+            raise InputError("--compact rebuilds the index from its own papers with its own settings: "
+                             "give no INPUTS, --upgrade, --where, --model, --precision or --chunking with it")
+        from .index.segments import compact as compact_index
+
+        with _stopped_builds(), _reporter(quiet) as reporter:
+            report = compact_index(index, wait=wait, progress=reporter.update, notice=_notice(reporter),
+                                   on_phase=reporter.phase)
+        click.echo(f"compacted {report.papers} papers into {report.index_dir}: "
+                   f"encoded {report.encoded}, reused {report.reused} from the cache ({report.index_kind} search)")
+        return
     if not inputs and not upgrade:
         if not Path(DEFAULT_INPUT).is_dir():
             raise InputError("no input given: name a file or folder of papers, e.g. `papers build my-papers.bib`")
@@ -392,6 +409,185 @@ def _stopped_builds(command: str = "build"):
         click.echo(f"interrupted: run the same {command} again (papers already encoded are kept in the cache)",
                    err=True)
         sys.exit(130)
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path())
+@index_option
+@click.option("--no-compact", is_flag=True,
+              help="Never compact in this add, however large the segments have grown.")
+@quiet_option
+@library_errors
+def add(inputs, index, no_compact, quiet):
+    """Add papers to an index without rebuilding it: only the new ones are encoded.
+
+    Papers whose ID the index holds are skipped, so adding a file twice adds nothing twice.
+    They are written as a segment beside the index; once the segments hold more than a tenth
+    of its papers, the add compacts them into the index (as `papers build --compact`).
+    `-` reads the papers (JSON lines) from standard input.
+
+    Examples:
+
+    \b
+        papers add today.jsonl --index arxiv
+        papers add new.bib
+    """
+    from .index.segments import COMPACT_SHARE, add_papers
+
+    with contextlib.ExitStack() as stack, _stopped_builds("add"), _reporter(quiet) as reporter:
+        paths = [_stdin_file(stack) if path == "-" else path for path in inputs]
+        report = add_papers(paths, index=index, progress=reporter.update, notice=_notice(reporter),
+                            compact_share=None if no_compact else COMPACT_SHARE)
+    compacted = " and compacted the index" if report.compacted else ""
+    click.echo(f"added {report.added} papers to {report.index_dir} (encoded {report.encoded}; "
+               f"{report.skipped} already in the index){compacted}")
+
+
+def _stdin_file(stack) -> str:
+    """Standard input copied to a private temporary .jsonl file, for the readers that take paths."""
+    import shutil
+    import tempfile
+
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="papers-add-"))
+    path = os.path.join(folder, "stdin.jsonl")
+    with open(path, "wb") as handle:
+        shutil.copyfileobj(sys.stdin.buffer, handle)
+    return path
+
+
+@main.group()
+def fetch():
+    """Fetch new papers from a public service into a file `papers build` and `papers add` read.
+
+    Examples:
+
+    \b
+        papers fetch arxiv --category cs.LG --since last --out today.jsonl
+        papers fetch openreview NeurIPS.cc/2025/Conference --out neurips.jsonl
+    """
+
+
+@fetch.command(name="arxiv")
+@click.option("--category", required=True, metavar="CATEGORY", help="The arXiv category, e.g. cs.LG.")
+@click.option("--since", default=None, metavar="DATE|last",
+              help="Records changed since this day (YYYY-MM-DD), or since the last fetch of this category "
+                   "('last'); default: every record of the category.")
+@click.option("--out", default="-", type=click.Path(), show_default=True,
+              help="The file to write (arXiv metadata lines); '-': standard output. A stopped fetch to a file "
+                   "resumes where it stopped.")
+@click.option("--base-url", default=None, metavar="URL", help="The OAI-PMH endpoint (default: arXiv's).")
+@click.option("--delay", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Seconds between requests (default 3, as arXiv asks).")
+@quiet_option
+@library_errors
+def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
+    """The records of an arXiv category since a day, through arXiv's OAI-PMH interface.
+
+    Examples:
+
+    \b
+        papers fetch arxiv --category cs.LG --since 2025-06-01 --out new.jsonl
+        papers fetch arxiv --category cs.LG --since last | papers add - --index arxiv
+    """
+    import shutil
+    import tempfile
+
+    from .corpus.fetch import arxiv
+    from .index.home import index_home
+
+    state_path = index_home().path / "fetch-state.json"
+    key = f"arxiv {category}"
+    if since == "last":
+        try:
+            since = json.loads(state_path.read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError):
+            since = None
+        if since is None:
+            raise OptionError(f"--since last: {category} was never fetched here: give --since YYYY-MM-DD the first time")
+    notice = None if quiet else (lambda message: click.echo(message, err=True))
+    options = dict(since=since, base_url=base_url or arxiv.BASE_URL, notice=notice,
+                   delay=arxiv.DELAY_SECONDS if delay is None else delay)
+    if out == "-":
+        with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
+            report = arxiv.fetch_arxiv(category, Path(folder) / "records.jsonl", **options)
+            with open(report.out, "rb") as records:
+                shutil.copyfileobj(records, sys.stdout.buffer)
+            sys.stdout.flush()
+    else:
+        report = arxiv.fetch_arxiv(category, out, **options)
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = {}
+    state[key] = report.until
+    state_path.parent.mkdir(parents=True, exist_ok=True)
+    from .files import replacing
+
+    with replacing(state_path) as handle:
+        handle.write(json.dumps(state, indent=1, sort_keys=True))
+    malformed = f", {report.malformed} malformed records skipped" if report.malformed else ""
+    click.echo(f"fetched {report.written} {category} records in {report.pages} pages"
+               f"{'' if out == '-' else ' into ' + out}{malformed}", err=True)
+
+
+@fetch.command(name="openreview")
+@click.argument("venue")
+@click.option("--withdrawn", is_flag=True, help="Also the withdrawn submissions (their venue says so).")
+@click.option("--out", default="-", type=click.Path(), show_default=True,
+              help="The file to write (JSON lines); '-': standard output.")
+@click.option("--base-url", default=None, metavar="URL", help="The API (default: OpenReview's API v2).")
+@click.option("--delay", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Seconds between requests (default 1).")
+@quiet_option
+@library_errors
+def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet):
+    """The accepted papers of an OpenReview venue (e.g. NeurIPS.cc/2025/Conference), through its public API.
+
+    Examples:
+
+    \b
+        papers fetch openreview NeurIPS.cc/2025/Conference --out neurips.jsonl
+        papers fetch openreview ICLR.cc/2026/Conference | papers add - --index iclr
+    """
+    import shutil
+    import tempfile
+
+    from .corpus.fetch import openreview
+
+    notice = None if quiet else (lambda message: click.echo(message, err=True))
+    options = dict(withdrawn=withdrawn, base_url=base_url or openreview.BASE_URL, notice=notice,
+                   delay=openreview.DELAY_SECONDS if delay is None else delay)
+    if out == "-":
+        with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
+            report = openreview.fetch_openreview(venue, Path(folder) / "records.jsonl", **options)
+            with open(report.out, "rb") as records:
+                shutil.copyfileobj(records, sys.stdout.buffer)
+            sys.stdout.flush()
+    else:
+        report = openreview.fetch_openreview(venue, out, **options)
+    extra = f", {report.withdrawn} withdrawn" if withdrawn else ""
+    malformed = f", {report.malformed} malformed notes skipped" if report.malformed else ""
+    click.echo(f"fetched {report.accepted} accepted papers of {venue}{extra} in {report.pages} pages"
+               f"{'' if out == '-' else ' into ' + out}{malformed}", err=True)
+
+
+@main.command()
+@click.argument("ids", nargs=-1, required=True)
+@index_option
+@library_errors
+def remove(ids, index):
+    """Remove papers from an index by ID (they are left out of every result until `papers build
+    --compact` drops them for good).
+
+    Examples:
+
+    \b
+        papers remove 2401.01234 --index arxiv
+    """
+    from .index.segments import remove_papers
+
+    removed = remove_papers(ids, index=index)
+    click.echo(f"removed {removed} papers from {index or 'the index'}")
 
 
 @main.command()

@@ -104,8 +104,9 @@ def stream_target(target: str | os.PathLike) -> str:
         mode = os.stat(target).st_mode
     except OSError:
         return ""
-    for kind, test in (("fifo", stat.S_ISFIFO), ("character device", stat.S_ISCHR), ("socket", stat.S_ISSOCK),
-                       ("block device", stat.S_ISBLK)):
+    kinds = (("fifo", stat.S_ISFIFO), ("character device", stat.S_ISCHR), ("socket", stat.S_ISSOCK),
+             ("block device", stat.S_ISBLK))
+    for kind, test in kinds:
         if test(mode):
             return kind
     return ""
@@ -124,8 +125,8 @@ def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "u
             yield handle
         return
     if kind == "block device":
-        raise OSError(errno.EPERM, "a block device is never written to: give a file, a FIFO or a character device",
-                      os.fspath(target))
+        raise OSError(errno.EPERM, "a block device is never written to: give a file, a FIFO or a "
+                      "character device", os.fspath(target))
     if kind == "socket":
         import socket
 
@@ -138,11 +139,11 @@ def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "u
     else:
         # No O_CREAT, no O_TRUNC: what is there is written into, as `>` and `tee` do (an open
         # regular file behind /proc/<pid>/fd is appended to, after what its owner wrote).
-        flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY | (os.O_APPEND if kind == "open file" else 0)
-        descriptor = os.open(target, flags)
+        flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY
+        descriptor = os.open(target, flags | (os.O_APPEND if kind == "open file" else 0))
     try:
-        handle = os.fdopen(descriptor, "wb" if "b" in mode else "w", **(
-            {} if "b" in mode else {"encoding": encoding, "newline": newline}))
+        handle = (os.fdopen(descriptor, "wb") if "b" in mode
+                  else os.fdopen(descriptor, "w", encoding=encoding, newline=newline))
     except BaseException:
         os.close(descriptor)
         raise

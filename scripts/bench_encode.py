@@ -15,9 +15,20 @@ For each: texts/s, speed-up over (a) and the largest deviation 1 - cos(v, v_a) o
 Then cold start: wall time of ``python -c "import sentence_transformers"`` against a fresh process
 that imports recommender.embed.onnx_encoder, loads the exported model and encodes one query.
 
-Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-runs 3]
+With --limits, instead: for each model (--models) and path (fp32 and dynamic int8 through ONNX
+Runtime, fp32 and bf16 through torch/oneDNN), tokens/s over the windows a build encodes (the
+"sentences" chunking of CSFCube "title. abstract" texts), the FLOPs a token costs (dense layers
+counted from the model's config, attention at the windows' lengths), the achieved FLOP/s and its
+ratio to the fp32 and bf16 peaks of a matrix-multiply probe run in the same rounds (A B C A B C,
+every path and probe once a round; the spread over the rounds is printed), the tokens the windows
+add over truncation and the padding the length sort leaves, and each path's cosine to fp32 ONNX.
 
-Quoted in: docs/performance.md ("Build throughput": the ONNX export against torch, the int8 variant not used).
+Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-runs 3]
+       python scripts/bench_encode.py --limits [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
+                                       [--n-csfcube 300] [--repeats 3]
+
+Quoted in: docs/performance.md ("Build throughput": the ONNX export against torch, the int8 variant
+not used; "Encoding against the hardware": the --limits table).
 """
 
 from __future__ import annotations
@@ -111,7 +122,14 @@ def main() -> None:
     ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--quality", action="store_true",
                     help="also MAP / NDCG%%20 on the whole CSFCube dev corpus for each OnnxEncoder variant")
+    ap.add_argument("--limits", action="store_true",
+                    help="only the table against the hardware: each model and precision "
+                         "against the matmul peak")
+    ap.add_argument("--models", default="all-MiniLM-L6-v2,all-mpnet-base-v2", help="for --limits")
     args = ap.parse_args()
+    if args.limits:
+        limits(args)
+        return
 
     warnings.filterwarnings("ignore")
     import logging
@@ -254,6 +272,165 @@ def main() -> None:
         print(f"  python -c 'import sentence_transformers' {st_import:6.2f} s")
         print(f"  import onnx_encoder + load + encode 1   {ours:6.2f} s   ({out.strip()})")
         print(f"  ratio {ours / st_import:.3f} (target <= 0.3)")
+
+
+# --------------------------------------------------------------------------- against the hardware
+
+
+def linear_flops_per_token(config: dict) -> float:
+    """2 x multiply-adds of one token through a BERT-like encoder's dense layers (Q, K, V,
+    output and the two feed-forward matrices) in every layer: a token's cost at any length."""
+    d, ff, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    return 2.0 * layers * (4 * d * d + 2 * d * ff)
+
+
+def attention_flops(config: dict, length: int) -> float:
+    """FLOPs of one token's attention scores and weighted sum over a window of `length` tokens."""
+    return 2.0 * config["num_hidden_layers"] * 2 * length * config["hidden_size"]
+
+
+def matmul_peak(precision: str, size: int = 1024, calls: int = 8) -> float:
+    """FLOP/s of a square matrix multiply in torch (oneDNN / MKL) on THREADS threads: the cores'
+    reachable peak at `precision` (bf16 runs on AMX or AVX-512 BF16 where the CPU has them)."""
+    import torch
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a @ b
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        a @ b
+    return 2.0 * size**3 * calls / (time.perf_counter() - t0)
+
+
+def length_batches(lengths: list[int], batch_size: int, tokens_per_batch: int) -> list[list[int]]:
+    """The batches OnnxEncoder.encode makes: longest first, at most `batch_size` texts and
+    `tokens_per_batch` tokens (the longest text's length times the rows)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    out, start = [], 0
+    while start < len(order):
+        count = max(1, min(batch_size, tokens_per_batch // max(lengths[order[start]], 1)))
+        out.append(order[start: start + count])
+        start += count
+    return out
+
+
+def torch_encoder(model_path: str, precision: str, batch_size: int, tokens_per_batch: int):
+    """sentence-transformers at `precision` (weights cast to bf16, or fp32), batched like
+    OnnxEncoder (the same length sort, with its own batch limits): the oneDNN path."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(model_path, device="cpu")
+    if precision == "bf16":
+        st.to(torch.bfloat16)
+    tokenizer = st.tokenizer
+
+    def encode(texts: list[str]) -> np.ndarray:
+        ids = tokenizer(texts, truncation=True, max_length=st.max_seq_length)["input_ids"]
+        out = np.zeros((len(texts), st.get_sentence_embedding_dimension()), dtype=np.float32)
+        with torch.inference_mode():
+            for idx in length_batches([len(x) for x in ids], batch_size, tokens_per_batch):
+                padded = tokenizer.pad({"input_ids": [ids[i] for i in idx]}, return_tensors="pt")
+                features = st({"input_ids": padded["input_ids"],
+                               "attention_mask": padded["attention_mask"]})
+                out[idx] = features["sentence_embedding"].float().numpy()
+        return unit(out)
+
+    return encode
+
+
+def limits(args) -> None:
+    """Each model and precision against the cores' peak measured in the same rounds."""
+    import torch
+
+    from onnx_variants import export_variant
+    from recommender.embed import export_cache, onnx_encoder, windows
+    from recommender.embed.onnx_encoder import OnnxEncoder
+
+    torch.set_num_threads(THREADS)
+    texts = csfcube_abstracts(args.n_csfcube)
+    print(f"{len(texts)} CSFCube texts ('title. abstract'), {THREADS} threads, "
+          f"{args.repeats} interleaved rounds, load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
+    runs = []  # dicts: model, path, encode, pieces, tokens, flops, peak (which probe it is held to)
+    with tempfile.TemporaryDirectory(prefix="bench-limits-") as tmp:
+        for model in [m for m in args.models.split(",") if m]:
+            folder = export_cache.model_folder(model)
+            if folder is None:
+                print(f"{model}: not installed, skipped")
+                continue
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            encoders = {}
+            for variant in ("fp32", "int8"):
+                export_variant(str(folder), Path(tmp) / f"{model}-{variant}", variant)
+                encoders[variant] = OnnxEncoder(Path(tmp) / f"{model}-{variant}", model)
+            reference = encoders["fp32"]
+            # What a build encodes: the "sentences" chunking's windows (the title heads each
+            # window), against truncating each text at the window.
+            pieces, truncated = [], 0
+            for text in texts:
+                spans = reference.token_spans(text)
+                head = len(text.split(". ", 1)[0]) + 1
+                cut = windows.split_windows(text, spans, reference.max_tokens, 32, head)
+                pieces += [piece for piece, _ in cut]
+                truncated += min(len(spans), reference.max_tokens) + 2
+            lengths = [len(e.ids) for e in reference._tokenizer.encode_batch(pieces)]
+            tokens = sum(lengths)
+            sorted_batches = length_batches(lengths, onnx_encoder.BATCH_SIZE,
+                                            onnx_encoder.TOKENS_PER_BATCH)
+            padded = sum(len(b) * lengths[b[0]] for b in sorted_batches)
+            per_token = linear_flops_per_token(config)
+            flops = sum(n * (per_token + attention_flops(config, n)) for n in lengths)
+            print(f"{model}: {len(pieces)} windows, {tokens} tokens; truncation {truncated} "
+                  f"(windows add {100 * (tokens / truncated - 1):.1f}%); padding adds "
+                  f"{100 * (padded / tokens - 1):.1f}%; {per_token / 1e6:.1f} MFLOPs a token in "
+                  f"the dense layers, {flops / tokens / 1e6:.1f} with attention at these lengths")
+            common = {"model": model, "pieces": pieces, "tokens": tokens, "flops": flops}
+            runs.append({**common, "path": "fp32, ONNX Runtime (today's default)", "peak": "fp32",
+                         "encode": encoders["fp32"].encode})
+            runs.append({**common, "path": "int8 dynamic, ONNX Runtime", "peak": "bf16",
+                         "encode": encoders["int8"].encode})
+            runs.append({**common, "path": "fp32, torch", "peak": "fp32",
+                         "encode": torch_encoder(str(folder), "fp32", 32, 512)})
+            for batch, budget in ((32, 512), (64, 4096)):
+                runs.append({**common, "path": f"bf16, torch/oneDNN, batch {batch}/{budget} tokens",
+                             "peak": "bf16",
+                             "encode": torch_encoder(str(folder), "bf16", batch, budget)})
+
+        peaks: dict[str, list[float]] = {"fp32": [], "bf16": []}
+        for run in runs:
+            run["encode"](run["pieces"][:4])  # warm-up
+            run["times"] = []
+        for _ in range(args.repeats):  # A B C A B C ...: the load's drift falls on every path alike
+            for precision in peaks:
+                peaks[precision].append(matmul_peak(precision))
+            for run in runs:
+                t0 = time.perf_counter()
+                run["vectors"] = unit(np.asarray(run["encode"](run["pieces"]), dtype=np.float32))
+                run["times"].append(time.perf_counter() - t0)
+        for precision, values in peaks.items():
+            print(f"matmul probe {precision}: best {max(values) / 1e9:.0f} GFLOP/s "
+                  f"(rounds: {', '.join(f'{v / 1e9:.0f}' for v in values)})")
+        print(f"load average after the rounds: {os.getloadavg()[0]:.1f}")
+        print()
+        print("| model | path | tokens/s (best; rounds) | x fp32 ONNX | GFLOP/s | of fp32 peak "
+              "| of bf16 peak | min / mean cos to fp32 |")
+        print("|---|---|---|---|---|---|---|---|")
+        base = {}
+        for run in runs:
+            rates = [run["tokens"] / t for t in run["times"]]
+            base.setdefault(run["model"], run)
+            ref = base[run["model"]]
+            speed = [r / (ref["tokens"] / t) for r, t in zip(rates, ref["times"])]
+            cos = (run["vectors"] * ref["vectors"]).sum(axis=1)
+            achieved = run["flops"] / min(run["times"])
+            rounds = ", ".join(f"{r:,.0f}" for r in rates)
+            print(f"| {run['model']} | {run['path']} | {max(rates):,.0f} ({rounds}) "
+                  f"| {np.median(speed):.2f} ({min(speed):.2f}-{max(speed):.2f}) "
+                  f"| {achieved / 1e9:.1f} "
+                  f"| {achieved / max(peaks['fp32']):.2f} | {achieved / max(peaks['bf16']):.3f} "
+                  f"| {cos.min():.4f} / {cos.mean():.5f} |")
 
 
 if __name__ == "__main__":

@@ -2662,7 +2662,7 @@ def _(cwd):
 
 
 
-# ================================================================ round four (issue 30): the user's files
+# ================================================================ round four (issue 30): user's files
 # --out onto what is not a regular file, `indexes rm` and links, tags, readers during mv/rm,
 # a damaged embedding cache, leftovers of killed exports.
 
@@ -2716,7 +2716,8 @@ def _(cwd):
     if problem:
         return problem
     status = os.lstat(null)
-    return None if stat.S_ISCHR(status.st_mode) and status.st_rdev == os.makedev(1, 3) else "the device was replaced"
+    still = stat.S_ISCHR(status.st_mode) and status.st_rdev == os.makedev(1, 3)
+    return None if still else "the device was replaced"
 
 
 @case("files: --out onto a socket: written into it")
@@ -2744,7 +2745,8 @@ def _(cwd):
         return problem
     if not stat.S_ISSOCK(os.lstat(path).st_mode):
         return "the socket was replaced"
-    return None if received and received[0] == papers(cwd, "sessions", "--n", "2")[1].encode() else "nothing received"
+    expected = papers(cwd, "sessions", "--n", "2")[1].encode()
+    return None if received and received[0] == expected else "nothing received"
 
 
 @case("files: --out onto links to /proc/self/fd/1 (one link, then a chain): the process's stdout, links kept")
@@ -2780,7 +2782,8 @@ def _(cwd):
         return problem
     if (cwd / "indexes/default").is_symlink():
         return "the link is still there"
-    return None if readers_view(cwd, str(cwd / "elsewhere")) == before else "the linked index was changed"
+    after = readers_view(cwd, str(cwd / "elsewhere"))
+    return None if after == before else "the linked index was changed"
 
 
 @case("files: indexes rm of a link to a folder of the user's: refused, nothing touched")
@@ -2791,7 +2794,8 @@ def _(cwd):
     problem = expect_error(cwd, "indexes", "rm", "notes")
     if problem:
         return problem
-    return None if (cwd / "mine/notes.txt").read_text() == "mine" else "the user's folder was touched"
+    kept = (cwd / "mine/notes.txt").read_text() == "mine"
+    return None if kept else "the user's folder was touched"
 
 
 @case("files: indexes rm . and .. inside an index: refused before anything is removed")
@@ -2819,7 +2823,8 @@ def _(cwd):
     if code or "kept its tags" not in stderr or not tags.is_file():
         return f"tags not kept, or not said: exit {code}, {stderr.strip()!r}"
     code, _, stderr = papers(cwd, "indexes", "rm", "default", "--with-tags")
-    return None if code == 0 and not (cwd / "indexes/default").exists() else f"--with-tags: {stderr.strip()!r}"
+    removed = code == 0 and not (cwd / "indexes/default").exists()
+    return None if removed else f"--with-tags: {stderr.strip()!r}"
 
 
 _HOLDING_READER = """
@@ -2829,14 +2834,16 @@ with Recommender.open(sys.argv[1]) as index:
     print("open", flush=True)
     sys.stdin.readline()
     lists = related_work(index, select_rows(index, [], all_papers=True), k=2)
-    print(json.dumps([[item.paper.id, [r.paper.id for r in item.related]] for item in lists]), flush=True)
+    print(json.dumps([[item.paper.id, [r.paper.id for r in item.related]] for item in lists]),
+          flush=True)
 """
 
 
 def _reader_across(cwd, *change):
     def reader():
-        process = subprocess.Popen([sys.executable, "-c", _HOLDING_READER, "indexes/default"], cwd=cwd, env=env(),
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen([sys.executable, "-c", _HOLDING_READER, "indexes/default"],
+                                   cwd=cwd, env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
         process.stdout.readline()
         return process
 
@@ -2846,7 +2853,9 @@ def _reader_across(cwd, *change):
     got = held.communicate("go\n", timeout=120)
     if problem:
         return problem
-    return None if (held.returncode, got) == (0, expected) else f"the reader broke: {got[1].strip()[-200:]}"
+    if (held.returncode, got) != (0, expected):
+        return f"the reader broke: {got[1].strip()[-200:]}"
+    return None
 
 
 @case("files: a reader that has the index open keeps reading it across indexes mv")
@@ -2869,7 +2878,8 @@ def _damaged_cache() -> None:
     path = CASE_CACHE[0] / "embeddings.sqlite"
     path.unlink(missing_ok=True)
     with sqlite3.connect(path) as connection:
-        connection.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB, checksum INTEGER)")
+        connection.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, dimension INTEGER, "
+                           "vector BLOB, checksum INTEGER)")
         connection.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?)",
                                [(f"k{i}", 4, bytes([i % 256]) * 1600, 0) for i in range(2000)])
     connection.close()
@@ -2895,8 +2905,8 @@ def _(cwd):
 
 def _dead_owner() -> str:
     """The owner record of a process that has ended."""
-    done = subprocess.run([sys.executable, "-c", "from recommender.embed.user_cache import owner_tag; print(owner_tag())"],
-                          env=env(), capture_output=True, text=True)
+    script = "from recommender.embed.user_cache import owner_tag; print(owner_tag())"
+    done = subprocess.run([sys.executable, "-c", script], env=env(), capture_output=True, text=True)
     return done.stdout.strip()
 
 
@@ -2912,7 +2922,8 @@ def _leftovers_removed(cwd, command, made):
 @case("files: leftovers of a killed ONNX export and quality-tier unpacking: removed and reported by cache info")
 def _(cwd):
     owner = _dead_owner()
-    made = [CASE_CACHE[0] / "onnx" / f".export-{owner}-abc", CASE_CACHE[0] / "models" / f".unpack-quality-{owner}-xyz"]
+    made = [CASE_CACHE[0] / "onnx" / f".export-{owner}-abc",
+            CASE_CACHE[0] / "models" / f".unpack-quality-{owner}-xyz"]
     for folder in made:
         folder.mkdir(parents=True)
         (folder / "part").write_bytes(b"\0" * 100_000)

@@ -6,7 +6,8 @@ Environment:
     PAPERS_TEST_POINT   where to act: after-encoding, after-files (all files written, no
                         manifest yet), before-rename (manifest written, folder still .tmp-*),
                         before-current (v-* folder in place, CURRENT not yet replaced),
-                        after-current (CURRENT replaced, old versions not yet removed)
+                        after-current (CURRENT replaced, old versions not yet removed),
+                        before-publish (`papers add`: the segment built, its list not yet replaced)
     PAPERS_TEST_ACTION  kill (SIGKILL itself there, the default) or hold (touch
                         $PAPERS_TEST_SYNC/ready, then wait for $PAPERS_TEST_SYNC/release)
     PAPERS_TEST_SYNC    folder for the hold handshake; a build about to wait for the
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recommender import cli  # noqa: E402
 from recommender.embed import export_cache, loading  # noqa: E402
-from recommender.index import build as core, writer as index_writer  # noqa: E402
+from recommender.index import build as core, segments, writer as index_writer  # noqa: E402
 from recommender.query import recommender as query  # noqa: E402
 
 
@@ -70,6 +71,7 @@ def install_hooks() -> None:
     index_writer._fsync_tree = after(index_writer._fsync_tree, "before-rename")
     index_writer._pointer_written = after(index_writer._pointer_written, "before-current")
     index_writer._remove_old_versions = before(index_writer._remove_old_versions, "after-current")
+    segments._publish = before(segments._publish, "before-publish")
     flock = fcntl.flock
 
     def announced_flock(handle, operation):

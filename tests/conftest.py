@@ -1,4 +1,5 @@
 import atexit
+import contextlib
 import os
 import shutil
 import subprocess
@@ -81,6 +82,21 @@ def patch_fake_model(monkeypatch: pytest.MonkeyPatch) -> FakeEncoder:
     # The fake's vectors are keyed apart from the real model's (and no model folder is hashed).
     monkeypatch.setattr(export_cache, "model_identity", lambda model: f"fake:{model}", raising=False)
     return encoder
+
+
+@contextlib.contextmanager
+def opened_fake_index(folder: Path, papers: list[dict]):
+    """An index of these papers built in `folder` with the fake encoder (its own embedding cache, not
+    the session's), opened: for a module-scoped fixture whose tests only read the index."""
+    from corpus import write_corpus
+    from recommender import Recommender, build_index
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PAPERS_CACHE", str(folder / "cache"))
+        patch_fake_model(patch)
+        build_index([write_corpus(folder / "in", papers)], index=folder / "index")
+        with Recommender.open(folder / "index") as opened:
+            yield opened
 
 
 @pytest.fixture(autouse=True)

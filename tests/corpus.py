@@ -101,3 +101,27 @@ def synthetic_papers(start: int, count: int) -> list[dict]:
 def write_papers_jsonl(path, papers):
     path.write_text("".join(json.dumps(p) + "\n" for p in papers), encoding="utf-8")
     return path
+
+
+# Two topics' words; the papers of each topic, and four between them (the profile tests).
+PRIVACY = "differential privacy private gradient clipping noise budget membership federated accountant"
+VIDEO = "video aesthetic frames temporal quality annotation clips motion camera footage"
+
+
+def two_topic_papers():
+    """Six papers on each topic (most of its words each), and four that mix the two: the space between."""
+    papers = []
+    for name, words in (("privacy", PRIVACY.split()), ("video", VIDEO.split())):
+        for number in range(6):
+            picked = [word for i, word in enumerate(words) if i != number % len(words)]
+            papers.append({"id": f"{name}-{number}", "title": f"{picked[0].title()} {picked[1]} {number}",
+                           "abstract": " ".join(picked) + "."})
+    for number in range(4):
+        mixed = PRIVACY.split()[number: number + 5] + VIDEO.split()[number: number + 5]
+        papers.append({"id": f"between-{number}", "title": f"{mixed[0].title()} {mixed[5]} {number}",
+                       "abstract": " ".join(mixed) + "."})
+    return papers
+
+
+# Two seeds of each topic.
+TWO_TOPIC_SEEDS = ("privacy-0", "privacy-1", "video-0", "video-1")

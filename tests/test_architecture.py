@@ -232,7 +232,8 @@ def _is_model_constant(node: ast.AST) -> bool:
 
 
 def model_name_tests(root: Path) -> list[str]:
-    """Each place outside `embed/` that compares something with a model's name, or keys a table by one."""
+    """Each place outside `embed/` that compares something with a model's name, or keys a table
+    by one."""
     found = []
     for name, path in modules(root).items():
         if is_exempt(path) or name.split(".")[1:2] == ["embed"]:
@@ -242,13 +243,15 @@ def model_name_tests(root: Path) -> list[str]:
                 operands = [node.left, *node.comparators]
                 named = [operand for operand in operands if _is_model_constant(operand)]
                 others = [ast.unparse(operand) for operand in operands if operand not in named]
-                if named and (any(not isinstance(op, ast.Constant) or op.value not in EXPORT_KINDS for op in named)
-                              or any("model" in other for other in others)):
+                literal_kinds = all(isinstance(op, ast.Constant) and op.value in EXPORT_KINDS
+                                    for op in named)
+                if named and (not literal_kinds or any("model" in other for other in others)):
                     found.append(f"{name}:{node.lineno} tests a model's name: {ast.unparse(node)}")
             elif isinstance(node, ast.Dict):
                 keys = [key.value for key in node.keys if isinstance(key, ast.Constant)]
                 if any(key in MODEL_NAMES - EXPORT_KINDS for key in keys):
-                    found.append(f"{name}:{node.lineno} keys a table by model names: {sorted(map(str, keys))}")
+                    listed = sorted(map(str, keys))
+                    found.append(f"{name}:{node.lineno} keys a table by model names: {listed}")
     return found
 
 
@@ -272,12 +275,15 @@ def test_no_module_is_over_the_size_limit():
 @pytest.mark.parametrize("files, expected", [
     ({"query/__init__.py": "", "query/a.py": "def f(model):\n    return model == 'static'\n"},
      ["pkg.query.a:2 tests a model's name: model == 'static'"]),
-    ({"index/__init__.py": "", "index/a.py": "def f(m, STATIC_MODEL):\n    return m != STATIC_MODEL\n"},
+    ({"index/__init__.py": "",
+      "index/a.py": "def f(m, STATIC_MODEL):\n    return m != STATIC_MODEL\n"},
      ["pkg.index.a:2 tests a model's name: m != STATIC_MODEL"]),
     ({"query/__init__.py": "", "query/a.py": "W = {'all-mpnet-base-v2': 0.8}\n"},
      ["pkg.query.a:1 keys a table by model names: ['all-mpnet-base-v2']"]),
-    ({"query/__init__.py": "", "query/a.py": "def f(m):\n    return m['query_encoder'] == 'static'\n",
-      "embed/__init__.py": "", "embed/models.py": "def f(model):\n    return model == 'static'\n"}, []),
+    ({"query/__init__.py": "",
+      "query/a.py": "def f(m):\n    return m['query_encoder'] == 'static'\n",
+      "embed/__init__.py": "",
+      "embed/models.py": "def f(model):\n    return model == 'static'\n"}, []),
 ], ids=["literal", "constant", "table", "export kind and embed"])
 def test_the_checker_finds_model_name_tests(tmp_path, files, expected):
     assert model_name_tests(write_package(tmp_path, files)) == expected
@@ -288,3 +294,20 @@ def test_the_checker_finds_an_oversized_module(tmp_path):
                                        "corpus/small.py": "x = 1\n" * 800})
     assert oversized(package, {}) == ["pkg.corpus.big: 801 lines, over 800: split it by subject"]
     assert oversized(package, {"pkg.corpus.big": "allowed"}) == []
+
+
+def test_no_test_module_imports_another():
+    """Shared fixtures live in conftest.py and helpers in helper modules (corpus.py, fakes.py, ...):
+    a test module importing another runs that module's fixtures and tests twice over, and breaks when
+    it is renamed."""
+    import ast
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    found = []
+    for path in sorted(tests.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name}: {name}" for name in names if name.split(".")[0].startswith("test_")]
+    assert not found, f"test modules import other test modules: {found}"

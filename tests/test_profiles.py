@@ -7,28 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from corpus import write_corpus
+from corpus import PRIVACY, TWO_TOPIC_SEEDS, VIDEO, two_topic_papers, write_corpus
 from recommender import build_index
 from recommender.evaluation import profiles as protocol
 from recommender.query import profiles
 
-PRIVACY = "differential privacy private gradient clipping noise budget membership federated accountant"
-VIDEO = "video aesthetic frames temporal quality annotation clips motion camera footage"
-
-
-def two_topic_papers():
-    """Six papers on each topic (most of its words each), and four that mix the two: the space between."""
-    papers = []
-    for name, words in (("privacy", PRIVACY.split()), ("video", VIDEO.split())):
-        for number in range(6):
-            picked = [word for i, word in enumerate(words) if i != number % len(words)]
-            papers.append({"id": f"{name}-{number}", "title": f"{picked[0].title()} {picked[1]} {number}",
-                           "abstract": " ".join(picked) + "."})
-    for number in range(4):
-        mixed = PRIVACY.split()[number: number + 5] + VIDEO.split()[number: number + 5]
-        papers.append({"id": f"between-{number}", "title": f"{mixed[0].title()} {mixed[5]} {number}",
-                       "abstract": " ".join(mixed) + "."})
-    return papers
 
 
 @pytest.fixture
@@ -37,7 +20,7 @@ def index(open_index, workdir, fake_model):
     return open_index()
 
 
-SEEDS = ("privacy-0", "privacy-1", "video-0", "video-1")
+SEEDS = TWO_TOPIC_SEEDS
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "dense"])

@@ -7,8 +7,7 @@ import pytest
 pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
 
 from serving import build_fake_index, start_server  # noqa: E402
-from test_map_browser import browser  # noqa: E402,F401 - the chromium fixture, shared
-from test_profiles import two_topic_papers  # noqa: E402
+from corpus import two_topic_papers  # noqa: E402
 
 
 def test_a_tag_page_says_because_of_and_takes_not_interested_and_seen(browser, tmp_path):  # noqa: F811

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import patch_fake_model
+from conftest import opened_fake_index
 from corpus import write_corpus
 from recommender import build_index
 from recommender.corpus.papers import Paper
@@ -51,15 +51,8 @@ def topic_papers(count=300, seed=1):
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
     """The 300-paper index, built once: the tests that use it only read it."""
-    from recommender import Recommender
-
-    folder = tmp_path_factory.mktemp("big")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PAPERS_CACHE", str(folder / "cache"))  # not the session's shared cache
-        patch_fake_model(patch)
-        build_index([write_corpus(folder / "in", topic_papers())], index=folder / "index")
-        with Recommender.open(folder / "index") as opened:
-            yield opened
+    with opened_fake_index(tmp_path_factory.mktemp("big"), topic_papers()) as opened:
+        yield opened
 
 
 @pytest.fixture

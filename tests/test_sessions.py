@@ -6,15 +6,16 @@ import re
 import numpy as np
 import pytest
 
+from conftest import opened_fake_index
 from corpus import TOPICS, topic_papers, write_corpus
-from recommender import build_index
 from recommender.errors import InputError
 from recommender.reading.sessions import assign_with_capacity, chain_order, plan_sessions, session_labels, word_key
 
-@pytest.fixture
-def index(open_index, workdir, fake_model):
-    build_index([write_corpus(workdir / "in", topic_papers())])
-    return open_index()
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """The three-topic index, built once: the tests that use it only read it."""
+    with opened_fake_index(tmp_path_factory.mktemp("sessions"), topic_papers()) as opened:
+        yield opened
 
 
 def test_sessions_group_papers_by_topic(index):

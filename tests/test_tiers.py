@@ -303,8 +303,8 @@ def test_the_quality_tier_builds_int8_by_default_on_a_cpu_and_the_others_fp32(mo
     from recommender.embed.choice import EncoderRequest, choose_encoder
     from recommender.embed.models import model_facts
 
-    assert [model_facts(m).default_precision for m in ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")] == [
-        "fp32", "fp32", "int8"]
+    models = ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")
+    assert [model_facts(m).default_precision for m in models] == ["fp32", "fp32", "int8"]
 
     def chosen(model, precision=None, device="cpu"):
         choice = choose_encoder(EncoderRequest(model, precision, device), None)
@@ -321,7 +321,8 @@ def test_the_quality_tier_builds_int8_by_default_on_a_cpu_and_the_others_fp32(mo
 
 
 @pytest.mark.parametrize("model", ["static", "./my-model"])
-def test_a_rebuild_without_a_model_keeps_the_index_s_model_with_a_notice(workdir, fake_model, model):
+def test_a_rebuild_without_a_model_keeps_the_index_s_model_with_a_notice(workdir, fake_model,
+                                                                         model):
     (workdir / "my-model").mkdir()
     papers = workdir / "papers"
     papers.mkdir()
@@ -330,15 +331,18 @@ def test_a_rebuild_without_a_model_keeps_the_index_s_model_with_a_notice(workdir
     first = CliRunner().invoke(main, ["build", str(papers), "--index", "kept", "--model", model])
     assert first.exit_code == 0, first.output
     count = manifest("kept")["paper_count"]
-    (papers / "new.txt").write_text("A new paper\n\nOne more abstract about private training of language models.\n",
-                                    encoding="utf-8")
+    (papers / "new.txt").write_text(
+        "A new paper\n\nOne more abstract about private training of language models.\n",
+        encoding="utf-8")
     again = CliRunner().invoke(main, ["build", str(papers), "--index", "kept"])
     assert again.exit_code == 0, again.output
     built = manifest("kept")
     assert (built["model"], built["paper_count"], built["encoded"]) == (model, count + 1, 1)
-    assert (f"keeping this index's model {model}: --model all-MiniLM-L6-v2 (the default for new indexes) "
-            "would encode every paper again") in again.output
-    default = CliRunner().invoke(main, ["build", str(papers), "--index", "kept", "--model", "all-MiniLM-L6-v2"])
+    assert (f"keeping this index's model {model}: --model all-MiniLM-L6-v2 (the default for new "
+            "indexes) would encode every paper again") in again.output
+    default = CliRunner().invoke(
+        main, ["build", str(papers), "--index", "kept", "--model", "all-MiniLM-L6-v2"])
     assert default.exit_code == 0 and "keeping" not in default.output
-    assert (manifest("kept")["model"], manifest("kept")["encoded"]) == ("all-MiniLM-L6-v2", count + 1)
+    rebuilt = manifest("kept")
+    assert (rebuilt["model"], rebuilt["encoded"]) == ("all-MiniLM-L6-v2", count + 1)
 

@@ -22,14 +22,15 @@ LAUNCHER = TESTS / "build_launcher.py"  # `papers` with the fake model (tests/fa
 
 def papers(workdir: Path, *args: str, stdin: str | None = None, timeout: float = 120):
     """A real `papers` process in `workdir`, with the deterministic fake encoder."""
-    return subprocess.run([sys.executable, str(LAUNCHER), *args], cwd=workdir, capture_output=True, text=True,
-                          input=stdin, timeout=timeout, env=dict(os.environ))
+    return subprocess.run([sys.executable, str(LAUNCHER), *args], cwd=workdir, capture_output=True,
+                          text=True, input=stdin, timeout=timeout, env=dict(os.environ))
 
 
 def damaged_cache(path: Path) -> None:
-    """A real SQLite embedding cache whose middle pages are overwritten (a disk error, a bad copy)."""
+    """A real SQLite embedding cache, its middle pages overwritten (a disk error, a bad copy)."""
     with sqlite3.connect(path) as connection:
-        connection.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB, checksum INTEGER)")
+        connection.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, dimension INTEGER, "
+                           "vector BLOB, checksum INTEGER)")
         connection.execute("CREATE TABLE state (name TEXT PRIMARY KEY, value TEXT)")
         connection.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?)",
                                [(f"key{i}", 4, bytes([i % 256]) * 1600, 0) for i in range(2000)])
@@ -48,7 +49,8 @@ def test_cache_clear_on_a_damaged_cache_says_so_in_one_line(workdir, own_embeddi
     cleared = papers(workdir, "cache", "clear")
     assert cleared.returncode == 0, cleared.stderr
     assert "Traceback" not in cleared.stderr and cleared.stderr == ""
-    assert cleared.stdout.startswith(f"the embedding cache {own_embedding_cache / 'embeddings.sqlite'} was damaged (")
+    cache = own_embedding_cache / "embeddings.sqlite"
+    assert cleared.stdout.startswith(f"the embedding cache {cache} was damaged (")
     assert len(cleared.stdout.splitlines()) == 1
     info = papers(workdir, "cache", "info", "--format", "json")
     assert info.returncode == 0 and '"entries": 0' in info.stdout
@@ -57,8 +59,10 @@ def test_cache_clear_on_a_damaged_cache_says_so_in_one_line(workdir, own_embeddi
 def test_cache_info_on_a_damaged_cache_has_no_traceback(workdir, own_embedding_cache):
     damaged_cache(own_embedding_cache / "embeddings.sqlite")
     info = papers(workdir, "cache", "info")
-    assert info.returncode == 0 and "Traceback" not in info.stderr and len(info.stderr.splitlines()) <= 1
-    assert info.stdout.startswith(f"embedding cache: {own_embedding_cache / 'embeddings.sqlite'}\nsize: ")
+    assert info.returncode == 0 and "Traceback" not in info.stderr
+    assert len(info.stderr.splitlines()) <= 1
+    cache = own_embedding_cache / "embeddings.sqlite"
+    assert info.stdout.startswith(f"embedding cache: {cache}\nsize: ")
 
 
 # ---------------------------------------------------------------- indexes rm
@@ -90,10 +94,12 @@ def test_rm_of_a_linked_index_removes_the_link_only(workdir, real_index):
     (workdir / "indexes").mkdir()
     (workdir / "indexes" / "alias").symlink_to(real_index)
     before = tree(real_index)
-    assert papers(workdir, "info", "--index", "alias").returncode == 0  # the link works for every command
+    # The link works for every command.
+    assert papers(workdir, "info", "--index", "alias").returncode == 0
     removed = papers(workdir, "indexes", "rm", "alias")
     assert (removed.returncode, removed.stderr) == (
-        0, f"removed the link indexes/alias; the index it points to ({real_index}) is kept (give its path to remove it)\n")
+        0, f"removed the link indexes/alias; the index it points to ({real_index}) is kept "
+           "(give its path to remove it)\n")
     assert not (workdir / "indexes" / "alias").is_symlink()
     assert tree(real_index) == before
     assert papers(workdir, "info", "--index", str(real_index)).returncode == 0
@@ -104,7 +110,8 @@ def test_rm_dot_inside_an_index_removes_nothing(workdir, real_index):
     for given in (".", "./", "v-x/.."):
         refused = papers(real_index, "indexes", "rm", given)
         assert (refused.returncode, refused.stderr) == (
-            2, f"Error: refusing to remove '{given}': give the index's name, or its path from outside it\n")
+            2, f"Error: refusing to remove '{given}': give the index's name, "
+               "or its path from outside it\n")
         assert tree(real_index) == before
 
 
@@ -112,7 +119,8 @@ def test_rm_keeps_the_users_tags_unless_asked(workdir, real_index):
     add_tags(real_index)
     removed = papers(workdir, "indexes", "rm", str(real_index))
     assert (removed.returncode, removed.stderr) == (
-        0, f"removed index {real_index} ({real_index}); kept its tags ({real_index / 'tags.sqlite'}): "
+        0, f"removed index {real_index} ({real_index}); "
+           f"kept its tags ({real_index / 'tags.sqlite'}): "
            "add --with-tags to remove them\n")
     assert tree(real_index) == ["tags.sqlite"]
     with sqlite3.connect(real_index / "tags.sqlite") as connection:
@@ -122,7 +130,8 @@ def test_rm_keeps_the_users_tags_unless_asked(workdir, real_index):
     assert papers(workdir, "build", "in", "--index", str(real_index)).returncode == 0
     assert "tags.sqlite" in tree(real_index)
     removed = papers(workdir, "indexes", "rm", str(real_index), "--with-tags")
-    assert (removed.returncode, removed.stderr) == (0, f"removed index {real_index} ({real_index})\n")
+    assert removed.returncode == 0
+    assert removed.stderr == f"removed index {real_index} ({real_index})\n"
     assert not real_index.exists()
 
 
@@ -130,7 +139,8 @@ def test_rm_with_tags_removes_the_tags_an_earlier_rm_kept(workdir, real_index):
     add_tags(real_index)
     assert papers(workdir, "indexes", "rm", str(real_index)).returncode == 0
     removed = papers(workdir, "indexes", "rm", str(real_index), "--with-tags")
-    assert (removed.returncode, removed.stderr) == (0, f"removed index {real_index} ({real_index})\n")
+    assert removed.returncode == 0
+    assert removed.stderr == f"removed index {real_index} ({real_index})\n"
     assert not real_index.exists()
 
 
@@ -140,8 +150,9 @@ def test_rm_on_a_terminal_asks_about_the_tags(workdir, real_index, answer):
 
     add_tags(real_index)
     controller, terminal = pty.openpty()
-    process = subprocess.Popen([sys.executable, str(LAUNCHER), "indexes", "rm", str(real_index)], cwd=workdir,
-                               stdin=terminal, stdout=subprocess.DEVNULL, stderr=terminal)
+    process = subprocess.Popen([sys.executable, str(LAUNCHER), "indexes", "rm", str(real_index)],
+                               cwd=workdir, stdin=terminal, stdout=subprocess.DEVNULL,
+                               stderr=terminal)
     os.close(terminal)
     seen = b""
     while b"remove them too?" not in seen:
@@ -152,11 +163,12 @@ def test_rm_on_a_terminal_asks_about_the_tags(workdir, real_index, answer):
         while chunk := os.read(controller, 1024):
             seen += chunk
     os.close(controller)
-    assert f"index {real_index} has tags ({real_index / 'tags.sqlite'}): remove them too? [y/N]" in seen.decode()
+    question = f"index {real_index} has tags ({real_index / 'tags.sqlite'}): remove them too? [y/N]"
+    assert question in seen.decode()
     assert real_index.exists() == (answer == "n")
 
 
-# ---------------------------------------------------------------- --out onto what is not a regular file
+# ---------------------------------------------------------------- --out onto what is not a file
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +229,7 @@ def test_out_onto_a_character_device_writes_into_it(built_home, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("making a device node (mknod) needs root")
     null = tmp_path / "null"
-    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # the null device, made in the test's folder
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # the null device, in the test's folder
     written = papers(built_home, "sessions", "--n", "2", "--out", str(null))
     assert written.returncode == 0, written.stderr
     status = os.lstat(null)
@@ -284,7 +296,8 @@ export_cache.cached_entry(Path(sys.argv[1]) / "static" / "other", ("model.onnx",
 
 
 def stopping_export(cache: Path) -> tuple[subprocess.Popen, Path]:
-    process = subprocess.Popen([sys.executable, "-c", STOPPING_EXPORT, str(cache)], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", STOPPING_EXPORT, str(cache)],
+                               stdout=subprocess.PIPE, text=True)
     staging = Path(process.stdout.readline().strip())
     assert staging.name.startswith(".export-") and (staging / "model.onnx").is_file()
     return process, staging
@@ -293,20 +306,22 @@ def stopping_export(cache: Path) -> tuple[subprocess.Popen, Path]:
 @pytest.mark.parametrize("next_run", ["cache info", "cache clear", "an export"])
 def test_leftovers_of_killed_exports_are_removed_by_the_next_run_never_a_live_ones(
         workdir, own_embedding_cache, next_run):
-    live, working = stopping_export(own_embedding_cache)  # first: an export's start removes leftovers too
+    # The live one first: an export's start removes leftovers too.
+    live, working = stopping_export(own_embedding_cache)
     killed, left = stopping_export(own_embedding_cache)
     killed.kill()
     killed.wait()
     killed.stdout.close()
     try:
         if next_run == "an export":
-            result = subprocess.run([sys.executable, "-W", "always", "-c", NEXT_EXPORT, str(own_embedding_cache)],
-                                    capture_output=True, text=True, timeout=120)
+            result = subprocess.run(
+                [sys.executable, "-W", "always", "-c", NEXT_EXPORT, str(own_embedding_cache)],
+                capture_output=True, text=True, timeout=120)
         else:
             result = papers(workdir, *next_run.split())
         assert result.returncode == 0, result.stderr
-        assert (f"removed 1 folder (1.0 MB) that interrupted model exports or unpackings left in the cache folder "
-                f"{own_embedding_cache}") in result.stderr
+        assert ("removed 1 folder (1.0 MB) that interrupted model exports or unpackings left "
+                f"in the cache folder {own_embedding_cache}") in result.stderr
         assert not left.exists()
         assert (working / "model.onnx").is_file()  # its owner is still at work
     finally:
@@ -316,7 +331,8 @@ def test_leftovers_of_killed_exports_are_removed_by_the_next_run_never_a_live_on
 
 
 def test_unowned_leftovers_are_removed_once_untouched_for_an_hour(workdir, own_embedding_cache):
-    old, recent = own_embedding_cache / "models" / ".unpack-quality-abc123", own_embedding_cache / "static" / ".export-x1"
+    old = own_embedding_cache / "models" / ".unpack-quality-abc123"
+    recent = own_embedding_cache / "static" / ".export-x1"
     for folder in (old, recent):
         folder.mkdir(parents=True)
         (folder / "archive.zip").write_bytes(b"z" * 1000)
@@ -328,7 +344,7 @@ def test_unowned_leftovers_are_removed_once_untouched_for_an_hour(workdir, own_e
     assert papers(workdir, "cache", "info").stderr == ""  # reported once
 
 
-# ---------------------------------------------------------------- readers keep reading after mv and rm
+# ---------------------------------------------------------------- readers across mv and rm
 
 # A reader that opens the index, says so, waits for a line on stdin, then reads every paper's
 # related work (papers.jsonl, vectors, the TF-IDF arrays: files it had not read yet).
@@ -344,14 +360,16 @@ with Recommender.open(sys.argv[1]) as index:
     print("open", flush=True)
     sys.stdin.readline()
     lists = related_work(index, select_rows(index, [], all_papers=True), k=2)
-    print(json.dumps([[item.paper.id, [r.paper.id for r in item.related]] for item in lists]), flush=True)
+    print(json.dumps([[item.paper.id, [r.paper.id for r in item.related]] for item in lists]),
+          flush=True)
     print(index.search("private training").__len__(), flush=True)
 """
 
 
 def reader(index: Path) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-c", READER, str(index), str(TESTS)], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", READER, str(index), str(TESTS)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
     assert process.stdout.readline() == "open\n"
     return process
 
@@ -369,7 +387,8 @@ def test_a_reader_keeps_reading_the_version_it_opened(workdir, real_index, chang
     expected = finish(reader(real_index))
     assert expected[0] == 0, expected[2]
     opened = reader(real_index)
-    args = ["mv", str(real_index), str(workdir / "moved")] if change == "mv" else ["rm", str(real_index)]
+    moved = str(workdir / "moved")
+    args = ["mv", str(real_index), moved] if change == "mv" else ["rm", str(real_index)]
     changed = papers(workdir, "indexes", *args)
     assert changed.returncode == 0, changed.stderr
     assert finish(opened) == expected
@@ -380,7 +399,8 @@ def test_a_reader_keeps_reading_the_version_it_opened(workdir, real_index, chang
 
 
 def test_serve_follows_a_renamed_index_and_says_when_it_is_removed(tmp_path):
-    pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+    pytest.importorskip("fastapi", reason="papers serve needs the serve extra: "
+                                          "pip install -e '.[serve]'")
     from corpus import PAPERS
     from serving import build_fake_index, start_server
 
@@ -389,12 +409,14 @@ def test_serve_follows_a_renamed_index_and_says_when_it_is_removed(tmp_path):
     try:
         status, before = server.json("/api/like?id=dp1")
         assert status == 200
-        assert papers(tmp_path, "indexes", "mv", str(index_dir), str(tmp_path / "renamed")).returncode == 0
+        renamed = papers(tmp_path, "indexes", "mv", str(index_dir), str(tmp_path / "renamed"))
+        assert renamed.returncode == 0
         assert server.json("/api/like?id=dp1") == (200, before)
         # A rebuild at the new path is what it serves next: it follows the folder, not the old path.
         build_fake_index(tmp_path / "renamed", PAPERS[:-1])
         status, after = server.json("/api/papers?limit=100")
-        assert status == 200 and len(after["papers"] if isinstance(after, dict) else after) == len(PAPERS) - 1
+        listed = after["papers"] if isinstance(after, dict) else after
+        assert status == 200 and len(listed) == len(PAPERS) - 1
         assert papers(tmp_path, "indexes", "rm", str(tmp_path / "renamed")).returncode == 0
         status, body = server.json("/api/like?id=dp1")
         assert status == 503

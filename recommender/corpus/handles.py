@@ -256,9 +256,9 @@ def _introduced_name(text: str, repo_names: list[str]) -> str | None:
             ranked.append((strength, name.lower() in repo_lower, len(found), -first.start(), name))
     for match in _MULTIWORD_NAME_RE.finditer(text):
         phrase = match.group(1)
-        first = text.find(phrase)
-        if first == match.start(1) and len(phrase) <= MAX_HANDLE_LEN:
-            ranked.append((2, False, text.count(phrase), -first, phrase))
+        first_at = text.find(phrase)
+        if first_at == match.start(1) and len(phrase) <= MAX_HANDLE_LEN:
+            ranked.append((2, False, text.count(phrase), -first_at, phrase))
     if not ranked:
         return None
     name = max(ranked)[-1]

@@ -53,7 +53,9 @@ def work_identifier(url: str, paper_id: str = "") -> str:
 
 
 def _arxiv(arxiv_id: str) -> str:
-    return "arxiv:" + _ARXIV_ID.match(arxiv_id).group(1).casefold()
+    found = _ARXIV_ID.match(arxiv_id)
+    assert found is not None, arxiv_id  # every caller passes an identifier _ARXIV_ID matched
+    return "arxiv:" + found.group(1).casefold()
 
 
 def _doi(doi: str) -> str:

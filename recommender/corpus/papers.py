@@ -10,7 +10,7 @@ import unicodedata
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
@@ -173,7 +173,7 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
 
 def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
                 without_abstract: list | None = None,
-                keep_withdrawn: bool = False) -> Iterator[Paper]:
+                keep_withdrawn: bool = False) -> Generator[Paper, None, None]:
     """Every paper of the inputs as it is read, duplicates included and without handles (see
     `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`)."""
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file

@@ -163,16 +163,16 @@ class EmbeddingCache:
             else:
                 self.connection.execute("DELETE FROM state WHERE name = ?", (self._state_name,))
 
-    def remember_model(self, model_key: str, facts: dict) -> None:
+    def remember_model(self, model_identity: str, facts: dict) -> None:
         """Keep what the model told of itself (its window, `max_tokens`), so that a build taking every vector
         from the cache, without loading the model, records the same manifest as one that encoded them."""
         with self._guard(), self.connection:
             self.connection.execute("INSERT OR REPLACE INTO state VALUES (?, ?)",
-                                    (f"model {model_key}", json.dumps(facts, sort_keys=True)))
+                                    (f"model {model_identity}", json.dumps(facts, sort_keys=True)))
 
-    def model_facts(self, model_key: str) -> dict:
+    def model_facts(self, model_identity: str) -> dict:
         with self._guard():
-            row = self.connection.execute("SELECT value FROM state WHERE name = ?", (f"model {model_key}",)).fetchone()
+            row = self.connection.execute("SELECT value FROM state WHERE name = ?", (f"model {model_identity}",)).fetchone()
             try:
                 facts = json.loads(row[0]) if row else {}
             except ValueError:
@@ -213,7 +213,8 @@ class EmbeddingCache:
 
 
 def _remove_leftovers(home: Path) -> None:
-    """What killed model exports and unpackings left in the cache folder, removed and reported (a warning)."""
+    """What killed model exports and unpackings left in the cache folder, removed and
+    reported (a warning)."""
     from .user_cache import leftovers_notice, remove_stale_leftovers
 
     notice = leftovers_notice(remove_stale_leftovers(home), home)
@@ -243,7 +244,8 @@ def clear_embedding_cache(folder: Path | None = None) -> dict:
     path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
     _remove_leftovers(path.parent)
     if not path.exists() and not path.is_symlink():
-        return {"path": str(path), "bytes": 0, "entries": 0, "removed": 0, "bytes_before": 0, "damaged": ""}
+        return {"path": str(path), "bytes": 0, "entries": 0, "removed": 0, "bytes_before": 0,
+                "damaged": ""}
     bytes_before = sum(Path(f"{path}{suffix}").stat().st_size for suffix in ("", "-wal")
                        if files.is_plain_file(Path(f"{path}{suffix}")))
     # A damaged file is what clearing is for: it is started afresh and said so in the result,

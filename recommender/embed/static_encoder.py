@@ -143,7 +143,8 @@ class StaticEncoder:
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character offsets of the tokens of `text`, untruncated."""
-        return [tuple(o) for o in self._span_tokenizer.encode(text, add_special_tokens=False).offsets]
+        offsets = self._span_tokenizer.encode(text, add_special_tokens=False).offsets
+        return [(start, end) for start, end in offsets]
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """L2-normalised float32 embeddings, shape (len(texts), dimension); a text without tokens is zeros."""

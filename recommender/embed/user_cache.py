@@ -108,7 +108,8 @@ def stale_leftovers(home: Path | None = None) -> list[Path]:
     home = cache_home() if home is None else Path(home)
     found = []
     try:
-        folders = [home, *(path for path in home.iterdir() if path.is_dir())]  # onnx/ may link elsewhere
+        # onnx/ may be a link to another disk: its staging folders are looked for there too
+        folders = [home, *(path for path in home.iterdir() if path.is_dir())]
     except OSError:
         return []
     for folder in folders:
@@ -149,5 +150,5 @@ def leftovers_notice(removed: list[dict], home: Path) -> str:
         return ""
     total = sum(item["bytes"] for item in removed)
     folders = "folder" if len(removed) == 1 else "folders"
-    return (f"removed {len(removed)} {folders} ({total / 1e6:,.1f} MB) that interrupted model exports or "
-            f"unpackings left in the cache folder {home}")
+    return (f"removed {len(removed)} {folders} ({total / 1e6:,.1f} MB) that interrupted model exports "
+            f"or unpackings left in the cache folder {home}")

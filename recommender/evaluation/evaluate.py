@@ -223,7 +223,8 @@ def check_settings(mode: str, pool: str, dense_weight: float | None, min_score: 
     if pool not in POOLS:
         raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}", "pool")
     if dense_weight is not None and not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
-        raise OptionError(f"dense_weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}", "dense_weight")
+        raise OptionError("dense_weight must be between 0 and 1 (1 = dense only), "
+                          f"got {dense_weight:g}", "dense_weight")
 
 
 def _evaluate_query(
@@ -247,11 +248,12 @@ def rank_rows(
     min_score: float | None = None, diverse: float | None = None,
 ) -> list[int]:
     """`rows` in the order `like` would list them for the paper at `query_row` (all of them, no k)."""
-    rows = np.asarray(sorted(rows), dtype=np.int64)
-    if len(rows) == 0:
+    candidates = np.asarray(sorted(rows), dtype=np.int64)
+    if len(candidates) == 0:
         return []
-    scores = recommender.score_rows(query_row, rows, mode, dense_weight)
-    rows, _ = select(rows, scores, recommender.tiebreak, recommender.vectors, len(rows), min_score, diverse)
-    return rows.tolist()
+    scores = recommender.score_rows(query_row, candidates, mode, dense_weight)
+    ranked, _ = select(candidates, scores, recommender.tiebreak, recommender.vectors,
+                       len(candidates), min_score, diverse)
+    return ranked.tolist()
 
 

@@ -163,7 +163,7 @@ def read_queries(path) -> list[tuple[str, str, str]]:
                 f"{path} line {number}: query {query_id} already listed on line {seen[query_id]}"
             )
         seen[query_id] = number
-        queries.append(fields)  # type: ignore[arg-type]
+        queries.append(fields)
     if not queries:
         raise InputError(f"{path}: no queries")
     return queries

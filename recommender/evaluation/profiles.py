@@ -106,11 +106,11 @@ def score_profile(
     `scorer(seed_rows, rows) -> scores` replaces `like`'s scoring (scripts/tune_profiles.py compares them)."""
     seed_rows = [rows_by_id[doc] for doc in profile.seeds]  # drawn from the index's papers (`one_topic`)
     if pool == "judged":
-        rows = sorted(rows_by_id[doc] for doc in profile.judged if doc in rows_by_id)
+        pool_rows = sorted(rows_by_id[doc] for doc in profile.judged if doc in rows_by_id)
     else:
         seeds = set(seed_rows)
-        rows = [row for row in range(len(recommender)) if row not in seeds]
-    rows = np.asarray(rows, dtype=np.int64)
+        pool_rows = [row for row in range(len(recommender)) if row not in seeds]
+    rows = np.asarray(pool_rows, dtype=np.int64)
     ids = recommender.ids
     if len(rows):
         scores = (scorer(seed_rows, rows) if scorer is not None

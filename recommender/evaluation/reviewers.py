@@ -117,14 +117,16 @@ def read_reviewer_set(folder: str | Path) -> ReviewerSet:
     return ReviewerSet(folder, profiles, ratings)
 
 
-def pair_loss(scores: Sequence[float], expertise: Sequence[float]) -> tuple[float, float]:
+def pair_loss(scores: Sequence[float] | np.ndarray,
+              expertise: Sequence[float]) -> tuple[float, float]:
     """(cost, weight) of one researcher's rated papers: every pair of different expertise weighs the
     difference; it costs its weight when the scores order it against the expertise, half when tied."""
-    scores = np.round(np.asarray(scores, dtype=np.float64), 6)  # float noise between equal texts is a tie
-    expertise = np.asarray(expertise, dtype=np.float64)
-    upper = np.triu_indices(len(scores), 1)
-    difference = (expertise[:, None] - expertise[None, :])[upper]
-    order = (scores[:, None] - scores[None, :])[upper]
+    # float noise between equal texts is a tie
+    rounded = np.round(np.asarray(scores, dtype=np.float64), 6)
+    grades = np.asarray(expertise, dtype=np.float64)
+    upper = np.triu_indices(len(rounded), 1)
+    difference = (grades[:, None] - grades[None, :])[upper]
+    order = (rounded[:, None] - rounded[None, :])[upper]
     weight = np.abs(difference)
     cost = np.where(order == 0, 0.5 * weight, np.where(np.sign(order) != np.sign(difference), weight, 0.0))
     cost[difference == 0] = 0.0

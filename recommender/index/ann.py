@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -115,7 +115,7 @@ def choose_index(n: int, dim: int, requested: str = "auto") -> IndexChoice:
     if req == "flat":
         return IndexChoice("flat", {}, f"exact inner-product search: {why}")
     if req == "hnsw":
-        params = {"M": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION}
+        params: dict[str, int | str] = {"M": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION}
         return IndexChoice(
             "hnsw", params,
             f"approximate HNSW{HNSW_M} graph search, efSearch tuned for recall@10 >= "
@@ -278,7 +278,7 @@ def _tune(index, x: "Rows", seed: int, setter, steps, cap: int, k: int = 10, mat
 
 # --------------------------------------------------------------------------- public API
 
-def build_faiss_index(vectors: np.ndarray, choice: IndexChoice, seed: int = 0):
+def build_faiss_index(vectors: np.ndarray | Rows, choice: IndexChoice, seed: int = 0):
     """Build the index described by ``choice`` over ``vectors`` (float32, L2-normalised): an array,
     or :class:`Rows` read a batch at a time (a file of them), which gives the same index.
 
@@ -298,6 +298,7 @@ def build_faiss_index(vectors: np.ndarray, choice: IndexChoice, seed: int = 0):
     if dim == 0:
         raise InputError("vectors have dimension 0")
     ip = faiss.METRIC_INNER_PRODUCT
+    index: Any  # faiss's index classes: their fields and downcasts are not typed
 
     if kind == "flat" or (kind == "ivf" and n == 0):
         index = faiss.IndexFlatIP(dim)
@@ -412,7 +413,7 @@ def index_description(index) -> str:
     n, d = idx.ntotal, idx.d
     base = f"{n:,} vectors, {d}-d, inner product"
     if isinstance(idx, faiss.IndexHNSW):
-        h = idx.hnsw
+        h: Any = idx.hnsw  # faiss's HNSW: nb_neighbors is not in its typing
         m = h.nb_neighbors(1)
         return f"HNSW{m} graph ({base}, efConstruction={h.efConstruction}, efSearch={h.efSearch})"
     if isinstance(idx, faiss.IndexIVF):

@@ -11,7 +11,7 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Generator, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -88,6 +88,8 @@ def build_index(
     precision: str | None = None,
     upgrade: bool = False,
     chunk_size: int | None = None,
+    own_papers: Callable[[], Iterator[Paper]] | None = None,
+    lexical_terms=None,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -111,6 +113,10 @@ def build_index(
     `upgrade` rebuilds an index made with the fast tier with `model` (default: the default model),
     from the index's own papers unless `inputs` are given; its fast version answers queries until
     the new one is committed, and a stopped upgrade resumes like any build.
+
+    `own_papers` gives the papers to build from instead of `inputs`, called once the index is
+    locked (a compaction: the live papers of the base and its segments, index/segments.py). `lexical_terms`
+    (lexical.FixedTerms): weigh the TF-IDF rows in another index's vocabulary and IDF (a segment's).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -137,13 +143,13 @@ def build_index(
         from ..embed.ray_engine import require_ray
 
         require_ray()
-    phase = on_phase or (lambda name, total=None: None)
+    phase: Callable[[str, int | None], None] = on_phase or (lambda name, total: None)
     index_dir = resolve_index_dir(index)
     check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
     if upgrade:
         if where and not inputs:
-            raise OptionError("an upgrade that keeps only some papers needs inputs: the index's own papers are "
-                              "upgraded as they are", "where")
+            raise OptionError("an upgrade that keeps only some papers needs inputs: the index's "
+                              "own papers are upgraded as they are", "where")
         with open_stored(index_dir, verify=False) as stored:
             check_upgradable(stored.manifest, index_dir)
     phase("reading papers", None)
@@ -154,20 +160,24 @@ def build_index(
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
         reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where),
                                                                                    keep_withdrawn=keep_withdrawn)
+        if own_papers is not None:  # read under the lock: no `add` publishes a segment this build would miss
+            reading = own_papers()
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
             ids, handles = spool.read(reading)
         count = len(ids)
         previous = _live_build(index_dir)
         previous_texts = _previous_papers(previous) if previous is not None else None
         try:
-            encoding = choose_encoder(request, previous.manifest if previous is not None else None, notice, index_dir)
+            record = previous.manifest if previous is not None else None
+            encoding = choose_encoder(request, record, notice, index_dir)
             model, precision, chunking = encoding.model, encoding.precision, encoding.chunking
             if previous is not None and not encoding.same_vectors(previous.manifest):
                 previous.close()  # another model or precision: nothing of it is reused
                 previous = None
             query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
                              if export_query_encoder or encoding.exported_only else None)
-            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER))
+            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER,
+                                                     fixed=lexical_terms))
             written = _write_papers(writer, spool, handles, tfidf)
             if written.collections:  # a reference manager's folders: tags (reading/tags.py)
                 writer.save_json(COLLECTIONS, written.collections)
@@ -175,7 +185,8 @@ def build_index(
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
-            encoder = encoding.encoder(writer.path(QUERY_ENCODER) if query_encoder is not None else None, engines)
+            export = writer.path(QUERY_ENCODER) if query_encoder is not None else None
+            encoder = encoding.encoder(export, engines)
 
             def vector_file(rows: int, dimension: int) -> ArrayFile:
                 return files.enter_context(contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32)))
@@ -191,7 +202,7 @@ def build_index(
                     writer.save_array(f"keys/{name}.npy", table)
                 del table
             # Not held while the search index is built: then only its own memory grows with the corpus.
-            ids = handles = written = None
+            del ids, handles, written
             choice = choose_index(count, vectors.shape[1], index_type)
             phase(f"building the {choice.kind} search index", None)
             faiss_index, trained_on = _faiss_index_for(vectors, choice, previous)
@@ -612,6 +623,7 @@ def prepare_query_encoder(
 
     target = writer.path(QUERY_ENCODER)
     if _reuse_previous_export(model, previous, target):
+        assert previous is not None  # only a previous build's export is reused
         return previous.manifest["query_encoder"]
 
     def phase(name: str) -> Callable[[], None]:
@@ -628,13 +640,15 @@ def prepare_query_encoder(
             # No shared export, or one damaged since it was checked: this index gets its own.
             staging = writer.path(".fp32-export")
             try:
-                export_cache.export_into(model, precision, target, staging, exporting, quantising, distilling)
+                export_cache.export_into(model, precision, target, staging, exporting, quantising,
+                                         distilling)
             finally:
                 remove_tree(staging)
     except (ModelError, OSError) as error:
         remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
-        if isinstance(error, OSError) or (isinstance(cause, OSError) and cause.errno in WRITE_ERRNOS):
+        if isinstance(cause, OSError) and (
+                isinstance(error, OSError) or cause.errno in WRITE_ERRNOS):
             # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
             raise write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
         if _exported_only(model, precision):
@@ -658,7 +672,7 @@ def _reuse_previous_export(model: str, previous: StoredIndex | None, target: Pat
     return bool(expected) and link_checked(previous.path(QUERY_ENCODER), target, expected)
 
 
-def _stored_papers(index_dir: Path) -> Iterator[Paper]:
+def _stored_papers(index_dir: Path) -> Generator[Paper, None, None]:
     """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
     with open_stored(index_dir, verify=False) as stored, open(stored.file(PAPERS), encoding="utf-8") as rows:
         for line in rows:

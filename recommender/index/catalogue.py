@@ -15,7 +15,8 @@ from .. import files
 from ..errors import IndexBusyError, InputError, OptionError, RecommenderError
 from .home import index_folders, index_home, missing_index, resolve_index_dir
 from .layout import (
-    CURRENT, LOCK, MANIFEST, is_index_folder, is_own_version, made_by_a_build, remove_tree, tags_path,
+    CURRENT, LOCK, MANIFEST, is_index_folder, is_own_version, made_by_a_build, remove_tree,
+    tags_path,
 )
 from .stored import is_index, open_stored
 
@@ -104,8 +105,9 @@ REMOVED_PREFIX = ".removed-"
 
 
 def _remove_version(version: Path, aside: Path) -> None:
-    """Remove a version folder; while a reader holds it (its manifest locked shared: open_stored), move
-    it aside instead, where the reader keeps reading it (it reads through the open folder)."""
+    """Remove a version folder; while a reader holds it (its manifest locked shared:
+    open_stored), move it aside instead, where the reader keeps reading it (it reads through
+    the open folder)."""
     try:
         pin = open(version / MANIFEST, "rb")
     except OSError:  # never committed: no reader can hold it
@@ -141,6 +143,22 @@ def remove_released_versions(home: Path) -> None:
             remove_tree(path)
 
 
+@contextlib.contextmanager
+def build_lock(index_dir: Path, wait: bool = False) -> Iterator[None]:
+    """The build lock of an existing index (`papers add`, `papers remove`): no build runs meanwhile."""
+    if not wait:
+        with _locked(index_dir):
+            yield
+        return
+    try:
+        lock = files.open_lock_file(index_dir / LOCK)
+    except OSError as error:
+        raise RecommenderError(f"cannot change index {index_dir}: {error.strerror or error}") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @dataclass(frozen=True)
 class IndexRemoval:
     """What `remove_index` did: the folder (or link) removed, what it kept there and why."""
@@ -158,8 +176,8 @@ class IndexRemoval:
 def _tag_files(index_dir: Path) -> list[Path]:
     """The user's tags file of an index and SQLite's companions of it, those that are there."""
     tags = tags_path(index_dir)
-    return [path for path in (Path(f"{tags}{suffix}") for suffix in ("", "-wal", "-shm", "-journal"))
-            if files.is_plain_file(path)]
+    found = (Path(f"{tags}{suffix}") for suffix in ("", "-wal", "-shm", "-journal"))
+    return [path for path in found if files.is_plain_file(path)]
 
 
 def remove_index(index: str | os.PathLike, with_tags: bool = False,
@@ -171,7 +189,8 @@ def remove_index(index: str | os.PathLike, with_tags: bool = False,
     removed itself, never followed: the index it points to is untouched."""
     if Path(index).name in ("", ".", ".."):
         # As `rm -r .`: the folder the user stands in (or above it) is not removed from inside.
-        raise OptionError(f"refusing to remove '{index}': give the index's name, or its path from outside it")
+        raise OptionError(f"refusing to remove '{index}': give the index's name, "
+                          "or its path from outside it")
     index_dir = resolve_index_dir(index)
     remove_released_versions(index_dir.parent)
     if index_dir.is_symlink():
@@ -181,7 +200,8 @@ def remove_index(index: str | os.PathLike, with_tags: bool = False,
         return IndexRemoval(index_dir, [], link_target=target)
     tags = _tag_files(index_dir) if index_dir.is_dir() else []
     if not (with_tags and tags and not is_index(index_dir) and is_index_folder(index_dir)):
-        _refuse_non_index(index_dir, "removed")  # else: the tags an earlier removal kept, now asked for
+        # (else: the tags an earlier removal kept, now asked for)
+        _refuse_non_index(index_dir, "removed")
     remove_tags = bool(tags) and (with_tags or (confirm_tags is not None and confirm_tags(tags[0])))
     with _locked(index_dir):
         # CURRENT first: from here on the index is missing to every new reader.
@@ -193,7 +213,8 @@ def remove_index(index: str | os.PathLike, with_tags: bool = False,
             if not made_by_a_build(index_dir, path.name):
                 kept.append(path.name)
             elif path.is_dir():
-                _remove_version(path, index_dir.parent / f"{REMOVED_PREFIX}{index_dir.name}-{path.name}")
+                aside = index_dir.parent / f"{REMOVED_PREFIX}{index_dir.name}-{path.name}"
+                _remove_version(path, aside)
             else:
                 path.unlink(missing_ok=True)  # the lock too: held open, it stays ours until we let go
     if not kept and not (tags and not remove_tags):

@@ -196,6 +196,7 @@ class StringTable:
         return self._rows(low, high)
 
     def _rows(self, low: int, high: int) -> list[int]:
+        assert self.rows is not None, "sorted tables only"  # only sorted tables are looked up
         rows = sorted(int(row) for row in self.rows[low:high])
         if rows and not 0 <= rows[0] <= rows[-1] < len(self):
             raise self.damaged(f"{self.name}_rows", "names a row that does not exist")
@@ -274,7 +275,8 @@ class Keys:
         folded = reference.casefold()
         near: list[set[int]] = []
         for table in (self.folded_ids, self.folded_handles):
-            rows = set()
+            rows: set[int] = set()
+            assert table.rows is not None  # the casefolded tables are sorted, with their rows
             for probe in {folded, folded[: len(folded) // 2]}:
                 position = table.position(probe)
                 rows.update(int(row) for row in table.rows[max(0, position - count): position + count])

@@ -34,6 +34,8 @@ MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 LOCK = ".lock"
 CACHE = "cache.sqlite"  # the per-index embedding cache of indexes built before the shared one
+SEGMENTS = "SEGMENTS"  # the segment list of `papers add` (index/segments.py), replaced atomically
+SEGMENT_FOLDER = "segments"  # the segments themselves, each a small index of its own
 TAGS = "tags.sqlite"  # the user's tags (papers serve): kept by builds; `papers indexes rm` removes them with the index
 # In every build folder from its creation on: what says papers made it (so only such folders are removed).
 BUILD_MARK = ".papers-build"
@@ -113,6 +115,10 @@ def made_by_a_build(index_dir: Path, name: str) -> bool:
     if name in (LOCK, CACHE, TAGS) or any(name == f"{base}{suffix}" for base in (CACHE, TAGS)
                                           for suffix in ("-wal", "-shm", "-journal")):
         return files.is_plain_file(path)
+    if name == SEGMENTS:
+        return files.is_plain_file(path)
+    if name == SEGMENT_FOLDER:  # index/segments.py: only index folders of its own inside
+        return not path.is_symlink() and path.is_dir()
     if name.startswith(files.PARTIAL_PREFIX) or name.startswith(f".{CURRENT}.tmp-"):
         return files.is_plain_file(path)
     if name.startswith((".tmp-", "v-")):

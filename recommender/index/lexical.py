@@ -20,9 +20,10 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, ContextManager, Iterable, Iterator, Sequence
+from typing import BinaryIO, Callable, ContextManager, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ..arrays import csr_ranges, sorted_union
 
@@ -66,8 +67,16 @@ CHUNK_POSTINGS = 1 << 21
 
 # scratch(name) -> a context manager of a binary file open for writing and reading (writer.IndexWriter.scratch_file)
 Scratch = Callable[[str], ContextManager[BinaryIO]]
+
+
+class ArrayOutput(Protocol):
+    """Where one stored array goes, an `append(values)` at a time (writer.ArrayFile)."""
+
+    def append(self, values: np.ndarray) -> None: ...
+
+
 # output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (writer.ArrayFile)
-Output = Callable[[str, int, np.dtype], object]
+Output = Callable[[str, int, npt.DTypeLike], ArrayOutput]
 
 
 def build_tfidf(texts: Iterable[str], chunk_postings: int | None = None):
@@ -91,6 +100,17 @@ def build_tfidf(texts: Iterable[str], chunk_postings: int | None = None):
     return arrays, vocabulary, stop_words
 
 
+@dataclass(frozen=True)
+class FixedTerms:
+    """The vocabulary and IDF of another index (a segment's base, index/segments.py): the rows are
+    weighed in its column space, so one query vector scores both. A term it lacks is not stored but
+    counts in its row's norm with `unseen_idf` (the IDF of a term in one text), as a rebuild weighs it."""
+
+    vocabulary: list[str]
+    idf: np.ndarray
+    unseen_idf: float
+
+
 class TfidfBuilder:
     """`build_tfidf` a text at a time, its postings on disk: memory is the vocabulary, 8 bytes a
     text (the row pointers) and chunks of CHUNK_POSTINGS postings, however many texts there are.
@@ -100,8 +120,10 @@ class TfidfBuilder:
     run on disk, and merges the runs a block of columns at a time into the CSC arrays. The stored
     arrays are the same, byte for byte, whatever the chunk size (tests/test_lexical.py)."""
 
-    def __init__(self, scratch: Scratch, chunk_postings: int | None = None):
+    def __init__(self, scratch: Scratch, chunk_postings: int | None = None, fixed: FixedTerms | None = None):
         self.stop_words = english_stop_words()
+        self.fixed = fixed
+        self._unseen = array.array("d")  # each text's squared weight of terms the fixed vocabulary lacks
         self.chunk = max(1, int(chunk_postings or CHUNK_POSTINGS))
         self._scratch = scratch
         self._files = contextlib.ExitStack()
@@ -110,6 +132,9 @@ class TfidfBuilder:
         self._columns: dict[str, int] = {}  # term -> column in order of first use, sorted by finish
         self._documents = np.zeros(0, dtype=np.int64)  # texts with each term, by first use
         self._indptr = array.array("q", [0])
+        if fixed is not None:
+            self._columns = {term: column for column, term in enumerate(fixed.vocabulary)}
+            self._documents = np.zeros(len(fixed.vocabulary), dtype=np.int64)
         # Compact arrays rather than lists: 4 bytes a posting, not a Python int each.
         self._pending_terms, self._pending_counts = array.array("i"), array.array("i")
 
@@ -122,6 +147,10 @@ class TfidfBuilder:
     def add(self, text: str) -> None:
         columns = self._columns
         terms = Counter(analyse(text, self.stop_words))
+        if self.fixed is not None:
+            unseen = [count for term, count in terms.items() if term not in columns]
+            self._unseen.append(sum(((math.log(count) + 1) * self.fixed.unseen_idf) ** 2 for count in unseen))
+            terms = Counter({term: count for term, count in terms.items() if term in columns})
         self._pending_terms.extend(columns.setdefault(term, len(columns)) for term in terms)
         self._pending_counts.extend(terms.values())
         self._indptr.append(self._indptr[-1] + len(terms))
@@ -142,7 +171,7 @@ class TfidfBuilder:
         """Write csr_indices, csr_data, csc_indices and csc_data through `output`; returns (the other
         arrays to store, the vocabulary in column order, the stop words)."""
         self._flush()
-        vocabulary = sorted(self._columns)
+        vocabulary = self.fixed.vocabulary if self.fixed is not None else sorted(self._columns)
         rank = np.zeros(len(vocabulary), dtype=np.int32)  # first-use column -> sorted column
         rank[[self._columns[term] for term in vocabulary]] = np.arange(len(vocabulary), dtype=np.int32)
         self._columns = {}
@@ -152,6 +181,10 @@ class TfidfBuilder:
         self._indptr = array.array("q")
         total = int(indptr[-1])
         idf = (np.log((1 + len(indptr) - 1) / (1 + documents)) + 1).astype(np.float32)
+        unseen = np.zeros(len(indptr) - 1)
+        if self.fixed is not None:
+            idf = np.asarray(self.fixed.idf, dtype=np.float32)
+            unseen = np.frombuffer(self._unseen, dtype=np.float64)
         csc_indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
         np.cumsum(documents, out=csc_indptr[1:])
         blocks = np.array([0] + [last for _, last in _row_chunks(csc_indptr, self.chunk)], dtype=np.int64)
@@ -159,13 +192,15 @@ class TfidfBuilder:
         with self._scratch("tfidf-run-terms") as terms_file, self._scratch("tfidf-run-rows") as rows_file, \
                 self._scratch("tfidf-run-data") as data_file:
             runs = _Spool(terms_file, np.int32), _Spool(rows_file, np.int32), _Spool(data_file, np.float32)
-            bounds = []  # for each run (a chunk of rows), where each block of columns starts in it
+            # for each run (a chunk of rows), where each block of columns starts in it
+            bounds: list[np.ndarray] = []
             for first, last in _row_chunks(indptr, self.chunk):
                 low, high = indptr[first], indptr[last]
                 local_rows = np.repeat(np.arange(last - first, dtype=np.int32), np.diff(indptr[first: last + 1]))
                 terms = rank[self._terms.read(low, high)]
                 weights = (np.log(self._counts.read(low, high)) + 1) * idf[terms]
-                norms = np.sqrt(np.bincount(local_rows, weights=weights * weights, minlength=last - first))
+                norms = np.sqrt(np.bincount(local_rows, weights=weights * weights, minlength=last - first)
+                                + unseen[first:last])
                 weights /= np.where(norms == 0, 1, norms)[local_rows]
                 order = np.lexsort((terms, local_rows))  # columns sorted within each row, as scipy leaves them
                 terms, weights = terms[order], weights[order].astype(np.float32)
@@ -180,11 +215,13 @@ class TfidfBuilder:
             del local_rows, terms, weights, order, by_column, column_terms
             csc_indices, csc_data = output("csc_indices", total, np.int32), output("csc_data", total, np.float32)
             column_max = np.zeros(len(vocabulary), dtype=np.float32)
-            bounds = np.array(bounds, dtype=np.int64).reshape(-1, len(blocks))
+            starts_at = np.array(bounds, dtype=np.int64).reshape(-1, len(blocks))
             for block in range(len(blocks) - 1):
                 first, last = int(blocks[block]), int(blocks[block + 1])
-                present = np.flatnonzero(bounds[:, block + 1] > bounds[:, block])  # the runs with postings here
-                starts, stops = bounds[present, block].tolist(), bounds[present, block + 1].tolist()
+                # the runs with postings here
+                present = np.flatnonzero(starts_at[:, block + 1] > starts_at[:, block])
+                starts = starts_at[present, block].tolist()
+                stops = starts_at[present, block + 1].tolist()
                 terms = np.concatenate([runs[0].read(a, b) for a, b in zip(starts, stops)])
                 order = np.argsort(terms, kind="stable")  # the runs are in row order: rows ascend in each column
                 rows = np.concatenate([runs[1].read(a, b) for a, b in zip(starts, stops)])[order]
@@ -254,6 +291,7 @@ def english_stop_words() -> frozenset[str]:
         raise ImportError("scikit-learn is not installed: run `pip install scikit-learn`")
     path = Path(package.submodule_search_locations[0]) / "feature_extraction" / "_stop_words.py"
     spec = importlib.util.spec_from_file_location("_papers_sklearn_stop_words", path)
+    assert spec is not None and spec.loader is not None  # a .py file always has both
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return frozenset(module.ENGLISH_STOP_WORDS)
@@ -270,7 +308,7 @@ def analyse(text: str, stop_words: frozenset[str]) -> list[str]:
         text = "".join(c for c in normalised if not unicodedata.combining(c))
     tokens = [t for t in _TOKEN.findall(text) if t not in stop_words]
     low, high = NGRAM_RANGE
-    grams = []
+    grams: list[str] = []
     for n in range(low, high + 1):
         grams.extend(" ".join(tokens[i: i + n]) for i in range(len(tokens) - n + 1))
     return grams

@@ -95,7 +95,8 @@ def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
 class StoredIndex:
     """Read access to the live version of an index, checked against its manifest."""
 
-    def __init__(self, index_dir: Path, folder: Path, manifest: dict, pin=None, folder_fd: int | None = None):
+    def __init__(self, index_dir: Path, folder: Path, manifest: dict, pin=None,
+                 folder_fd: int | None = None):
         self.index_dir = index_dir
         self.folder = folder
         self.manifest = manifest
@@ -197,7 +198,8 @@ class StoredIndex:
         try:
             if writable:
                 raise RuntimeError("read into memory")
-            return faiss.read_index(str(self.file(name)), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY
+            return faiss.read_index(str(self.file(name)), flags)
         except RuntimeError:
             try:
                 return faiss.read_index(str(self.file(name)))
@@ -432,15 +434,17 @@ def _pin_live_version(index_dir: Path):
 
 
 class IndexFolder:
-    """An index folder held open by a long-running reader (`papers serve`), so that it can tell where
-    the index went: renamed, it is followed; removed, that is said in one line."""
+    """An index folder held open by a long-running reader (`papers serve`), so that it can
+    tell where the index went: renamed, it is followed; removed, that is said in one line."""
 
     def __init__(self, index_dir: Path):
         self.index_dir = Path(index_dir)
         try:
-            self._descriptor: int | None = os.open(self.index_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+            self._descriptor: int | None = os.open(self.index_dir, flags)
         except OSError:
-            self._descriptor = None  # not there yet (or not a folder): opening the index says what is wrong
+            # Not there yet (or not a folder): opening the index says what is wrong.
+            self._descriptor = None
 
     def where(self) -> Path:
         """The index folder's path now: the one given while it has its CURRENT there, else where the
@@ -451,10 +455,10 @@ class IndexFolder:
         if moved is not None and (moved / CURRENT).is_file():
             self.index_dir = moved
             return moved
-        # Gone, or its CURRENT removed (`papers indexes rm` keeps a folder that holds the user's tags);
-        # a build there later brings it back.
-        raise IndexMissingError(f"index {self.index_dir} was removed: run `{rebuild_hint(self.index_dir)}`, "
-                                "or restart with another index")
+        # Gone, or its CURRENT removed (`papers indexes rm` keeps a folder that holds the user's
+        # tags); a build there later brings it back.
+        raise IndexMissingError(f"index {self.index_dir} was removed: run "
+                                f"`{rebuild_hint(self.index_dir)}`, or restart with another index")
 
     def close(self) -> None:
         if self._descriptor is not None:

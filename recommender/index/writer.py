@@ -127,7 +127,9 @@ class IndexWriter:
                 return len(data)
 
             try:
-                faiss.write_index(index, faiss.PyCallbackIOWriter(write))
+                # PyCallbackIOWriter is in faiss's SWIG module, not in its typing
+                callback = faiss.PyCallbackIOWriter(write)  # type: ignore[attr-defined]
+                faiss.write_index(index, callback)
                 if not failure:
                     handle.flush()
             except (RuntimeError, OSError) as error:
@@ -203,7 +205,8 @@ class ArrayFile:
         if start < 0 or start + len(values) > self.shape[0] or values.shape[1:] != self.shape[1:]:
             raise ValueError(f"rows {start}..{start + len(values)} of shape {values.shape} do not fit {self.shape}")
         with self.writer.writing_file(self.path):
-            os.pwrite(self.handle.fileno(), memoryview(values).cast("B"), self.offset + start * self.row_bytes)
+            os.pwrite(self.handle.fileno(), values.data.cast("B"),
+                      self.offset + start * self.row_bytes)
 
     def __setitem__(self, rows, values) -> None:
         """Like an array's: `rows` an integer or ascending integers, each run of consecutive rows one write."""

@@ -19,9 +19,9 @@ POOL = 200
 
 
 def dense_weight_for(model: str, precision: str = "fp32") -> float:
-    """The dense cosine's weight in the hybrid score of an index built with `model` at `precision`: each
-    model's own where its facts have one (chosen by the same cross-validation at the shared POOL,
-    embed.models), else DENSE_WEIGHT."""
+    """The dense cosine's weight in the hybrid score of an index built with `model` at
+    `precision`: each model's own where its facts have one (chosen by the same cross-validation
+    at the shared POOL, embed.models), else DENSE_WEIGHT."""
     weight = model_facts(model).dense_weight(precision)
     return DENSE_WEIGHT if weight is None else weight
 

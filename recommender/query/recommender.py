@@ -7,7 +7,7 @@ import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Collection, Iterator, Sequence, cast
 
 import numpy as np
 
@@ -245,6 +245,7 @@ class Recommender:
         known = query.cosines
         missing = np.array([row for row in rows.tolist() if row not in known], dtype=np.int64)
         if len(missing):
+            assert query.dense is not None  # only queries with an embedding have cosines
             if query.batched:
                 found = self.cosines(missing, query.dense)
             elif query.vectors is not None:  # a topic of several: vectors read once for all of them
@@ -263,7 +264,7 @@ class Recommender:
             with self.stored.array_reader(VECTORS).reading() as read:
                 into.update((row, read(row, row + 1)[0]) for row in wanted)
 
-    def vectors_at(self, rows: Sequence[int]) -> np.ndarray:
+    def vectors_at(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
         """The stored vectors of these rows (float32), refused if damage left NaN or infinity in them.
 
         Files over the hashing threshold are not re-hashed on every load (stored.CHEAP_HASH_BYTES),
@@ -436,7 +437,8 @@ class Recommender:
         if condition is None:
             rows = range(min(offset, len(self)), min(offset + limit, len(self)))
             return self.papers_at(rows), offset + limit if offset + limit < len(self) else None
-        found, matched = [], 0
+        found: list[Paper] = []
+        matched = 0
         for paper in self.papers():
             if not condition.matches(_PaperFields({"year": paper.year, "venue": paper.venue}, paper.categories)):
                 continue
@@ -463,6 +465,7 @@ class Recommender:
             dense, lexical = self.vectors_at([seed_row])[0], self.lexical.row(seed_row)
             against = self.papers_at([seed_row])[0]
         else:
+            assert text is not None  # not both None: returned above
             if not text.strip():
                 raise InputError("empty search text: give some words to search for")
             check_text(text, "search text")
@@ -524,7 +527,7 @@ class Recommender:
         positives: Sequence[int],
         negatives: Sequence[int] = (),
         k: int = 10,
-        excluded: set[int] = frozenset(),
+        excluded: Collection[int] = frozenset(),
         min_score: float | None = None,
         diverse: float | None = None,
         why: bool = False,
@@ -568,20 +571,25 @@ class Recommender:
         queries = [self._seed_query([row], [], "hybrid", why) for row in rows]
         # Deep enough for `_rank`'s candidates (a seed excluded) and `_scores`' pool.
         depth = min(len(self), max(POOL, 4 * (k + 1)) + 1 + POOL_MARGIN)
-        found = self._faiss_search(np.stack([query.dense for query in queries]), depth)
+        # hybrid queries of stored papers: each has its embedding and its TF-IDF terms
+        dense = np.stack(cast(list[np.ndarray], [query.dense for query in queries]))
+        found = self._faiss_search(dense, depth)
         results = []
         step = max(1, LEXICAL_CELLS // len(self))
         for batch in (range(start, min(start + step, len(rows))) for start in range(0, len(rows), step)):
-            lexical = self.lexical.scores_many([queries[i].lexical for i in batch])
+            terms = cast(list[SparseVector], [queries[i].lexical for i in batch])
+            lexical = self.lexical.scores_many(terms)
             for i, scores in zip(batch, lexical):
                 query = queries[i]
                 query.dense_found, query.batched, query.lexical_scores = found[i], True, scores
                 results.append(self._rank([query], k, {rows[i]}, {rows[i]}, None, None, why, "hybrid"))
-                queries[i] = None  # its scores of every paper are not kept past its list
+                # its scores of every paper are not kept past its list (the slot is not read again)
+                queries[i] = None  # type: ignore[call-overload]
         return results
 
     def score_rows(
-        self, query_rows: int | Sequence[int], rows: Sequence[int], mode: str = "hybrid",
+        self, query_rows: int | Sequence[int], rows: Sequence[int] | np.ndarray,
+        mode: str = "hybrid",
         dense_weight: float | None = None, profile: str = "seeds",
     ) -> np.ndarray:
         """Scores of `rows` against the paper at `query_rows` (or the papers, a profile), as `like` scores
@@ -589,8 +597,9 @@ class Recommender:
         `"centroid"` (one centroid) score several papers as earlier versions of `like` did, for comparison."""
         check_options(1, None, None, mode)
         if profile not in PROFILES:
-            raise OptionError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}", "profile")
-        query_rows = [int(query_rows)] if np.ndim(query_rows) == 0 else [int(row) for row in query_rows]
+            raise OptionError(f"unknown profile '{profile}': use one of {', '.join(PROFILES)}",
+                              "profile")
+        query_rows = [int(row) for row in np.atleast_1d(query_rows).tolist()]
         rows = np.asarray(rows, dtype=np.int64)
         if profile == "centroid":
             queries = [self._seed_query(query_rows, [], mode, False)]
@@ -607,7 +616,8 @@ class Recommender:
         return best_topic(np.stack([self._scores(query, rows, set(query_rows), mode, dense_weight) for query in queries]))
 
     def seed_scores(
-        self, positives: Sequence[int], rows: Sequence[int], mode: str = "hybrid", dense_weight: float | None = None,
+        self, positives: Sequence[int], rows: Sequence[int] | np.ndarray, mode: str = "hybrid",
+        dense_weight: float | None = None,
     ) -> np.ndarray:
         """[seeds, rows]: each seed's scores of `rows` as a one-seed `like` gives them, every seed left out of
         every seed's pool (the per-seed methods scripts/tune_profiles.py compares)."""
@@ -634,7 +644,7 @@ class Recommender:
         check_options(k, min_score, diverse, mode)
         dense_query = self.encode_query(text) if mode != "lexical" else None
         lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
-        if mode == "lexical" and len(lexical_query.indices) == 0:
+        if mode == "lexical" and lexical_query is not None and len(lexical_query.indices) == 0:
             raise InputError(self._nothing_to_match(text))
         return self._rank([_Query(dense_query, lexical_query)], k, set(), self._exclusions(exclude),
                           min_score, diverse, why, mode)
@@ -650,6 +660,11 @@ class Recommender:
         return (f"no paper of the index has any of the words of '{shown}': try other words, or --mode hybrid "
                 "(which also ranks by meaning)")
 
+    def use_query_encoder(self, encoder: Encoder) -> None:
+        """Encode free texts with `encoder`, one of this index's model and precision (the parts of an
+        index with segments share one, query/segmented.py)."""
+        self._query_encoder = encoder
+
     def encode_query(self, text: str, head: int = 0) -> np.ndarray:
         """A free text as one vector, windowed like the papers were (`head`: characters of a title that
         starts the text, repeated at the start of every window as the build does)."""
@@ -660,8 +675,9 @@ class Recommender:
         if chunking.strategy == "truncate":
             pieces = [(text, 1)]
         else:
-            head = head if chunking.strategy == "sentences" else None
-            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap, head=head)
+            title_head = head if chunking.strategy == "sentences" else None
+            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens,
+                                   chunking.overlap, head=title_head)
         vectors = encoder.encode([piece for piece, _ in pieces])
         return pool_windows(vectors, [count for _, count in pieces])
 
@@ -676,7 +692,8 @@ class Recommender:
         return self.keys.rows_named(sorted(wanted))
 
     def _seed_query(
-        self, positives: list[int], negatives: list[int], mode: str, why: bool, outside: list[Paper] = (),
+        self, positives: list[int], negatives: list[int], mode: str, why: bool,
+        outside: Sequence[Paper] = (),
         outside_vectors: list[np.ndarray] | None = None,
     ) -> "_Query":
         """The query of `like`: Rocchio over the seeds (stored positives, papers from outside the index,
@@ -711,7 +728,8 @@ class Recommender:
         if len(positives) + len(outside) == 1:
             return [self._seed_query(positives, negatives, mode, why, outside)]
         outside_vectors = self._encode_papers(outside) if mode != "lexical" else [None] * len(outside)
-        queries, shared = [], {}  # the seeds rank the same candidates: each vector is read once
+        queries: list[_Query] = []
+        shared: dict = {}  # the seeds rank the same candidates: each vector is read once
         dimension = self.manifest["dimension"]
         for row in positives:
             queries.append(self._seed_query([row], negatives, mode, why))
@@ -734,7 +752,8 @@ class Recommender:
         outside_vectors = self._encode_papers(outside)
         vectors = np.vstack([self.vectors_at(positives).reshape(-1, self.manifest["dimension"])]
                             + [vector[None, :] for vector in outside_vectors])
-        queries, shared = [], {}  # the topics rank the same candidates: each vector is read once
+        queries: list[_Query] = []
+        shared: dict = {}  # the topics rank the same candidates: each vector is read once
         for topic in seed_clusters(vectors):
             stored = [positives[i] for i in topic if i < len(positives)]
             extra = [i - len(positives) for i in topic if i >= len(positives)]
@@ -772,6 +791,7 @@ class Recommender:
         """FAISS's `depth` nearest rows to the query (those of `like_each`'s batched search if it went deep enough)."""
         found = query.dense_found
         if found is None or len(found) < depth:
+            assert query.dense is not None  # dense candidates are only asked for an embedded query
             found = self._faiss_search(query.dense[None, :], depth)[0]
         return found[:depth][found[:depth] >= 0]
 
@@ -786,6 +806,7 @@ class Recommender:
             rows = sorted_union(best_rows(query.lexical_scores, depth), also)
             found = rows, query.lexical_scores[rows]
         else:
+            assert query.lexical is not None  # only a query with TF-IDF terms asks for these
             found = self.lexical.top(query.lexical, depth, also)
         query.lexical_found = (*found, depth)
         return found
@@ -829,7 +850,7 @@ class Recommender:
         (`profiles.profile_scores`) and its candidates ranked too."""
         check_options(k, min_score, diverse, mode)
         fetch = max(POOL, 4 * (k + len(excluded)))
-        found = set()
+        found: set[int] = set()
         for query in queries + ([centroid] if centroid is not None else []):
             dense_rows, lexical_rows = self._pool(query, seeds, fetch, mode)
             found.update(dense_rows.tolist(), lexical_rows.tolist())
@@ -851,8 +872,11 @@ class Recommender:
         terms = terms if terms is not None or not why else queries[0].lexical
         results = []
         for rank, (row, score, paper) in enumerate(zip(rows, scores, papers), start=1):
-            shared = tuple(self.lexical.shared_terms(terms, int(row))) if why else ()
-            because = ()
+            shared: tuple[str, ...] = ()
+            if why:
+                assert terms is not None  # `why` queries always carry their TF-IDF terms
+                shared = tuple(self.lexical.shared_terms(terms, int(row)))
+            because: tuple[tuple[str, str, float], ...] = ()
             if named is not None and per_seed is not None:
                 because = self._because(queries, per_seed[:, int(np.searchsorted(all_rows, row))], int(row), named)
             results.append(Recommendation(rank, float(score), paper, shared, because))
@@ -978,10 +1002,11 @@ def check_options(k: int, min_score: float | None, diverse: float | None, mode: 
     if k < 1:
         raise OptionError(f"k must be at least 1, got {k}", "k")
     if min_score is not None and not -1.0 <= min_score <= 1.0:
-        raise OptionError(f"min_score must be between -1 and 1 (scores are cosine similarities), got {min_score:g}",
-                          "min_score")
+        raise OptionError("min_score must be between -1 and 1 (scores are cosine similarities), "
+                          f"got {min_score:g}", "min_score")
     if diverse is not None and not 0.0 <= diverse <= 1.0:
-        raise OptionError(f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}", "diverse")
+        raise OptionError(f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}",
+                          "diverse")
 
 
 def _load_key_array(stored: StoredIndex, name: str) -> np.ndarray:

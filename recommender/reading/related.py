@@ -62,7 +62,8 @@ def related_work(
     after each chunk."""
     check_options(k, None, None, "hybrid")  # now, not when the first list is asked for
     if not any(isinstance(item, Paper) for item in rows):
-        return _related_lists(recommender, [int(row) for row in rows], k, why, chunk, progress)
+        stored_rows = [int(row) for row in rows if not isinstance(row, Paper)]  # all of them
+        return _related_lists(recommender, stored_rows, k, why, chunk, progress)
     items = _stored_where_possible(recommender, rows)
     stored = [item for item in items if not isinstance(item, Paper)]
     return _mixed_lists(recommender, items, _related_lists(recommender, stored, k, why, chunk, progress),

@@ -115,6 +115,7 @@ def spherical_kmeans(vectors: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
         kmeans.train(vectors)
     finally:
         faiss.omp_set_num_threads(threads)
+    assert kmeans.centroids is not None  # set by train
     return unit_rows(kmeans.centroids.copy())
 
 
@@ -154,7 +155,8 @@ def chain_order(centroids: np.ndarray, sizes: np.ndarray) -> list[int]:
     return order
 
 
-def session_labels(texts: Sequence[str], groups: Sequence[int], stop_words: frozenset[str],
+def session_labels(texts: Sequence[str], groups: Sequence[int] | np.ndarray,
+                   stop_words: frozenset[str],
                    count: int = LABEL_TERMS) -> dict[int, tuple[str, ...]]:
     """For each group, up to `count` terms that set it apart from the other groups: class-based TF-IDF
     (BERTopic's c-TF-IDF with its BM25 idf and frequent words reduced: the square root of a term's share of
@@ -169,21 +171,23 @@ def session_labels(texts: Sequence[str], groups: Sequence[int], stop_words: froz
         raise ValueError(f"{len(texts)} texts for {len(groups)} group numbers")
     numbers = sorted(set(groups.tolist()))
     columns: dict[str, int] = {}
-    pairs = []  # (paper, term column, uses in the paper)
+    pairs: list[tuple[int, int, int]] = []  # (paper, term column, uses in the paper)
     for paper, text in enumerate(texts):
         words = analyse(text, stop_words)
-        uses = Counter(words)
-        uses.update(f"{a} {b}" for a, b in zip(words, words[1:]) if a != b)
-        pairs.extend((paper, columns.setdefault(term, len(columns)), n) for term, n in uses.items())
+        term_uses = Counter(words)
+        term_uses.update(f"{a} {b}" for a, b in zip(words, words[1:]) if a != b)
+        pairs.extend((paper, columns.setdefault(term, len(columns)), n)
+                     for term, n in term_uses.items())
     labels: dict[int, tuple[str, ...]] = {number: () for number in numbers}
     if not pairs:
         return labels
     vocabulary = np.array(list(columns), dtype=object)
-    paper, column, uses = (np.array(values, dtype=np.int64) for values in zip(*pairs))
-    klass = np.searchsorted(numbers, groups[paper])
-    key = klass * len(columns) + column  # (group, term) pairs, as one number
+    pair_paper, pair_column, pair_uses = (np.array(values, dtype=np.int64)
+                                          for values in zip(*pairs))
+    klass = np.searchsorted(numbers, groups[pair_paper])
+    key = klass * len(columns) + pair_column  # (group, term) pairs, as one number
     cells, where = np.unique(key, return_inverse=True)
-    frequency = np.bincount(where, weights=uses)  # uses of each term in each group
+    frequency = np.bincount(where, weights=pair_uses)  # uses of each term in each group
     papers_using = np.bincount(where)  # papers of the group that use it (a paper counts each term once)
     cell_group, cell_term = np.divmod(cells, len(columns))
     group_words = np.bincount(cell_group, weights=frequency, minlength=len(numbers))
@@ -287,7 +291,8 @@ def _readable(term: str) -> bool:
 # ---------------------------------------------------------------- the plan
 
 
-def label_sessions(recommender: Recommender, rows: Sequence[int], groups: Sequence[int]) -> dict[int, tuple[str, ...]]:
+def label_sessions(recommender: Recommender, rows: Sequence[int],
+                   groups: Sequence[int] | np.ndarray) -> dict[int, tuple[str, ...]]:
     """`session_labels` of the papers at `rows` (the plan's and the map's labels: one function, one wording)."""
     texts = [paper.text for paper in recommender.papers_at(list(rows))]
     return session_labels(texts, groups, recommender.lexical.stop_words)
@@ -313,17 +318,20 @@ def group_papers(recommender: Recommender, rows: Sequence[int], n: int, max_per_
     Sessions are numbered 0.. in chain order; a session left empty is dropped."""
     rows = list(rows)
     if not 0 <= seed <= MAX_SEED:
-        raise OptionError(f"seed must be between 0 and {MAX_SEED} (FAISS takes a 32-bit seed), got {seed}", "seed")
+        raise OptionError(f"seed must be between 0 and {MAX_SEED} (FAISS takes a 32-bit seed), "
+                          f"got {seed}", "seed")
     if n < 1:
         raise OptionError(f"n (the number of sessions) must be at least 1, got {n}", "n")
     if len(rows) < n:
-        raise OptionError(f"cannot split {len(rows)} papers into {n} sessions: n must be {len(rows)} or fewer", "n")
+        raise OptionError(f"cannot split {len(rows)} papers into {n} sessions: "
+                          f"n must be {len(rows)} or fewer", "n")
     capacity = default_capacity(len(rows), n) if max_per_session is None else max_per_session
     if capacity < 1:
         raise OptionError(f"max_per_session must be at least 1, got {capacity}", "max_per_session")
     if capacity * n < len(rows):
         raise OptionError(
-            f"{n} sessions of at most {capacity} papers cannot hold {len(rows)} papers: raise max_per_session or n"
+            f"{n} sessions of at most {capacity} papers cannot hold {len(rows)} papers: raise "
+            "max_per_session or n"
         )
     vectors = recommender.vectors_at(rows)
     centres = spherical_kmeans(vectors, n, seed)
@@ -383,7 +391,8 @@ def plan_sessions(
     sessions = []
     for number, (positions, extra) in enumerate(zip(members_by_session, background_rows)):
         centre = centres[number]
-        extra_similarity = recommender.cosines(np.asarray(extra, dtype=np.int64), centre) if extra else []
+        extra_similarity: np.ndarray | list[float] = (
+            recommender.cosines(np.asarray(extra, dtype=np.int64), centre) if extra else [])
         sessions.append(Session(
             number + 1,
             labels.get(number, ()),

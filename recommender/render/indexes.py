@@ -44,8 +44,9 @@ def render_cache(summary: dict, fmt: str) -> str:
 
 def render_cache_cleared(summary: dict) -> str:
     if summary.get("damaged"):
-        return (f"the embedding cache {summary['path']} was damaged ({summary['damaged']}): started it afresh, "
-                f"empty ({human_size(summary['bytes_before'])} -> {human_size(summary['bytes'])})\n")
+        return (f"the embedding cache {summary['path']} was damaged ({summary['damaged']}): "
+                f"started it afresh, empty ({human_size(summary['bytes_before'])} -> "
+                f"{human_size(summary['bytes'])})\n")
     return (f"removed {summary['removed']:,} vectors from the embedding cache {summary['path']} "
             f"({human_size(summary['bytes_before'])} -> {human_size(summary['bytes'])})\n")
 

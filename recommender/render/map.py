@@ -6,7 +6,7 @@ import functools
 import html
 import json
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from ..errors import InputError
 from ..files import output
@@ -37,7 +37,7 @@ def write_map(corpus_map: CorpusMap, path: str | Path, stream: BinaryIO | None =
     path = check_map_path(path)
     if stream is None:
         with output(path, "wb") as fresh:
-            return write_map(corpus_map, path, fresh)
+            return write_map(corpus_map, path, cast(BinaryIO, fresh))
     suffix = path.suffix.lower()
     if suffix in POINT_SUFFIXES:
         stream.write(render_points(corpus_map, suffix.lstrip(".")).encode("utf-8"))

@@ -44,7 +44,7 @@ def md_link(url: str, text: str | None = None, escaped: bool = False) -> str:
     Characters that could end the link are percent-encoded. `text`: the link's text (Markdown
     already, when `escaped`), else the URL itself."""
     url = url.strip()
-    shown = text if escaped else md(text if text is not None else url)
+    shown = text if escaped and text is not None else md(text if text is not None else url)
     if not _WEB_URL.fullmatch(url):
         return shown if text is not None else md(url)
     safe = quote(url, safe="/:?#=&%@+,;~!$'*-._")

@@ -21,5 +21,6 @@ def render_models(models: Sequence[dict], fmt: str) -> str:
     text = render(rows, COLUMNS, fmt, {c: 0 for c in COLUMNS})
     if fmt != "table":
         return text
-    hints = [f"{model['name']}: {model['install']}" for model in models if model["status"] == "not installed"]
-    return text + "".join(f"to install {hint}\n" for hint in hints)
+    hints = [f"to {'reinstall' if model['status'] == 'damaged' else 'install'} {model['name']}: "
+             f"{model['install']}" for model in models if model["status"] in ("not installed", "damaged")]
+    return text + "".join(f"{hint}\n" for hint in hints)

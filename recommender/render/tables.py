@@ -256,14 +256,16 @@ def render_info(info: dict, fmt: str) -> str:
     }.get(chunking.get("strategy"), "truncated at the model's window")
     lines = [
         ("index", info["path"]),
-        ("papers", info["paper_count"]),
+        ("papers", info["paper_count"] if "segments" not in info else
+         f"{info['paper_count']} ({info['base_paper_count']} built, {info['added_papers']} added in "
+         f"{info['segments']} segments, {info['removed_papers']} removed: `papers build --compact` merges them)"),
         ("model", f"{info['model']} ({info['dimension']} dimensions, {info.get('precision', 'fp32')})"),
         ("long texts", windows),
         ("search", f"{index.get('kind')}: {index.get('reason')}"),
         ("lexical", f"TF-IDF, {info.get('lexical', {}).get('terms', 0)} terms ({_grams(info)}, sublinear tf)"),
         ("queries", {"onnx": "ONNX export (no torch at query time)",
                      "static": "static embeddings (no torch, no ONNX Runtime at query time)"}.get(
-                         info.get("query_encoder"), "full model")),
+                         info.get("query_encoder") or "", "full model")),
         ("built", f"{info['built_at']} by papers {info['package_version']} (format {info['format_version']})"),
         ("inputs", f"fingerprint {info['inputs_fingerprint']}"),
         ("size", human_size(info["bytes"])),
@@ -271,7 +273,7 @@ def render_info(info: dict, fmt: str) -> str:
     return "".join(f"{name + ':':12}{value}\n" for name, value in lines)
 
 
-def human_size(size: int) -> str:
+def human_size(size: float) -> str:
     """Bytes as `info` and `indexes` show them: "512 B", "3.4 KB", "12.0 MB" (powers of 1000)."""
     for unit in ("B", "KB", "MB"):
         if size < (1000 if unit == "B" else 999.95):  # 999,999 B is "1.0 MB", not "1000.0 KB"

@@ -7,6 +7,7 @@ import functools
 import logging
 import secrets
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Path as PathParameter, Query, Request
@@ -114,7 +115,8 @@ def index_page(
     q = q.strip() if q else None
     with lease(request) as opened:
         recommender = opened.recommender
-        context = {"q": q or "", "pid": pid, "tags": tags, "k": k, "page": page, "next_page": None, "seed": None}
+        context: dict[str, Any] = {"q": q or "", "pid": pid, "tags": tags, "k": k, "page": page,
+                                   "next_page": None, "seed": None}
         if q:
             with_encoder(opened)
             results = recommender.search(q, k=k)

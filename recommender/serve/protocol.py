@@ -12,6 +12,7 @@ MAX_CONNECTIONS a worker answers 503 at once (no file descriptor exhausted, no a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -129,8 +130,9 @@ class GuardedH11Protocol(H11Protocol):
 
     waiting: dict = {}  # per worker process: connection -> when it began waiting for its head
     live: set = set()  # per worker process: connections neither closed nor being closed
+    head_timer: asyncio.TimerHandle | None
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         super().connection_made(transport)
         quiet_server_errors(self.loop)
         if len(self.live) >= MAX_CONNECTIONS:
@@ -138,7 +140,7 @@ class GuardedH11Protocol(H11Protocol):
             self.refuse(503, f"the server has {MAX_CONNECTIONS} connections open: try again in a moment")
             return
         if len(self.waiting) >= HEAD_WAITING:
-            oldest = min(self.waiting, key=self.waiting.get)
+            oldest = min(self.waiting, key=self.waiting.__getitem__)
             REFUSALS.note("slow request heads closed to make room")
             oldest.refuse(408, "the request head was not sent in time for the connections waiting")
         self.live.add(self)

@@ -103,7 +103,9 @@ def same_origin(origin: str | None, host_header: str | None) -> bool:
 
 
 def csrf_matches(cookie: str | None, field: str | None) -> bool:
-    return bool(cookie) and bool(field) and hmac.compare_digest(cookie.encode(), field.encode())
+    if not cookie or not field:
+        return False
+    return hmac.compare_digest(cookie.encode(), field.encode())
 
 
 class Refused(Exception):

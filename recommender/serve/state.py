@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import RecommenderError
-from ..index.stored import IndexFolder, live_version
+from ..index import segments
+from ..index.stored import IndexFolder
 from ..query.recommender import Recommender
+from ..query.segmented import open_index
 
 
 @dataclass(eq=False)
@@ -42,7 +44,7 @@ class LiveIndex:
 
     def __init__(self, index_dir: Path):
         self.index_dir = Path(index_dir)
-        # The index folder, held open: renamed (`papers indexes mv`), it is followed to its new path.
+        # The index folder, held open: renamed (`papers indexes mv`), it is followed.
         self._folder = IndexFolder(self.index_dir)
         self._lock = threading.Lock()
         self._current: OpenedVersion | None = None
@@ -62,8 +64,8 @@ class LiveIndex:
                 self._release(opened)
 
     def _acquire(self) -> OpenedVersion:
-        self.index_dir = self._folder.where()  # renamed: followed; removed: one line (IndexMissingError)
-        live = live_version(self.index_dir)
+        self.index_dir = self._folder.where()  # renamed: followed; removed: IndexMissingError
+        live = segments.reader_version(self.index_dir)  # a rebuild, an add or a remove
         with self._lock:
             current = self._current
             if current is None or current.version != live:
@@ -77,14 +79,15 @@ class LiveIndex:
             return current
 
     def _open(self) -> OpenedVersion:
-        recommender = Recommender.open(self.index_dir)
+        version = segments.reader_version(self.index_dir)  # read first: a change meanwhile reopens again
+        recommender = open_index(self.index_dir)
         try:
             # Loaded now, under the lock: the first request after a rebuild does not pay for them alone.
             recommender.faiss_index, recommender.lexical  # noqa: B018
         except BaseException:
             recommender.close()
             raise
-        opened = OpenedVersion(recommender, recommender.stored.folder.name)
+        opened = OpenedVersion(recommender, version or recommender.stored.folder.name)
         previous, self._current = self._current, opened
         if previous is not None:
             previous.retired = True

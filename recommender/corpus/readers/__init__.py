@@ -100,6 +100,7 @@ def _json_lines(path: Path, first: tuple[int, str], numbered: Iterator[tuple[int
             reader = own_json.Reader() if fmt is own_json else fmt
         if not isinstance(data, dict):
             raise InputError(f"{path} line {number}: expected {fmt.DESCRIPTION}, got {type(data).__name__}")
+        assert reader is not None  # set with fmt, on the first line
         yield reader.record(data, f"{path}:{number}")
     if isinstance(reader, own_json.Reader):
         reader.finish(path)

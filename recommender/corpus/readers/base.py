@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Generator
 
 from ...errors import InputError
 
@@ -91,7 +91,7 @@ def not_utf8(path: Path, line: int, byte: int) -> InputError:
     return InputError(f"{path} line {line}: not valid UTF-8 (byte 0x{byte:02x}): re-save the file as UTF-8")
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+def iter_lines(path: Path) -> Generator[tuple[int, str], None, None]:
     """(line number, text) of every non-blank line, read a line at a time (the arXiv
     snapshot is gigabytes): the same checks as `decode`, line by line."""
     try:

@@ -73,14 +73,16 @@ def _authors(where: str, authorships) -> list[str]:
 def _topics(data: dict) -> tuple[str, ...]:
     """Topic, subfield, field and concept names, for --where category=..."""
     names = []
-    topics = [data.get("primary_topic")] + (data.get("topics") if isinstance(data.get("topics"), list) else [])
+    listed = data.get("topics")
+    topics = [data.get("primary_topic")] + (listed if isinstance(listed, list) else [])
     for topic in topics:
         if isinstance(topic, dict):
             names.append(topic.get("display_name"))
             for level in ("subfield", "field", "domain"):
                 if isinstance(topic.get(level), dict):
                     names.append(topic[level].get("display_name"))
-    for concept in data.get("concepts") if isinstance(data.get("concepts"), list) else []:
+    concepts = data.get("concepts")
+    for concept in concepts if isinstance(concepts, list) else []:
         if isinstance(concept, dict):
             names.append(concept.get("display_name"))
     return tuple(dict.fromkeys(name for name in names if isinstance(name, str) and name))

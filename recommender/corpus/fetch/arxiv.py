@@ -1,0 +1,193 @@
+"""arXiv's OAI-PMH interface: the records of a category since a date, as arXiv metadata snapshot
+lines.
+
+OAI-PMH (https://www.openarchives.org/OAI/openarchivesprotocol.html, arXiv's guide at
+https://info.arxiv.org/help/oa/index.html): `ListRecords` with `metadataPrefix=arXiv`, a `set`
+(`cs:cs:LG` for cs.LG) and `from`; each page ends with a `resumptionToken` until the last.
+arXiv asks for one request every three seconds and answers 503 with `Retry-After` when asked too
+fast: both are honoured, and dropped connections are retried with back-off. The records are
+written as lines of the arXiv metadata snapshot (id, title, abstract, authors, categories,
+update_date), which `papers build` and `papers add` read, so IDs match those of an index built
+from the snapshot. A stopped fetch resumes from its last page (`<out>.resume`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ... import files
+from ...errors import InputError, RecommenderError
+from .http import PoliteClient
+
+BASE_URL = "https://oaipmh.arxiv.org/oai"
+DELAY_SECONDS = 3.0  # arXiv's documented politeness: one request every three seconds
+RETRIES = 6
+OAI = "{http://www.openarchives.org/OAI/2.0/}"
+ARXIV = "{http://arxiv.org/OAI/arXiv/}"
+CATEGORY = re.compile(r"^([a-z-]+)(?:\.([A-Za-z-]+))?$")
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(frozen=True)
+class FetchReport:
+    out: Path
+    written: int
+    malformed: int
+    pages: int
+    until: str  # the date the next `--since last` starts from
+
+
+def oai_set(category: str) -> str:
+    """The OAI-PMH set of an arXiv category: cs.LG -> cs:cs:LG, math.PR -> math:math:PR, hep-th ->
+    physics:hep-th."""
+    found = CATEGORY.match(category.strip())
+    if not found:
+        raise InputError(
+            f"'{category}' is not an arXiv category: give one such as cs.LG or math.PR"
+        )
+    archive, subject = found.groups()
+    if subject is None:
+        return (
+            f"physics:{archive}"
+            if archive not in ("cs", "math", "stat", "q-bio", "q-fin", "econ", "eess")
+            else archive
+        )
+    return f"{archive}:{archive}:{subject}"
+
+
+def fetch_arxiv(
+    category: str,
+    out: str | os.PathLike,
+    since: str | None = None,
+    base_url: str = BASE_URL,
+    delay: float = DELAY_SECONDS,
+    retries: int = RETRIES,
+    notice: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> FetchReport:
+    """Every record of `category` changed since `since` (YYYY-MM-DD; None: all) into `out`, written
+    whole or not at all; a stopped fetch resumes from the page it stopped at."""
+    if since is not None and not DATE.match(since):
+        raise InputError(f"'{since}' is not a date: give it as YYYY-MM-DD, or 'last'")
+    out = Path(out)
+    resume = out.with_name(out.name + ".resume")
+    partial = out.with_name(out.name + ".partial")
+    wanted = {"category": category, "since": since, "base_url": base_url}
+    state = _read_resume(resume)
+    if state.get("wanted") != wanted or not partial.is_file():
+        state = {"wanted": wanted, "token": None, "pages": 0, "written": 0, "malformed": 0}
+        partial.unlink(missing_ok=True)
+    client = PoliteClient(base_url, delay, retries, notice, sleep)
+    ids = set()
+    if partial.is_file():  # the records of the pages before: not written twice
+        for line in partial.read_text(encoding="utf-8").splitlines():
+            ids.add(json.loads(line)["id"])
+    until = time.strftime("%Y-%m-%d", time.gmtime())
+    with open(partial, "a", encoding="utf-8") as sink:
+        while True:
+            if state["token"]:
+                query = {"verb": "ListRecords", "resumptionToken": state["token"]}
+            else:
+                query = {"verb": "ListRecords", "metadataPrefix": "arXiv", "set": oai_set(category)}
+                if since:
+                    query["from"] = since
+            root = _parse(client.get(query), base_url)
+            if root is None:  # noRecordsMatch
+                break
+            records, malformed = _records(root)
+            for record in records:
+                if record["id"] not in ids:
+                    ids.add(record["id"])
+                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    state["written"] += 1
+            sink.flush()
+            os.fsync(sink.fileno())
+            state["malformed"] += malformed
+            state["pages"] += 1
+            token = root.find(f"{OAI}ListRecords/{OAI}resumptionToken")
+            state["token"] = (token.text or "").strip() if token is not None else ""
+            _write_resume(resume, state)
+            if notice is not None:
+                notice(f"page {state['pages']}: {state['written']} records")
+            if not state["token"]:
+                break
+    os.replace(partial, out)
+    resume.unlink(missing_ok=True)
+    return FetchReport(out, state["written"], state["malformed"], state["pages"], until)
+
+
+def _read_resume(path: Path) -> dict:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _write_resume(path: Path, state: dict) -> None:
+    with files.replacing(path) as handle:
+        handle.write(json.dumps(state, sort_keys=True))
+
+
+def _parse(body: bytes, base_url: str) -> ElementTree.Element | None:
+    try:
+        root = ElementTree.fromstring(body)
+    except ElementTree.ParseError as error:
+        raise RecommenderError(
+            f"{base_url} answered something that is not OAI-PMH XML ({error}): try again later"
+        ) from None
+    refusal = root.find(f"{OAI}error")
+    if refusal is not None:
+        if refusal.get("code") == "noRecordsMatch":
+            return None
+        raise RecommenderError(
+            f"{base_url} refused the request: {refusal.get('code')}: {(refusal.text or '').strip()}"
+        )
+    return root
+
+
+def _records(root: ElementTree.Element) -> tuple[list[dict], int]:
+    """The arXiv records of a page as snapshot lines, and how many were malformed (no ID, title or
+    abstract); deleted records are left out."""
+    records, malformed = [], 0
+    for item in root.iterfind(f"{OAI}ListRecords/{OAI}record"):
+        header = item.find(f"{OAI}header")
+        if header is not None and header.get("status") == "deleted":
+            continue
+        data = item.find(f"{OAI}metadata/{ARXIV}arXiv")
+
+        def text(name: str) -> str:
+            found = data.find(f"{ARXIV}{name}") if data is not None else None
+            return " ".join((found.text or "").split()) if found is not None else ""
+
+        arxiv_id, title, abstract = text("id"), text("title"), text("abstract")
+        if data is None or not (arxiv_id and title and abstract):
+            malformed += 1
+            continue
+        authors = []
+        for author in data.iterfind(f"{ARXIV}authors/{ARXIV}author"):
+            last = (author.findtext(f"{ARXIV}keyname") or "").strip()
+            first = (author.findtext(f"{ARXIV}forenames") or "").strip()
+            suffix = (author.findtext(f"{ARXIV}suffix") or "").strip()
+            if last or first:
+                authors.append([last, first, suffix])
+        records.append(
+            {
+                "id": arxiv_id,
+                "title": title,
+                "abstract": abstract,
+                "authors_parsed": authors,
+                "categories": text("categories"),
+                "doi": text("doi") or None,
+                "journal-ref": text("journal-ref") or None,
+                "update_date": text("updated") or text("created"),
+            }
+        )
+    return records, malformed

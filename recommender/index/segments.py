@@ -1,0 +1,437 @@
+"""Papers added to a live index without rebuilding it: segments, tombstones and compaction.
+
+    indexes/<name>/
+        CURRENT, v-<build>/ ...   the base: a complete build (writer.py)
+        SEGMENTS                  the segment list, replaced atomically (files.replacing):
+                                  {"base": "v-<build>", "segments": [{"name", "papers"}],
+                                   "tombstones": {"base" or segment name: [IDs removed]}}
+        segments/s-<id>/          one segment: a small index of its own (CURRENT, v-*/), built
+                                  by build.build_index from the added papers only
+
+`papers add` encodes only the new papers, builds them as a segment beside the base and then
+publishes the new list with one rename: a reader sees the old set or the new one, never half.
+A list naming another base than the live one is stale (a compaction swapped CURRENT and was
+stopped before it cleared the list): it is read as empty, since the new base holds its papers.
+`papers remove` adds tombstones. A compaction is a build of the live papers (base and
+segments, tombstones left out) with every guarantee of a build; the segments are removed after,
+each only once no reader holds it (its manifest locked exclusively, as writer.py removes versions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+from .. import files
+from ..corpus.papers import Paper, scan_papers
+from ..errors import IndexCorruptError, InputError, PaperNotFoundError
+from .catalogue import build_lock
+from .home import missing_index, resolve_index_dir
+from .layout import MANIFEST, PAPERS, SEGMENT_FOLDER, SEGMENTS, VOCABULARY, remove_tree
+from .stored import StoredIndex, corrupt, is_index, live_version, open_stored
+
+# Past this share of the base's papers in segments, the next `add` compacts the index: lookups
+# then search one index again. Ten segments cost at most 1.2x a compacted index
+# (docs/performance.md).
+COMPACT_SHARE = 0.10
+BASE = "base"  # the base's name in the tombstones
+
+
+@dataclass(frozen=True)
+class SegmentSet:
+    """What a reader searches: the base version, the segments in order, the IDs removed from
+    each."""
+
+    base: str | None
+    segments: tuple[str, ...] = ()
+    counts: tuple[int, ...] = ()
+    tombstones: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def added(self) -> int:
+        return sum(self.counts)
+
+    def removed(self, part: str) -> frozenset[str]:
+        return self.tombstones.get(part, frozenset())
+
+    def to_dict(self) -> dict:
+        return {
+            "base": self.base,
+            "segments": [
+                {"name": name, "papers": count} for name, count in zip(self.segments, self.counts)
+            ],
+            "tombstones": {
+                part: sorted(ids) for part, ids in sorted(self.tombstones.items()) if ids
+            },
+        }
+
+
+def read_segments(index_dir: Path) -> SegmentSet:
+    """The published segment list of the live base (empty if none, or if it is stale)."""
+    path = Path(index_dir) / SEGMENTS
+    live = live_version(Path(index_dir))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return SegmentSet(live)
+    except (OSError, ValueError) as error:
+        raise IndexCorruptError(
+            f"index file {path} cannot be read ({error}): run "
+            f"`papers build --compact --index {Path(index_dir).name}`"
+        ) from None
+    if not isinstance(data, dict) or data.get("base") != live:
+        return SegmentSet(live)
+    try:
+        names = tuple(str(entry["name"]) for entry in data["segments"])
+        counts = tuple(int(entry["papers"]) for entry in data["segments"])
+        tombstones = {
+            str(part): frozenset(str(i) for i in ids) for part, ids in data["tombstones"].items()
+        }
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise IndexCorruptError(
+            f"index file {path} is damaged: run "
+            f"`papers build --compact --index {Path(index_dir).name}`"
+        ) from None
+    if any("/" in name or not name.startswith("s-") for name in names):
+        raise IndexCorruptError(
+            f"index file {path} names a segment outside {SEGMENT_FOLDER}/: run "
+            f"`papers build --compact --index {Path(index_dir).name}`"
+        )
+    return SegmentSet(live, names, counts, tombstones)
+
+
+def reader_version(index_dir: Path) -> str | None:
+    """The live version and segment list as one short string (two small reads): a long-running
+    reader
+    (`papers serve`) reopens the index when it changes, after an add or a remove as after a build.
+    """
+    live = live_version(Path(index_dir))
+    try:
+        listed = (Path(index_dir) / SEGMENTS).read_bytes()
+    except OSError:
+        return live
+    import hashlib
+
+    return f"{live} {hashlib.sha256(listed).hexdigest()[:16]}"
+
+
+def segment_dir(index_dir: Path, name: str) -> Path:
+    return Path(index_dir) / SEGMENT_FOLDER / name
+
+
+def _publish(index_dir: Path, segments: SegmentSet) -> None:
+    """Replace the segment list in one rename (the lock is held)."""
+    with files.replacing(Path(index_dir) / SEGMENTS) as handle:
+        handle.write(json.dumps(segments.to_dict(), indent=1, sort_keys=True) + "\n")
+    descriptor = os.open(index_dir, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[str, list[str]]:
+    """For each ID, the parts that hold it live (tombstoned copies left out), by binary search in
+    each part's sorted IDs: an add reads no list of every ID of the base."""
+    from .keys import Keys
+
+    parts = {
+        BASE: Path(index_dir),
+        **{name: segment_dir(index_dir, name) for name in segments.segments},
+    }
+    found: dict[str, list[str]] = {paper_id: [] for paper_id in ids}
+    for part, folder in parts.items():
+        removed = segments.removed(part)
+        with open_stored(folder) as stored:
+            keys = Keys(
+                functools.partial(_key_array, stored),
+                functools.partial(_has_key_array, stored),
+                int(stored.manifest["paper_count"]),
+                functools.partial(_damaged_key_array, stored),
+            )
+            for paper_id, holders in found.items():
+                if paper_id not in removed and keys.row_of_id(paper_id) is not None:
+                    holders.append(part)
+            del keys
+    return found
+
+
+def _key_array(stored: StoredIndex, name: str):
+    return stored.load_array(f"keys/{name}.npy", mmap=True)
+
+
+def _has_key_array(stored: StoredIndex, name: str) -> bool:
+    return stored.has(f"keys/{name}.npy")
+
+
+def _damaged_key_array(stored: StoredIndex, name: str, problem: str) -> Exception:
+    return corrupt(stored, f"keys/{name}.npy", problem)
+
+
+@dataclass(frozen=True)
+class AddReport:
+    index_dir: Path
+    added: int  # papers in the new segment
+    skipped: int  # papers the index already held (same ID)
+    segment: str | None
+    encoded: int
+    compacted: bool
+    seconds: float
+
+
+def add_papers(
+    inputs: Iterable[str | os.PathLike],
+    index: str | os.PathLike | None = None,
+    wait: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+    notice: Callable[[str], None] | None = None,
+    compact_share: float | None = COMPACT_SHARE,
+) -> AddReport:
+    """Add the papers of `inputs` to an index as a segment: only they are encoded, the base is not
+    rewritten. Papers whose ID the index already holds live are skipped, so adding a file twice adds
+    nothing twice. Past `compact_share` of the base in segments the index is compacted."""
+    from .build import build_index
+
+    started = time.perf_counter()
+    index_dir = resolve_index_dir(index)
+    if not is_index(index_dir):
+        raise missing_index(index_dir)
+    papers = list(scan_papers([str(path) for path in inputs]))
+    with build_lock(index_dir, wait=wait):
+        current = read_segments(index_dir)
+        _remove_unlisted(index_dir, current)
+        held = _holders(index_dir, current, {paper.id for paper in papers})
+        new: dict[str, Paper] = {}
+        for paper in papers:
+            if not held[paper.id]:
+                new.setdefault(
+                    paper.id, paper
+                )  # the first of duplicates in the input, as a build keeps
+        skipped = len(papers) - len(new)
+        report = AddReport(index_dir, 0, skipped, None, 0, False, 0.0)
+        if new:
+            with open_stored(index_dir) as base:
+                manifest = base.manifest
+                terms = _base_terms(base)
+            name = f"s-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
+            folder = segment_dir(index_dir, name)
+            folder.parent.mkdir(exist_ok=True)
+            source = folder.parent / f".{name}.jsonl"
+            with files.open_exclusive(source, "w") as handle:
+                for paper in new.values():
+                    handle.write(json.dumps(paper.to_dict(), ensure_ascii=False) + "\n")
+            try:
+                built = build_index(
+                    [source],
+                    index=folder,
+                    model=manifest["model"],
+                    chunking=_chunking(manifest),
+                    precision=manifest.get("precision"),
+                    progress=progress,
+                    notice=notice,
+                    built_by="add",
+                    export_query_encoder=bool(manifest.get("query_encoder")),
+                    lexical_terms=terms,
+                )
+            except BaseException:
+                remove_tree(folder)
+                raise
+            finally:
+                source.unlink(missing_ok=True)
+            updated = SegmentSet(
+                current.base,
+                current.segments + (name,),
+                current.counts + (len(new),),
+                current.tombstones,
+            )
+            _publish(index_dir, updated)
+            report = AddReport(index_dir, len(new), skipped, name, built.encoded, False, 0.0)
+            current = updated
+    compacted = False
+    if (
+        compact_share is not None
+        and current.segments
+        and current.added > compact_share * _base_count(index_dir)
+    ):
+        compact(index_dir, notice=notice)
+        compacted = True
+    return AddReport(
+        report.index_dir,
+        report.added,
+        report.skipped,
+        report.segment,
+        report.encoded,
+        compacted,
+        time.perf_counter() - started,
+    )
+
+
+def _base_terms(base: StoredIndex):
+    """The base's vocabulary and IDF, in which a segment's TF-IDF rows are weighed: one query
+    vector then
+    scores base and segments alike, and a segment's papers weigh as after a rebuild, but for the
+    base's document frequencies not counting the added papers (bounded by their share,
+    COMPACT_SHARE).
+    """
+    import math
+
+    from .lexical import FixedTerms
+
+    count = int(base.manifest["paper_count"])
+    return FixedTerms(
+        list(base.load_json(VOCABULARY)),
+        base.load_array("lexical/idf.npy"),
+        math.log((1 + count) / 2) + 1,
+    )
+
+
+def _chunking(manifest: dict):
+    from ..embed.windows import Chunking
+
+    return Chunking.from_dict(
+        {key: value for key, value in manifest["chunking"].items() if key != "max_tokens"}
+    )
+
+
+def _base_count(index_dir: Path) -> int:
+    with open_stored(index_dir) as stored:
+        return int(stored.manifest["paper_count"])
+
+
+def remove_papers(
+    ids: Sequence[str], index: str | os.PathLike | None = None, wait: bool = True
+) -> int:
+    """Leave tombstones for these IDs (in the base or a segment); returns how many papers were
+    removed.
+    An ID the index does not hold live is refused, and then nothing is removed."""
+    index_dir = resolve_index_dir(index)
+    if not is_index(index_dir):
+        raise missing_index(index_dir)
+    wanted = list(dict.fromkeys(paper_id.strip() for paper_id in ids if paper_id.strip()))
+    if not wanted:
+        raise InputError("no paper ID given: name the IDs of the papers to remove")
+    with build_lock(index_dir, wait=wait):
+        current = read_segments(index_dir)
+        held = _holders(index_dir, current, wanted)
+        tombstones = {part: set(current.removed(part)) for part in (BASE, *current.segments)}
+        for paper_id in wanted:
+            parts = held[paper_id]
+            if not parts:
+                raise PaperNotFoundError(
+                    f"no paper '{paper_id}' in index {index_dir}: nothing was removed "
+                    "(see `papers list` for the IDs it holds)"
+                )
+            for part in parts:
+                tombstones[part].add(paper_id)
+        _publish(
+            index_dir,
+            SegmentSet(
+                current.base,
+                current.segments,
+                current.counts,
+                {part: frozenset(ids) for part, ids in tombstones.items() if ids},
+            ),
+        )
+    return len(wanted)
+
+
+def live_papers(index_dir: Path) -> Iterator[Paper]:
+    """Every live paper of the index: the base's and each segment's, tombstones left out (a
+    compaction's input)."""
+    current = read_segments(index_dir)
+    parts = [(BASE, Path(index_dir))] + [
+        (name, segment_dir(index_dir, name)) for name in current.segments
+    ]
+    for part, folder in parts:
+        removed = current.removed(part)
+        with open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+            for line in rows:
+                paper = Paper.from_dict(json.loads(line))
+                if paper.id not in removed:
+                    yield paper
+
+
+def compact(
+    index: str | os.PathLike | None = None,
+    wait: bool = True,
+    progress=None,
+    notice=None,
+    on_phase=None,
+):
+    """Merge the segments into a new base: a build of the live papers (their vectors from the
+    cache), then
+    the segment list cleared and the segments removed once no reader holds them."""
+    from .build import build_index
+
+    index_dir = resolve_index_dir(index)
+    with open_stored(index_dir) as base:
+        manifest = base.manifest
+    report = build_index(
+        [],
+        index=index_dir,
+        model=manifest["model"],
+        chunking=_chunking(manifest),
+        precision=manifest.get("precision"),
+        progress=progress,
+        notice=notice,
+        on_phase=on_phase,
+        wait=wait,
+        own_papers=lambda: live_papers(index_dir),
+        export_query_encoder=bool(manifest.get("query_encoder")),
+    )
+    with build_lock(index_dir, wait=True):
+        _remove_unlisted(index_dir, read_segments(index_dir))
+    return report
+
+
+def _remove_unlisted(index_dir: Path, current: SegmentSet) -> None:
+    """Remove what the live list does not name (the lock is held): the segments of a stale list, and
+    those of an `add` killed before it published; a segment a reader still holds stays for later."""
+    listed = set(current.segments)
+    if not current.segments and not current.tombstones and (Path(index_dir) / SEGMENTS).is_file():
+        (Path(index_dir) / SEGMENTS).unlink(missing_ok=True)
+    folder = Path(index_dir) / SEGMENT_FOLDER
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    for path in sorted(folder.iterdir()):
+        if path.name in listed:
+            continue
+        if (
+            path.name.startswith(".s-")
+            and path.name.endswith(".jsonl")
+            and files.is_plain_file(path)
+        ):
+            path.unlink(missing_ok=True)  # the input of a killed add
+        elif (
+            path.name.startswith("s-") and path.is_dir() and not path.is_symlink() and _unheld(path)
+        ):
+            remove_tree(path)
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only when empty
+
+
+def _unheld(segment: Path) -> bool:
+    """Whether no reader holds the segment's version (its manifest lockable exclusively)."""
+    try:
+        live = live_version(segment)
+    except Exception:  # a damaged or half-made segment: nobody can have opened it
+        return True
+    if live is None:
+        return True
+    try:
+        pin = open(segment / live / MANIFEST, "rb")
+    except OSError:
+        return True
+    with pin:
+        try:
+            fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+    return True

@@ -1,0 +1,512 @@
+"""An index with segments (`papers add`): the base and its segments ranked as one index.
+
+The rows of the segments follow the base's (segment i's row r is the base's size + the sizes of
+the segments before it + r), and the few ways `Recommender` reads rows -- the FAISS search, the
+vectors of candidates, the TF-IDF top rows and rows, the stored papers, the ID lookups -- are
+answered part by part here; everything else (the seed profile, the candidate pools, the fusion
+over the pool, `--diverse`) is `Recommender`'s own, so a query ranks as after a rebuild.
+Segments weigh their TF-IDF rows in the base's vocabulary and IDF (index/segments.py), so one
+query vector scores every part; the only difference from a rebuild is the document frequencies
+of the added papers' terms (measured by scripts/bench_segments.py, docs/performance.md), until
+`papers build --compact`. Removed papers (`papers remove`) are excluded from every result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Sequence, cast
+
+import numpy as np
+
+from ..corpus.papers import Paper
+from ..embed.windows import Encoder
+from ..errors import IndexBusyError, IndexMissingError, PaperNotFoundError
+from ..index import segments as segment_store
+from ..index.home import resolve_index_dir
+from ..index.stored import corrupt
+from ..index.ann import search_index
+from ..arrays import csr_ranges, sorted_union
+from ..index.lexical import LexicalIndex, SparseVector, best_rows
+from . import recommender as single
+from .recommender import Recommender
+
+
+def open_index(
+    index: str | Path | None = None, model: str | None = None, verify: bool = False
+) -> Recommender:
+    """The index as a reader sees it: a `Recommender` of its base, or, with segments or removed
+    papers, a `SegmentedRecommender` over the base and every segment of the published list."""
+    index_dir = resolve_index_dir(index)
+    for _ in range(5):
+        listed = segment_store.read_segments(index_dir) if index_dir.is_dir() else None
+        base = Recommender.open(index, model=model, verify=verify)
+        if listed is None or not listed.segments and not listed.tombstones:
+            return base
+        if (
+            base.stored.folder.name != listed.base
+        ):  # a compaction swapped the base meanwhile: read again
+            base.close()
+            continue
+        parts = []
+        try:
+            for name in listed.segments:
+                parts.append(
+                    Recommender.open(segment_store.segment_dir(index_dir, name), verify=verify)
+                )
+        except IndexMissingError:  # removed by a compaction since the list was read: read again
+            for part in parts:
+                part.close()
+            base.close()
+            continue
+        except BaseException:
+            for part in parts:
+                part.close()
+            base.close()
+            raise
+        return SegmentedRecommender(base, listed, parts)
+    raise IndexBusyError(f"index {index_dir} keeps changing under us (adds in a loop?): try again")
+
+
+# Parts this small are searched with numpy (vectors and TF-IDF), not FAISS and the pruned TF-IDF
+# top.
+SMALL_PART = 4096
+
+
+def _exact_search(
+    vectors: np.ndarray, queries: np.ndarray, depth: int
+) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.asarray(queries, dtype=np.float32) @ np.asarray(vectors, dtype=np.float32).T
+    rows = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+    return np.take_along_axis(scores, rows, axis=1), rows
+
+
+class SegmentedRecommender(Recommender):
+    """The base and its segments as one index of their rows in turn (see the module's docstring)."""
+
+    def __init__(
+        self, base: Recommender, listed: segment_store.SegmentSet, segments: Sequence[Recommender]
+    ):
+        super().__init__(base.stored)
+        self.listed = listed
+        self.parts = [base, *segments]
+        self.part_names = [segment_store.BASE, *listed.segments]
+        sizes = [len(part) for part in self.parts]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._union_lexical: _UnionLexical | None = None
+        self._removed_rows: set[int] | None = None
+        self._tiebreak: np.ndarray | None = None
+        # One query encoder for every part, each text encoded once for them all.
+        shared = _SharedEncoder(
+            lambda: single.load_query_encoder(base.stored, base.manifest["model"])
+        )
+        for part in [self, *self.parts]:
+            # Duck-typed: it loads the encoder on first use, so its facts are properties.
+            part.use_query_encoder(cast(Encoder, shared))
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def version(self) -> tuple[str, ...]:
+        return (self.stored.folder.name, *self.listed.segments)
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+        super().close()
+
+    # -- rows, part by part
+
+    def _split(self, rows) -> Iterator[tuple[int, Recommender, np.ndarray, np.ndarray]]:
+        """(part number, part, positions in `rows`, the part's own rows) for each part `rows`
+        touch."""
+        rows = np.asarray(rows, dtype=np.int64)
+        owner = np.searchsorted(self.starts, rows, side="right") - 1
+        for number in np.unique(owner).tolist():
+            positions = np.flatnonzero(owner == number)
+            yield number, self.parts[number], positions, rows[positions] - self.starts[number]
+
+    def _gather(self, rows, read) -> np.ndarray:
+        """`read(part, own rows)` of every part, put back in the order of `rows`."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = None
+        for _, part, positions, own in self._split(rows):
+            values = np.asarray(read(part, own))
+            if out is None:
+                out = np.empty((len(rows), *values.shape[1:]), dtype=values.dtype)
+            out[positions] = values
+        return out if out is not None else np.zeros(0, dtype=np.float32)
+
+    @property  # indexed by rows, as the array is
+    def vectors(self) -> "_UnionVectors":  # type: ignore[override]
+        return _UnionVectors(self)
+
+    def vectors_at(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
+        dimension = self.manifest["dimension"]
+        if len(rows) == 0:
+            return np.zeros((0, dimension), dtype=np.float32)
+        return self._gather(rows, lambda part, own: part.vectors_at(own))
+
+    def _candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        return self._gather(rows, lambda part, own: part.cosines(own, query)).astype(np.float32)
+
+    def cosines(self, rows: np.ndarray, query: np.ndarray, read_rows=None) -> np.ndarray:
+        if read_rows is not None:
+            return super().cosines(rows, query, read_rows)
+        return self._gather(rows, lambda part, own: part.cosines(own, query)).astype(np.float32)
+
+    def _read_vectors(self, rows: np.ndarray, into: dict) -> None:
+        wanted = [row for row in np.asarray(rows).tolist() if row not in into]
+        if wanted:
+            into.update(zip(wanted, self.vectors_at(wanted)))
+
+    def _faiss_search(self, queries: np.ndarray, depth: int) -> np.ndarray:
+        """Each part's nearest `depth`, removed papers left out, merged by inner product: the
+        union's
+        nearest `depth`, as a rebuild without the removed papers finds them."""
+        removed = np.array(sorted(self.removed_rows()), dtype=np.int64)
+        found_scores, found_rows = [], []
+        for start, part in zip(self.starts.tolist(), self.parts):
+            wanted = min(depth + len(removed), len(part))
+            if len(part) <= SMALL_PART:  # one product: less than a FAISS call costs
+                scores, rows = _exact_search(np.asarray(part.vectors), queries, wanted)
+            else:
+                scores, rows = search_index(part.faiss_index, queries, wanted)
+            rows = np.where(rows >= 0, rows + start, -1)
+            scores = np.where(np.isin(rows, removed), -np.inf, scores)
+            found_scores.append(scores)
+            found_rows.append(np.where(np.isinf(scores), -1, rows))
+        scores, rows = np.concatenate(found_scores, axis=1), np.concatenate(found_rows, axis=1)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+        return np.take_along_axis(rows, order, axis=1)
+
+    @property
+    def faiss_index(self):
+        return self.parts[0].faiss_index
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        if self._union_lexical is None:
+            self._union_lexical = _UnionLexical(self)
+        return self._union_lexical  # type: ignore[return-value]
+
+    @property
+    def tiebreak(self) -> np.ndarray:
+        """Each part's ID order, the parts in turn (equal scores across parts: the base's first)."""
+        if self._tiebreak is None:
+            self._tiebreak = np.concatenate(
+                [
+                    np.asarray(part.tiebreak, dtype=np.int64) + start
+                    for part, start in zip(self.parts, self.starts.tolist())
+                ]
+            )
+        return self._tiebreak
+
+    def papers_at(self, rows: Sequence[int]) -> list[Paper]:
+        found: list[Paper | None] = [None] * len(rows)
+        for _, part, positions, own in self._split(rows):
+            for position, paper in zip(positions.tolist(), part.papers_at(own.tolist())):
+                found[position] = paper
+        return found  # type: ignore[return-value]
+
+    def papers(self) -> Iterator[Paper]:
+        for name, part in zip(self.part_names, self.parts):
+            removed = self.listed.removed(name)
+            yield from (paper for paper in part.papers() if paper.id not in removed)
+
+    @property
+    def ids(self) -> list[str]:
+        return [paper_id for part in self.parts for paper_id in part.ids]
+
+    @property
+    def handles(self) -> list[str]:
+        return [handle for part in self.parts for handle in part.handles]
+
+    # -- lookups
+
+    def removed_rows(self) -> set[int]:
+        """The rows `papers remove` removed: never in a result."""
+        if self._removed_rows is None:
+            rows: set[int] = set()
+            for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
+                rows.update(
+                    start + row for row in part.keys.rows_named(sorted(self.listed.removed(name)))
+                )
+            self._removed_rows = rows
+        return self._removed_rows
+
+    def resolve(self, reference: str) -> int:
+        """The row of a paper in the base or a segment; a removed paper is not found."""
+        removed = False
+        for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
+            if not part.keys.matching_rows(reference.strip()):
+                # Not here (asked first: a part's own not-found message looks for names near).
+                continue
+            row = part.resolve(reference)
+            if part.keys.id_of(row) in self.listed.removed(name):
+                removed = True  # removed here; perhaps added again in a later segment
+                continue
+            return start + row
+        if removed:
+            raise PaperNotFoundError(
+                f"paper '{reference}' was removed from the index (`papers remove`)"
+            )
+        return self.parts[0].resolve(reference)  # the base's message, with the names nearest
+
+    def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
+        found: list[int | None] = [None] * len(papers)
+        for part, start in zip(self.parts, self.starts.tolist()):
+            missing = [i for i, row in enumerate(found) if row is None]
+            if not missing:
+                break
+            for i, row in zip(missing, part.find_papers([papers[i] for i in missing])):
+                if row is not None:
+                    found[i] = start + row
+        return found
+
+    def _exclusions(self, exclude: Sequence[str]) -> set[int]:
+        wanted = sorted({value.strip() for value in exclude if value.strip()})
+        rows = set(self.removed_rows())
+        if wanted:
+            for part, start in zip(self.parts, self.starts.tolist()):
+                rows.update(start + row for row in part.keys.rows_named(wanted))
+        return rows
+
+    def list_papers(self, where: Sequence[str] = (), limit: int | None = None) -> list[Paper]:
+        """The base's papers in index order, then each segment's, removed papers left out."""
+        found: list[Paper] = []
+        for name, part in zip(self.part_names, self.parts):
+            removed = self.listed.removed(name)
+            wanted = None if limit is None else limit - len(found) + len(removed)
+            if wanted is not None and wanted < 1:
+                break
+            found.extend(
+                paper for paper in part.list_papers(where, wanted) if paper.id not in removed
+            )
+        return found if limit is None else found[:limit]
+
+    def papers_page(
+        self, offset: int = 0, limit: int = 50, where: Sequence[str] = ()
+    ) -> tuple[list[Paper], int | None]:
+        """`Recommender.papers_page` over the base and the segments, removed papers left out."""
+        if where or not self.removed_rows():
+            return super().papers_page(offset, limit, where)
+        if offset < 0 or limit < 1:  # the base's own message
+            return super().papers_page(offset, limit, where)
+        live = [row for row in range(len(self)) if row not in self.removed_rows()]
+        rows = live[offset : offset + limit]
+        return self.papers_at(rows), offset + limit if offset + limit < len(live) else None
+
+    def paper_count(self) -> int:
+        """Live papers: the base's and the segments', removed ones left out."""
+        return len(self) - sum(len(ids) for ids in self.listed.tombstones.values())
+
+    def info(self) -> dict:
+        """The base's facts, with the live paper count and what the segments add and remove."""
+        facts = super().info()
+        facts["base_paper_count"] = facts["paper_count"]
+        facts["paper_count"] = self.paper_count()
+        facts["segments"] = len(self.parts) - 1
+        facts["added_papers"] = self.listed.added
+        facts["removed_papers"] = sum(len(ids) for ids in self.listed.tombstones.values())
+        return facts
+
+
+class _UnionVectors:
+    """The vectors of every part by row, for the few array uses of `Recommender` (`--diverse`)."""
+
+    def __init__(self, union: SegmentedRecommender):
+        self.union = union
+        self.shape = (len(union), union.manifest["dimension"])
+
+    def __getitem__(self, rows) -> np.ndarray:
+        return self.union.vectors_at(np.atleast_1d(np.asarray(rows, dtype=np.int64)))
+
+
+class _UnionLexical:
+    """The TF-IDF of every part by row, as `Recommender` reads it, weighed as a rebuild would weigh
+    it.
+
+    The parts store their rows in the base's vocabulary and IDF. The document frequencies of the
+    union (the base's, plus the segments', less the removed papers') give the IDF a rebuild would
+    compute; a stored weight times the ratio of the two IDFs, the row then normalised again, is the
+    rebuild's weight. So a query is scored against the stored rows with its weights times that
+    ratio,
+    and each score divided by its row's norm under the ratio: the rebuild's scores, but for the
+    terms
+    only added papers use (a segment stores no column for them) until `papers build --compact`."""
+
+    def __init__(self, union: SegmentedRecommender):
+        self.union = union
+        self.base = union.parts[0].lexical
+        self.stop_words = self.base.stop_words
+        self.size = len(union)
+        self.idf = self.base.idf
+        columns = len(self.base.idf)
+        frequencies = np.zeros(columns, dtype=np.int64)
+        for part in union.parts:
+            if len(part.lexical.idf) != columns:  # cannot happen to segments this papers wrote
+                raise corrupt(
+                    part.stored, "lexical/idf.npy", "is not in the vocabulary of its base"
+                )
+            frequencies += np.diff(np.asarray(part.lexical.csc_indptr))
+        for row in sorted(union.removed_rows()):
+            frequencies[self.row_as_stored(row).indices] -= 1
+        live = len(union) - len(union.removed_rows())
+        rebuilt = np.log((1 + live) / (1 + np.maximum(frequencies, 0))) + 1
+        self.ratio = (rebuilt / np.asarray(self.base.idf, dtype=np.float64)).astype(np.float64)
+        self._norms: dict[int, float] = {}
+
+    @property
+    def vocabulary(self) -> list[str]:
+        return self.base.vocabulary
+
+    def _locate(self, row: int) -> tuple[Recommender, int]:
+        union = self.union
+        number = int(np.searchsorted(union.starts, row, side="right") - 1)
+        return union.parts[number], int(row - union.starts[number])
+
+    def row_as_stored(self, row: int) -> SparseVector:
+        part, own = self._locate(row)
+        return part.lexical.row(own)
+
+    def _reweighed(self, vector: SparseVector) -> SparseVector:
+        if len(vector.indices) == 0:
+            return vector
+        values = np.asarray(vector.values, dtype=np.float64) * self.ratio[vector.indices]
+        norm = float(np.linalg.norm(values))
+        return SparseVector(
+            vector.indices, (values / (norm if norm > 0 else 1.0)).astype(np.float32)
+        )
+
+    def _as_stored(self, query: SparseVector) -> SparseVector:
+        """The query whose dot product with a stored row is the rebuild's score times the row's
+        norm."""
+        values = np.asarray(query.values, dtype=np.float64) * self.ratio[query.indices]
+        return SparseVector(query.indices, values.astype(np.float32))
+
+    def _norm(self, rows: np.ndarray) -> np.ndarray:
+        """Each row's norm with its stored weights times the ratio of the IDFs (1 for an unchanged
+        IDF)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        missing = np.array([row for row in rows.tolist() if row not in self._norms], dtype=np.int64)
+        for _, part, positions, own in self.union._split(missing):
+            lexical = part.lexical
+            starts = np.asarray(lexical.csr_indptr[own], dtype=np.int64)
+            lengths = np.asarray(lexical.csr_indptr[own + 1], dtype=np.int64) - starts
+            at = csr_ranges(starts, lengths)
+            weights = (
+                np.asarray(lexical.csr_data[at], dtype=np.float64)
+                * self.ratio[lexical.csr_indices[at]]
+            )
+            sums = np.bincount(
+                np.repeat(np.arange(len(own)), lengths),
+                weights=weights * weights,
+                minlength=len(own),
+            )
+            norms = np.sqrt(sums)
+            self._norms.update(
+                zip(missing[positions].tolist(), np.where(norms > 0, norms, 1.0).tolist())
+            )
+        return np.array([self._norms[row] for row in rows.tolist()], dtype=np.float64)
+
+    def transform(self, text: str) -> SparseVector:
+        return self._reweighed(self.base.transform(text))
+
+    def row(self, row: int) -> SparseVector:
+        return self._reweighed(self.row_as_stored(row))
+
+    def top(
+        self, query: SparseVector, k: int, also=(), stats: dict | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each part's best rows and rows `also`, in ascending rows, with the rebuild's scores: a
+        superset
+        of the union's best `k` (each part asked for more, as the norms move scores a little)."""
+        also = np.asarray(sorted(set(np.asarray(also, dtype=np.int64).tolist())), dtype=np.int64)
+        stored_query = self._as_stored(query)
+        removed = np.array(sorted(self.union.removed_rows()), dtype=np.int64)
+        deeper = int(k) + max(10, int(k) // 2) + len(removed)
+        all_rows, all_scores = [], []
+        for part, start, stop in zip(
+            self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist()
+        ):
+            own_also = also[(also >= start) & (also < stop)] - start
+            if (
+                len(part) <= SMALL_PART
+            ):  # every row scored at once: less than the pruned top's steps cost
+                every = part.lexical.scores_many([stored_query])[0]
+                rows = sorted_union(best_rows(every, min(deeper, len(part))), own_also)
+                scores = every[rows]
+            else:
+                rows, scores = part.lexical.top(stored_query, min(deeper, len(part)), own_also)
+            rows = np.asarray(rows, dtype=np.int64) + start
+            kept = ~np.isin(rows, removed) | np.isin(
+                rows, also
+            )  # as if the removed papers were not there
+            rows, scores = rows[kept], np.asarray(scores)[kept]
+            all_rows.append(rows)
+            all_scores.append(
+                (np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32)
+            )
+        return np.concatenate(all_rows), np.concatenate(all_scores)
+
+    def scores(self, query: SparseVector) -> np.ndarray:
+        stored_query = self._as_stored(query)
+        scores = np.concatenate([part.lexical.scores(stored_query) for part in self.union.parts])
+        touched = np.flatnonzero(scores)
+        scores[touched] = (scores[touched] / self._norm(touched)).astype(np.float32)
+        return scores
+
+    def scores_many(self, queries: Sequence[SparseVector]) -> np.ndarray:
+        return (
+            np.stack([self.scores(query) for query in queries])
+            if queries
+            else np.zeros((0, self.size), np.float32)
+        )
+
+    def scores_at(self, query: SparseVector, rows: np.ndarray, read=None) -> np.ndarray:
+        stored_query = self._as_stored(query)
+        scores = self.union._gather(
+            rows, lambda part, own: part.lexical.scores_at(stored_query, own)
+        )
+        return (np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32)
+
+    def shared_terms(self, query: SparseVector, row: int, limit: int = 3) -> list[str]:
+        part, own = self._locate(row)
+        return part.lexical.shared_terms(self._as_stored(query), own, limit)
+
+
+class _SharedEncoder:
+    """The index's query encoder, loaded on first use, remembering the last texts it encoded: the
+    base and every segment encode a search text (or a seed from another part) once between them."""
+
+    REMEMBERED = 64
+
+    def __init__(self, load):
+        self._load, self._encoder = load, None
+        self._known: dict[tuple[str, ...], object] = {}
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            self._encoder = self._load()
+        return self._encoder
+
+    @property
+    def max_tokens(self) -> int:
+        return self.encoder.max_tokens
+
+    @property
+    def dimension(self) -> int:
+        return self.encoder.dimension
+
+    def token_spans(self, text: str):
+        return self.encoder.token_spans(text)
+
+    def encode(self, texts: list[str]):
+        key = tuple(texts)
+        if key not in self._known:
+            if len(self._known) >= self.REMEMBERED:
+                self._known.pop(next(iter(self._known)))
+            self._known[key] = self.encoder.encode(list(texts))
+        return self._known[key]

@@ -1,0 +1,243 @@
+"""`papers add`, `papers remove` and `papers build --compact`: segments beside a live index."""
+
+import json
+
+import pytest
+
+from corpus import PAPERS, write_corpus
+
+NEW = [
+    {
+        "id": "dp3",
+        "title": "Private Language Model Training at Scale",
+        "abstract": "Differentially private training of language models with gradient clipping "
+        "on many machines.",
+    },
+    {
+        "id": "vid3",
+        "title": "Aesthetic Video Assessment",
+        "abstract": "Video aesthetic assessment with annotations of professional videos "
+        "and quality models.",
+    },
+]
+
+
+def _ids(result) -> list[str]:
+    return [row["id"] for row in json.loads(result.output)]
+
+
+@pytest.fixture
+def added(built, workdir):
+    write_corpus(workdir / "new", NEW)
+    result = built("add", "new", "--no-compact")
+    assert result.exit_code == 0, result.output
+    return built
+
+
+def test_add_encodes_only_the_new_papers_and_they_are_found(built, workdir, fake_model):
+    write_corpus(workdir / "new", NEW)
+    fake_model.encoded_texts.clear()
+    result = built("add", "new", "--no-compact")
+    assert result.exit_code == 0, result.output
+    assert "added 2 papers" in result.output
+    encoded = " ".join(fake_model.encoded_texts)
+    assert (
+        "Aesthetic Video Assessment" in encoded and "FlashDP" not in encoded
+    )  # the base is not re-encoded
+    assert (workdir / "indexes/default/SEGMENTS").is_file()
+    assert "dp3" in _ids(built("like", "dp1", "--format", "json", "-k", "3"))
+    assert _ids(built("search", "video aesthetic assessment", "--format", "json", "-k", "3"))[
+        :1
+    ] in (["vid3"], ["vid1"])
+    assert "vid3" in _ids(
+        built("search", "video aesthetic assessment", "--format", "json", "-k", "3")
+    )
+    assert json.loads(built("show", "dp3", "--format", "json").output)["id"] == "dp3"
+    # A seed in the segment finds papers of the base.
+    assert set(_ids(built("like", "dp3", "--format", "json", "-k", "2"))) == {"dp1", "dp2"}
+
+
+def test_adding_the_same_file_again_adds_nothing(added):
+    again = added("add", "new", "--no-compact")
+    assert (
+        again.exit_code == 0
+        and "added 0 papers" in again.output
+        and "2 already in the index" in again.output
+    )
+    assert _ids(added("like", "dp1", "--format", "json", "-k", "10")).count("dp3") == 1
+
+
+def test_remove_leaves_tombstones_in_base_and_segment(added):
+    result = added("remove", "dp2", "dp3")
+    assert result.exit_code == 0, result.output
+    found = _ids(added("like", "dp1", "--format", "json", "-k", "10"))
+    assert "dp2" not in found and "dp3" not in found and found
+    listed = [row["id"] for row in json.loads(added("list", "--format", "json").output)]
+    assert sorted(listed) == ["dp1", "rnn1", "rnn2", "vid1", "vid2", "vid3"]
+    facts = json.loads(added("info", "--format", "json").output)
+    assert (facts["paper_count"], facts["segments"], facts["removed_papers"]) == (6, 1, 2)
+    assert "papers:     6 (6 built, 2 added in 1 segments, 2 removed" in added("info").output
+    assert "dp2" not in _ids(added("search", "private fine-tuning", "--format", "json", "-k", "10"))
+    missing = added("show", "dp2")
+    assert missing.exit_code != 0 and "removed" in missing.output
+    again = added("add", "new", "--no-compact")  # a removed paper added again is found again
+    assert again.exit_code == 0 and "added 1 papers" in again.output
+    assert json.loads(added("show", "dp3", "--format", "json").output)["id"] == "dp3"
+    assert added("remove", "dp3").exit_code == 0
+    unknown = added("remove", "nope")
+    assert unknown.exit_code != 0 and "nothing was removed" in unknown.output
+
+
+def test_compact_gives_the_ranking_of_a_full_rebuild(added, workdir):
+    assert added("remove", "rnn2").exit_code == 0
+    before = {
+        seed: _ids(added("like", seed, "--format", "json", "-k", "5"))
+        for seed in ("dp1", "vid1", "dp3")
+    }
+    result = added("build", "--compact")
+    assert result.exit_code == 0, result.output
+    assert "encoded 0" in result.output  # every vector from the cache
+    assert not (workdir / "indexes/default/SEGMENTS").exists()
+    assert not (workdir / "indexes/default/segments").exists()
+    compacted = {seed: _ids(added("like", seed, "--format", "json", "-k", "5")) for seed in before}
+    assert "rnn2" not in sum(compacted.values(), [])
+    # The same as a build of the same papers from scratch.
+    write_corpus(workdir / "all", [paper for paper in PAPERS + NEW if paper["id"] != "rnn2"])
+    assert added("build", "all", "--index", "fresh").exit_code == 0
+    fresh = {
+        seed: _ids(added("like", seed, "--format", "json", "-k", "5", "--index", "fresh"))
+        for seed in before
+    }
+    assert compacted == fresh
+    assert before == fresh  # dense and lexical statistics of six papers: the merge already agreed
+
+
+def test_add_past_the_share_compacts(built, workdir):
+    write_corpus(workdir / "new", NEW)
+    result = built("add", "new")  # 2 papers on a base of 6: past a tenth
+    assert result.exit_code == 0 and "compacted" in result.output
+    assert not (workdir / "indexes/default/SEGMENTS").exists()
+    assert json.loads(built("info", "--format", "json").output)["paper_count"] == 8
+
+
+def test_add_to_a_missing_index_is_one_line(papers_cli, workdir):
+    write_corpus(workdir / "new", NEW)
+    result = papers_cli("add", "new", "--index", "nothing-here")
+    assert result.exit_code != 0 and "no index at" in result.output
+    assert not (workdir / "indexes" / "nothing-here").exists()
+
+
+def test_serve_picks_up_an_add_and_a_remove_without_a_failed_request(tmp_path, fake_model):
+    import threading
+
+    from serving import build_fake_index, start_server, wait_until
+
+    from recommender.index.segments import add_papers, remove_papers
+
+    index_dir = build_fake_index(tmp_path / "index", PAPERS)
+    server = start_server(index_dir)
+    failures, done = [], threading.Event()
+
+    def hammer():
+        while not done.is_set():
+            for path in ("/api/like?id=dp1&k=8", "/api/search?q=video+aesthetic"):
+                status, _, body = server.get(path)
+                if status != 200:
+                    failures.append((path, status, body[:200]))
+
+    def listed() -> list[str]:
+        return [row["id"] for row in server.json("/api/papers?limit=50")[1]]
+
+    def liked() -> list[str]:
+        return [row["id"] for row in server.json("/api/like?id=dp1&k=8")[1]]
+
+    clients = [threading.Thread(target=hammer) for _ in range(2)]
+    try:
+        for client in clients:
+            client.start()
+        add_papers([write_corpus(tmp_path / "new", NEW)], index=index_dir, compact_share=None)
+        wait_until(lambda: "dp3" in liked())
+        remove_papers(["dp2"], index=index_dir)
+        wait_until(lambda: "dp2" not in liked())
+        assert sorted(listed()) == sorted({paper["id"] for paper in PAPERS + NEW} - {"dp2"})
+    finally:
+        done.set()
+        for client in clients:
+            client.join(60)
+        server.stop()
+    assert failures == []
+
+
+def test_segments_rank_as_a_rebuild_of_the_same_papers(workdir, fake_model):
+    """Three adds and a removal on 300 papers: every `like` and `search` in every mode lists the
+    top 10
+    of a build of the live papers from scratch."""
+    import random
+
+    from recommender import build_index
+    from recommender.index.segments import add_papers, remove_papers
+    from recommender.query.segmented import SegmentedRecommender, open_index
+
+    rng = random.Random(5)
+    words = (
+        "private gradient clipping language model video quality aesthetic annotation "
+        "recurrent linear attention kernel graph spectral sparse solver retrieval dense "
+        "embedding ranking fusion noise"
+    ).split()
+    papers = [
+        {
+            "id": f"p{i:03d}",
+            "title": f"Study {i} of {rng.choice(words)} {rng.choice(words)}",
+            "abstract": " ".join(rng.choice(words) for _ in range(rng.randint(8, 30))),
+        }
+        for i in range(330)
+    ]
+    build_index([write_corpus(workdir / "base", papers[:300])], index="segmented")
+    for number in range(3):
+        chunk = papers[300 + 10 * number : 310 + 10 * number]
+        add_papers(
+            [write_corpus(workdir / f"add{number}", chunk)], index="segmented", compact_share=None
+        )
+    remove_papers(["p007", "p305"], index="segmented")
+    live = [paper for paper in papers if paper["id"] not in ("p007", "p305")]
+    build_index([write_corpus(workdir / "all", live)], index="rebuilt")
+    with open_index("segmented") as segmented, open_index("rebuilt") as rebuilt:
+        assert isinstance(segmented, SegmentedRecommender) and len(segmented.parts) == 4
+        for mode in ("hybrid", "dense", "lexical"):
+            for seed in ("p001", "p150", "p302", "p329"):
+                found = [item.id for item in segmented.like(seed, k=10, mode=mode)]
+                assert found == [item.id for item in rebuilt.like(seed, k=10, mode=mode)], (
+                    mode,
+                    seed,
+                )
+                assert "p007" not in found and "p305" not in found
+            for text in (
+                "gradient clipping noise",
+                "video aesthetic annotation",
+                "spectral graph solver",
+            ):
+                found, expected = segmented.search(text, k=10, mode=mode), rebuilt.search(
+                    text, k=10, mode=mode
+                )
+                assert [item.id for item in found] == [item.id for item in expected], (mode, text)
+                assert [item.score for item in found] == pytest.approx(
+                    [item.score for item in expected], abs=1e-4
+                )
+        assert [item.id for item in segmented.like("p001", "p302", k=10)] == [
+            item.id for item in rebuilt.like("p001", "p302", k=10)
+        ]
+
+
+def test_add_reads_json_lines_from_standard_input(built, workdir):
+    from click.testing import CliRunner
+
+    from recommender.cli import main
+
+    lines = "".join(json.dumps(paper) + "\n" for paper in NEW)
+    result = CliRunner().invoke(
+        main, ["add", "-", "--no-compact"], input=lines, catch_exceptions=False
+    )
+    assert result.exit_code == 0 and "added 2 papers" in result.output
+    assert "vid3" in _ids(
+        built("search", "video aesthetic assessment", "--format", "json", "-k", "4")
+    )
