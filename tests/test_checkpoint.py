@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from corpus import write_corpus
-from recommender import Recommender
+from recommender import PaperIndex
 from recommender.cli import main
 from recommender.embed import export_cache, windows
 from recommender.embed.windows import Chunking, embed_texts
@@ -58,7 +58,7 @@ def cache_rows(index_dir: Path) -> int:
 
 
 def stored_vectors(index: str | None = None) -> np.ndarray:
-    with Recommender.open(index) as recommender:
+    with PaperIndex.open(index) as recommender:
         return np.array(recommender.vectors)
 
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from corpus import PAPERS, write_corpus
 from launching import POINTS, finish, launch
-from recommender import Recommender, build_index
+from recommender import PaperIndex, build_index
 from recommender.cli import main
 
 NEW_PAPERS = PAPERS + [
@@ -70,7 +70,7 @@ def test_a_build_killed_at_any_point_leaves_the_old_index_or_the_new_one(open_in
     code, _, _ = finish(launch(workdir, "build", "new", point=point))
     assert code == -signal.SIGKILL
     if point == "after-current":
-        with Recommender.open() as index:
+        with PaperIndex.open() as index:
             assert len(index) == len(NEW_PAPERS)
         assert answers()[2] == old_index[2]  # complete: every file matches its checksum
     else:
@@ -207,7 +207,7 @@ def test_an_open_index_keeps_its_version_through_rebuilds(open_index, workdir, o
     before = [r.to_dict() for r in reader.like("dp1", k=3)]
     build_index(["new"])
     build_index(["new"])
-    with Recommender.open() as index:
+    with PaperIndex.open() as index:
         assert len(versions(index_dir)) == 2 and len(index) == len(NEW_PAPERS)
     assert [r.to_dict() for r in reader.like("dp1", k=3)] == before
     assert [p.id for p in reader.papers()] == [p["id"] for p in PAPERS]

@@ -13,7 +13,7 @@ from corpus import write_corpus
 from recommender import build_index
 from recommender.corpus.papers import Paper
 from recommender.corpus.summary import summary
-from recommender.query import recommender as recommender_module
+from recommender.query import paper_index as recommender_module
 from recommender.reading.related import related_work, select_rows
 from recommender.reading.sessions import plan_sessions
 from recommender.corpus.citation import citation_key, unique_citation_key, unique_citation_keys

@@ -325,7 +325,7 @@ def test_a_rebuild_while_serving_fails_no_request_and_is_picked_up(tmp_path):
 
 
 def test_one_request_at_a_time_uses_the_library_in_a_worker(index_dir):
-    """Threads of one worker take turns with the Recommender, which is not made for threads (two threads
+    """Threads of one worker take turns with the PaperIndex, which is not made for threads (two threads
     in numpy's header parsing fail now and then on CPython 3.11 with a SystemError: a 500 under load)."""
     from recommender.serve.state import LiveIndex
 

@@ -25,9 +25,9 @@ import functools
 import json
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
 
 from .. import files
 from ..corpus.papers import Paper, scan_papers

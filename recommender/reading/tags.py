@@ -4,19 +4,20 @@ recommends: papers like the tag's papers, the tagged ones left out (arxiv-sanity
 from __future__ import annotations
 
 import contextlib
-import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from .. import files
 from ..errors import InputError, PaperNotFoundError, RecommenderError
 from ..index.layout import tags_path
 from ..index.stored import collection_memberships
-from ..query.recommender import Recommendation, Recommender
+from ..query.paper_index import PaperIndex, Recommendation
 
 MAX_TAG = 200  # characters: a collection path several folders deep fits
-TAG_RULE = (f"a tag is 1 to {MAX_TAG} printable characters ('/' between a collection's folders), "
-            "without a space or '/' at either end or an empty folder ('//')")
+TAG_RULE = (
+    f"a tag is 1 to {MAX_TAG} printable characters ('/' between a collection's folders), "
+    "without a space or '/' at either end or an empty folder ('//')"
+)
 PAPERS_A_TAG = 10_000  # a tag is a reading list, not a corpus: bounds what a profile averages
 
 
@@ -31,12 +32,14 @@ def check_tag(tag: str) -> str:
 def _valid_tag(tag: str) -> bool:
     # Printable (no control character or line break: the name goes into one-line messages, HTML
     # and URLs, escaped there), bounded, and a path of non-empty folder names.
-    return (0 < len(tag) <= MAX_TAG and tag.isprintable() and tag == tag.strip(" /")
-            and "//" not in tag)
+    return (
+        0 < len(tag) <= MAX_TAG and tag.isprintable() and tag == tag.strip(" /") and "//" not in tag
+    )
 
 
 class TagStore:
-    """Tags of paper IDs in `<index>/tags.sqlite` (WAL mode: readers never wait for a writer, and several
+    """Tags of paper IDs in `<index>/tags.sqlite` (WAL mode: readers never wait for a writer, and
+    several
     server processes share it). IDs are kept as given, so tags outlive a rebuild of the index.
 
     The collections of the index's live version (a Zotero library's folders, recorded by the build)
@@ -50,8 +53,11 @@ class TagStore:
 
     def collections(self) -> dict[str, list[str]]:
         """The index's collections with their paper IDs (those with a valid tag name)."""
-        return {name: ids for name, ids in collection_memberships(self.index_dir).items()
-                if _valid_tag(name)}
+        return {
+            name: ids
+            for name, ids in collection_memberships(self.index_dir).items()
+            if _valid_tag(name)
+        }
 
     @contextlib.contextmanager
     def _connection(self, write: bool = False) -> Iterator:
@@ -62,20 +68,28 @@ class TagStore:
             return
         linked = files.linked_sqlite_file(self.path)
         if linked is not None:  # SQLite would write through it
-            raise RecommenderError(f"tags file {linked} is a symbolic link, which is never followed: remove it")
+            raise RecommenderError(
+                f"tags file {linked} is a symbolic link, which is never followed: remove it"
+            )
         try:
             connection = sqlite3.connect(self.path, timeout=10)
         except sqlite3.Error as error:
-            raise RecommenderError(f"tags {self.path}: {error}: check the disk and permissions") from None
+            raise RecommenderError(
+                f"tags {self.path}: {error}: check the disk and permissions"
+            ) from None
         try:
             if write:
                 connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("CREATE TABLE IF NOT EXISTS tags (tag TEXT NOT NULL, paper TEXT NOT NULL, "
-                                   "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper))")
+                connection.execute(
+                    "CREATE TABLE IF NOT EXISTS tags (tag TEXT NOT NULL, paper TEXT NOT NULL, "
+                    "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper))"
+                )
             with connection:
                 yield connection
         except sqlite3.Error as error:
-            raise RecommenderError(f"tags {self.path}: {error}: check the disk and permissions") from None
+            raise RecommenderError(
+                f"tags {self.path}: {error}: check the disk and permissions"
+            ) from None
         finally:
             connection.close()
 
@@ -84,7 +98,9 @@ class TagStore:
         found: dict[str, list[str]] = {}
         with self._connection() as connection:
             if connection is not None and self._has_table(connection):
-                for tag, paper in connection.execute("SELECT tag, paper FROM tags ORDER BY tag, added, paper"):
+                for tag, paper in connection.execute(
+                    "SELECT tag, paper FROM tags ORDER BY tag, added, paper"
+                ):
                     found.setdefault(tag, []).append(paper)
         for name, ids in self.collections().items():
             found[name] = list(dict.fromkeys([*ids, *found.get(name, ())]))
@@ -97,46 +113,75 @@ class TagStore:
         with self._connection() as connection:
             if connection is None or not self._has_table(connection):
                 return list(collected)
-            return list(dict.fromkeys([*collected, *(paper for (paper,) in connection.execute(
-                "SELECT paper FROM tags WHERE tag = ? ORDER BY added, paper", (tag,)))]))
+            return list(
+                dict.fromkeys(
+                    [
+                        *collected,
+                        *(
+                            paper
+                            for (paper,) in connection.execute(
+                                "SELECT paper FROM tags WHERE tag = ? ORDER BY added, paper", (tag,)
+                            )
+                        ),
+                    ]
+                )
+            )
 
     def add(self, tag: str, paper_id: str) -> list[str]:
         """Tag a paper (by its ID; tagging it again changes nothing); returns the tag's papers."""
         check_tag(tag)
         with self._connection(write=True) as connection:
-            count = connection.execute("SELECT count(*) FROM tags WHERE tag = ?", (tag,)).fetchone()[0]
+            count = connection.execute(
+                "SELECT count(*) FROM tags WHERE tag = ?", (tag,)
+            ).fetchone()[0]
             if count >= PAPERS_A_TAG:
-                raise InputError(f"tag '{tag}' already holds {count} papers, the most a tag may hold")
-            connection.execute("INSERT OR IGNORE INTO tags (tag, paper) VALUES (?, ?)", (tag, paper_id))
+                raise InputError(
+                    f"tag '{tag}' already holds {count} papers, the most a tag may hold"
+                )
+            connection.execute(
+                "INSERT OR IGNORE INTO tags (tag, paper) VALUES (?, ?)", (tag, paper_id)
+            )
         return self.papers(tag)
 
     def remove(self, tag: str, paper_id: str) -> list[str]:
-        """Untag a paper (a paper the tag does not hold changes nothing); returns the tag's papers."""
+        """Untag a paper (a paper the tag does not hold changes nothing); returns the tag's
+        papers."""
         check_tag(tag)
         if paper_id in self.collections().get(tag, ()):
-            raise InputError(f"paper {paper_id} is in the collection '{tag}' of the library this index "
-                             "was built from: take it out of the collection there and rebuild")
+            raise InputError(
+                f"paper {paper_id} is in the collection '{tag}' of the library this index "
+                "was built from: take it out of the collection there and rebuild"
+            )
         with self._connection(write=True) as connection:
             connection.execute("DELETE FROM tags WHERE tag = ? AND paper = ?", (tag, paper_id))
         return self.papers(tag)
 
     def mark(self, tag: str, paper_id: str, kind: str) -> list[str]:
-        """Mark a paper for a tag: "not" (not interested: a negative seed of the tag's profile) or "seen"
-        (shown and acknowledged: left out of the tag's recommendations); returns the tag's papers so marked."""
+        """Mark a paper for a tag: "not" (not interested: a negative seed of the tag's profile) or
+        "seen"
+        (shown and acknowledged: left out of the tag's recommendations); returns the tag's papers so
+        marked.
+        """
         check_tag(tag)
         _check_kind(kind)
         with self._connection(write=True) as connection:
             _create_marks(connection)
-            connection.execute("INSERT OR IGNORE INTO marks (tag, paper, kind) VALUES (?, ?, ?)", (tag, paper_id, kind))
+            connection.execute(
+                "INSERT OR IGNORE INTO marks (tag, paper, kind) VALUES (?, ?, ?)",
+                (tag, paper_id, kind),
+            )
         return self.marked(tag, kind)
 
     def unmark(self, tag: str, paper_id: str, kind: str) -> list[str]:
-        """Take a mark back (a paper not so marked changes nothing); returns the tag's papers so marked."""
+        """Take a mark back (a paper not so marked changes nothing); returns the tag's papers so
+        marked."""
         check_tag(tag)
         _check_kind(kind)
         with self._connection(write=True) as connection:
             _create_marks(connection)
-            connection.execute("DELETE FROM marks WHERE tag = ? AND paper = ? AND kind = ?", (tag, paper_id, kind))
+            connection.execute(
+                "DELETE FROM marks WHERE tag = ? AND paper = ? AND kind = ?", (tag, paper_id, kind)
+            )
         return self.marked(tag, kind)
 
     def marked(self, tag: str, kind: str) -> list[str]:
@@ -144,15 +189,26 @@ class TagStore:
         check_tag(tag)
         _check_kind(kind)
         with self._connection() as connection:
-            if connection is None or connection.execute(
-                    "SELECT 1 FROM sqlite_master WHERE name = 'marks'").fetchone() is None:
+            if (
+                connection is None
+                or connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'marks'").fetchone()
+                is None
+            ):
                 return []
-            return [paper for (paper,) in connection.execute(
-                "SELECT paper FROM marks WHERE tag = ? AND kind = ? ORDER BY added, paper", (tag, kind))]
+            return [
+                paper
+                for (paper,) in connection.execute(
+                    "SELECT paper FROM marks WHERE tag = ? AND kind = ? ORDER BY added, paper",
+                    (tag, kind),
+                )
+            ]
 
     @staticmethod
     def _has_table(connection) -> bool:
-        return connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tags'").fetchone() is not None
+        return (
+            connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tags'").fetchone()
+            is not None
+        )
 
 
 # A paper's marks for a tag: not interested (a negative seed of the tag's profile), seen (left out).
@@ -165,17 +221,19 @@ def _check_kind(kind: str) -> None:
 
 
 def _create_marks(connection) -> None:
-    connection.execute("CREATE TABLE IF NOT EXISTS marks (tag TEXT NOT NULL, paper TEXT NOT NULL, kind TEXT NOT NULL, "
-                       "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper, kind))")
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS marks (tag TEXT NOT NULL, paper TEXT NOT NULL, kind TEXT NOT"
+        " NULL, added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper, kind))"
+    )
 
 
-def tag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
+def tag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
     """Tag the paper a reference names (ID, handle or unique prefix), stored by its ID."""
     check_tag(tag)
     return tags.add(tag, recommender.keys.id_of(recommender.resolve(reference)))
 
 
-def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
+def untag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
     """Untag a paper; a reference that names no paper of this index may still be a tagged ID (of a
     paper a rebuild dropped), so it is removed as given."""
     check_tag(tag)
@@ -186,14 +244,20 @@ def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: s
     return tags.remove(tag, paper_id)
 
 
-def mark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
-    """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its ID."""
+def mark_paper(
+    recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str
+) -> list[str]:
+    """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its
+    ID."""
     check_tag(tag)
     return tags.mark(tag, recommender.keys.id_of(recommender.resolve(reference)), kind)
 
 
-def unmark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
-    """Take a mark back; a reference that names no paper of this index is removed as given (as `untag_paper`)."""
+def unmark_paper(
+    recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str
+) -> list[str]:
+    """Take a mark back; a reference that names no paper of this index is removed as given (as
+    `untag_paper`)."""
     check_tag(tag)
     try:
         paper_id = recommender.keys.id_of(recommender.resolve(reference))
@@ -203,7 +267,7 @@ def unmark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: 
 
 
 def recommend_for_tags(
-    recommender: Recommender,
+    recommender: PaperIndex,
     tags: TagStore,
     names: Sequence[str],
     k: int = 10,
@@ -212,24 +276,40 @@ def recommend_for_tags(
     exclude_seen: Sequence[str] = (),
     not_: Sequence[str] = (),
 ) -> list[Recommendation]:
-    """Papers like the papers of these tags (all of them as one profile), the tagged papers left out,
-    unlike the papers marked not interested for them (and those in `not_`), without the papers marked
-    seen for the tags in `exclude_seen`. Tagged IDs this index no longer holds (a rebuild dropped them)
+    """Papers like the papers of these tags (all of them as one profile), the tagged papers left
+    out,
+    unlike the papers marked not interested for them (and those in `not_`), without the papers
+    marked
+    seen for the tags in `exclude_seen`. Tagged IDs this index no longer holds (a rebuild dropped
+    them)
     are passed over."""
     names = list(dict.fromkeys(check_tag(name) for name in names))
     if not names:
         raise InputError("no tag given: name at least one tag")
     tagged = [paper for name in names for paper in tags.papers(name)]
     if not tagged:
-        raise PaperNotFoundError(f"tag '{names[0]}' holds no papers: tag some first" if len(names) == 1 else
-                                 f"tags {', '.join(names)} hold no papers: tag some first")
-    held = [paper for paper in dict.fromkeys(tagged) if recommender.keys.row_of_id(paper) is not None]
+        raise PaperNotFoundError(
+            f"tag '{names[0]}' holds no papers: tag some first"
+            if len(names) == 1
+            else f"tags {', '.join(names)} hold no papers: tag some first"
+        )
+    held = [
+        paper for paper in dict.fromkeys(tagged) if recommender.keys.row_of_id(paper) is not None
+    ]
     if not held:
-        raise PaperNotFoundError(f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)")
+        raise PaperNotFoundError(
+            f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)"
+        )
     held_set = set(held)
     negatives = [paper for name in names for paper in tags.marked(name, "not")]
-    negatives = [paper for paper in dict.fromkeys(negatives)
-                 if paper not in held_set and recommender.keys.row_of_id(paper) is not None]
-    seen = [paper for name in dict.fromkeys(check_tag(name) for name in exclude_seen)
-            for paper in tags.marked(name, "seen")]
+    negatives = [
+        paper
+        for paper in dict.fromkeys(negatives)
+        if paper not in held_set and recommender.keys.row_of_id(paper) is not None
+    ]
+    seen = [
+        paper
+        for name in dict.fromkeys(check_tag(name) for name in exclude_seen)
+        for paper in tags.marked(name, "seen")
+    ]
     return recommender.like(*held, k=k, mode=mode, why=why, not_=[*negatives, *not_], exclude=seen)

@@ -18,9 +18,9 @@ import os
 import re
 import time
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ... import files
 from ...errors import InputError, RecommenderError
