@@ -516,10 +516,11 @@ def build(
             precision=precision,
             upgrade=upgrade,
         )
-    click.echo(
-        f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, reused"
-        f" {report.reused} from the cache ({report.index_kind} search)"
-    )
+    from .render.indexes import render_build_changes, render_build_summary
+
+    if not quiet:
+        click.echo(render_build_changes(report), err=True, nl=False)
+    click.echo(render_build_summary(report), nl=False)
 
 
 from_file_option = click.option(

@@ -100,8 +100,10 @@ def test_a_second_build_is_refused_while_one_runs_then_waits_with_wait(open_inde
     wait_for(workdir / "second/waiting-for-lock", second)
     assert second.poll() is None  # blocked on the lock the first build holds
     (workdir / "first/release").touch()
-    assert finish(first)[:2] == (0, "indexed 8 papers in indexes/default: encoded 2, reused 6 from the cache (flat search)\n")
-    assert finish(second)[:2] == (0, "indexed 3 papers in indexes/default: encoded 0, reused 3 from the cache (flat search)\n")
+    assert finish(first)[:2] == (0, "indexed 8 papers in indexes/default: encoded 2, reused 6 from the cache (flat search)"
+                                    "; since the last build 2 added, 0 changed, 0 removed\n")
+    assert finish(second)[:2] == (0, "indexed 3 papers in indexes/default: encoded 0, reused 3 from the cache (flat search)"
+                                     "; since the last build 0 added, 0 changed, 5 removed\n")
     # The builds ran one after the other: the last one's index, whole.
     assert open_index(verify=True).ids == [paper["id"] for paper in PAPERS[:3]]
     assert leftovers(index_dir) == [] and len(versions(index_dir)) == 1

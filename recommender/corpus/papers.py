@@ -69,6 +69,9 @@ class Paper:
     citation_key: str = ""
     entry_type: str = ""
     bibtex_fields: tuple[tuple[str, str], ...] = ()
+    # The reference manager's folders holding the paper, as paths ("Thesis/Related work"): the
+    # index records them, and its tag store shows each as a tag (reading/tags.py).
+    collections: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -115,6 +118,7 @@ class Paper:
             **(
                 {"bibtex_fields": dict(self.bibtex_fields)} if self.bibtex_fields and stored else {}
             ),
+            **({"collections": list(self.collections)} if self.collections else {}),
         }
 
     @classmethod
@@ -136,6 +140,7 @@ class Paper:
             citation_key=data.get("citation_key", ""),
             entry_type=data.get("entry_type", ""),
             bibtex_fields=tuple((data.get("bibtex_fields") or {}).items()),
+            collections=tuple(data.get("collections") or ()),
         )
 
 
@@ -552,4 +557,9 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         citation_key=_clean(record.extra.get("citation_key")),
         entry_type=_clean(record.extra.get("entry_type")).lower(),
         bibtex_fields=tuple(record.extra.get("bibtex_fields") or ()),
+        collections=tuple(
+            dict.fromkeys(
+                _clean(name) for name in record.extra.get("collections") or () if _clean(name)
+            )
+        ),
     )

@@ -86,6 +86,9 @@ LEXICAL_ARRAYS = (
 COLUMN_MAX = "lexical/column_max.npy"
 VOCABULARY = "lexical/vocabulary.json"
 STOP_WORDS = "lexical/stop_words.json"
+# A reference manager's collections (Zotero's folders) and their papers' IDs, {path: [ID, ...]}:
+# absent when no paper came from one. The tag store shows each collection as a tag.
+COLLECTIONS = "collections.json"
 QUERY_ENCODER = "query-encoder"
 
 

@@ -29,7 +29,7 @@ from ..errors import (
     RecommenderError,
 )
 from .home import missing_index, rebuild_hint
-from .layout import CURRENT, FORMAT_VERSION, MANIFEST
+from .layout import COLLECTIONS, CURRENT, FORMAT_VERSION, MANIFEST
 
 # Every load checks the size of every file and re-hashes the smallest ones, up to this
 # many bytes in all: a few milliseconds whatever the corpus size (a six-paper index is
@@ -54,6 +54,31 @@ def live_version(index_dir: Path) -> str | None:
     """The name of the index's live version folder (None before its first build): one small read,
     so a long-running reader (`papers serve`) can tell when a rebuild has swapped CURRENT."""
     return _live_version(index_dir)
+
+
+# The collections of the live versions read so far, by (index folder, version): a version never
+# changes.
+_collections_read: dict[tuple[str, str], dict[str, list[str]]] = {}
+
+
+def collection_memberships(index_dir: Path) -> dict[str, list[str]]:
+    """The reference manager's collections the live version records, each path with its papers' IDs
+    (index/layout.py COLLECTIONS); empty before the first build or when no paper came from one."""
+    version = live_version(index_dir)
+    if version is None:
+        return {}
+    key = (str(index_dir), version)
+    if key not in _collections_read:
+        with open_stored(index_dir) as stored:
+            found = stored.load_json(COLLECTIONS) if stored.has(COLLECTIONS) else {}
+            if not isinstance(found, dict) or not all(
+                isinstance(ids, list) and all(isinstance(i, str) for i in ids)
+                for ids in found.values()
+            ):
+                raise corrupt(stored, COLLECTIONS, "is not a map of collections to paper IDs")
+            _collections_read[(str(index_dir), stored.folder.name)] = found
+        return found
+    return _collections_read[key]
 
 
 def _read_current(index_dir: Path) -> tuple[str | None, str | None]:

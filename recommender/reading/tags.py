@@ -4,36 +4,61 @@ recommends: papers like the tag's papers, the tagged ones left out (arxiv-sanity
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .. import files
 from ..errors import InputError, PaperNotFoundError, RecommenderError
 from ..index.layout import tags_path
+from ..index.stored import collection_memberships
 from ..query.paper_index import PaperIndex, Recommendation
 
-TAG_PATTERN = re.compile(r"[\w.+-]{1,64}")
-TAG_RULE = "a tag is 1 to 64 letters, digits, '.', '_', '+' or '-'"
+MAX_TAG = 200  # characters: a collection path several folders deep fits
+TAG_RULE = (
+    f"a tag is 1 to {MAX_TAG} printable characters ('/' between a collection's folders), "
+    "without a space or '/' at either end or an empty folder ('//')"
+)
 UNIX_EPOCH_JULIAN_DAY = 2440587.5  # SQLite's julianday('now') of 1970-01-01T00:00Z
 PAPERS_A_TAG = 10_000  # a tag is a reading list, not a corpus: bounds what a profile averages
 
 
 def check_tag(tag: str) -> str:
     """The tag if it is a valid name (InputError otherwise)."""
-    if not isinstance(tag, str) or not TAG_PATTERN.fullmatch(tag):
+    if not isinstance(tag, str) or not _valid_tag(tag):
         shown = tag if isinstance(tag, str) and tag.isprintable() else repr(tag)
         raise InputError(f"tag '{shown[:80]}' cannot be used: {TAG_RULE}")
     return tag
 
 
+def _valid_tag(tag: str) -> bool:
+    # Printable (no control character or line break: the name goes into one-line messages, HTML
+    # and URLs, escaped there), bounded, and a path of non-empty folder names.
+    return (
+        0 < len(tag) <= MAX_TAG and tag.isprintable() and tag == tag.strip(" /") and "//" not in tag
+    )
+
+
 class TagStore:
     """Tags of paper IDs in `<index>/tags.sqlite` (WAL mode: readers never wait for a writer, and
     several
-    server processes share it). IDs are kept as given, so tags outlive a rebuild of the index."""
+    server processes share it). IDs are kept as given, so tags outlive a rebuild of the index.
+
+    The collections of the index's live version (a Zotero library's folders, recorded by the build)
+    are tags too, read-only: a collection's papers are those of the latest build, and the user's own
+    tags and marks, kept here, are never changed by a rebuild. A tag may have both: the user's
+    papers are added to the collection's."""
 
     def __init__(self, index_dir: Path):
-        self.path = tags_path(Path(index_dir))
+        self.index_dir = Path(index_dir)
+        self.path = tags_path(self.index_dir)
+
+    def collections(self) -> dict[str, list[str]]:
+        """The index's collections with their paper IDs (those with a valid tag name)."""
+        return {
+            name: ids
+            for name, ids in collection_memberships(self.index_dir).items()
+            if _valid_tag(name)
+        }
 
     @contextlib.contextmanager
     def _connection(self, write: bool = False) -> Iterator:
@@ -78,20 +103,30 @@ class TagStore:
                     "SELECT tag, paper FROM tags ORDER BY tag, added, paper"
                 ):
                     found.setdefault(tag, []).append(paper)
-        return found
+        for name, ids in self.collections().items():
+            found[name] = list(dict.fromkeys([*ids, *found.get(name, ())]))
+        return dict(sorted(found.items()))
 
     def papers(self, tag: str) -> list[str]:
         """The IDs a tag holds, in the order they were tagged (empty for an unknown tag)."""
         check_tag(tag)
+        collected = self.collections().get(tag, [])
         with self._connection() as connection:
             if connection is None or not self._has_table(connection):
-                return []
-            return [
-                paper
-                for (paper,) in connection.execute(
-                    "SELECT paper FROM tags WHERE tag = ? ORDER BY added, paper", (tag,)
+                return list(collected)
+            return list(
+                dict.fromkeys(
+                    [
+                        *collected,
+                        *(
+                            paper
+                            for (paper,) in connection.execute(
+                                "SELECT paper FROM tags WHERE tag = ? ORDER BY added, paper", (tag,)
+                            )
+                        ),
+                    ]
                 )
-            ]
+            )
 
     def add(self, tag: str, paper_id: str) -> list[str]:
         """Tag a paper (by its ID; tagging it again changes nothing); returns the tag's papers."""
@@ -113,6 +148,11 @@ class TagStore:
         """Untag a paper (a paper the tag does not hold changes nothing); returns the tag's
         papers."""
         check_tag(tag)
+        if paper_id in self.collections().get(tag, ()):
+            raise InputError(
+                f"paper {paper_id} is in the collection '{tag}' of the library this index "
+                "was built from: take it out of the collection there and rebuild"
+            )
         with self._connection(write=True) as connection:
             connection.execute("DELETE FROM tags WHERE tag = ? AND paper = ?", (tag, paper_id))
         return self.papers(tag)

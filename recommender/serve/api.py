@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from ..errors import InputError
 from ..reading.related import related_work, select_rows
 from ..reading.tags import (
+    MAX_TAG,
     check_tag,
     mark_paper,
     recommend_for_tags,
@@ -260,16 +261,47 @@ def info(request: Request):
         return JSONResponse(opened.recommender.info())
 
 
-tag_parameter = PathParameter(
-    ..., max_length=64, description="1 to 64 letters, digits, '.', '_', '+' or '-'."
-)
+TAG_RULE = f"1 to {MAX_TAG} printable characters; '/' separates a collection's folders."
+tag_parameter = PathParameter(..., max_length=MAX_TAG, description=TAG_RULE)
+tag_query = Query(..., max_length=MAX_TAG, description=TAG_RULE)
+paper_query = Query(..., max_length=MAX_ID, description="The paper's ID, handle or ID prefix.")
 
 
-@router.get("/tags", summary="Every tag with its paper IDs")
+def check_tag_segment(request: Request, tag: str, position: int = 3) -> None:
+    """Refuse a tag with an encoded '/' in a path of /api/tags/{tag}/{paper} (the segment at
+    `position`): the path cannot say where the tag ends and the paper begins (the query can)."""
+    raw = request.scope.get("raw_path") or b""
+    parts = raw.split(b"?")[0].split(b"/")
+    segment = parts[position] if len(parts) > position else b""
+    if b"%2f" in segment.lower():
+        raise InputError(f"tag '{tag}' holds '/': give it in the query, as ?tag=...&paper=...")
+
+
+@router.get("/tags", summary="Every tag with its paper IDs (the index's collections among them)")
 def tags(request: Request):
     return JSONResponse(
         [{"tag": name, "papers": ids} for name, ids in request.app.state.tags.tags().items()]
     )
+
+
+@router.put(
+    "/tags",
+    summary=(
+        "Tag a paper, the tag in the query: any tag, one with '/' too "
+        "(needs the token off loopback)"
+    ),
+)
+def put_tag_query(request: Request, tag: str = tag_query, paper: str = paper_query):
+    check_write(request)
+    return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper)})
+
+
+@router.delete(
+    "/tags", summary="Untag a paper, the tag in the query (needs the token off loopback)"
+)
+def delete_tag_query(request: Request, tag: str = tag_query, paper: str = paper_query):
+    check_write(request)
+    return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper, remove=True)})
 
 
 @router.put("/tags/{tag}/{paper_id:path}", summary="Tag a paper (needs the token off loopback)")
@@ -279,6 +311,7 @@ def put_tag(
     paper_id: str = PathParameter(..., max_length=MAX_ID),
 ):
     check_write(request)
+    check_tag_segment(request, tag)
     return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper_id)})
 
 
@@ -291,11 +324,13 @@ def delete_tag(
     paper_id: str = PathParameter(..., max_length=MAX_ID),
 ):
     check_write(request)
+    check_tag_segment(request, tag)
     return JSONResponse({"tag": tag, "papers": write_tag(request, tag, paper_id, remove=True)})
 
 
 @router.get(
-    "/tags/{tag}/recommendations", summary="Papers like the tag's papers, the tagged ones left out"
+    "/tags/{tag:path}/recommendations",
+    summary="Papers like the tag's papers, the tagged ones left out",
 )
 def tag_recommendations(
     request: Request,
@@ -303,7 +338,7 @@ def tag_recommendations(
     k: int = k_parameter(10),
     mode: Mode = "hybrid",
     why: bool = False,
-    exclude_seen: list[str] = Query([], max_length=64),
+    exclude_seen: list[str] = Query([], max_length=MAX_TAG),
 ):
     with lease(request) as opened:
         return JSONResponse(
@@ -345,11 +380,34 @@ def feed(
 Mark = Literal["not", "seen"]
 
 
-@router.get("/marks/{kind}/{tag}", summary="The papers marked not interested or seen for a tag")
+@router.get(
+    "/marks/{kind}/{tag:path}", summary="The papers marked not interested or seen for a tag"
+)
 def marks(request: Request, kind: Mark, tag: str = tag_parameter):
     return JSONResponse(
         {"tag": tag, "kind": kind, "papers": request.app.state.tags.marked(tag, kind)}
     )
+
+
+@router.put(
+    "/marks/{kind}",
+    summary="Mark a paper for a tag given in the query (needs the token off loopback)",
+)
+def put_mark_query(request: Request, kind: Mark, tag: str = tag_query, paper: str = paper_query):
+    check_write(request)
+    with lease(request) as opened:
+        papers = mark_paper(opened.recommender, request.app.state.tags, tag, paper, kind)
+        return JSONResponse({"tag": tag, "kind": kind, "papers": papers})
+
+
+@router.delete(
+    "/marks/{kind}", summary="Take a mark back, the tag in the query (needs the token off loopback)"
+)
+def delete_mark_query(request: Request, kind: Mark, tag: str = tag_query, paper: str = paper_query):
+    check_write(request)
+    with lease(request) as opened:
+        papers = unmark_paper(opened.recommender, request.app.state.tags, tag, paper, kind)
+        return JSONResponse({"tag": tag, "kind": kind, "papers": papers})
 
 
 @router.put(
@@ -363,6 +421,7 @@ def put_mark(
     paper_id: str = PathParameter(..., max_length=MAX_QUERY),
 ):
     check_write(request)
+    check_tag_segment(request, tag, position=4)
     with lease(request) as opened:
         papers = mark_paper(opened.recommender, request.app.state.tags, tag, paper_id, kind)
         return JSONResponse({"tag": tag, "kind": kind, "papers": papers})
@@ -378,6 +437,7 @@ def delete_mark(
     paper_id: str = PathParameter(..., max_length=MAX_QUERY),
 ):
     check_write(request)
+    check_tag_segment(request, tag, position=4)
     with lease(request) as opened:
         papers = unmark_paper(opened.recommender, request.app.state.tags, tag, paper_id, kind)
         return JSONResponse({"tag": tag, "kind": kind, "papers": papers})

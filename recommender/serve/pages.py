@@ -17,7 +17,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
 from ..errors import install_command
-from ..reading.tags import mark_paper, recommend_for_tags, unmark_paper
+from ..reading.tags import (
+    MAX_TAG,
+    mark_paper,
+    recommend_for_tags,
+    unmark_paper,
+)
 from .api import (
     MAX_ID,
     MAX_K,
@@ -109,7 +114,10 @@ def render(request: Request, template: str, context: dict, status: int = 200) ->
             csrf_field=CSRF_FIELD,
             can_write=can_write,
             path=request.url.path,
-            here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
+            # The path as sent, still percent-encoded: a tag or ID with '/' (%2F) comes back to this
+            # page.
+            here=(request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
+            + (f"?{request.url.query}" if request.url.query else ""),
             index_name=request.app.state.live.index_dir.name,
         )
     )
@@ -192,12 +200,19 @@ def index_page(
                 cards=[card(r.paper, r.score, seed=seed.id) for r in results],
             )
         elif tags:
+            known = tag_names(request)
+            # A tag whose name has a comma (a collection "Smith, Jones") is one tag, not two.
             names = (
-                [name.strip() for name in tags.split(",") if name.strip()]
-                if tags.strip() != "*"
-                else list(tag_names(request))
+                known
+                if tags.strip() == "*"
+                else (
+                    [tags.strip()]
+                    if tags.strip() in known
+                    else [name.strip() for name in tags.split(",") if name.strip()]
+                )
             )
             results = recommend_for_tags(recommender, request.app.state.tags, names, k=k)
+            context["tag_list"] = names
             context.update(
                 heading=(
                     "Recommended for all tags"
@@ -282,16 +297,16 @@ def tags_page(request: Request):
 
 @router.get("/tags/", response_class=HTMLResponse, include_in_schema=False)
 def tag_page_by_query(
-    request: Request, name: str = Query(..., max_length=64), k: int = Query(10, ge=1, le=MAX_K)
+    request: Request, name: str = Query(..., max_length=MAX_TAG), k: int = Query(10, ge=1, le=MAX_K)
 ):
     """A tag's page for a name no path can carry (".", "..")."""
     return tag_page(request, name, k)
 
 
-@router.get("/tags/{tag}", response_class=HTMLResponse)
+@router.get("/tags/{tag:path}", response_class=HTMLResponse)  # a collection's path holds '/'
 def tag_page(
     request: Request,
-    tag: str = PathParameter(..., max_length=64),
+    tag: str = PathParameter(..., max_length=MAX_TAG),
     k: int = Query(10, ge=1, le=MAX_K),
 ):
     from ..reading.tags import check_tag
@@ -344,7 +359,7 @@ def tag_page(
 @router.get("/feed", response_class=HTMLResponse)
 def feed_page(
     request: Request,
-    tag: str = Query(..., max_length=64),
+    tag: str = Query(..., max_length=MAX_TAG),
     since: str = Query("last", max_length=40),
     k: int = Query(20, ge=1, le=MAX_K),
 ):
@@ -386,7 +401,7 @@ def check_form(request: Request, csrf: str | None) -> None:
 @router.post("/tags/add")
 def add_tag_form(
     request: Request,
-    tag: str = Form(..., max_length=64),
+    tag: str = Form(..., max_length=MAX_TAG),
     id: str = Form(..., max_length=MAX_ID),
     csrf: str = Form(""),
     next: str = Form("/"),
@@ -399,7 +414,7 @@ def add_tag_form(
 @router.post("/tags/remove")
 def remove_tag_form(
     request: Request,
-    tag: str = Form(..., max_length=64),
+    tag: str = Form(..., max_length=MAX_TAG),
     id: str = Form(..., max_length=MAX_ID),
     csrf: str = Form(""),
     next: str = Form("/"),
@@ -420,7 +435,7 @@ def preparing(request: Request, what: str) -> HTMLResponse:
 @router.post("/tags/mark")
 def mark_form(
     request: Request,
-    tag: str = Form(..., max_length=64),
+    tag: str = Form(..., max_length=MAX_TAG),
     id: str = Form(..., max_length=MAX_QUERY),
     kind: str = Form(..., max_length=8),
     undo: bool = Form(False),

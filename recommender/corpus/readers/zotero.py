@@ -239,6 +239,7 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
         extra = {
             "entry_type": ENTRY_TYPES.get(type_name, "misc"),
             "citation_key": citation_key,
+            "collections": collections.get(item_id, ()),
             "bibtex_fields": tuple(
                 (BIBTEX_FIELDS[name], value)
                 for name, value in data.items()
