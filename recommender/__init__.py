@@ -1,7 +1,7 @@
 """Find related research papers: sentence-transformer vectors in FAISS, fused with TF-IDF.
 
-    from recommender import Recommender
-    with Recommender.open("default") as index:
+    from recommender import PaperIndex
+    with PaperIndex.open("default") as index:
         index.like("FlashDP", k=5)
 
 Layers, each importing only from those before it:
@@ -21,8 +21,8 @@ _EXPORTS = {
     "Chunking": "embed.windows",
     "build_index": "index.build",
     "BuildReport": "index.build",
-    "Recommender": "query.recommender",
-    "Recommendation": "query.recommender",
+    "PaperIndex": "query.paper_index",
+    "Recommendation": "query.paper_index",
     "related_work": "reading.related",
     "select_rows": "reading.related",
     "plan_sessions": "reading.sessions",

@@ -19,7 +19,9 @@ def csr_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     total = int(lengths.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (np.cumsum(lengths) - lengths), lengths)
+    offsets = np.repeat(
+        np.asarray(starts, dtype=np.int64) - (np.cumsum(lengths) - lengths), lengths
+    )
     return offsets + np.arange(total, dtype=np.int64)
 
 

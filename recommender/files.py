@@ -21,8 +21,9 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 PARTIAL_PREFIX = ".papers-partial-"
 _PARTIAL_NAME = re.compile(rf"{re.escape(PARTIAL_PREFIX)}(\d+)-[0-9a-f]{{8}}")
@@ -30,14 +31,22 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def create_exclusive(path: str | os.PathLike, mode: int = 0o666, readable: bool = False) -> int:
-    """A new file at `path`, open for writing (and reading, if `readable`: a descriptor); FileExistsError
-    if anything, a link included, is already there. Permissions are `mode` less the umask, as for any new file."""
+    """A new file at `path`, open for writing (and reading, if `readable`: a descriptor);
+    FileExistsError
+    if anything, a link included, is already there. Permissions are `mode` less the umask, as for
+    any new file.
+    """
     return os.open(path, (_CREATE & ~os.O_WRONLY) | os.O_RDWR if readable else _CREATE, mode)
 
 
-def open_exclusive(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
-                   newline: str | None = None) -> IO:
-    """`create_exclusive` as a file object: `mode` "w" (text, `encoding`), "wb" or "w+b" (read back too)."""
+def open_exclusive(
+    path: str | os.PathLike,
+    mode: str = "w",
+    encoding: str | None = "utf-8",
+    newline: str | None = None,
+) -> IO:
+    """`create_exclusive` as a file object: `mode` "w" (text, `encoding`), "wb" or "w+b" (read back
+    too)."""
     descriptor = create_exclusive(path, readable="+" in mode)
     try:
         if "b" in mode:
@@ -54,8 +63,13 @@ def partial_path(target: Path) -> Path:
 
 
 @contextlib.contextmanager
-def replacing(target: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
-              newline: str | None = None, durable: bool = True) -> Iterator[IO]:
+def replacing(
+    target: str | os.PathLike,
+    mode: str = "w",
+    encoding: str | None = "utf-8",
+    newline: str | None = None,
+    durable: bool = True,
+) -> Iterator[IO]:
     """A file object whose content replaces `target` atomically once the block ends without error.
 
     Until then `target` is untouched; on any error (or Ctrl-C) the temporary file is removed and
@@ -77,7 +91,10 @@ def replacing(target: str | os.PathLike, mode: str = "w", encoding: str | None =
         # Rename what we wrote, not whatever may have been put at the temporary name since.
         now = os.lstat(temporary)
         if (now.st_dev, now.st_ino) != (written.st_dev, written.st_ino):
-            raise OSError(f"{temporary} was replaced while it was being written: write {target} somewhere private")
+            raise OSError(
+                f"{temporary} was replaced while it was being written: write {target} somewhere"
+                " private"
+            )
         os.replace(temporary, target)
     except OSError as error:
         _remove_if_ours(temporary)
@@ -104,8 +121,12 @@ def stream_target(target: str | os.PathLike) -> str:
         mode = os.stat(target).st_mode
     except OSError:
         return ""
-    kinds = (("fifo", stat.S_ISFIFO), ("character device", stat.S_ISCHR), ("socket", stat.S_ISSOCK),
-             ("block device", stat.S_ISBLK))
+    kinds = (
+        ("fifo", stat.S_ISFIFO),
+        ("character device", stat.S_ISCHR),
+        ("socket", stat.S_ISSOCK),
+        ("block device", stat.S_ISBLK),
+    )
     for kind, test in kinds:
         if test(mode):
             return kind
@@ -113,8 +134,12 @@ def stream_target(target: str | os.PathLike) -> str:
 
 
 @contextlib.contextmanager
-def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
-           newline: str | None = None) -> Iterator[IO]:
+def output(
+    target: str | os.PathLike,
+    mode: str = "w",
+    encoding: str | None = "utf-8",
+    newline: str | None = None,
+) -> Iterator[IO]:
     """A file object for an output the user named (`--out`), as coreutils treat one: a FIFO, a
     character device, a socket or an open file (`/dev/stdout`, `/proc/self/fd/1`) is written into,
     never replaced; a block device is refused; any other path is a file replaced whole once the
@@ -125,8 +150,11 @@ def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "u
             yield handle
         return
     if kind == "block device":
-        raise OSError(errno.EPERM, "a block device is never written to: give a file, a FIFO or a "
-                      "character device", os.fspath(target))
+        raise OSError(
+            errno.EPERM,
+            "a block device is never written to: give a file, a FIFO or a character device",
+            os.fspath(target),
+        )
     if kind == "socket":
         import socket
 
@@ -142,8 +170,11 @@ def output(target: str | os.PathLike, mode: str = "w", encoding: str | None = "u
         flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY
         descriptor = os.open(target, flags | (os.O_APPEND if kind == "open file" else 0))
     try:
-        handle = (os.fdopen(descriptor, "wb") if "b" in mode
-                  else os.fdopen(descriptor, "w", encoding=encoding, newline=newline))
+        handle = (
+            os.fdopen(descriptor, "wb")
+            if "b" in mode
+            else os.fdopen(descriptor, "w", encoding=encoding, newline=newline)
+        )
     except BaseException:
         os.close(descriptor)
         raise
@@ -234,6 +265,10 @@ def _remove_if_ours(temporary: Path) -> None:
 
 def _naming(error: OSError, temporary: Path, target: Path) -> OSError:
     """The error with the file the user asked for in place of our temporary one."""
-    if error.filename in (temporary, str(temporary)) or error.filename is None and error.errno is not None:
+    if (
+        error.filename in (temporary, str(temporary))
+        or error.filename is None
+        and error.errno is not None
+    ):
         return OSError(error.errno, error.strerror, str(target))
     return error

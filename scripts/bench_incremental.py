@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone without installing
 
-from recommender import Recommender, build_index, read_papers  # noqa: E402
+from recommender import PaperIndex, build_index, read_papers  # noqa: E402
 from recommender.embed import loading  # noqa: E402
 from recommender.embed.windows import Chunking, embed_texts  # noqa: E402
 
@@ -106,7 +106,7 @@ def main() -> None:
         fresh = work / "measured"  # a new index: every vector comes from the shared cache the warm build filled
         full_overhead = timed(lambda: build_index([base], index=fresh, export_query_encoder=False))
         add_overhead = timed(lambda: build_index([base, extra], index=fresh, export_query_encoder=False))
-        with Recommender.open(fresh) as opened:
+        with PaperIndex.open(fresh) as opened:
             manifest = opened.manifest["index"]
 
         loading.load_encoder = real_loader

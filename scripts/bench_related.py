@@ -19,7 +19,7 @@ Each measurement runs in a fresh subprocess so that peak RSS (ru_maxrss) is its 
                  FAISS IndexFlatIP search for 100 neighbours each (`like`'s dense
                  candidates, ranking.POOL), in batches of 1024: the exact dense search alone
   ratio          related-work / flat baseline
-  like x n       `Recommender.like` on --sample random papers, time per paper x n
+  like x n       `PaperIndex.like` on --sample random papers, time per paper x n
   = like         sampled papers whose related-work list is identical to `like`'s
                  (ids and scores); on an IVF index `like` itself is approximate
 
@@ -132,11 +132,11 @@ def build(n: int, index_dir: Path, seed: int) -> dict:
 
 def worker_related(index_dir: Path, k: int, out: Path) -> dict:
     started = time.perf_counter()
-    from recommender.query.recommender import Recommender
+    from recommender.query.paper_index import PaperIndex
     from recommender.reading.related import related_work
     from recommender.render.related import write_related
 
-    recommender = Recommender.open(index_dir)
+    recommender = PaperIndex.open(index_dir)
     with open(out, "w", encoding="utf-8") as handle:
         write_related(related_work(recommender, range(len(recommender)), k=k), handle, "jsonl")
     return {"seconds": time.perf_counter() - started, "rss": maxrss_bytes()}
@@ -146,9 +146,9 @@ def worker_baseline(index_dir: Path, k: int) -> dict:
     import faiss
 
     from recommender.query.ranking import POOL
-    from recommender.query.recommender import Recommender
+    from recommender.query.paper_index import PaperIndex
 
-    recommender = Recommender.open(index_dir)
+    recommender = PaperIndex.open(index_dir)
     vectors = np.ascontiguousarray(recommender.vectors, dtype=np.float32)
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(vectors)
@@ -160,9 +160,9 @@ def worker_baseline(index_dir: Path, k: int) -> dict:
 
 
 def worker_like(index_dir: Path, k: int, sample: int, lists: Path, seed: int) -> dict:
-    from recommender.query.recommender import Recommender
+    from recommender.query.paper_index import PaperIndex
 
-    recommender = Recommender.open(index_dir)
+    recommender = PaperIndex.open(index_dir)
     rows = np.sort(np.random.default_rng(seed).choice(len(recommender), size=min(sample, len(recommender)), replace=False))
     recommender.like(recommender.ids[0], k=k)  # load the index files first
     wanted = {int(row) for row in rows}
@@ -221,9 +221,9 @@ def main() -> None:
         related = in_subprocess("related", str(index_dir), str(lists))
         baseline = in_subprocess("baseline", str(index_dir))
         like = in_subprocess("like", str(index_dir), str(lists))
-        from recommender.query.recommender import Recommender
+        from recommender.query.paper_index import PaperIndex
 
-        kind = Recommender.open(index_dir).manifest["index"]["kind"]
+        kind = PaperIndex.open(index_dir).manifest["index"]["kind"]
         rows.append(
             f"{n:>8,} {kind:>5} {related['seconds']:>10.1f} s {related['rss'] / 2**20:>6.0f} MB "
             f"{baseline['seconds']:>9.1f} s {related['seconds'] / baseline['seconds']:>5.1f}x "

@@ -52,7 +52,7 @@ an installed package's is. Peak RSS of each command is its process's ru_maxrss (
 RUSAGE_CHILDREN in a wrapper). `--compare-code DIR` also times `like` with another version
 of the package (DIR holds its `recommender/`, e.g. from `git archive <commit> recommender |
 tar -x -C DIR`) on the same indexes, alternating: cold through the CLI, and warm through the
-Python API (median of 30 `Recommender.like` calls in one process). Each size appends one
+Python API (median of 30 `PaperIndex.like` calls in one process). Each size appends one
 JSON line to --results; the table is printed at the end.
 
 Quoted in: docs/performance.md ("Lookups and builds from 10k to 1M papers": every table there) and README.md's headline figures.
@@ -233,9 +233,9 @@ def check_real(index_dir: Path, source_path: Path) -> None:
     index built with it (e.g. `papers evaluate`'s CSFCube index): the recall an IVF index reaches
     by share of lists probed, for the index's own vectors, the fake encoder's vectors of the same
     papers, and topics and mixed corpora of the same size."""
-    from recommender import Recommender
+    from recommender import PaperIndex
 
-    with Recommender.open(str(index_dir)) as index:
+    with PaperIndex.open(str(index_dir)) as index:
         real = np.array(index.vectors, dtype=np.float32)
         texts = [paper.title + ". " + paper.abstract for paper in index.papers()]
         model = index.manifest.get("model")
@@ -316,10 +316,10 @@ WARM_CALLS = 30
 
 
 def warm_child(index: str) -> None:
-    """Median milliseconds of WARM_CALLS `Recommender.like` calls in one process (the Python API, warm)."""
-    from recommender import Recommender
+    """Median milliseconds of WARM_CALLS `PaperIndex.like` calls in one process (the Python API, warm)."""
+    from recommender import PaperIndex
 
-    with Recommender.open(index) as recommender:
+    with PaperIndex.open(index) as recommender:
         count, times = len(recommender), []
         for call in range(WARM_CALLS):
             started = time.perf_counter()

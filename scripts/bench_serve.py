@@ -13,7 +13,7 @@ keep one HTTP/1.1 connection open and send requests back to back for SECONDS (af
 is not counted). Reported: requests/s, p50/p95/p99 in ms, errors (any status but 200, or a failed
 connection). Bounded: every run stops after SECONDS; every request has a 30 s timeout; 127.0.0.1 only.
 
-Also, per size: the warm in-process `Recommender.like` of the same papers (its p50, the baseline, in
+Also, per size: the warm in-process `PaperIndex.like` of the same papers (its p50, the baseline, in
 this process) against the API's p50 with one client and one worker (the target: within 1.5x the library
 call plus 2 ms), measured twice: apart (the load runs), and alternating one call in process with the same
 call through the API (`--paired-only` runs just this), which a busy machine slows alike; each worker's PSS (/proc/PID/smaps_rollup, after the runs) and what the second worker
@@ -156,10 +156,10 @@ def pss_mb(pid: int) -> float:
 
 def library_like_p50(index: Path, ids: list[str], count: int = 300) -> float:
     """The warm in-process `like` of random papers, p50 in ms (the same call the API makes)."""
-    from recommender import Recommender
+    from recommender import PaperIndex
 
     generator = random.Random(0)
-    with Recommender.open(index) as recommender:
+    with PaperIndex.open(index) as recommender:
         for _ in range(20):
             recommender.like(generator.choice(ids), k=10)
         times = []
@@ -174,13 +174,13 @@ def library_like_p50(index: Path, ids: list[str], count: int = 300) -> float:
 def paired_like(url: str, index: Path, ids: list[str], count: int = 300) -> dict:
     """The same `like` calls in process and through the API (one worker, one client), alternating one
     by one, so that a machine busy with other work slows both alike; p50 of each in ms."""
-    from recommender import Recommender
+    from recommender import PaperIndex
 
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     generator = random.Random(2)
     local, remote = [], []
-    with Recommender.open(index) as recommender:
+    with PaperIndex.open(index) as recommender:
         for step in range(count + 20):
             paper = generator.choice(ids)
             start = time.perf_counter()

@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from recommender.index.build import build_index
-from recommender.query.recommender import Recommender
+from recommender.query.paper_index import PaperIndex
 from recommender.reading import sessions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def shared(plan) -> tuple[int, int, int, int]:
 
 def measure(name: str, index: Path, sizes) -> tuple[int, int]:
     total_words = total_shared = 0
-    with Recommender.open(index) as recommender:
+    with PaperIndex.open(index) as recommender:
         rows = list(range(len(recommender)))
         for n in sizes:
             plan = sessions.plan_sessions(recommender, rows, n=n)

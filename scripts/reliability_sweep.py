@@ -2829,8 +2829,8 @@ def _(cwd):
 
 _HOLDING_READER = """
 import json, sys
-from recommender import Recommender, related_work, select_rows
-with Recommender.open(sys.argv[1]) as index:
+from recommender import PaperIndex, related_work, select_rows
+with PaperIndex.open(sys.argv[1]) as index:
     print("open", flush=True)
     sys.stdin.readline()
     lists = related_work(index, select_rows(index, [], all_papers=True), k=2)

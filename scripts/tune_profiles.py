@@ -45,7 +45,7 @@ from recommender.corpus.papers import read_papers
 from recommender.evaluation import metrics, profiles as protocol, reviewers as reviewer_format
 from recommender.evaluation.evaluate import prepare_index
 from recommender.query import profiles
-from recommender.query.recommender import Recommender
+from recommender.query.paper_index import PaperIndex
 from tune_relevance import folds  # scripts/, beside this file: the same repeated 2-fold splits
 
 TOP_K = (2, 3, 5)
@@ -59,7 +59,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared/eval"
 class Case:
     """One profile to score: its seed rows, the rows ranked, and what the methods share, computed once."""
 
-    def __init__(self, recommender: Recommender, seeds: list[int], rows: np.ndarray):
+    def __init__(self, recommender: PaperIndex, seeds: list[int], rows: np.ndarray):
         self.recommender, self.seeds, self.rows = recommender, seeds, rows
         self.cached: dict = {}
 
@@ -126,7 +126,7 @@ def flat(families: dict) -> tuple[list[str], list]:
             [scorer for family in families.values() for scorer in family.values()])
 
 
-def csfcube_cells(recommender: Recommender, sets: dict, families: dict) -> dict[str, np.ndarray]:
+def csfcube_cells(recommender: PaperIndex, sets: dict, families: dict) -> dict[str, np.ndarray]:
     """{protocol: [settings, profiles, 2]} MAP and NDCG%20 (x100)."""
     rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
     _, scorers = flat(families)
@@ -148,7 +148,7 @@ def csfcube_cells(recommender: Recommender, sets: dict, families: dict) -> dict[
     return out
 
 
-def reviewer_cells(recommender: Recommender, data: reviewer_format.ReviewerSet, families: dict):
+def reviewer_cells(recommender: PaperIndex, data: reviewer_format.ReviewerSet, families: dict):
     """([settings, samples, researchers] costs, weights) of the pair loss."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # two IDs of one text: found by their text below
@@ -285,13 +285,13 @@ def _held_figures(csf, sets, costs, weights, test_papers, test_r) -> np.ndarray:
     return np.concatenate(out, axis=1)
 
 
-def open_index(corpus: Path, index: Path) -> Recommender:
+def open_index(corpus: Path, index: Path) -> PaperIndex:
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # duplicate papers kept once: `papers evaluate` reports it
         if prepare_index(corpus, index) is not None:
             print(f"# built {index} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    return Recommender.open(index)
+    return PaperIndex.open(index)
 
 
 def main() -> None:

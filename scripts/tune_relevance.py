@@ -35,7 +35,7 @@ import numpy as np
 from recommender.embed.windows import Chunking
 from recommender.evaluation import metrics
 from recommender.evaluation.evaluate import evaluate, rank_rows
-from recommender.query import recommender as ranker
+from recommender.query import paper_index as ranker
 from recommender.query.ranking import DENSE_WEIGHT, POOL, select
 
 CHUNKINGS = ("sentences", "windows")
@@ -65,7 +65,7 @@ class Collection:
                                       precision=self.precision, chunking=Chunking(strategy=chunking), mode="lexical")
             if evaluation.build is not None:
                 print(f"# built the {chunking} index in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-            self.opened[chunking] = ranker.Recommender.open(self.root / f"eval-{chunking}")
+            self.opened[chunking] = ranker.PaperIndex.open(self.root / f"eval-{chunking}")
         return self.opened[chunking]
 
     def run(self, chunking: str, mode: str = "hybrid", weight: float | None = None, pool: int = POOL) -> np.ndarray:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recommender import cli  # noqa: E402
 from recommender.embed import export_cache, loading  # noqa: E402
 from recommender.index import build as core, segments, writer as index_writer  # noqa: E402
-from recommender.query import recommender as query  # noqa: E402
+from recommender.query import paper_index as query  # noqa: E402
 
 
 def reach(point: str) -> None:

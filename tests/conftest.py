@@ -68,7 +68,7 @@ def patch_fake_model(monkeypatch: pytest.MonkeyPatch) -> FakeEncoder:
     """What `fake_model` does, for a fixture of wider scope (through `pytest.MonkeyPatch.context()`)."""
     from recommender.embed import export_cache, loading
     from recommender.index import build
-    from recommender.query import recommender
+    from recommender.query import paper_index
 
     encoder = FakeEncoder()
 
@@ -77,7 +77,7 @@ def patch_fake_model(monkeypatch: pytest.MonkeyPatch) -> FakeEncoder:
         return encoder
 
     monkeypatch.setattr(loading, "load_encoder", load_encoder)
-    monkeypatch.setattr(recommender, "load_query_encoder", lambda stored, model: encoder)
+    monkeypatch.setattr(paper_index, "load_query_encoder", lambda stored, model: encoder)
     monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
     # The fake's vectors are keyed apart from the real model's (and no model folder is hashed).
     monkeypatch.setattr(export_cache, "model_identity", lambda model: f"fake:{model}", raising=False)
@@ -89,13 +89,13 @@ def opened_fake_index(folder: Path, papers: list[dict]):
     """An index of these papers built in `folder` with the fake encoder (its own embedding cache, not
     the session's), opened: for a module-scoped fixture whose tests only read the index."""
     from corpus import write_corpus
-    from recommender import Recommender, build_index
+    from recommender import PaperIndex, build_index
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PAPERS_CACHE", str(folder / "cache"))
         patch_fake_model(patch)
         build_index([write_corpus(folder / "in", papers)], index=folder / "index")
-        with Recommender.open(folder / "index") as opened:
+        with PaperIndex.open(folder / "index") as opened:
             yield opened
 
 
@@ -151,13 +151,13 @@ def built(papers_cli, workdir):
 
 @pytest.fixture
 def open_index():
-    """`Recommender.open`, with every index it opened closed when the test ends."""
-    from recommender import Recommender
+    """`PaperIndex.open`, with every index it opened closed when the test ends."""
+    from recommender import PaperIndex
 
     opened = []
 
     def open_(*args, **kwargs):
-        recommender = Recommender.open(*args, **kwargs)
+        recommender = PaperIndex.open(*args, **kwargs)
         opened.append(recommender)
         return recommender
 

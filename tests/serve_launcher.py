@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 if os.environ.get("PAPERS_TEST_REAL_MODEL") != "1":
     from fakes import FakeEncoder
-    from recommender.query import recommender as query
+    from recommender.query import paper_index as query
 
     class HookedEncoder(FakeEncoder):
         def encode(self, texts):

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from corpus import write_corpus
-from recommender import Recommender
+from recommender import PaperIndex
 from recommender.cli import main
 from recommender.embed import export_cache, windows
 from recommender.embed.windows import Chunking, embed_texts
@@ -58,7 +58,7 @@ def cache_rows(index_dir: Path) -> int:
 
 
 def stored_vectors(index: str | None = None) -> np.ndarray:
-    with Recommender.open(index) as recommender:
+    with PaperIndex.open(index) as recommender:
         return np.array(recommender.vectors)
 
 
@@ -129,7 +129,8 @@ def test_ctrl_c_keeps_the_committed_groups_and_the_old_index(workdir, fake_model
     result = papers_cli("build", "big")
     assert result.exit_code == 0
     assert result.stderr.splitlines()[0] == "resuming: 320 of 600 papers already encoded"
-    assert result.stdout == "indexed 600 papers in indexes/default: encoded 280, reused 320 from the cache (flat search)\n"
+    assert result.stdout == ("indexed 600 papers in indexes/default: encoded 280, reused 320 from the cache (flat search)"
+                             "; since the last build 600 added, 0 changed, 6 removed\n")
     # Once a build has finished encoding, the next one does not claim to resume.
     assert papers_cli("build", "big").stderr == ""
 

@@ -7,7 +7,6 @@ import pwd
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -16,29 +15,18 @@ import pytest
 from click.testing import CliRunner
 
 from corpus import PAPERS, write_corpus
-from recommender import Recommender, build_index
+from launching import POINTS, finish, launch
+from recommender import PaperIndex, build_index
 from recommender.cli import main
 
-LAUNCHER = Path(__file__).resolve().parent / "build_launcher.py"
 NEW_PAPERS = PAPERS + [
     {"id": "gr1", "title": "Spectral Sparsifiers", "abstract": "Graph sparsification with spectral bounds."},
     {"id": "gr2", "title": "Fast Laplacian Solvers", "abstract": "Nearly linear time Laplacian solvers for graphs."},
 ]
-POINTS = ["after-encoding", "after-files", "before-rename", "before-current", "after-current"]
 
 
 def run(*args: str):
     return CliRunner().invoke(main, list(args))
-
-
-def launch(workdir: Path, *args: str, point: str = "", action: str = "kill", sync: Path | None = None):
-    env = dict(os.environ, PAPERS_TEST_POINT=point, PAPERS_TEST_ACTION=action)
-    env.pop("PAPERS_INDEX", None)
-    if sync is not None:
-        sync.mkdir(exist_ok=True)
-        env["PAPERS_TEST_SYNC"] = str(sync)
-    return subprocess.Popen([sys.executable, str(LAUNCHER), *args], cwd=workdir, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for(path: Path, process: subprocess.Popen, limit: float = 120) -> None:
@@ -51,11 +39,6 @@ def wait_for(path: Path, process: subprocess.Popen, limit: float = 120) -> None:
             process.kill()
             pytest.fail(f"launcher never reached {path.name}")
         time.sleep(0.02)
-
-
-def finish(process: subprocess.Popen) -> tuple[int, str, str]:
-    stdout, stderr = process.communicate(timeout=300)
-    return process.returncode, stdout, stderr
 
 
 def leftovers(index_dir: Path) -> list[str]:
@@ -87,7 +70,7 @@ def test_a_build_killed_at_any_point_leaves_the_old_index_or_the_new_one(open_in
     code, _, _ = finish(launch(workdir, "build", "new", point=point))
     assert code == -signal.SIGKILL
     if point == "after-current":
-        with Recommender.open() as index:
+        with PaperIndex.open() as index:
             assert len(index) == len(NEW_PAPERS)
         assert answers()[2] == old_index[2]  # complete: every file matches its checksum
     else:
@@ -117,8 +100,10 @@ def test_a_second_build_is_refused_while_one_runs_then_waits_with_wait(open_inde
     wait_for(workdir / "second/waiting-for-lock", second)
     assert second.poll() is None  # blocked on the lock the first build holds
     (workdir / "first/release").touch()
-    assert finish(first)[:2] == (0, "indexed 8 papers in indexes/default: encoded 2, reused 6 from the cache (flat search)\n")
-    assert finish(second)[:2] == (0, "indexed 3 papers in indexes/default: encoded 0, reused 3 from the cache (flat search)\n")
+    assert finish(first)[:2] == (0, "indexed 8 papers in indexes/default: encoded 2, reused 6 from the cache (flat search)"
+                                    "; since the last build 2 added, 0 changed, 0 removed\n")
+    assert finish(second)[:2] == (0, "indexed 3 papers in indexes/default: encoded 0, reused 3 from the cache (flat search)"
+                                     "; since the last build 0 added, 0 changed, 5 removed\n")
     # The builds ran one after the other: the last one's index, whole.
     assert open_index(verify=True).ids == [paper["id"] for paper in PAPERS[:3]]
     assert leftovers(index_dir) == [] and len(versions(index_dir)) == 1
@@ -222,7 +207,7 @@ def test_an_open_index_keeps_its_version_through_rebuilds(open_index, workdir, o
     before = [r.to_dict() for r in reader.like("dp1", k=3)]
     build_index(["new"])
     build_index(["new"])
-    with Recommender.open() as index:
+    with PaperIndex.open() as index:
         assert len(versions(index_dir)) == 2 and len(index) == len(NEW_PAPERS)
     assert [r.to_dict() for r in reader.like("dp1", k=3)] == before
     assert [p.id for p in reader.papers()] == [p["id"] for p in PAPERS]

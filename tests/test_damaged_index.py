@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from corpus import write_corpus
 from fakes import FakeEncoder
 import recommender
-from recommender import Recommender, build_index
+from recommender import PaperIndex, build_index
 from recommender.embed import export_cache, loading
 from recommender.index import build
 from recommender.digests import file_digest
@@ -45,7 +45,7 @@ def pytest_generate_tests(metafunc):
                 mock.patch.object(loading, "load_encoder", lambda model: FakeEncoder()), \
                 mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None):
             build_index([write_corpus(Path(tmp) / "in")], index=Path(tmp) / "idx")
-            with Recommender.open(Path(tmp) / "idx") as index:
+            with PaperIndex.open(Path(tmp) / "idx") as index:
                 files = sorted(index.manifest["files"])
         metafunc.parametrize("stored_file", files)
 

@@ -17,7 +17,7 @@ from recommender.embed import export_cache, loading, onnx_encoder
 from recommender.index.home import resolve_index_dir
 from recommender.index.layout import QUERY_ENCODER, VECTORS
 from recommender.index.stored import open_stored
-from recommender.query import recommender as query
+from recommender.query import paper_index as query
 
 EXPORT_FILES = ("model.onnx", "tokenizer.json", "onnx_encoder.json")
 

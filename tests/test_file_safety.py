@@ -189,7 +189,7 @@ def onnx_exports(tmp_path, monkeypatch):
     """The real export plumbing (shared cache, links, checks) with a stand-in for torch's export and the
     fake encoder behind it; counts the exports."""
     from recommender.embed import onnx_encoder
-    from recommender.query import recommender as query
+    from recommender.query import paper_index as query
 
     calls = []
 

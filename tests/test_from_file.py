@@ -200,10 +200,10 @@ def test_bad_from_file(built, workdir, args, message):
 @pytest.mark.model
 def test_from_file_with_the_real_model(workdir, monkeypatch):
     from corpus import write_corpus
-    from recommender import Recommender, build_index
+    from recommender import PaperIndex, build_index
 
     build_index([write_corpus(workdir / "in")])
-    with Recommender.open() as recommender:
+    with PaperIndex.open() as recommender:
         dp1 = recommender.show("dp1")
         # The query encoder embeds a paper's text to (nearly) its stored vector.
         assert float(recommender.encode_query(dp1.text) @ recommender.vectors[0]) > 0.9999

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import SEEDS
-from recommender import Recommender, build_index
+from recommender import PaperIndex, build_index
 from recommender.cli import main
 
 pytestmark = pytest.mark.model
@@ -26,7 +26,7 @@ def seed_index(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def recommender(seed_index):
-    with Recommender.open(seed_index / "index") as opened:
+    with PaperIndex.open(seed_index / "index") as opened:
         yield opened
 
 

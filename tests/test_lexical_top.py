@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fakes import FakeEncoder
-from recommender import Recommender, build_index
+from recommender import PaperIndex, build_index
 from recommender.embed import loading
 from recommender.errors import IndexCorruptError
 from recommender.index import build, lexical as lexical_module
@@ -180,7 +180,7 @@ def without_column_maxima(index_dir, target):
 
 
 def lists(index_dir, mode):
-    with Recommender.open(index_dir, verify=True) as index:
+    with PaperIndex.open(index_dir, verify=True) as index:
         return [[(item.id, item.score) for item in index.like(*seeds, k=15, not_=unlike, mode=mode)]
                 for seeds, unlike in ((["P1"], []), (["P13"], []), (["P2", "P3"], ["P4"]), (["P700"], ["P5", "P6"]))]
 
@@ -188,9 +188,9 @@ def lists(index_dir, mode):
 @pytest.mark.parametrize("mode", ["hybrid", "lexical"])
 def test_like_lists_of_an_index_without_column_maxima_are_the_same(built, tmp_path, pruning, mode):
     old = without_column_maxima(built, tmp_path / "old")
-    with Recommender.open(old) as index:
+    with PaperIndex.open(old) as index:
         assert index.lexical.column_max is None
-    with Recommender.open(built) as index:
+    with PaperIndex.open(built) as index:
         stats: dict = {}
         index.lexical.top(index.lexical.row(0), 100, [], stats)
         assert stats["pruned"]
@@ -209,7 +209,7 @@ def test_column_maxima_that_do_not_fit_the_vocabulary_are_refused(built, tmp_pat
                                            "sha256": file_digest(live / COLUMN_MAX)}
     (live / MANIFEST).write_text(json.dumps(manifest))
     (tmp_path / "bad" / CURRENT).write_text(f"{live.name} {file_digest(live / MANIFEST)}\n")
-    with Recommender.open(tmp_path / "bad") as index, pytest.raises(IndexCorruptError) as error:
+    with PaperIndex.open(tmp_path / "bad") as index, pytest.raises(IndexCorruptError) as error:
         index.like("P1")
     assert str(error.value) == (f"index file {live / COLUMN_MAX} does not match the vocabulary: "
                                 f"run `papers build --index {tmp_path / 'bad'}`")

@@ -10,7 +10,7 @@ from recommender import build_index
 from recommender.embed.windows import Chunking, embed_texts, split_windows
 from recommender.errors import IndexMismatchError, IndexMissingError, PaperNotFoundError
 from recommender.index.layout import FORMAT_VERSION, MANIFEST
-from recommender.query import recommender as recommender_module
+from recommender.query import paper_index as recommender_module
 
 
 @pytest.fixture

@@ -103,13 +103,13 @@ def test_few_papers_use_pca():
 
 
 def test_recommender_map_method(workdir, fake_model, no_umap):
-    from recommender import Recommender, build_index
+    from recommender import PaperIndex, build_index
     from recommender.reading.layout import build_map
     from recommender.reading.related import select_rows
     from recommender.render.map import write_map
 
     build_index([write_corpus(workdir / "in", topic_papers())])
-    with Recommender.open() as index:
+    with PaperIndex.open() as index:
         corpus_map = build_map(index, select_rows(index, ["privacy-0", "privacy-1", "video-0", "video-1"]), n=2)
     assert (len(corpus_map.points), len(corpus_map.groups), corpus_map.projection) == (4, 2, "PCA")
     assert write_map(corpus_map, workdir / "m.html").read_text().count("<circle ") == 4

@@ -39,17 +39,17 @@ def written(tmp_path_factory):
     folder = tmp_path_factory.mktemp("map")
     encoder = FakeEncoder()
     with pytest.MonkeyPatch.context() as patch:
-        from recommender import Recommender, build_index
+        from recommender import PaperIndex, build_index
         from recommender.embed import loading
         from recommender.index import build
-        from recommender.query import recommender
+        from recommender.query import paper_index
 
         patch.setattr(loading, "load_encoder", lambda model: encoder)
-        patch.setattr(recommender, "load_query_encoder", lambda stored, model: encoder)
+        patch.setattr(paper_index, "load_query_encoder", lambda stored, model: encoder)
         patch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
         patch.setitem(sys.modules, "umap", None)
         build_index([write_corpus(folder / "in", map_papers())], index=folder / "index")
-        with Recommender.open(folder / "index") as index:
+        with PaperIndex.open(folder / "index") as index:
             corpus_map = build_map(index, n=3)
             related = {listed.paper.id: [item.paper.label for item in listed.related]
                        for listed in related_work(index, range(len(index)), k=5)}

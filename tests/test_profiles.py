@@ -167,8 +167,8 @@ def test_like_with_several_seeds_stays_light(index):
     import subprocess
     import sys
 
-    code = ("import sys\nfrom recommender import Recommender\n"
-            f"with Recommender.open({str(index.stored.index_dir)!r}) as index:\n"
+    code = ("import sys\nfrom recommender import PaperIndex\n"
+            f"with PaperIndex.open({str(index.stored.index_dir)!r}) as index:\n"
             f"    assert len(index.like(*{SEEDS!r}, k=3)) == 3\n"
             "print(sorted(m for m in ('scipy', 'sklearn', 'torch') if m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -13,7 +13,7 @@ from corpus import write_corpus
 from recommender import build_index
 from recommender.corpus.papers import Paper
 from recommender.corpus.summary import summary
-from recommender.query import recommender as recommender_module
+from recommender.query import paper_index as recommender_module
 from recommender.reading.related import related_work, select_rows
 from recommender.reading.sessions import plan_sessions
 from recommender.corpus.citation import citation_key, unique_citation_key, unique_citation_keys
@@ -153,7 +153,7 @@ def test_all_formats_parse_back(open_index, built, workdir):
     assert [r["id"] for r in lists[0]["related"]] == [r.id for r in open_index().like("dp1", k=3)]
     assert [r["rank"] for r in lists[0]["related"]] == [1, 2, 3]
     assert set(lists[0]["related"][0]) == {"rank", "id", "score", "handle", "title", "authors", "year", "venue",
-                                             "snippet", "url", "code_links"}
+                                             "snippet", "url", "code_links", "because"}
 
     lines = built("related-work", "--all", "-k", "3", "--format", "jsonl").stdout.splitlines()
     assert [json.loads(line) for line in lines] == lists

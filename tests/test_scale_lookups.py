@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from fakes import FakeEncoder
-from recommender import Recommender, build_index
+from recommender import PaperIndex, build_index
 from recommender.embed import loading
 from recommender.index import build, keys, lexical as lexical_module
 from recommender.index.lexical import LexicalIndex, combine
-from recommender.query import recommender as recommender_module
+from recommender.query import paper_index as recommender_module
 from recommender.reading.related import related_work
 
 PAPERS = 10_000
@@ -46,7 +46,7 @@ def index(tmp_path_factory):
     with mock.patch.object(loading, "load_encoder", lambda model: encoder), \
             mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None):
         build_index([corpus], index=folder / "idx")
-    with Recommender.open(folder / "idx") as opened:
+    with PaperIndex.open(folder / "idx") as opened:
         yield opened
 
 
@@ -184,7 +184,7 @@ def test_like_lists_equal_those_of_the_scans(index, mode, pruning):
     with mock.patch.object(LexicalIndex, "scores", add_at_scores), mock.patch.object(LexicalIndex, "top", sorted_top):
         ids, handles = index.ids, index.handles
         with mock.patch.object(keys.Keys, "matching_rows", lambda self, ref: scan_matching_rows(ref, ids, handles)), \
-                mock.patch.object(recommender_module.Recommender, "tiebreak", sorting_tiebreak(ids)):
+                mock.patch.object(recommender_module.PaperIndex, "tiebreak", sorting_tiebreak(ids)):
             old = lists(index, run)
     assert new == old and all(new)
 
@@ -193,7 +193,7 @@ def test_related_work_lists_equal_those_of_the_scans(index):
     rows = list(range(0, PAPERS, 611))
     new = [[(r.id, r.score) for r in item.related] for item in related_work(index, rows, k=5)]
     with mock.patch.object(LexicalIndex, "scores", add_at_scores), \
-            mock.patch.object(recommender_module.Recommender, "tiebreak", sorting_tiebreak(index.ids)):
+            mock.patch.object(recommender_module.PaperIndex, "tiebreak", sorting_tiebreak(index.ids)):
         old = [[(r.id, r.score) for r in item.related] for item in related_work(index, rows, k=5)]
     assert new == old and all(new)
 

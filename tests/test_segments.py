@@ -176,7 +176,7 @@ def test_segments_rank_as_a_rebuild_of_the_same_papers(workdir, fake_model):
 
     from recommender import build_index
     from recommender.index.segments import add_papers, remove_papers
-    from recommender.query.segmented import SegmentedRecommender, open_index
+    from recommender.query.segmented import SegmentedIndex, open_index
 
     rng = random.Random(5)
     words = (
@@ -202,7 +202,7 @@ def test_segments_rank_as_a_rebuild_of_the_same_papers(workdir, fake_model):
     live = [paper for paper in papers if paper["id"] not in ("p007", "p305")]
     build_index([write_corpus(workdir / "all", live)], index="rebuilt")
     with open_index("segmented") as segmented, open_index("rebuilt") as rebuilt:
-        assert isinstance(segmented, SegmentedRecommender) and len(segmented.parts) == 4
+        assert isinstance(segmented, SegmentedIndex) and len(segmented.parts) == 4
         for mode in ("hybrid", "dense", "lexical"):
             for seed in ("p001", "p150", "p302", "p329"):
                 found = [item.id for item in segmented.like(seed, k=10, mode=mode)]

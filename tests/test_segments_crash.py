@@ -13,7 +13,7 @@ import pytest
 from corpus import PAPERS, write_corpus
 from recommender import build_index
 from recommender.query.segmented import open_index
-from test_crash_and_concurrency import POINTS, finish, launch
+from launching import POINTS, finish, launch
 
 MORE = [
     {

@@ -145,7 +145,7 @@ def test_inspect_gives_the_shared_terms_and_both_cosines(server):
     ("/api/papers?limit=201", 422, "parameter limit: Input should be less than or equal to 200"),
     ("/api/papers?offset=-1", 422, "parameter offset: Input should be greater than or equal to 0"),
     ("/api/papers?where=colour=red", 400, "parameter where: condition 'colour=red': unknown field 'colour'"),
-    ("/api/tags/bad%20tag/recommendations", 400, "tag 'bad tag' cannot be used"),
+    ("/api/tags/%20bad/recommendations", 400, "tag ' bad' cannot be used"),
     ("/api/tags/empty/recommendations", 404, "tag 'empty' holds no papers: tag some first"),
     ("/api/sessions?n=0", 422, "parameter n: Input should be greater than or equal to 1"),
     ("/api/nothing-here", 404, "no page /api/nothing-here"),
@@ -325,7 +325,7 @@ def test_a_rebuild_while_serving_fails_no_request_and_is_picked_up(tmp_path):
 
 
 def test_one_request_at_a_time_uses_the_library_in_a_worker(index_dir):
-    """Threads of one worker take turns with the Recommender, which is not made for threads (two threads
+    """Threads of one worker take turns with the PaperIndex, which is not made for threads (two threads
     in numpy's header parsing fail now and then on CPython 3.11 with a SystemError: a 500 under load)."""
     from recommender.serve.state import LiveIndex
 

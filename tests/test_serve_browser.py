@@ -141,15 +141,21 @@ def test_the_docs_screenshot_shows_the_seed_papers(watched, tmp_path):
         assert alt and "FlashDP" in alt.group(1) and "seed papers" in alt.group(1), shown_in.name
 
 
+HOSTILE_TAG = '"><img src=x onerror=window.attacked=23>/<script>window.attacked=24</script>'
+
+
 def hostile_pages(server) -> list[str]:
     ids = [paper["id"] for paper in HOSTILE_PAPERS]
     for paper_id in ids[:3]:
-        status, body = server.json(f"/api/tags/{urllib.parse.quote('x<y', safe='')}/{urllib.parse.quote(paper_id, safe='')}",
+        status, body = server.json(f"/api/tags/x%0Ay/{urllib.parse.quote(paper_id, safe='')}",
                                    method="PUT")
         assert status == 400  # not a tag name
         assert server.json(f"/api/tags/evil/{urllib.parse.quote(paper_id, safe='')}", method="PUT")[0] == 200
+        assert server.json("/api/tags?" + urllib.parse.urlencode({"tag": HOSTILE_TAG, "paper": paper_id}),
+                           method="PUT")[0] == 200  # any printable name: escaped wherever it is shown
     pages = ["", "?q=" + urllib.parse.quote("<script>window.attacked=20</script> private"), "?tags=evil",
              "?pid=" + urllib.parse.quote(ids[0]), "tags", "tags/evil", "sessions?n=2", "map", "docs",
+             "tags/" + urllib.parse.quote(HOSTILE_TAG, safe=""), "?tags=" + urllib.parse.quote(HOSTILE_TAG),
              "paper/" + urllib.parse.quote("<script>window.attacked=21</script>", safe=""),
              "?q=" + urllib.parse.quote('"><img src=x onerror=window.attacked=22>')]
     for paper_id in ids:

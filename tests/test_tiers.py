@@ -23,7 +23,7 @@ from recommender.index.home import resolve_index_dir
 from recommender.index.layout import QUERY_ENCODER
 from recommender.index.stored import open_stored
 from recommender.query import ranking
-from recommender.query import recommender as query
+from recommender.query import paper_index as query
 
 
 def manifest(name: str) -> dict:
@@ -115,7 +115,7 @@ def test_the_int8_export_is_made_once_from_the_fp32_one_and_kept_beside_it(cache
 def test_a_real_int8_build_encodes_and_answers_queries_with_the_quantised_model(workdir):
     build_index([SEEDS], "fp32", precision="fp32")
     build_index([SEEDS], "int8", precision="int8")
-    with query.Recommender.open("fp32") as fp32, query.Recommender.open("int8") as int8:
+    with query.PaperIndex.open("fp32") as fp32, query.PaperIndex.open("int8") as int8:
         assert (fp32.manifest["precision"], int8.manifest["precision"]) == ("fp32", "int8")
         cosines = (np.asarray(fp32.vectors) * np.asarray(int8.vectors)).sum(axis=1)
         assert 0.9 < cosines.min() < 0.99999  # moved by the quantisation, not far
@@ -231,7 +231,7 @@ def test_a_static_build_distils_once_and_its_queries_use_the_static_table(cache,
     assert len(calls) == 1 and phases.count("distilling static embeddings from the default model (once, a few minutes)") == 1
     built = manifest("fast")
     assert (built["model"], built["precision"], built["query_encoder"], built["dimension"]) == ("static", "fp32", "static", 16)
-    with query.Recommender.open("fast") as fast:
+    with query.PaperIndex.open("fast") as fast:
         assert fast.dense_weight == ranking.dense_weight_for("static") != ranking.DENSE_WEIGHT
         results = fast.search("differentially private training of language models", k=3)
         assert isinstance(fast._query_encoder, static_encoder.StaticEncoder) and len(results) == 3
@@ -252,7 +252,7 @@ def test_an_upgrade_serves_the_fast_version_until_the_full_one_is_committed_and_
     seen, encode = [], full.encode
 
     def stopping(texts):
-        with query.Recommender.open("arxiv") as live:  # a query while the upgrade runs
+        with query.PaperIndex.open("arxiv") as live:  # a query while the upgrade runs
             seen.append((live.manifest["model"], len(live.search("privacy", k=2))))
         if len(seen) == 3:
             raise KeyboardInterrupt
@@ -269,7 +269,7 @@ def test_an_upgrade_serves_the_fast_version_until_the_full_one_is_committed_and_
     assert notices == [f"resuming: 16 of {papers} papers already encoded"]
     upgraded = manifest("arxiv")
     assert (upgraded["model"], upgraded["precision"]) == ("all-MiniLM-L6-v2", "fp32")
-    with query.Recommender.open("arxiv") as index:
+    with query.PaperIndex.open("arxiv") as index:
         assert index.dense_weight == ranking.DENSE_WEIGHT
 
 

@@ -352,11 +352,11 @@ READER = """
 import json, sys
 sys.path.insert(0, sys.argv[2])
 from fakes import FakeEncoder
-from recommender import Recommender, related_work, select_rows
-from recommender.query import recommender as query
+from recommender import PaperIndex, related_work, select_rows
+from recommender.query import paper_index as query
 
 query.load_query_encoder = lambda stored, model: FakeEncoder(name=model)
-with Recommender.open(sys.argv[1]) as index:
+with PaperIndex.open(sys.argv[1]) as index:
     print("open", flush=True)
     sys.stdin.readline()
     lists = related_work(index, select_rows(index, [], all_papers=True), k=2)

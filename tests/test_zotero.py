@@ -205,3 +205,138 @@ def test_better_bibtex_keys_beside_the_database(workdir, run, library):
     assert run("build", str(library)).exit_code == 0
     assert shown(run, "EFGH6789")["citation_key"] == "LeeGated2024"
     assert shown(run, "JKLM2345")["citation_key"] == "lee2022light"  # Zotero 7's own field first
+
+
+# ------------------------------------------------------------------ collections as tags of the index
+
+def test_collections_are_tags_of_the_index(workdir, run, library):
+    assert run("build", str(library)).exit_code == 0
+    listed = json.loads(run("tags", "--format", "json").stdout)
+    assert {row["tag"]: row["papers"] for row in listed} == {
+        "Thesis": ["EFGH6789"], "Thesis/Related work": ["ABCD2345", "JKLM2345"]}  # the trashed "Old" left out
+    liked = json.loads(run("like", "--tag", "Thesis/Related work", "--format", "json").stdout)
+    assert [row["id"] for row in liked] == ["EFGH6789"]  # the collection's papers left out
+    # The user's own tagging and marks under a collection's name add to it, and outlive a rebuild.
+    assert run("tags", "add", "Thesis/Related work", "EFGH6789").exit_code == 0
+    assert run("tags", "seen", "Thesis", "ABCD2345").exit_code == 0
+    refused = run("tags", "remove", "Thesis/Related work", "ABCD2345")
+    assert (refused.exit_code, refused.stderr) == (1, (
+        "Error: paper ABCD2345 is in the collection 'Thesis/Related work' of the library this index was built "
+        "from: take it out of the collection there and rebuild\n"))
+    database = sqlite3.connect(library)
+    database.execute("DELETE FROM collectionItems WHERE collectionID = 2 AND itemID = 3")
+    database.commit()
+    database.close()
+    assert run("build", str(library)).exit_code == 0
+    listed = json.loads(run("tags", "--format", "json").stdout)
+    assert {row["tag"]: (row["papers"], row["seen"]) for row in listed} == {
+        "Thesis": (["EFGH6789"], ["ABCD2345"]), "Thesis/Related work": (["ABCD2345", "EFGH6789"], [])}
+
+
+def test_a_tag_name_is_any_printable_path(workdir, run, library):
+    assert run("build", str(library)).exit_code == 0
+    assert run("tags", "add", "Reading group: week 3 (théorie)", "ABCD2345").exit_code == 0
+    for bad in ("", "a\nb", "/Thesis", "Thesis/", "a//b", " padded", "x" * 201):
+        result = run("tags", "add", bad, "ABCD2345")
+        assert result.exit_code != 0 and "cannot be used: a tag is 1 to 200 printable characters" in result.stderr
+
+
+def test_collection_tags_in_the_api_and_pages(workdir, run, library):
+    from serving import start_server
+
+    built = run("build", str(library))
+    assert built.exit_code == 0, built.output
+    index_dir = Path(built.stdout.split(" in ", 1)[1].split(": ", 1)[0])
+    server = start_server(index_dir)
+    try:
+        status, listed = server.json("/api/tags")
+        assert status == 200 and {"tag": "Thesis/Related work", "papers": ["ABCD2345", "JKLM2345"]} in listed
+        status, liked = server.json("/api/tags/Thesis/Related%20work/recommendations")
+        assert status == 200 and [row["id"] for row in liked] == ["EFGH6789"]
+        status, body = server.json("/api/tags?tag=Reading%2Fweek%201&paper=EFGH6789", method="PUT")
+        assert (status, body) == (200, {"tag": "Reading/week 1", "papers": ["EFGH6789"]})
+        status, body = server.json("/api/marks/not?tag=Thesis%2FRelated%20work&paper=EFGH6789", method="PUT")
+        assert (status, body["papers"]) == (200, ["EFGH6789"])
+        assert server.json("/api/marks/not/Thesis/Related%20work")[1]["papers"] == ["EFGH6789"]
+        status, body = server.json("/api/tags/Reading%2Fweek%201/JKLM2345", method="PUT")
+        assert status == 400 and "give it in the query" in body["error"]
+        status, body = server.json("/api/marks/seen/Thesis%2FRelated%20work/JKLM2345", method="PUT")
+        assert status == 400 and "give it in the query" in body["error"]
+        status, _, page = server.get("/tags")
+        assert status == 200 and b'href="/tags/Thesis%2FRelated%20work"' in page
+        status, _, page = server.get("/tags/Thesis%2FRelated%20work")
+        assert status == 200 and "Tag “Thesis/Related work”" in page.decode()
+        assert b"Private Training at Scale" in page and b"Light Spanners" in page
+        status, _, page = server.get("/?tags=Thesis%2FRelated%20work")
+        assert status == 200 and b'<a href="/tags/Thesis%2FRelated%20work">Thesis/Related work</a>' in page
+        status, _, page = server.get("/tags/%3Cb%3Ex%3C%2Fb%3E")  # escaped in the page
+        assert status == 200 and b"<b>x</b>" not in page and b"&lt;b&gt;x&lt;/b&gt;" in page
+    finally:
+        server.stop()
+
+
+def test_a_rebuild_reports_what_changed_in_the_library(workdir, run, library):
+    first = run("build", str(library))
+    assert first.exit_code == 0 and "since the last build" not in first.stdout
+    database = sqlite3.connect(library)
+    # Added: a new article; changed: the abstract of EFGH6789; removed: JKLM2345 moved to the trash.
+    database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (9, ?, 1, 'NEWW2345')",
+                     (TYPES["journalArticle"],))
+    for field_name, value_id, value in (("title", 900, "Sparse Attention Revisited"),
+                                        ("abstractNote", 901, "Sparse attention patterns recover dense quality.")):
+        database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (?, ?)", (value_id, value))
+        database.execute("INSERT INTO itemData VALUES (9, ?, ?)", (FIELDS[field_name], value_id))
+    database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (902, 'A new abstract about gates.')")
+    database.execute("UPDATE itemData SET valueID = 902 WHERE itemID = 2 AND fieldID = ?", (FIELDS["abstractNote"],))
+    database.execute("INSERT INTO deletedItems (itemID) VALUES (3)")
+    database.commit()
+    database.close()
+    again = run("build", str(library))
+    assert again.exit_code == 0, again.output
+    assert again.stdout.startswith("indexed 3 papers in ")
+    assert again.stdout.endswith("; since the last build 1 added, 1 changed, 1 removed\n")
+    assert "added: NEWW2345\nchanged: EFGH6789\nremoved: JKLM2345\n" in again.stderr
+    unchanged = run("build", str(library))
+    assert unchanged.stdout.endswith("from the cache (flat search)\n")  # nothing more to say
+    assert "added:" not in unchanged.stderr and "changed:" not in unchanged.stderr
+
+
+def test_a_large_change_names_the_first_papers_and_counts_the_rest(workdir, run):
+    from corpus import PAPERS, write_corpus
+
+    write_corpus(workdir / "in", PAPERS[:1])
+    assert run("build", "in").exit_code == 0
+    many = [dict(PAPERS[1], id=f"p{number:02d}", title=f"Paper {number}") for number in range(12)]
+    (workdir / "in" / "more.json").write_text(json.dumps(many))
+    result = run("build", "in")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("; since the last build 12 added, 0 changed, 0 removed\n")
+    assert "added: p00, p01, p02, p03, p04, p05, p06, p07, p08, p09 and 2 more\n" in result.stderr
+
+
+def test_a_collection_s_tag_page_in_a_browser(workdir, run, library, browser):
+    """The tags page links the collection's page; its "Not interested" button comes back to it."""
+    from serving import start_server
+
+    built = run("build", str(library))
+    index_dir = Path(built.stdout.split(" in ", 1)[1].split(": ", 1)[0])
+    server = start_server(index_dir)
+    context = browser.new_context()
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    try:
+        page.goto(server.url + "tags")
+        page.get_by_role("link", name="Thesis/Related work").click()
+        page.wait_for_url("**/tags/Thesis%2FRelated%20work")
+        assert page.locator("h1").inner_text() == "Tag “Thesis/Related work”"
+        assert page.locator("ul.tagged a").all_inner_texts() == ["Private Training at Scale",
+                                                                 "Light Spanners of Planar Graphs"]
+        page.locator("ol.papers > li").first.locator("form.mark button.not").click()
+        page.wait_for_url("**/tags/Thesis%2FRelated%20work")
+        assert server.json("/api/marks/not/Thesis/Related%20work")[1]["papers"] == ["EFGH6789"]
+        assert "EFGH6789" in page.locator("p.not-interested").inner_text()
+    finally:
+        context.close()
+        server.stop()
+    assert problems == []

@@ -10,25 +10,32 @@ import itertools
 import re
 import unicodedata
 from collections import defaultdict
-from typing import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 
 from .papers import Paper
 
 __all__ = ["citation_key", "unique_citation_key", "unique_citation_keys"]
 
 # Words a reference manager skips when it picks the title word of a key.
-_KEY_SKIP = frozenset("a an the on of in for and to with towards toward via from by is are at as do does".split())
+_KEY_SKIP = frozenset(
+    "a an the on of in for and to with towards toward via from by is are at as do does".split()
+)
 
 # Papers whose citation key, casefolded, is the one given, in a fixed order (index order, say).
 Sharers = Callable[[str], Sequence[Hashable]]
 
 
 def _ascii_word(text: str) -> str:
-    return "".join(re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()))
+    return "".join(
+        re.findall(
+            r"[a-z0-9]+",
+            unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower(),
+        )
+    )
 
 
 def _family_name(author: str) -> str:
-    """"Ada Lovelace" -> "lovelace"; "Lovelace, Ada" -> "lovelace"."""
+    """ "Ada Lovelace" -> "lovelace"; "Lovelace, Ada" -> "lovelace"."""
     name = author.split(",")[0] if "," in author else (author.split() or [""])[-1]
     return _ascii_word(name)
 
@@ -49,7 +56,7 @@ def citation_key(paper: Paper) -> str:
 
 
 def _suffixes() -> Iterator[str]:
-    """"a" ... "z", "aa", "ab", ..."""
+    """ "a" ... "z", "aa", "ab", ..."""
     for length in itertools.count(1):
         for letters in itertools.product("abcdefghijklmnopqrstuvwxyz", repeat=length):
             yield "".join(letters)
@@ -68,9 +75,12 @@ def unique_citation_key(key: str, member: Hashable, sharers: Sharers, own_key: b
     if len(sharing) <= 1 or own_key:
         return key
     position = list(sharing).index(member)
-    usable = (suffix for suffix in _suffixes()
-              if not sharers(folded + suffix)
-              and not any(len(sharers(folded + suffix[:cut])) > 1 for cut in range(1, len(suffix))))
+    usable = (
+        suffix
+        for suffix in _suffixes()
+        if not sharers(folded + suffix)
+        and not any(len(sharers(folded + suffix[:cut])) > 1 for cut in range(1, len(suffix)))
+    )
     return key + next(itertools.islice(usable, position, None))
 
 
@@ -80,6 +90,9 @@ def unique_citation_keys(papers: Sequence[Paper]) -> dict[str, str]:
     by_key: dict[str, list[int]] = defaultdict(list)
     for position, key in enumerate(keys):
         by_key[key.casefold()].append(position)
-    return {paper.id: unique_citation_key(key, position, lambda folded: by_key.get(folded, ()),
-                                          own_key=bool(paper.citation_key))
-            for position, (paper, key) in enumerate(zip(papers, keys))}
+    return {
+        paper.id: unique_citation_key(
+            key, position, lambda folded: by_key.get(folded, ()), own_key=bool(paper.citation_key)
+        )
+        for position, (paper, key) in enumerate(zip(papers, keys))
+    }

@@ -31,21 +31,40 @@ _CODE_HOST = (
 )
 _CODE_HOST_RE = re.compile(rf"(?:www\.)?{_CODE_HOST}", re.I)
 # Every link _URL_RE can match contains one of these (lower case).
-_LINK_MARKERS = ("http", "github", "gitlab", "huggingface", "hf.co", "bitbucket", "codeberg", "sites.google", "4open")
+_LINK_MARKERS = (
+    "http",
+    "github",
+    "gitlab",
+    "huggingface",
+    "hf.co",
+    "bitbucket",
+    "codeberg",
+    "sites.google",
+    "4open",
+)
 # Hosts that only count with a path: "github.com" alone is not a code link.
-_NEEDS_PATH = {"github.com", "gitlab.com", "huggingface.co", "hf.co", "bitbucket.org",
-               "codeberg.org", "sites.google.com", "anonymous.4open.science"}
+_NEEDS_PATH = set(
+    """
+    github.com gitlab.com huggingface.co hf.co bitbucket.org codeberg.org sites.google.com
+    anonymous.4open.science
+    """.split()
+)
 _URL_RE = re.compile(
-    rf"\bhttps?://{_URL_CHAR}+"
-    rf"|(?<![\w./@-])(?:www\.)?{_CODE_HOST}(?:/{_URL_CHAR}*)?",
+    rf"\bhttps?://{_URL_CHAR}+" rf"|(?<![\w./@-])(?:www\.)?{_CODE_HOST}(?:/{_URL_CHAR}*)?",
     re.I,
 )
 _TRAILING_PUNCT = ".,;:!?)]}'\"/"
 
 # LaTeX escapes that would otherwise leak into URLs and names.
 _LATEX_ESCAPES = [
-    ("\\textasciitilde{}", "~"), ("\\textasciitilde", "~"), ("\\~{}", "~"),
-    ("\\textunderscore{}", "_"), ("\\_", "_"), ("\\%", "%"), ("\\&", "&"), ("\\#", "#"),
+    ("\\textasciitilde{}", "~"),
+    ("\\textasciitilde", "~"),
+    ("\\~{}", "~"),
+    ("\\textunderscore{}", "_"),
+    ("\\_", "_"),
+    ("\\%", "%"),
+    ("\\&", "&"),
+    ("\\#", "#"),
 ]
 _LATEX_LINK_RE = re.compile(r"\\(?:url|href)\{([^{}]*)\}")
 
@@ -136,20 +155,17 @@ def _tidy(handle: str) -> str:
 # --------------------------------------------------------------------------
 
 # Acronyms and names that papers use but rarely introduce.
-_STOP_NAMES = {
-    "ai", "agi", "ml", "nlp", "cv", "llm", "llms", "mllm", "mllms", "vlm", "vlms", "lm",
-    "lms", "slm", "slms", "lrm", "lrms", "rl", "rlhf", "rlvr", "dp", "sgd", "dp-sgd",
-    "adam", "adamw", "gpu", "gpus", "tpu", "tpus", "cpu", "cpus", "cnn", "cnns", "rnn",
-    "rnns", "gnn", "gnns", "dnn", "dnns", "mlp", "mlps", "lstm", "lstms", "gru", "vit",
-    "vits", "dit", "dits", "gan", "gans", "vae", "vaes", "moe", "lora", "qlora", "peft",
-    "sft", "dpo", "ppo", "grpo", "cot", "icl", "rag", "sota", "mdp", "mdps", "pomdp",
-    "pomdps", "ood", "iid", "kl", "mse", "mae", "auc", "roc", "fid", "psnr", "ssim", "snr",
-    "ode", "odes", "sde", "sdes", "pde", "pdes", "api", "apis", "gui", "guis", "url", "pdf",
-    "iot", "bert", "gpt", "gpt-3", "gpt-4", "gpt-4o", "chatgpt", "clip", "llama", "qwen",
-    "imagenet", "cifar-10", "cifar-100", "mnist", "coco", "ms-coco", "a100", "h100", "v100",
-    "and", "not", "xor", "nand", "iii", "ieee", "acl", "neurips", "icml", "iclr", "cvpr",
-    "usa", "covid-19",
-}
+_STOP_NAMES = set(
+    """
+    ai agi ml nlp cv llm llms mllm mllms vlm vlms lm lms slm slms lrm lrms rl rlhf rlvr dp sgd
+    dp-sgd adam adamw gpu gpus tpu tpus cpu cpus cnn cnns rnn rnns gnn gnns dnn dnns mlp mlps
+    lstm lstms gru vit vits dit dits gan gans vae vaes moe lora qlora peft sft dpo ppo grpo cot
+    icl rag sota mdp mdps pomdp pomdps ood iid kl mse mae auc roc fid psnr ssim snr ode odes sde
+    sdes pde pdes api apis gui guis url pdf iot bert gpt gpt-3 gpt-4 gpt-4o chatgpt clip llama
+    qwen imagenet cifar-10 cifar-100 mnist coco ms-coco a100 h100 v100 and not xor nand iii ieee
+    acl neurips icml iclr cvpr usa covid-19
+    """.split()
+)
 _MEASURE_RE = re.compile(r"\d+(?:\.\d+)?[A-Za-z]{1,2}")  # 3D, 13B, 2K, 1.79x
 _SIZE_SUFFIX_RE = re.compile(r"-\d+(?:\.\d+)?[BMK]$")  # GUI-G1-3B -> GUI-G1
 _TOKEN_RE = re.compile(r"[^\W_](?:[^\W_]|-(?=[^\W_])|\.(?=\d))*")
@@ -191,7 +207,9 @@ _INTRO_VERB = (
     r"|construct(?:s|ed|ing)?|releas(?:e|es|ed|ing)|curat(?:e|es|ed|ing)"
     r"|creat(?:e|es|ed|ing)|contribut(?:e|es|ed|ing))"
 )
-_NAMING_VERB = r"(?:call|calls|called|name|names|named|dub|dubs|dubbed|term|terms|termed|coin|coins|coined)"
+_NAMING_VERB = (
+    r"(?:call|calls|called|name|names|named|dub|dubs|dubbed|term|terms|termed|coin|coins|coined)"
+)
 _STRONG_CUE_RE = re.compile(
     rf"\b{_INTRO_VERB}\s+(?:"
     r"(?:(?:the|a|an|our|new|novel|first)\s+)*"
@@ -214,7 +232,7 @@ def _sentence_prefix(text: str, pos: int) -> str:
     """Text from the start of the sentence containing ``pos`` up to ``pos``."""
     start = max(0, pos - 300)
     ends = list(_SENTENCE_END_RE.finditer(text, start, pos))
-    return text[ends[-1].end() if ends else start:pos]
+    return text[ends[-1].end() if ends else start : pos]
 
 
 def _cue_strength(text: str, start: int, end: int) -> int:
@@ -235,8 +253,13 @@ def _repo_names(links: tuple[str, ...]) -> list[str]:
         if "/" not in host_and_path:
             continue  # a bare project host has no repository name
         segment = host_and_path.rsplit("/", 1)[-1]
-        if (len(segment) <= 24 and "_" not in segment and segment.count("-") <= 1
-                and _is_name(segment) and segment not in names):
+        if (
+            len(segment) <= 24
+            and "_" not in segment
+            and segment.count("-") <= 1
+            and _is_name(segment)
+            and segment not in names
+        ):
             names.append(segment)
     return names
 
@@ -271,45 +294,46 @@ def _introduced_name(text: str, repo_names: list[str]) -> str | None:
 # --------------------------------------------------------------------------
 
 _ARTICLES = {"a", "an", "the"}
-_BREAKERS = {
-    "in", "on", "at", "for", "to", "from", "with", "without", "by", "via", "into", "onto",
-    "over", "under", "across", "through", "between", "among", "against", "within",
-    "beyond", "towards", "toward", "using", "based", "and", "or", "but", "nor", "as",
-    "than", "that", "which", "who", "whom", "whose", "where", "when", "while", "whereas",
-    "if", "because", "since", "although", "though", "how", "why", "what", "whether",
-    "this", "these", "those", "it", "its", "their", "our", "we", "they", "such", "not",
-    "no", "there", "both", "each", "often", "typically", "usually", "increasingly",
-    "recently", "gradually", "significantly", "generally", "commonly", "widely",
-    "largely", "primarily", "mainly", "still", "also", "already", "now", "currently",
-    "traditionally", "remarkably",
-}
-_VERBS = {
-    "is", "are", "was", "were", "be", "been", "being", "has", "have", "had", "can",
-    "could", "may", "might", "will", "would", "shall", "should", "must", "do", "does",
-    "did", "remain", "remains", "start", "starts", "provide", "provides", "focus",
-    "focuses", "aim", "aims", "enable", "enables", "allow", "allows", "employ", "employs",
-    "use", "uses", "require", "requires", "play", "plays", "offer", "offers", "struggle",
-    "struggles", "suffer", "suffers", "face", "faces", "rely", "relies", "involve",
-    "involves", "seek", "seeks", "serve", "serves", "underpin", "underpins", "emerge",
-    "emerges", "emerged", "demonstrate", "demonstrates", "demonstrated", "show", "shows",
-    "achieve", "achieves", "become", "becomes", "lie", "lies", "refer", "refers",
-    "consist", "consists", "depend", "depends", "evolve", "evolves", "continue",
-    "continues", "capture", "captures", "pose", "poses", "process", "processes",
-}
-_LEADING_CLAUSE = {
-    "while", "although", "though", "as", "with", "when", "since", "despite", "because",
-    "given", "recently", "motivated", "following", "unlike", "inspired", "building",
-    "in", "over", "for", "to", "due", "owing", "after", "during", "through",
-}
-_GENERIC_WORDS = {
-    "new", "novel", "proposed", "simple", "general", "unified", "final", "full", "own",
-    "main", "overall", "entire", "theoretical", "resulting", "trained", "whole",
-    "first", "second", "two", "three", "systematic", "principled", "improved",
-    "model", "method", "approach", "framework", "algorithm", "algorithms", "methods",
-    "models", "technique", "scheme", "pipeline", "system", "architecture",
-}
-_GENERIC_HEADS = {"approach", "method", "framework", "algorithm", "technique", "scheme",
-                  "pipeline", "system"}
+_BREAKERS = set(
+    """
+    in on at for to from with without by via into onto over under across through between among
+    against within beyond towards toward using based and or but nor as than that which who whom
+    whose where when while whereas if because since although though how why what whether this
+    these those it its their our we they such not no there both each often typically usually
+    increasingly recently gradually significantly generally commonly widely largely primarily
+    mainly still also already now currently traditionally remarkably
+    """.split()
+)
+_VERBS = set(
+    """
+    is are was were be been being has have had can could may might will would shall should must
+    do does did remain remains start starts provide provides focus focuses aim aims enable
+    enables allow allows employ employs use uses require requires play plays offer offers
+    struggle struggles suffer suffers face faces rely relies involve involves seek seeks serve
+    serves underpin underpins emerge emerges emerged demonstrate demonstrates demonstrated show
+    shows achieve achieves become becomes lie lies refer refers consist consists depend depends
+    evolve evolves continue continues capture captures pose poses process processes
+    """.split()
+)
+_LEADING_CLAUSE = set(
+    """
+    while although though as with when since despite because given recently motivated following
+    unlike inspired building in over for to due owing after during through
+    """.split()
+)
+_GENERIC_WORDS = set(
+    """
+    new novel proposed simple general unified final full own main overall entire theoretical
+    resulting trained whole first second two three systematic principled improved model method
+    approach framework algorithm algorithms methods models technique scheme pipeline system
+    architecture
+    """.split()
+)
+_GENERIC_HEADS = set(
+    """
+    approach method framework algorithm technique scheme pipeline system
+    """.split()
+)
 _WORD_RE = re.compile(r"[^\W_][\w'’-]*|[^\w\s]")
 _OUR_PHRASE_RE = re.compile(
     r"((?:[\w-]+\s+){1,4}?)(approach|method|framework|model|architecture|algorithm"
@@ -366,8 +390,13 @@ def _italic_term(raw: str) -> str | None:
     for match in _ITALIC_RE.finditer(_unescape_latex(raw)):
         term = plain_text(match.group(1) or match.group(2))
         words = term.split()
-        if 1 <= len(words) <= 5 and len(term) <= MAX_HANDLE_LEN and len(term) >= 4 \
-                and any(c.islower() for c in term) and _meaningful(words):
+        if (
+            1 <= len(words) <= 5
+            and len(term) <= MAX_HANDLE_LEN
+            and len(term) >= 4
+            and any(c.islower() for c in term)
+            and _meaningful(words)
+        ):
             return _tidy(term)
     return None
 
@@ -379,7 +408,9 @@ def _our_phrase(text: str) -> str | None:
         if not match:
             continue
         modifiers = match.group(1).split()
-        if any(w.lower() in _BREAKERS | _VERBS | _ARTICLES or not w[0].isalnum() for w in modifiers):
+        if any(
+            w.lower() in _BREAKERS | _VERBS | _ARTICLES or not w[0].isalnum() for w in modifiers
+        ):
             continue
         if not _meaningful(modifiers):
             continue
@@ -392,7 +423,7 @@ def _our_phrase(text: str) -> str | None:
 def _proposal_phrase(text: str) -> str | None:
     """ "we propose a distance-based diversity regularization that ..." -> its noun phrase."""
     for match in _PROPOSAL_RE.finditer(text):
-        words = _noun_phrase(_WORD_RE.findall(text[match.end(): match.end() + 200]))
+        words = _noun_phrase(_WORD_RE.findall(text[match.end() : match.end() + 200]))
         while words and words[0].lower() in _GENERIC_WORDS - _GENERIC_HEADS - {"model", "models"}:
             words = words[1:]
         if words and words[0].lower() in _GENERIC_WORDS:
@@ -406,7 +437,7 @@ def _sentence_phrase(sentence: str) -> list[str]:
     """Subject of a sentence or, after "We study", its object."""
     words = _WORD_RE.findall(sentence)
     if words and words[0].lower() in _LEADING_CLAUSE and "," in words:
-        words = words[words.index(",") + 1:]
+        words = words[words.index(",") + 1 :]
     lowered = [w.lower() for w in words]
     if lowered[:2] in (["this", "paper"], ["this", "work"], ["this", "study"]):
         words, lowered = words[1:], lowered[1:]
@@ -433,11 +464,23 @@ def _first_sentence_phrase(text: str) -> str | None:
 # --------------------------------------------------------------------------
 
 # Title prefixes that name a paper genre rather than the paper.
-_GENERIC_TITLE_HEADS = {"position", "survey", "review", "tutorial", "perspective",
-                        "commentary", "technical report", "short paper", "extended abstract"}
-_TITLE_CUT_WORDS = {"for", "via", "with", "using", "through", "towards", "toward", "in",
-                    "on", "from", "by", "without", "under", "at", "beyond", "against",
-                    "and", "of", "to", "as"}
+_GENERIC_TITLE_HEADS = {
+    "position",
+    "survey",
+    "review",
+    "tutorial",
+    "perspective",
+    "commentary",
+    "technical report",
+    "short paper",
+    "extended abstract",
+}
+_TITLE_CUT_WORDS = set(
+    """
+    for via with using through towards toward in on from by without under at beyond against and
+    of to as
+    """.split()
+)
 _TITLE_SPLIT_RE = re.compile(r"\s*(?::|\s[-–—]{1,2}\s)\s*")
 
 
@@ -452,7 +495,10 @@ def _short_title(title: str) -> str:
         prefix = " ".join(words[:i])
         if len(prefix) > MAX_HANDLE_LEN:
             break
-        if words[i].lower() in _TITLE_CUT_WORDS and words[i - 1].lower() not in _TITLE_CUT_WORDS | _ARTICLES:
+        if (
+            words[i].lower() in _TITLE_CUT_WORDS
+            and words[i - 1].lower() not in _TITLE_CUT_WORDS | _ARTICLES
+        ):
             best = prefix
     if best is None:
         kept: list[str] = []

@@ -14,9 +14,13 @@ from urllib.parse import unquote
 __all__ = ["bare_arxiv_id", "work_identifier"]
 
 # arxiv.org/abs/2101.00001v2, /pdf/2101.00001.pdf, old style /abs/hep-th/9901001
-_ARXIV_URL = re.compile(r"^https?://(?:www\.|export\.)?arxiv\.org/(?:abs|pdf)/(.+?)(?:v\d+)?(?:\.pdf)?/?$", re.IGNORECASE)
+_ARXIV_URL = re.compile(
+    r"^https?://(?:www\.|export\.)?arxiv\.org/(?:abs|pdf)/(.+?)(?:v\d+)?(?:\.pdf)?/?$",
+    re.IGNORECASE,
+)
 _DOI_URL = re.compile(r"^https?://(?:dx\.)?doi\.org/(10\.\d{4,9}/\S+)$", re.IGNORECASE)
-# An ID that is itself one: "2101.00001", "2101.00001v3", "hep-th/9901001", "10.1145/3292500.3330701"
+# An ID that is itself one: "2101.00001", "2101.00001v3", "hep-th/9901001",
+# "10.1145/3292500.3330701"
 _ARXIV_ID = re.compile(r"^(\d{4}\.\d{4,5}|[a-z][a-z.-]*/\d{7})(?:v\d+)?$", re.IGNORECASE)
 _DOI = re.compile(r"^10\.\d{4,9}/\S+$")
 # arXiv's own DOIs (DataCite, 2022 on) name the arXiv ID: 10.48550/arXiv.2101.00001
@@ -35,7 +39,7 @@ def bare_arxiv_id(paper_id: str) -> str:
 
 
 def work_identifier(url: str, paper_id: str = "") -> str:
-    """"arxiv:<id>" or "doi:<doi>" (casefolded, no arXiv version), or "" when neither the URL
+    """ "arxiv:<id>" or "doi:<doi>" (casefolded, no arXiv version), or "" when neither the URL
     nor the ID gives one."""
     url = unquote(url.strip())
     found = _ARXIV_URL.match(url)

@@ -23,12 +23,16 @@ import re
 __all__ = ["latex_text", "split_maths"]
 
 _ESCAPED = {"\\%": "%", "\\&": "&", "\\#": "#", "\\_": "_", "\\$": "$", "\\{": "{", "\\}": "}"}
-_FORMAT = (r"textbf|textit|textsc|texttt|textrm|textsf|textup|textmd|textnormal|text|emph|underline|"
-           r"mbox|url|nolinkurl")
+_FORMAT = (
+    r"textbf|textit|textsc|texttt|textrm|textsf|textup|textmd|textnormal|text|emph|underline|"
+    r"mbox|url|nolinkurl"
+)
 _FORMAT_RE = re.compile(rf"\\(?:{_FORMAT})\s*\{{([^{{}}\\]*(?:\\.[^{{}}\\]*)*)\}}")
 _HREF_RE = re.compile(r"\\href\s*\{[^{}]*\}\s*\{([^{}]*)\}")
-_CITE_RE = re.compile(r"\\(?:[cC]ite(?:p|t|alp|alt|author|year|yearpar)?\*?|parencite|textcite|autocite)"
-                      r"\s*(?:\[[^\]]*\]\s*){0,2}\{([^{}]*)\}")
+_CITE_RE = re.compile(
+    r"\\(?:[cC]ite(?:p|t|alp|alt|author|year|yearpar)?\*?|parencite|textcite|autocite)"
+    r"\s*(?:\[[^\]]*\]\s*){0,2}\{([^{}]*)\}"
+)
 # Inline maths: $...$ not started or ended by an escaped dollar.
 _MATHS_RE = re.compile(r"(?<!\\)\$(?:[^$\\]|\\.)+\$")
 # Ties: a ~ that is not escaped (\~ is an accent command, kept as written).
@@ -40,7 +44,7 @@ def split_maths(text: str) -> list[tuple[str, bool]]:
     pieces, position = [], 0
     for match in _MATHS_RE.finditer(text):
         if match.start() > position:
-            pieces.append((text[position: match.start()], False))
+            pieces.append((text[position : match.start()], False))
         pieces.append((match.group(), True))
         position = match.end()
     if position < len(text) or not pieces:
@@ -50,11 +54,17 @@ def split_maths(text: str) -> list[tuple[str, bool]]:
 
 def latex_text(text: str) -> str:
     """The text as the policy above reads it (one line; inline maths as written)."""
-    return " ".join("".join(piece if maths else _prose(piece) for piece, maths in split_maths(text or "")).split())
+    return " ".join(
+        "".join(
+            piece if maths else _prose(piece) for piece, maths in split_maths(text or "")
+        ).split()
+    )
 
 
 def _prose(text: str) -> str:
-    text = _CITE_RE.sub(lambda match: "[" + ", ".join(k.strip() for k in match.group(1).split(",")) + "]", text)
+    text = _CITE_RE.sub(
+        lambda match: "[" + ", ".join(k.strip() for k in match.group(1).split(",")) + "]", text
+    )
     text = _HREF_RE.sub(r"\1", text)
     previous = None
     while previous != text:  # formatting commands nest: \textbf{\emph{x}}

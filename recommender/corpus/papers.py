@@ -8,9 +8,10 @@ import os
 import re
 import unicodedata
 import warnings
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
@@ -20,8 +21,17 @@ from .text import collapse_spaces, first_sentence
 if TYPE_CHECKING:
     from .where import Where
 
-__all__ = ["InputWarning", "Paper", "PaperSet", "SUPPORTED_SUFFIXES", "derive_id", "normalise_text", "read_papers",
-           "scan_papers", "text_key"]
+__all__ = [
+    "InputWarning",
+    "Paper",
+    "PaperSet",
+    "SUPPORTED_SUFFIXES",
+    "derive_id",
+    "normalise_text",
+    "read_papers",
+    "scan_papers",
+    "text_key",
+]
 
 ID_LENGTH = 12
 # Abstracts run to a few thousand characters; past this a text is likely a whole paper
@@ -51,12 +61,17 @@ class Paper:
     url: str = ""
     code_links: tuple[str, ...] = ()
     source: str = ""
-    categories: tuple[str, ...] = ()  # as the input gave them: arXiv categories, BibTeX keywords, OpenAlex topics
+    categories: tuple[
+        str, ...
+    ] = ()  # as the input gave them: arXiv categories, BibTeX keywords, OpenAlex topics
     # What a reference manager gave (a .bib, Zotero): the user's citation key, the entry type
     # ("inproceedings"), and the BibTeX fields not modelled above, as (name, BibTeX source) pairs.
     citation_key: str = ""
     entry_type: str = ""
     bibtex_fields: tuple[tuple[str, str], ...] = ()
+    # The reference manager's folders holding the paper, as paths ("Thesis/Related work"): the
+    # index records them, and its tag store shows each as a tag (reading/tags.py).
+    collections: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -100,12 +115,14 @@ class Paper:
             # Only when the input had them: most papers come from no reference manager.
             **({"citation_key": self.citation_key} if self.citation_key else {}),
             **({"entry_type": self.entry_type} if self.entry_type else {}),
-            **({"bibtex_fields": dict(self.bibtex_fields)}
-               if self.bibtex_fields and stored else {}),
+            **(
+                {"bibtex_fields": dict(self.bibtex_fields)} if self.bibtex_fields and stored else {}
+            ),
+            **({"collections": list(self.collections)} if self.collections else {}),
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Paper":
+    def from_dict(cls, data: dict) -> Paper:
         return cls(
             id=data["id"],
             title=data.get("title", ""),
@@ -117,13 +134,14 @@ class Paper:
             url=data.get("url", ""),
             code_links=tuple(data.get("code_links") or ()),
             source=data.get("source", ""),
-            categories=tuple(data.get("categories") or ()),  # none in indexes built before they were kept
+            categories=tuple(
+                data.get("categories") or ()
+            ),  # none in indexes built before they were kept
             citation_key=data.get("citation_key", ""),
             entry_type=data.get("entry_type", ""),
             bibtex_fields=tuple((data.get("bibtex_fields") or {}).items()),
+            collections=tuple(data.get("collections") or ()),
         )
-
-
 
 
 def normalise_text(text: str) -> str:
@@ -141,8 +159,12 @@ def derive_id(title: str, abstract: str) -> str:
     return hashlib.sha256(text_key(title, abstract).encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
-def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
-                without_abstract: list | None = None, keep_withdrawn: bool = False) -> list[Paper]:
+def read_papers(
+    inputs: Iterable[str | Path],
+    where: Sequence[str] | Where | None = None,
+    without_abstract: list | None = None,
+    keep_withdrawn: bool = False,
+) -> list[Paper]:
     """Read every paper from the given files and folders.
 
     IDs given in the input are kept; others are derived from the text. The same
@@ -166,9 +188,12 @@ def read_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
     return [replace(paper, handle=handle) for paper, handle in zip(kept, chosen.handles())]
 
 
-def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | None = None,
-                without_abstract: list | None = None,
-                keep_withdrawn: bool = False) -> Generator[Paper, None, None]:
+def scan_papers(
+    inputs: Iterable[str | Path],
+    where: Sequence[str] | Where | None = None,
+    without_abstract: list | None = None,
+    keep_withdrawn: bool = False,
+) -> Generator[Paper, None, None]:
     """Every paper of the inputs as it is read, duplicates included and without handles (see
     `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`)."""
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
@@ -191,7 +216,9 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
                 continue
             if record.bulk and _lacks_abstract(record):
                 if without_abstract is not None:
-                    without_abstract.append((_paper_from_record(record, empty_abstract=True), record.where))
+                    without_abstract.append(
+                        (_paper_from_record(record, empty_abstract=True), record.where)
+                    )
                     continue
                 skipped += 1
                 first_skipped = first_skipped or record.where
@@ -205,20 +232,28 @@ def scan_papers(inputs: Iterable[str | Path], where: Sequence[str] | Where | Non
             warnings.warn(
                 f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out "
                 f"(the first: {withdrawn[0]}): keep them with --keep-withdrawn",
-                InputWarning, stacklevel=2,
+                InputWarning,
+                stacklevel=2,
             )
         if skipped == found and without_abstract is None:
-            raise InputError(f"{path}: none of its {found} records has an abstract: papers are found by their abstracts")
+            raise InputError(
+                f"{path}: none of its {found} records has an abstract: papers are found by their"
+                " abstracts"
+            )
         if skipped:
             records = "record" if skipped == 1 else "records"
             warnings.warn(
-                f"{path}: {skipped} {records} without an abstract skipped (the first: {first_skipped})",
-                InputWarning, stacklevel=2,
+                f"{path}: {skipped} {records} without an abstract skipped (the first:"
+                f" {first_skipped})",
+                InputWarning,
+                stacklevel=2,
             )
         read += found
     if condition is not None and not matched:
-        raise InputError(f"no paper matches the condition {condition} (of {read} read): "
-                         f"{condition.no_match_reason(present, read)}")
+        raise InputError(
+            f"no paper matches the condition {condition} (of {read} read): "
+            f"{condition.no_match_reason(present, read)}"
+        )
 
 
 class PaperSet:
@@ -246,32 +281,41 @@ class PaperSet:
 
     def add(self, paper: Paper) -> bool:
         """Whether `paper` is kept (False for the same text again, with a warning)."""
-        key = hashlib.blake2b(text_key(paper.title, paper.abstract).encode("utf-8", "surrogatepass"),
-                              digest_size=16).digest()
+        key = hashlib.blake2b(
+            text_key(paper.title, paper.abstract).encode("utf-8", "surrogatepass"), digest_size=16
+        ).digest()
         kept = self._by_text.get(key)
         if kept is not None:
             warnings.warn(
-                f"{paper.source}: same paper as {self._source_of(kept)}; kept once", DuplicatePaperWarning, stacklevel=3
+                f"{paper.source}: same paper as {self._source_of(kept)}; kept once",
+                DuplicatePaperWarning,
+                stacklevel=3,
             )
             self._alias(paper.id, kept)
             return False
         from .identifiers import work_identifier  # here, not at import: `papers like` reads no file
 
         work = work_identifier(paper.url, paper.id)
-        work_key = (hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-                    if work else b"")
+        work_key = (
+            hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            if work
+            else b""
+        )
         kept = self._by_work.get(work_key) if work else None
         if kept is not None:
             also = f", '{paper.id}' naming it too" if paper.id != self.ids[kept] else ""
             warnings.warn(
                 f"{paper.source}: same paper ({work}) as {self._source_of(kept)}; kept once{also}",
-                DuplicatePaperWarning, stacklevel=3)
+                DuplicatePaperWarning,
+                stacklevel=3,
+            )
             self._alias(paper.id, kept)
             return False
         other = self._by_id.get(paper.id)
         if other is not None:
             raise InputError(
-                f"{paper.source}: ID '{paper.id}' is also used by {self._source_of(other)} for a different paper: give each paper its own ID"
+                f"{paper.source}: ID '{paper.id}' is also used by {self._source_of(other)} for a"
+                " different paper: give each paper its own ID"
             )
         self._by_text[key] = self._by_id[paper.id] = len(self.ids)
         if work:
@@ -287,8 +331,9 @@ class PaperSet:
     def handles(self) -> list[str]:
         """Each kept paper's unique handle, in the order kept (no paper can be added after)."""
         # An alias that a paper read later has as its own ID names that paper, not an alias.
-        self.aliases = {alias: kept for alias, kept in self.aliases.items()
-                        if alias not in self._by_id}
+        self.aliases = {
+            alias: kept for alias, kept in self.aliases.items() if alias not in self._by_id
+        }
         self._by_text, self._by_id, self._by_work = {}, {}, {}
         # Disambiguate in ID order so a paper's handle does not depend on file order.
         order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
@@ -302,8 +347,11 @@ class PaperSet:
 
 def _lacks_abstract(record: Record) -> bool:
     abstract = record.fields.get("abstract")
-    # Empty once control characters are blanked (as _clean would make it), without collapsing spaces.
-    return abstract is None or (isinstance(abstract, str) and not _CONTROL.sub(" ", abstract).strip())
+    # Empty once control characters are blanked (as _clean would make it), without collapsing
+    # spaces.
+    return abstract is None or (
+        isinstance(abstract, str) and not _CONTROL.sub(" ", abstract).strip()
+    )
 
 
 def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
@@ -318,7 +366,8 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
             path = default_database()
             if not path.is_file():
                 raise InputError(
-                    f"zotero: no Zotero database at {path}: give the path of your zotero.sqlite")
+                    f"zotero: no Zotero database at {path}: give the path of your zotero.sqlite"
+                )
             files.append(path)
             continue
         path = Path(raw)
@@ -326,7 +375,10 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
             raise InputError(f"{path}: no such file or folder")
         if path.is_dir():
             if _is_index_folder(path):
-                raise InputError(f"{path}: an index folder, not papers: give the files or folders it was built from")
+                raise InputError(
+                    f"{path}: an index folder, not papers: give the files or folders it was built"
+                    " from"
+                )
             found = sorted(_files_in_folder(path))
             if not found:
                 raise InputError(f"{path}: folder has no {FORMAT_NAMES} files of papers")
@@ -335,8 +387,9 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
             files.append(path)
         else:
             raise InputError(
-                f"{path}: unsupported file type '{path.suffix or '(none)'}': use .txt (one abstract a paragraph), "
-                ".jsonl, .json, .csv, .bib or Zotero's zotero.sqlite (see docs/input-formats.md)"
+                f"{path}: unsupported file type '{path.suffix or '(none)'}': use .txt (one abstract"
+                " a paragraph), .jsonl, .json, .csv, .bib or Zotero's zotero.sqlite (see"
+                " docs/input-formats.md)"
             )
     return files
 
@@ -349,7 +402,10 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
     are not followed (no loops)."""
 
     def refuse(error: OSError) -> None:
-        raise InputError(f"{error.filename}: cannot read folder ({error.strerror}): fix its permissions or leave it out")
+        raise InputError(
+            f"{error.filename}: cannot read folder ({error.strerror}): fix its permissions or leave"
+            " it out"
+        )
 
     for parent, folders, names in os.walk(folder, onerror=refuse):
         here = Path(parent)
@@ -358,11 +414,19 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
             if name.startswith("."):
                 folders.remove(name)
             elif (here / name).is_symlink():
-                warnings.warn(f"{here / name}: a link to a folder, not followed: give the folder itself", InputWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"{here / name}: a link to a folder, not followed: give the folder itself",
+                    InputWarning,
+                    stacklevel=2,
+                )
             elif _is_index_folder(here / name):
-                # An index kept among its own inputs (`papers build s --index s/idx`) would be read back.
-                warnings.warn(f"{here / name}: an index folder, not papers: skipped", InputWarning, stacklevel=2)
+                # An index kept among its own inputs (`papers build s --index s/idx`) would be read
+                # back.
+                warnings.warn(
+                    f"{here / name}: an index folder, not papers: skipped",
+                    InputWarning,
+                    stacklevel=2,
+                )
                 folders.remove(name)
         for name in names:
             path = here / name
@@ -375,10 +439,13 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
 
 
 def _is_index_folder(folder: Path) -> bool:
-    """What `papers build` writes (see index/layout.py): a CURRENT pointer, or v-*/ build folders."""
+    """What `papers build` writes (see index/layout.py): a CURRENT pointer, or v-*/ build
+    folders."""
     try:
         versions = [path for path in folder.glob("v-*") if path.is_dir()]
-        return bool(versions) and ((folder / "CURRENT").is_file() or any((v / "manifest.json").is_file() for v in versions))
+        return bool(versions) and (
+            (folder / "CURRENT").is_file() or any((v / "manifest.json").is_file() for v in versions)
+        )
     except OSError:  # unreadable: os.walk reports it
         return False
 
@@ -399,7 +466,11 @@ def _clean(value) -> str:
 def _text_field(record: Record, name: str, numbers: bool = False) -> str:
     """A text field of a record, cleaned; a list or object there is an input error."""
     value = record.fields.get(name)
-    if value is None or isinstance(value, str) or (numbers and isinstance(value, (int, float)) and not isinstance(value, bool)):
+    if (
+        value is None
+        or isinstance(value, str)
+        or (numbers and isinstance(value, (int, float)) and not isinstance(value, bool))
+    ):
         return _clean(value)
     raise InputError(f"{record.where}: '{name}' must be text, got {type(value).__name__}")
 
@@ -414,15 +485,20 @@ def _given_id(record: Record) -> str:
     value = str(value).strip()
     if _CONTROL.search(value) or any(character in value for character in "\t\n\r\v\f\u2028\u2029"):
         raise InputError(
-            f"{record.where}: ID {value!r} contains a tab, line break or control character: give an ID on one line"
+            f"{record.where}: ID {value!r} contains a tab, line break or control character: give an"
+            " ID on one line"
         )
-    hidden = next((character for character in value if unicodedata.category(character) == "Cf"), None)
+    hidden = next(
+        (character for character in value if unicodedata.category(character) == "Cf"), None
+    )
     if hidden is not None:
-        # Bidirectional controls (U+202E) and zero-width characters (U+200B) make two IDs look alike.
+        # Bidirectional controls (U+202E) and zero-width characters (U+200B) make two IDs look
+        # alike.
         shown = value.encode("unicode_escape").decode("ascii")
         raise InputError(
-            f"{record.where}: ID '{shown}' contains an invisible or text-direction character "
-            f"(U+{ord(hidden):04X} {unicodedata.name(hidden, 'format character')}): give an ID of visible characters"
+            f"{record.where}: ID '{shown}' contains an invisible or text-direction character"
+            f" (U+{ord(hidden):04X} {unicodedata.name(hidden, 'format character')}): give an ID of"
+            " visible characters"
         )
     from .identifiers import bare_arxiv_id
 
@@ -440,13 +516,16 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         warnings.warn(
             f"{record.where}: abstract is {len(abstract):,} characters long (a whole paper?): "
             "encoding it takes minutes with the real model",
-            InputWarning, stacklevel=2,
+            InputWarning,
+            stacklevel=2,
         )
     title = _text_field(record, "title")
     given_id = _given_id(record)
     authors = data.get("authors") or ()
     if isinstance(authors, str):
-        authors = [name for name in (part.strip() for part in re.split(r";|\band\b", authors)) if name]
+        authors = [
+            name for name in (part.strip() for part in re.split(r";|\band\b", authors)) if name
+        ]
     elif not isinstance(authors, (list, tuple)):
         raise InputError(f"{record.where}: 'authors' must be a list or a string")
     if not all(name is None or isinstance(name, str) for name in authors):
@@ -458,7 +537,9 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         try:
             year = int(str(year).strip())
         except ValueError:
-            raise InputError(f"{record.where}: year {str(year)!r} is not a whole number") from None  # repr: one line
+            raise InputError(
+                f"{record.where}: year {str(year)!r} is not a whole number"
+            ) from None  # repr: one line
     return Paper(
         id=given_id or derive_id(title, abstract),
         title=title,
@@ -470,8 +551,15 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         code_links=extract_code_links(abstract),
         # A file name that is not UTF-8 reaches us with surrogate escapes, which cannot be stored.
         source=record.source.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
-        categories=tuple(dict.fromkeys(_clean(category) for category in record.categories if _clean(category))),
+        categories=tuple(
+            dict.fromkeys(_clean(category) for category in record.categories if _clean(category))
+        ),
         citation_key=_clean(record.extra.get("citation_key")),
         entry_type=_clean(record.extra.get("entry_type")).lower(),
         bibtex_fields=tuple(record.extra.get("bibtex_fields") or ()),
+        collections=tuple(
+            dict.fromkeys(
+                _clean(name) for name in record.extra.get("collections") or () if _clean(name)
+            )
+        ),
     )

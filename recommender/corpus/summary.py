@@ -10,8 +10,11 @@ from .papers import Paper
 from .text import first_sentence, split_sentences
 
 _CUE = re.compile(
-    r"\b(we (propose|present|introduce|develop|study|show|design|describe|investigate|analy[sz]e|address|tackle)"
-    r"|this (paper|work|study)|in this (paper|work)|here,? we|our (method|approach|framework|model))\b",
+    r"\b(we"
+    r" (propose|present|introduce|develop|study|show|design|describe|investigate|analy[sz]e"
+    r"|address|tackle)"
+    r"|this (paper|work|study)|in this (paper|work)|here,? we|our"
+    r" (method|approach|framework|model))\b",
     re.IGNORECASE,
 )
 
@@ -34,8 +37,10 @@ def summary(paper: Paper) -> str:
 
 # Openings that point back to sentences the summary leaves out ("To address this, ...").
 _LEAD_IN = re.compile(
-    r"^(?:(?:to|in order to) (?:address|tackle|solve|overcome|bridge|fill|close|mitigate|remedy|fix|alleviate|"
-    r"resolve|handle|meet)\b[^,]{0,90}|in (?:this|the present) (?:paper|work|study|article)|here|then|next|"
+    r"^(?:(?:to|in order to)"
+    r" (?:address|tackle|solve|overcome|bridge|fill|close|mitigate|remedy|fix|alleviate|"
+    r"resolve|handle|meet)\b[^,]{0,90}|in (?:this|the present)"
+    r" (?:paper|work|study|article)|here|then|next|"
     r"furthermore|moreover|additionally|specifically|finally|however|therefore|thus|consequently|instead|"
     r"in response|motivated by (?:this|these)[^,]{0,40}|building on (?:this|these)[^,]{0,40}|"
     r"to this end|for this purpose),\s+"
@@ -57,12 +62,12 @@ def _names(sentence: str, name: str) -> bool:
     start = sentence.find(name)
     while start >= 0:
         end = start + len(name)
-        if (start == 0 or not sentence[start - 1].isalnum()) and (end == len(sentence) or not sentence[end].isalnum()):
+        if (start == 0 or not sentence[start - 1].isalnum()) and (
+            end == len(sentence) or not sentence[end].isalnum()
+        ):
             return True
         start = sentence.find(name, start + 1)
     return False
-
-
 
 
 def paper_brief(paper: Paper) -> dict:

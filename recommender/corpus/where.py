@@ -9,14 +9,21 @@ from __future__ import annotations
 import fnmatch
 import operator
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..errors import OptionError
 
 FIELDS = ("category", "year", "venue")
 _CONDITION = re.compile(r"^\s*([A-Za-z_-]+)\s*(>=|<=|!=|=|>|<)\s*(.*?)\s*$")
-_COMPARE = {"=": operator.eq, "!=": operator.ne, ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+_COMPARE = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+}
 USAGE = "use FIELD=VALUE with FIELD one of category, year, venue (e.g. category=cs.LG, year>=2020)"
 
 
@@ -30,8 +37,13 @@ class Condition:
         return f"{self.field}{self.op}{','.join(self.values)}"
 
     def matches(self, record) -> bool:
-        """Whether a record as read (fields and categories) or a stored `Paper` meets the condition."""
-        fields = record.fields if hasattr(record, "fields") else {"year": record.year, "venue": record.venue}
+        """Whether a record as read (fields and categories) or a stored `Paper` meets the
+        condition."""
+        fields = (
+            record.fields
+            if hasattr(record, "fields")
+            else {"year": record.year, "venue": record.venue}
+        )
         if self.field == "year":
             year = _year(fields.get("year"))
             if year is None:
@@ -42,7 +54,9 @@ class Condition:
         else:
             venue = fields.get("venue")
             have = [venue.casefold()] if isinstance(venue, str) else []
-        found = any(fnmatch.fnmatchcase(item, value.casefold()) for item in have for value in self.values)
+        found = any(
+            fnmatch.fnmatchcase(item, value.casefold()) for item in have for value in self.values
+        )
         return found if self.op == "=" else not found
 
 
@@ -58,7 +72,11 @@ class Where:
 
     def fields_present(self, record) -> set[str]:
         """The fields of these conditions that a record (or stored `Paper`) has a value for."""
-        fields = record.fields if hasattr(record, "fields") else {"year": record.year, "venue": record.venue}
+        fields = (
+            record.fields
+            if hasattr(record, "fields")
+            else {"year": record.year, "venue": record.venue}
+        )
         present = {"category"} if record.categories else set()
         if _year(fields.get("year")) is not None:
             present.add("year")
@@ -73,10 +91,15 @@ class Where:
     def no_match_reason(self, present: set[str], read: int) -> str:
         """Why nothing matched, in words: the fields none of the `read` papers has (`present`: the
         fields some had), else that the values match none."""
-        missing = [condition.field for condition in self.conditions if condition.field not in present]
+        missing = [
+            condition.field for condition in self.conditions if condition.field not in present
+        ]
         if missing:
             names = " or ".join(dict.fromkeys(missing))
-            return f"none of the {read} papers has a {names}: drop that condition or add the field to the input"
+            return (
+                f"none of the {read} papers has a {names}: drop that condition or add the field to"
+                " the input"
+            )
         return "loosen the condition"
 
 
@@ -95,10 +118,14 @@ def parse_where(conditions: Sequence[str]) -> Where | None:
         values = tuple(part.strip() for part in value.split(",") if part.strip())
         if name == "year":
             if not all(re.fullmatch(r"\d{1,4}", v) for v in values):
-                raise OptionError(f"condition '{text}': a year is a whole number, e.g. year>=2020", "where")
+                raise OptionError(
+                    f"condition '{text}': a year is a whole number, e.g. year>=2020", "where"
+                )
         elif op not in ("=", "!="):
-            raise OptionError(f"condition '{text}': {name} takes = or != (wildcards allowed: {name}=cs.*)",
-                              "where")
+            raise OptionError(
+                f"condition '{text}': {name} takes = or != (wildcards allowed: {name}=cs.*)",
+                "where",
+            )
         parsed.append(Condition(name, op, values))
     return Where(tuple(parsed)) if parsed else None
 

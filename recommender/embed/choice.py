@@ -11,9 +11,9 @@ comes from the table in :mod:`recommender.embed.models`.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -64,7 +64,7 @@ class EncoderChoice:
         query_encoder)."""
         return self.facts.export
 
-    def record(self, encoder: "LazyEncoder") -> dict:
+    def record(self, encoder: LazyEncoder) -> dict:
         """What an index built with this choice records of its encoder (its manifest's fields)."""
         max_tokens = (
             encoder.max_tokens_if_known or encoder.remembered_max_tokens or self.known_max_tokens
@@ -76,7 +76,7 @@ class EncoderChoice:
             "chunking": dict(self.chunking.to_dict(), max_tokens=max_tokens),
         }
 
-    def encoder(self, export: Path | None, resources: contextlib.ExitStack) -> "LazyEncoder":
+    def encoder(self, export: Path | None, resources: contextlib.ExitStack) -> LazyEncoder:
         """The build's encoder, loaded when a text has to be encoded: the build's `export` (its ONNX
         export or static table) where there is one, on this choice's device and engine. A Ray
         session joins `resources`, so it stops when they close."""
@@ -254,7 +254,7 @@ def _kept_chunking(record: Mapping | None, notice: Callable[[str], None] | None)
     if kept != Chunking() and notice is not None:
         notice(
             f"keeping this index's chunking '{kept.strategy}': --chunking {Chunking().strategy} "
-            f"(the default for new indexes) would encode every paper again"
+            "(the default for new indexes) would encode every paper again"
         )
     return kept
 

@@ -9,20 +9,23 @@ import json
 import time
 import warnings
 import zlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
 from .. import files
 from ..errors import RecommenderError
 
+
 class CacheUnavailable(RecommenderError):
-    """The user cache folder cannot be made (read-only home, under a file): builds go on without the cache."""
+    """The user cache folder cannot be made (read-only home, under a file): builds go on without the
+    cache."""
 
 
 class EmbeddingCache:
-    """Vectors keyed by content hash (model identity, chunking, text: embed.windows.cache_key), in one
+    """Vectors keyed by content hash (model identity, chunking, text: embed.windows.cache_key), in
+    one
     SQLite file shared by every index of the user (export_cache.embedding_cache_path()), safe under
     concurrent builds.
 
@@ -47,8 +50,10 @@ class EmbeddingCache:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise CacheUnavailable(f"the cache folder {folder} cannot be made ({error.strerror}): papers are "
-                                   "encoded without the embedding cache; set $PAPERS_CACHE to a writable folder") from None
+            raise CacheUnavailable(
+                f"the cache folder {folder} cannot be made ({error.strerror}): papers are "
+                "encoded without the embedding cache; set $PAPERS_CACHE to a writable folder"
+            ) from None
         self._refuse_links()
         with self._guard():
             self._connect()
@@ -56,8 +61,10 @@ class EmbeddingCache:
     def _refuse_links(self) -> None:
         path = files.linked_sqlite_file(self.path)
         if path is not None:
-            raise RecommenderError(f"embedding cache file {path} is a symbolic link, which is never followed: "
-                                   "remove it (or run `papers cache clear`)")
+            raise RecommenderError(
+                f"embedding cache file {path} is a symbolic link, which is never followed: "
+                "remove it (or run `papers cache clear`)"
+            )
 
     def _connect(self) -> None:
         import sqlite3  # here: only builds use the cache, and lookups need not pay for the import
@@ -68,9 +75,12 @@ class EmbeddingCache:
         # (only, at worst, the last ones on power loss) and never corrupts the file.
         self.connection.execute("PRAGMA synchronous=NORMAL")
         self.connection.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector BLOB, checksum INTEGER)"
+            "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dimension INTEGER, vector"
+            " BLOB, checksum INTEGER)"
         )
-        self.connection.execute("CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value TEXT)")
+        self.connection.execute(
+            "CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value TEXT)"
+        )
         columns = {row[1] for row in self.connection.execute("PRAGMA table_info(vectors)")}
         if "checksum" not in columns:
             self._add_checksums()
@@ -100,13 +110,19 @@ class EmbeddingCache:
             yield
         except sqlite3.DatabaseError as error:
             if type(error) is not sqlite3.DatabaseError:  # subclasses: locked, read-only, full, ...
-                raise RecommenderError(f"embedding cache {self.path}: {error}: check the disk and permissions") from None
+                raise RecommenderError(
+                    f"embedding cache {self.path}: {error}: check the disk and permissions"
+                ) from None
             with contextlib.suppress(Exception):
                 self.connection.close()
             for suffix in ("", "-journal", "-wal", "-shm"):
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             self.damage = str(error)
-            warnings.warn(f"embedding cache {self.path} was damaged ({error}) and is started afresh: every paper is encoded again")
+            warnings.warn(
+                f"embedding cache {self.path} was damaged ({error}) and is started afresh: every"
+                " paper is encoded again",
+                stacklevel=2,
+            )
             self._connect()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
@@ -118,10 +134,11 @@ class EmbeddingCache:
         found: dict[str, np.ndarray] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), 500):
-            chunk = unique[start: start + 500]
+            chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for key, dimension, blob, checksum in self.connection.execute(
-                f"SELECT key, dimension, vector, checksum FROM vectors WHERE key IN ({marks})", chunk
+                f"SELECT key, dimension, vector, checksum FROM vectors WHERE key IN ({marks})",
+                chunk,
             ):
                 # A damaged row is treated as absent and encoded again.
                 if checksum is None or not isinstance(blob, bytes) or zlib.crc32(blob) != checksum:
@@ -147,10 +164,15 @@ class EmbeddingCache:
             self.connection.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)", rows)
 
     def interrupted_encoding(self) -> bool:
-        """Whether the last build of the owner index stopped (killed, Ctrl-C) before its encoding ended."""
+        """Whether the last build of the owner index stopped (killed, Ctrl-C) before its encoding
+        ended."""
         with self._guard():
-            return self.connection.execute(
-                "SELECT 1 FROM state WHERE name = ?", (self._state_name,)).fetchone() is not None
+            return (
+                self.connection.execute(
+                    "SELECT 1 FROM state WHERE name = ?", (self._state_name,)
+                ).fetchone()
+                is not None
+            )
         return False
 
     def mark_encoding(self, running: bool) -> None:
@@ -158,21 +180,29 @@ class EmbeddingCache:
         with self._guard(), self.connection:
             if running:
                 self.connection.execute(
-                    "INSERT OR REPLACE INTO state VALUES (?, ?)", (self._state_name, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                    "INSERT OR REPLACE INTO state VALUES (?, ?)",
+                    (self._state_name, time.strftime("%Y-%m-%dT%H:%M:%S%z")),
                 )
             else:
                 self.connection.execute("DELETE FROM state WHERE name = ?", (self._state_name,))
 
     def remember_model(self, model_identity: str, facts: dict) -> None:
-        """Keep what the model told of itself (its window, `max_tokens`), so that a build taking every vector
-        from the cache, without loading the model, records the same manifest as one that encoded them."""
+        """Keep what the model told of itself (its window, `max_tokens`), so that a build taking
+        every vector
+        from the cache, without loading the model, records the same manifest as one that encoded
+        them.
+        """
         with self._guard(), self.connection:
-            self.connection.execute("INSERT OR REPLACE INTO state VALUES (?, ?)",
-                                    (f"model {model_identity}", json.dumps(facts, sort_keys=True)))
+            self.connection.execute(
+                "INSERT OR REPLACE INTO state VALUES (?, ?)",
+                (f"model {model_identity}", json.dumps(facts, sort_keys=True)),
+            )
 
     def model_facts(self, model_identity: str) -> dict:
         with self._guard():
-            row = self.connection.execute("SELECT value FROM state WHERE name = ?", (f"model {model_identity}",)).fetchone()
+            row = self.connection.execute(
+                "SELECT value FROM state WHERE name = ?", (f"model {model_identity}",)
+            ).fetchone()
             try:
                 facts = json.loads(row[0]) if row else {}
             except ValueError:
@@ -185,16 +215,21 @@ class EmbeddingCache:
         return f"encoding {self.owner}" if self.owner else "encoding"
 
     def summary(self) -> dict:
-        """What `papers cache info` shows: the file, its size in bytes (with its -wal), and its vectors."""
+        """What `papers cache info` shows: the file, its size in bytes (with its -wal), and its
+        vectors."""
         entries = 0  # a damaged file is started afresh: no vectors
         with self._guard():
             entries = self.connection.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
-        size = sum(Path(f"{self.path}{suffix}").stat().st_size for suffix in ("", "-wal")
-                   if Path(f"{self.path}{suffix}").is_file())
+        size = sum(
+            Path(f"{self.path}{suffix}").stat().st_size
+            for suffix in ("", "-wal")
+            if Path(f"{self.path}{suffix}").is_file()
+        )
         return {"path": str(self.path), "bytes": size, "entries": int(entries)}
 
     def clear(self) -> int:
-        """Remove every vector (the file stays, so concurrent builds keep a valid cache); returns how many."""
+        """Remove every vector (the file stays, so concurrent builds keep a valid cache); returns
+        how many."""
         removed = 0  # a damaged file is started afresh: nothing left to remove
         with self._guard(), self.connection:
             removed = self.connection.execute("DELETE FROM vectors").rowcount
@@ -205,7 +240,7 @@ class EmbeddingCache:
     def close(self) -> None:
         self.connection.close()
 
-    def __enter__(self) -> "EmbeddingCache":
+    def __enter__(self) -> EmbeddingCache:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -223,7 +258,8 @@ def _remove_leftovers(home: Path) -> None:
 
 
 def embedding_cache_info(folder: Path | None = None) -> dict:
-    """The shared embedding cache as `papers cache info` shows it: path, bytes (with its -wal file) and
+    """The shared embedding cache as `papers cache info` shows it: path, bytes (with its -wal file)
+    and
     entries (vectors); a cache never made is reported empty and is not created."""
     from . import export_cache
 
@@ -236,18 +272,29 @@ def embedding_cache_info(folder: Path | None = None) -> dict:
 
 
 def clear_embedding_cache(folder: Path | None = None) -> dict:
-    """Empty the shared embedding cache (`papers cache clear`): every index's next build encodes its papers
-    again; the indexes themselves and the ONNX exports are untouched. Returns the entries removed and
+    """Empty the shared embedding cache (`papers cache clear`): every index's next build encodes its
+    papers
+    again; the indexes themselves and the ONNX exports are untouched. Returns the entries removed
+    and
     the bytes the file took before and takes now."""
     from . import export_cache
 
     path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
     _remove_leftovers(path.parent)
     if not path.exists() and not path.is_symlink():
-        return {"path": str(path), "bytes": 0, "entries": 0, "removed": 0, "bytes_before": 0,
-                "damaged": ""}
-    bytes_before = sum(Path(f"{path}{suffix}").stat().st_size for suffix in ("", "-wal")
-                       if files.is_plain_file(Path(f"{path}{suffix}")))
+        return {
+            "path": str(path),
+            "bytes": 0,
+            "entries": 0,
+            "removed": 0,
+            "bytes_before": 0,
+            "damaged": "",
+        }
+    bytes_before = sum(
+        Path(f"{path}{suffix}").stat().st_size
+        for suffix in ("", "-wal")
+        if files.is_plain_file(Path(f"{path}{suffix}"))
+    )
     # A damaged file is what clearing is for: it is started afresh and said so in the result,
     # not warned about on the way.
     with warnings.catch_warnings():
@@ -260,14 +307,17 @@ def clear_embedding_cache(folder: Path | None = None) -> dict:
 
 
 def read_legacy_vectors(path: Path, keys: Sequence[str]) -> dict[str, np.ndarray]:
-    """Vectors of a per-index cache (see `legacy_cache`) by their keys, read-only; rows that fail their
+    """Vectors of a per-index cache (see `legacy_cache`) by their keys, read-only; rows that fail
+    their
     checksum are left out, and an unreadable file gives none (those papers are encoded again)."""
     import sqlite3
     from urllib.parse import quote
 
     found: dict[str, np.ndarray] = {}
     try:
-        connection = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=60)
+        connection = sqlite3.connect(
+            f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=60
+        )
     except sqlite3.Error:
         return found
     try:
@@ -276,10 +326,12 @@ def read_legacy_vectors(path: Path, keys: Sequence[str]) -> dict[str, np.ndarray
             checksum = "checksum" if "checksum" in columns else "NULL"
             unique = list(dict.fromkeys(keys))
             for start in range(0, len(unique), 500):
-                chunk = unique[start: start + 500]
+                chunk = unique[start : start + 500]
                 rows = connection.execute(
-                    f"SELECT key, dimension, vector, {checksum} FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
-                    chunk)
+                    f"SELECT key, dimension, vector, {checksum} FROM vectors WHERE key IN"
+                    f" ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
                 for key, dimension, blob, crc in rows:
                     if not isinstance(blob, bytes) or (crc is not None and zlib.crc32(blob) != crc):
                         continue

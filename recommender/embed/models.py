@@ -71,8 +71,10 @@ MODELS = (
     ModelFacts(
         name=DEFAULT_MODEL,
         tier="default",
-        description=f"22M parameters; shipped in the PyPI package {DEFAULT_MODEL_PACKAGE} "
-        "(installed with papers)",
+        description=(
+            f"22M parameters; shipped in the PyPI package {DEFAULT_MODEL_PACKAGE} "
+            "(installed with papers)"
+        ),
         download_bytes=91_000_000,
         dimensions=384,
         window_tokens=256,
@@ -84,8 +86,9 @@ MODELS = (
     ModelFacts(
         name="static",
         tier="fast",
-        description="static token embeddings distilled from all-MiniLM-L6-v2 on first use "
-        "(a table lookup)",
+        description=(
+            "static token embeddings distilled from all-MiniLM-L6-v2 on first use (a table lookup)"
+        ),
         download_bytes=0,
         dimensions=256,
         window_tokens=128,

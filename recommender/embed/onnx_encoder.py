@@ -67,7 +67,8 @@ def _pooling_modes(config: dict) -> list[str]:
 
 
 def export_onnx(model_name_or_path: str, out_dir: Path) -> Path:
-    """Export a sentence-transformers model to ``out_dir`` for :class:`OnnxEncoder`; return ``out_dir``.
+    """Export a sentence-transformers model to ``out_dir`` for :class:`OnnxEncoder`; return
+    ``out_dir``.
 
     Only models made of a Transformer, a Pooling and optionally a Normalize module can be exported;
     anything else (Dense layers, static embeddings, ...) raises :class:`ModelError`, as does any
@@ -79,7 +80,9 @@ def export_onnx(model_name_or_path: str, out_dir: Path) -> Path:
     except ModelError:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure becomes one line for the CLI
-        raise ModelError(f"cannot export model {model_name_or_path!r} to ONNX: {_one_line(exc)}") from exc
+        raise ModelError(
+            f"cannot export model {model_name_or_path!r} to ONNX: {_one_line(exc)}"
+        ) from exc
 
 
 def _export(model_name_or_path: str, out_dir: Path) -> Path:
@@ -107,14 +110,19 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
     hf_model = transformer.auto_model.eval()
     hf_tokenizer = transformer.tokenizer
     if hf_tokenizer is None or not getattr(hf_tokenizer, "is_fast", False):
-        raise ModelError(f"model {model_name_or_path!r} has no fast tokenizer (tokenizer.json); cannot export")
+        raise ModelError(
+            f"model {model_name_or_path!r} has no fast tokenizer (tokenizer.json); cannot export"
+        )
 
     # The inputs the graph takes: those the tokenizer produces and the model's forward accepts.
     import inspect
 
     accepted = set(inspect.signature(hf_model.forward).parameters)
     input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted]
-    if "token_type_ids" not in getattr(hf_tokenizer, "model_input_names", []) and "token_type_ids" in input_names:
+    if (
+        "token_type_ids" not in getattr(hf_tokenizer, "model_input_names", [])
+        and "token_type_ids" in input_names
+    ):
         input_names.remove("token_type_ids")
 
     class _Body(torch.nn.Module):
@@ -150,9 +158,11 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
         raw = tmp_dir / "raw.onnx"
         axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "sequence"} for n in input_names}
         axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
-        # The TorchScript exporter (dynamo=False) is the one optimum uses too; it needs no onnxscript.
+        # The TorchScript exporter (dynamo=False) is the one optimum uses too; it needs no
+        # onnxscript.
         logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-        # eval() on the wrapper too: the exporter restores the wrapper's mode recursively afterwards,
+        # eval() on the wrapper too: the exporter restores the wrapper's mode recursively
+        # afterwards,
         # and a wrapper left in training mode would switch dropout on in the whole model.
         body = _Body(hf_model).eval()
         with warnings.catch_warnings(), torch.no_grad():
@@ -187,7 +197,9 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
         feeds = {n: np.asarray(arrays[n], dtype=np.int64) for n in input_names}
         got = probe.run(None, feeds)[0]
         if got.shape != reference.shape:
-            raise ModelError(f"exported ONNX model gives shape {got.shape}, torch gives {reference.shape}")
+            raise ModelError(
+                f"exported ONNX model gives shape {got.shape}, torch gives {reference.shape}"
+            )
         valid = np.asarray(arrays["attention_mask"], dtype=bool)
         deviation = float(np.abs(got - reference)[valid].max())
         if deviation > 1e-3:
@@ -211,9 +223,13 @@ def _read_settings(st) -> dict:
     modules = list(st)
     kinds = [type(m).__name__ for m in modules]
     if len(modules) < 2 or kinds[0] != "Transformer" or kinds[1] != "Pooling":
-        raise ModelError(f"unsupported model layout {kinds}; need Transformer, Pooling[, Normalize]")
+        raise ModelError(
+            f"unsupported model layout {kinds}; need Transformer, Pooling[, Normalize]"
+        )
     if any(k != "Normalize" for k in kinds[2:]):
-        raise ModelError(f"unsupported model layout {kinds}; need Transformer, Pooling[, Normalize]")
+        raise ModelError(
+            f"unsupported model layout {kinds}; need Transformer, Pooling[, Normalize]"
+        )
     pooling = modules[1]
     config = pooling.get_config_dict() if hasattr(pooling, "get_config_dict") else vars(pooling)
     modes = _pooling_modes(config)
@@ -251,7 +267,8 @@ def _make_session(path: Path, threads: int | None = None):
 
 
 class OnnxEncoder:
-    """Encode texts with a model written by :func:`export_onnx`; numpy, onnxruntime, tokenizers only."""
+    """Encode texts with a model written by :func:`export_onnx`; numpy, onnxruntime, tokenizers
+    only."""
 
     def __init__(self, folder: Path, name: str, threads: int | None = None):
         folder = Path(folder)
@@ -260,7 +277,9 @@ class OnnxEncoder:
         try:
             config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
             if config.get("format_version") != FORMAT_VERSION:
-                raise ValueError(f"format_version {config.get('format_version')!r}, expected {FORMAT_VERSION}")
+                raise ValueError(
+                    f"format_version {config.get('format_version')!r}, expected {FORMAT_VERSION}"
+                )
             from tokenizers import Tokenizer
 
             self._tokenizer_json = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
@@ -282,10 +301,13 @@ class OnnxEncoder:
         self._span_tokenizer: Tokenizer | None = None
 
     def __repr__(self) -> str:
-        return f"OnnxEncoder({self.name!r}, dimension={self.dimension}, folder={str(self.folder)!r})"
+        return (
+            f"OnnxEncoder({self.name!r}, dimension={self.dimension}, folder={str(self.folder)!r})"
+        )
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
-        """Character offsets (start, end) of the content tokens of ``text``, untruncated, no specials."""
+        """Character offsets (start, end) of the content tokens of ``text``, untruncated, no
+        specials."""
         if self._span_tokenizer is None:
             from tokenizers import Tokenizer
 
@@ -307,7 +329,8 @@ class OnnxEncoder:
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         start = 0
         while start < len(order):
-            # At most `batch_size` texts and TOKENS_PER_BATCH tokens (the first is the longest), so that
+            # At most `batch_size` texts and TOKENS_PER_BATCH tokens (the first is the longest), so
+            # that
             # long windows do not multiply the attention's memory: peak RSS follows the budget.
             longest = len(encodings[order[start]].ids)
             count = max(1, min(batch_size, TOKENS_PER_BATCH // max(longest, 1)))

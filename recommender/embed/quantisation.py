@@ -19,9 +19,12 @@ from ..errors import ModelError
 from . import onnx_encoder
 
 PRECISIONS = ("fp32", "int8")
-#: What new indexes are built with unless the model's facts say otherwise (embed.models; a rebuild keeps
-#: its index's own). Measured in the full pipeline on CSFCube dev (scripts/bench_tiers.py, docs/tiers.md):
-#: int8 encodes MiniLM 2.1x as fast but its cross-validated MAP is 1.0 and NDCG%20 0.5 below fp32's, past
+# : What new indexes are built with unless the model's facts say otherwise (embed.models; a rebuild
+# keeps
+# : its index's own). Measured in the full pipeline on CSFCube dev (scripts/bench_tiers.py,
+# docs/tiers.md):
+# : int8 encodes MiniLM 2.1x as fast but its cross-validated MAP is 1.0 and NDCG%20 0.5 below
+# fp32's, past
 #: the 0.3 it was allowed to lose, so fp32 stays the default.
 DEFAULT_PRECISION = "fp32"
 
@@ -43,12 +46,22 @@ def quantise_export(fp32_folder: Path, out_dir: Path) -> Path:
         except OSError:
             raise  # the cache folder cannot be written: the caller tells that apart
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line for the CLI
-            raise ModelError(f"cannot quantise the ONNX export in {fp32_folder} to int8: "
-                             f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
+            raise ModelError(
+                f"cannot quantise the ONNX export in {fp32_folder} to int8: {type(exc).__name__}:"
+                f" {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            ) from exc
         config["variant"] = "int8"
-        shutil.copyfile(fp32_folder / onnx_encoder.TOKENIZER_FILE, Path(tmp) / onnx_encoder.TOKENIZER_FILE)
-        (Path(tmp) / onnx_encoder.CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        for name in (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE, onnx_encoder.CONFIG_FILE):
+        shutil.copyfile(
+            fp32_folder / onnx_encoder.TOKENIZER_FILE, Path(tmp) / onnx_encoder.TOKENIZER_FILE
+        )
+        (Path(tmp) / onnx_encoder.CONFIG_FILE).write_text(
+            json.dumps(config, indent=2) + "\n", encoding="utf-8"
+        )
+        for name in (
+            onnx_encoder.MODEL_FILE,
+            onnx_encoder.TOKENIZER_FILE,
+            onnx_encoder.CONFIG_FILE,
+        ):
             os.replace(Path(tmp) / name, out_dir / name)
     return out_dir
 
@@ -60,7 +73,12 @@ def _quantise(source: Path, target: Path) -> None:
     level = root.level
     root.setLevel(logging.ERROR)  # "please consider pre-processing" is logged on the root logger
     try:
-        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                         reduce_range=False)
+        quantize_dynamic(
+            str(source),
+            str(target),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=False,
+        )
     finally:
         root.setLevel(level)

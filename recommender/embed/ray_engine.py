@@ -1,4 +1,5 @@
-"""Encoding on Ray Data, for builds that use a cluster's cores or GPUs (`papers build --engine ray`).
+"""Encoding on Ray Data, for builds that use a cluster's cores or GPUs (`papers build --engine
+ray`).
 
 :class:`RayEncoder` is an Encoder (see windows.py): the windows, the pooling and the embedding
 cache stay the code of a local build, so the index is the same; only the model calls go to Ray.
@@ -31,7 +32,8 @@ from ..errors import EngineError, install_command
 from .windows import Encoder
 
 RAY_EXTRA = install_command("ray")
-#: Texts windowed and encoded per Ray Data run: the actor pool (and its model loads) starts once a run.
+# : Texts windowed and encoded per Ray Data run: the actor pool (and its model loads) starts once a
+# run.
 GROUP_SIZE = 16384
 #: Windows per call of an actor.
 BATCH_SIZE = 256
@@ -50,7 +52,9 @@ def _import_ray():
         import ray
         import ray.data  # noqa: F401
     except ImportError as error:
-        raise EngineError(f"the ray engine cannot import Ray ({_one_line(error)}): run `{RAY_EXTRA}`") from None
+        raise EngineError(
+            f"the ray engine cannot import Ray ({_one_line(error)}): run `{RAY_EXTRA}`"
+        ) from None
     return ray
 
 
@@ -78,38 +82,60 @@ class RaySession:
         # signal handlers ray.init replaces, put back at the end
         self._handlers: dict[int, Any] = {}
 
-    def __enter__(self) -> "RaySession":
+    def __enter__(self) -> RaySession:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Ray's deprecation notices are not the user's to act on
+            warnings.simplefilter(
+                "ignore"
+            )  # Ray's deprecation notices are not the user's to act on
             return self._open()
 
-    def _open(self) -> "RaySession":
+    def _open(self) -> RaySession:
         ray = _import_ray()
         self.ray = ray
         self._quiet()
         if threading.current_thread() is threading.main_thread():
-            self._handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+            self._handlers = {
+                number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)
+            }
         try:
             if ray.is_initialized():  # a program that set up Ray itself keeps it
                 self.remote = self.address is not None
             elif self.address:
                 self.remote = True
-                # The workers run this very package (the cluster needs its dependencies, not this version).
+                # The workers run this very package (the cluster needs its dependencies, not this
+                # version).
                 package = str(Path(__file__).resolve().parents[1])
-                ray.init(address=self.address, log_to_driver=False, logging_level=logging.ERROR,
-                         runtime_env={"py_modules": [package]})
+                ray.init(
+                    address=self.address,
+                    log_to_driver=False,
+                    logging_level=logging.ERROR,
+                    runtime_env={"py_modules": [package]},
+                )
                 self.started = True
             else:
-                ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
-                         log_to_driver=False, logging_level=logging.ERROR)
+                ray.init(
+                    address="local",
+                    num_cpus=os.cpu_count(),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.ERROR,
+                )
                 self.started = True
         except BaseException as error:
             self._close()
             if not isinstance(error, Exception):
                 raise  # Ctrl-C: stopped what was started, then stop
-            where = f"the Ray cluster at RAY_ADDRESS={self.address}" if self.address else "a local Ray cluster"
-            hint = ("check the address, that the cluster runs, and for a cluster with token authentication "
-                    "RAY_AUTH_MODE=token") if self.address else "see /tmp/ray/session_latest/logs"
+            where = (
+                f"the Ray cluster at RAY_ADDRESS={self.address}"
+                if self.address
+                else "a local Ray cluster"
+            )
+            hint = (
+                "check the address, that the cluster runs, and for a cluster with token"
+                " authentication RAY_AUTH_MODE=token"
+                if self.address
+                else "see /tmp/ray/session_latest/logs"
+            )
             raise EngineError(f"cannot start {where} ({_one_line(error)}): {hint}") from None
         self._quiet()  # ray.init may have set up Ray's loggers again
         return self
@@ -134,7 +160,7 @@ class RaySession:
                 logging.getLogger(name).setLevel(level)
             self._levels.clear()
             if self._printer is not None:
-                setattr(_driver_module(), "print_to_stdstream", self._printer)
+                _driver_module().print_to_stdstream = self._printer
                 self._printer = None
             if self.ray is not None and self._context:
                 context = self.ray.data.DataContext.get_current()
@@ -149,9 +175,14 @@ class RaySession:
             self._levels.setdefault(name, logger.level)
             logger.setLevel(logging.CRITICAL + 1)
         # The driver prints the raylet's messages (a worker died, ...) to stdout, even with
-        # log_to_driver=False: they go to Ray's (silenced) logger instead, and the build's error says what failed.
+        # log_to_driver=False: they go to Ray's (silenced) logger instead, and the build's error
+        # says what failed.
         driver = _driver_module()
-        if driver is not None and self._printer is None and callable(getattr(driver, "print_to_stdstream", None)):
+        if (
+            driver is not None
+            and self._printer is None
+            and callable(getattr(driver, "print_to_stdstream", None))
+        ):
             self._printer = driver.print_to_stdstream
             driver.print_to_stdstream = _log_instead
         context = self.ray.data.DataContext.get_current()
@@ -167,7 +198,8 @@ class RaySession:
 
 
 def _driver_module():
-    """Ray's driver module, where it prints messages from the cluster (None if a Ray version moved it)."""
+    """Ray's driver module, where it prints messages from the cluster (None if a Ray version moved
+    it)."""
     try:
         import ray._private.worker as driver
     except ImportError:
@@ -190,8 +222,9 @@ class _EncodeWorker:
         self.folder = None
         try:
             if shipped is not None:  # the model's files, sent through Ray's object store
-                import ray
                 import tempfile
+
+                import ray
 
                 self.folder = tempfile.TemporaryDirectory(prefix="papers-model-")
                 for name, data in ray.get(shipped).items():
@@ -213,10 +246,17 @@ class _EncodeWorker:
                 error = _one_line(failure)
             else:
                 if vectors.shape != (len(texts), self.dimension):
-                    error = f"the model gave vectors of shape {vectors.shape}, expected {(len(texts), self.dimension)}"
+                    error = (
+                        f"the model gave vectors of shape {vectors.shape}, expected"
+                        f" {(len(texts), self.dimension)}"
+                    )
         if error:
             vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        return {"row": np.asarray(batch["row"]), "vector": vectors, "error": np.array([error] * len(texts))}
+        return {
+            "row": np.asarray(batch["row"]),
+            "vector": vectors,
+            "error": np.array([error] * len(texts)),
+        }
 
 
 class RayEncoder:
@@ -228,8 +268,16 @@ class RayEncoder:
     GPUs when it has any (one actor a GPU), else its CPUs (one actor a CPU, one thread each).
     """
 
-    def __init__(self, session: RaySession, spec, local: Encoder, device: str = "auto",
-                 actors: int | None = None, group_size: int = GROUP_SIZE, batch_size: int = BATCH_SIZE):
+    def __init__(
+        self,
+        session: RaySession,
+        spec,
+        local: Encoder,
+        device: str = "auto",
+        actors: int | None = None,
+        group_size: int = GROUP_SIZE,
+        batch_size: int = BATCH_SIZE,
+    ):
         self.session = session
         self.local = local
         self.name = local.name
@@ -248,8 +296,11 @@ class RayEncoder:
         self.shipped = None
         folder = getattr(self.spec, "onnx_folder", None)
         if session.remote and folder is not None and not use_gpus:
-            # The cluster's workers cannot read this machine's index folder: the export travels with the job.
-            files = {path.name: path.read_bytes() for path in Path(folder).iterdir() if path.is_file()}
+            # The cluster's workers cannot read this machine's index folder: the export travels with
+            # the job.
+            files = {
+                path.name: path.read_bytes() for path in Path(folder).iterdir() if path.is_file()
+            }
             self.shipped = session.ray.put(files)
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
@@ -266,7 +317,9 @@ class RayEncoder:
         seen = 0
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # Ray's advice on tuning and deprecations is not the user's
+                warnings.simplefilter(
+                    "ignore"
+                )  # Ray's advice on tuning and deprecations is not the user's
                 for batch in self._run(data, texts, blocks):
                     failures = [str(error) for error in batch["error"] if error]
                     if failures:
@@ -280,15 +333,21 @@ class RayEncoder:
             ) from None
         except Exception as error:  # Ray's own failures: a worker died, the cluster went away, ...
             raise EngineError(
-                f"the Ray build failed ({_one_line(error)}): the index is unchanged; build again, or with the local engine"
+                f"the Ray build failed ({_one_line(error)}): the index is unchanged; build again,"
+                " or with the local engine"
             ) from None
         if seen != len(texts):
-            raise EngineError(f"Ray returned {seen} vectors for {len(texts)} texts: the index is unchanged; build again")
+            raise EngineError(
+                f"Ray returned {seen} vectors for {len(texts)} texts: the index is unchanged; build"
+                " again"
+            )
         return out
 
     def _run(self, data, texts: list[str], blocks: int):
         """The vectors of `texts` from the actor pool, as batches with their row numbers."""
-        dataset = data.from_items([{"row": i, "text": text} for i, text in enumerate(texts)], override_num_blocks=blocks)
+        dataset = data.from_items(
+            [{"row": i, "text": text} for i, text in enumerate(texts)], override_num_blocks=blocks
+        )
         dataset = dataset.map_batches(
             _EncodeWorker,
             fn_constructor_args=(self.spec, self.dimension, self.shipped),

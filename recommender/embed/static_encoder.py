@@ -37,7 +37,8 @@ MAX_TOKENS = 512
 
 
 def distill(source_model: str, out_dir: Path) -> Path:
-    """Distil static embeddings from the sentence-transformers model folder `source_model` into `out_dir`."""
+    """Distil static embeddings from the sentence-transformers model folder `source_model` into
+    `out_dir`."""
     out_dir = Path(out_dir)
     try:
         return _distill(str(source_model), out_dir)
@@ -45,7 +46,9 @@ def distill(source_model: str, out_dir: Path) -> Path:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure becomes one line for the CLI
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise ModelError(f"cannot distil static embeddings from {source_model!r}: {type(exc).__name__}: {first}") from exc
+        raise ModelError(
+            f"cannot distil static embeddings from {source_model!r}: {type(exc).__name__}: {first}"
+        ) from exc
 
 
 def _distill(source_model: str, out_dir: Path) -> Path:
@@ -58,7 +61,9 @@ def _distill(source_model: str, out_dir: Path) -> Path:
     try:
         import model2vec  # noqa: F401 - StaticEmbedding.from_distillation needs it
     except ImportError:
-        raise ModelError("the static tier needs model2vec 0.7: run `pip install 'model2vec[distill]>=0.7,<0.8'`") from None
+        raise ModelError(
+            "the static tier needs model2vec 0.7: run `pip install 'model2vec[distill]>=0.7,<0.8'`"
+        ) from None
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
 
     quiet_libraries()
@@ -123,11 +128,16 @@ class StaticEncoder:
             self._tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         except Exception as exc:  # noqa: BLE001
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ModelError(f"cannot load static model from {folder}: {type(exc).__name__}: {first}") from exc
+            raise ModelError(
+                f"cannot load static model from {folder}: {type(exc).__name__}: {first}"
+            ) from exc
         if table.ndim != 2 or table.shape[0] != self._tokenizer.get_vocab_size():
-            raise ModelError(f"cannot load static model from {folder}: its table does not fit its tokenizer")
+            raise ModelError(
+                f"cannot load static model from {folder}: its table does not fit its tokenizer"
+            )
         self._table = np.ascontiguousarray(table, dtype=np.float32)
-        # Encoding keeps the tokenizer's own truncation, as StaticEmbedding does; windows fit inside it.
+        # Encoding keeps the tokenizer's own truncation, as StaticEmbedding does; windows fit inside
+        # it.
         truncation = self._tokenizer.truncation
         self.max_tokens = int(truncation["max_length"]) if truncation else MAX_TOKENS
         self._tokenizer.no_padding()
@@ -139,7 +149,9 @@ class StaticEncoder:
         self.dimension = int(self._table.shape[1])
 
     def __repr__(self) -> str:
-        return f"StaticEncoder({self.name!r}, dimension={self.dimension}, folder={str(self.folder)!r})"
+        return (
+            f"StaticEncoder({self.name!r}, dimension={self.dimension}, folder={str(self.folder)!r})"
+        )
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character offsets of the tokens of `text`, untruncated."""
@@ -147,22 +159,31 @@ class StaticEncoder:
         return [(start, end) for start, end in offsets]
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """L2-normalised float32 embeddings, shape (len(texts), dimension); a text without tokens is zeros."""
+        """L2-normalised float32 embeddings, shape (len(texts), dimension); a text without tokens is
+        zeros."""
         texts = list(texts)
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        ids = [encoding.ids for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+        ids = [
+            encoding.ids
+            for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        ]
         lengths = np.fromiter((len(row) for row in ids), np.int64, len(ids))
         if lengths.any():
             from scipy.sparse import csr_matrix
 
             # Each text's mean row as one sparse product (a gather of every token's row would copy
             # ~1 KB a token, and numpy's reduceat over rows is slow).
-            flat = np.fromiter((token for row in ids for token in row), np.int64, int(lengths.sum()))
+            flat = np.fromiter(
+                (token for row in ids for token in row), np.int64, int(lengths.sum())
+            )
             weights = np.repeat(1.0 / np.maximum(lengths, 1), lengths).astype(np.float32)
             indptr = np.concatenate(([0], np.cumsum(lengths)))
-            means = csr_matrix((weights, flat, indptr), shape=(len(texts), len(self._table))) @ self._table
+            means = (
+                csr_matrix((weights, flat, indptr), shape=(len(texts), len(self._table)))
+                @ self._table
+            )
             out[:] = means
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)

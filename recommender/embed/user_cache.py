@@ -150,5 +150,7 @@ def leftovers_notice(removed: list[dict], home: Path) -> str:
         return ""
     total = sum(item["bytes"] for item in removed)
     folders = "folder" if len(removed) == 1 else "folders"
-    return (f"removed {len(removed)} {folders} ({total / 1e6:,.1f} MB) that interrupted model exports "
-            f"or unpackings left in the cache folder {home}")
+    return (
+        f"removed {len(removed)} {folders} ({total / 1e6:,.1f} MB) that interrupted model exports "
+        f"or unpackings left in the cache folder {home}"
+    )

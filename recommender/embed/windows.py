@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -41,21 +42,25 @@ class Encoder(Protocol):
 class Chunking:
     """How long texts are cut and combined; recorded in the manifest."""
 
-    strategy: str = "sentences"  # "sentences" (title + whole sentences per window), "windows" or "truncate"
+    strategy: str = (
+        "sentences"  # "sentences" (title + whole sentences per window), "windows" or "truncate"
+    )
     overlap: int = 32  # tokens shared by consecutive windows
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Chunking":
+    def from_dict(cls, data: dict) -> Chunking:
         return cls(**data)
 
 
 class VectorCache(Protocol):
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]: ...
 
-    def put_many(self, items: dict[str, np.ndarray]) -> None: ...  # all kept, or none (one transaction)
+    def put_many(
+        self, items: dict[str, np.ndarray]
+    ) -> None: ...  # all kept, or none (one transaction)
 
 
 def split_windows(
@@ -77,7 +82,7 @@ def split_windows(
     start = 0
     while True:
         end = min(start + max_tokens, len(spans))
-        windows.append((text[spans[start][0]: spans[end - 1][1]], end - start))
+        windows.append((text[spans[start][0] : spans[end - 1][1]], end - start))
         if end == len(spans):
             return windows
         start += step
@@ -99,7 +104,9 @@ def _sentence_starts(text: str, spans: list[tuple[int, int]], first: int) -> lis
     return starts + [len(spans)] if starts[-1] != len(spans) else starts
 
 
-def _sentence_windows(text: str, spans: list[tuple[int, int]], max_tokens: int, overlap: int, head: int) -> list[tuple[str, int]]:
+def _sentence_windows(
+    text: str, spans: list[tuple[int, int]], max_tokens: int, overlap: int, head: int
+) -> list[tuple[str, int]]:
     head_tokens = sum(1 for start, _ in spans if start < head)
     if len(spans) <= max_tokens or head_tokens == len(spans):
         return [(text, max(len(spans) - head_tokens, 1))]
@@ -113,12 +120,15 @@ def _sentence_windows(text: str, spans: list[tuple[int, int]], max_tokens: int, 
     windows = []
     start = head_tokens
     while True:
-        last = bounds[bisect.bisect_right(bounds, start + budget) - 1]  # the last sentence start that fits
+        last = bounds[
+            bisect.bisect_right(bounds, start + budget) - 1
+        ]  # the last sentence start that fits
         end = last if last > start else min(start + budget, len(spans))
-        windows.append((prefix + text[spans[start][0]: spans[end - 1][1]], end - start))
+        windows.append((prefix + text[spans[start][0] : spans[end - 1][1]], end - start))
         if end == len(spans):
             return windows
-        # The next window starts at the first sentence of this one that ends it within `overlap` tokens.
+        # The next window starts at the first sentence of this one that ends it within `overlap`
+        # tokens.
         shared = bounds[bisect.bisect_left(bounds, max(start + 1, end - overlap))]
         start = shared if shared < end else end
 
@@ -127,8 +137,6 @@ def pool_windows(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
     """Weighted mean of window vectors, L2-normalised."""
     pooled = np.average(vectors, axis=0, weights=np.asarray(weights, dtype=np.float64))
     return unit_rows(pooled[None, :])[0]
-
-
 
 
 def precision_key(model_identity: str, precision: str) -> str:
@@ -213,41 +221,63 @@ def embed_texts(
     elif heads is None:
         heads = [0] * len(texts)
     count = len(texts)
-    model_identity = precision_key(encoder.name if model_identity is None else model_identity, precision)
+    model_identity = precision_key(
+        encoder.name if model_identity is None else model_identity, precision
+    )
     output, missing, odd = _cached(texts, chunking, cache, heads, model_identity, None, allocate)
-    if output.vectors is not None and (odd or missing.any()) and encoder.dimension != output.vectors.shape[1]:
-        # The model (loaded anyway) says the cached vectors found first were the odd ones: look again for its own.
+    if (
+        output.vectors is not None
+        and (odd or missing.any())
+        and encoder.dimension != output.vectors.shape[1]
+    ):
+        # The model (loaded anyway) says the cached vectors found first were the odd ones: look
+        # again for its own.
         output.discard()
-        output, missing, _ = _cached(texts, chunking, cache, heads, model_identity, encoder.dimension, allocate)
+        output, missing, _ = _cached(
+            texts, chunking, cache, heads, model_identity, encoder.dimension, allocate
+        )
     rows = np.flatnonzero(missing)
     del missing
     reused = count - len(rows)
     if on_plan is not None:
         on_plan(len(rows))
     if len(rows):
-        _encode_missing(encoder, texts, rows, chunking, cache, output, progress, reused, heads, model_identity)
+        _encode_missing(
+            encoder, texts, rows, chunking, cache, output, progress, reused, heads, model_identity
+        )
     if output.vectors is None:
         output.vectors = output.allocate(count, encoder.dimension)
     return EmbeddingResult(output.vectors, encoded=len(rows), reused=reused)
 
 
 def _cached(texts, chunking, cache, heads, model_identity, dimension, allocate=None):
-    """The output filled with the cached vectors (of `dimension`, else of the first one found's), which rows
-    are still missing, and whether a vector of another dimension was passed over (damaged or forged)."""
+    """The output filled with the cached vectors (of `dimension`, else of the first one found's),
+    which rows
+    are still missing, and whether a vector of another dimension was passed over (damaged or
+    forged).
+    """
     count = len(texts)
     output = _Output(count, allocate)
     missing = np.ones(count, dtype=bool)
     odd = False
     for start in range(0, count if cache is not None else 0, LOOKUP_CHUNK):
-        keys = [_text_key(model_identity, chunking, texts, heads, i) for i in range(start, min(start + LOOKUP_CHUNK, count))]
+        keys = [
+            _text_key(model_identity, chunking, texts, heads, i)
+            for i in range(start, min(start + LOOKUP_CHUNK, count))
+        ]
         found = cache.get_many(keys)
         rows, vectors = [], []
         for offset, key in enumerate(keys):
             vector = found.get(key)
             if vector is None:
                 continue
-            wanted = dimension or (output.vectors.shape[1] if output.vectors is not None
-                                   else vectors[0].shape[-1] if vectors else vector.shape[-1])
+            wanted = dimension or (
+                output.vectors.shape[1]
+                if output.vectors is not None
+                else vectors[0].shape[-1]
+                if vectors
+                else vector.shape[-1]
+            )
             if vector.shape[-1] == wanted:
                 rows.append(start + offset)
                 vectors.append(vector)
@@ -260,12 +290,21 @@ def _cached(texts, chunking, cache, heads, model_identity, dimension, allocate=N
     return output, missing, odd
 
 
-def _text_key(model_identity: str, chunking: Chunking, texts: Sequence[str], heads: Sequence[int] | None, i: int) -> str:
-    return text_cache_key(model_identity, chunking, texts[i], heads[i] if heads is not None else None)
+def _text_key(
+    model_identity: str,
+    chunking: Chunking,
+    texts: Sequence[str],
+    heads: Sequence[int] | None,
+    i: int,
+) -> str:
+    return text_cache_key(
+        model_identity, chunking, texts[i], heads[i] if heads is not None else None
+    )
 
 
 class VectorSink(Protocol):
-    """Where vectors go: rows of a (count, dimension) float32 array, set by `sink[rows] = vectors`."""
+    """Where vectors go: rows of a (count, dimension) float32 array, set by `sink[rows] =
+    vectors`."""
 
     shape: tuple[int, ...]
 
@@ -329,15 +368,22 @@ def _encode_missing(
     per_call = getattr(encoder, "group_size", None) or ENCODE_BATCH
     try:
         for start in range(0, len(rows), per_call):
-            batch = rows[start: start + per_call]
-            fresh = _encode_with_windows(encoder, [texts[i] for i in batch], chunking,
-                                         [heads[i] for i in batch] if heads is not None else None)
+            batch = rows[start : start + per_call]
+            fresh = _encode_with_windows(
+                encoder,
+                [texts[i] for i in batch],
+                chunking,
+                [heads[i] for i in batch] if heads is not None else None,
+            )
             output.put(batch, fresh)
             if cache is not None:
                 for i, vector in zip(batch, fresh):
                     pending[_text_key(model_identity, chunking, texts, heads, i)] = vector
                 pending_texts += len(batch)
-                if pending_texts >= ENCODE_GROUP or time.monotonic() - last_commit >= COMMIT_SECONDS:
+                if (
+                    pending_texts >= ENCODE_GROUP
+                    or time.monotonic() - last_commit >= COMMIT_SECONDS
+                ):
                     commit()
             if progress is not None:
                 progress(len(batch))
@@ -365,7 +411,9 @@ def _encode_with_windows(
             pieces = [(text, 1)]  # the encoder truncates at its own window
         else:
             head = heads[i] if heads is not None and chunking.strategy == "sentences" else None
-            pieces = split_windows(text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap, head)
+            pieces = split_windows(
+                text, encoder.token_spans(text), encoder.max_tokens, chunking.overlap, head
+            )
         for piece, count in pieces:
             windows.append(piece)
             owners.append(i)
@@ -378,4 +426,3 @@ def _encode_with_windows(
         rows = owners_array == i
         out[i] = pool_windows(window_vectors[rows], weights_array[rows])
     return out
-

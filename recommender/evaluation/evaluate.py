@@ -2,7 +2,7 @@
 
 The collection is query by example (the CSFCube layout, see metrics.py): every
 query is a paper of the corpus, judged against a pool of candidate papers.
-Each query paper is scored against candidates with `Recommender.score_rows`,
+Each query paper is scored against candidates with `PaperIndex.score_rows`,
 the same fusion `papers like` ranks by, so the figures measure what users get.
 
 Several seeds as one profile (profiles.py): the collection's queries also make profiles of a query
@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -70,7 +71,8 @@ class Evaluation:
     overall: dict[str, float]
     by_facet: dict[str, dict[str, float]] = field(default_factory=dict)
     build: BuildReport | None = None  # when the index had to be (re)built
-    # Several seeds as one profile (profiles.py): protocol ("one topic", "mixed") -> (profiles, mean scores);
+    # Several seeds as one profile (profiles.py): protocol ("one topic", "mixed") -> (profiles, mean
+    # scores);
     # a protocol the collection has no profile for is left out.
     profiles: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
 
@@ -106,7 +108,9 @@ def prepare_index(
     index = index if index is not None else eval_index_name(corpus)
     model, precision = new_index_precision(model, precision)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # read only to compare with the index; a build warns as it reads
+        warnings.simplefilter(
+            "ignore"
+        )  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])
     index_dir = resolve_index_dir(index)
     try:
@@ -116,25 +120,42 @@ def prepare_index(
         manifest = {}
         if is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
             # Damaged or of another version: whose it is cannot be told, so it is not replaced.
-            raise InputError(f"index {index} cannot be read, and evaluate does not replace an index it did not "
-                             f"build: leave the index out (eval-{Path(corpus).stem}) or give a new name")
+            raise InputError(
+                f"index {index} cannot be read, and evaluate does not replace an index it did not"
+                f" build: leave the index out (eval-{Path(corpus).stem}) or give a new name"
+            ) from None
     current = (
         manifest.get("model") == model
         and manifest.get("precision", "fp32") == precision
-        and {k: v for k, v in manifest.get("chunking", {}).items() if k != "max_tokens"} == chunking.to_dict()
+        and {k: v for k, v in manifest.get("chunking", {}).items() if k != "max_tokens"}
+        == chunking.to_dict()
         and manifest.get("inputs_fingerprint") == inputs_fingerprint(papers)
-        and {k: v for k, v in manifest.get("lexical", {}).items() if k != "terms"} == lexical_settings()
+        and {k: v for k, v in manifest.get("lexical", {}).items() if k != "terms"}
+        == lexical_settings()
     )
     if current:
         return None  # nothing built, so nothing to warn about: the build that made it did
-    if manifest and manifest.get("built_by") != "evaluate" and str(index) != eval_index_name(corpus):
+    if (
+        manifest
+        and manifest.get("built_by") != "evaluate"
+        and str(index) != eval_index_name(corpus)
+    ):
         raise InputError(
-            f"index {index} is an index of {manifest.get('paper_count', 'other')} other papers that evaluate did not "
-            f"build: it is left as it is; leave the index out (eval-{Path(corpus).stem}) or give a new name"
+            f"index {index} is an index of {manifest.get('paper_count', 'other')} other papers"
+            " that evaluate did not build: it is left as it is; leave the index out"
+            f" (eval-{Path(corpus).stem}) or give a new name"
         )
     # The build reads the input again, and warns about it as it does.
-    return build_index([corpus], index=index, model=model, chunking=chunking, progress=progress, on_phase=on_phase,
-                       built_by="evaluate", precision=precision)
+    return build_index(
+        [corpus],
+        index=index,
+        model=model,
+        chunking=chunking,
+        progress=progress,
+        on_phase=on_phase,
+        built_by="evaluate",
+        precision=precision,
+    )
 
 
 def evaluate(
@@ -157,35 +178,65 @@ def evaluate(
 ) -> Evaluation:
     """Build (or reuse) an index over `corpus`, rank every query, and score the rankings.
 
-    `dense_weight` None: the one `like` uses for the index (its tier's); `precision` as `build_index`'s,
+    `dense_weight` None: the one `like` uses for the index (its tier's); `precision` as
+    `build_index`'s,
     None the default."""
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
 
     check_settings(mode, pool, dense_weight, min_score, diverse)
     judgements = metrics.read_qrels(qrels)
     listed = metrics.read_queries(queries)
     for query_id, _, _ in listed:
         if query_id not in judgements:
-            raise InputError(f"{qrels}: no judgements for query {query_id} of {queries}: judge it or remove it")
+            raise InputError(
+                f"{qrels}: no judgements for query {query_id} of {queries}: judge it or remove it"
+            )
     index = index if index is not None else eval_index_name(corpus)
     build = prepare_index(corpus, index, model, chunking, progress, on_phase, precision)
-    with Recommender.open(index) as recommender:
+    with PaperIndex.open(index) as recommender:
         dense_weight = recommender.dense_weight if dense_weight is None else dense_weight
         rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
         results = []
         for query_id, paper_id, facet in listed:
             if paper_id not in rows_by_id:
-                raise InputError(f"{queries}: query {query_id} is paper {paper_id}, which is not in {corpus}")
-            results.append(_evaluate_query(
-                recommender, rows_by_id, query_id, rows_by_id[paper_id], judgements[query_id], facet,
-                mode, pool, relevant_at, dense_weight, min_score, diverse,
-            ))
+                raise InputError(
+                    f"{queries}: query {query_id} is paper {paper_id}, which is not in {corpus}"
+                )
+            results.append(
+                _evaluate_query(
+                    recommender,
+                    rows_by_id,
+                    query_id,
+                    rows_by_id[paper_id],
+                    judgements[query_id],
+                    facet,
+                    mode,
+                    pool,
+                    relevant_at,
+                    dense_weight,
+                    min_score,
+                    diverse,
+                )
+            )
         by_protocol = {}
-        for protocol, listed_profiles in profiles.protocols(listed, judgements, relevant_at, present=rows_by_id).items():
+        for protocol, listed_profiles in profiles.protocols(
+            listed, judgements, relevant_at, present=rows_by_id
+        ).items():
             if listed_profiles:
-                scored = [profiles.score_profile(recommender, profile, rows_by_id, relevant_at, pool=pool, mode=mode,
-                                                 dense_weight=dense_weight, min_score=min_score, diverse=diverse)
-                          for profile in listed_profiles]
+                scored = [
+                    profiles.score_profile(
+                        recommender,
+                        profile,
+                        rows_by_id,
+                        relevant_at,
+                        pool=pool,
+                        mode=mode,
+                        dense_weight=dense_weight,
+                        min_score=min_score,
+                        diverse=diverse,
+                    )
+                    for profile in listed_profiles
+                ]
                 by_protocol[protocol] = (len(scored), metrics.mean_scores(scored))
         facets = {}
         for facet in dict.fromkeys(result.facet for result in results):
@@ -204,32 +255,55 @@ def evaluate(
             "min_score": min_score,
             "diverse": diverse,
         }
-    evaluation = Evaluation(settings, results, metrics.mean_scores([r.scores for r in results]), facets, build,
-                            by_protocol)
+    evaluation = Evaluation(
+        settings,
+        results,
+        metrics.mean_scores([r.scores for r in results]),
+        facets,
+        build,
+        by_protocol,
+    )
     if evaluation.missing:
         warnings.warn(
             f"{evaluation.missing} judgements name papers that are not in the index "
-            "(a build keeps duplicate papers once): those count as never retrieved", EvaluationWarning, stacklevel=2,
+            "(a build keeps duplicate papers once): those count as never retrieved",
+            EvaluationWarning,
+            stacklevel=2,
         )
     return evaluation
 
 
-def check_settings(mode: str, pool: str, dense_weight: float | None, min_score: float | None,
-                   diverse: float | None) -> None:
+def check_settings(
+    mode: str, pool: str, dense_weight: float | None, min_score: float | None, diverse: float | None
+) -> None:
     """Refuse evaluation settings out of range (OptionError), before any work is done."""
-    from ..query.recommender import check_options
+    from ..query.paper_index import check_options
 
     check_options(1, min_score, diverse, mode)
     if pool not in POOLS:
         raise OptionError(f"unknown pool '{pool}': use one of {', '.join(POOLS)}", "pool")
-    if dense_weight is not None and not (math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0):
-        raise OptionError("dense_weight must be between 0 and 1 (1 = dense only), "
-                          f"got {dense_weight:g}", "dense_weight")
+    if dense_weight is not None and not (
+        math.isfinite(dense_weight) and 0.0 <= dense_weight <= 1.0
+    ):
+        raise OptionError(
+            f"dense_weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}",
+            "dense_weight",
+        )
 
 
 def _evaluate_query(
-    recommender, rows_by_id: dict[str, int], query_id: str, query_row: int, judged: dict[str, int], facet: str,
-    mode: str, pool: str, relevant_at: int, dense_weight: float, min_score: float | None, diverse: float | None,
+    recommender,
+    rows_by_id: dict[str, int],
+    query_id: str,
+    query_row: int,
+    judged: dict[str, int],
+    facet: str,
+    mode: str,
+    pool: str,
+    relevant_at: int,
+    dense_weight: float,
+    min_score: float | None,
+    diverse: float | None,
 ) -> QueryResult:
     if pool == "judged":
         rows = [rows_by_id[doc] for doc in judged if doc in rows_by_id]
@@ -239,21 +313,34 @@ def _evaluate_query(
     missing = sum(1 for doc in judged if doc not in rows_by_id)
     ranking = rank_rows(recommender, query_row, rows, mode, dense_weight, min_score, diverse)
     ids = recommender.ids
-    scores = metrics.score_query([ids[row] for row in ranking], judged, relevant_at, query_id=query_id)
+    scores = metrics.score_query(
+        [ids[row] for row in ranking], judged, relevant_at, query_id=query_id
+    )
     return QueryResult(query_id, ids[query_row], facet, scores, len(rows), missing)
 
 
 def rank_rows(
-    recommender, query_row: int, rows: Sequence[int], mode: str = "hybrid", dense_weight: float | None = None,
-    min_score: float | None = None, diverse: float | None = None,
+    recommender,
+    query_row: int,
+    rows: Sequence[int],
+    mode: str = "hybrid",
+    dense_weight: float | None = None,
+    min_score: float | None = None,
+    diverse: float | None = None,
 ) -> list[int]:
-    """`rows` in the order `like` would list them for the paper at `query_row` (all of them, no k)."""
+    """`rows` in the order `like` would list them for the paper at `query_row` (all of them, no
+    k)."""
     candidates = np.asarray(sorted(rows), dtype=np.int64)
     if len(candidates) == 0:
         return []
     scores = recommender.score_rows(query_row, candidates, mode, dense_weight)
-    ranked, _ = select(candidates, scores, recommender.tiebreak, recommender.vectors,
-                       len(candidates), min_score, diverse)
+    ranked, _ = select(
+        candidates,
+        scores,
+        recommender.tiebreak,
+        recommender.vectors,
+        len(candidates),
+        min_score,
+        diverse,
+    )
     return ranked.tolist()
-
-

@@ -32,9 +32,9 @@ Nothing heavier than the standard library is imported here.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from ..errors import InputError
 
@@ -60,6 +60,7 @@ METRIC_NAMES = ("map", "ndcg_at_10", "ndcg_pct_20", "recall_at_20", "mrr")
 # Reading the collection
 # --------------------------------------------------------------------------
 
+
 def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its line end) of a UTF-8 file."""
     try:
@@ -74,8 +75,7 @@ def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if text.startswith("\ufeff"):
         text = text[1:]
-    for number, line in enumerate(text.splitlines(), start=1):
-        yield number, line
+    yield from enumerate(text.splitlines(), start=1)
 
 
 def _shown(line: str) -> str:
@@ -111,8 +111,7 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
                 relevance = None
         if relevance is None:
             raise InputError(
-                f"{path} line {number}: expected 'query_id 0 doc_id relevance', "
-                f"got {_shown(line)}"
+                f"{path} line {number}: expected 'query_id 0 doc_id relevance', got {_shown(line)}"
             )
         query_id, _, doc_id, _ = fields
         judged = qrels.setdefault(query_id, {})
@@ -172,6 +171,7 @@ def read_queries(path) -> list[tuple[str, str, str]]:
 # --------------------------------------------------------------------------
 # Metrics
 # --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class QueryScores:

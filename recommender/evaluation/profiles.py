@@ -1,20 +1,22 @@
-"""Several-seed protocols built from a query-by-example collection (CSFCube's layout, see metrics.py).
+"""Several-seed protocols built from a query-by-example collection (CSFCube's layout, see
+metrics.py).
 
 * One topic: for each query with at least MIN_RELEVANT relevant candidates, the seeds are the query
-  paper and half of its relevant candidates (drawn with a fixed seed), the targets the other relevant
+  paper and half of its relevant candidates (drawn with a fixed seed), the targets the other
+  relevant
   ones, and the pool its judged candidates less the seeds.
 * Mixed topics: the seeds of two or three one-topic profiles of different query papers in one
   profile; its pool and judgements are those of all of them (a paper judged for several keeps its
   highest grade), the seeds of any left out.
 
-A profile is ranked by `Recommender.score_rows` over its seeds, as `like` with several seeds ranks.
+A profile is ranked by `PaperIndex.score_rows` over its seeds, as `like` with several seeds ranks.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -42,17 +44,26 @@ class Profile:
 
 
 def one_topic(
-    queries: Sequence[tuple[str, str, str]], qrels: dict[str, dict[str, int]], relevant_at: int = 2, seed: int = 0,
+    queries: Sequence[tuple[str, str, str]],
+    qrels: dict[str, dict[str, int]],
+    relevant_at: int = 2,
+    seed: int = 0,
     present: Collection[str] | None = None,
 ) -> list[Profile]:
-    """A profile for each query with at least MIN_RELEVANT relevant candidates (the query paper not counted).
-    Seeds are drawn from the relevant papers in `present` (the index's, when given): a judged paper the
-    index lacks stays a target, counted as never retrieved (as `papers evaluate` counts it for a query)."""
+    """A profile for each query with at least MIN_RELEVANT relevant candidates (the query paper not
+    counted).
+    Seeds are drawn from the relevant papers in `present` (the index's, when given): a judged paper
+    the
+    index lacks stays a target, counted as never retrieved (as `papers evaluate` counts it for a
+    query).
+    """
     rng = np.random.default_rng(seed)
     profiles = []
     for query_id, paper_id, _ in queries:
         judged = qrels[query_id]
-        relevant = sorted(doc for doc, grade in judged.items() if grade >= relevant_at and doc != paper_id)
+        relevant = sorted(
+            doc for doc, grade in judged.items() if grade >= relevant_at and doc != paper_id
+        )
         if len(relevant) < MIN_RELEVANT:
             continue
         drawable = [doc for doc in relevant if present is None or doc in present]
@@ -63,16 +74,22 @@ def one_topic(
     return profiles
 
 
-def mixed(single: Sequence[Profile], topics: int, count: int = MIXED_COUNT, seed: int = 0) -> list[Profile]:
-    """Up to `count` profiles, each the union of `topics` one-topic profiles of different query papers
+def mixed(
+    single: Sequence[Profile], topics: int, count: int = MIXED_COUNT, seed: int = 0
+) -> list[Profile]:
+    """Up to `count` profiles, each the union of `topics` one-topic profiles of different query
+    papers
     (drawn with a fixed seed from all such combinations, in a stable order)."""
     combinations = [
-        group for group in itertools.combinations(range(len(single)), topics)
+        group
+        for group in itertools.combinations(range(len(single)), topics)
         if len({single[i].papers[0] for i in group}) == topics
     ]
     rng = np.random.default_rng(seed + topics)
     if len(combinations) > count:
-        combinations = [combinations[i] for i in sorted(rng.choice(len(combinations), count, replace=False))]
+        combinations = [
+            combinations[i] for i in sorted(rng.choice(len(combinations), count, replace=False))
+        ]
     return [merge([single[i] for i in group]) for group in combinations]
 
 
@@ -84,27 +101,53 @@ def merge(parts: Sequence[Profile]) -> Profile:
         for doc, grade in part.judged.items():
             if doc not in seeds:
                 judged[doc] = max(grade, judged.get(doc, grade))
-    return Profile("+".join(part.name for part in parts), tuple(p for part in parts for p in part.papers), seeds, judged)
+    return Profile(
+        "+".join(part.name for part in parts),
+        tuple(p for part in parts for p in part.papers),
+        seeds,
+        judged,
+    )
 
 
 def protocols(
-    queries: Sequence[tuple[str, str, str]], qrels: dict[str, dict[str, int]], relevant_at: int = 2,
-    count: int = MIXED_COUNT, seed: int = 0, present: Collection[str] | None = None,
+    queries: Sequence[tuple[str, str, str]],
+    qrels: dict[str, dict[str, int]],
+    relevant_at: int = 2,
+    count: int = MIXED_COUNT,
+    seed: int = 0,
+    present: Collection[str] | None = None,
 ) -> dict[str, list[Profile]]:
     """{"one topic": [...], "mixed": [...]} (mixed: two- and three-topic profiles together)."""
     single = one_topic(queries, qrels, relevant_at, seed, present)
-    return {"one topic": single,
-            "mixed": [profile for topics in MIXED_TOPICS for profile in mixed(single, topics, count, seed)]}
+    return {
+        "one topic": single,
+        "mixed": [
+            profile for topics in MIXED_TOPICS for profile in mixed(single, topics, count, seed)
+        ],
+    }
 
 
 def score_profile(
-    recommender, profile: Profile, rows_by_id: dict[str, int], relevant_at: int = 2, *,
-    pool: str = "judged", mode: str = "hybrid", dense_weight: float | None = None,
-    min_score: float | None = None, diverse: float | None = None, scorer: Callable | None = None,
+    recommender,
+    profile: Profile,
+    rows_by_id: dict[str, int],
+    relevant_at: int = 2,
+    *,
+    pool: str = "judged",
+    mode: str = "hybrid",
+    dense_weight: float | None = None,
+    min_score: float | None = None,
+    diverse: float | None = None,
+    scorer: Callable | None = None,
 ) -> metrics.QueryScores:
-    """Rank the profile's pool (or, with pool="all", every paper but the seeds) from its seeds, and score it.
-    `scorer(seed_rows, rows) -> scores` replaces `like`'s scoring (scripts/tune_profiles.py compares them)."""
-    seed_rows = [rows_by_id[doc] for doc in profile.seeds]  # drawn from the index's papers (`one_topic`)
+    """Rank the profile's pool (or, with pool="all", every paper but the seeds) from its seeds, and
+    score it.
+    `scorer(seed_rows, rows) -> scores` replaces `like`'s scoring (scripts/tune_profiles.py compares
+    them).
+    """
+    seed_rows = [
+        rows_by_id[doc] for doc in profile.seeds
+    ]  # drawn from the index's papers (`one_topic`)
     if pool == "judged":
         pool_rows = sorted(rows_by_id[doc] for doc in profile.judged if doc in rows_by_id)
     else:
@@ -113,8 +156,20 @@ def score_profile(
     rows = np.asarray(pool_rows, dtype=np.int64)
     ids = recommender.ids
     if len(rows):
-        scores = (scorer(seed_rows, rows) if scorer is not None
-                  else recommender.score_rows(seed_rows, rows, mode, dense_weight))
-        rows, _ = select(rows, np.asarray(scores, dtype=np.float32), recommender.tiebreak, recommender.vectors, len(rows),
-                         min_score, diverse)
-    return metrics.score_query([ids[row] for row in rows.tolist()], profile.judged, relevant_at, query_id=profile.name)
+        scores = (
+            scorer(seed_rows, rows)
+            if scorer is not None
+            else recommender.score_rows(seed_rows, rows, mode, dense_weight)
+        )
+        rows, _ = select(
+            rows,
+            np.asarray(scores, dtype=np.float32),
+            recommender.tiebreak,
+            recommender.vectors,
+            len(rows),
+            min_score,
+            diverse,
+        )
+    return metrics.score_query(
+        [ids[row] for row in rows.tolist()], profile.judged, relevant_at, query_id=profile.name
+    )

@@ -1,10 +1,13 @@
 """Researchers' own papers as profiles: the reviewer-expertise format and its loss.
 
 A folder holds `papers.jsonl` (`{"id", "title", "abstract"}` a line), `profiles.jsonl` (`{"sample",
-"researcher", "papers"}`: a researcher's profile in one random sample) and `ratings.tsv` (`researcher`,
+"researcher", "papers"}`: a researcher's profile in one random sample) and `ratings.tsv`
+(`researcher`,
 `paper_id`, `expertise`: how expert the researcher is to review the paper, higher = more). For each
-sample and researcher, the papers the researcher rated are scored by their similarity to the profile;
-the loss (Stelmakh et al., "A Gold Standard Dataset for the Reviewer Assignment Problem", 2023) is the
+sample and researcher, the papers the researcher rated are scored by their similarity to the
+profile;
+the loss (Stelmakh et al., "A Gold Standard Dataset for the Reviewer Assignment Problem", 2023) is
+the
 weighted share of pairs the scores order against the expertise: a pair of different expertise weighs
 their difference, costs its weight when ordered against it and half when tied; a sample's loss is
 its costs over its weights, the figure the mean over the samples (0 = perfect, lower is better).
@@ -15,9 +18,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -68,8 +71,13 @@ class LossFigures:
     researchers: list[str]
 
     def to_dict(self) -> dict:
-        return {"loss": round(self.loss, 4), "sd": round(self.sd, 4), "interval": [round(self.low, 4), round(self.high, 4)],
-                "researchers": len(self.researchers), "samples": int(self.costs.shape[0])}
+        return {
+            "loss": round(self.loss, 4),
+            "sd": round(self.sd, 4),
+            "interval": [round(self.low, 4), round(self.high, 4)],
+            "researchers": len(self.researchers),
+            "samples": int(self.costs.shape[0]),
+        }
 
 
 def is_reviewer_folder(folder: str | Path) -> bool:
@@ -78,12 +86,15 @@ def is_reviewer_folder(folder: str | Path) -> bool:
 
 
 def read_reviewer_set(folder: str | Path) -> ReviewerSet:
-    """Read a folder in the reviewer format (InputError naming the file and line of anything wrong)."""
+    """Read a folder in the reviewer format (InputError naming the file and line of anything
+    wrong)."""
     folder = Path(folder)
     missing = [name for name in FILES if not (folder / name).is_file()]
     if missing:
-        raise InputError(f"{folder} is not a profile collection: it lacks {', '.join(missing)} "
-                         f"(it needs {', '.join(FILES)})")
+        raise InputError(
+            f"{folder} is not a profile collection: it lacks {', '.join(missing)} "
+            f"(it needs {', '.join(FILES)})"
+        )
     profiles = []
     with open(folder / FILES[1], encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
@@ -91,11 +102,16 @@ def read_reviewer_set(folder: str | Path) -> ReviewerSet:
                 continue
             try:
                 record = json.loads(line)
-                profile = ReviewerProfile(int(record["sample"]), str(record["researcher"]),
-                                          tuple(str(paper) for paper in record["papers"]))
+                profile = ReviewerProfile(
+                    int(record["sample"]),
+                    str(record["researcher"]),
+                    tuple(str(paper) for paper in record["papers"]),
+                )
             except (ValueError, KeyError, TypeError):
-                raise InputError(f"{folder / FILES[1]} line {number}: not a profile "
-                                 '{"sample", "researcher", "papers"}: fix or remove the line') from None
+                raise InputError(
+                    f"{folder / FILES[1]} line {number}: not a profile "
+                    '{"sample", "researcher", "papers"}: fix or remove the line'
+                ) from None
             if profile.papers:
                 profiles.append(profile)
     ratings: dict[str, dict[str, float]] = {}
@@ -108,8 +124,11 @@ def read_reviewer_set(folder: str | Path) -> ReviewerSet:
                 if not math.isfinite(expertise):
                     raise ValueError
             except (IndexError, ValueError):
-                raise InputError(f"{folder / FILES[2]} line {number}: not 'researcher<TAB>paper_id<TAB>expertise' "
-                                 "with a number: fix or remove the line") from None
+                raise InputError(
+                    f"{folder / FILES[2]} line {number}: not"
+                    " 'researcher<TAB>paper_id<TAB>expertise' with a number: fix or remove the"
+                    " line"
+                ) from None
             ratings.setdefault(researcher, {})[paper] = expertise
     if not profiles or not ratings:
         raise InputError(f"{folder}: no profiles or no ratings: nothing to evaluate")
@@ -117,10 +136,12 @@ def read_reviewer_set(folder: str | Path) -> ReviewerSet:
     return ReviewerSet(folder, profiles, ratings)
 
 
-def pair_loss(scores: Sequence[float] | np.ndarray,
-              expertise: Sequence[float]) -> tuple[float, float]:
+def pair_loss(
+    scores: Sequence[float] | np.ndarray, expertise: Sequence[float]
+) -> tuple[float, float]:
     """(cost, weight) of one researcher's rated papers: every pair of different expertise weighs the
-    difference; it costs its weight when the scores order it against the expertise, half when tied."""
+    difference; it costs its weight when the scores order it against the expertise, half when tied.
+    """
     # float noise between equal texts is a tie
     rounded = np.round(np.asarray(scores, dtype=np.float64), 6)
     grades = np.asarray(expertise, dtype=np.float64)
@@ -128,24 +149,40 @@ def pair_loss(scores: Sequence[float] | np.ndarray,
     difference = (grades[:, None] - grades[None, :])[upper]
     order = (rounded[:, None] - rounded[None, :])[upper]
     weight = np.abs(difference)
-    cost = np.where(order == 0, 0.5 * weight, np.where(np.sign(order) != np.sign(difference), weight, 0.0))
+    cost = np.where(
+        order == 0, 0.5 * weight, np.where(np.sign(order) != np.sign(difference), weight, 0.0)
+    )
     cost[difference == 0] = 0.0
     return float(cost.sum()), float(weight.sum())
 
 
-def loss_figures(costs: np.ndarray, weights: np.ndarray, researchers: list[str], draws: int = DRAWS,
-                 seed: int = 0) -> LossFigures:
-    """The mean loss over samples of [samples, researchers] costs and weights, with its bootstrap spread
+def loss_figures(
+    costs: np.ndarray,
+    weights: np.ndarray,
+    researchers: list[str],
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> LossFigures:
+    """The mean loss over samples of [samples, researchers] costs and weights, with its bootstrap
+    spread
     over researchers (resampled with replacement, the same draw in every sample)."""
     loss = float(np.mean(_sample_losses(costs, weights)))
     if draws <= 0:
-        return LossFigures(loss, float("nan"), float("nan"), float("nan"), costs, weights, researchers)
+        return LossFigures(
+            loss, float("nan"), float("nan"), float("nan"), costs, weights, researchers
+        )
     rng = np.random.default_rng(seed)
     count = costs.shape[1]
-    drawn = np.array([np.mean(_sample_losses(costs[:, pick], weights[:, pick]))
-                      for pick in (rng.integers(0, count, count) for _ in range(draws))])
+    drawn = np.array(
+        [
+            np.mean(_sample_losses(costs[:, pick], weights[:, pick]))
+            for pick in (rng.integers(0, count, count) for _ in range(draws))
+        ]
+    )
     low, high = np.percentile(drawn, [2.5, 97.5])
-    return LossFigures(loss, float(drawn.std()), float(low), float(high), costs, weights, researchers)
+    return LossFigures(
+        loss, float(drawn.std()), float(low), float(high), costs, weights, researchers
+    )
 
 
 def _sample_losses(costs: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -154,11 +191,15 @@ def _sample_losses(costs: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def score_set(
-    reviewers: ReviewerSet, rows_by_id: dict[str, int],
-    scorer: Callable[[list[int], np.ndarray], np.ndarray], draws: int = DRAWS,
+    reviewers: ReviewerSet,
+    rows_by_id: dict[str, int],
+    scorer: Callable[[list[int], np.ndarray], np.ndarray],
+    draws: int = DRAWS,
 ) -> LossFigures:
-    """The loss of `scorer(seed_rows, rated_rows) -> scores` on every sample and researcher. A paper the
-    index lacks under its own ID (a build keeps a duplicate text once) is found by `rows_by_id` if the
+    """The loss of `scorer(seed_rows, rated_rows) -> scores` on every sample and researcher. A paper
+    the
+    index lacks under its own ID (a build keeps a duplicate text once) is found by `rows_by_id` if
+    the
     caller mapped it; a rated paper found nowhere is left out of its researcher's pairs."""
     researchers = reviewers.researchers
     column = {researcher: i for i, researcher in enumerate(researchers)}
@@ -167,9 +208,14 @@ def score_set(
     costs = np.zeros((len(samples), len(researchers)))
     weights = np.zeros_like(costs)
     for profile in reviewers.profiles:
-        seeds = list(dict.fromkeys(rows_by_id[paper] for paper in profile.papers if paper in rows_by_id))
-        rated = [(rows_by_id[paper], grade) for paper, grade in reviewers.ratings[profile.researcher].items()
-                 if paper in rows_by_id]
+        seeds = list(
+            dict.fromkeys(rows_by_id[paper] for paper in profile.papers if paper in rows_by_id)
+        )
+        rated = [
+            (rows_by_id[paper], grade)
+            for paper, grade in reviewers.ratings[profile.researcher].items()
+            if paper in rows_by_id
+        ]
         if not seeds or len(rated) < 2:
             continue
         rows = np.array([row for row, _ in rated], dtype=np.int64)
@@ -194,32 +240,57 @@ class ReviewerEvaluation:
 
 
 def evaluate_reviewers(
-    folder: str | Path, *, index: str | Path | None = None, model: str | None = None, mode: str = "hybrid",
-    dense_weight: float | None = None, precision: str | None = None, progress=None, on_phase=None,
+    folder: str | Path,
+    *,
+    index: str | Path | None = None,
+    model: str | None = None,
+    mode: str = "hybrid",
+    dense_weight: float | None = None,
+    precision: str | None = None,
+    progress=None,
+    on_phase=None,
 ) -> ReviewerEvaluation:
-    """Build (or reuse) an index of the folder's papers, rank every researcher's rated papers by their
-    profile as `like` ranks several seeds (`Recommender.score_rows`), and give the loss with its spread."""
+    """Build (or reuse) an index of the folder's papers, rank every researcher's rated papers by
+    their
+    profile as `like` ranks several seeds (`PaperIndex.score_rows`), and give the loss with its
+    spread.
+    """
     from ..corpus.papers import read_papers
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
     from .evaluate import check_settings, prepare_index
 
     check_settings(mode, "judged", dense_weight, None, None)
     data = read_reviewer_set(folder)
     index = index if index is not None else f"eval-{Path(folder).resolve().name}"
-    build = prepare_index(data.papers_file, index, model, progress=progress, on_phase=on_phase, precision=precision)
+    build = prepare_index(
+        data.papers_file, index, model, progress=progress, on_phase=on_phase, precision=precision
+    )
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the build warned about duplicate papers as it read them
         papers = read_papers([data.papers_file])
-    with Recommender.open(index) as recommender:
-        # A build keeps a duplicate text once: its other IDs are found by their text (`find_papers`).
-        rows_by_id = {paper.id: row for paper, row in zip(papers, recommender.find_papers(papers)) if row is not None}
+    with PaperIndex.open(index) as recommender:
+        # A build keeps a duplicate text once: its other IDs are found by their text
+        # (`find_papers`).
+        rows_by_id = {
+            paper.id: row
+            for paper, row in zip(papers, recommender.find_papers(papers))
+            if row is not None
+        }
         weight = recommender.dense_weight if dense_weight is None else dense_weight
-        figures = score_set(data, rows_by_id, lambda seeds, rows: recommender.score_rows(seeds, rows, mode, weight))
+        figures = score_set(
+            data, rows_by_id, lambda seeds, rows: recommender.score_rows(seeds, rows, mode, weight)
+        )
         manifest = recommender.manifest
-        settings = {"index": str(recommender.stored.index_dir), "papers": len(recommender), "model": manifest["model"],
-                    "precision": manifest.get("precision", "fp32"), "mode": mode,
-                    "dense_weight": weight if mode == "hybrid" else None, "folder": str(folder)}
+        settings = {
+            "index": str(recommender.stored.index_dir),
+            "papers": len(recommender),
+            "model": manifest["model"],
+            "precision": manifest.get("precision", "fp32"),
+            "mode": mode,
+            "dense_weight": weight if mode == "hybrid" else None,
+            "folder": str(folder),
+        }
     scored = int((figures.weights > 0).sum())
     return ReviewerEvaluation(settings, figures, scored, build)

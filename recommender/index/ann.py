@@ -66,8 +66,31 @@ IVF_KMEANS_ITER = 10
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 
-_NPROBE_STEPS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
-                 768, 1024, 1536, 2048, 3072, 4096)
+_NPROBE_STEPS = (
+    1,
+    2,
+    4,
+    6,
+    8,
+    12,
+    16,
+    24,
+    32,
+    48,
+    64,
+    96,
+    128,
+    192,
+    256,
+    384,
+    512,
+    768,
+    1024,
+    1536,
+    2048,
+    3072,
+    4096,
+)
 _EF_STEPS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 
 
@@ -95,8 +118,7 @@ def choose_index(n: int, dim: int, requested: str = "auto") -> IndexChoice:
     """
     req = requested.strip().lower() if isinstance(requested, str) else requested
     if req not in KINDS:
-        raise InputError(
-            f"unknown index kind {requested!r}; expected one of {', '.join(KINDS)}")
+        raise InputError(f"unknown index kind {requested!r}; expected one of {', '.join(KINDS)}")
     if not isinstance(n, (int, np.integer)) or n < 0:
         raise InputError(f"corpus size must be a non-negative integer, got {n!r}")
     if not isinstance(dim, (int, np.integer)) or dim <= 0:
@@ -105,8 +127,9 @@ def choose_index(n: int, dim: int, requested: str = "auto") -> IndexChoice:
 
     if req == "auto":
         if n <= EXACT_LIMIT:
-            return IndexChoice("flat", {},
-                               f"exact inner-product search: {n:,} papers <= {EXACT_LIMIT:,}")
+            return IndexChoice(
+                "flat", {}, f"exact inner-product search: {n:,} papers <= {EXACT_LIMIT:,}"
+            )
         why = f"{n:,} papers > {EXACT_LIMIT:,}"
         req = "ivf"
     else:
@@ -117,9 +140,11 @@ def choose_index(n: int, dim: int, requested: str = "auto") -> IndexChoice:
     if req == "hnsw":
         params: dict[str, int | str] = {"M": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION}
         return IndexChoice(
-            "hnsw", params,
+            "hnsw",
+            params,
             f"approximate HNSW{HNSW_M} graph search, efSearch tuned for recall@10 >= "
-            f"{TUNE_TARGET_RECALL:.2f}: {why}")
+            f"{TUNE_TARGET_RECALL:.2f}: {why}",
+        )
     nlist = _ivf_nlist(n)
     params = {
         "nlist": nlist,
@@ -128,12 +153,15 @@ def choose_index(n: int, dim: int, requested: str = "auto") -> IndexChoice:
         "niter": IVF_KMEANS_ITER,
     }
     return IndexChoice(
-        "ivf", params,
+        "ivf",
+        params,
         f"approximate IVF search ({nlist:,} lists, float16 vectors), nprobe tuned for "
-        f"recall@10 >= {TUNE_TARGET_RECALL:.2f}: {why}")
+        f"recall@10 >= {TUNE_TARGET_RECALL:.2f}: {why}",
+    )
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def _as_matrix(vectors, dim: int | None = None, what: str = "vectors") -> np.ndarray:
     x = np.asarray(vectors)
@@ -151,6 +179,7 @@ def _as_matrix(vectors, dim: int | None = None, what: str = "vectors") -> np.nda
 @contextmanager
 def _omp_threads(nthreads: int):
     import faiss
+
     old = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(nthreads)
     try:
@@ -160,7 +189,8 @@ def _omp_threads(nthreads: int):
 
 
 class Rows(Protocol):
-    """Vectors read a piece at a time (writer.ArrayFile): an index is built without holding them all."""
+    """Vectors read a piece at a time (writer.ArrayFile): an index is built without holding them
+    all."""
 
     shape: tuple[int, ...]
 
@@ -182,7 +212,7 @@ class _ArrayRows:
         return self.x[rows]
 
 
-def _rows(vectors) -> tuple["Rows", np.ndarray | None]:
+def _rows(vectors) -> tuple[Rows, np.ndarray | None]:
     """The vectors as Rows, and as one float32 matrix when they are in memory."""
     if hasattr(vectors, "read") and hasattr(vectors, "take"):
         if len(vectors.shape) != 2:
@@ -192,12 +222,12 @@ def _rows(vectors) -> tuple["Rows", np.ndarray | None]:
     return _ArrayRows(x), x
 
 
-def _add_batched(index, x: "Rows") -> None:
+def _add_batched(index, x: Rows) -> None:
     for i0 in range(0, x.shape[0], ADD_BATCH):
         index.add(_as_matrix(x.read(i0, i0 + ADD_BATCH)))
 
 
-def _add_ivf(index, x: "Rows") -> None:
+def _add_ivf(index, x: Rows) -> None:
     """`_add_batched` into an IVF index whose inverted lists are sized first: each list's vectors
     are counted (one pass assigning them), so the lists get exactly their size instead of growing
     by doubling (up to twice the memory). The same calls as index.add, so the same index."""
@@ -210,19 +240,22 @@ def _add_ivf(index, x: "Rows") -> None:
     n = x.shape[0]
     lists = np.empty(n, dtype=np.int64)
     for i0 in range(0, n, ADD_BATCH):  # the batches index.add would assign
-        lists[i0:i0 + ADD_BATCH] = index.quantizer.assign(_as_matrix(x.read(i0, i0 + ADD_BATCH)), 1).ravel()
+        lists[i0 : i0 + ADD_BATCH] = index.quantizer.assign(
+            _as_matrix(x.read(i0, i0 + ADD_BATCH)), 1
+        ).ravel()
     for list_no, count in enumerate(np.bincount(lists, minlength=index.nlist).tolist()):
         if count:
             invlists.resize(list_no, count)  # allocates exactly `count` entries...
             invlists.resize(list_no, 0)  # ...kept as capacity (a std::vector keeps it when shrunk)
     for i0 in range(0, n, ADD_BATCH):
         batch = _as_matrix(x.read(i0, i0 + ADD_BATCH))
-        assigned = np.ascontiguousarray(lists[i0:i0 + len(batch)])
+        assigned = np.ascontiguousarray(lists[i0 : i0 + len(batch)])
         index.add_core(len(batch), faiss.swig_ptr(batch), None, faiss.swig_ptr(assigned))
 
 
 def _is_hnsw(index) -> bool:
     import faiss
+
     return isinstance(index, faiss.IndexHNSW)
 
 
@@ -235,16 +268,22 @@ def _measure_recall(index, queries: np.ndarray, qids: np.ndarray, gt: np.ndarray
     return hits / gt.size
 
 
-def _exact_neighbours(queries: np.ndarray, x: "Rows", matrix: np.ndarray | None, k: int) -> np.ndarray:
+def _exact_neighbours(
+    queries: np.ndarray, x: Rows, matrix: np.ndarray | None, k: int
+) -> np.ndarray:
     """Ids of each query's k nearest vectors by inner product: faiss.knn over the matrix in memory,
-    else over ADD_BATCH rows at a time, the best k of all kept (higher score, then lower id, first)."""
+    else over ADD_BATCH rows at a time, the best k of all kept (higher score, then lower id, first).
+    """
     import faiss
+
     if matrix is not None:
         return faiss.knn(queries, matrix, k, metric=faiss.METRIC_INNER_PRODUCT)[1]
     best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
     best_ids = np.zeros((len(queries), 0), dtype=np.int64)
     for i0 in range(0, x.shape[0], ADD_BATCH):
-        scores, ids = faiss.knn(queries, _as_matrix(x.read(i0, i0 + ADD_BATCH)), k, metric=faiss.METRIC_INNER_PRODUCT)
+        scores, ids = faiss.knn(
+            queries, _as_matrix(x.read(i0, i0 + ADD_BATCH)), k, metric=faiss.METRIC_INNER_PRODUCT
+        )
         best_scores = np.concatenate([best_scores, scores], axis=1)
         best_ids = np.concatenate([best_ids, np.where(ids < 0, -1, ids + i0)], axis=1)
         order = np.lexsort((best_ids, -best_scores), axis=1)[:, :k]
@@ -253,7 +292,16 @@ def _exact_neighbours(queries: np.ndarray, x: "Rows", matrix: np.ndarray | None,
     return best_ids
 
 
-def _tune(index, x: "Rows", seed: int, setter, steps, cap: int, k: int = 10, matrix: np.ndarray | None = None):
+def _tune(
+    index,
+    x: Rows,
+    seed: int,
+    setter,
+    steps,
+    cap: int,
+    k: int = 10,
+    matrix: np.ndarray | None = None,
+):
     """Smallest step whose recall@k on sampled stored vectors >= target."""
     n = x.shape[0]
     if n <= k + 1:
@@ -277,6 +325,7 @@ def _tune(index, x: "Rows", seed: int, setter, steps, cap: int, k: int = 10, mat
 
 
 # --------------------------------------------------------------------------- public API
+
 
 def build_faiss_index(vectors: np.ndarray | Rows, choice: IndexChoice, seed: int = 0):
     """Build the index described by ``choice`` over ``vectors`` (float32, L2-normalised): an array,
@@ -322,11 +371,14 @@ def build_faiss_index(vectors: np.ndarray | Rows, choice: IndexChoice, seed: int
     nlist = int(choice.params.get("nlist", _ivf_nlist(n)))
     nlist = max(1, min(nlist, n))
     encoding = choice.params.get("encoding", "SQfp16")
-    train_size = int(choice.params.get("train_size", max(IVF_MIN_TRAIN, IVF_TRAIN_PER_LIST * nlist)))
+    train_size = int(
+        choice.params.get("train_size", max(IVF_MIN_TRAIN, IVF_TRAIN_PER_LIST * nlist))
+    )
     train_size = max(min(train_size, n), nlist)
     niter = int(choice.params.get("niter", IVF_KMEANS_ITER))
 
-    # `encoding` is a faiss factory code for the stored vectors: always "SQfp16" here (see the module
+    # `encoding` is a faiss factory code for the stored vectors: always "SQfp16" here (see the
+    # module
     # docstring); scripts/bench_scale.py compares others ("SQ8", "Flat") through the same path.
     try:
         index = faiss.index_factory(dim, f"IVF{nlist},{encoding}", ip)
@@ -397,11 +449,13 @@ def search_index(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
     # machine (10k flat, 2 cores under load: ~20 ms -> 0.3 ms; the same neighbours).
     with _omp_threads(1) if nq == 1 else nullcontext():
         for i0 in range(0, nq, SEARCH_BATCH):
-            d, i = index.search(q[i0:i0 + SEARCH_BATCH], k)
-            scores[i0:i0 + len(d)] = d
-            ids[i0:i0 + len(i)] = i
+            d, i = index.search(q[i0 : i0 + SEARCH_BATCH], k)
+            scores[i0 : i0 + len(d)] = d
+            ids[i0 : i0 + len(i)] = i
     if (ids >= index.ntotal).any():  # forged or damaged lists: never an index into the papers
-        raise IndexCorruptError(f"the search index gives paper numbers beyond its {index.ntotal:,} vectors")
+        raise IndexCorruptError(
+            f"the search index gives paper numbers beyond its {index.ntotal:,} vectors"
+        )
     scores[ids < 0] = -np.inf
     return scores, ids
 
@@ -409,6 +463,7 @@ def search_index(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
 def index_description(index) -> str:
     """One line describing the index, e.g. for ``papers info``."""
     import faiss
+
     idx = faiss.downcast_index(index)
     n, d = idx.ntotal, idx.d
     base = f"{n:,} vectors, {d}-d, inner product"
@@ -419,8 +474,10 @@ def index_description(index) -> str:
     if isinstance(idx, faiss.IndexIVF):
         if isinstance(idx, faiss.IndexIVFScalarQuantizer):
             qt = idx.sq.qtype
-            enc = {faiss.ScalarQuantizer.QT_fp16: "float16",
-                   faiss.ScalarQuantizer.QT_8bit: "8-bit"}.get(qt, f"SQ{qt}")
+            enc = {
+                faiss.ScalarQuantizer.QT_fp16: "float16",
+                faiss.ScalarQuantizer.QT_8bit: "8-bit",
+            }.get(qt, f"SQ{qt}")
         elif isinstance(idx, faiss.IndexIVFFlat):
             enc = "float32"
         else:

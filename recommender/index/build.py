@@ -1,4 +1,5 @@
-"""Building an index: read papers, embed them (reusing cached vectors), write FAISS + TF-IDF atomically."""
+"""Building an index: read papers, embed them (reusing cached vectors), write FAISS + TF-IDF
+atomically."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Generator, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -19,22 +20,33 @@ from .. import __version__
 from ..corpus.citation import citation_key
 from ..corpus.identifiers import work_identifier
 from ..corpus.papers import Paper, PaperSet, scan_papers, text_key
-from ..embed import loading
-from ..embed import export_cache
+from ..embed import export_cache, loading
 from ..embed.choice import EncoderRequest, check_request, check_upgradable, choose_encoder
 from ..embed.choice import exported_only as _exported_only
+from ..embed.embedding_cache import CacheUnavailable, EmbeddingCache, read_legacy_vectors
 from ..embed.windows import Chunking, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
-from ..embed.embedding_cache import CacheUnavailable, EmbeddingCache, read_legacy_vectors
 from .home import resolve_index_dir
-from .stored import ArrayReader, StoredIndex, open_stored
-from .writer import ArrayFile, IndexWriter, WRITE_ERRNOS, link_checked, write_error, writing
-from .lexical import settings as lexical_settings
-from .keys import ALIASES, digest_records, key_tables
+from .keys import ALIASES, digest, digest_records, key_tables
 from .layout import (
-    COLUMN_MAX, FAISS, KEY_ARRAYS, OFFSETS, PAPERS, QUERY_ENCODER, STOP_WORDS, VECTORS, VOCABULARY,
-    check_index_folder, legacy_cache, remove_legacy_cache, remove_tree,
+    COLLECTIONS,
+    COLUMN_MAX,
+    FAISS,
+    KEY_ARRAYS,
+    OFFSETS,
+    PAPERS,
+    QUERY_ENCODER,
+    STOP_WORDS,
+    VECTORS,
+    VOCABULARY,
+    check_index_folder,
+    legacy_cache,
+    remove_legacy_cache,
+    remove_tree,
 )
+from .lexical import settings as lexical_settings
+from .stored import ArrayReader, StoredIndex, open_stored
+from .writer import WRITE_ERRNOS, ArrayFile, IndexWriter, link_checked, write_error, writing
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,18 @@ class BuildReport:
     reused: int
     index_kind: str
     seconds: float
+    # What changed since the version this build replaced (IDs; None for a first build, or when that
+    # version is too old to say): papers new, papers whose text changed, papers no longer read.
+    changes: BuildChanges | None = None
 
+
+@dataclass(frozen=True)
+class BuildChanges:
+    """The papers a rebuild added, changed (same ID, another text) and removed, by ID."""
+
+    added: tuple[str, ...]
+    changed: tuple[str, ...]
+    removed: tuple[str, ...]
 
 
 def build_time() -> str:
@@ -55,6 +78,7 @@ def build_time() -> str:
     if epoch.isdigit():
         return time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(int(epoch)))
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
 
 def build_index(
     inputs: Iterable[str | Path],
@@ -75,7 +99,7 @@ def build_index(
     precision: str | None = None,
     upgrade: bool = False,
     chunk_size: int | None = None,
-    own_papers: Callable[[], Iterator[Paper]] | None = None,
+    own_papers: Callable[[], Generator[Paper, None, None]] | None = None,
     lexical_terms=None,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
@@ -87,12 +111,15 @@ def build_index(
     the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
     as papers are encoded. `where` keeps only the papers matching every condition
     (`["category=cs.LG"]`, see corpus.where); withdrawn and desk-rejected OpenReview
-    submissions are left out unless `keep_withdrawn`. `engine` "local" encodes in this process; "ray" on
+    submissions are left out unless `keep_withdrawn`. `engine` "local" encodes in this process;
+    "ray" on
     a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
     `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
-    `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only its own).
+    `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only
+    its own).
     `model` None keeps the model of the index being rebuilt, else takes the default; `precision`
-    "fp32" or "int8" (int8 ONNX weights: about twice as fast on a CPU, always on the CPU); None keeps
+    "fp32" or "int8" (int8 ONNX weights: about twice as fast on a CPU, always on the CPU); None
+    keeps
     the precision of the index being rebuilt, else takes the model's default (embed.models: fp32,
     int8 for the quality tier). The model "static" is the fast tier (static embeddings distilled
     from the default model). embed.choice decides the encoder from these and the index's manifest.
@@ -102,7 +129,8 @@ def build_index(
     the new one is committed, and a stopped upgrade resumes like any build.
 
     `own_papers` gives the papers to build from instead of `inputs`, called once the index is
-    locked (a compaction: the live papers of the base and its segments, index/segments.py). `lexical_terms`
+    locked (a compaction: the live papers of the base and its segments, index/segments.py).
+    `lexical_terms`
     (lexical.FixedTerms): weigh the TF-IDF rows in another index's vocabulary and IDF (a segment's).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
@@ -113,13 +141,14 @@ def build_index(
 
     Memory stays nearly flat in the corpus size (docs/memory.md): the papers read are spooled to
     a scratch file of the build folder and handled `chunk_size` at a time (STREAM_PAPERS by
-    default; the TF-IDF postings 64 times as many, else lexical.CHUNK_POSTINGS), vectors go straight to their
+    default; the TF-IDF postings 64 times as many, else lexical.CHUNK_POSTINGS), vectors go straight
+    to their
     file, and what is held for every paper is a few short strings (ID, handle, citation key) and
     its search index entry. The index files are the same, byte for byte, whatever `chunk_size`.
     """
+    from ..errors import InputError, OptionError
     from .ann import choose_index, index_description
     from .lexical import TfidfBuilder
-    from ..errors import InputError, OptionError
 
     started = time.perf_counter()
     request = EncoderRequest(model, precision, device, engine, upgrade, chunking)
@@ -132,27 +161,39 @@ def build_index(
         require_ray()
     phase: Callable[[str, int | None], None] = on_phase or (lambda name, total: None)
     index_dir = resolve_index_dir(index)
-    check_index_folder(index_dir)  # before the model is hashed: a folder of the user's is refused at once
+    check_index_folder(
+        index_dir
+    )  # before the model is hashed: a folder of the user's is refused at once
     if upgrade:
         if where and not inputs:
-            raise OptionError("an upgrade that keeps only some papers needs inputs: the index's "
-                              "own papers are upgraded as they are", "where")
+            raise OptionError(
+                "an upgrade that keeps only some papers needs inputs: the index's "
+                "own papers are upgraded as they are",
+                "where",
+            )
         with open_stored(index_dir, verify=False) as stored:
             check_upgradable(stored.manifest, index_dir)
     phase("reading papers", None)
     embedded = None
     count = 0
     with writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
-        spool = _PaperSpool(files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS)
+        spool = _PaperSpool(
+            files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS
+        )
         # An upgrade without inputs re-encodes the index's own papers, read from its live version.
-        reading = _stored_papers(index_dir) if upgrade and not inputs else scan_papers(inputs, where=list(where),
-                                                                                   keep_withdrawn=keep_withdrawn)
-        if own_papers is not None:  # read under the lock: no `add` publishes a segment this build would miss
+        reading = (
+            _stored_papers(index_dir)
+            if upgrade and not inputs
+            else scan_papers(inputs, where=list(where), keep_withdrawn=keep_withdrawn)
+        )
+        # Read under the lock: no `add` publishes a segment this build would miss.
+        if own_papers is not None:
             reading = own_papers()
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
             ids, handles = spool.read(reading)
         count = len(ids)
         previous = _live_build(index_dir)
+        previous_texts = _previous_papers(previous) if previous is not None else None
         try:
             record = previous.manifest if previous is not None else None
             encoding = choose_encoder(request, record, notice, index_dir)
@@ -160,31 +201,63 @@ def build_index(
             if previous is not None and not encoding.same_vectors(previous.manifest):
                 previous.close()  # another model or precision: nothing of it is reused
                 previous = None
-            query_encoder = (prepare_query_encoder(model, writer, previous, phase, precision)
-                             if export_query_encoder or encoding.exported_only else None)
-            tfidf = files.enter_context(TfidfBuilder(writer.scratch_file, chunk_size and chunk_size * POSTINGS_A_PAPER,
-                                                     fixed=lexical_terms))
+            query_encoder = (
+                prepare_query_encoder(model, writer, previous, phase, precision)
+                if export_query_encoder or encoding.exported_only
+                else None
+            )
+            tfidf = files.enter_context(
+                TfidfBuilder(
+                    writer.scratch_file,
+                    chunk_size and chunk_size * POSTINGS_A_PAPER,
+                    fixed=lexical_terms,
+                )
+            )
             written = _write_papers(writer, spool, handles, tfidf)
+            if written.collections:  # a reference manager's folders: tags (reading/tags.py)
+                writer.save_json(COLLECTIONS, written.collections)
+            changes = _changes(previous_texts, ids, written.text_digests)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
-            engines = contextlib.ExitStack()  # a Ray session, stopped when encoding ends, even on failure
+            engines = (
+                contextlib.ExitStack()
+            )  # a Ray session, stopped when encoding ends, even on failure
             export = writer.path(QUERY_ENCODER) if query_encoder is not None else None
             encoder = encoding.encoder(export, engines)
 
             def vector_file(rows: int, dimension: int) -> ArrayFile:
-                return files.enter_context(contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32)))
+                return files.enter_context(
+                    contextlib.closing(writer.array_file(VECTORS, (rows, dimension), np.float32))
+                )
 
             with engines:
-                embedded = _embed(encoder, spool.texts(), chunking, index_dir, progress, phase, notice, written.heads,
-                                  encoding.identity, precision, vector_file)
+                embedded = _embed(
+                    encoder,
+                    spool.texts(),
+                    chunking,
+                    index_dir,
+                    progress,
+                    phase,
+                    notice,
+                    written.heads,
+                    encoding.identity,
+                    precision,
+                    vector_file,
+                )
             vectors = embedded.vectors
             fingerprint = written.fingerprint
-            for name, table in key_tables(ids, handles, written.citation_keys, written.text_digests,
-                                          written.identifier_digests):
+            for name, table in key_tables(
+                ids,
+                handles,
+                written.citation_keys,
+                written.text_digests,
+                written.identifier_digests,
+            ):
                 if name in KEY_ARRAYS:
                     writer.save_array(f"keys/{name}.npy", table)
                 del table
-            # Not held while the search index is built: then only its own memory grows with the corpus.
+            # Not held while the search index is built: then only its own memory grows with the
+            # corpus.
             del ids, handles, written
             choice = choose_index(count, vectors.shape[1], index_type)
             phase(f"building the {choice.kind} search index", None)
@@ -195,7 +268,9 @@ def build_index(
             phase("TF-IDF", None)
             arrays, vocabulary, stop_words = tfidf.finish(
                 lambda name, length, dtype: files.enter_context(
-                    contextlib.closing(writer.array_file(f"lexical/{name}.npy", (length,), dtype))))
+                    contextlib.closing(writer.array_file(f"lexical/{name}.npy", (length,), dtype))
+                )
+            )
             for name in ("idf", "csr_indptr", "csc_indptr"):
                 writer.save_array(f"lexical/{name}.npy", arrays[name])
             writer.save_array(COLUMN_MAX, arrays["column_max"])
@@ -217,8 +292,11 @@ def build_index(
                 "package_version": __version__,
                 "built_at": build_time(),
                 "index": {
-                    "kind": choice.kind, "params": choice.params, "reason": choice.reason,
-                    "description": described, "trained_on": trained_on,
+                    "kind": choice.kind,
+                    "params": choice.params,
+                    "reason": choice.reason,
+                    "description": described,
+                    "trained_on": trained_on,
                 },
                 "lexical": {"terms": len(vocabulary), **lexical_settings()},
                 "query_encoder": query_encoder,
@@ -240,13 +318,20 @@ def build_index(
         except KeyboardInterrupt:
             raise EncodingInterrupted(kept=count, total=count) from None
     return BuildReport(
-        index_dir, count, embedded.encoded, embedded.reused, choice.kind, time.perf_counter() - started
+        index_dir,
+        count,
+        embedded.encoded,
+        embedded.reused,
+        choice.kind,
+        time.perf_counter() - started,
+        changes,
     )
 
 
 # Papers read back from the build's spool at a time (texts for the encoder, rows of papers.jsonl).
 STREAM_PAPERS = 4096
-# With a `chunk_size`, the TF-IDF postings handled at once are this many a paper (an abstract has ~60 distinct
+# With a `chunk_size`, the TF-IDF postings handled at once are this many a paper (an abstract has
+# ~60 distinct
 # terms), else lexical.CHUNK_POSTINGS.
 POSTINGS_A_PAPER = 64
 
@@ -265,12 +350,15 @@ class _PaperSpool:
         return len(self.offsets) - 1
 
     def read(self, papers: Iterable[Paper]) -> tuple[list[str], list[str]]:
-        """Spool the papers as read (`scan_papers`: read_papers' choice of papers, warnings and errors);
+        """Spool the papers as read (`scan_papers`: read_papers' choice of papers, warnings and
+        errors);
         returns the IDs and handles of the papers kept, in order."""
         chosen = PaperSet(self.source_of)
         for paper in papers:
             if chosen.add(paper):
-                line = (json.dumps(paper.to_dict(stored=True), ensure_ascii=False) + "\n").encode("utf-8")
+                line = (json.dumps(paper.to_dict(stored=True), ensure_ascii=False) + "\n").encode(
+                    "utf-8"
+                )
                 self.stream.write(line)
                 self.offsets.append(self.offsets[-1] + len(line))
         self.stream.flush()
@@ -287,7 +375,9 @@ class _PaperSpool:
         stop = min(stop, len(self))
         if start >= stop:
             return []
-        data = os.pread(self.stream.fileno(), self.offsets[stop] - self.offsets[start], self.offsets[start])
+        data = os.pread(
+            self.stream.fileno(), self.offsets[stop] - self.offsets[start], self.offsets[start]
+        )
         return [Paper.from_dict(json.loads(line)) for line in data.decode("utf-8").splitlines()]
 
     def each(self) -> Iterator[Paper]:
@@ -300,7 +390,10 @@ class _PaperSpool:
     def text_block(self, block: int) -> list[str]:
         """The texts of the block-th `chunk` papers (the last block asked for is kept)."""
         if self._block[0] != block:
-            self._block = (block, [paper.text for paper in self.papers(block * self.chunk, (block + 1) * self.chunk)])
+            self._block = (
+                block,
+                [paper.text for paper in self.papers(block * self.chunk, (block + 1) * self.chunk)],
+            )
         return self._block[1]
 
 
@@ -331,9 +424,79 @@ class _Written:
     text_digests: np.ndarray  # keys.digest_records of the text keys
     identifier_digests: np.ndarray  # ... of the arXiv IDs or DOIs
     fingerprint: str
+    collections: dict[str, list[str]]  # each collection path with its papers' IDs
 
 
-def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf) -> _Written:
+@dataclass(frozen=True)
+class _PreviousPapers:
+    """What a rebuild compares with in the version it replaces, 16 bytes a paper and its IDs' bytes:
+    each ID's digest (ID order, sorted), its text digest, and the IDs to name the removed ones."""
+
+    id_digests: np.ndarray  # uint64, sorted
+    order: np.ndarray  # positions in ID order, by id_digests
+    text_digests: np.ndarray  # uint64, in ID order
+    id_bytes: np.ndarray
+    id_offsets: np.ndarray
+
+    def id_at(self, position: int) -> str:
+        start, stop = int(self.id_offsets[position]), int(self.id_offsets[position + 1])
+        return self.id_bytes[start:stop].tobytes().decode("utf-8", "surrogatepass")
+
+
+def _previous_papers(previous: StoredIndex) -> _PreviousPapers | None:
+    """The live version's IDs and text digests (keys/); None when it has no text digest table."""
+
+    def load(name: str) -> np.ndarray:
+        return np.array(previous.load_array(f"keys/{name}.npy", mmap=True))
+
+    if not previous.has("keys/text_digests.npy"):
+        return None
+    data, offsets, rows = load("ids_bytes"), load("ids_offsets"), load("ids_rows")
+    by_row = np.zeros(len(rows), dtype=np.uint64)
+    by_row[load("text_digest_rows")] = load("text_digests")
+    raw = data.tobytes()
+    ends = offsets.tolist()
+    # The bytes stored are the IDs' own encoding (keys._encode), which keys.digest hashes.
+    id_digests = np.fromiter(
+        (
+            int.from_bytes(
+                hashlib.blake2b(raw[ends[i] : ends[i + 1]], digest_size=8).digest(), "little"
+            )
+            for i in range(len(rows))
+        ),
+        dtype=np.uint64,
+        count=len(rows),
+    )
+    order = np.argsort(id_digests, kind="stable")
+    return _PreviousPapers(id_digests[order], order, by_row[rows], data, offsets)
+
+
+def _changes(
+    previous: _PreviousPapers | None, ids: Sequence[str], text_digests: np.ndarray
+) -> BuildChanges | None:
+    """What a build changes against the live version's IDs and text digests (`_previous_papers`)."""
+    if previous is None:
+        return None
+    if not len(previous.order):
+        return BuildChanges(tuple(ids), (), ())
+    new_ids = np.fromiter((digest(paper_id) for paper_id in ids), dtype=np.uint64, count=len(ids))
+    found = np.minimum(np.searchsorted(previous.id_digests, new_ids), len(previous.id_digests) - 1)
+    held = previous.id_digests[found] == new_ids
+    positions = previous.order[found]
+    texts = np.asarray(text_digests["digest"], dtype=np.uint64)
+    changed = held & (previous.text_digests[positions] != texts)
+    kept = np.zeros(len(previous.order), dtype=bool)
+    kept[positions[held]] = True
+    return BuildChanges(
+        added=tuple(ids[row] for row in np.flatnonzero(~held).tolist()),
+        changed=tuple(ids[row] for row in np.flatnonzero(changed).tolist()),
+        removed=tuple(previous.id_at(position) for position in np.flatnonzero(~kept).tolist()),
+    )
+
+
+def _write_papers(
+    writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str], tfidf
+) -> _Written:
     """papers.jsonl and its offsets, from the spool a chunk at a time; each text goes to the TF-IDF
     builder, and what the key tables need of each paper is kept."""
     heads = array.array("i")
@@ -341,6 +504,7 @@ def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str
     text_keys, identifiers = [], []
     text_digests, identifier_digests = [], []
     fingerprint = InputsFingerprint()
+    collections: dict[str, list[str]] = {}
 
     def rows() -> Iterator[dict]:
         for row, paper in enumerate(spool.each()):
@@ -356,6 +520,8 @@ def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str
                 text_keys.clear()
                 identifiers.clear()
             tfidf.add(paper.text)
+            for collection in paper.collections:
+                collections.setdefault(collection, []).append(paper.id)
             yield paper.to_dict(stored=True)
 
     offsets = writer.save_jsonl(PAPERS, rows())
@@ -363,12 +529,29 @@ def _write_papers(writer: IndexWriter, spool: _PaperSpool, handles: Sequence[str
     del offsets
     text_digests.append(digest_records(text_keys))
     identifier_digests.append(digest_records(identifiers))
-    return _Written(np.frombuffer(heads, dtype=np.int32).copy(), citation_keys, np.concatenate(text_digests),
-                    np.concatenate(identifier_digests), fingerprint.hexdigest())
+    return _Written(
+        np.frombuffer(heads, dtype=np.int32).copy(),
+        citation_keys,
+        np.concatenate(text_digests),
+        np.concatenate(identifier_digests),
+        fingerprint.hexdigest(),
+        collections,
+    )
 
 
-def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=None, model_identity=None, precision="fp32",
-           allocate=None):
+def _embed(
+    encoder,
+    texts,
+    chunking,
+    index_dir,
+    progress,
+    phase,
+    notice,
+    heads=None,
+    model_identity=None,
+    precision="fp32",
+    allocate=None,
+):
     """embed_texts with the shared embedding cache, a progress total, and a notice when resuming."""
     model_identity = encoder.name if model_identity is None else model_identity
     try:
@@ -378,7 +561,9 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
         opened = contextlib.nullcontext(None)  # encoded without a cache: nothing to resume from
     with opened as cache:
         if cache is not None:
-            _migrate_legacy_cache(index_dir, cache, encoder.name, model_identity, chunking, texts, heads)
+            _migrate_legacy_cache(
+                index_dir, cache, encoder.name, model_identity, chunking, texts, heads
+            )
         resuming = cache is not None and cache.interrupted_encoding()
         if cache is not None:
             cache.mark_encoding(True)
@@ -400,8 +585,18 @@ def _embed(encoder, texts, chunking, index_dir, progress, phase, notice, heads=N
             if progress is not None:
                 progress(done, planned)
 
-        embedded = embed_texts(encoder, texts, chunking, cache, progress=advance, on_plan=plan, heads=heads,
-                               model_identity=model_identity, precision=precision, allocate=allocate)
+        embedded = embed_texts(
+            encoder,
+            texts,
+            chunking,
+            cache,
+            progress=advance,
+            on_plan=plan,
+            heads=heads,
+            model_identity=model_identity,
+            precision=precision,
+            allocate=allocate,
+        )
         if cache is not None:
             cache.mark_encoding(False)
             known = getattr(encoder, "max_tokens_if_known", None)
@@ -447,7 +642,8 @@ def _named_model(model: str) -> bool:
 
 
 def inputs_fingerprint(papers: Iterable[Paper]) -> str:
-    """A short hash of every paper's ID and text, in order: tells whether an index was built from these papers."""
+    """A short hash of every paper's ID and text, in order: tells whether an index was built from
+    these papers."""
     fingerprint = InputsFingerprint()
     for paper in papers:
         fingerprint.add(paper)
@@ -496,12 +692,18 @@ def _faiss_index_for(vectors: ArrayFile, choice, previous: StoredIndex | None):
 
 
 def _same_rows(stored: ArrayReader, vectors: ArrayFile, count: int, batch: int) -> bool:
-    """Whether the stored vectors are the first `count` rows of `vectors`, compared a batch at a time."""
+    """Whether the stored vectors are the first `count` rows of `vectors`, compared a batch at a
+    time."""
     if stored.shape != (count, vectors.shape[1]) or stored.dtype != vectors.dtype:
         return False
     with stored.reading() as read:
-        return all(np.array_equal(read(start, min(start + batch, count)), vectors.read(start, min(start + batch, count)))
-                   for start in range(0, count, batch))
+        return all(
+            np.array_equal(
+                read(start, min(start + batch, count)),
+                vectors.read(start, min(start + batch, count)),
+            )
+            for start in range(0, count, batch)
+        )
 
 
 class _RowsFrom:
@@ -529,15 +731,20 @@ def _live_build(index_dir: Path) -> StoredIndex | None:
 
 
 def prepare_query_encoder(
-    model: str, writer: IndexWriter, previous: StoredIndex | None,
-    on_phase: Callable[[str, int | None], None] | None = None, precision: str = "fp32",
+    model: str,
+    writer: IndexWriter,
+    previous: StoredIndex | None,
+    on_phase: Callable[[str, int | None], None] | None = None,
+    precision: str = "fp32",
 ) -> str | None:
-    """The index's export of `model` at `precision` ("onnx"), or its static embeddings ("static"): the
+    """The index's export of `model` at `precision` ("onnx"), or its static embeddings ("static"):
+    the
     previous build's, else the shared one from the user cache (made there once per model), else one
     made for this index alone. `on_phase` is told when an export starts.
 
     An fp32 export that fails leaves the index to the full model (None, with a warning); an int8
-    export or a distillation that fails fails the build, since no other encoder gives those vectors."""
+    export or a distillation that fails fails the build, since no other encoder gives those vectors.
+    """
     from ..errors import ModelError
 
     target = writer.path(QUERY_ENCODER)
@@ -555,25 +762,36 @@ def prepare_query_encoder(
     try:
         shared = export_cache.query_export(model, precision, exporting, quantising, distilling)
         kind = shared.kind
-        if shared.entry is None or not link_checked(shared.entry, target, shared.files):
+        if (
+            shared.entry is None
+            or shared.files is None
+            or not link_checked(shared.entry, target, shared.files)
+        ):
             # No shared export, or one damaged since it was checked: this index gets its own.
             staging = writer.path(".fp32-export")
             try:
-                export_cache.export_into(model, precision, target, staging, exporting, quantising,
-                                         distilling)
+                export_cache.export_into(
+                    model, precision, target, staging, exporting, quantising, distilling
+                )
             finally:
                 remove_tree(staging)
     except (ModelError, OSError) as error:
         remove_tree(target)
         cause = error if isinstance(error, OSError) else error.__cause__
         if isinstance(cause, OSError) and (
-                isinstance(error, OSError) or cause.errno in WRITE_ERRNOS):
-            # Disk full or read-only: a build that fails beats an index whose queries are silently ~60x slower.
+            isinstance(error, OSError) or cause.errno in WRITE_ERRNOS
+        ):
+            # Disk full or read-only: a build that fails beats an index whose queries are silently
+            # ~60x slower.
             raise write_error(writer.index_dir, target, cause.strerror or str(cause)) from None
         if _exported_only(model, precision):
             raise
-        loading.load_encoder(model)  # a model that cannot be loaded at all is the error to report, not a warning
-        warnings.warn(f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3)
+        loading.load_encoder(
+            model
+        )  # a model that cannot be loaded at all is the error to report, not a warning
+        warnings.warn(
+            f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3
+        )
         return None
     return kind
 
@@ -584,15 +802,23 @@ def _reuse_previous_export(model: str, previous: StoredIndex | None, target: Pat
     if previous is None or not previous.manifest.get("query_encoder"):
         return False
     if previous.manifest.get("model_identity") != export_cache.model_identity(model):
-        return False  # built before identities were recorded, or the model folder holds another model now
+        # built before identities were recorded, or the model folder holds another model now
+        return False
     prefix = f"{QUERY_ENCODER}/"
-    expected = {name[len(prefix):]: record for name, record in previous.manifest.get("files", {}).items()
-                if name.startswith(prefix)}
+    expected = {
+        name[len(prefix) :]: record
+        for name, record in previous.manifest.get("files", {}).items()
+        if name.startswith(prefix)
+    }
     return bool(expected) and link_checked(previous.path(QUERY_ENCODER), target, expected)
 
 
 def _stored_papers(index_dir: Path) -> Generator[Paper, None, None]:
-    """The papers of the index's live version, as it stores them, one at a time (the inputs of an upgrade)."""
-    with open_stored(index_dir, verify=False) as stored, open(stored.file(PAPERS), encoding="utf-8") as rows:
+    """The papers of the index's live version, as it stores them, one at a time (the inputs of an
+    upgrade)."""
+    with (
+        open_stored(index_dir, verify=False) as stored,
+        open(stored.file(PAPERS), encoding="utf-8") as rows,
+    ):
         for line in rows:
             yield Paper.from_dict(json.loads(line))

@@ -7,18 +7,25 @@ import contextlib
 import errno
 import fcntl
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .. import files
 from ..errors import IndexBusyError, InputError, OptionError, RecommenderError
 from .home import index_folders, index_home, missing_index, resolve_index_dir
 from .layout import (
-    CURRENT, LOCK, MANIFEST, is_index_folder, is_own_version, made_by_a_build, remove_tree,
+    CURRENT,
+    LOCK,
+    MANIFEST,
+    is_index_folder,
+    is_own_version,
+    made_by_a_build,
+    remove_tree,
     tags_path,
 )
 from .stored import is_index, open_stored
+
 
 @dataclass(frozen=True)
 class IndexSummary:
@@ -34,8 +41,13 @@ class IndexSummary:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "path": str(self.path), "papers": self.papers, "model": self.model,
-            "bytes": self.bytes, "built_at": self.built_at, "problem": self.problem,
+            "name": self.name,
+            "path": str(self.path),
+            "papers": self.papers,
+            "model": self.model,
+            "bytes": self.bytes,
+            "built_at": self.built_at,
+            "problem": self.problem,
         }
 
 
@@ -51,12 +63,22 @@ def list_indexes(home: Path | None = None) -> list[IndexSummary]:
         try:
             with open_stored(index_dir) as stored:
                 manifest = stored.manifest
-            summaries.append(IndexSummary(
-                index_dir.name, full_path, manifest.get("paper_count"), manifest.get("model", ""),
-                index_bytes(manifest), manifest.get("built_at", ""),
-            ))
+            summaries.append(
+                IndexSummary(
+                    index_dir.name,
+                    full_path,
+                    manifest.get("paper_count"),
+                    manifest.get("model", ""),
+                    index_bytes(manifest),
+                    manifest.get("built_at", ""),
+                )
+            )
         except RecommenderError as error:  # no manifest to go by: what the folder takes on disk
-            summaries.append(IndexSummary(index_dir.name, full_path, None, "", _folder_bytes(index_dir), "", str(error)))
+            summaries.append(
+                IndexSummary(
+                    index_dir.name, full_path, None, "", _folder_bytes(index_dir), "", str(error)
+                )
+            )
     return summaries
 
 
@@ -75,27 +97,33 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
-
 def _refuse_non_index(index_dir: Path, what: str) -> None:
     if not index_dir.exists():
         raise missing_index(index_dir)
     if not index_dir.is_dir() or not is_index(index_dir):
-        raise InputError(f"{index_dir} is not an index (no {CURRENT} naming a build with a manifest): "
-                         f"nothing {what}; give the name of an index (see `papers indexes`)")
+        raise InputError(
+            f"{index_dir} is not an index (no {CURRENT} naming a build with a manifest): "
+            f"nothing {what}; give the name of an index (see `papers indexes`)"
+        )
 
 
 @contextlib.contextmanager
 def _locked(index_dir: Path) -> Iterator[None]:
-    """The build lock of an index, taken without waiting: no build runs while it is removed or renamed."""
+    """The build lock of an index, taken without waiting: no build runs while it is removed or
+    renamed."""
     try:
         lock = files.open_lock_file(index_dir / LOCK)  # never through a link, as a build's
     except OSError as error:
-        raise RecommenderError(f"cannot change index {index_dir}: {error.strerror or error}") from None
+        raise RecommenderError(
+            f"cannot change index {index_dir}: {error.strerror or error}"
+        ) from None
     with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise IndexBusyError(f"index {index_dir} is being built by another process: wait for it to finish") from None
+            raise IndexBusyError(
+                f"index {index_dir} is being built by another process: wait for it to finish"
+            ) from None
         yield
 
 
@@ -145,7 +173,8 @@ def remove_released_versions(home: Path) -> None:
 
 @contextlib.contextmanager
 def build_lock(index_dir: Path, wait: bool = False) -> Iterator[None]:
-    """The build lock of an existing index (`papers add`, `papers remove`): no build runs meanwhile."""
+    """The build lock of an existing index (`papers add`, `papers remove`): no build runs
+    meanwhile."""
     if not wait:
         with _locked(index_dir):
             yield
@@ -153,7 +182,9 @@ def build_lock(index_dir: Path, wait: bool = False) -> Iterator[None]:
     try:
         lock = files.open_lock_file(index_dir / LOCK)
     except OSError as error:
-        raise RecommenderError(f"cannot change index {index_dir}: {error.strerror or error}") from None
+        raise RecommenderError(
+            f"cannot change index {index_dir}: {error.strerror or error}"
+        ) from None
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
@@ -169,8 +200,12 @@ class IndexRemoval:
     link_target: Path | None = None  # a link to an index was given: the link alone was removed
 
     def to_dict(self) -> dict:
-        return {"folder": str(self.folder), "kept": list(self.kept), "tags_kept": self.tags_kept,
-                "link_target": None if self.link_target is None else str(self.link_target)}
+        return {
+            "folder": str(self.folder),
+            "kept": list(self.kept),
+            "tags_kept": self.tags_kept,
+            "link_target": None if self.link_target is None else str(self.link_target),
+        }
 
 
 def _tag_files(index_dir: Path) -> list[Path]:
@@ -180,8 +215,11 @@ def _tag_files(index_dir: Path) -> list[Path]:
     return [path for path in found if files.is_plain_file(path)]
 
 
-def remove_index(index: str | os.PathLike, with_tags: bool = False,
-                 confirm_tags: Callable[[Path], bool] | None = None) -> IndexRemoval:
+def remove_index(
+    index: str | os.PathLike,
+    with_tags: bool = False,
+    confirm_tags: Callable[[Path], bool] | None = None,
+) -> IndexRemoval:
     """Remove an index (by name or path): what its builds made, nothing else.
 
     The user's tags (tags.sqlite) are kept unless `with_tags`, or `confirm_tags(path)` says yes;
@@ -189,8 +227,9 @@ def remove_index(index: str | os.PathLike, with_tags: bool = False,
     removed itself, never followed: the index it points to is untouched."""
     if Path(index).name in ("", ".", ".."):
         # As `rm -r .`: the folder the user stands in (or above it) is not removed from inside.
-        raise OptionError(f"refusing to remove '{index}': give the index's name, "
-                          "or its path from outside it")
+        raise OptionError(
+            f"refusing to remove '{index}': give the index's name, or its path from outside it"
+        )
     index_dir = resolve_index_dir(index)
     remove_released_versions(index_dir.parent)
     if index_dir.is_symlink():
@@ -216,7 +255,9 @@ def remove_index(index: str | os.PathLike, with_tags: bool = False,
                 aside = index_dir.parent / f"{REMOVED_PREFIX}{index_dir.name}-{path.name}"
                 _remove_version(path, aside)
             else:
-                path.unlink(missing_ok=True)  # the lock too: held open, it stays ours until we let go
+                path.unlink(
+                    missing_ok=True
+                )  # the lock too: held open, it stays ours until we let go
     if not kept and not (tags and not remove_tags):
         index_dir.rmdir()
     return IndexRemoval(index_dir, kept, tags_kept=bool(tags) and not remove_tags)
@@ -234,6 +275,11 @@ def rename_index(old: str | os.PathLike, new: str | os.PathLike) -> tuple[Path, 
             os.rename(old_dir, new_dir)
         except OSError as error:
             if error.errno == errno.EXDEV:
-                raise InputError(f"cannot move {old_dir} to {new_dir}: another filesystem; build it there instead") from None
-            raise RecommenderError(f"cannot rename {old_dir} to {new_dir}: {error.strerror}") from None
+                raise InputError(
+                    f"cannot move {old_dir} to {new_dir}: another filesystem; build it there"
+                    " instead"
+                ) from None
+            raise RecommenderError(
+                f"cannot rename {old_dir} to {new_dir}: {error.strerror}"
+            ) from None
     return old_dir, new_dir

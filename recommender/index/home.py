@@ -40,7 +40,8 @@ class IndexHome:
 
 
 def index_home() -> IndexHome:
-    """$PAPERS_HOME if set, else ./indexes/ when it exists (a checkout), else the user data folder."""
+    """$PAPERS_HOME if set, else ./indexes/ when it exists (a checkout), else the user data
+    folder."""
     home = os.environ.get(HOME_VARIABLE)
     if home:
         return IndexHome(Path(home).expanduser(), "PAPERS_HOME")
@@ -48,20 +49,25 @@ def index_home() -> IndexHome:
         return IndexHome(INDEX_ROOT, "checkout")
     import platformdirs
 
-    return IndexHome(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "indexes", "user data folder")
+    return IndexHome(
+        Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "indexes", "user data folder"
+    )
 
 
 def resolve_index_dir(index: str | os.PathLike | None = None) -> Path:
     """`<home>/<name>` for a bare name (see `index_home`), else the path as given."""
     index = str(index) if index is not None else default_index()
     if not index.strip():
-        # An unset variable in a script (`--index "$NAME"`) would otherwise build into indexes/ itself.
+        # An unset variable in a script (`--index "$NAME"`) would otherwise build into indexes/
+        # itself.
         raise InputError("index name is empty: give an index name or folder")
     if os.sep in index or index.startswith(".") or (os.altsep and os.altsep in index):
         path = Path(index)
         # An index is not the folder of indexes: no need to work out where that is (platformdirs).
         if not (path / CURRENT).is_file() and path.resolve() == index_home().path.resolve():
-            raise InputError(f"index {index} is the folder that holds every index: give an index name")
+            raise InputError(
+                f"index {index} is the folder that holds every index: give an index name"
+            )
         return path
     return index_home().path / index
 
@@ -78,7 +84,6 @@ def display_name(index_dir: Path) -> str:
     return str(index_dir)
 
 
-
 def missing_index(index_dir: Path) -> IndexMissingError:
     """The error for a folder without an index: where it looked (and why there), the other
     indexes of the home when the default is missing, and a user data folder that has the name."""
@@ -86,22 +91,31 @@ def missing_index(index_dir: Path) -> IndexMissingError:
     # Outside a checkout there is no seeds/ to build from: the hint names an input.
     hint = rebuild_hint(index_dir, "my-papers.bib" if home.reason == "user data folder" else None)
     named = index_dir.parent == home.path
-    where = f" (names resolve under ${HOME_VARIABLE})" if named and home.reason == "PAPERS_HOME" else ""
+    where = (
+        f" (names resolve under ${HOME_VARIABLE})" if named and home.reason == "PAPERS_HOME" else ""
+    )
     message = f"no index at {index_dir}{where}"
     if named and home.reason == "PAPERS_HOME":
         import platformdirs
 
         user_data = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "indexes"
-        if user_data.resolve() != home.path.resolve() and (user_data / index_dir.name / CURRENT).is_file():
+        if (
+            user_data.resolve() != home.path.resolve()
+            and (user_data / index_dir.name / CURRENT).is_file()
+        ):
             return IndexMissingError(
-                f"{message}; the user data folder has an index '{index_dir.name}' ({user_data / index_dir.name}): "
-                f"unset ${HOME_VARIABLE} or give the index by its path, {shell_command(str(user_data / index_dir.name))}")
+                f"{message}; the user data folder has an index '{index_dir.name}'"
+                f" ({user_data / index_dir.name}): unset ${HOME_VARIABLE} or give the index by its"
+                f" path, {shell_command(str(user_data / index_dir.name))}"
+            )
     others = [path.name for path in index_folders(home.path) if path != index_dir] if named else []
     if named and index_dir.name == default_index() and others:
-        shown = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
+        shown = ", ".join(others[:10]) + (
+            f" and {len(others) - 10} more" if len(others) > 10 else ""
+        )
         return IndexMissingError(
-            f"{message}; the indexes there: {shown}: pick one by its name (or set PAPERS_INDEX=NAME), "
-            f"or run `{hint}` to make '{index_dir.name}'"
+            f"{message}; the indexes there: {shown}: pick one by its name (or set"
+            f" PAPERS_INDEX=NAME), or run `{hint}` to make '{index_dir.name}'"
         )
     return IndexMissingError(f"{message}: run `{hint}` first")
 
@@ -109,6 +123,8 @@ def missing_index(index_dir: Path) -> IndexMissingError:
 def index_folders(home: Path) -> list[Path]:
     """The index folders of a home (those with a CURRENT), by name."""
     try:
-        return sorted(path for path in home.iterdir() if path.is_dir() and (path / CURRENT).exists())
+        return sorted(
+            path for path in home.iterdir() if path.is_dir() and (path / CURRENT).exists()
+        )
     except OSError:
         return []

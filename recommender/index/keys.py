@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-from typing import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -59,7 +59,11 @@ def _packed(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 def _sorted_table(name: str, strings: Sequence[str]) -> dict[str, np.ndarray]:
     order = sorted(range(len(strings)), key=strings.__getitem__)  # stable: equal strings by row
     data, offsets = _packed([strings[row] for row in order])
-    return {f"{name}_bytes": data, f"{name}_offsets": offsets, f"{name}_rows": np.asarray(order, dtype=np.int64)}
+    return {
+        f"{name}_bytes": data,
+        f"{name}_offsets": offsets,
+        f"{name}_rows": np.asarray(order, dtype=np.int64),
+    }
 
 
 def digest(key: str) -> int:
@@ -70,8 +74,10 @@ def digest(key: str) -> int:
 def digest_records(keys: Iterable[str]) -> np.ndarray:
     """Each key's digest and whether there is a key (empty ones are left out of the table)."""
     # One 9-byte numpy record a paper, not two Python ints (about 80 bytes) while it is built.
-    return np.fromiter(((digest(key), True) if key else (0, False) for key in keys),
-                       dtype=[("digest", np.uint64), ("present", np.bool_)])
+    return np.fromiter(
+        ((digest(key), True) if key else (0, False) for key in keys),
+        dtype=[("digest", np.uint64), ("present", np.bool_)],
+    )
 
 
 def digest_arrays(name: str, keys: Iterable[str] | np.ndarray) -> dict[str, np.ndarray]:
@@ -87,7 +93,9 @@ def digest_arrays(name: str, keys: Iterable[str] | np.ndarray) -> dict[str, np.n
 class DigestTable:
     """Rows by the digest of a key, by binary search over the stored sorted digests."""
 
-    def __init__(self, name: str, digests: np.ndarray, rows: np.ndarray, size: int, damaged: Damaged):
+    def __init__(
+        self, name: str, digests: np.ndarray, rows: np.ndarray, size: int, damaged: Damaged
+    ):
         if digests.ndim != 1 or rows.shape != digests.shape or len(digests) > size:
             raise damaged(f"{name}_digests", "does not match its rows")
         self.name, self.size, self.damaged = name, size, damaged
@@ -105,18 +113,30 @@ class DigestTable:
 
 
 def key_arrays(
-    ids: Sequence[str], handles: Sequence[str], text_keys: Iterable[str], identifiers: Iterable[str],
+    ids: Sequence[str],
+    handles: Sequence[str],
+    text_keys: Iterable[str],
+    identifiers: Iterable[str],
     citation_keys: Sequence[str],
 ) -> dict[str, np.ndarray]:
-    """The arrays to store for these IDs, handles, text keys, identifiers and citation keys (in row order)."""
-    return dict(key_tables(ids, handles, citation_keys, digest_records(text_keys), digest_records(identifiers)))
+    """The arrays to store for these IDs, handles, text keys, identifiers and citation keys (in row
+    order)."""
+    return dict(
+        key_tables(
+            ids, handles, citation_keys, digest_records(text_keys), digest_records(identifiers)
+        )
+    )
 
 
 def key_tables(
-    ids: Sequence[str], handles: Sequence[str], citation_keys: Sequence[str], text_digests: np.ndarray,
+    ids: Sequence[str],
+    handles: Sequence[str],
+    citation_keys: Sequence[str],
+    text_digests: np.ndarray,
     identifier_digests: np.ndarray,
 ) -> Iterator[tuple[str, np.ndarray]]:
-    """`key_arrays` as (name, array) pairs, a table at a time: a build stores each before the next is
+    """`key_arrays` as (name, array) pairs, a table at a time: a build stores each before the next
+    is
     made, so only one table's sorted copy of the strings is held at once. The digests are the
     `digest_records` of the papers' text keys and identifiers."""
     tables = [
@@ -142,7 +162,13 @@ class StringTable:
     """Strings stored as bytes and offsets (memory-mapped); item i is read on demand."""
 
     def __init__(
-        self, name: str, data: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None, size: int, damaged: Damaged
+        self,
+        name: str,
+        data: np.ndarray,
+        offsets: np.ndarray,
+        rows: np.ndarray | None,
+        size: int,
+        damaged: Damaged,
     ):
         self.name, self.damaged = name, damaged
         if offsets.shape != (size + 1,):
@@ -174,7 +200,7 @@ class StringTable:
         """Every string, in stored order (reads the whole table)."""
         data, offsets = self.data.tobytes(), np.asarray(self.offsets).tolist()
         try:
-            return [_decode(data[offsets[i]: offsets[i + 1]]) for i in range(len(self))]
+            return [_decode(data[offsets[i] : offsets[i + 1]]) for i in range(len(self))]
         except UnicodeDecodeError:
             raise self.damaged(f"{self.name}_bytes", "has a bad string") from None
 
@@ -192,7 +218,9 @@ class StringTable:
         """Rows whose string starts with `prefix` (sorted tables only)."""
         key = _encode(prefix)
         low = self.position(prefix)
-        high = bisect.bisect_right(range(len(self)), key, lo=low, key=lambda i: self.raw(i)[: len(key)])
+        high = bisect.bisect_right(
+            range(len(self)), key, lo=low, key=lambda i: self.raw(i)[: len(key)]
+        )
         return self._rows(low, high)
 
     def _rows(self, low: int, high: int) -> list[int]:
@@ -207,13 +235,21 @@ class Keys:
     """IDs, handles, citation keys and digests of an index, found by binary search over stored
     sorted arrays."""
 
-    def __init__(self, load: Callable[[str], np.ndarray], has: Callable[[str], bool], size: int, damaged: Damaged):
+    def __init__(
+        self,
+        load: Callable[[str], np.ndarray],
+        has: Callable[[str], bool],
+        size: int,
+        damaged: Damaged,
+    ):
         """`load` maps an array's name to the array, `has` says whether the index stores it (the
         tables added since format 2 may be missing)."""
 
         def table(name: str, sorted_: bool) -> StringTable:
             rows = load(f"{name}_rows") if sorted_ else None
-            return StringTable(name, load(f"{name}_bytes"), load(f"{name}_offsets"), rows, size, damaged)
+            return StringTable(
+                name, load(f"{name}_bytes"), load(f"{name}_offsets"), rows, size, damaged
+            )
 
         self.ids = table("ids", True)
         self.folded_ids = table("folded_ids", True)
@@ -224,7 +260,13 @@ class Keys:
             raise damaged("id_rank", "does not list every paper")
         # The tables only `--from-file` and BibTeX output use are opened on first use: a cold
         # `papers like` maps none of them.
-        self._table, self._load, self._has, self._size, self._damaged = table, load, has, size, damaged
+        self._table, self._load, self._has, self._size, self._damaged = (
+            table,
+            load,
+            has,
+            size,
+            damaged,
+        )
 
     @functools.cached_property
     def citation_keys(self) -> StringTable | None:
@@ -233,8 +275,13 @@ class Keys:
     @functools.cached_property
     def digests(self) -> dict[str, DigestTable]:
         load, size, damaged = self._load, self._size, self._damaged
-        return {name: DigestTable(name, load(f"{name}_digests"), load(f"{name}_digest_rows"), size, damaged)
-                for name in DIGESTS if self._has(f"{name}_digests")}
+        return {
+            name: DigestTable(
+                name, load(f"{name}_digests"), load(f"{name}_digest_rows"), size, damaged
+            )
+            for name in DIGESTS
+            if self._has(f"{name}_digests")
+        }
 
     def id_of(self, row: int) -> str:
         position = int(self.rank[row])
@@ -262,7 +309,8 @@ class Keys:
         folded = reference.casefold()
         by_handle = self.folded_handles.rows_equal(folded)
         if len(by_handle) > 1:
-            # Handles are unique ignoring lower(), not casefold() ("Straße", "STRASSE"): exact case decides.
+            # Handles are unique ignoring lower(), not casefold() ("Straße", "STRASSE"): exact case
+            # decides.
             by_handle = [row for row in by_handle if self.handle_of(row) == reference] or by_handle
         if by_handle:
             return by_handle
@@ -279,9 +327,13 @@ class Keys:
             assert table.rows is not None  # the casefolded tables are sorted, with their rows
             for probe in {folded, folded[: len(folded) // 2]}:
                 position = table.position(probe)
-                rows.update(int(row) for row in table.rows[max(0, position - count): position + count])
+                rows.update(
+                    int(row) for row in table.rows[max(0, position - count) : position + count]
+                )
             near.append(rows)
-        return [self.id_of(row) for row in sorted(near[0])], [self.handle_of(row) for row in sorted(near[1])]
+        return [self.id_of(row) for row in sorted(near[0])], [
+            self.handle_of(row) for row in sorted(near[1])
+        ]
 
     def row_of_id(self, paper_id: str) -> int | None:
         """The row of the paper with exactly this ID, if any."""

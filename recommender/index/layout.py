@@ -1,18 +1,21 @@
 """The files of one index folder, and which of them builds made (so only those are removed).
 
     indexes/<name>/
-        CURRENT          name of the live version folder and its manifest's sha256 (replaced atomically)
+        CURRENT          name of the live version folder and its manifest's sha256 (replaced
+        atomically)
         .lock            held by a build (fcntl lock), never by readers
         v-<build-id>/    one complete build: manifest.json and the files it lists
         tags.sqlite      the user's tags of papers (`papers serve`), kept across rebuilds (WAL mode)
-        cache.sqlite     only in indexes built before the shared cache: read as a fallback (see EmbeddingCache)
+        cache.sqlite     only in indexes built before the shared cache: read as a fallback (see
+        EmbeddingCache)
 
 The embedding cache is shared by every index of the user: `<cache home>/embeddings.sqlite`
 (export_cache.cache_home(), beside the ONNX exports; embed/embedding_cache.py).
 
 A build removes only what the index's own records say it made: a `.tmp-*` folder holding
 the `.papers-build` mark it was made with, a `.tmp-*` or `v-*` folder whose files are those
-its manifest lists; a non-empty folder that is no index is refused before anything is written. Every file
+its manifest lists; a non-empty folder that is no index is refused before anything is written. Every
+file
 is created exclusively and never through a link (recommender/files.py).
 Where an index folder is (index/home.py), one version written (index/writer.py) and read
 (index/stored.py), and the catalogue of indexes (index/catalogue.py) are beside this module.
@@ -36,8 +39,10 @@ LOCK = ".lock"
 CACHE = "cache.sqlite"  # the per-index embedding cache of indexes built before the shared one
 SEGMENTS = "SEGMENTS"  # the segment list of `papers add` (index/segments.py), replaced atomically
 SEGMENT_FOLDER = "segments"  # the segments themselves, each a small index of its own
-TAGS = "tags.sqlite"  # the user's tags (papers serve): kept by builds; `papers indexes rm` removes them with the index
-# In every build folder from its creation on: what says papers made it (so only such folders are removed).
+# the user's tags (papers serve): kept by builds; `papers indexes rm` removes them with the index
+TAGS = "tags.sqlite"
+# In every build folder from its creation on: what says papers made it (so only such folders are
+# removed).
 BUILD_MARK = ".papers-build"
 # The files of one build (inside v-<build-id>/).
 VECTORS = "vectors.npy"
@@ -46,20 +51,44 @@ PAPERS = "papers.jsonl"
 OFFSETS = "papers.offsets.npy"
 # IDs and handles as sorted string arrays with their rows (index/keys.py), keys/<name>.npy.
 KEY_ARRAYS = (
-    "ids_bytes", "ids_offsets", "ids_rows", "id_rank",
-    "folded_ids_bytes", "folded_ids_offsets", "folded_ids_rows",
-    "folded_handles_bytes", "folded_handles_offsets", "folded_handles_rows",
-    "handles_bytes", "handles_offsets",
+    "ids_bytes",
+    "ids_offsets",
+    "ids_rows",
+    "id_rank",
+    "folded_ids_bytes",
+    "folded_ids_offsets",
+    "folded_ids_rows",
+    "folded_handles_bytes",
+    "folded_handles_offsets",
+    "folded_handles_rows",
+    "handles_bytes",
+    "handles_offsets",
     # Indexes built before these lack them: their papers are then scanned (index/keys.py).
-    "citation_keys_bytes", "citation_keys_offsets", "citation_keys_rows",
-    "text_digests", "text_digest_rows", "identifier_digests", "identifier_digest_rows",
+    "citation_keys_bytes",
+    "citation_keys_offsets",
+    "citation_keys_rows",
+    "text_digests",
+    "text_digest_rows",
+    "identifier_digests",
+    "identifier_digest_rows",
 )
-LEXICAL_ARRAYS = ("idf", "csr_data", "csr_indices", "csr_indptr", "csc_data", "csc_indices", "csc_indptr")
+LEXICAL_ARRAYS = (
+    "idf",
+    "csr_data",
+    "csr_indices",
+    "csr_indptr",
+    "csc_data",
+    "csc_indices",
+    "csc_indptr",
+)
 # Each vocabulary column's largest weight, the bound of exact top-k lexical scoring
 # (lexical.LexicalIndex.top). Indexes built before it lack it: they are scored in full.
 COLUMN_MAX = "lexical/column_max.npy"
 VOCABULARY = "lexical/vocabulary.json"
 STOP_WORDS = "lexical/stop_words.json"
+# A reference manager's collections (Zotero's folders) and their papers' IDs, {path: [ID, ...]}:
+# absent when no paper came from one. The tag store shows each collection as a tag.
+COLLECTIONS = "collections.json"
 QUERY_ENCODER = "query-encoder"
 
 
@@ -69,10 +98,16 @@ def check_not_in_index(path: str | os.PathLike) -> None:
     for folder in target.parents:
         if (folder / CURRENT).is_file() or ((folder / LOCK).is_file() and is_index_folder(folder)):
             inside = target.relative_to(folder).parts
-            if len(inside) > 1 or inside[0] in (CURRENT, LOCK) or inside[0].startswith((CACHE, TAGS, f".{CURRENT}")):
-                raise InputError(f"{path} is inside the index folder {os.path.relpath(folder)}: write it somewhere else")
+            if (
+                len(inside) > 1
+                or inside[0] in (CURRENT, LOCK)
+                or inside[0].startswith((CACHE, TAGS, f".{CURRENT}"))
+            ):
+                raise InputError(
+                    f"{path} is inside the index folder {os.path.relpath(folder)}: write it"
+                    " somewhere else"
+                )
             return
-
 
 
 def is_index_folder(folder: Path) -> bool:
@@ -87,30 +122,39 @@ def is_index_folder(folder: Path) -> bool:
 
 
 def check_index_folder(index_dir: Path) -> None:
-    """Refuse a folder that holds other things than an index (a folder of the user's, `--index ./mydocs`)
+    """Refuse a folder that holds other things than an index (a folder of the user's, `--index
+    ./mydocs`)
     before anything in it is touched; a missing or empty folder is fine."""
     try:
         names = sorted(os.listdir(index_dir))
     except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as error:
-        raise RecommenderError(f"cannot read {index_dir}: {error.strerror}: choose another index") from None
+        raise RecommenderError(
+            f"cannot read {index_dir}: {error.strerror}: choose another index"
+        ) from None
     if not names or is_index_folder(index_dir):
         return
-    foreign = [name + ("/" if (index_dir / name).is_dir() else "") for name in names
-               if not made_by_a_build(index_dir, name)]
+    foreign = [
+        name + ("/" if (index_dir / name).is_dir() else "")
+        for name in names
+        if not made_by_a_build(index_dir, name)
+    ]
     shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
     raise InputError(
-        f"index {index_dir} is a folder of other files ({shown}), not an index: nothing in it was changed; "
-        "give a new or empty folder, or an index name"
+        f"index {index_dir} is a folder of other files ({shown}), not an index: nothing in it was"
+        " changed; give a new or empty folder, or an index name"
     )
 
 
 def made_by_a_build(index_dir: Path, name: str) -> bool:
     """Whether the entry `name` of an index folder is one that builds make (and may remove)."""
     path = index_dir / name
-    if name in (LOCK, CACHE, TAGS) or any(name == f"{base}{suffix}" for base in (CACHE, TAGS)
-                                          for suffix in ("-wal", "-shm", "-journal")):
+    if name in (LOCK, CACHE, TAGS) or any(
+        name == f"{base}{suffix}"
+        for base in (CACHE, TAGS)
+        for suffix in ("-wal", "-shm", "-journal")
+    ):
         return files.is_plain_file(path)
     if name == SEGMENTS:
         return files.is_plain_file(path)
@@ -146,13 +190,13 @@ def is_own_version(path: Path) -> bool:
 
 
 def tags_path(index_dir: Path) -> Path:
-    """The SQLite file of the user's tags: beside the versions, never inside one, so a rebuild keeps it."""
+    """The SQLite file of the user's tags: beside the versions, never inside one, so a rebuild keeps
+    it."""
     return index_dir / TAGS
 
 
 def remove_tree(target: Path) -> None:
     shutil.rmtree(target, ignore_errors=True)
-
 
 
 def legacy_cache(index_dir: Path) -> Path | None:
@@ -167,7 +211,8 @@ def legacy_cache(index_dir: Path) -> Path | None:
 
 
 def remove_legacy_cache(index_dir: Path) -> None:
-    """Remove an index's own per-index cache once its vectors are in the shared one (the build holds the lock)."""
+    """Remove an index's own per-index cache once its vectors are in the shared one (the build holds
+    the lock)."""
     for suffix in ("", "-wal", "-shm", "-journal"):
         path = Path(f"{index_dir / CACHE}{suffix}")
         if files.is_plain_file(path):

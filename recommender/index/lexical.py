@@ -18,9 +18,11 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, ContextManager, Iterable, Iterator, Protocol, Sequence
+from typing import BinaryIO, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -28,8 +30,10 @@ import numpy.typing as npt
 from ..arrays import csr_ranges, sorted_union
 
 TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W_]+\b"  # words of 2+ characters that do not start with a digit
-# Single words: on the CSFCube dev set, fused with the dense cosine, they rank better than 1-2 grams over a
-# broader range of weights, with a vocabulary 12 times smaller (scripts/tune_relevance.py, docs/ranking.md).
+# Single words: on the CSFCube dev set, fused with the dense cosine, they rank better than 1-2 grams
+# over a
+# broader range of weights, with a vocabulary 12 times smaller (scripts/tune_relevance.py,
+# docs/ranking.md).
 NGRAM_RANGE = (1, 1)
 
 
@@ -46,27 +50,32 @@ class SparseVector:
     values: np.ndarray
 
     @classmethod
-    def empty(cls) -> "SparseVector":
+    def empty(cls) -> SparseVector:
         return cls(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32))
 
 
 # Exact top-k scoring (LexicalIndex.top). The figures are costs measured at 1M papers.
 PRUNE_MIN_POSTINGS = 1 << 21
-"""A query with fewer postings in its columns is scored in full (under ~7 ms): pruning would not pay."""
+"""A query with fewer postings in its columns is scored in full (under ~7 ms): pruning would not
+pay."""
 ROW_COST = 1200
-"""The cost of scoring one row exactly (its postings read with two preads), in column postings scanned."""
+"""The cost of scoring one row exactly (its postings read with two preads), in column postings
+scanned."""
 FIRST_ESTIMATE = 0.1
 """Share of the query's postings scanned before the first estimate of the k-th best score."""
 COUNT_STRIDE = 16
-"""The candidates left are counted among every COUNT_STRIDE-th row (an estimate, for deciding when to stop)."""
+"""The candidates left are counted among every COUNT_STRIDE-th row (an estimate, for deciding when
+to stop)."""
 GIVE_UP = 0.5
-"""Share of the query's postings scanned after which a query whose bound is still above the threshold is scored in full."""
+"""Share of the query's postings scanned after which a query whose bound is still above the
+threshold is scored in full."""
 
 # Postings handled at once: temporaries stay ~50 MB however large the corpus.
 CHUNK_POSTINGS = 1 << 21
 
-# scratch(name) -> a context manager of a binary file open for writing and reading (writer.IndexWriter.scratch_file)
-Scratch = Callable[[str], ContextManager[BinaryIO]]
+# scratch(name) -> a context manager of a binary file open for writing and reading
+# (writer.IndexWriter.scratch_file)
+Scratch = Callable[[str], AbstractContextManager[BinaryIO]]
 
 
 class ArrayOutput(Protocol):
@@ -75,7 +84,8 @@ class ArrayOutput(Protocol):
     def append(self, values: np.ndarray) -> None: ...
 
 
-# output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time (writer.ArrayFile)
+# output(name, length, dtype) -> where that stored array goes, an `append(values)` at a time
+# (writer.ArrayFile)
 Output = Callable[[str, int, npt.DTypeLike], ArrayOutput]
 
 
@@ -104,7 +114,9 @@ def build_tfidf(texts: Iterable[str], chunk_postings: int | None = None):
 class FixedTerms:
     """The vocabulary and IDF of another index (a segment's base, index/segments.py): the rows are
     weighed in its column space, so one query vector scores both. A term it lacks is not stored but
-    counts in its row's norm with `unseen_idf` (the IDF of a term in one text), as a rebuild weighs it."""
+    counts in its row's norm with `unseen_idf` (the IDF of a term in one text), as a rebuild weighs
+    it.
+    """
 
     vocabulary: list[str]
     idf: np.ndarray
@@ -120,10 +132,14 @@ class TfidfBuilder:
     run on disk, and merges the runs a block of columns at a time into the CSC arrays. The stored
     arrays are the same, byte for byte, whatever the chunk size (tests/test_lexical.py)."""
 
-    def __init__(self, scratch: Scratch, chunk_postings: int | None = None, fixed: FixedTerms | None = None):
+    def __init__(
+        self, scratch: Scratch, chunk_postings: int | None = None, fixed: FixedTerms | None = None
+    ):
         self.stop_words = english_stop_words()
         self.fixed = fixed
-        self._unseen = array.array("d")  # each text's squared weight of terms the fixed vocabulary lacks
+        self._unseen = array.array(
+            "d"
+        )  # each text's squared weight of terms the fixed vocabulary lacks
         self.chunk = max(1, int(chunk_postings or CHUNK_POSTINGS))
         self._scratch = scratch
         self._files = contextlib.ExitStack()
@@ -138,7 +154,7 @@ class TfidfBuilder:
         # Compact arrays rather than lists: 4 bytes a posting, not a Python int each.
         self._pending_terms, self._pending_counts = array.array("i"), array.array("i")
 
-    def __enter__(self) -> "TfidfBuilder":
+    def __enter__(self) -> TfidfBuilder:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -149,7 +165,9 @@ class TfidfBuilder:
         terms = Counter(analyse(text, self.stop_words))
         if self.fixed is not None:
             unseen = [count for term, count in terms.items() if term not in columns]
-            self._unseen.append(sum(((math.log(count) + 1) * self.fixed.unseen_idf) ** 2 for count in unseen))
+            self._unseen.append(
+                sum(((math.log(count) + 1) * self.fixed.unseen_idf) ** 2 for count in unseen)
+            )
             terms = Counter({term: count for term, count in terms.items() if term in columns})
         self._pending_terms.extend(columns.setdefault(term, len(columns)) for term in terms)
         self._pending_counts.extend(terms.values())
@@ -161,19 +179,28 @@ class TfidfBuilder:
         terms = np.array(self._pending_terms, dtype=np.int32)
         if len(self._documents) < len(self._columns):
             self._documents = np.concatenate(
-                [self._documents, np.zeros(len(self._columns) - len(self._documents), dtype=np.int64)])
-        self._documents += np.bincount(terms, minlength=len(self._documents))  # a text lists a term once
+                [
+                    self._documents,
+                    np.zeros(len(self._columns) - len(self._documents), dtype=np.int64),
+                ]
+            )
+        self._documents += np.bincount(
+            terms, minlength=len(self._documents)
+        )  # a text lists a term once
         self._terms.append(terms)
         self._counts.append(np.array(self._pending_counts, dtype=np.int32))
         self._pending_terms, self._pending_counts = array.array("i"), array.array("i")
 
     def finish(self, output: Output):
-        """Write csr_indices, csr_data, csc_indices and csc_data through `output`; returns (the other
+        """Write csr_indices, csr_data, csc_indices and csc_data through `output`; returns (the
+        other
         arrays to store, the vocabulary in column order, the stop words)."""
         self._flush()
         vocabulary = self.fixed.vocabulary if self.fixed is not None else sorted(self._columns)
         rank = np.zeros(len(vocabulary), dtype=np.int32)  # first-use column -> sorted column
-        rank[[self._columns[term] for term in vocabulary]] = np.arange(len(vocabulary), dtype=np.int32)
+        rank[[self._columns[term] for term in vocabulary]] = np.arange(
+            len(vocabulary), dtype=np.int32
+        )
         self._columns = {}
         documents = np.zeros(len(vocabulary), dtype=np.int64)
         documents[rank] = self._documents
@@ -187,33 +214,56 @@ class TfidfBuilder:
             unseen = np.frombuffer(self._unseen, dtype=np.float64)
         csc_indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
         np.cumsum(documents, out=csc_indptr[1:])
-        blocks = np.array([0] + [last for _, last in _row_chunks(csc_indptr, self.chunk)], dtype=np.int64)
-        csr_indices, csr_data = output("csr_indices", total, np.int32), output("csr_data", total, np.float32)
-        with self._scratch("tfidf-run-terms") as terms_file, self._scratch("tfidf-run-rows") as rows_file, \
-                self._scratch("tfidf-run-data") as data_file:
-            runs = _Spool(terms_file, np.int32), _Spool(rows_file, np.int32), _Spool(data_file, np.float32)
+        blocks = np.array(
+            [0] + [last for _, last in _row_chunks(csc_indptr, self.chunk)], dtype=np.int64
+        )
+        csr_indices, csr_data = (
+            output("csr_indices", total, np.int32),
+            output("csr_data", total, np.float32),
+        )
+        with (
+            self._scratch("tfidf-run-terms") as terms_file,
+            self._scratch("tfidf-run-rows") as rows_file,
+            self._scratch("tfidf-run-data") as data_file,
+        ):
+            runs = (
+                _Spool(terms_file, np.int32),
+                _Spool(rows_file, np.int32),
+                _Spool(data_file, np.float32),
+            )
             # for each run (a chunk of rows), where each block of columns starts in it
             bounds: list[np.ndarray] = []
             for first, last in _row_chunks(indptr, self.chunk):
                 low, high = indptr[first], indptr[last]
-                local_rows = np.repeat(np.arange(last - first, dtype=np.int32), np.diff(indptr[first: last + 1]))
+                local_rows = np.repeat(
+                    np.arange(last - first, dtype=np.int32), np.diff(indptr[first : last + 1])
+                )
                 terms = rank[self._terms.read(low, high)]
                 weights = (np.log(self._counts.read(low, high)) + 1) * idf[terms]
-                norms = np.sqrt(np.bincount(local_rows, weights=weights * weights, minlength=last - first)
-                                + unseen[first:last])
+                norms = np.sqrt(
+                    np.bincount(local_rows, weights=weights * weights, minlength=last - first)
+                    + unseen[first:last]
+                )
                 weights /= np.where(norms == 0, 1, norms)[local_rows]
-                order = np.lexsort((terms, local_rows))  # columns sorted within each row, as scipy leaves them
+                order = np.lexsort(
+                    (terms, local_rows)
+                )  # columns sorted within each row, as scipy leaves them
                 terms, weights = terms[order], weights[order].astype(np.float32)
                 csr_indices.append(terms)
                 csr_data.append(weights)
-                by_column = np.argsort(terms, kind="stable")  # stable: rows stay in order within a column
+                by_column = np.argsort(
+                    terms, kind="stable"
+                )  # stable: rows stay in order within a column
                 column_terms = terms[by_column]
                 runs[0].append(column_terms)
                 runs[1].append((local_rows + np.int32(first))[by_column])
                 runs[2].append(weights[by_column])
                 bounds.append(low + np.searchsorted(column_terms, blocks, side="left"))
             del local_rows, terms, weights, order, by_column, column_terms
-            csc_indices, csc_data = output("csc_indices", total, np.int32), output("csc_data", total, np.float32)
+            csc_indices, csc_data = (
+                output("csc_indices", total, np.int32),
+                output("csc_data", total, np.float32),
+            )
             column_max = np.zeros(len(vocabulary), dtype=np.float32)
             starts_at = np.array(bounds, dtype=np.int64).reshape(-1, len(blocks))
             for block in range(len(blocks) - 1):
@@ -223,13 +273,22 @@ class TfidfBuilder:
                 starts = starts_at[present, block].tolist()
                 stops = starts_at[present, block + 1].tolist()
                 terms = np.concatenate([runs[0].read(a, b) for a, b in zip(starts, stops)])
-                order = np.argsort(terms, kind="stable")  # the runs are in row order: rows ascend in each column
+                order = np.argsort(
+                    terms, kind="stable"
+                )  # the runs are in row order: rows ascend in each column
                 rows = np.concatenate([runs[1].read(a, b) for a, b in zip(starts, stops)])[order]
                 data = np.concatenate([runs[2].read(a, b) for a, b in zip(starts, stops)])[order]
                 csc_indices.append(rows)
                 csc_data.append(data)
-                column_max[first:last] = column_maxima(data, csc_indptr[first: last + 1] - csc_indptr[first])
-        arrays = {"idf": idf, "csr_indptr": indptr, "csc_indptr": csc_indptr, "column_max": column_max}
+                column_max[first:last] = column_maxima(
+                    data, csc_indptr[first : last + 1] - csc_indptr[first]
+                )
+        arrays = {
+            "idf": idf,
+            "csr_indptr": indptr,
+            "csc_indptr": csc_indptr,
+            "column_max": column_max,
+        }
         return arrays, vocabulary, sorted(self.stop_words)
 
 
@@ -245,7 +304,9 @@ class _Spool:
 
     def read(self, start: int, stop: int) -> np.ndarray:
         self.stream.seek(int(start) * self.dtype.itemsize)
-        return np.frombuffer(self.stream.read((int(stop) - int(start)) * self.dtype.itemsize), dtype=self.dtype)
+        return np.frombuffer(
+            self.stream.read((int(stop) - int(start)) * self.dtype.itemsize), dtype=self.dtype
+        )
 
 
 class _ArraySink:
@@ -255,7 +316,7 @@ class _ArraySink:
         self.array, self.filled = np.empty(length, dtype=dtype), 0
 
     def append(self, values: np.ndarray) -> None:
-        self.array[self.filled: self.filled + len(values)] = values
+        self.array[self.filled : self.filled + len(values)] = values
         self.filled += len(values)
 
 
@@ -271,7 +332,8 @@ def column_maxima(csc_data: np.ndarray, csc_indptr: np.ndarray) -> np.ndarray:
 
 
 def _row_chunks(indptr: np.ndarray, size: int) -> Iterator[tuple[int, int]]:
-    """(first, last) row (or column) ranges of about `size` postings each (a longer row is a chunk of its own)."""
+    """(first, last) row (or column) ranges of about `size` postings each (a longer row is a chunk
+    of its own)."""
     rows, first = len(indptr) - 1, 0
     while first < rows:
         last = int(np.searchsorted(indptr, indptr[first] + size, side="right")) - 1
@@ -282,7 +344,8 @@ def _row_chunks(indptr: np.ndarray, size: int) -> Iterator[tuple[int, int]]:
 
 @functools.lru_cache(maxsize=1)
 def english_stop_words() -> frozenset[str]:
-    """scikit-learn's English stop word list, read from its module file without importing scikit-learn
+    """scikit-learn's English stop word list, read from its module file without importing
+    scikit-learn
     (whose package import pulls in scipy)."""
     import importlib.util
 
@@ -301,7 +364,8 @@ _TOKEN = re.compile(TOKEN_PATTERN)
 
 
 def analyse(text: str, stop_words: frozenset[str]) -> list[str]:
-    """The vectorizer's analyser: strip accents, lowercase, tokenise, drop stop words, n-grams of NGRAM_RANGE."""
+    """The vectorizer's analyser: strip accents, lowercase, tokenise, drop stop words, n-grams of
+    NGRAM_RANGE."""
     text = text.lower()
     normalised = unicodedata.normalize("NFKD", text)
     if normalised != text:
@@ -310,7 +374,7 @@ def analyse(text: str, stop_words: frozenset[str]) -> list[str]:
     low, high = NGRAM_RANGE
     grams: list[str] = []
     for n in range(low, high + 1):
-        grams.extend(" ".join(tokens[i: i + n]) for i in range(len(tokens) - n + 1))
+        grams.extend(" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
     return grams
 
 
@@ -331,7 +395,8 @@ RangeReader = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 @contextlib.contextmanager
 def read_ranges(indices, data) -> Iterator[RangeReader]:
-    """A reader of many slices at once over two slice readers (stored.ArrayReader) of csr_indices and csr_data."""
+    """A reader of many slices at once over two slice readers (stored.ArrayReader) of csr_indices
+    and csr_data."""
     with indices.reading_ranges() as read_indices, data.reading_ranges() as read_data:
         yield lambda starts, stops: (read_indices(starts, stops), read_data(starts, stops))
 
@@ -344,8 +409,8 @@ class LexicalIndex:
         arrays: dict[str, np.ndarray],
         load_vocabulary,
         stop_words: Sequence[str] = (),
-        columns: Callable[[], ContextManager[ColumnReader]] | None = None,
-        rows: Callable[[], ContextManager[RangeReader]] | None = None,
+        columns: Callable[[], AbstractContextManager[ColumnReader]] | None = None,
+        rows: Callable[[], AbstractContextManager[RangeReader]] | None = None,
     ):
         """`columns`, if given, opens a reader of column slices that `scores` uses instead of
         slicing the CSC arrays (e.g. reading them with pread rather than through a memory map);
@@ -358,8 +423,16 @@ class LexicalIndex:
         self._row_reader = rows
         self.column_max = arrays.get("column_max")
         self.idf = arrays["idf"]
-        self.csr_data, self.csr_indices, self.csr_indptr = arrays["csr_data"], arrays["csr_indices"], arrays["csr_indptr"]
-        self.csc_data, self.csc_indices, self.csc_indptr = arrays["csc_data"], arrays["csc_indices"], arrays["csc_indptr"]
+        self.csr_data, self.csr_indices, self.csr_indptr = (
+            arrays["csr_data"],
+            arrays["csr_indices"],
+            arrays["csr_indptr"],
+        )
+        self.csc_data, self.csc_indices, self.csc_indptr = (
+            arrays["csc_data"],
+            arrays["csc_indices"],
+            arrays["csc_indptr"],
+        )
         self._load_vocabulary = load_vocabulary
         self._vocabulary: list[str] | None = None
         self._columns: dict[str, int] | None = None
@@ -420,10 +493,16 @@ class LexicalIndex:
         for query, row in zip(queries, out):
             starts = self.csc_indptr[query.indices].tolist()
             ends = self.csc_indptr[query.indices + 1].tolist()
-            pieces = [(start, end, weight) for start, end, weight in zip(starts, ends, query.values) if end > start]
+            pieces = [
+                (start, end, weight)
+                for start, end, weight in zip(starts, ends, query.values)
+                if end > start
+            ]
             if pieces:
                 rows = np.concatenate([self.csc_indices[start:end] for start, end, _ in pieces])
-                products = np.concatenate([self.csc_data[start:end] * weight for start, end, weight in pieces])
+                products = np.concatenate(
+                    [self.csc_data[start:end] * weight for start, end, weight in pieces]
+                )
                 np.add.at(row, rows, products)
         return out
 
@@ -431,7 +510,9 @@ class LexicalIndex:
     def _slice_columns(self) -> Iterator[ColumnReader]:
         yield lambda start, end: (self.csc_indices[start:end], self.csc_data[start:end])
 
-    def scores_at(self, query: SparseVector, rows: np.ndarray, read: RangeReader | None = None) -> np.ndarray:
+    def scores_at(
+        self, query: SparseVector, rows: np.ndarray, read: RangeReader | None = None
+    ) -> np.ndarray:
         """`scores(query)[rows]`, bit for bit, reading only those rows' postings (slicing the CSR
         arrays, or with `read`, a reader of CSR slices): the same float32 products, summed in the
         same (ascending term) order."""
@@ -461,8 +542,11 @@ class LexicalIndex:
             self.column_max = column_maxima(self.csc_data, self.csc_indptr)
         return self.column_max
 
-    def top(self, query: SparseVector, k: int, also=(), stats: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores): the k rows with the highest scores (equal scores: lower rows first) and the
+    def top(
+        self, query: SparseVector, k: int, also=(), stats: dict | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores): the k rows with the highest scores (equal scores: lower rows first) and
+        the
         rows `also`, in ascending order, with their scores -- exactly `scores(query)[rows]` and the
         rows `best_rows(scores(query), k)` chooses, without scoring every row when it can.
 
@@ -481,7 +565,9 @@ class LexicalIndex:
         if found is not None:
             return found
         scores = self.scores(query)
-        counts["postings"] = int((self.csc_indptr[query.indices + 1] - self.csc_indptr[query.indices]).sum())
+        counts["postings"] = int(
+            (self.csc_indptr[query.indices + 1] - self.csc_indptr[query.indices]).sum()
+        )
         rows = sorted_union(best_rows(scores, k), also)
         return rows, scores[rows]
 
@@ -499,7 +585,12 @@ class LexicalIndex:
         # Terms of negative weight never raise a score: their bound is 0 and they are never scanned.
         bounds = np.maximum(weights.astype(np.float64), 0.0) * maxima
         # Float32 rounding of the partial sums and of the exact scores, with room to spare.
-        slack = 4.0 * (len(terms) + 1) * float(np.finfo(np.float32).eps) * (float(np.abs(weights) @ maxima) + 1.0)
+        slack = (
+            4.0
+            * (len(terms) + 1)
+            * float(np.finfo(np.float32).eps)
+            * (float(np.abs(weights) @ maxima) + 1.0)
+        )
         useful = np.flatnonzero((bounds > 0) & (lengths > 0))
         order = useful[np.lexsort((terms[useful], -bounds[useful] / lengths[useful]))]
         # After scanning order[:i]: the bound of the other columns, and their postings.
@@ -509,8 +600,10 @@ class LexicalIndex:
         exact_rows, exact_scores = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         scored = np.zeros(self.size, dtype=bool)
         theta, scanned, estimated_at, read_rows, before = None, 0, 0, 0, self.size
-        with (self._column_reader or self._slice_columns)() as column, \
-                (self._row_reader or contextlib.nullcontext)() as read:
+        with (
+            (self._column_reader or self._slice_columns)() as column,
+            (self._row_reader or contextlib.nullcontext)() as read,
+        ):
 
             def score_exactly(rows):
                 nonlocal exact_rows, exact_scores, read_rows
@@ -530,13 +623,17 @@ class LexicalIndex:
                     # The best rows so far, scored exactly: the k-th best score is a threshold that
                     # the k-th best of all rows reaches.
                     score_exactly(sorted_union(_leading(partial, k), also))
-                    theta = float(np.partition(exact_scores, len(exact_scores) - k)[len(exact_scores) - k])
+                    theta = float(
+                        np.partition(exact_scores, len(exact_scores) - k)[len(exact_scores) - k]
+                    )
                     estimated_at = scanned
                     if theta <= slack:  # no bound is ever below it
                         return None
                 if remaining[i] + slack < theta:
                     floor = theta - remaining[i] - slack  # a row below it cannot reach theta
-                    candidates = int(np.count_nonzero(partial[::COUNT_STRIDE] >= floor)) * COUNT_STRIDE  # about
+                    candidates = (
+                        int(np.count_nonzero(partial[::COUNT_STRIDE] >= floor)) * COUNT_STRIDE
+                    )  # about
                     cost = candidates * ROW_COST  # of reading the candidates' rows
                     if i == len(order):
                         if cost > total:
@@ -544,10 +641,15 @@ class LexicalIndex:
                         break
                     # Stop when reading the rows costs less than the next column, or when the column
                     # just scanned removed fewer candidates than it cost.
-                    if cost <= left[i] and (cost <= lengths[order[i]] or (before - candidates) * ROW_COST < lengths[term]):
+                    if cost <= left[i] and (
+                        cost <= lengths[order[i]]
+                        or (before - candidates) * ROW_COST < lengths[term]
+                    ):
                         break
                     before = candidates
-                elif scanned > GIVE_UP * total:  # the bound is not below the threshold yet: it will not pay
+                elif (
+                    scanned > GIVE_UP * total
+                ):  # the bound is not below the threshold yet: it will not pay
                     return None
             else:
                 return None
@@ -561,11 +663,16 @@ class LexicalIndex:
     def shared_terms(self, query: SparseVector, row: int, limit: int = 3) -> list[str]:
         """The terms that contribute most to the query's score for this row."""
         document = self.row(row)
-        common, in_query, in_document = np.intersect1d(query.indices, document.indices, return_indices=True)
+        common, in_query, in_document = np.intersect1d(
+            query.indices, document.indices, return_indices=True
+        )
         positive = query.values[in_query] > 0
         if not positive.any():
             return []
-        common, contribution = common[positive], (query.values[in_query] * document.values[in_document])[positive]
+        common, contribution = (
+            common[positive],
+            (query.values[in_query] * document.values[in_document])[positive],
+        )
         order = np.lexsort((common, -contribution))[:limit]
         vocabulary = self.vocabulary
         return [vocabulary[common[i]] for i in order]
@@ -573,18 +680,20 @@ class LexicalIndex:
 
 def _leading(scores: np.ndarray, k: int, stride: int = 64) -> np.ndarray:
     """k positions of high scores, not necessarily the k highest: those of the k highest among the
-    positions above a cut taken from every stride-th score (that is, without partitioning them all)."""
+    positions above a cut taken from every stride-th score (that is, without partitioning them all).
+    """
     sample = scores[::stride]
     rank = min(len(sample), -(-4 * k // stride))  # the cut leaves about 4k positions above it
     cut = np.partition(sample, len(sample) - rank)[len(sample) - rank]
     above = np.flatnonzero(scores >= cut)
     if len(above) < k:
         above = np.arange(len(scores))
-    return above[np.argpartition(scores[above], len(above) - k)[len(above) - k:]]
+    return above[np.argpartition(scores[above], len(above) - k)[len(above) - k :]]
 
 
 def best_rows(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k highest scores in ascending order; of equal scores, the lower positions."""
+    """Positions of the k highest scores in ascending order; of equal scores, the lower
+    positions."""
     if k >= len(scores):
         return np.arange(len(scores))
     kth = np.partition(scores, len(scores) - k)[len(scores) - k]

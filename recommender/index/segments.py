@@ -25,9 +25,9 @@ import functools
 import json
 import os
 import time
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
 
 from .. import files
 from ..corpus.papers import Paper, scan_papers
@@ -342,7 +342,7 @@ def remove_papers(
     return len(wanted)
 
 
-def live_papers(index_dir: Path) -> Iterator[Paper]:
+def live_papers(index_dir: Path) -> Generator[Paper, None, None]:
     """Every live paper of the index: the base's and each segment's, tombstones left out (a
     compaction's input)."""
     current = read_segments(index_dir)

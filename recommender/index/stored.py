@@ -15,15 +15,21 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..digests import file_digest
-from ..errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, RecommenderError
+from ..errors import (
+    IndexBusyError,
+    IndexCorruptError,
+    IndexMismatchError,
+    IndexMissingError,
+    RecommenderError,
+)
 from .home import missing_index, rebuild_hint
-from .layout import CURRENT, FORMAT_VERSION, MANIFEST
+from .layout import COLLECTIONS, CURRENT, FORMAT_VERSION, MANIFEST
 
 # Every load checks the size of every file and re-hashes the smallest ones, up to this
 # many bytes in all: a few milliseconds whatever the corpus size (a six-paper index is
@@ -50,15 +56,43 @@ def live_version(index_dir: Path) -> str | None:
     return _live_version(index_dir)
 
 
+# The collections of the live versions read so far, by (index folder, version): a version never
+# changes.
+_collections_read: dict[tuple[str, str], dict[str, list[str]]] = {}
+
+
+def collection_memberships(index_dir: Path) -> dict[str, list[str]]:
+    """The reference manager's collections the live version records, each path with its papers' IDs
+    (index/layout.py COLLECTIONS); empty before the first build or when no paper came from one."""
+    version = live_version(index_dir)
+    if version is None:
+        return {}
+    key = (str(index_dir), version)
+    if key not in _collections_read:
+        with open_stored(index_dir) as stored:
+            found = stored.load_json(COLLECTIONS) if stored.has(COLLECTIONS) else {}
+            if not isinstance(found, dict) or not all(
+                isinstance(ids, list) and all(isinstance(i, str) for i in ids)
+                for ids in found.values()
+            ):
+                raise corrupt(stored, COLLECTIONS, "is not a map of collections to paper IDs")
+            _collections_read[(str(index_dir), stored.folder.name)] = found
+        return found
+    return _collections_read[key]
+
+
 def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
-    """The live version's folder name and its manifest's sha256 (None for indexes that predate it)."""
+    """The live version's folder name and its manifest's sha256 (None for indexes that predate
+    it)."""
     path = index_dir / CURRENT
     try:
         parts = path.read_text(encoding="utf-8").split()
     except FileNotFoundError:
         return None, None
     except PermissionError:
-        raise RecommenderError(f"cannot read index {index_dir}: permission denied: ask its owner, or build your own") from None
+        raise RecommenderError(
+            f"cannot read index {index_dir}: permission denied: ask its owner, or build your own"
+        ) from None
     except (UnicodeDecodeError, OSError):
         parts = ["?"]
     if not parts:
@@ -71,12 +105,15 @@ def _read_current(index_dir: Path) -> tuple[str | None, str | None]:
 class StoredIndex:
     """Read access to the live version of an index, checked against its manifest."""
 
-    def __init__(self, index_dir: Path, folder: Path, manifest: dict, pin=None,
-                 folder_fd: int | None = None):
+    def __init__(
+        self, index_dir: Path, folder: Path, manifest: dict, pin=None, folder_fd: int | None = None
+    ):
         self.index_dir = index_dir
         self.folder = folder
         self.manifest = manifest
-        self._pin = pin  # the manifest, open with a shared lock: the version is not removed under us
+        self._pin = (
+            pin  # the manifest, open with a shared lock: the version is not removed under us
+        )
         # The version folder, open: every read goes through it, not through the index's path, so a
         # reader keeps reading the version it opened when the index is renamed (`papers indexes mv`)
         # or removed (`rm` moves a version a reader holds aside, see catalogue.remove_index).
@@ -98,7 +135,7 @@ class StoredIndex:
             return self.folder / name
         return _FD_PATHS / str(self._folder_fd) / name
 
-    def __enter__(self) -> "StoredIndex":
+    def __enter__(self) -> StoredIndex:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -114,32 +151,38 @@ class StoredIndex:
         """A stored array; `mmap=True` maps it read-only, so only the pages used are read."""
         try:
             try:
-                # Mapped first even when read whole: a header claiming more than the file holds is then
+                # Mapped first even when read whole: a header claiming more than the file holds is
+                # then
                 # damage (ValueError), not an allocation of that much memory ("out of memory").
                 mapped = np.load(self.file(name), mmap_mode="r", allow_pickle=False)
                 return mapped if mmap else np.array(mapped)
             except ValueError:
                 if not mmap:
                     raise
-                # Not mappable (e.g. an object array): the plain load names the problem as it always has.
+                # Not mappable (e.g. an object array): the plain load names the problem as it always
+                # has.
                 np.load(self.file(name), allow_pickle=False)
                 raise
         except (ValueError, OSError, EOFError) as error:
             raise IndexCorruptError(
-                f"index file {self.path(name)} cannot be read ({error}): run `{rebuild_hint(self.index_dir)}`"
+                f"index file {self.path(name)} cannot be read ({error}): run"
+                f" `{rebuild_hint(self.index_dir)}`"
             ) from None
 
-    def array_reader(self, name: str) -> "ArrayReader":
+    def array_reader(self, name: str) -> ArrayReader:
         """A stored array read by slices into fresh memory (pread), for scattered reads."""
         mapped = self.load_array(name, mmap=True)
-        return ArrayReader(self, name, mapped.dtype, mapped.shape, int(getattr(mapped, "offset", 0)))
+        return ArrayReader(
+            self, name, mapped.dtype, mapped.shape, int(getattr(mapped, "offset", 0))
+        )
 
     def load_json(self, name: str):
         try:
             return json.loads(self.file(name).read_text(encoding="utf-8"))
         except (ValueError, OSError) as error:
             raise IndexCorruptError(
-                f"index file {self.path(name)} cannot be read ({error}): run `{rebuild_hint(self.index_dir)}`"
+                f"index file {self.path(name)} cannot be read ({error}): run"
+                f" `{rebuild_hint(self.index_dir)}`"
             ) from None
 
     def read_jsonl_rows(self, name: str, offsets: np.ndarray, rows: Sequence[int]) -> list[dict]:
@@ -153,7 +196,8 @@ class StoredIndex:
                     out.append(json.loads(line))
                 except ValueError:
                     raise IndexCorruptError(
-                        f"index file {self.path(name)} row {row} cannot be read: run `{rebuild_hint(self.index_dir)}`"
+                        f"index file {self.path(name)} row {row} cannot be read: run"
+                        f" `{rebuild_hint(self.index_dir)}`"
                     ) from None
         return out
 
@@ -164,7 +208,8 @@ class StoredIndex:
                     yield json.loads(line)
                 except ValueError:
                     raise IndexCorruptError(
-                        f"index file {self.path(name)} row {number} cannot be read: run `{rebuild_hint(self.index_dir)}`"
+                        f"index file {self.path(name)} row {number} cannot be read: run"
+                        f" `{rebuild_hint(self.index_dir)}`"
                     ) from None
 
     def load_faiss(self, name: str, writable: bool = False):
@@ -182,13 +227,17 @@ class StoredIndex:
             except MemoryError:
                 size = self.file(name).stat().st_size
                 raise IndexCorruptError(
-                    f"index file {self.path(name)} ({size:,} bytes) asks for more memory than there is: if "
-                    f"`papers info --verify` finds it damaged, run `{rebuild_hint(self.index_dir)}`; else free some memory"
+                    f"index file {self.path(name)} ({size:,} bytes) asks for more memory than there"
+                    " is: if `papers info --verify` finds it damaged, run"
+                    f" `{rebuild_hint(self.index_dir)}`; else free some memory"
                 ) from None
             except RuntimeError as error:
-                message = str(error).strip().splitlines()[-1] if str(error).strip() else "unreadable"
+                message = (
+                    str(error).strip().splitlines()[-1] if str(error).strip() else "unreadable"
+                )
                 raise IndexCorruptError(
-                    f"index file {self.path(name)} cannot be read by FAISS ({message}): run `{rebuild_hint(self.index_dir)}`"
+                    f"index file {self.path(name)} cannot be read by FAISS ({message}): run"
+                    f" `{rebuild_hint(self.index_dir)}`"
                 ) from None
 
     def verify(self, full: bool = True) -> None:
@@ -202,21 +251,30 @@ class StoredIndex:
                 raise IndexCorruptError(
                     f"index file {path} is missing: run `{rebuild_hint(self.index_dir)}`"
                 ) from None
-            if not stat.S_ISREG(status.st_mode):  # a build writes plain files only: a link was planted
+            if not stat.S_ISREG(
+                status.st_mode
+            ):  # a build writes plain files only: a link was planted
                 raise IndexCorruptError(
-                    f"index file {path} is not a plain file (a link?): run `{rebuild_hint(self.index_dir)}`"
+                    f"index file {path} is not a plain file (a link?): run"
+                    f" `{rebuild_hint(self.index_dir)}`"
                 )
             size = status.st_size
             if size != expected["bytes"]:
                 raise IndexCorruptError(
-                    f"index file {path} is {size} bytes, the manifest says {expected['bytes']} (truncated or altered): run `{rebuild_hint(self.index_dir)}`"
+                    f"index file {path} is {size} bytes, the manifest says {expected['bytes']}"
+                    f" (truncated or altered): run `{rebuild_hint(self.index_dir)}`"
                 )
-        hashed = set(self.manifest["files"]) if full else _smallest(self.manifest["files"], CHEAP_HASH_BYTES)
+        hashed = (
+            set(self.manifest["files"])
+            if full
+            else _smallest(self.manifest["files"], CHEAP_HASH_BYTES)
+        )
         for name, expected in sorted(self.manifest["files"].items()):
             if name in hashed:
                 if file_digest(self.file(name)) != expected["sha256"]:
                     raise IndexCorruptError(
-                        f"index file {self.path(name)} does not match its checksum (altered or damaged): run `{rebuild_hint(self.index_dir)}`"
+                        f"index file {self.path(name)} does not match its checksum (altered or"
+                        f" damaged): run `{rebuild_hint(self.index_dir)}`"
                     )
 
 
@@ -247,10 +305,14 @@ class ArrayReader:
                 start, stop = int(start), int(stop)
                 if not 0 <= start <= stop <= self.shape[0]:
                     raise corrupt(self.stored, self.name, f"has no rows {start}..{stop}")
-                data = os.pread(descriptor, (stop - start) * row_bytes, self.offset + start * row_bytes)
+                data = os.pread(
+                    descriptor, (stop - start) * row_bytes, self.offset + start * row_bytes
+                )
                 if len(data) != (stop - start) * row_bytes:
                     raise corrupt(self.stored, self.name, "is shorter than its header says")
-                return np.frombuffer(data, dtype=self.dtype).reshape((stop - start, *self.shape[1:]))
+                return np.frombuffer(data, dtype=self.dtype).reshape(
+                    (stop - start, *self.shape[1:])
+                )
 
             yield read
 
@@ -263,13 +325,28 @@ class ArrayReader:
             descriptor = handle.fileno()
 
             def read(starts, stops) -> np.ndarray:
-                starts, stops = np.asarray(starts, dtype=np.int64), np.asarray(stops, dtype=np.int64)
-                if len(starts) and not (0 <= starts.min() and (starts <= stops).all() and stops.max() <= self.shape[0]):
-                    bad = int(np.flatnonzero((starts < 0) | (starts > stops) | (stops > self.shape[0]))[0])
-                    raise corrupt(self.stored, self.name, f"has no rows {starts[bad]}..{stops[bad]}")
+                starts, stops = (
+                    np.asarray(starts, dtype=np.int64),
+                    np.asarray(stops, dtype=np.int64),
+                )
+                if len(starts) and not (
+                    0 <= starts.min() and (starts <= stops).all() and stops.max() <= self.shape[0]
+                ):
+                    bad = int(
+                        np.flatnonzero((starts < 0) | (starts > stops) | (stops > self.shape[0]))[0]
+                    )
+                    raise corrupt(
+                        self.stored, self.name, f"has no rows {starts[bad]}..{stops[bad]}"
+                    )
                 sizes = ((stops - starts) * row_bytes).tolist()
                 offsets = (self.offset + starts * row_bytes).tolist()
-                data = b"".join([os.pread(descriptor, size, offset) for size, offset in zip(sizes, offsets) if size])
+                data = b"".join(
+                    [
+                        os.pread(descriptor, size, offset)
+                        for size, offset in zip(sizes, offsets)
+                        if size
+                    ]
+                )
                 if len(data) != sum(sizes):
                     raise corrupt(self.stored, self.name, "is shorter than its header says")
                 return np.frombuffer(data, dtype=self.dtype).reshape((-1, *self.shape[1:]))
@@ -290,7 +367,9 @@ def _smallest(files: dict, budget: int) -> set[str]:
 
 def corrupt(stored: StoredIndex, name: str, problem: str) -> IndexCorruptError:
     """The error for a stored file whose content does not fit the rest of the index."""
-    return IndexCorruptError(f"index file {stored.path(name)} {problem}: run `{rebuild_hint(stored.index_dir)}`")
+    return IndexCorruptError(
+        f"index file {stored.path(name)} {problem}: run `{rebuild_hint(stored.index_dir)}`"
+    )
 
 
 def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
@@ -308,24 +387,33 @@ def open_stored(index_dir: Path, verify: bool = False) -> StoredIndex:
             if not isinstance(manifest, dict) or "files" not in manifest:
                 raise ValueError("not a manifest")
         except FileNotFoundError:
-            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{rebuild_hint(index_dir)}`") from None
+            raise IndexCorruptError(
+                f"index {index_dir} has no manifest in {live}: run `{rebuild_hint(index_dir)}`"
+            ) from None
         except ValueError:
-            raise IndexCorruptError(f"index file {folder / MANIFEST} is damaged: run `{rebuild_hint(index_dir)}`") from None
+            raise IndexCorruptError(
+                f"index file {folder / MANIFEST} is damaged: run `{rebuild_hint(index_dir)}`"
+            ) from None
         version = manifest.get("format_version")
         if version != FORMAT_VERSION:
             newer = isinstance(version, int) and version > FORMAT_VERSION
             raise IndexMismatchError(
-                f"index {index_dir} has format version {version}, this papers reads version {FORMAT_VERSION}"
+                f"index {index_dir} has format version {version}, this papers reads version"
+                f" {FORMAT_VERSION}"
                 + (" (built by a newer papers: upgrade papers, or " if newer else " (")
                 + f"run `{rebuild_hint(index_dir)}` to rebuild it)"
             )
         if manifest_digest is not None and hashlib.sha256(raw).hexdigest() != manifest_digest:
             raise IndexCorruptError(
-                f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered or damaged): run `{rebuild_hint(index_dir)}`"
+                f"index file {folder / MANIFEST} does not match its checksum in {CURRENT} (altered"
+                f" or damaged): run `{rebuild_hint(index_dir)}`"
             )
         problem = _manifest_problem(manifest)
         if problem:
-            raise IndexCorruptError(f"index file {folder / MANIFEST} {problem} (damaged or forged): run `{rebuild_hint(index_dir)}`")
+            raise IndexCorruptError(
+                f"index file {folder / MANIFEST} {problem} (damaged or forged): run"
+                f" `{rebuild_hint(index_dir)}`"
+            )
         stored = StoredIndex(index_dir, folder, manifest, pin, _open_folder(folder))
         try:
             stored.verify(full=verify)
@@ -347,8 +435,10 @@ def _open_folder(folder: Path) -> int | None:
     try:
         return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as error:
-        raise IndexCorruptError(f"index folder {folder} cannot be opened ({error.strerror}): "
-                                f"run `{rebuild_hint(folder.parent)}`") from None
+        raise IndexCorruptError(
+            f"index folder {folder} cannot be opened ({error.strerror}): "
+            f"run `{rebuild_hint(folder.parent)}`"
+        ) from None
 
 
 def folder_path(descriptor: int) -> Path | None:
@@ -369,14 +459,21 @@ def _manifest_problem(manifest: dict) -> str:
         return "names no model"
     for key in ("dimension", "paper_count"):
         value = manifest.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "dimension" else 0):
+        if (
+            not isinstance(value, int)
+            or isinstance(value, bool)
+            or value < (1 if key == "dimension" else 0)
+        ):
             return f"has no valid {key}"
     if not isinstance(manifest.get("chunking"), dict):
         return "has no chunking"
     files_ = manifest.get("files")
     if not isinstance(files_, dict) or not all(
-            isinstance(entry, dict) and isinstance(entry.get("bytes"), int) and isinstance(entry.get("sha256"), str)
-            for entry in files_.values()):
+        isinstance(entry, dict)
+        and isinstance(entry.get("bytes"), int)
+        and isinstance(entry.get("sha256"), str)
+        for entry in files_.values()
+    ):
         return "has no valid list of files"
     return ""
 
@@ -390,7 +487,9 @@ def _pin_live_version(index_dir: Path):
     locking: then we read CURRENT again.
     """
     if index_dir.exists() and not index_dir.is_dir():
-        raise IndexMissingError(f"{index_dir} is a file, not an index folder: give an index name or folder")
+        raise IndexMissingError(
+            f"{index_dir} is a file, not an index folder: give an index name or folder"
+        )
     for _ in range(5):
         live, digest = _read_current(index_dir)
         if live is None:
@@ -401,12 +500,16 @@ def _pin_live_version(index_dir: Path):
         except FileNotFoundError:
             if _read_current(index_dir)[0] != live:
                 continue
-            raise IndexCorruptError(f"index {index_dir} has no manifest in {live}: run `{rebuild_hint(index_dir)}`") from None
+            raise IndexCorruptError(
+                f"index {index_dir} has no manifest in {live}: run `{rebuild_hint(index_dir)}`"
+            ) from None
         fcntl.flock(pin, fcntl.LOCK_SH)
         if manifest.exists():
             return live, digest, pin
         pin.close()
-    raise IndexBusyError(f"index {index_dir} keeps changing under us (builds in a loop?): try again")
+    raise IndexBusyError(
+        f"index {index_dir} keeps changing under us (builds in a loop?): try again"
+    )
 
 
 class IndexFolder:
@@ -433,8 +536,10 @@ class IndexFolder:
             return moved
         # Gone, or its CURRENT removed (`papers indexes rm` keeps a folder that holds the user's
         # tags); a build there later brings it back.
-        raise IndexMissingError(f"index {self.index_dir} was removed: run "
-                                f"`{rebuild_hint(self.index_dir)}`, or restart with another index")
+        raise IndexMissingError(
+            f"index {self.index_dir} was removed: run "
+            f"`{rebuild_hint(self.index_dir)}`, or restart with another index"
+        )
 
     def close(self) -> None:
         if self._descriptor is not None:

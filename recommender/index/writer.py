@@ -19,8 +19,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -29,10 +29,18 @@ from ..digests import file_digest
 from ..errors import IndexBusyError, IndexCorruptError, InputError, RecommenderError
 from .home import display_name
 from .layout import (
-    BUILD_MARK, CURRENT, FORMAT_VERSION, LOCK, MANIFEST, check_index_folder, is_marked_build,
-    is_own_version, remove_tree,
+    BUILD_MARK,
+    CURRENT,
+    FORMAT_VERSION,
+    LOCK,
+    MANIFEST,
+    check_index_folder,
+    is_marked_build,
+    is_own_version,
+    remove_tree,
 )
 from .stored import live_version
+
 
 class IndexWriter:
     """Collects the files of one build in a private folder; `commit` makes it live."""
@@ -54,7 +62,9 @@ class IndexWriter:
         try:
             yield
         except OSError as error:
-            raise write_error(self.index_dir, error.filename or path, error.strerror or str(error)) from None
+            raise write_error(
+                self.index_dir, error.filename or path, error.strerror or str(error)
+            ) from None
 
     def create(self, name: str, mode: str = "wb"):
         """A new file of the build, created exclusively (never through a link)."""
@@ -83,8 +93,9 @@ class IndexWriter:
                 offsets.append(offsets[-1] + len(line))
         return np.asarray(offsets, dtype=np.int64)
 
-    def array_file(self, name: str, shape: tuple[int, ...], dtype) -> "ArrayFile":
-        """A .npy file of this shape, written a piece at a time (`write`, `append`) and never held in
+    def array_file(self, name: str, shape: tuple[int, ...], dtype) -> ArrayFile:
+        """A .npy file of this shape, written a piece at a time (`write`, `append`) and never held
+        in
         memory: the same bytes as `save_array` of the whole array."""
         path = self.path(name)
         with self.writing_file(path):
@@ -101,7 +112,9 @@ class IndexWriter:
             yield handle
             handle.flush()
         except OSError as error:
-            if error.errno in WRITE_ERRNOS:  # the spool's buffered writes meet a full disk: name the file
+            if (
+                error.errno in WRITE_ERRNOS
+            ):  # the spool's buffered writes meet a full disk: name the file
                 raise write_error(self.index_dir, path, error.strerror or str(error)) from None
             raise
         finally:
@@ -133,8 +146,15 @@ class IndexWriter:
                 if not failure:
                     handle.flush()
             except (RuntimeError, OSError) as error:
-                problem = failure[0].strerror if failure else (
-                    error.strerror if isinstance(error, OSError) else _faiss_write_problem(str(error)))
+                problem = (
+                    failure[0].strerror
+                    if failure
+                    else (
+                        error.strerror
+                        if isinstance(error, OSError)
+                        else _faiss_write_problem(str(error))
+                    )
+                )
                 raise write_error(self.index_dir, path, problem or "write failed") from None
             if failure:
                 raise write_error(self.index_dir, path, failure[0].strerror or "write failed")
@@ -148,10 +168,14 @@ class IndexWriter:
     def _commit(self, manifest: dict) -> Path:
         """Checksum, rename, swap CURRENT: until the swap, the live index is untouched."""
         found = {}
-        for path in sorted(p for p in self.folder.rglob("*") if not p.is_dir() and p.name != BUILD_MARK):
+        for path in sorted(
+            p for p in self.folder.rglob("*") if not p.is_dir() and p.name != BUILD_MARK
+        ):
             relative = path.relative_to(self.folder).as_posix()
             if not files.is_plain_file(path):  # only links could be: nothing of the build makes one
-                raise IndexCorruptError(f"{path} is a link, not a file this build wrote: nothing was changed")
+                raise IndexCorruptError(
+                    f"{path} is a link, not a file this build wrote: nothing was changed"
+                )
             found[relative] = {"bytes": path.stat().st_size, "sha256": file_digest(path)}
         manifest = dict(manifest, format_version=FORMAT_VERSION, files=found)
         self.save_json(MANIFEST, manifest)
@@ -182,8 +206,10 @@ class ArrayFile:
         self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
         header = io.BytesIO()
         # The header np.save writes (format 1.0: an array of plain numbers always fits it).
-        np.lib.format.write_array_header_1_0(header, {
-            "descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+        np.lib.format.write_array_header_1_0(
+            header,
+            {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape},
+        )
         self.offset = len(header.getvalue())
         self.written = 0  # rows, for append
         with writer.writing_file(path):
@@ -191,7 +217,9 @@ class ArrayFile:
             try:
                 self.handle.write(header.getvalue())
                 self.handle.flush()
-                self.handle.truncate(self.offset + shape[0] * self.row_bytes)  # sparse until written
+                self.handle.truncate(
+                    self.offset + shape[0] * self.row_bytes
+                )  # sparse until written
             except BaseException:
                 self.handle.close()  # a full disk: nothing left open
                 raise
@@ -203,17 +231,24 @@ class ArrayFile:
         """Rows start, start + 1, ... are `values`."""
         values = np.ascontiguousarray(values, dtype=self.dtype)
         if start < 0 or start + len(values) > self.shape[0] or values.shape[1:] != self.shape[1:]:
-            raise ValueError(f"rows {start}..{start + len(values)} of shape {values.shape} do not fit {self.shape}")
+            raise ValueError(
+                f"rows {start}..{start + len(values)} of shape {values.shape} do not fit"
+                f" {self.shape}"
+            )
         with self.writer.writing_file(self.path):
-            os.pwrite(self.handle.fileno(), values.data.cast("B"),
-                      self.offset + start * self.row_bytes)
+            os.pwrite(
+                self.handle.fileno(), values.data.cast("B"), self.offset + start * self.row_bytes
+            )
 
     def __setitem__(self, rows, values) -> None:
-        """Like an array's: `rows` an integer or ascending integers, each run of consecutive rows one write."""
+        """Like an array's: `rows` an integer or ascending integers, each run of consecutive rows
+        one write."""
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
         values = np.asarray(values, dtype=self.dtype).reshape((len(rows), *self.shape[1:]))
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-        for first, last in zip(np.concatenate([[0], breaks]), np.concatenate([breaks, [len(rows)]])):
+        for first, last in zip(
+            np.concatenate([[0], breaks]), np.concatenate([breaks, [len(rows)]])
+        ):
             self.write(int(rows[first]), values[first:last])
 
     def append(self, values: np.ndarray) -> None:
@@ -223,7 +258,11 @@ class ArrayFile:
 
     def read(self, start: int, stop: int) -> np.ndarray:
         start, stop = max(0, int(start)), min(int(stop), self.shape[0])
-        data = os.pread(self.handle.fileno(), max(0, stop - start) * self.row_bytes, self.offset + start * self.row_bytes)
+        data = os.pread(
+            self.handle.fileno(),
+            max(0, stop - start) * self.row_bytes,
+            self.offset + start * self.row_bytes,
+        )
         return np.frombuffer(data, dtype=self.dtype).reshape((-1, *self.shape[1:])).copy()
 
     def take(self, rows) -> np.ndarray:
@@ -302,30 +341,42 @@ def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
             lock = files.open_lock_file(index_dir / LOCK)
         except OSError as error:
             if error.errno == errno.ELOOP:
-                raise RecommenderError(f"cannot use index {index_dir}: {index_dir / LOCK} is a symbolic link, which is never "
-                                       "followed: remove it, or choose another index") from None
+                raise RecommenderError(
+                    f"cannot use index {index_dir}: {index_dir / LOCK} is a symbolic link, which is"
+                    " never followed: remove it, or choose another index"
+                ) from None
             if error.errno is None:  # not a plain file of ours
-                raise RecommenderError(f"cannot use index {index_dir}: {error}: remove it, or choose another index") from None
-            raise RecommenderError(f"cannot write index {index_dir}: {error.strerror}: choose a writable index") from None
+                raise RecommenderError(
+                    f"cannot use index {index_dir}: {error}: remove it, or choose another index"
+                ) from None
+            raise RecommenderError(
+                f"cannot write index {index_dir}: {error.strerror}: choose a writable index"
+            ) from None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             lock.close()
             raise IndexBusyError(
-                f"index {index_dir} is being built by another process: wait for it to finish, or build with wait, which waits its turn"
+                f"index {index_dir} is being built by another process: wait for it to finish, or"
+                " build with wait, which waits its turn"
             ) from None
         if os.fstat(lock.fileno()).st_nlink:
             break
-        lock.close()  # the build we waited for failed on its inputs and removed the folder it made: again
+        # the build we waited for failed on its inputs and removed the folder it made: again
+        lock.close()
     with lock:
         _remove_leftovers(index_dir)
-        folder = index_dir / f".tmp-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
+        folder = (
+            index_dir / f".tmp-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
+        )
         try:
             folder.mkdir()  # exclusive: fails on anything already there, a link included
             os.close(files.create_exclusive(folder / BUILD_MARK))
         except OSError as error:
             remove_tree(folder)
-            raise write_error(index_dir, error.filename or folder, error.strerror or str(error)) from None
+            raise write_error(
+                index_dir, error.filename or folder, error.strerror or str(error)
+            ) from None
         try:
             yield IndexWriter(index_dir, folder)
         except BaseException:
@@ -375,12 +426,14 @@ def _remove_old_versions(index_dir: Path) -> None:
 
 def link_checked(source: Path, target: Path, expected: dict[str, dict]) -> bool:
     """Reuse files made elsewhere (a previous build, the shared model export) in a build: each file
-    named in `expected` (relative path -> {"bytes", "sha256"}, the source's own record) is hard-linked
+    named in `expected` (relative path -> {"bytes", "sha256"}, the source's own record) is
+    hard-linked
     where the filesystem allows, else copied, and then checked against its record.
 
     False, with nothing left at `target`, when any file is missing, is not a plain file (a link
     planted there is never followed) or does not match its record: damage is never carried into a
-    new version. An OSError of the target (a full disk) is raised as itself, for a one-line message."""
+    new version. An OSError of the target (a full disk) is raised as itself, for a one-line message.
+    """
     for name, record in sorted(expected.items()):
         origin, destination = source / name, target / name
         if not files.is_plain_file(origin) or ".." in Path(name).parts:
@@ -395,8 +448,11 @@ def link_checked(source: Path, target: Path, expected: dict[str, dict]) -> bool:
         except OSError:
             with open(origin, "rb") as reading, files.open_exclusive(destination, "wb") as writing_:
                 shutil.copyfileobj(reading, writing_)
-        if not (files.is_plain_file(destination) and destination.stat().st_size == record.get("bytes")
-                and file_digest(destination) == record.get("sha256")):
+        if not (
+            files.is_plain_file(destination)
+            and destination.stat().st_size == record.get("bytes")
+            and file_digest(destination) == record.get("sha256")
+        ):
             remove_tree(target)
             return False
     return True

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..embed.models import model_facts
 
 MODES = ("dense", "lexical", "hybrid")
-# The hybrid score: the window cosine and the TF-IDF cosine, each z-normalised over the query's candidate
-# pool (POOL papers from each of the dense and lexical sides), mixed with DENSE_WEIGHT (the rest to TF-IDF),
-# then put back on the window cosine's scale (`fuse`), so scores stay in -1..1 and --min-score keeps a
-# meaning. DENSE_WEIGHT and POOL chosen by repeated 2-fold cross-validation over the CSFCube dev query
+# The hybrid score: the window cosine and the TF-IDF cosine, each z-normalised over the query's
+# candidate
+# pool (POOL papers from each of the dense and lexical sides), mixed with DENSE_WEIGHT (the rest to
+# TF-IDF),
+# then put back on the window cosine's scale (`fuse`), so scores stay in -1..1 and --min-score keeps
+# a
+# meaning. DENSE_WEIGHT and POOL chosen by repeated 2-fold cross-validation over the CSFCube dev
+# query
 # papers (scripts/tune_relevance.py; docs/ranking.md).
 DENSE_WEIGHT = 0.7
 POOL = 200
@@ -32,7 +36,11 @@ NEGATIVE_WEIGHT = 0.5
 
 def seed_weights(positives: int, negatives: int) -> list[float]:
     """Rocchio weights: mean of the positives minus a fraction of the mean of the negatives."""
-    return [1.0 / positives] * positives + [-NEGATIVE_WEIGHT / negatives] * negatives if negatives else [1.0 / positives] * positives
+    return (
+        [1.0 / positives] * positives + [-NEGATIVE_WEIGHT / negatives] * negatives
+        if negatives
+        else [1.0 / positives] * positives
+    )
 
 
 def combine_dense(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
@@ -43,7 +51,11 @@ def combine_dense(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
 
 
 def fuse(
-    dense: np.ndarray, lexical: np.ndarray, mode: str, pool: np.ndarray, dense_weight: float = DENSE_WEIGHT
+    dense: np.ndarray,
+    lexical: np.ndarray,
+    mode: str,
+    pool: np.ndarray,
+    dense_weight: float = DENSE_WEIGHT,
 ) -> np.ndarray:
     """The score a mode ranks by: a cosine, or in hybrid mode the z-fusion of the two, in -1..1.
 
@@ -58,10 +70,14 @@ def fuse(
     if mode == "lexical":
         return lexical
     dense = np.asarray(dense, dtype=np.float64)
-    mixed = dense_weight * _standardised(dense, pool) + (1.0 - dense_weight) * _standardised(lexical, pool)
+    mixed = dense_weight * _standardised(dense, pool) + (1.0 - dense_weight) * _standardised(
+        lexical, pool
+    )
     standing = _standardised(mixed, pool)
     sample = dense[pool] if len(pool) else dense
-    return np.clip(float(sample.mean()) + standing * float(sample.std()), -1.0, 1.0).astype(np.float32)
+    return np.clip(float(sample.mean()) + standing * float(sample.std()), -1.0, 1.0).astype(
+        np.float32
+    )
 
 
 def _standardised(scores: np.ndarray, pool: np.ndarray) -> np.ndarray:
@@ -102,8 +118,13 @@ def mmr(
 
 
 def select(
-    rows: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray, vectors: np.ndarray, k: int,
-    min_score: float | None = None, diverse: float | None = None,
+    rows: np.ndarray,
+    scores: np.ndarray,
+    tiebreak: np.ndarray,
+    vectors: np.ndarray,
+    k: int,
+    min_score: float | None = None,
+    diverse: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The top `k` candidates: sorted by score (ties by ID), those under `min_score`
     dropped, and picked by MMR with weight `diverse` when given."""

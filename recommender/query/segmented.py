@@ -1,10 +1,10 @@
 """An index with segments (`papers add`): the base and its segments ranked as one index.
 
 The rows of the segments follow the base's (segment i's row r is the base's size + the sizes of
-the segments before it + r), and the few ways `Recommender` reads rows -- the FAISS search, the
+the segments before it + r), and the few ways `PaperIndex` reads rows -- the FAISS search, the
 vectors of candidates, the TF-IDF top rows and rows, the stored papers, the ID lookups -- are
 answered part by part here; everything else (the seed profile, the candidate pools, the fusion
-over the pool, `--diverse`) is `Recommender`'s own, so a query ranks as after a rebuild.
+over the pool, `--diverse`) is `PaperIndex`'s own, so a query ranks as after a rebuild.
 Segments weigh their TF-IDF rows in the base's vocabulary and IDF (index/segments.py), so one
 query vector scores every part; the only difference from a rebuild is the document frequencies
 of the added papers' terms (measured by scripts/bench_segments.py, docs/performance.md), until
@@ -13,33 +13,34 @@ of the added papers' terms (measured by scripts/bench_segments.py, docs/performa
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence, cast
+from typing import cast
 
 import numpy as np
 
+from ..arrays import csr_ranges, sorted_union
 from ..corpus.papers import Paper
 from ..embed.windows import Encoder
 from ..errors import IndexBusyError, IndexMissingError, PaperNotFoundError
 from ..index import segments as segment_store
-from ..index.home import resolve_index_dir
-from ..index.stored import corrupt
 from ..index.ann import search_index
-from ..arrays import csr_ranges, sorted_union
+from ..index.home import resolve_index_dir
 from ..index.lexical import LexicalIndex, SparseVector, best_rows
-from . import recommender as single
-from .recommender import Recommender
+from ..index.stored import corrupt
+from . import paper_index as single
+from .paper_index import PaperIndex
 
 
 def open_index(
     index: str | Path | None = None, model: str | None = None, verify: bool = False
-) -> Recommender:
-    """The index as a reader sees it: a `Recommender` of its base, or, with segments or removed
-    papers, a `SegmentedRecommender` over the base and every segment of the published list."""
+) -> PaperIndex:
+    """The index as a reader sees it: a `PaperIndex` of its base, or, with segments or removed
+    papers, a `SegmentedIndex` over the base and every segment of the published list."""
     index_dir = resolve_index_dir(index)
     for _ in range(5):
         listed = segment_store.read_segments(index_dir) if index_dir.is_dir() else None
-        base = Recommender.open(index, model=model, verify=verify)
+        base = PaperIndex.open(index, model=model, verify=verify)
         if listed is None or not listed.segments and not listed.tombstones:
             return base
         if (
@@ -51,7 +52,7 @@ def open_index(
         try:
             for name in listed.segments:
                 parts.append(
-                    Recommender.open(segment_store.segment_dir(index_dir, name), verify=verify)
+                    PaperIndex.open(segment_store.segment_dir(index_dir, name), verify=verify)
                 )
         except IndexMissingError:  # removed by a compaction since the list was read: read again
             for part in parts:
@@ -63,7 +64,7 @@ def open_index(
                 part.close()
             base.close()
             raise
-        return SegmentedRecommender(base, listed, parts)
+        return SegmentedIndex(base, listed, parts)
     raise IndexBusyError(f"index {index_dir} keeps changing under us (adds in a loop?): try again")
 
 
@@ -80,11 +81,11 @@ def _exact_search(
     return np.take_along_axis(scores, rows, axis=1), rows
 
 
-class SegmentedRecommender(Recommender):
+class SegmentedIndex(PaperIndex):
     """The base and its segments as one index of their rows in turn (see the module's docstring)."""
 
     def __init__(
-        self, base: Recommender, listed: segment_store.SegmentSet, segments: Sequence[Recommender]
+        self, base: PaperIndex, listed: segment_store.SegmentSet, segments: Sequence[PaperIndex]
     ):
         super().__init__(base.stored)
         self.listed = listed
@@ -117,7 +118,7 @@ class SegmentedRecommender(Recommender):
 
     # -- rows, part by part
 
-    def _split(self, rows) -> Iterator[tuple[int, Recommender, np.ndarray, np.ndarray]]:
+    def _split(self, rows) -> Iterator[tuple[int, PaperIndex, np.ndarray, np.ndarray]]:
         """(part number, part, positions in `rows`, the part's own rows) for each part `rows`
         touch."""
         rows = np.asarray(rows, dtype=np.int64)
@@ -138,7 +139,7 @@ class SegmentedRecommender(Recommender):
         return out if out is not None else np.zeros(0, dtype=np.float32)
 
     @property  # indexed by rows, as the array is
-    def vectors(self) -> "_UnionVectors":  # type: ignore[override]
+    def vectors(self) -> _UnionVectors:  # type: ignore[override]
         return _UnionVectors(self)
 
     def vectors_at(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -223,6 +224,19 @@ class SegmentedRecommender(Recommender):
         return [handle for part in self.parts for handle in part.handles]
 
     # -- lookups
+    def id_of(self, row: int) -> str:
+        for _, part, _, own in self._split([row]):
+            return part.id_of(int(own[0]))
+        raise IndexError(row)
+
+    def row_of_id(self, paper_id: str) -> int | None:
+        """The row of the paper with this ID in the base or a segment, as `resolve` finds it; a
+        removed paper has none."""
+        for name, part, start in zip(self.part_names, self.parts, self.starts.tolist()):
+            row = part.row_of_id(paper_id)
+            if row is not None and paper_id not in self.listed.removed(name):
+                return start + row
+        return None
 
     def removed_rows(self) -> set[int]:
         """The rows `papers remove` removed: never in a result."""
@@ -288,7 +302,7 @@ class SegmentedRecommender(Recommender):
     def papers_page(
         self, offset: int = 0, limit: int = 50, where: Sequence[str] = ()
     ) -> tuple[list[Paper], int | None]:
-        """`Recommender.papers_page` over the base and the segments, removed papers left out."""
+        """`PaperIndex.papers_page` over the base and the segments, removed papers left out."""
         if where or not self.removed_rows():
             return super().papers_page(offset, limit, where)
         if offset < 0 or limit < 1:  # the base's own message
@@ -313,9 +327,9 @@ class SegmentedRecommender(Recommender):
 
 
 class _UnionVectors:
-    """The vectors of every part by row, for the few array uses of `Recommender` (`--diverse`)."""
+    """The vectors of every part by row, for the few array uses of `PaperIndex` (`--diverse`)."""
 
-    def __init__(self, union: SegmentedRecommender):
+    def __init__(self, union: SegmentedIndex):
         self.union = union
         self.shape = (len(union), union.manifest["dimension"])
 
@@ -324,7 +338,7 @@ class _UnionVectors:
 
 
 class _UnionLexical:
-    """The TF-IDF of every part by row, as `Recommender` reads it, weighed as a rebuild would weigh
+    """The TF-IDF of every part by row, as `PaperIndex` reads it, weighed as a rebuild would weigh
     it.
 
     The parts store their rows in the base's vocabulary and IDF. The document frequencies of the
@@ -336,7 +350,7 @@ class _UnionLexical:
     terms
     only added papers use (a segment stores no column for them) until `papers build --compact`."""
 
-    def __init__(self, union: SegmentedRecommender):
+    def __init__(self, union: SegmentedIndex):
         self.union = union
         self.base = union.parts[0].lexical
         self.stop_words = self.base.stop_words
@@ -361,7 +375,7 @@ class _UnionLexical:
     def vocabulary(self) -> list[str]:
         return self.base.vocabulary
 
-    def _locate(self, row: int) -> tuple[Recommender, int]:
+    def _locate(self, row: int) -> tuple[PaperIndex, int]:
         union = self.union
         number = int(np.searchsorted(union.starts, row, side="right") - 1)
         return union.parts[number], int(row - union.starts[number])

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
 from ..corpus.text import shorten
 from ..errors import InputError
-from ..query.recommender import Recommender
+from ..query.paper_index import PaperIndex
 
 WIDTH, HEIGHT, MARGIN = 1100, 760, 28
 TOP = 64  # title and caption above the map (PNG)
@@ -29,6 +29,8 @@ POINT_RADIUS = 5.0  # px, up to a few hundred papers; smaller above, so crowds s
 
 def point_radius(count: int) -> float:
     return round(float(min(POINT_RADIUS, max(1.5, POINT_RADIUS * (300 / max(count, 1)) ** 0.5))), 1)
+
+
 # Papers are named on the map up to this many; above it, only on hover.
 NAMED_POINTS = 150
 NAME_WIDTH = 28  # characters of a paper name on the map
@@ -38,9 +40,12 @@ CHAR_WIDTH = 0.6  # average glyph width per px of font size (DejaVu Sans), for l
 BOLD_WIDTH = 0.68
 # Okabe-Ito then Tableau: distinguishable, colour-blind friendly first.
 NEIGHBOURS = 5  # related papers carried per point (as `papers related-work -k 5`)
-# Zoom levels of the HTML map (screen px per map unit); a name shown from level i is shown at every level above.
+# Zoom levels of the HTML map (screen px per map unit); a name shown from level i is shown at every
+# level above.
 ZOOM_LEVELS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0)
-SCREEN_RADIUS = 4.0  # px: a point of the HTML map at every zoom, so it can be clicked at 2,734 papers
+SCREEN_RADIUS = (
+    4.0  # px: a point of the HTML map at every zoom, so it can be clicked at 2,734 papers
+)
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,12 @@ class MapNeighbour:
 
 @dataclass(frozen=True)
 class MapLabel:
-    """Where a point's name goes on the zoomable map: from which zoom, and its offset from the point."""
+    """Where a point's name goes on the zoomable map: from which zoom, and its offset from the
+    point."""
 
-    level: int | None  # index into ZOOM_LEVELS; None: it never fits (shown only when searched or pinned)
+    level: (
+        int | None
+    )  # index into ZOOM_LEVELS; None: it never fits (shown only when searched or pinned)
     dx: float  # screen px from the point to the text's anchor
     dy: float  # screen px from the point to the text's baseline
     anchor: str  # SVG text-anchor: start, middle or end
@@ -72,7 +80,9 @@ class MapPoint:
     handle: str
     title: str
     summary: str
-    name_at: tuple[float, float, str] | None  # where the name is written (x, baseline y, anchor), PNG and level 0
+    name_at: (
+        tuple[float, float, str] | None
+    )  # where the name is written (x, baseline y, anchor), PNG and level 0
     authors: tuple[str, ...] = ()
     year: int | None = None
     venue: str = ""
@@ -81,7 +91,6 @@ class MapPoint:
     abstract: str = ""
     label: MapLabel | None = None
     neighbours: tuple[MapNeighbour, ...] = ()  # its related-work list, best first
-
 
     @property
     def published(self) -> str:
@@ -119,19 +128,25 @@ class CorpusMap:
     @property
     def caption(self) -> str:
         return (
-            f"{len(self.points)} papers; nearby points are similar papers ({self.projection} of their sentence "
-            f"embeddings). Colours: {len(self.groups)} groups of similar papers, as `papers sessions "
-            f"--n {len(self.groups)}` plans them."
+            f"{len(self.points)} papers; nearby points are similar papers ({self.projection} of"
+            f" their sentence embeddings). Colours: {len(self.groups)} groups of similar papers, as"
+            f" `papers sessions --n {len(self.groups)}` plans them."
         )
 
 
 UMAP_PHASE = "projecting with UMAP (its first run compiles it: 20-45 s)"
 
 
-def project_2d(vectors: np.ndarray, seed: int = 0, on_phase: Callable[[str], None] | None = None,
-               ) -> tuple[np.ndarray, str]:
-    """(n, 2) coordinates and the method: UMAP on cosine distance if umap-learn is installed, else PCA.
-    `on_phase(UMAP_PHASE)` is called before UMAP starts: however few the papers, it may take a while."""
+def project_2d(
+    vectors: np.ndarray,
+    seed: int = 0,
+    on_phase: Callable[[str], None] | None = None,
+) -> tuple[np.ndarray, str]:
+    """(n, 2) coordinates and the method: UMAP on cosine distance if umap-learn is installed, else
+    PCA.
+    `on_phase(UMAP_PHASE)` is called before UMAP starts: however few the papers, it may take a
+    while.
+    """
     vectors = np.asarray(vectors, dtype=np.float32)
     if len(vectors) >= 10:
         try:
@@ -142,9 +157,14 @@ def project_2d(vectors: np.ndarray, seed: int = 0, on_phase: Callable[[str], Non
             if on_phase is not None:
                 on_phase(UMAP_PHASE)
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "n_jobs overridden by random_state", spectral init on tiny data
+                warnings.simplefilter(
+                    "ignore"
+                )  # "n_jobs overridden by random_state", spectral init on tiny data
                 reducer = umap.UMAP(
-                    n_neighbors=min(15, len(vectors) - 1), min_dist=0.25, metric="cosine", random_state=seed,
+                    n_neighbors=min(15, len(vectors) - 1),
+                    min_dist=0.25,
+                    metric="cosine",
+                    random_state=seed,
                 )
                 return np.asarray(reducer.fit_transform(vectors), dtype=np.float64), "UMAP"
     return pca_2d(vectors), "PCA"
@@ -160,12 +180,14 @@ def pca_2d(vectors: np.ndarray) -> np.ndarray:
     signs = np.sign(axes[np.arange(len(axes)), np.argmax(np.abs(axes), axis=1)])
     coordinates = centred @ (axes * signs[:, None]).T
     if coordinates.shape[1] < 2:
-        coordinates = np.hstack([coordinates, np.zeros((len(coordinates), 2 - coordinates.shape[1]))])
+        coordinates = np.hstack(
+            [coordinates, np.zeros((len(coordinates), 2 - coordinates.shape[1]))]
+        )
     return coordinates
 
 
 def build_map(
-    recommender: Recommender,
+    recommender: PaperIndex,
     rows: Sequence[int] | None = None,
     n: int = 6,
     seed: int = 0,
@@ -180,7 +202,11 @@ def build_map(
     from .related import related_work
     from .sessions import group_papers, label_sessions
 
-    rows = list(range(len(recommender))) if rows is None else list(dict.fromkeys(int(row) for row in rows))
+    rows = (
+        list(range(len(recommender)))
+        if rows is None
+        else list(dict.fromkeys(int(row) for row in rows))
+    )
     if not rows:
         raise InputError("no papers to map: the index is empty")
     related = related_work(recommender, rows, k=k)  # checks k before the slow work
@@ -195,9 +221,17 @@ def build_map(
     for number in range(int(groups.max()) + 1):
         members = xy[groups == number]
         label = f"{number + 1}. " + (", ".join(labels.get(number, ())) or f"group {number + 1}")
-        group_marks.append(MapGroup(number + 1, label, len(members), float(np.median(members[:, 0])),
-                                    float(np.median(members[:, 1]))))
-    # On a crowded map a session label may cover points (its halo keeps it legible); on a sparse one it must not.
+        group_marks.append(
+            MapGroup(
+                number + 1,
+                label,
+                len(members),
+                float(np.median(members[:, 0])),
+                float(np.median(members[:, 1])),
+            )
+        )
+    # On a crowded map a session label may cover points (its halo keeps it legible); on a sparse one
+    # it must not.
     group_marks = _place_group_labels(group_marks, xy if len(rows) <= NAMED_POINTS else xy[:0])
     # The names the map writes beside its points (render/map.py): measured as they are written.
     shown = [paper.handle or paper.title for paper in papers]
@@ -205,14 +239,36 @@ def build_map(
     zoomed = zoom_labels(xy, shown, group_marks, names)
     position = {paper.id: i for i, paper in enumerate(papers)}
     neighbours = [
-        tuple(MapNeighbour(item.paper.id, item.paper.label, round(float(item.score), 4), position.get(item.paper.id))
-              for item in listed.related)
+        tuple(
+            MapNeighbour(
+                item.paper.id,
+                item.paper.label,
+                round(float(item.score), 4),
+                position.get(item.paper.id),
+            )
+            for item in listed.related
+        )
         for listed in related
     ]
     points = tuple(
-        MapPoint(round(float(x), 2), round(float(y), 2), int(group) + 1, paper.id, paper.handle,
-                 paper.title or paper.handle, summary(paper), names.get(i), paper.authors, paper.year, paper.venue,
-                 paper.url, paper.code_links, paper.abstract, zoomed[i], near)
+        MapPoint(
+            round(float(x), 2),
+            round(float(y), 2),
+            int(group) + 1,
+            paper.id,
+            paper.handle,
+            paper.title or paper.handle,
+            summary(paper),
+            names.get(i),
+            paper.authors,
+            paper.year,
+            paper.venue,
+            paper.url,
+            paper.code_links,
+            paper.abstract,
+            zoomed[i],
+            near,
+        )
         for i, ((x, y), group, paper, near) in enumerate(zip(xy, groups, papers, neighbours))
     )
     return CorpusMap(points, tuple(group_marks), projection, point_radius(len(points)))
@@ -235,7 +291,8 @@ CLOSE = 0.1  # px at zoom 1: points this close coincide
 
 
 def _spread_coinciding(xy: np.ndarray) -> np.ndarray:
-    """Papers with (nearly) the same embedding land on the same spot, where only one of them could be
+    """Papers with (nearly) the same embedding land on the same spot, where only one of them could
+    be
     clicked at any zoom: put each such set (points within CLOSE of the set's first one) evenly on a
     small circle round their middle, in row order."""
     xy = xy.copy()
@@ -243,8 +300,16 @@ def _spread_coinciding(xy: np.ndarray) -> np.ndarray:
     sets: dict[int, list[int]] = {}
     for i, (x, y) in enumerate(xy.tolist()):
         cx, cy = int(x // CLOSE), int(y // CLOSE)
-        first = next((j for dx in (-1, 0, 1) for dy in (-1, 0, 1) for j in cells.get((cx + dx, cy + dy), ())
-                      if abs(xy[j, 0] - x) <= CLOSE and abs(xy[j, 1] - y) <= CLOSE), None)
+        first = next(
+            (
+                j
+                for dx in (-1, 0, 1)
+                for dy in (-1, 0, 1)
+                for j in cells.get((cx + dx, cy + dy), ())
+                if abs(xy[j, 0] - x) <= CLOSE and abs(xy[j, 1] - y) <= CLOSE
+            ),
+            None,
+        )
         if first is None:
             cells.setdefault((cx, cy), []).append(i)
             sets[i] = [i]
@@ -258,7 +323,9 @@ def _spread_coinciding(xy: np.ndarray) -> np.ndarray:
     return xy
 
 
-def _box(x: float, y: float, text: str, size: float, anchor: str) -> tuple[float, float, float, float]:
+def _box(
+    x: float, y: float, text: str, size: float, anchor: str
+) -> tuple[float, float, float, float]:
     width = len(text) * size * (BOLD_WIDTH if size == GROUP_FONT else CHAR_WIDTH)
     left = x if anchor == "start" else x - width if anchor == "end" else x - width / 2
     return (left - 1, y - size * 0.8, left + width + 1, y + size * 0.25)
@@ -274,7 +341,8 @@ def _inside(box) -> bool:
 
 def _place_group_labels(groups: list[MapGroup], xy: np.ndarray) -> list[MapGroup]:
     """Each session label near the middle of its points, moved outwards step by step until it
-    covers no point, no other label and not the caption; where no such place is near, the nearest that
+    covers no point, no other label and not the caption; where no such place is near, the nearest
+    that
     covers no other label and not the caption (its halo keeps it legible over points)."""
     dots = _Grid(xy)
     placed: list[tuple] = [(0, 0, WIDTH, TOP - 8)]  # title and caption
@@ -296,12 +364,15 @@ def _place_group_labels(groups: list[MapGroup], xy: np.ndarray) -> list[MapGroup
         if best is None:
             best = (group.x, group.y, _box(group.x, group.y, group.label, GROUP_FONT, "middle"))
         placed.append(best[2])
-        out.append(MapGroup(group.number, group.label, group.size, round(best[0], 1), round(best[1], 1)))
+        out.append(
+            MapGroup(group.number, group.label, group.size, round(best[0], 1), round(best[1], 1))
+        )
     return sorted(out, key=lambda g: g.number)
 
 
 class _Grid:
-    """Which 4-px cells of the canvas the points cover: a box check costs the same for 40 or 100,000 points."""
+    """Which 4-px cells of the canvas the points cover: a box check costs the same for 40 or 100,000
+    points."""
 
     CELL = 4
 
@@ -309,8 +380,12 @@ class _Grid:
         self.cells = np.zeros((HEIGHT // self.CELL + 2, WIDTH // self.CELL + 2), dtype=bool)
         for dy in (-POINT_RADIUS, 0, POINT_RADIUS):
             for dx in (-POINT_RADIUS, 0, POINT_RADIUS):
-                columns = np.clip(((xy[:, 0] + dx) // self.CELL).astype(int), 0, self.cells.shape[1] - 1)
-                rows = np.clip(((xy[:, 1] + dy) // self.CELL).astype(int), 0, self.cells.shape[0] - 1)
+                columns = np.clip(
+                    ((xy[:, 0] + dx) // self.CELL).astype(int), 0, self.cells.shape[1] - 1
+                )
+                rows = np.clip(
+                    ((xy[:, 1] + dy) // self.CELL).astype(int), 0, self.cells.shape[0] - 1
+                )
                 self.cells[rows, columns] = True
 
     def covers(self, box) -> bool:
@@ -327,7 +402,9 @@ def _ring(radius: int) -> list[tuple[int, int]]:
     return [(int(round(radius * 1.6 * np.cos(a))), int(round(radius * np.sin(a)))) for a in angles]
 
 
-def _place_names(xy: np.ndarray, names: Sequence[str], groups: Sequence[MapGroup]) -> dict[int, tuple]:
+def _place_names(
+    xy: np.ndarray, names: Sequence[str], groups: Sequence[MapGroup]
+) -> dict[int, tuple]:
     """Greedy placement: each name right, left, above or below its point, clear of other names,
     points and session labels; a name with no free place is left to the hover text."""
     dots = [(x - POINT_RADIUS, y - POINT_RADIUS, x + POINT_RADIUS, y + POINT_RADIUS) for x, y in xy]
@@ -336,17 +413,21 @@ def _place_names(xy: np.ndarray, names: Sequence[str], groups: Sequence[MapGroup
     gap = POINT_RADIUS + 3
     # Points with the most crowded surroundings first, so they get the best spots.
     crowd = ((xy[:, None, :] - xy[None, :, :]) ** 2).sum(axis=2)
-    order = np.lexsort((np.arange(len(xy)), -(crowd < 60 ** 2).sum(axis=1)))
+    order = np.lexsort((np.arange(len(xy)), -(crowd < 60**2).sum(axis=1)))
     for i in order.tolist():
         x, y = xy[i]
         name = short_name(names[i])
         options = [
-            (x + gap, y + FONT * 0.35, "start"), (x - gap, y + FONT * 0.35, "end"),
-            (x, y - gap - 1, "middle"), (x, y + gap + FONT * 0.8, "middle"),
-            (x + gap, y - gap, "start"), (x - gap, y - gap, "end"),
-            (x + gap, y + gap + FONT * 0.6, "start"), (x - gap, y + gap + FONT * 0.6, "end"),
+            (x + gap, y + FONT * 0.35, "start"),
+            (x - gap, y + FONT * 0.35, "end"),
+            (x, y - gap - 1, "middle"),
+            (x, y + gap + FONT * 0.8, "middle"),
+            (x + gap, y - gap, "start"),
+            (x - gap, y - gap, "end"),
+            (x + gap, y + gap + FONT * 0.6, "start"),
+            (x - gap, y + gap + FONT * 0.6, "end"),
         ]
-        others = dots[:i] + dots[i + 1:]
+        others = dots[:i] + dots[i + 1 :]
         for nx, ny, anchor in options:
             box = _box(nx, ny, name, FONT, anchor)
             if _inside(box) and not _overlaps(box, taken) and not _overlaps(box, others):
@@ -357,7 +438,10 @@ def _place_names(xy: np.ndarray, names: Sequence[str], groups: Sequence[MapGroup
 
 
 def zoom_labels(
-    xy: np.ndarray, names: Sequence[str], groups: Sequence[MapGroup], fixed: dict[int, tuple] | None = None,
+    xy: np.ndarray,
+    names: Sequence[str],
+    groups: Sequence[MapGroup],
+    fixed: dict[int, tuple] | None = None,
 ) -> list[MapLabel]:
     """For each point, the first zoom level at which its name fits, and where.
 
@@ -373,7 +457,10 @@ def zoom_labels(
     widths = [len(short_name(name)) * FONT * CHAR_WIDTH for name in names]
     gap = SCREEN_RADIUS + 3
     options = (  # right, left, above, below
-        (gap, FONT * 0.35, "start"), (-gap, FONT * 0.35, "end"), (0, -gap - 1, "middle"), (0, gap + FONT * 0.8, "middle"),
+        (gap, FONT * 0.35, "start"),
+        (-gap, FONT * 0.35, "end"),
+        (0, -gap - 1, "middle"),
+        (0, gap + FONT * 0.8, "middle"),
     )
     placed: dict[int, MapLabel] = {
         i: MapLabel(0, round(float(x - xy[i, 0]), 1), round(float(y - xy[i, 1]), 1), anchor)
@@ -399,17 +486,22 @@ def zoom_labels(
                     grid.add(box)
                     placed[i] = MapLabel(level, dx, round(dy, 2), anchor)
                     break
-    return [placed.get(i, MapLabel(None, gap, round(FONT * 0.35, 2), "start")) for i in range(count)]
+    return [
+        placed.get(i, MapLabel(None, gap, round(FONT * 0.35, 2), "start")) for i in range(count)
+    ]
 
 
-def _label_box(at, dx: float, dy: float, anchor: str, width: float) -> tuple[float, float, float, float]:
+def _label_box(
+    at, dx: float, dy: float, anchor: str, width: float
+) -> tuple[float, float, float, float]:
     x, y = at[0] + dx, at[1] + dy
     left = x if anchor == "start" else x - width if anchor == "end" else x - width / 2
     return (left - 1, y - FONT * 0.8, left + width + 1, y + FONT * 0.25)
 
 
 class _BoxGrid:
-    """Boxes bucketed by the cells of a coarse grid: an overlap check looks only at the boxes nearby."""
+    """Boxes bucketed by the cells of a coarse grid: an overlap check looks only at the boxes
+    nearby."""
 
     CELL = 64.0
 
@@ -433,5 +525,3 @@ class _BoxGrid:
 def short_name(name: str) -> str:
     """A paper's name as the map shows it."""
     return shorten(name, NAME_WIDTH)
-
-

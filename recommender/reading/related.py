@@ -1,8 +1,8 @@
 """Related-work lists for many papers at once.
 
-Each list is the one `Recommender.like(paper, k=k)` returns: the dense
+Each list is the one `PaperIndex.like(paper, k=k)` returns: the dense
 candidates of a chunk of papers come from one batched FAISS search and their
-TF-IDF scores from batched postings reads (`Recommender.like_each`); then every
+TF-IDF scores from batched postings reads (`PaperIndex.like_each`); then every
 paper is ranked by `like`'s own code over its own candidate pool, so the lists
 are the same by construction. (Before the hybrid score was normalised per
 query, a bound on a fixed convex mix of the two cosines let most papers skip
@@ -12,13 +12,13 @@ all of them in memory."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 from ..corpus.papers import Paper
 from ..corpus.summary import paper_brief
 from ..errors import OptionError
-from ..query.recommender import Recommendation, Recommender, check_options
+from ..query.paper_index import PaperIndex, Recommendation, check_options
 
 CHUNK = 1024
 """Papers per chunk: the unit of progress reports and of paper records held at once."""
@@ -35,8 +35,11 @@ class RelatedList:
         return {**paper_brief(self.paper), "related": [item.to_dict() for item in self.related]}
 
 
-def select_rows(recommender: Recommender, references: Sequence[str] = (), all_papers: bool = False) -> list[int]:
-    """Rows of the chosen papers in the order given (duplicates once), or every row in index order."""
+def select_rows(
+    recommender: PaperIndex, references: Sequence[str] = (), all_papers: bool = False
+) -> list[int]:
+    """Rows of the chosen papers in the order given (duplicates once), or every row in index
+    order."""
     if all_papers:
         if references:
             raise OptionError("give paper IDs or all papers, not both", "all_papers")
@@ -47,7 +50,7 @@ def select_rows(recommender: Recommender, references: Sequence[str] = (), all_pa
 
 
 def related_work(
-    recommender: Recommender,
+    recommender: PaperIndex,
     rows: Sequence[int | Paper],
     k: int = 5,
     why: bool = False,
@@ -57,7 +60,7 @@ def related_work(
     """For each row, its k most related papers (the list `like` gives), in order.
 
     A `Paper` among `rows` (read from a file, say) stands for the stored paper
-    when the index holds it (`Recommender.find_papers`); otherwise its list is
+    when the index holds it (`PaperIndex.find_papers`); otherwise its list is
     `like(papers=[paper])`'s, the paper embedded now. `progress(count)` is called
     after each chunk."""
     check_options(k, None, None, "hybrid")  # now, not when the first list is asked for
@@ -66,11 +69,19 @@ def related_work(
         return _related_lists(recommender, stored_rows, k, why, chunk, progress)
     items = _stored_where_possible(recommender, rows)
     stored = [item for item in items if not isinstance(item, Paper)]
-    return _mixed_lists(recommender, items, _related_lists(recommender, stored, k, why, chunk, progress),
-                        k, why, progress)
+    return _mixed_lists(
+        recommender,
+        items,
+        _related_lists(recommender, stored, k, why, chunk, progress),
+        k,
+        why,
+        progress,
+    )
 
 
-def _stored_where_possible(recommender: Recommender, rows: Sequence[int | Paper]) -> list[int | Paper]:
+def _stored_where_possible(
+    recommender: PaperIndex, rows: Sequence[int | Paper]
+) -> list[int | Paper]:
     """Rows as ints, papers the index holds as their rows, each paper once (first place kept)."""
     papers = [item for item in rows if isinstance(item, Paper)]
     found = iter(recommender.find_papers(papers) if papers else [])
@@ -103,7 +114,7 @@ def _mixed_lists(recommender, items, stored_lists, k, why, progress) -> Iterator
 
 def _related_lists(recommender, rows, k, why, chunk, progress) -> Iterator[RelatedList]:
     for start in range(0, len(rows), chunk):
-        block = [int(row) for row in rows[start: start + chunk]]
+        block = [int(row) for row in rows[start : start + chunk]]
         ranked = recommender.like_each(block, k=k, why=why)
         for paper, related in zip(recommender.papers_at(block), ranked):
             yield RelatedList(paper, tuple(related))

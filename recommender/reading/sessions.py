@@ -2,15 +2,16 @@
 
 Spherical k-means (FAISS, seeded) on the paper vectors gives the groups; a
 capacity keeps sizes reasonable; class-based TF-IDF over the groups labels
-each by what sets it apart from the others; sessions are chained so that neighbouring sessions are related.
+each by what sets it apart from the others; sessions are chained so that neighbouring sessions are
+related.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from ..arrays import unit_rows
 from ..corpus.papers import Paper
 from ..errors import InputError, OptionError
 from ..index.lexical import analyse
-from ..query.recommender import Recommender
+from ..query.paper_index import PaperIndex
 
 KMEANS_ITERATIONS = 25
 KMEANS_RESTARTS = 5
@@ -26,22 +27,26 @@ CAPACITY_ITERATIONS = 20
 LABEL_TERMS = 3
 BACKGROUND = 3
 # Words that say nothing about a topic; a label term made only of these is skipped.
-FILLER = frozenset("""
-    model models method methods approach approaches based using use used new novel propose proposed paper
-    work study framework frameworks task tasks results result performance problem problems data learning
-    existing different various key show shows achieve achieves improve improves improved effective efficient
-    demonstrate extensive experiments state art large significantly introduce present address challenge
-    challenges limitation limitations recent recently highly furthermore specifically additionally
-    multi non pre free aware like high low base fully type types original step steps training trained train
-    end
-""".split())
+FILLER = frozenset(
+    """
+    model models method methods approach approaches based using use used new novel propose
+    proposed paper work study framework frameworks task tasks results result performance problem
+    problems data learning existing different various key show shows achieve achieves improve
+    improves improved effective efficient demonstrate extensive experiments state art large
+    significantly introduce present address challenge challenges limitation limitations recent
+    recently highly furthermore specifically additionally multi non pre free aware like high low
+    base fully type types original step steps training trained train end
+""".split()
+)
 
 
 # Not words of a topic: LaTeX commands left in abstracts ("\\textbf{...}") and pieces of code links.
-NOT_WORDS = frozenset("""
+NOT_WORDS = frozenset(
+    """
     textbf textit texttt textsc emph mathbf mathcal mathrm mathbb url href cite citep citet
     http https www com org io github gitlab huggingface available code open source
-""".split())
+""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -106,8 +111,15 @@ def spherical_kmeans(vectors: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
     if n >= len(vectors):
         return vectors[:n].copy()
     kmeans = faiss.Kmeans(
-        vectors.shape[1], n, niter=KMEANS_ITERATIONS, nredo=KMEANS_RESTARTS, seed=seed, spherical=True,
-        verbose=False, min_points_per_centroid=1, max_points_per_centroid=1 << 30,
+        vectors.shape[1],
+        n,
+        niter=KMEANS_ITERATIONS,
+        nredo=KMEANS_RESTARTS,
+        seed=seed,
+        spherical=True,
+        verbose=False,
+        min_points_per_centroid=1,
+        max_points_per_centroid=1 << 30,
     )
     threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
@@ -124,8 +136,16 @@ def assign_with_capacity(similarity: np.ndarray, capacity: int) -> np.ndarray:
     a row whose nearest column is full goes to its next-nearest with room."""
     rows, columns = similarity.shape
     if capacity * columns < rows:
-        raise InputError(f"{columns} sessions of at most {capacity} papers cannot hold {rows} papers")
-    order = np.lexsort((np.tile(np.arange(columns), rows), np.repeat(np.arange(rows), columns), -similarity.ravel()))
+        raise InputError(
+            f"{columns} sessions of at most {capacity} papers cannot hold {rows} papers"
+        )
+    order = np.lexsort(
+        (
+            np.tile(np.arange(columns), rows),
+            np.repeat(np.arange(rows), columns),
+            -similarity.ravel(),
+        )
+    )
     assignment = np.full(rows, -1, dtype=np.int64)
     room = np.full(columns, capacity, dtype=np.int64)
     left = rows
@@ -155,16 +175,25 @@ def chain_order(centroids: np.ndarray, sizes: np.ndarray) -> list[int]:
     return order
 
 
-def session_labels(texts: Sequence[str], groups: Sequence[int] | np.ndarray,
-                   stop_words: frozenset[str],
-                   count: int = LABEL_TERMS) -> dict[int, tuple[str, ...]]:
-    """For each group, up to `count` terms that set it apart from the other groups: class-based TF-IDF
-    (BERTopic's c-TF-IDF with its BM25 idf and frequent words reduced: the square root of a term's share of
-    the group's words, times log(1 + (A - f + 0.5) / (f + 0.5)), A the mean words a group and f the term's
-    uses over all groups) over single words and two-word phrases, tokenised as the TF-IDF index does.
-    Terms used by fewer than two of a group's papers (groups of three or more), terms every group uses
+def session_labels(
+    texts: Sequence[str],
+    groups: Sequence[int] | np.ndarray,
+    stop_words: frozenset[str],
+    count: int = LABEL_TERMS,
+) -> dict[int, tuple[str, ...]]:
+    """For each group, up to `count` terms that set it apart from the other groups: class-based
+    TF-IDF
+    (BERTopic's c-TF-IDF with its BM25 idf and frequent words reduced: the square root of a term's
+    share of
+    the group's words, times log(1 + (A - f + 0.5) / (f + 0.5)), A the mean words a group and f the
+    term's
+    uses over all groups) over single words and two-word phrases, tokenised as the TF-IDF index
+    does.
+    Terms used by fewer than two of a group's papers (groups of three or more), terms every group
+    uses
     (weight 0 or less), filler and markup are skipped; a phrase replaces its word when most of the
-    word's uses in the group are in it. No word (`word_key`) is in two labels: the terms are taken best
+    word's uses in the group are in it. No word (`word_key`) is in two labels: the terms are taken
+    best
     weight first over all the groups, so a word goes to the group it characterises most."""
     groups = np.asarray(groups, dtype=np.int64)
     if len(texts) != len(groups):
@@ -176,44 +205,65 @@ def session_labels(texts: Sequence[str], groups: Sequence[int] | np.ndarray,
         words = analyse(text, stop_words)
         term_uses = Counter(words)
         term_uses.update(f"{a} {b}" for a, b in zip(words, words[1:]) if a != b)
-        pairs.extend((paper, columns.setdefault(term, len(columns)), n)
-                     for term, n in term_uses.items())
+        pairs.extend(
+            (paper, columns.setdefault(term, len(columns)), n) for term, n in term_uses.items()
+        )
     labels: dict[int, tuple[str, ...]] = {number: () for number in numbers}
     if not pairs:
         return labels
     vocabulary = np.array(list(columns), dtype=object)
-    pair_paper, pair_column, pair_uses = (np.array(values, dtype=np.int64)
-                                          for values in zip(*pairs))
+    pair_paper, pair_column, pair_uses = (
+        np.array(values, dtype=np.int64) for values in zip(*pairs)
+    )
     klass = np.searchsorted(numbers, groups[pair_paper])
     key = klass * len(columns) + pair_column  # (group, term) pairs, as one number
     cells, where = np.unique(key, return_inverse=True)
     frequency = np.bincount(where, weights=pair_uses)  # uses of each term in each group
-    papers_using = np.bincount(where)  # papers of the group that use it (a paper counts each term once)
+    papers_using = np.bincount(
+        where
+    )  # papers of the group that use it (a paper counts each term once)
     cell_group, cell_term = np.divmod(cells, len(columns))
     group_words = np.bincount(cell_group, weights=frequency, minlength=len(numbers))
     overall = np.bincount(cell_term, weights=frequency, minlength=len(columns))
-    # BERTopic's ClassTfidfTransformer(bm25_weighting=True, reduce_frequent_words=True): with a handful of
+    # BERTopic's ClassTfidfTransformer(bm25_weighting=True, reduce_frequent_words=True): with a
+    # handful of
     # sessions its plain idf, log(1 + A / f), barely lowers a word every session uses ("network").
     idf = np.log1p((group_words.mean() - overall + 0.5) / (overall + 0.5))
     weight = np.sqrt(frequency / group_words[cell_group]) * idf[cell_term]
     sizes = np.bincount(np.searchsorted(numbers, groups), minlength=len(numbers))
     wanted = np.flatnonzero((papers_using >= 2) | (sizes[cell_group] < 3))
-    found = {(int(g), vocabulary[t]): (f, w) for g, t, f, w in
-             zip(cell_group[wanted], cell_term[wanted], frequency[wanted], weight[wanted])}  # uses, weight
+    found = {
+        (int(g), vocabulary[t]): (f, w)
+        for g, t, f, w in zip(
+            cell_group[wanted], cell_term[wanted], frequency[wanted], weight[wanted]
+        )
+    }  # uses, weight
     phrases: dict[tuple[int, str], list[str]] = {}  # (group, word) -> the phrases holding it
-    for (g, term) in found:
-        if " " in term and _readable(term) and term.split()[0] not in FILLER:  # "models llms" reads badly
+    for g, term in found:
+        if (
+            " " in term and _readable(term) and term.split()[0] not in FILLER
+        ):  # "models llms" reads badly
             for word in term.split():
                 phrases.setdefault((g, word), []).append(term)
     chosen: dict[int, list[str]] = {g: [] for g in range(len(numbers))}
     used: set[str] = set()
-    for cell in wanted[np.lexsort((cell_term[wanted], cell_group[wanted], -weight[wanted]))].tolist():
+    for cell in wanted[
+        np.lexsort((cell_term[wanted], cell_group[wanted], -weight[wanted]))
+    ].tolist():
         g, term = int(cell_group[cell]), vocabulary[cell_term[cell]]
-        if len(chosen[g]) == count or weight[cell] <= 0 or " " in term or not _readable(term) or term in FILLER:
+        if (
+            len(chosen[g]) == count
+            or weight[cell] <= 0
+            or " " in term
+            or not _readable(term)
+            or term in FILLER
+        ):
             continue
-        uses = lambda t: found.get((g, t), (0.0, -np.inf))  # noqa: E731 (this group's)
+        uses = lambda t, g=g: found.get((g, t), (0.0, -np.inf))  # noqa: E731 (this group's)
         joined = _joined(term, chosen[g], uses)
-        if joined is not None:  # "machine" beside "translation" already chosen: "machine translation"
+        if (
+            joined is not None
+        ):  # "machine" beside "translation" already chosen: "machine translation"
             chosen[g][chosen[g].index(joined[1])] = joined[0]
             used.add(word_key(term))
             continue
@@ -227,19 +277,23 @@ def session_labels(texts: Sequence[str], groups: Sequence[int] | np.ndarray,
 
 
 PHRASE_SHARE = 0.5
-"""A two-word phrase labels a group instead of its word when at least this share of the word's uses in
-the group are in the phrase ("machine" -> "machine translation")."""
+"""A two-word phrase labels a group instead of its word when at least this share of the word's
+uses in the group are in the phrase ("machine" -> "machine translation")."""
 
 
 def _phrase_for(word: str, phrases: Sequence[str], uses_and_weight, used: set[str]) -> str | None:
-    """The phrase to write instead of `word`: one holding at least PHRASE_SHARE of the word's uses in the
-    group, no word of it in another label; of those, the one whose other word sets the group apart most
+    """The phrase to write instead of `word`: one holding at least PHRASE_SHARE of the word's uses
+    in the
+    group, no word of it in another label; of those, the one whose other word sets the group apart
+    most
     ("video clips" before "neural video")."""
     uses = uses_and_weight(word)[0]
     best = None
     for phrase in sorted(phrases):
         others = [other for other in phrase.split() if other != word]
-        if uses_and_weight(phrase)[0] < PHRASE_SHARE * uses or any(word_key(o) in used for o in others if o not in FILLER):
+        if uses_and_weight(phrase)[0] < PHRASE_SHARE * uses or any(
+            word_key(o) in used for o in others if o not in FILLER
+        ):
             continue
         rank = (min(uses_and_weight(other)[1] for other in others), uses_and_weight(phrase)[1])
         if best is None or rank > best[0]:
@@ -248,13 +302,17 @@ def _phrase_for(word: str, phrases: Sequence[str], uses_and_weight, used: set[st
 
 
 def _joined(word: str, label: Sequence[str], uses_and_weight) -> tuple[str, str] | None:
-    """(phrase, word of `label`) when `word` and a single word already in the label make a phrase holding
+    """(phrase, word of `label`) when `word` and a single word already in the label make a phrase
+    holding
     at least PHRASE_SHARE of `word`'s uses in the group."""
     for other in label:
         if " " in other or word in FILLER:
             continue
         for phrase in (f"{word} {other}", f"{other} {word}"):
-            if phrase.split()[0] not in FILLER and uses_and_weight(phrase)[0] >= PHRASE_SHARE * uses_and_weight(word)[0] > 0:
+            if (
+                phrase.split()[0] not in FILLER
+                and uses_and_weight(phrase)[0] >= PHRASE_SHARE * uses_and_weight(word)[0] > 0
+            ):
                 return phrase, other
     return None
 
@@ -283,17 +341,22 @@ def _stem(word: str) -> str:
 
 
 def _readable(term: str) -> bool:
-    """Whether a term can stand in a label: no markup or link pieces, not filler alone, no two-letter word."""
+    """Whether a term can stand in a label: no markup or link pieces, not filler alone, no
+    two-letter word."""
     words = term.split()
-    return not any(word in NOT_WORDS or len(word) < 3 for word in words) and not all(word in FILLER for word in words)
+    return not any(word in NOT_WORDS or len(word) < 3 for word in words) and not all(
+        word in FILLER for word in words
+    )
 
 
 # ---------------------------------------------------------------- the plan
 
 
-def label_sessions(recommender: Recommender, rows: Sequence[int],
-                   groups: Sequence[int] | np.ndarray) -> dict[int, tuple[str, ...]]:
-    """`session_labels` of the papers at `rows` (the plan's and the map's labels: one function, one wording)."""
+def label_sessions(
+    recommender: PaperIndex, rows: Sequence[int], groups: Sequence[int] | np.ndarray
+) -> dict[int, tuple[str, ...]]:
+    """`session_labels` of the papers at `rows` (the plan's and the map's labels: one function, one
+    wording)."""
     texts = [paper.text for paper in recommender.papers_at(list(rows))]
     return session_labels(texts, groups, recommender.lexical.stop_words)
 
@@ -312,19 +375,28 @@ def default_capacity(papers: int, sessions: int) -> int:
     return math.ceil(CAPACITY * papers / sessions)
 
 
-def group_papers(recommender: Recommender, rows: Sequence[int], n: int, max_per_session: int | None = None,
-                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(session of each row, unit centre of each session): k-means, capacity, then centres of the members.
+def group_papers(
+    recommender: PaperIndex,
+    rows: Sequence[int],
+    n: int,
+    max_per_session: int | None = None,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(session of each row, unit centre of each session): k-means, capacity, then centres of the
+    members.
     Sessions are numbered 0.. in chain order; a session left empty is dropped."""
     rows = list(rows)
     if not 0 <= seed <= MAX_SEED:
-        raise OptionError(f"seed must be between 0 and {MAX_SEED} (FAISS takes a 32-bit seed), "
-                          f"got {seed}", "seed")
+        raise OptionError(
+            f"seed must be between 0 and {MAX_SEED} (FAISS takes a 32-bit seed), got {seed}", "seed"
+        )
     if n < 1:
         raise OptionError(f"n (the number of sessions) must be at least 1, got {n}", "n")
     if len(rows) < n:
-        raise OptionError(f"cannot split {len(rows)} papers into {n} sessions: "
-                          f"n must be {len(rows)} or fewer", "n")
+        raise OptionError(
+            f"cannot split {len(rows)} papers into {n} sessions: n must be {len(rows)} or fewer",
+            "n",
+        )
     capacity = default_capacity(len(rows), n) if max_per_session is None else max_per_session
     if capacity < 1:
         raise OptionError(f"max_per_session must be at least 1, got {capacity}", "max_per_session")
@@ -355,14 +427,15 @@ def group_papers(recommender: Recommender, rows: Sequence[int], n: int, max_per_
 
 
 def plan_sessions(
-    recommender: Recommender,
+    recommender: PaperIndex,
     rows: Sequence[int],
     n: int = 6,
     max_per_session: int | None = None,
     seed: int = 0,
     background: int = BACKGROUND,
 ) -> SessionPlan:
-    """Split the papers at `rows` into `n` sessions of similar papers, labelled, ordered, with background reading."""
+    """Split the papers at `rows` into `n` sessions of similar papers, labelled, ordered, with
+    background reading."""
     from ..index.ann import search_index
 
     rows = list(dict.fromkeys(int(row) for row in rows))
@@ -377,7 +450,9 @@ def plan_sessions(
     members_by_session, background_rows = [], []
     for number in range(len(centres)):
         positions = np.flatnonzero(groups == number)
-        positions = positions[np.lexsort((tiebreak[np.asarray(rows)[positions]], -np.round(fit[positions], 6)))]
+        positions = positions[
+            np.lexsort((tiebreak[np.asarray(rows)[positions]], -np.round(fit[positions], 6)))
+        ]
         members_by_session.append(positions)
         members = {rows[p] for p in positions}
         outside = [int(row) for row in neighbours[number] if row >= 0 and int(row) not in members]
@@ -392,28 +467,37 @@ def plan_sessions(
     for number, (positions, extra) in enumerate(zip(members_by_session, background_rows)):
         centre = centres[number]
         extra_similarity: np.ndarray | list[float] = (
-            recommender.cosines(np.asarray(extra, dtype=np.int64), centre) if extra else [])
-        sessions.append(Session(
-            number + 1,
-            labels.get(number, ()),
-            tuple(SessionPaper(papers[rows[p]], float(fit[p]), number + 1) for p in positions),
-            tuple(SessionPaper(papers[row], float(s), session_of.get(row)) for row, s in zip(extra, extra_similarity)),
-        ))
+            recommender.cosines(np.asarray(extra, dtype=np.int64), centre) if extra else []
+        )
+        sessions.append(
+            Session(
+                number + 1,
+                labels.get(number, ()),
+                tuple(SessionPaper(papers[rows[p]], float(fit[p]), number + 1) for p in positions),
+                tuple(
+                    SessionPaper(papers[row], float(s), session_of.get(row))
+                    for row, s in zip(extra, extra_similarity)
+                ),
+            )
+        )
     capacity = default_capacity(len(rows), n) if max_per_session is None else max_per_session
-    return SessionPlan(tuple(sessions), _method(len(rows), len(sessions), capacity, seed, background),
-                       tuple(rows), tuple((groups + 1).tolist()))
+    return SessionPlan(
+        tuple(sessions),
+        _method(len(rows), len(sessions), capacity, seed, background),
+        tuple(rows),
+        tuple((groups + 1).tolist()),
+    )
 
 
 def _method(papers: int, sessions: int, capacity: int, seed: int, background: int) -> str:
     return (
-        f"How the sessions were formed: the {papers} papers were grouped by spherical k-means (FAISS, seed {seed}) "
-        f"on their sentence embeddings into {sessions} sessions of similar papers, with at most {capacity} papers "
-        "a session (a paper beyond that joins its next-closest session with room). Each session is named by the "
-        "words and two-word phrases that most set its papers apart from the other sessions' (class-based TF-IDF), "
-        "no word naming two sessions. Sessions follow "
-        "one another so that each is the one most like its predecessor, starting from the most central; within a "
-        "session, papers go from the most typical (closest to the session's centre) to the least. "
-        f"Background reading: the {background} papers outside the session closest to its centre."
+        f"How the sessions were formed: the {papers} papers were grouped by spherical k-means"
+        f" (FAISS, seed {seed}) on their sentence embeddings into {sessions} sessions of similar"
+        f" papers, with at most {capacity} papers a session (a paper beyond that joins its"
+        " next-closest session with room). Each session is named by the words and two-word phrases"
+        " that most set its papers apart from the other sessions' (class-based TF-IDF), no word"
+        " naming two sessions. Sessions follow one another so that each is the one most like its"
+        " predecessor, starting from the most central; within a session, papers go from the most"
+        " typical (closest to the session's centre) to the least. Background reading: the"
+        f" {background} papers outside the session closest to its centre."
     )
-
-

@@ -4,34 +4,61 @@ recommends: papers like the tag's papers, the tagged ones left out (arxiv-sanity
 from __future__ import annotations
 
 import contextlib
-import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from .. import files
 from ..errors import InputError, PaperNotFoundError, RecommenderError
 from ..index.layout import tags_path
-from ..query.recommender import Recommendation, Recommender
+from ..index.stored import collection_memberships
+from ..query.paper_index import PaperIndex, Recommendation
 
-TAG_PATTERN = re.compile(r"[\w.+-]{1,64}")
-TAG_RULE = "a tag is 1 to 64 letters, digits, '.', '_', '+' or '-'"
+MAX_TAG = 200  # characters: a collection path several folders deep fits
+TAG_RULE = (
+    f"a tag is 1 to {MAX_TAG} printable characters ('/' between a collection's folders), "
+    "without a space or '/' at either end or an empty folder ('//')"
+)
+UNIX_EPOCH_JULIAN_DAY = 2440587.5  # SQLite's julianday('now') of 1970-01-01T00:00Z
 PAPERS_A_TAG = 10_000  # a tag is a reading list, not a corpus: bounds what a profile averages
 
 
 def check_tag(tag: str) -> str:
     """The tag if it is a valid name (InputError otherwise)."""
-    if not isinstance(tag, str) or not TAG_PATTERN.fullmatch(tag):
+    if not isinstance(tag, str) or not _valid_tag(tag):
         shown = tag if isinstance(tag, str) and tag.isprintable() else repr(tag)
         raise InputError(f"tag '{shown[:80]}' cannot be used: {TAG_RULE}")
     return tag
 
 
+def _valid_tag(tag: str) -> bool:
+    # Printable (no control character or line break: the name goes into one-line messages, HTML
+    # and URLs, escaped there), bounded, and a path of non-empty folder names.
+    return (
+        0 < len(tag) <= MAX_TAG and tag.isprintable() and tag == tag.strip(" /") and "//" not in tag
+    )
+
+
 class TagStore:
-    """Tags of paper IDs in `<index>/tags.sqlite` (WAL mode: readers never wait for a writer, and several
-    server processes share it). IDs are kept as given, so tags outlive a rebuild of the index."""
+    """Tags of paper IDs in `<index>/tags.sqlite` (WAL mode: readers never wait for a writer, and
+    several
+    server processes share it). IDs are kept as given, so tags outlive a rebuild of the index.
+
+    The collections of the index's live version (a Zotero library's folders, recorded by the build)
+    are tags too, read-only: a collection's papers are those of the latest build, and the user's own
+    tags and marks, kept here, are never changed by a rebuild. A tag may have both: the user's
+    papers are added to the collection's."""
 
     def __init__(self, index_dir: Path):
-        self.path = tags_path(Path(index_dir))
+        self.index_dir = Path(index_dir)
+        self.path = tags_path(self.index_dir)
+
+    def collections(self) -> dict[str, list[str]]:
+        """The index's collections with their paper IDs (those with a valid tag name)."""
+        return {
+            name: ids
+            for name, ids in collection_memberships(self.index_dir).items()
+            if _valid_tag(name)
+        }
 
     @contextlib.contextmanager
     def _connection(self, write: bool = False) -> Iterator:
@@ -42,20 +69,28 @@ class TagStore:
             return
         linked = files.linked_sqlite_file(self.path)
         if linked is not None:  # SQLite would write through it
-            raise RecommenderError(f"tags file {linked} is a symbolic link, which is never followed: remove it")
+            raise RecommenderError(
+                f"tags file {linked} is a symbolic link, which is never followed: remove it"
+            )
         try:
             connection = sqlite3.connect(self.path, timeout=10)
         except sqlite3.Error as error:
-            raise RecommenderError(f"tags {self.path}: {error}: check the disk and permissions") from None
+            raise RecommenderError(
+                f"tags {self.path}: {error}: check the disk and permissions"
+            ) from None
         try:
             if write:
                 connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("CREATE TABLE IF NOT EXISTS tags (tag TEXT NOT NULL, paper TEXT NOT NULL, "
-                                   "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper))")
+                connection.execute(
+                    "CREATE TABLE IF NOT EXISTS tags (tag TEXT NOT NULL, paper TEXT NOT NULL, "
+                    "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper))"
+                )
             with connection:
                 yield connection
         except sqlite3.Error as error:
-            raise RecommenderError(f"tags {self.path}: {error}: check the disk and permissions") from None
+            raise RecommenderError(
+                f"tags {self.path}: {error}: check the disk and permissions"
+            ) from None
         finally:
             connection.close()
 
@@ -64,53 +99,90 @@ class TagStore:
         found: dict[str, list[str]] = {}
         with self._connection() as connection:
             if connection is not None and self._has_table(connection):
-                for tag, paper in connection.execute("SELECT tag, paper FROM tags ORDER BY tag, added, paper"):
+                for tag, paper in connection.execute(
+                    "SELECT tag, paper FROM tags ORDER BY tag, added, paper"
+                ):
                     found.setdefault(tag, []).append(paper)
-        return found
+        for name, ids in self.collections().items():
+            found[name] = list(dict.fromkeys([*ids, *found.get(name, ())]))
+        return dict(sorted(found.items()))
 
     def papers(self, tag: str) -> list[str]:
         """The IDs a tag holds, in the order they were tagged (empty for an unknown tag)."""
         check_tag(tag)
+        collected = self.collections().get(tag, [])
         with self._connection() as connection:
             if connection is None or not self._has_table(connection):
-                return []
-            return [paper for (paper,) in connection.execute(
-                "SELECT paper FROM tags WHERE tag = ? ORDER BY added, paper", (tag,))]
+                return list(collected)
+            return list(
+                dict.fromkeys(
+                    [
+                        *collected,
+                        *(
+                            paper
+                            for (paper,) in connection.execute(
+                                "SELECT paper FROM tags WHERE tag = ? ORDER BY added, paper", (tag,)
+                            )
+                        ),
+                    ]
+                )
+            )
 
     def add(self, tag: str, paper_id: str) -> list[str]:
         """Tag a paper (by its ID; tagging it again changes nothing); returns the tag's papers."""
         check_tag(tag)
         with self._connection(write=True) as connection:
-            count = connection.execute("SELECT count(*) FROM tags WHERE tag = ?", (tag,)).fetchone()[0]
+            count = connection.execute(
+                "SELECT count(*) FROM tags WHERE tag = ?", (tag,)
+            ).fetchone()[0]
             if count >= PAPERS_A_TAG:
-                raise InputError(f"tag '{tag}' already holds {count} papers, the most a tag may hold")
-            connection.execute("INSERT OR IGNORE INTO tags (tag, paper) VALUES (?, ?)", (tag, paper_id))
+                raise InputError(
+                    f"tag '{tag}' already holds {count} papers, the most a tag may hold"
+                )
+            connection.execute(
+                "INSERT OR IGNORE INTO tags (tag, paper) VALUES (?, ?)", (tag, paper_id)
+            )
         return self.papers(tag)
 
     def remove(self, tag: str, paper_id: str) -> list[str]:
-        """Untag a paper (a paper the tag does not hold changes nothing); returns the tag's papers."""
+        """Untag a paper (a paper the tag does not hold changes nothing); returns the tag's
+        papers."""
         check_tag(tag)
+        if paper_id in self.collections().get(tag, ()):
+            raise InputError(
+                f"paper {paper_id} is in the collection '{tag}' of the library this index "
+                "was built from: take it out of the collection there and rebuild"
+            )
         with self._connection(write=True) as connection:
             connection.execute("DELETE FROM tags WHERE tag = ? AND paper = ?", (tag, paper_id))
         return self.papers(tag)
 
     def mark(self, tag: str, paper_id: str, kind: str) -> list[str]:
-        """Mark a paper for a tag: "not" (not interested: a negative seed of the tag's profile) or "seen"
-        (shown and acknowledged: left out of the tag's recommendations); returns the tag's papers so marked."""
+        """Mark a paper for a tag: "not" (not interested: a negative seed of the tag's profile) or
+        "seen"
+        (shown and acknowledged: left out of the tag's recommendations); returns the tag's papers so
+        marked.
+        """
         check_tag(tag)
         _check_kind(kind)
         with self._connection(write=True) as connection:
             _create_marks(connection)
-            connection.execute("INSERT OR IGNORE INTO marks (tag, paper, kind) VALUES (?, ?, ?)", (tag, paper_id, kind))
+            connection.execute(
+                "INSERT OR IGNORE INTO marks (tag, paper, kind) VALUES (?, ?, ?)",
+                (tag, paper_id, kind),
+            )
         return self.marked(tag, kind)
 
     def unmark(self, tag: str, paper_id: str, kind: str) -> list[str]:
-        """Take a mark back (a paper not so marked changes nothing); returns the tag's papers so marked."""
+        """Take a mark back (a paper not so marked changes nothing); returns the tag's papers so
+        marked."""
         check_tag(tag)
         _check_kind(kind)
         with self._connection(write=True) as connection:
             _create_marks(connection)
-            connection.execute("DELETE FROM marks WHERE tag = ? AND paper = ? AND kind = ?", (tag, paper_id, kind))
+            connection.execute(
+                "DELETE FROM marks WHERE tag = ? AND paper = ? AND kind = ?", (tag, paper_id, kind)
+            )
         return self.marked(tag, kind)
 
     def marked(self, tag: str, kind: str) -> list[str]:
@@ -118,15 +190,114 @@ class TagStore:
         check_tag(tag)
         _check_kind(kind)
         with self._connection() as connection:
-            if connection is None or connection.execute(
-                    "SELECT 1 FROM sqlite_master WHERE name = 'marks'").fetchone() is None:
+            if (
+                connection is None
+                or connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'marks'").fetchone()
+                is None
+            ):
                 return []
-            return [paper for (paper,) in connection.execute(
-                "SELECT paper FROM marks WHERE tag = ? AND kind = ? ORDER BY added, paper", (tag, kind))]
+            return [
+                paper
+                for (paper,) in connection.execute(
+                    "SELECT paper FROM marks WHERE tag = ? AND kind = ? ORDER BY added, paper",
+                    (tag, kind),
+                )
+            ]
+
+    # -- the feed's bookkeeping (reading/feed.py): when each paper arrived, when each tag's feed
+    # was read
+
+    def record_arrivals(self, parts: Sequence[tuple[str, float, Sequence[str]]]) -> int:
+        """Record the papers of index parts (name, when the part was made, its IDs) not recorded
+        before; a paper keeps its first arrival (a rebuild or compaction does not make it new).
+        Returns the arrival generation now current: it grows by one each time new parts are
+        recorded."""
+        with self._connection(write=True) as connection:
+            _create_feed_tables(connection)
+            connection.execute("BEGIN IMMEDIATE")  # two feeds at once: one records, then the other
+            known = {name for (name,) in connection.execute("SELECT part FROM arrival_parts")}
+            generation = connection.execute(
+                "SELECT coalesce(max(noticed), 0) FROM arrival_parts"
+            ).fetchone()[0]
+            fresh = [part for part in parts if part[0] not in known]
+            if fresh:
+                generation += 1
+                for name, added, ids in fresh:
+                    connection.executemany(
+                        "INSERT OR IGNORE INTO arrivals (paper, added, noticed) VALUES (?, ?, ?)",
+                        ((paper, added, generation) for paper in ids),
+                    )
+                    connection.execute(
+                        "INSERT OR IGNORE INTO arrival_parts (part, noticed) VALUES (?, ?)",
+                        (name, generation),
+                    )
+            return int(generation)
+
+    def arrived(self, after_generation: int | None = None, since: float | None = None) -> list[str]:
+        """IDs recorded after an arrival generation, or made at or after `since` (seconds since
+        the epoch)."""
+        with self._connection() as connection:
+            if (
+                connection is None
+                or connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'arrivals'"
+                ).fetchone()
+                is None
+            ):
+                return []
+            if since is not None:
+                rows = connection.execute("SELECT paper FROM arrivals WHERE added >= ?", (since,))
+            else:
+                rows = connection.execute(
+                    "SELECT paper FROM arrivals WHERE noticed > ?", (after_generation or 0,)
+                )
+            return [paper for (paper,) in rows]
+
+    def first_tagged(self, tag: str) -> float | None:
+        """When the tag's first paper was tagged (seconds since the epoch), None if it holds
+        none."""
+        check_tag(tag)
+        with self._connection() as connection:
+            if connection is None or not self._has_table(connection):
+                return None
+            (day,) = connection.execute(
+                "SELECT min(added) FROM tags WHERE tag = ?", (tag,)
+            ).fetchone()
+            return None if day is None else (float(day) - UNIX_EPOCH_JULIAN_DAY) * 86400.0
+
+    def feed_read(self, tag: str) -> tuple[int, float] | None:
+        """(arrival generation, when: seconds since the epoch) of a tag's last feed read, None if
+        never."""
+        check_tag(tag)
+        with self._connection() as connection:
+            if (
+                connection is None
+                or connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'feed_reads'"
+                ).fetchone()
+                is None
+            ):
+                return None
+            found = connection.execute(
+                "SELECT noticed, read FROM feed_reads WHERE tag = ?", (tag,)
+            ).fetchone()
+            return None if found is None else (int(found[0]), float(found[1]))
+
+    def mark_feed_read(self, tags: Sequence[str], generation: int, when: float) -> None:
+        """Record that these tags' feeds were read up to an arrival generation."""
+        with self._connection(write=True) as connection:
+            _create_feed_tables(connection)
+            connection.executemany(
+                "INSERT OR REPLACE INTO feed_reads (tag, noticed, read) VALUES (?, ?, ?)",
+                ((check_tag(tag), generation, when) for tag in tags),
+            )
 
     @staticmethod
     def _has_table(connection) -> bool:
-        return connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tags'").fetchone() is not None
+        return (
+            connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tags'").fetchone()
+            is not None
+        )
 
 
 # A paper's marks for a tag: not interested (a negative seed of the tag's profile), seen (left out).
@@ -139,45 +310,69 @@ def _check_kind(kind: str) -> None:
 
 
 def _create_marks(connection) -> None:
-    connection.execute("CREATE TABLE IF NOT EXISTS marks (tag TEXT NOT NULL, paper TEXT NOT NULL, kind TEXT NOT NULL, "
-                       "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper, kind))")
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS marks (tag TEXT NOT NULL, paper TEXT NOT NULL, kind TEXT NOT"
+        " NULL, added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper, kind))"
+    )
 
 
-def tag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
+def _create_feed_tables(connection) -> None:
+    # noticed: the arrival generation that recorded a paper or part (a counter, so no clock is
+    # trusted); added: when its part was made, for `since` a date.
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS arrivals (paper TEXT PRIMARY KEY, "
+        "added REAL NOT NULL, noticed INTEGER NOT NULL)"
+    )
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS arrival_parts (part TEXT PRIMARY KEY, noticed INTEGER NOT NULL)"
+    )
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS feed_reads (tag TEXT PRIMARY KEY, "
+        "noticed INTEGER NOT NULL, read REAL NOT NULL)"
+    )
+
+
+def tag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
     """Tag the paper a reference names (ID, handle or unique prefix), stored by its ID."""
     check_tag(tag)
-    return tags.add(tag, recommender.keys.id_of(recommender.resolve(reference)))
+    return tags.add(tag, recommender.id_of(recommender.resolve(reference)))
 
 
-def untag_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str) -> list[str]:
+def untag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
     """Untag a paper; a reference that names no paper of this index may still be a tagged ID (of a
     paper a rebuild dropped), so it is removed as given."""
     check_tag(tag)
     try:
-        paper_id = recommender.keys.id_of(recommender.resolve(reference))
+        paper_id = recommender.id_of(recommender.resolve(reference))
     except PaperNotFoundError:
         paper_id = reference
     return tags.remove(tag, paper_id)
 
 
-def mark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
-    """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its ID."""
+def mark_paper(
+    recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str
+) -> list[str]:
+    """Mark the paper a reference names "not" (not interested) or "seen" for a tag, stored by its
+    ID."""
     check_tag(tag)
-    return tags.mark(tag, recommender.keys.id_of(recommender.resolve(reference)), kind)
+    return tags.mark(tag, recommender.id_of(recommender.resolve(reference)), kind)
 
 
-def unmark_paper(recommender: Recommender, tags: TagStore, tag: str, reference: str, kind: str) -> list[str]:
-    """Take a mark back; a reference that names no paper of this index is removed as given (as `untag_paper`)."""
+def unmark_paper(
+    recommender: PaperIndex, tags: TagStore, tag: str, reference: str, kind: str
+) -> list[str]:
+    """Take a mark back; a reference that names no paper of this index is removed as given (as
+    `untag_paper`)."""
     check_tag(tag)
     try:
-        paper_id = recommender.keys.id_of(recommender.resolve(reference))
+        paper_id = recommender.id_of(recommender.resolve(reference))
     except PaperNotFoundError:
         paper_id = reference
     return tags.unmark(tag, paper_id, kind)
 
 
 def recommend_for_tags(
-    recommender: Recommender,
+    recommender: PaperIndex,
     tags: TagStore,
     names: Sequence[str],
     k: int = 10,
@@ -185,25 +380,47 @@ def recommend_for_tags(
     why: bool = False,
     exclude_seen: Sequence[str] = (),
     not_: Sequence[str] = (),
+    candidates: Sequence[int] | None = None,
 ) -> list[Recommendation]:
-    """Papers like the papers of these tags (all of them as one profile), the tagged papers left out,
-    unlike the papers marked not interested for them (and those in `not_`), without the papers marked
-    seen for the tags in `exclude_seen`. Tagged IDs this index no longer holds (a rebuild dropped them)
-    are passed over."""
+    """Papers like the papers of these tags (all of them as one profile), the tagged papers left
+    out,
+    unlike the papers marked not interested for them (and those in `not_`), without the papers
+    marked
+    seen for the tags in `exclude_seen`; `candidates`: rank only these rows. Tagged IDs this index
+    no longer holds (a rebuild dropped them) are passed over."""
     names = list(dict.fromkeys(check_tag(name) for name in names))
     if not names:
         raise InputError("no tag given: name at least one tag")
     tagged = [paper for name in names for paper in tags.papers(name)]
     if not tagged:
-        raise PaperNotFoundError(f"tag '{names[0]}' holds no papers: tag some first" if len(names) == 1 else
-                                 f"tags {', '.join(names)} hold no papers: tag some first")
-    held = [paper for paper in dict.fromkeys(tagged) if recommender.keys.row_of_id(paper) is not None]
+        raise PaperNotFoundError(
+            f"tag '{names[0]}' holds no papers: tag some first"
+            if len(names) == 1
+            else f"tags {', '.join(names)} hold no papers: tag some first"
+        )
+    held = [paper for paper in dict.fromkeys(tagged) if recommender.row_of_id(paper) is not None]
     if not held:
-        raise PaperNotFoundError(f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)")
+        raise PaperNotFoundError(
+            f"none of the papers tagged {', '.join(names)} is in this index (rebuilt without them?)"
+        )
     held_set = set(held)
     negatives = [paper for name in names for paper in tags.marked(name, "not")]
-    negatives = [paper for paper in dict.fromkeys(negatives)
-                 if paper not in held_set and recommender.keys.row_of_id(paper) is not None]
-    seen = [paper for name in dict.fromkeys(check_tag(name) for name in exclude_seen)
-            for paper in tags.marked(name, "seen")]
-    return recommender.like(*held, k=k, mode=mode, why=why, not_=[*negatives, *not_], exclude=seen)
+    negatives = [
+        paper
+        for paper in dict.fromkeys(negatives)
+        if paper not in held_set and recommender.row_of_id(paper) is not None
+    ]
+    seen = [
+        paper
+        for name in dict.fromkeys(check_tag(name) for name in exclude_seen)
+        for paper in tags.marked(name, "seen")
+    ]
+    return recommender.like(
+        *held,
+        k=k,
+        mode=mode,
+        why=why,
+        not_=[*negatives, *not_],
+        exclude=seen,
+        candidates=candidates,
+    )

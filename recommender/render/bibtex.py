@@ -19,8 +19,16 @@ from ..corpus.papers import Paper
 __all__ = ["arxiv_id", "bibtex_entry", "bibtex_escape", "entry_type"]
 
 _SPECIAL = {
-    "\\": r"\textbackslash{}", "{": r"\textbraceleft{}", "}": r"\textbraceright{}", "%": r"\%", "&": r"\&",
-    "$": r"\$", "#": r"\#", "_": r"\_", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}",
+    "\\": r"\textbackslash{}",
+    "{": r"\textbraceleft{}",
+    "}": r"\textbraceright{}",
+    "%": r"\%",
+    "&": r"\&",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "^": r"\textasciicircum{}",
+    "~": r"\textasciitilde{}",
 }
 _SPECIAL_RE = re.compile(r"[\\{}%&$#_^~]")
 
@@ -31,7 +39,9 @@ def bibtex_escape(text: str) -> str:
     out = []
     for piece, maths in split_maths(latex_text(text)):
         if maths:
-            kept = re.sub(r"(?<!\\)%", r"\%", piece.replace("\\{", r"\lbrace{}").replace("\\}", r"\rbrace{}"))
+            kept = re.sub(
+                r"(?<!\\)%", r"\%", piece.replace("\\{", r"\lbrace{}").replace("\\}", r"\rbrace{}")
+            )
             if _balanced(kept):
                 out.append(kept)
                 continue
@@ -40,7 +50,8 @@ def bibtex_escape(text: str) -> str:
 
 
 def _balanced(text: str) -> bool:
-    """Whether the braces balance as BibTeX counts them: every brace, a backslash before it or not."""
+    """Whether the braces balance as BibTeX counts them: every brace, a backslash before it or
+    not."""
     depth = 0
     for char in text:
         depth += {"{": 1, "}": -1}.get(char, 0)
@@ -54,23 +65,30 @@ def _balanced(text: str) -> bool:
 _NEW_ARXIV = r"\d{4}\.\d{4,5}(?:v\d+)?"
 _OLD_ARXIV = r"[a-z][a-z.-]*(?:\.[A-Z]{2})?/\d{7}(?:v\d+)?"
 _ARXIV_ID = re.compile(rf"(?:arxiv:)?({_NEW_ARXIV}|{_OLD_ARXIV})", re.IGNORECASE)
-_ARXIV_URL = re.compile(rf"https?://(?:www\.|export\.)?arxiv\.org/(?:abs|pdf)/({_NEW_ARXIV}|{_OLD_ARXIV})",
-                        re.IGNORECASE)
+_ARXIV_URL = re.compile(
+    rf"https?://(?:www\.|export\.)?arxiv\.org/(?:abs|pdf)/({_NEW_ARXIV}|{_OLD_ARXIV})",
+    re.IGNORECASE,
+)
 _ARXIV_VENUE = re.compile(r"\b(?:arxiv|corr)\b", re.IGNORECASE)
 _CONFERENCE = re.compile(
     r"\b(?:conference|proceedings|proc\.|workshops?|symposium|congress|meeting|neurips|nips|icml|iclr|acl|"
     r"emnlp|naacl|eacl|coling|aacl|cvpr|iccv|eccv|wacv|bmvc|aaai|ijcai|kdd|sigir|sigmod|vldb|www|wsdm|cikm|"
     r"recsys|aistats|uai|colt|corl|icra|iros|interspeech|icassp|soda|stoc|focs|icalp|chi|uist|osdi|sosp|"
     r"nsdi|eurosys|isca|micro|asplos|pldi|popl|icse|fse|ccs|usenix|ndss|miccai|ismir|lrec|conll)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # Words that make a venue a journal even beside a conference's name ("Transactions of the ACL",
 # "Proceedings of the National Academy of Sciences").
 _JOURNAL_WORDS = re.compile(
-    r"\b(?:journal|transactions|trans\.|letters|magazine|annals|bulletin|proceedings of the (?:national academy|"
-    r"ieee|royal society|american mathematical))\b", re.IGNORECASE)
+    r"\b(?:journal|transactions|trans\.|letters|magazine|annals|bulletin|proceedings of the"
+    r" (?:national academy|"
+    r"ieee|royal society|american mathematical))\b",
+    re.IGNORECASE,
+)
 _JOURNAL_NAMES = re.compile(
     r"\b(?:review|reviews|nature|science|pnas|jmlr|tmlr|tacl|tpami|ijcv|cell|plos|elife|acta|communications)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def arxiv_id(paper: Paper) -> str:
@@ -101,8 +119,13 @@ def entry_type(paper: Paper) -> tuple[str, str]:
 
 
 # The field that holds the venue in an entry of a type the input gave.
-_VENUE_FIELD = {"article": "journal", "inproceedings": "booktitle", "conference": "booktitle",
-                "incollection": "booktitle", "inbook": "booktitle"}
+_VENUE_FIELD = {
+    "article": "journal",
+    "inproceedings": "booktitle",
+    "conference": "booktitle",
+    "incollection": "booktitle",
+    "inbook": "booktitle",
+}
 
 
 def bibtex_entry(paper: Paper, key: str) -> str:
@@ -111,8 +134,12 @@ def bibtex_entry(paper: Paper, key: str) -> str:
     with the metadata the paper has and nothing made up; an arXiv paper has `eprint` and
     `archivePrefix`; the BibTeX fields its input gave besides (a DOI, pages) follow."""
     given = dict(paper.bibtex_fields)
-    if paper.entry_type and "title" in given:  # read from a .bib: the entry comes back as it went in
-        body = ",\n".join(f"  {name} = {{{_as_written(value)}}}" for name, value in paper.bibtex_fields)
+    if (
+        paper.entry_type and "title" in given
+    ):  # read from a .bib: the entry comes back as it went in
+        body = ",\n".join(
+            f"  {name} = {{{_as_written(value)}}}" for name, value in paper.bibtex_fields
+        )
         return f"@{paper.entry_type}{{{key},\n{body}\n}}\n\n"
     kind, venue_field = entry_type(paper)
     if paper.entry_type:
@@ -130,10 +157,17 @@ def bibtex_entry(paper: Paper, key: str) -> str:
     if paper.url:
         fields.append(("url", bibtex_url(paper.url)))
     if paper.code_links:
-        fields.append(("note", "Code: " + ", ".join(f"\\url{{{_note_url(link)}}}" for link in paper.code_links)))
+        fields.append(
+            (
+                "note",
+                "Code: " + ", ".join(f"\\url{{{_note_url(link)}}}" for link in paper.code_links),
+            )
+        )
     fields.append(("abstract", bibtex_escape(paper.abstract)))
     made = {name for name, _ in fields}
-    fields += [(name, _as_written(value)) for name, value in paper.bibtex_fields if name not in made]
+    fields += [
+        (name, _as_written(value)) for name, value in paper.bibtex_fields if name not in made
+    ]
     body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
     return f"@{kind}{{{key},\n{body}\n}}\n\n"
 

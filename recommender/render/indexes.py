@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from .tables import human_size, render
 
@@ -37,15 +37,57 @@ def render_cache(summary: dict, fmt: str) -> str:
     """`papers cache info`: the embedding cache's path, size and entries (JSON: the same object)."""
     if fmt == "json":
         return json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-    return (f"embedding cache: {summary['path']}\n"
-            f"size:    {human_size(summary['bytes'])} ({summary['bytes']:,} bytes)\n"
-            f"entries: {summary['entries']:,} vectors\n")
+    return (
+        f"embedding cache: {summary['path']}\n"
+        f"size:    {human_size(summary['bytes'])} ({summary['bytes']:,} bytes)\n"
+        f"entries: {summary['entries']:,} vectors\n"
+    )
 
 
 def render_cache_cleared(summary: dict) -> str:
     if summary.get("damaged"):
-        return (f"the embedding cache {summary['path']} was damaged ({summary['damaged']}): "
-                f"started it afresh, empty ({human_size(summary['bytes_before'])} -> "
-                f"{human_size(summary['bytes'])})\n")
-    return (f"removed {summary['removed']:,} vectors from the embedding cache {summary['path']} "
-            f"({human_size(summary['bytes_before'])} -> {human_size(summary['bytes'])})\n")
+        return (
+            f"the embedding cache {summary['path']} was damaged ({summary['damaged']}): "
+            f"started it afresh, empty ({human_size(summary['bytes_before'])} -> "
+            f"{human_size(summary['bytes'])})\n"
+        )
+    return (
+        f"removed {summary['removed']:,} vectors from the embedding cache {summary['path']} "
+        f"({human_size(summary['bytes_before'])} -> {human_size(summary['bytes'])})\n"
+    )
+
+
+def render_build_summary(report) -> str:
+    """A build's one line (index.build.BuildReport): what it indexed, encoded and reused, and, for a
+    rebuild that changed any, how many papers it added, changed and removed (a rebuild of the same
+    papers says nothing more)."""
+    line = (
+        f"indexed {report.papers} papers in {report.index_dir}: "
+        f"encoded {report.encoded}, reused {report.reused} from the cache "
+        f"({report.index_kind} search)"
+    )
+    changes = report.changes
+    if changes is not None and (changes.added or changes.changed or changes.removed):
+        line += (
+            f"; since the last build {len(changes.added)} added, "
+            f"{len(changes.changed)} changed, {len(changes.removed)} removed"
+        )
+    return line + "\n"
+
+
+def render_build_changes(report) -> str:
+    """A rebuild's changes paper by paper: one line each for the IDs added, changed and removed, the
+    first SHOWN_CHANGES of each and how many more (a whole new corpus is not listed)."""
+    changes = report.changes
+    if changes is None:
+        return ""
+    lines = []
+    kinds = (("added", changes.added), ("changed", changes.changed), ("removed", changes.removed))
+    for kind, ids in kinds:
+        if ids:
+            more = f" and {len(ids) - SHOWN_CHANGES:,} more" if len(ids) > SHOWN_CHANGES else ""
+            lines.append(f"{kind}: {', '.join(ids[:SHOWN_CHANGES])}{more}\n")
+    return "".join(lines)
+
+
+SHOWN_CHANGES = 10  # IDs of each kind a rebuild's report names

@@ -10,15 +10,38 @@ from typing import BinaryIO, cast
 
 from ..errors import InputError
 from ..files import output
-from .points import POINT_SUFFIXES, render_points
 from ..reading.layout import (
-    FONT, GROUP_FONT, MARGIN, NAMED_POINTS, SCREEN_RADIUS, TOP, ZOOM_LEVELS, CorpusMap, MapLabel, short_name,
+    FONT,
+    GROUP_FONT,
+    MARGIN,
+    NAMED_POINTS,
+    SCREEN_RADIUS,
+    TOP,
+    ZOOM_LEVELS,
+    CorpusMap,
+    MapLabel,
+    short_name,
 )
+from .points import POINT_SUFFIXES, render_points
 
 MAP_SUFFIXES = (".html", ".htm", ".png", ".csv", ".json")
 PALETTE = (
-    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#8C6D1F", "#56B4E9", "#000000",
-    "#9467BD", "#17BECF", "#BCBD22", "#7F7F7F", "#E377C2", "#2CA02C", "#D62728", "#1F77B4",
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#CC79A7",
+    "#D55E00",
+    "#8C6D1F",
+    "#56B4E9",
+    "#000000",
+    "#9467BD",
+    "#17BECF",
+    "#BCBD22",
+    "#7F7F7F",
+    "#E377C2",
+    "#2CA02C",
+    "#D62728",
+    "#1F77B4",
 )
 
 
@@ -26,7 +49,10 @@ def check_map_path(path: str | Path) -> Path:
     """The path, if its suffix names a map format (.html, .png, or the points as .csv or .json)."""
     path = Path(path)
     if path.suffix.lower() not in MAP_SUFFIXES:
-        raise InputError(f"{path}: cannot tell the map format from the name: end it in .html, .png, .csv or .json")
+        raise InputError(
+            f"{path}: cannot tell the map format from the name: end it in .html, .png, .csv or"
+            " .json"
+        )
     return path
 
 
@@ -63,18 +89,22 @@ def _asset(name: str) -> str:
 
 
 def map_script() -> str:
-    """The map page's script, for a server that sends it as a file of its own (`render_html(script_url=...)`)."""
+    """The map page's script, for a server that sends it as a file of its own
+    (`render_html(script_url=...)`)."""
     return _asset("map.js")
 
 
 def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
     """One offline HTML file: the map as inline SVG (a <title> on every point, so it reads without
-    JavaScript), the papers as JSON, and a script for search, pinning, zoom, pan and session toggles.
+    JavaScript), the papers as JSON, and a script for search, pinning, zoom, pan and session
+    toggles.
     `script_url`: load the script from there instead of inlining it (a page served under a
     Content-Security-Policy that forbids inline scripts: `papers serve`)."""
     e = html.escape
     count = len(corpus_map.points)
-    top = TOP - 8  # the page has its own heading: the SVG starts below the band the PNG keeps for it
+    top = (
+        TOP - 8
+    )  # the page has its own heading: the SVG starts below the band the PNG keeps for it
     view = f"0 {top} {corpus_map.width} {corpus_map.height - top}"
     parts = [
         "<!DOCTYPE html>",
@@ -86,17 +116,25 @@ def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
         # Level-0 names show without JavaScript; the script shows the others as one zooms in.
         ",".join(f"#names.z{level} text.lv{level}" for level in range(len(ZOOM_LEVELS)))
         + "{display:inline}",
-        "".join(f"svg.hide-g{group.number} .g{group.number}," for group in corpus_map.groups).rstrip(",")
+        "".join(
+            f"svg.hide-g{group.number} .g{group.number}," for group in corpus_map.groups
+        ).rstrip(",")
         + "{display:none!important}",
         "</style></head><body>",
         "<header>",
         f"<h1>Map of {count} papers</h1>",
-        f'<p class="caption">{e(corpus_map.caption)} <span class="js-only">Search, click a point for its '
-        "nearest papers, scroll or use the buttons to zoom, drag to pan.</span></p>",
+        (
+            f'<p class="caption">{e(corpus_map.caption)} <span class="js-only">Search, click a'
+            " point for its nearest papers, scroll or use the buttons to zoom, drag to"
+            " pan.</span></p>"
+        ),
         "</header>",
         '<div id="app">',
         '<div id="map">',
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="{view}" aria-label="Map of {count} papers">',
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="{view}" aria-label="Map of {count}'
+            ' papers">'
+        ),
         '<g id="links"></g>',
         '<g id="points">',
     ]
@@ -109,9 +147,9 @@ def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
         details.append(f"{point.id} \u00b7 session {point.group}")
         details.append(point.summary)
         parts.append(
-            f'<circle class="g{point.group}" cx="{point.x:g}" cy="{point.y:g}" r="{SCREEN_RADIUS:g}" '
-            f'fill="{_colour(point.group)}" data-i="{i}" data-id="{e(point.id)}">'
-            f"<title>{e(chr(10).join(details))}</title></circle>"
+            f'<circle class="g{point.group}" cx="{point.x:g}" cy="{point.y:g}"'
+            f' r="{SCREEN_RADIUS:g}" fill="{_colour(point.group)}" data-i="{i}"'
+            f' data-id="{e(point.id)}"><title>{e(chr(10).join(details))}</title></circle>'
         )
     parts.append("</g>")
     parts.append('<g id="names" class="z0">')
@@ -119,38 +157,39 @@ def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
         label = point.label or MapLabel(None, SCREEN_RADIUS + 3, FONT * 0.35, "start")
         level = "never" if label.level is None else str(label.level)
         parts.append(
-            f'<text class="name lv{level} g{point.group}" data-i="{i}" x="{point.x:g}" y="{point.y:g}" '
-            f'dx="{label.dx / FONT:.3g}em" dy="{label.dy / FONT:.3g}em" text-anchor="{label.anchor}">'
-            f"{e(short_name(point.handle or point.title))}</text>"
+            f'<text class="name lv{level} g{point.group}" data-i="{i}" x="{point.x:g}"'
+            f' y="{point.y:g}" dx="{label.dx / FONT:.3g}em" dy="{label.dy / FONT:.3g}em"'
+            f' text-anchor="{label.anchor}">{e(short_name(point.handle or point.title))}</text>'
         )
     parts.append("</g>")
     parts.append('<g id="groups">')
     for group in corpus_map.groups:
         parts.append(
-            f'<text class="group g{group.number}" x="{group.x:g}" y="{group.y:g}" text-anchor="middle" '
-            f'fill="{_colour(group.number)}">{e(group.label)}</text>'
+            f'<text class="group g{group.number}" x="{group.x:g}" y="{group.y:g}"'
+            f' text-anchor="middle" fill="{_colour(group.number)}">{e(group.label)}</text>'
         )
     parts.append("</g></svg>")
     parts.append(
-        '<div id="tools" class="js-only">'
-        '<button type="button" id="zoom-in" title="Zoom in (+)" aria-label="Zoom in">+</button>'
-        '<button type="button" id="zoom-out" title="Zoom out (-)" aria-label="Zoom out">\u2212</button>'
-        '<button type="button" id="zoom-fit" title="Show the whole map (0)" aria-label="Show the whole map">'
-        "\u2922</button></div>"
+        '<div id="tools" class="js-only"><button type="button" id="zoom-in" title="Zoom in (+)"'
+        ' aria-label="Zoom in">+</button><button type="button" id="zoom-out" title="Zoom out (-)"'
+        ' aria-label="Zoom out">\u2212</button><button type="button" id="zoom-fit" title="Show the'
+        ' whole map (0)" aria-label="Show the whole map">\u2922</button></div>'
     )
     parts.append('<div id="tip" role="tooltip"></div></div>')
     parts.append('<aside id="side">')
     parts.append(
-        '<div class="js-only"><input id="search" type="search" autocomplete="off" spellcheck="false" '
-        'placeholder="Search titles, authors, handles, IDs" aria-label="Search papers">'
-        '<p id="count" aria-live="polite"></p><ol id="results"></ol></div>'
+        '<div class="js-only"><input id="search" type="search" autocomplete="off"'
+        ' spellcheck="false" placeholder="Search titles, authors, handles, IDs" aria-label="Search'
+        ' papers"><p id="count" aria-live="polite"></p><ol id="results"></ol></div>'
     )
     parts.append('<section id="pinned" hidden></section>')
     parts.append('<h2>Sessions</h2><ul id="legend">')
     for group in corpus_map.groups:
         parts.append(
-            f'<li><button type="button" data-g="{group.number}" aria-pressed="true" title="Show or hide this session">'
-            f'<span class="swatch" style="background:{_colour(group.number)}"></span>{e(group.label)} '
+            f'<li><button type="button" data-g="{group.number}" aria-pressed="true" title="Show or'
+            ' hide this session">'
+            '<span class="swatch"'
+            f' style="background:{_colour(group.number)}"></span>{e(group.label)} '
             f"({group.size} paper{'s' * (group.size != 1)})</button></li>"
         )
     parts.append("</ul></aside></div>")
@@ -169,18 +208,43 @@ def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
 def _page_data(corpus_map: CorpusMap) -> dict:
     papers = [
         {
-            "id": point.id, "handle": point.handle, "title": point.title, "authors": list(point.authors),
-            "published": point.published, "url": point.url, "code": list(point.code_links),
-            "summary": point.summary, "abstract": point.abstract, "group": point.group, "x": point.x, "y": point.y,
-            # A neighbour on the map by its position; one off it (a map of some papers) by ID and label.
-            "near": [[near.point, near.score] if near.point is not None else [-1, near.score, near.id, near.label]
-                     for near in point.neighbours],
+            "id": point.id,
+            "handle": point.handle,
+            "title": point.title,
+            "authors": list(point.authors),
+            "published": point.published,
+            "url": point.url,
+            "code": list(point.code_links),
+            "summary": point.summary,
+            "abstract": point.abstract,
+            "group": point.group,
+            "x": point.x,
+            "y": point.y,
+            # A neighbour on the map by its position; one off it (a map of some papers) by ID and
+            # label.
+            "near": [
+                (
+                    [near.point, near.score]
+                    if near.point is not None
+                    else [-1, near.score, near.id, near.label]
+                )
+                for near in point.neighbours
+            ],
         }
         for point in corpus_map.points
     ]
-    groups = [{"number": group.number, "label": group.label, "size": group.size} for group in corpus_map.groups]
-    return {"papers": papers, "groups": groups, "levels": list(ZOOM_LEVELS), "radius": SCREEN_RADIUS,
-            "font": FONT, "groupFont": GROUP_FONT}
+    groups = [
+        {"number": group.number, "label": group.label, "size": group.size}
+        for group in corpus_map.groups
+    ]
+    return {
+        "papers": papers,
+        "groups": groups,
+        "levels": list(ZOOM_LEVELS),
+        "radius": SCREEN_RADIUS,
+        "font": FONT,
+        "groupFont": GROUP_FONT,
+    }
 
 
 def _json_for_script(data) -> str:
@@ -194,7 +258,9 @@ def render_png(corpus_map: CorpusMap, path: str | Path | BinaryIO) -> None:
     try:
         import matplotlib
     except ImportError:
-        raise InputError("a PNG map needs matplotlib: `pip install matplotlib`, or write map.html instead") from None
+        raise InputError(
+            "a PNG map needs matplotlib: `pip install matplotlib`, or write map.html instead"
+        ) from None
     matplotlib.use("Agg")
     import matplotlib.patheffects as effects
     import matplotlib.pyplot as plt
@@ -203,34 +269,85 @@ def render_png(corpus_map: CorpusMap, path: str | Path | BinaryIO) -> None:
     dpi = 100
     legend_rows = (len(corpus_map.groups) + 1) // 2
     legend_height = 30 + 22 * legend_rows
-    figure = plt.figure(figsize=(corpus_map.width / dpi, (corpus_map.height + legend_height) / dpi), dpi=dpi)
+    figure = plt.figure(
+        figsize=(corpus_map.width / dpi, (corpus_map.height + legend_height) / dpi), dpi=dpi
+    )
     map_fraction = corpus_map.height / (corpus_map.height + legend_height)
     axes = figure.add_axes((0, 1 - map_fraction, 1, map_fraction))
     axes.set_xlim(0, corpus_map.width)
     axes.set_ylim(corpus_map.height, 0)
     axes.axis("off")
     points = corpus_map.points
-    axes.scatter([p.x for p in points], [p.y for p in points], s=(corpus_map.radius * 2 * 0.75) ** 2,
-                 c=[_colour(p.group) for p in points], edgecolors="white", linewidths=0.6 if len(points) <= NAMED_POINTS else 0.2,
-                 zorder=2)
+    axes.scatter(
+        [p.x for p in points],
+        [p.y for p in points],
+        s=(corpus_map.radius * 2 * 0.75) ** 2,
+        c=[_colour(p.group) for p in points],
+        edgecolors="white",
+        linewidths=0.6 if len(points) <= NAMED_POINTS else 0.2,
+        zorder=2,
+    )
     pt = 0.75  # points per pixel at 100 dpi
     for point in points:
         if point.name_at:
             x, y, anchor = point.name_at
-            axes.text(x, y, short_name(point.handle or point.title), fontsize=FONT * pt, color="#333",
-                      ha={"start": "left", "end": "right", "middle": "center"}[anchor], va="baseline", zorder=3)
+            axes.text(
+                x,
+                y,
+                short_name(point.handle or point.title),
+                fontsize=FONT * pt,
+                color="#333",
+                ha={"start": "left", "end": "right", "middle": "center"}[anchor],
+                va="baseline",
+                zorder=3,
+            )
     halo = [effects.withStroke(linewidth=4, foreground="#fcfcfc")]
     for group in corpus_map.groups:
-        axes.text(group.x, group.y, group.label, fontsize=GROUP_FONT * pt, fontweight="bold", color=_colour(group.number),
-                  ha="center", va="baseline", path_effects=halo, zorder=4)
-    axes.text(MARGIN, MARGIN + 4, f"Map of {len(points)} papers", fontsize=16 * pt, fontweight="bold", va="baseline")
-    axes.text(MARGIN, MARGIN + 22, corpus_map.caption, fontsize=11 * pt, color="#555", va="baseline")
+        axes.text(
+            group.x,
+            group.y,
+            group.label,
+            fontsize=GROUP_FONT * pt,
+            fontweight="bold",
+            color=_colour(group.number),
+            ha="center",
+            va="baseline",
+            path_effects=halo,
+            zorder=4,
+        )
+    axes.text(
+        MARGIN,
+        MARGIN + 4,
+        f"Map of {len(points)} papers",
+        fontsize=16 * pt,
+        fontweight="bold",
+        va="baseline",
+    )
+    axes.text(
+        MARGIN, MARGIN + 22, corpus_map.caption, fontsize=11 * pt, color="#555", va="baseline"
+    )
     handles = [
-        Line2D([], [], marker="o", linestyle="", markersize=8, markerfacecolor=_colour(g.number), markeredgecolor="white",
-               label=f"{g.label} ({g.size})")
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            markersize=8,
+            markerfacecolor=_colour(g.number),
+            markeredgecolor="white",
+            label=f"{g.label} ({g.size})",
+        )
         for g in corpus_map.groups
     ]
-    figure.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.02, 0.0), ncol=2, frameon=False,
-                  fontsize=12 * pt, handletextpad=0.3, columnspacing=2.0)
+    figure.legend(
+        handles=handles,
+        loc="lower left",
+        bbox_to_anchor=(0.02, 0.0),
+        ncol=2,
+        frameon=False,
+        fontsize=12 * pt,
+        handletextpad=0.3,
+        columnspacing=2.0,
+    )
     figure.savefig(path, format="png", dpi=150, facecolor="white", metadata={"Software": None})
     plt.close(figure)

@@ -10,7 +10,19 @@ from ..reading.layout import CorpusMap
 from .tables import LIST_SEPARATOR, write_csv
 
 POINT_SUFFIXES = (".csv", ".json")
-COLUMNS = ("id", "handle", "title", "authors", "year", "venue", "url", "x", "y", "session", "session_label")
+COLUMNS = (
+    "id",
+    "handle",
+    "title",
+    "authors",
+    "year",
+    "venue",
+    "url",
+    "x",
+    "y",
+    "session",
+    "session_label",
+)
 
 
 def point_records(corpus_map: CorpusMap) -> list[dict]:
@@ -18,9 +30,19 @@ def point_records(corpus_map: CorpusMap) -> list[dict]:
     axes do (the HTML and PNG maps draw y downwards), on the same scale on both axes."""
     labels = {group.number: group.label for group in corpus_map.groups}
     return [
-        {"id": point.id, "handle": point.handle, "title": point.title, "authors": list(point.authors),
-         "year": point.year, "venue": point.venue, "url": point.url, "x": point.x,
-         "y": round(corpus_map.height - point.y, 2), "session": point.group, "session_label": labels.get(point.group, "")}
+        {
+            "id": point.id,
+            "handle": point.handle,
+            "title": point.title,
+            "authors": list(point.authors),
+            "year": point.year,
+            "venue": point.venue,
+            "url": point.url,
+            "x": point.x,
+            "y": round(corpus_map.height - point.y, 2),
+            "session": point.group,
+            "session_label": labels.get(point.group, ""),
+        }
         for point in corpus_map.points
     ]
 
@@ -28,9 +50,18 @@ def point_records(corpus_map: CorpusMap) -> list[dict]:
 def render_points(corpus_map: CorpusMap, fmt: str) -> str:
     records = point_records(corpus_map)
     if fmt == "json":
-        return json.dumps({"projection": corpus_map.projection, "points": records}, ensure_ascii=False, indent=2) + "\n"
+        return (
+            json.dumps(
+                {"projection": corpus_map.projection, "points": records},
+                ensure_ascii=False,
+                indent=2,
+            )
+            + "\n"
+        )
     buffer = io.StringIO()
-    write_csv(buffer, COLUMNS, ([LIST_SEPARATOR.join(r[c]) if c == "authors" else r[c] for c in COLUMNS]
-                                for r in records))
+    write_csv(
+        buffer,
+        COLUMNS,
+        ([LIST_SEPARATOR.join(r[c]) if c == "authors" else r[c] for c in COLUMNS] for r in records),
+    )
     return buffer.getvalue()
-

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 # A terminal's live line is redrawn at most this often (seconds).
 REDRAW = 0.1
@@ -26,14 +27,22 @@ def duration(seconds: float) -> str:
 
 class ProgressReporter:
     """Phases with counts, rate and time left. `phase(name, total)` starts one (and ends the last),
-    `update(done, total)` or `advance(count)` moves it, `note(text)` prints a line, `close()` ends it.
+    `update(done, total)` or `advance(count)` moves it, `note(text)` prints a line, `close()` ends
+    it.
 
     The rate and the time left count from the phase's start, so the first batch (model
     loading included) is in them, and the estimate is honest from the first update."""
 
-    def __init__(self, stream: TextIO | None = None, quiet: bool = False, unit: str = "papers",
-                 is_terminal: bool | None = None, clock: Callable[[], float] = time.monotonic,
-                 min_total: int = 0, min_seconds: float | None = None):
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        quiet: bool = False,
+        unit: str = "papers",
+        is_terminal: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        min_total: int = 0,
+        min_seconds: float | None = None,
+    ):
         self.stream = stream if stream is not None else sys.stderr
         self.quiet = quiet
         self.unit = unit
@@ -49,14 +58,17 @@ class ProgressReporter:
         # short work stays silent in logs and scripts.
         self.min_total = min_total
         self.shown = self.terminal or min_total <= 0
-        # ...or until a phase has run `min_seconds` (a first model export, a slow read): from then on
+        # ...or until a phase has run `min_seconds` (a first model export, a slow read): from then
+        # on
         # every line is written, so a log never sits silent through long work.
         self.min_seconds = min_seconds
         self._timer: threading.Timer | None = None
         self._lock = threading.RLock()  # the timer's thread writes too
         self._phases = 0  # which phase a timer was started for
 
-    def phase(self, name: str, total: int | None = None, unit: str | None = None, always: bool = False) -> None:
+    def phase(
+        self, name: str, total: int | None = None, unit: str | None = None, always: bool = False
+    ) -> None:
         """Start a phase (ending the last). `always`: shown even in a log when the work is small (a
         phase that is slow whatever its size, such as UMAP's first compile)."""
         self.close()
@@ -81,7 +93,8 @@ class ProgressReporter:
         return f"{self.name}{f': {self.total:,} {self.unit}' if self.total else ''}..."
 
     def _reveal(self, phase: int) -> None:
-        """The phase `phase` has run `min_seconds`: say what is being done, and show all that follows."""
+        """The phase `phase` has run `min_seconds`: say what is being done, and show all that
+        follows."""
         with self._lock:
             if self.shown or phase != self._phases or self.name is None:
                 return
@@ -102,7 +115,11 @@ class ProgressReporter:
         if self.terminal and now - self.last_shown >= REDRAW:
             self.last_shown = now
             self._draw()
-        elif not self.terminal and now - self.last_shown >= LOG_INTERVAL and not (self.total and done >= self.total):
+        elif (
+            not self.terminal
+            and now - self.last_shown >= LOG_INTERVAL
+            and not (self.total and done >= self.total)
+        ):
             self.last_shown = now
             self._write(self._status())
 
@@ -123,10 +140,14 @@ class ProgressReporter:
         elapsed = self.clock() - self.started
         count = f"{self.done:,} {self.unit} in " if self.done else ""
         self._clear()
-        self._write(f"{self.name}: {count}{duration(elapsed)}" if (self.done or elapsed >= 1) else f"{self.name}: done")
+        self._write(
+            f"{self.name}: {count}{duration(elapsed)}"
+            if (self.done or elapsed >= 1)
+            else f"{self.name}: done"
+        )
         self.name = None
 
-    def __enter__(self) -> "ProgressReporter":
+    def __enter__(self) -> ProgressReporter:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -141,7 +162,13 @@ class ProgressReporter:
         if not self.done and not self.total:
             return f"{self.name}..."  # nothing counted: what it is doing
         elapsed = self.clock() - self.started
-        parts = [f"{self.done:,}/{self.total:,} {self.unit}" if self.total else f"{self.done:,} {self.unit}"]
+        parts = [
+            (
+                f"{self.done:,}/{self.total:,} {self.unit}"
+                if self.total
+                else f"{self.done:,} {self.unit}"
+            )
+        ]
         if self.done and elapsed > 0:
             rate = self.done / elapsed
             parts.append(f"{rate:,.1f}/s")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TextIO
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, TextIO
 
 from ..corpus.citation import citation_key, unique_citation_key
 from ..corpus.papers import Paper
@@ -15,15 +16,34 @@ from .markdown import code_links, md, md_latex, reference, snippet
 from .tables import LIST_SEPARATOR, csv_writer
 
 if TYPE_CHECKING:
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
 
 RELATED_FORMATS = ("markdown", "json", "jsonl", "csv", "bibtex", "miniconf")
-CSV_COLUMNS = ("paper_id", "paper_handle", "rank", "id", "handle", "title", "authors", "year", "venue", "score", "snippet",
-               "url", "code_links", "why")
+CSV_COLUMNS = (
+    "paper_id",
+    "paper_handle",
+    "rank",
+    "id",
+    "handle",
+    "title",
+    "authors",
+    "year",
+    "venue",
+    "score",
+    "snippet",
+    "url",
+    "code_links",
+    "why",
+)
 
 
-def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool = False,
-                  keys: Callable[[Paper], str] | None = None) -> int:
+def write_related(
+    lists: Iterable[RelatedList],
+    out: TextIO,
+    fmt: str,
+    why: bool = False,
+    keys: Callable[[Paper], str] | None = None,
+) -> int:
     """Write the lists to `out` as they come (nothing is held back); returns how many were written.
     "miniconf" is the similar-papers file of a Mini-Conf conference site (`paper_recs.json`).
 
@@ -45,21 +65,41 @@ def write_related(lists: Iterable[RelatedList], out: TextIO, fmt: str, why: bool
     for item in lists:
         if fmt == "json":
             text = json.dumps(related_record(item, why), ensure_ascii=False, indent=2)
-            out.write(("\n" if count == 0 else ",\n") + "\n".join("  " + line for line in text.splitlines()))
+            out.write(
+                ("\n" if count == 0 else ",\n")
+                + "\n".join("  " + line for line in text.splitlines())
+            )
         elif fmt == "jsonl":
             out.write(json.dumps(related_record(item, why), ensure_ascii=False) + "\n")
         elif fmt == "csv":
             for related in item.related:
                 other = related.paper
-                row = [item.paper.id, item.paper.handle, related.rank, related.id, other.handle, other.label,
-                       LIST_SEPARATOR.join(other.authors), other.year, other.venue, f"{related.score:.4f}",
-                       snippet(other, 10_000), other.url, LIST_SEPARATOR.join(other.code_links)]
+                row = [
+                    item.paper.id,
+                    item.paper.handle,
+                    related.rank,
+                    related.id,
+                    other.handle,
+                    other.label,
+                    LIST_SEPARATOR.join(other.authors),
+                    other.year,
+                    other.venue,
+                    f"{related.score:.4f}",
+                    snippet(other, 10_000),
+                    other.url,
+                    LIST_SEPARATOR.join(other.code_links),
+                ]
                 write_row(row + [LIST_SEPARATOR.join(related.why)] if why else row)
         elif fmt == "markdown":
             out.write(_markdown(item, why))
         elif fmt == "miniconf":
-            out.write(("\n" if count == 0 else ",\n") + "  " + json.dumps(item.paper.id, ensure_ascii=False) + ": "
-                      + json.dumps(miniconf_similar(item), ensure_ascii=False))
+            out.write(
+                ("\n" if count == 0 else ",\n")
+                + "  "
+                + json.dumps(item.paper.id, ensure_ascii=False)
+                + ": "
+                + json.dumps(miniconf_similar(item), ensure_ascii=False)
+            )
         else:
             for paper in (item.paper, *(related.paper for related in item.related)):
                 if paper.id not in seen:
@@ -81,15 +121,16 @@ def miniconf_similar(item: RelatedList) -> list[str]:
 
 
 _MARKDOWN_INTRO = (
-    "# Related work\n\n"
-    "For each paper, the papers most like it in the collection, best first. The score (-1 to 1, higher is closer) "
-    "combines the cosine of the two papers' embeddings and the cosine of their TF-IDF word vectors, each measured "
-    "against the paper's other candidates, and reads like an embedding cosine.\n"
+    "# Related work\n\nFor each paper, the papers most like it in the collection, best first. The"
+    " score (-1 to 1, higher is closer) combines the cosine of the two papers' embeddings and the"
+    " cosine of their TF-IDF word vectors, each measured against the paper's other candidates, and"
+    " reads like an embedding cosine.\n"
 )
 
 
 def related_record(item: RelatedList, why: bool) -> dict:
-    """One related-work list as the JSON object `related-work --format json` prints and the API returns."""
+    """One related-work list as the JSON object `related-work --format json` prints and the API
+    returns."""
     row = item.to_dict()
     if not why:
         for related in row["related"]:
@@ -110,7 +151,10 @@ def _markdown(item: RelatedList, why: bool) -> str:
         lines.append("No related papers in the collection.")
     for related in item.related:
         other = related.paper
-        line = f"{related.rank}. **{md_latex(other.label)}** ({related.score:.2f}): {md_latex(snippet(other))}"
+        line = (
+            f"{related.rank}. **{md_latex(other.label)}** ({related.score:.2f}):"
+            f" {md_latex(snippet(other))}"
+        )
         if reference(other):
             line += f" {reference(other)}"
         if other.code_links:
@@ -130,14 +174,20 @@ class BibtexKeys:
     papers after (`corpus.citation.unique_citation_key`). A key costs a few lookups of the
     index's table of citation keys, whatever the corpus size."""
 
-    def __init__(self, index: Recommender, outside: Sequence[Paper] = ()):
+    def __init__(self, index: PaperIndex, outside: Sequence[Paper] = ()):
         self.index = index
         held = index.find_papers(list(outside)) if outside else []
-        self.outside = {paper.id: position for position, (paper, row) in enumerate(zip(outside, held)) if row is None}
+        self.outside = {
+            paper.id: position
+            for position, (paper, row) in enumerate(zip(outside, held))
+            if row is None
+        }
         self.outside_by_key: dict[str, list[tuple[str, int]]] = defaultdict(list)
         for paper, row in zip(outside, held):
             if row is None:
-                self.outside_by_key[citation_key(paper).casefold()].append(("outside", self.outside[paper.id]))
+                self.outside_by_key[citation_key(paper).casefold()].append(
+                    ("outside", self.outside[paper.id])
+                )
         self._sharing: dict[str, tuple] = {}  # the same few keys are asked for again and again
 
     def __call__(self, paper: Paper) -> str:
@@ -148,10 +198,13 @@ class BibtexKeys:
             if row is None:  # neither the index's nor an outside paper: its own key
                 return citation_key(paper)
             member = ("index", row)
-        return unique_citation_key(citation_key(paper), member, self._sharers, own_key=bool(paper.citation_key))
+        return unique_citation_key(
+            citation_key(paper), member, self._sharers, own_key=bool(paper.citation_key)
+        )
 
     def _sharers(self, folded: str) -> tuple:
         if folded not in self._sharing:
-            self._sharing[folded] = tuple(("index", row) for row in self.index.citation_key_rows(folded)) + tuple(
-                self.outside_by_key.get(folded, ()))
+            self._sharing[folded] = tuple(
+                ("index", row) for row in self.index.citation_key_rows(folded)
+            ) + tuple(self.outside_by_key.get(folded, ()))
         return self._sharing[folded]

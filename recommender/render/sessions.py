@@ -11,8 +11,22 @@ from .markdown import code_links, md, md_latex, reference, snippet
 from .tables import LIST_SEPARATOR, plural, write_csv
 
 SESSION_FORMATS = ("markdown", "json", "csv")
-CSV_COLUMNS = ("session", "label", "role", "rank", "id", "handle", "title", "authors", "year", "venue", "similarity",
-               "url", "code_links", "in_session")
+CSV_COLUMNS = (
+    "session",
+    "label",
+    "role",
+    "rank",
+    "id",
+    "handle",
+    "title",
+    "authors",
+    "year",
+    "venue",
+    "similarity",
+    "url",
+    "code_links",
+    "in_session",
+)
 
 
 def render_plan(plan: SessionPlan, fmt: str) -> str:
@@ -26,11 +40,21 @@ def render_plan(plan: SessionPlan, fmt: str) -> str:
         buffer = io.StringIO()
         write_csv(buffer, CSV_COLUMNS, _csv_rows(plan))
         return buffer.getvalue()
-    lines = [f"# Reading-group plan: {plural(len(plan.rows), 'paper')} in {plural(len(plan.sessions), 'session')}", "",
-             plan.method]
+    lines = [
+        (
+            f"# Reading-group plan: {plural(len(plan.rows), 'paper')} in"
+            f" {plural(len(plan.sessions), 'session')}"
+        ),
+        "",
+        plan.method,
+    ]
     for session in plan.sessions:
         count = len(session.papers)
-        lines += ["", f"## Session {session.number}: {md(session.title)} ({plural(count, 'paper')})", ""]
+        lines += [
+            "",
+            f"## Session {session.number}: {md(session.title)} ({plural(count, 'paper')})",
+            "",
+        ]
         for rank, item in enumerate(session.papers, start=1):
             paper = item.paper
             line = f"{rank}. **{md_latex(paper.label)}**: {md_latex(snippet(paper))}"
@@ -41,7 +65,8 @@ def render_plan(plan: SessionPlan, fmt: str) -> str:
             lines.append(line)
         if session.background:
             names = [
-                f"{md_latex(item.paper.label)} ({'session ' + str(item.session) if item.session else 'not in the plan'})"
+                f"{md_latex(item.paper.label)}"
+                f" ({'session ' + str(item.session) if item.session else 'not in the plan'})"
                 for item in session.background
             ]
             lines += ["", "Background reading: " + "; ".join(names) + "."]
@@ -53,6 +78,19 @@ def _csv_rows(plan: SessionPlan):
         for role, items in (("paper", session.papers), ("background", session.background)):
             for rank, item in enumerate(items, start=1):
                 paper = item.paper
-                yield (session.number, session.title, role, rank, paper.id, paper.handle, paper.label,
-                       LIST_SEPARATOR.join(paper.authors), paper.year, paper.venue, f"{item.similarity:.4f}", paper.url,
-                       LIST_SEPARATOR.join(paper.code_links), item.session if role == "background" else session.number)
+                yield (
+                    session.number,
+                    session.title,
+                    role,
+                    rank,
+                    paper.id,
+                    paper.handle,
+                    paper.label,
+                    LIST_SEPARATOR.join(paper.authors),
+                    paper.year,
+                    paper.venue,
+                    f"{item.similarity:.4f}",
+                    paper.url,
+                    LIST_SEPARATOR.join(paper.code_links),
+                    item.session if role == "background" else session.number,
+                )

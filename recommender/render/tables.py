@@ -6,7 +6,8 @@ import csv
 import io
 import json
 import re
-from typing import Callable, Iterable, Sequence, TextIO
+from collections.abc import Callable, Iterable, Sequence
+from typing import TextIO
 
 from ..corpus.text import shorten
 from .markdown import md, md_latex, md_link, reference
@@ -18,7 +19,7 @@ SNIPPET_WIDTH = 60
 
 
 def plural(count: int, noun: str) -> str:
-    """"1 paper", "2 papers"."""
+    """ "1 paper", "2 papers"."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
@@ -55,8 +56,13 @@ def write_csv(out: TextIO, header: Sequence[str], rows: Iterable[Sequence]) -> N
         write(row)
 
 
-def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns: dict[str, int] | None = None,
-           width: int | None = None) -> str:
+def render(
+    rows: Sequence[dict],
+    columns: Sequence[str],
+    fmt: str,
+    table_columns: dict[str, int] | None = None,
+    width: int | None = None,
+) -> str:
     """Rows of plain values in the chosen format. `table_columns` maps column -> display width
     (0: never cut). `width`: the terminal's width, which the table's cut columns then share
     (0: cut nothing, as `--wide`; None: the widths as given)."""
@@ -75,11 +81,16 @@ def render(rows: Sequence[dict], columns: Sequence[str], fmt: str, table_columns
 
 
 def markdown_table(rows: Sequence[dict], columns: Sequence[str], cells: dict | None = None) -> str:
-    """A Markdown table; every cell escaped (render.markdown.md), or made by `cells[column](row)`."""
+    """A Markdown table; every cell escaped (render.markdown.md), or made by
+    `cells[column](row)`."""
     cells = cells or {}
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in rows:
-        lines.append("| " + " | ".join(cells[c](row) if c in cells else md(_flat(row.get(c))) for c in columns) + " |")
+        lines.append(
+            "| "
+            + " | ".join(cells[c](row) if c in cells else md(_flat(row.get(c))) for c in columns)
+            + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -118,9 +129,14 @@ def _flat(value) -> str:
 
 
 def _table(rows: Sequence[dict], widths: dict[str, int]) -> str:
-    cells = [[shorten(_flat(row.get(c)), w) if w else _flat(row.get(c)) for c, w in widths.items()] for row in rows]
+    cells = [
+        [shorten(_flat(row.get(c)), w) if w else _flat(row.get(c)) for c, w in widths.items()]
+        for row in rows
+    ]
     sizes = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(widths)]
-    numeric = [bool(cells) and all(_is_number(line[i]) for line in cells) for i in range(len(widths))]
+    numeric = [
+        bool(cells) and all(_is_number(line[i]) for line in cells) for i in range(len(widths))
+    ]
 
     def line(values: Sequence[str]) -> str:
         parts = [v.rjust(s) if num else v.ljust(s) for v, s, num in zip(values, sizes, numeric)]
@@ -137,13 +153,30 @@ def _is_number(text: str) -> bool:
         return False
 
 
-RESULT_COLUMNS = ("rank", "id", "score", "handle", "title", "authors", "year", "venue", "snippet", "url", "code_links",
-                  "why")
+RESULT_COLUMNS = (
+    "rank",
+    "id",
+    "score",
+    "handle",
+    "title",
+    "authors",
+    "year",
+    "venue",
+    "snippet",
+    "url",
+    "code_links",
+    "why",
+)
 
 
 def _md_title(row: dict) -> str:
-    """A title cell: the title (LaTeX read as every document reads it), linked to the paper's web page."""
-    return md_link(row["url"], md_latex(row["title"]), escaped=True) if row.get("url") else md_latex(row["title"])
+    """A title cell: the title (LaTeX read as every document reads it), linked to the paper's web
+    page."""
+    return (
+        md_link(row["url"], md_latex(row["title"]), escaped=True)
+        if row.get("url")
+        else md_latex(row["title"])
+    )
 
 
 def _md_links(row: dict) -> str:
@@ -155,14 +188,18 @@ def _md_list(row: dict, column: str) -> str:
 
 
 _MARKDOWN_CELLS = {
-    "title": _md_title, "snippet": lambda row: md_latex(row["snippet"]), "code_links": _md_links,
-    "authors": lambda row: _md_list(row, "authors"), "why": lambda row: md(LIST_SEPARATOR.join(row.get("why") or ())),
+    "title": _md_title,
+    "snippet": lambda row: md_latex(row["snippet"]),
+    "code_links": _md_links,
+    "authors": lambda row: _md_list(row, "authors"),
+    "why": lambda row: md(LIST_SEPARATOR.join(row.get("why") or ())),
     "venue": lambda row: md_latex(row.get("venue") or ""),
 }
 
 
 def result_records(results: Sequence) -> list[dict]:
-    """Recommendations as the JSON objects `--format json` prints and `papers serve`'s API returns."""
+    """Recommendations as the JSON objects `--format json` prints and `papers serve`'s API
+    returns."""
     return [result.to_dict() for result in results]
 
 
@@ -175,13 +212,25 @@ def render_results(results: Sequence, fmt: str, why: bool = False, width: int | 
         table = {"rank": 0, "score": 0, "id": 0, "title": LABEL_WIDTH, "why": 40}
     for row in rows:
         row["score"] = f"{row['score']:.3f}" if fmt in ("table", "markdown") else row["score"]
-        if why and row.get("because") and fmt in ("table", "markdown"):  # the seeds first, then the terms
+        if (
+            why and row.get("because") and fmt in ("table", "markdown")
+        ):  # the seeds first, then the terms
             seeds = ", ".join(f"{seed['handle']} ({seed['cosine']:.2f})" for seed in row["because"])
             row["why"] = [f"because of {seeds}", *row["why"]]
     if fmt == "table" and not rows:
         return "no papers found\n"
     if fmt == "markdown":
-        shown = ["rank", "score", "title", "authors", "year", "venue", "id", "snippet", "code_links"]
+        shown = [
+            "rank",
+            "score",
+            "title",
+            "authors",
+            "year",
+            "venue",
+            "id",
+            "snippet",
+            "code_links",
+        ]
         return markdown_table(rows, shown + (["why"] if why else []), _MARKDOWN_CELLS)
     return render(rows, columns, fmt, table, width)
 
@@ -195,8 +244,11 @@ PAPER_COLUMNS = ("id", "handle", "title", "authors", "year", "venue", "url", "co
 
 
 def paper_list_records(papers: Sequence) -> list[dict]:
-    """Papers as the JSON objects `papers list --format json` prints and `papers serve`'s API returns."""
-    return [dict(paper_record(paper), summary=paper.title or paper.first_sentence) for paper in papers]
+    """Papers as the JSON objects `papers list --format json` prints and `papers serve`'s API
+    returns."""
+    return [
+        dict(paper_record(paper), summary=paper.title or paper.first_sentence) for paper in papers
+    ]
 
 
 def render_papers(papers: Sequence, fmt: str, width: int | None = None) -> str:
@@ -204,7 +256,11 @@ def render_papers(papers: Sequence, fmt: str, width: int | None = None) -> str:
     rows = paper_list_records(papers)
     columns = [*PAPER_COLUMNS, "abstract"]
     if fmt == "markdown":
-        return markdown_table(rows, ["id", "handle", "title", "authors", "year", "venue", "code_links"], _MARKDOWN_CELLS)
+        return markdown_table(
+            rows,
+            ["id", "handle", "title", "authors", "year", "venue", "code_links"],
+            _MARKDOWN_CELLS,
+        )
     return render(rows, columns, fmt, {"id": 0, "handle": 24, "summary": 70}, width)
 
 
@@ -219,9 +275,15 @@ def render_paper(paper, fmt: str) -> str:
         return _paper_markdown(paper)
     lines = []
     fields = [
-        ("id", paper.id), ("handle", paper.handle), ("title", paper.title),
-        ("authors", LIST_SEPARATOR.join(paper.authors)), ("year", paper.year), ("venue", paper.venue),
-        ("url", paper.url), ("code", LIST_SEPARATOR.join(paper.code_links)), ("source", paper.source),
+        ("id", paper.id),
+        ("handle", paper.handle),
+        ("title", paper.title),
+        ("authors", LIST_SEPARATOR.join(paper.authors)),
+        ("year", paper.year),
+        ("venue", paper.venue),
+        ("url", paper.url),
+        ("code", LIST_SEPARATOR.join(paper.code_links)),
+        ("source", paper.source),
     ]
     for name, value in fields:
         if value not in ("", None):
@@ -236,7 +298,9 @@ def _paper_markdown(paper) -> str:
     if reference(paper):
         lines += [reference(paper), ""]
     fields = [
-        ("id", md(paper.id)), ("handle", md(paper.handle)), ("code", ", ".join(md_link(link) for link in paper.code_links)),
+        ("id", md(paper.id)),
+        ("handle", md(paper.handle)),
+        ("code", ", ".join(md_link(link) for link in paper.code_links)),
         ("source", md(paper.source)),
     ]
     lines += [f"- **{name}**: {value}" for name, value in fields if value]
@@ -246,27 +310,63 @@ def _paper_markdown(paper) -> str:
 def render_info(info: dict, fmt: str) -> str:
     """The manifest of an index, readable."""
     if fmt in ("json", "jsonl"):
-        return json.dumps(info, ensure_ascii=False, indent=2 if fmt == "json" else None, sort_keys=True) + "\n"
+        return (
+            json.dumps(
+                info, ensure_ascii=False, indent=2 if fmt == "json" else None, sort_keys=True
+            )
+            + "\n"
+        )
     chunking = info.get("chunking", {})
     index = info.get("index", {})
     size = chunking.get("max_tokens") or "model-max"
     windows = {
-        "sentences": f"windows of {size} tokens, each starting with the title and ending at a sentence end, mean-pooled",
+        "sentences": (
+            f"windows of {size} tokens, each starting with the title and ending at a sentence end,"
+            " mean-pooled"
+        ),
         "windows": f"windows of {size} tokens, {chunking.get('overlap')} overlap, mean-pooled",
     }.get(chunking.get("strategy"), "truncated at the model's window")
     lines = [
         ("index", info["path"]),
-        ("papers", info["paper_count"] if "segments" not in info else
-         f"{info['paper_count']} ({info['base_paper_count']} built, {info['added_papers']} added in "
-         f"{info['segments']} segments, {info['removed_papers']} removed: `papers build --compact` merges them)"),
-        ("model", f"{info['model']} ({info['dimension']} dimensions, {info.get('precision', 'fp32')})"),
+        (
+            "papers",
+            (
+                info["paper_count"]
+                if "segments" not in info
+                else (
+                    f"{info['paper_count']} ({info['base_paper_count']} built,"
+                    f" {info['added_papers']} added in {info['segments']} segments,"
+                    f" {info['removed_papers']} removed: `papers build --compact` merges them)"
+                )
+            ),
+        ),
+        (
+            "model",
+            f"{info['model']} ({info['dimension']} dimensions, {info.get('precision', 'fp32')})",
+        ),
         ("long texts", windows),
         ("search", f"{index.get('kind')}: {index.get('reason')}"),
-        ("lexical", f"TF-IDF, {info.get('lexical', {}).get('terms', 0)} terms ({_grams(info)}, sublinear tf)"),
-        ("queries", {"onnx": "ONNX export (no torch at query time)",
-                     "static": "static embeddings (no torch, no ONNX Runtime at query time)"}.get(
-                         info.get("query_encoder") or "", "full model")),
-        ("built", f"{info['built_at']} by papers {info['package_version']} (format {info['format_version']})"),
+        (
+            "lexical",
+            (
+                f"TF-IDF, {info.get('lexical', {}).get('terms', 0)} terms ({_grams(info)},"
+                " sublinear tf)"
+            ),
+        ),
+        (
+            "queries",
+            {
+                "onnx": "ONNX export (no torch at query time)",
+                "static": "static embeddings (no torch, no ONNX Runtime at query time)",
+            }.get(info.get("query_encoder") or "", "full model"),
+        ),
+        (
+            "built",
+            (
+                f"{info['built_at']} by papers {info['package_version']} (format"
+                f" {info['format_version']})"
+            ),
+        ),
         ("inputs", f"fingerprint {info['inputs_fingerprint']}"),
         ("size", human_size(info["bytes"])),
     ]

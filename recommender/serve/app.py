@@ -19,8 +19,15 @@ from starlette.exceptions import HTTPException
 
 from .. import __version__
 from ..errors import (
-    IndexBusyError, IndexCorruptError, IndexMismatchError, IndexMissingError, InputError, ModelError,
-    OptionError, PaperNotFoundError, RecommenderError,
+    IndexBusyError,
+    IndexCorruptError,
+    IndexMismatchError,
+    IndexMissingError,
+    InputError,
+    ModelError,
+    OptionError,
+    PaperNotFoundError,
+    RecommenderError,
 )
 from ..reading.tags import TagStore
 from .security import TOKEN_COOKIE, Access, Refused, cookie_name, local_path, response_headers
@@ -28,11 +35,21 @@ from .state import LiveIndex
 
 HERE = Path(__file__).resolve().parent
 # How `papers serve` hands its settings to uvicorn's worker processes.
-INDEX_VARIABLE, TOKEN_VARIABLE, LOOPBACK_VARIABLE = "PAPERS_SERVE_INDEX", "PAPERS_SERVE_TOKEN", "PAPERS_SERVE_LOOPBACK"
+INDEX_VARIABLE, TOKEN_VARIABLE, LOOPBACK_VARIABLE = (
+    "PAPERS_SERVE_INDEX",
+    "PAPERS_SERVE_TOKEN",
+    "PAPERS_SERVE_LOOPBACK",
+)
 SUPERVISOR_VARIABLE = "PAPERS_SERVE_SUPERVISOR"  # the pid of the --workers supervisor
 STATUS = [  # the most specific first
-    (PaperNotFoundError, 404), (InputError, 400), (IndexMissingError, 503), (IndexBusyError, 503),
-    (IndexCorruptError, 503), (IndexMismatchError, 503), (ModelError, 503), (RecommenderError, 500),
+    (PaperNotFoundError, 404),
+    (InputError, 400),
+    (IndexMissingError, 503),
+    (IndexBusyError, 503),
+    (IndexCorruptError, 503),
+    (IndexMismatchError, 503),
+    (ModelError, 503),
+    (RecommenderError, 500),
 ]
 log = logging.getLogger("papers.serve")
 
@@ -51,7 +68,8 @@ API_OF_COMMAND = {"list": "/api/papers", "show": "/api/papers/ID", "info": "/api
 
 
 def in_api_words(message: str) -> str:
-    """A library message as the server's user reads it: the CLI's options named as the API's parameters
+    """A library message as the server's user reads it: the CLI's options named as the API's
+    parameters
     (`--min-score` is `min_score`), a CLI command as the endpoint that does the same."""
     message = CLI_OPTION.sub(lambda match: "parameter " + match.group(1).replace("-", "_"), message)
     return CLI_COMMAND.sub(lambda match: API_OF_COMMAND.get(match.group(1), "/docs"), message)
@@ -68,13 +86,17 @@ def error_response(request: Request, status: int, message: str):
 
 
 class Guard:
-    """Pure ASGI middleware, outside everything else (the catch-all 500 handler included): the Host check on
-    loopback, `?token=` sign-in, HEAD as GET without a body, the security headers on every response, and
+    """Pure ASGI middleware, outside everything else (the catch-all 500 handler included): the Host
+    check on
+    loopback, `?token=` sign-in, HEAD as GET without a body, the security headers on every response,
+    and
     the answer to a request cut by the end of the shutdown bound."""
 
     def __init__(self, app, access: Access):
         self.app, self.access = app, access
-        self.running: dict[asyncio.Task, str] = {}  # what each request in progress is, for the shutdown note
+        self.running: dict[
+            asyncio.Task, str
+        ] = {}  # what each request in progress is, for the shutdown note
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -98,23 +120,39 @@ class Guard:
             await send(message)
 
         if not self.access.host_allowed(host):
-            message = f"host '{host[:100]}' is not this server's: open it as http://127.0.0.1 or http://localhost"
-            response = (JSONResponse({"error": message}, 400) if path.startswith("/api/")
-                        else PlainTextResponse(message, 400))
+            message = (
+                f"host '{host[:100]}' is not this server's: open it as http://127.0.0.1 or"
+                " http://localhost"
+            )
+            response = (
+                JSONResponse({"error": message}, 400)
+                if path.startswith("/api/")
+                else PlainTextResponse(message, 400)
+            )
             return await response(scope, receive, send_guarded)
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = [value for name, value in query if name == "token"]
         if given and scope["method"] == "GET":
             if not self.access.token_matches(given[0]):
-                response = PlainTextResponse("that token is not this server's: use the URL `papers serve` printed", 403)
+                response = PlainTextResponse(
+                    "that token is not this server's: use the URL `papers serve` printed", 403
+                )
                 return await response(scope, receive, send_guarded)
             rest = urlencode([(name, value) for name, value in query if name != "token"])
-            response = RedirectResponse(local_path(path) + (f"?{rest}" if rest else ""), status_code=303)
-            response.set_cookie(cookie_name(TOKEN_COOKIE, server_port(scope)), given[0], httponly=True,
-                                samesite="strict")
+            response = RedirectResponse(
+                local_path(path) + (f"?{rest}" if rest else ""), status_code=303
+            )
+            response.set_cookie(
+                cookie_name(TOKEN_COOKIE, server_port(scope)),
+                given[0],
+                httponly=True,
+                samesite="strict",
+            )
             return await response(scope, receive, send_guarded)
-        # The request runs as a task of its own so that a stop past the shutdown bound can answer for it
-        # at once: the thread of a synchronous endpoint cannot be interrupted, and uvicorn's cancel would
+        # The request runs as a task of its own so that a stop past the shutdown bound can answer
+        # for it
+        # at once: the thread of a synchronous endpoint cannot be interrupted, and uvicorn's cancel
+        # would
         # otherwise wait for it and then write a bare "Internal Server Error".
         work = asyncio.ensure_future(self.app(scope, receive, send_guarded))
         self.running[work] = f"{scope['method']} {path[:200]}"
@@ -123,15 +161,30 @@ class Guard:
             await asyncio.shield(work)
         except asyncio.CancelledError:
             if not started:
-                await JSONResponse({"error": "the server stopped before this request finished (it ran past "
-                                             "the shutdown bound): send it again when the server is back"},
-                                   503, headers={"Connection": "close", "Retry-After": "10"}
-                                   )(scope, receive, send_guarded)
-        except Exception as error:  # the catch-all handler has answered and logged it; else answer here
+                await JSONResponse(
+                    {
+                        "error": (
+                            "the server stopped before this request finished (it ran past "
+                            "the shutdown bound): send it again when the server is back"
+                        )
+                    },
+                    503,
+                    headers={"Connection": "close", "Retry-After": "10"},
+                )(scope, receive, send_guarded)
+        except (
+            Exception
+        ) as error:  # the catch-all handler has answered and logged it; else answer here
             if not started:
                 log.error("unexpected error on %s", path, exc_info=error)
-                await JSONResponse({"error": f"internal error ({type(error).__name__}): the server's log has "
-                                             "the details"}, 500)(scope, receive, send_guarded)
+                await JSONResponse(
+                    {
+                        "error": (
+                            f"internal error ({type(error).__name__}): the server's log has "
+                            "the details"
+                        )
+                    },
+                    500,
+                )(scope, receive, send_guarded)
 
     def cut(self) -> list[str]:
         """The requests still running (their threads cannot be stopped)."""
@@ -153,13 +206,23 @@ class PapersAPI(FastAPI):
         return self.guard
 
 
-def create_app(index_dir: str | os.PathLike, token: str | None = None, loopback: bool = True) -> FastAPI:
+def create_app(
+    index_dir: str | os.PathLike, token: str | None = None, loopback: bool = True
+) -> FastAPI:
     """The application over one index (its live version, followed across rebuilds)."""
     from . import api, pages
 
     app = PapersAPI(
-        lifespan=stopping, title="papers", version=__version__, docs_url=None, redoc_url=None, openapi_url="/openapi.json",
-        description="Find related research papers in one index: the JSON objects `papers ... --format json` prints.",
+        lifespan=stopping,
+        title="papers",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        description=(
+            "Find related research papers in one index: the JSON objects `papers ... --format json`"
+            " prints."
+        ),
     )
     app.state.live = LiveIndex(Path(index_dir))
     app.state.tags = TagStore(Path(index_dir))
@@ -174,7 +237,9 @@ def create_app(index_dir: str | os.PathLike, token: str | None = None, loopback:
     @app.exception_handler(RecommenderError)
     async def library_error(request: Request, error: RecommenderError):
         if isinstance(error, OptionError) and error.parameter:  # the API's name: `not_` is `not`
-            return error_response(request, status_of(error), f"parameter {error.parameter.rstrip('_')}: {error}")
+            return error_response(
+                request, status_of(error), f"parameter {error.parameter.rstrip('_')}: {error}"
+            )
         return error_response(request, status_of(error), str(error))
 
     @app.exception_handler(Refused)
@@ -187,15 +252,20 @@ def create_app(index_dir: str | os.PathLike, token: str | None = None, loopback:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException):
-        message = {404: f"no page {request.url.path[:200]}: see /docs for the API, / for the papers",
-                   405: f"{request.method} is not allowed on {request.url.path[:200]}"}.get(
-            error.status_code, str(error.detail))
+        message = {
+            404: f"no page {request.url.path[:200]}: see /docs for the API, / for the papers",
+            405: f"{request.method} is not allowed on {request.url.path[:200]}",
+        }.get(error.status_code, str(error.detail))
         return error_response(request, error.status_code, message)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, error: Exception):
         log.exception("unexpected error on %s", request.url.path)
-        return error_response(request, 500, f"internal error ({type(error).__name__}): the server's log has the details")
+        return error_response(
+            request,
+            500,
+            f"internal error ({type(error).__name__}): the server's log has the details",
+        )
 
     return app
 
@@ -203,7 +273,8 @@ def create_app(index_dir: str | os.PathLike, token: str | None = None, loopback:
 @contextlib.asynccontextmanager
 async def stopping(app: PapersAPI):
     """At the start, errors of accepting connections counted, not logged one by one. At the end of a
-    stop: what was cut (requests past the shutdown bound), then exit at once rather than wait for their
+    stop: what was cut (requests past the shutdown bound), then exit at once rather than wait for
+    their
     threads; the background work is stopped too."""
     from .protocol import quiet_server_errors
 
@@ -215,8 +286,13 @@ async def stopping(app: PapersAPI):
     cut = app.guard.cut() if app.guard is not None else []
     if cut:
         shown = ", ".join(cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
-        log.error("stopped: %d request%s still running past the shutdown bound %s cut (answered 503): %s",
-                  len(cut), "s" if len(cut) != 1 else "", "were" if len(cut) != 1 else "was", shown)
+        log.error(
+            "stopped: %d request%s still running past the shutdown bound %s cut (answered 503): %s",
+            len(cut),
+            "s" if len(cut) != 1 else "",
+            "were" if len(cut) != 1 else "was",
+            shown,
+        )
         for handler in logging.getLogger().handlers + log.handlers:
             handler.flush()
         sys.stdout.flush()
@@ -235,7 +311,8 @@ def describe_validation(error: RequestValidationError) -> str:
 
 
 def app_from_environment() -> FastAPI:
-    """uvicorn's factory in each worker process: the settings `papers serve` put in the environment."""
+    """uvicorn's factory in each worker process: the settings `papers serve` put in the
+    environment."""
     from .protocol import fit_descriptor_limit
 
     fit_descriptor_limit()
@@ -244,6 +321,8 @@ def app_from_environment() -> FastAPI:
         from .supervision import follow_supervisor
 
         follow_supervisor(int(supervisor))
-    return create_app(os.environ[INDEX_VARIABLE], os.environ.get(TOKEN_VARIABLE) or None,
-                      os.environ.get(LOOPBACK_VARIABLE, "1") == "1")
-
+    return create_app(
+        os.environ[INDEX_VARIABLE],
+        os.environ.get(TOKEN_VARIABLE) or None,
+        os.environ.get(LOOPBACK_VARIABLE, "1") == "1",
+    )

@@ -1,4 +1,5 @@
-"""Long work of the server (the map, the reading-group plans) off the request path: in one background
+"""Long work of the server (the map, the reading-group plans) off the request path: in one
+background
 process per worker, so that neither a lock nor the interpreter that lookups need is held by it; the
 results kept in a bounded cache, the same work asked for twice done once."""
 
@@ -7,9 +8,10 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 KEPT = 8  # results kept (a session plan of 3,000 papers is some megabytes; each n is one)
 PENDING = 8  # different computations waiting at once; past it a request is told to come back
@@ -29,28 +31,34 @@ def _start_child(parent: int) -> None:
 
 def compute_map(index_dir: str) -> tuple[str, str]:
     """("page", the map's HTML) or ("refused", why), as `papers map --out map.html` writes it."""
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
     from ..reading.layout import build_map
     from ..render.map import render_html
 
-    with Recommender.open(Path(index_dir)) as recommender:
+    with PaperIndex.open(Path(index_dir)) as recommender:
         if len(recommender) > MAP_PAPERS:
-            return "refused", (f"a map of {len(recommender):,} papers takes too long to draw on request (at most "
-                               f"{MAP_PAPERS:,}): write it once with `papers map --out map.html`")
+            return (
+                "refused",
+                (
+                    f"a map of {len(recommender):,} papers takes too long to draw on request (at"
+                    f" most {MAP_PAPERS:,}): write it once with `papers map --out map.html`"
+                ),
+            )
         return "page", render_html(build_map(recommender), script_url="/map.js")
 
 
 def compute_sessions(index_dir: str, n: int):
     """The plan of every paper in `n` sessions (`papers sessions --n`)."""
-    from ..query.recommender import Recommender
+    from ..query.paper_index import PaperIndex
     from ..reading.sessions import plan_sessions
 
-    with Recommender.open(Path(index_dir)) as recommender:
+    with PaperIndex.open(Path(index_dir)) as recommender:
         return plan_sessions(recommender, range(len(recommender)), n=n)
 
 
 class Jobs:
-    """The background process of one server process, and what it computed (KEPT results, least recently
+    """The background process of one server process, and what it computed (KEPT results, least
+    recently
     used dropped first)."""
 
     def __init__(self) -> None:
@@ -60,7 +68,8 @@ class Jobs:
         self.pool = None
 
     def result(self, key: tuple, function: Callable, *args) -> Future:
-        """The future result of `function(*args)`, known by `key` (its index version among the rest)."""
+        """The future result of `function(*args)`, known by `key` (its index version among the
+        rest)."""
         with self.lock:
             if key in self.results:
                 self.results.move_to_end(key)
@@ -89,15 +98,20 @@ class Jobs:
                 while len(self.results) > KEPT:
                     self.results.popitem(last=False)
             elif isinstance(error, BrokenProcessPool):
-                self.pool = None  # the process died (killed, out of memory): the next request starts another
+                # the process died (killed, out of memory): the next request starts another
+                self.pool = None
 
     def _pool(self):
         if self.pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_start_child, initargs=(os.getpid(),))
+            self.pool = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_child,
+                initargs=(os.getpid(),),
+            )
         return self.pool
 
     def stop(self) -> None:
@@ -107,9 +121,11 @@ class Jobs:
                 future.cancel()
         if pool is not None:
             processes = list(getattr(pool, "_processes", {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
             for process in processes:  # a map half drawn is of no use to anyone: do not wait for it
                 process.terminate()
+            # Then wait for the pool's own thread to see them gone: a pool left running to the
+            # interpreter's exit prints a traceback from its exit handler.
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 JOBS = Jobs()

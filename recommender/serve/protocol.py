@@ -8,7 +8,8 @@ Here a connection that has not sent a whole head within HEAD_SECONDS gets a 408 
 when HEAD_WAITING connections of a worker are all still sending heads, the one waiting longest is
 closed to make room: a client that sends its head at once (every browser, every HTTP library) is
 never the one that waits longest, so a flood of slow clients cannot keep it out. Past
-MAX_CONNECTIONS a worker answers 503 at once (no file descriptor exhausted, no accept loop error)."""
+MAX_CONNECTIONS a worker answers 503 at once (no file descriptor exhausted, no accept loop error).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .security import response_headers
 
-HEAD_SECONDS = 10.0  # to send a whole request head (nginx's client_header_timeout is 60 s; ours are tiny)
+HEAD_SECONDS = (
+    10.0  # to send a whole request head (nginx's client_header_timeout is 60 s; ours are tiny)
+)
 HEAD_WAITING = 256  # connections of a worker still sending their head; past it the oldest is closed
 MAX_CONNECTIONS = 1000  # connections of a worker; past it a new one gets 503 and is closed
 DESCRIPTORS_KEPT = 100  # file descriptors left for the index, the logs and the background work
@@ -34,8 +37,11 @@ log = logging.getLogger("papers.serve")
 
 
 def fit_descriptor_limit() -> int:
-    """Raise this process's soft limit on open files to its hard limit (as far as 65,536), and bound the
-    connections under it: running out of descriptors is what made a flood of clients take a server down."""
+    """Raise this process's soft limit on open files to its hard limit (as far as 65,536), and bound
+    the
+    connections under it: running out of descriptors is what made a flood of clients take a server
+    down.
+    """
     global MAX_CONNECTIONS
     try:
         import resource
@@ -55,7 +61,8 @@ def fit_descriptor_limit() -> int:
 
 
 class Refusals:
-    """Counts refused and timed-out connections, and logs them at most once every LOG_EVERY seconds."""
+    """Counts refused and timed-out connections, and logs them at most once every LOG_EVERY
+    seconds."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
@@ -66,8 +73,13 @@ class Refusals:
         now = time.monotonic()
         if now - self.logged_at >= LOG_EVERY:
             summary = ", ".join(f"{count} {name}" for name, count in sorted(self.counts.items()))
-            log.warning("clients refused since the last note: %s (bounds: %d connections, a head within %g s)",
-                        summary, MAX_CONNECTIONS, HEAD_SECONDS)
+            log.warning(
+                "clients refused since the last note: %s (bounds: %d connections, a head within"
+                " %g s)",
+                summary,
+                MAX_CONNECTIONS,
+                HEAD_SECONDS,
+            )
             self.counts.clear()
             self.logged_at = now
 
@@ -76,7 +88,8 @@ REFUSALS = Refusals()
 
 
 class CountInvalidRequests(logging.Filter):
-    """uvicorn logs a line per malformed request, which any client can repeat at will: counted instead."""
+    """uvicorn logs a line per malformed request, which any client can repeat at will: counted
+    instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.getMessage().startswith("Invalid HTTP request"):
@@ -96,21 +109,30 @@ def quiet_accept_errors(loop, context: dict) -> None:
 
 
 def raw_response(status: int, message: str) -> bytes:
-    """A whole HTTP/1.1 response, `{"error": message}`, with the security headers; the connection closes."""
+    """A whole HTTP/1.1 response, `{"error": message}`, with the security headers; the connection
+    closes."""
     body = json.dumps({"error": message}).encode()
     lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}".encode()]
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"connection", b"close")] + response_headers("/api/")
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ] + response_headers("/api/")
     lines += [name + b": " + value for name, value in headers]
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
-_REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large",
-            503: "Service Unavailable"}
+_REASONS = {
+    400: "Bad Request",
+    408: "Request Timeout",
+    431: "Request Header Fields Too Large",
+    503: "Service Unavailable",
+}
 
 
 def quiet_server_errors(loop) -> None:
-    """Count (see Refusals) what uvicorn and asyncio would log once per client: accept errors, malformed
+    """Count (see Refusals) what uvicorn and asyncio would log once per client: accept errors,
+    malformed
     requests. Once per event loop; before the first connection (a burst of connections is accepted
     before any of them is handled)."""
     if loop in QUIETED:
@@ -126,7 +148,8 @@ QUIETED: weakref.WeakSet = weakref.WeakSet()
 
 
 class GuardedH11Protocol(H11Protocol):
-    """H11Protocol with a head timeout, a connection bound and JSON error answers (see the module)."""
+    """H11Protocol with a head timeout, a connection bound and JSON error answers (see the
+    module)."""
 
     waiting: dict = {}  # per worker process: connection -> when it began waiting for its head
     live: set = set()  # per worker process: connections neither closed nor being closed
@@ -137,7 +160,9 @@ class GuardedH11Protocol(H11Protocol):
         quiet_server_errors(self.loop)
         if len(self.live) >= MAX_CONNECTIONS:
             REFUSALS.note("connections over the bound")
-            self.refuse(503, f"the server has {MAX_CONNECTIONS} connections open: try again in a moment")
+            self.refuse(
+                503, f"the server has {MAX_CONNECTIONS} connections open: try again in a moment"
+            )
             return
         if len(self.waiting) >= HEAD_WAITING:
             oldest = min(self.waiting, key=self.waiting.__getitem__)
@@ -171,8 +196,10 @@ class GuardedH11Protocol(H11Protocol):
         self.answer_and_close(raw_response(status, message))
 
     def answer_and_close(self, response: bytes) -> None:
-        """Write a last response, then close: the write side at once (the client reads the answer), the
-        connection a moment later (closing with unread request bytes would reset it before the client has
+        """Write a last response, then close: the write side at once (the client reads the answer),
+        the
+        connection a moment later (closing with unread request bytes would reset it before the
+        client has
         read the answer)."""
         if self.transport.is_closing():
             return
@@ -189,14 +216,21 @@ class GuardedH11Protocol(H11Protocol):
             self.head_bytes = getattr(self, "head_bytes", 0) + len(data)
             if self.head_bytes > HEAD_BYTES:
                 REFUSALS.note("request heads too large")
-                self.refuse(431, f"the request head is larger than this server reads ({HEAD_BYTES // 1024} KiB): "
-                                 "send a shorter address or fewer headers")
+                self.refuse(
+                    431,
+                    f"the request head is larger than this server reads ({HEAD_BYTES // 1024} KiB):"
+                    " send a shorter address or fewer headers",
+                )
                 return
         super().data_received(data)
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.conn.their_state is not h11.IDLE or self.cycle is not None and not self.cycle.response_complete:
+        if (
+            self.conn.their_state is not h11.IDLE
+            or self.cycle is not None
+            and not self.cycle.response_complete
+        ):
             self.head_arrived()
 
     def on_response_complete(self) -> None:
@@ -216,6 +250,10 @@ class GuardedH11Protocol(H11Protocol):
         status = 431 if too_long else 400
         self.head_arrived()
         self.live.discard(self)
-        text = ("the request head is larger than this server reads: send a shorter address or fewer headers"
-                if too_long else f"malformed HTTP request ({msg.rstrip('.')}): send HTTP/1.1")
+        text = (
+            "the request head is larger than this server reads: send a shorter address or fewer"
+            " headers"
+            if too_long
+            else f"malformed HTTP request ({msg.rstrip('.')}): send HTTP/1.1"
+        )
         self.answer_and_close(raw_response(status, text))

@@ -13,8 +13,10 @@ CSRF_FIELD = "csrf"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 # Scripts only from this server's own files; nothing inline, no eval, no other origin.
-STRICT_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                 "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+STRICT_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
 # The map (render.map) and Swagger UI set styles inline; their scripts still come from files.
 INLINE_STYLE_POLICY = STRICT_POLICY.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
 SECURITY_HEADERS = {
@@ -32,19 +34,27 @@ def response_headers(path: str) -> list[tuple[bytes, bytes]]:
     """The security headers of every response to `path` (its content security policy included)."""
     policy = INLINE_STYLE_POLICY if path in INLINE_STYLE_PATHS else STRICT_POLICY
     return [(b"content-security-policy", policy.encode())] + [
-        (name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
+        (name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()
+    ]
 
 
 def cookie_name(base: str, port: int | None) -> str:
-    """A cookie per server: browsers scope cookies by host, not port, so two servers on one host (or any
+    """A cookie per server: browsers scope cookies by host, not port, so two servers on one host (or
+    any
     other service there) would otherwise read and overwrite each other's."""
     return f"{base}_{port}" if port else base
 
 
 def local_path(target: str | None) -> str:
-    """Where to send a browser back to: a path of this server only (no open redirect through `//host`)."""
-    if target and target.startswith("/") and not target.startswith(("//", "/\\")) and "\\" not in target[:2] \
-            and target.isprintable():
+    """Where to send a browser back to: a path of this server only (no open redirect through
+    `//host`)."""
+    if (
+        target
+        and target.startswith("/")
+        and not target.startswith(("//", "/\\"))
+        and "\\" not in target[:2]
+        and target.isprintable()
+    ):
         return target
     return "/"
 
@@ -65,7 +75,8 @@ def new_token() -> str:
 
 @dataclass(frozen=True)
 class Access:
-    """Writes need `token` when it is set (always on an address other than loopback); reads are open.
+    """Writes need `token` when it is set (always on an address other than loopback); reads are
+    open.
     On loopback, requests must name a loopback host (no DNS rebinding onto 127.0.0.1)."""
 
     token: str | None
@@ -77,7 +88,9 @@ class Access:
         if not host_header:
             return False
         host = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
-        return is_loopback(host.strip("[]").lower())  # 127.0.0.2 and every other loopback address too
+        return is_loopback(
+            host.strip("[]").lower()
+        )  # 127.0.0.2 and every other loopback address too
 
     def may_write(self, authorization: str | None, cookie: str | None) -> bool:
         if self.token is None:
@@ -109,7 +122,8 @@ def csrf_matches(cookie: str | None, field: str | None) -> bool:
 
 
 class Refused(Exception):
-    """A request this server will not carry out (a write without the token, a forged form), as one line."""
+    """A request this server will not carry out (a write without the token, a forged form), as one
+    line."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)

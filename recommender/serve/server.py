@@ -5,18 +5,20 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import InputError, OptionError
 from ..index.home import resolve_index_dir
-from ..query.recommender import Recommender
+from ..query.paper_index import PaperIndex
 from .app import INDEX_VARIABLE, LOOPBACK_VARIABLE, SUPERVISOR_VARIABLE, TOKEN_VARIABLE
 from .security import is_loopback, new_token
 
 TOKEN_ENVIRONMENT = "PAPERS_TOKEN"
 MAX_WORKERS = 64
-SHUTDOWN_SECONDS = 10  # a stop waits this long for requests in progress, then cuts them (and says so)
+SHUTDOWN_SECONDS = (
+    10  # a stop waits this long for requests in progress, then cuts them (and says so)
+)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -27,7 +29,9 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as error:
-        raise OptionError(f"host {host}: {error.strerror}: give an address such as 127.0.0.1", "host") from None
+        raise OptionError(
+            f"host {host}: {error.strerror}: give an address such as 127.0.0.1", "host"
+        ) from None
     family, kind, proto, _, address = infos[0]
     listener = socket.socket(family, kind, proto)
     try:
@@ -37,7 +41,9 @@ def bind(host: str, port: int) -> socket.socket:
         listener.set_inheritable(True)
     except OSError as error:
         listener.close()
-        raise InputError(f"cannot listen on {host}:{port}: {error.strerror}: choose another port or host") from None
+        raise InputError(
+            f"cannot listen on {host}:{port}: {error.strerror}: choose another port or host"
+        ) from None
     return listener
 
 
@@ -47,26 +53,39 @@ def url_of(listener: socket.socket) -> str:
 
 
 def read_token_file(path: str) -> str:
-    """The token in the first line of a file (kept out of the process list, which anyone on the host reads)."""
+    """The token in the first line of a file (kept out of the process list, which anyone on the host
+    reads)."""
     try:
         with open(path, encoding="utf-8") as handle:
             token = handle.readline().strip()
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-        raise InputError(f"token file {path}: {reason}: give a readable file whose first line is the token") from None
+        raise InputError(
+            f"token file {path}: {reason}: give a readable file whose first line is the token"
+        ) from None
     if not token:
         raise InputError(f"token file {path} is empty: write the token on its first line")
     return token
 
 
-def serve(index: str | None, host: str = "127.0.0.1", port: int = 8000, workers: int = 1, token: str | None = None,
-          announce: Callable[[str], None] = print, token_file: str | None = None) -> None:
-    """Serve an index until Ctrl-C or SIGTERM. Off loopback, writes need a token (from `token_file`, given,
+def serve(
+    index: str | None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: int = 1,
+    token: str | None = None,
+    announce: Callable[[str], None] = print,
+    token_file: str | None = None,
+) -> None:
+    """Serve an index until Ctrl-C or SIGTERM. Off loopback, writes need a token (from `token_file`,
+    given,
     $PAPERS_TOKEN, or generated and announced, as Jupyter does)."""
     if not 1 <= workers <= MAX_WORKERS:
         raise OptionError(f"workers must be 1..{MAX_WORKERS}, got {workers}", "workers")
     index_dir = Path(os.path.abspath(resolve_index_dir(index)))
-    Recommender.open(index_dir).close()  # a missing or damaged index is one line now, not in every request
+    PaperIndex.open(
+        index_dir
+    ).close()  # a missing or damaged index is one line now, not in every request
     if token_file is not None:
         token = read_token_file(token_file)
     token = token or os.environ.get(TOKEN_ENVIRONMENT) or None
@@ -81,20 +100,42 @@ def serve(index: str | None, host: str = "127.0.0.1", port: int = 8000, workers:
 
     fit_descriptor_limit()  # before the workers start: they inherit it
     listener = bind(host, port)
-    os.environ.update({INDEX_VARIABLE: str(index_dir), TOKEN_VARIABLE: token or "", LOOPBACK_VARIABLE: "1" if loopback else "0"})
+    os.environ.update(
+        {
+            INDEX_VARIABLE: str(index_dir),
+            TOKEN_VARIABLE: token or "",
+            LOOPBACK_VARIABLE: "1" if loopback else "0",
+        }
+    )
     if workers > 1:
         os.environ[SUPERVISOR_VARIABLE] = str(os.getpid())
     else:
         os.environ.pop(SUPERVISOR_VARIABLE, None)
-    config = uvicorn.Config("recommender.serve.app:app_from_environment", factory=True, workers=workers,
-                            http=GuardedH11Protocol, h11_max_incomplete_event_size=HEAD_BYTES, log_level="warning", access_log=False, server_header=False,
-                            timeout_graceful_shutdown=SHUTDOWN_SECONDS)
+    config = uvicorn.Config(
+        "recommender.serve.app:app_from_environment",
+        factory=True,
+        workers=workers,
+        http=GuardedH11Protocol,
+        h11_max_incomplete_event_size=HEAD_BYTES,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+    )
     address = url_of(listener)
-    announce(f"serving {index_dir} at {address} with {workers} worker{'s' if workers != 1 else ''} (Ctrl-C stops)")
+    announce(
+        f"serving {index_dir} at {address} with {workers} worker{'s' if workers != 1 else ''}"
+        " (Ctrl-C stops)"
+    )
     if token is not None:
-        announce(f"writes (tags) need the token: open {address}?token={token} or send Authorization: Bearer {token}"
-                 if generated else "writes (tags) need the token given with --token or $PAPERS_TOKEN")
-    # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again for whoever handled it
+        announce(
+            f"writes (tags) need the token: open {address}?token={token} or send Authorization:"
+            f" Bearer {token}"
+            if generated
+            else "writes (tags) need the token given with --token or $PAPERS_TOKEN"
+        )
+    # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again for whoever
+    # handled it
     # before: here, a stop that has already been carried out, so the command ends with status 0.
     previous = signal.signal(signal.SIGTERM, _stopped)
     try:

@@ -1,17 +1,18 @@
-"""The index a server process reads: reopened when a rebuild swaps CURRENT, without a failed request."""
+"""The index a server process reads: reopened when a rebuild swaps CURRENT, without a failed
+request."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import RecommenderError
 from ..index import segments
 from ..index.stored import IndexFolder
-from ..query.recommender import Recommender
+from ..query.paper_index import PaperIndex
 from ..query.segmented import open_index
 
 
@@ -19,15 +20,18 @@ from ..query.segmented import open_index
 class OpenedVersion:
     """One version of the index, open, with what was computed from it (the map, the sessions)."""
 
-    recommender: Recommender
+    recommender: PaperIndex
     version: str
     users: int = 0
     retired: bool = False
     computed: dict = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)  # one computation of each thing at a time
+    lock: threading.Lock = field(
+        default_factory=threading.Lock
+    )  # one computation of each thing at a time
 
     def cached(self, key, compute):
-        """`compute()` once for this version (later calls wait for the first and share its result)."""
+        """`compute()` once for this version (later calls wait for the first and share its
+        result)."""
         with self.lock:
             if key not in self.computed:
                 self.computed[key] = compute()
@@ -48,9 +52,12 @@ class LiveIndex:
         self._folder = IndexFolder(self.index_dir)
         self._lock = threading.Lock()
         self._current: OpenedVersion | None = None
-        # One request at a time uses the library in this process: a Recommender is not made for threads
-        # (its lazy loads, and numpy's header parsing, which on CPython 3.11 can fail with "SystemError:
-        # AST constructor recursion depth mismatch" when two threads run it). Requests run in parallel
+        # One request at a time uses the library in this process: a PaperIndex is not made for
+        # threads
+        # (its lazy loads, and numpy's header parsing, which on CPython 3.11 can fail with
+        # "SystemError:
+        # AST constructor recursion depth mismatch" when two threads run it). Requests run in
+        # parallel
         # across --workers processes, which share the index's pages.
         self._library = threading.Lock()
 
@@ -74,15 +81,20 @@ class LiveIndex:
                 except RecommenderError:
                     if self._current is None:
                         raise
-                    current = self._current  # the new version cannot be read: keep serving the one we have
+                    current = (
+                        self._current
+                    )  # the new version cannot be read: keep serving the one we have
             current.users += 1
             return current
 
     def _open(self) -> OpenedVersion:
-        version = segments.reader_version(self.index_dir)  # read first: a change meanwhile reopens again
+        version = segments.reader_version(
+            self.index_dir
+        )  # read first: a change meanwhile reopens again
         recommender = open_index(self.index_dir)
         try:
-            # Loaded now, under the lock: the first request after a rebuild does not pay for them alone.
+            # Loaded now, under the lock: the first request after a rebuild does not pay for them
+            # alone.
             recommender.faiss_index, recommender.lexical  # noqa: B018
         except BaseException:
             recommender.close()

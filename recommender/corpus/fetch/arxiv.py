@@ -18,9 +18,9 @@ import os
 import re
 import time
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ... import files
 from ...errors import InputError, RecommenderError
@@ -163,7 +163,7 @@ def _records(root: ElementTree.Element) -> tuple[list[dict], int]:
             continue
         data = item.find(f"{OAI}metadata/{ARXIV}arXiv")
 
-        def text(name: str) -> str:
+        def text(name: str, data=data) -> str:
             found = data.find(f"{ARXIV}{name}") if data is not None else None
             return " ".join((found.text or "").split()) if found is not None else ""
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ... import files
 from ...errors import InputError, RecommenderError

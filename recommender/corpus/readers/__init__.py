@@ -18,8 +18,8 @@ file's extension and, for .json and .jsonl, by what the records hold.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ...errors import InputError
 from .base import InputWarning, Record, decode, iter_lines, parse_json_line
@@ -33,7 +33,8 @@ SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv", ".json", ".bib")
 
 
 def _json_formats() -> tuple:
-    """The JSON formats' modules, in the order they are tried: our own takes what the others do not claim."""
+    """The JSON formats' modules, in the order they are tried: our own takes what the others do not
+    claim."""
     from . import arxiv, csl_json, openalex, openreview, own_json, semantic_scholar
 
     return (openreview, semantic_scholar, openalex, arxiv, csl_json, own_json)
@@ -89,7 +90,9 @@ def _read_json(path: Path, lines: bool) -> Iterator[Record]:
         yield from _json_document(path)
 
 
-def _json_lines(path: Path, first: tuple[int, str], numbered: Iterator[tuple[int, str]]) -> Iterator[Record]:
+def _json_lines(
+    path: Path, first: tuple[int, str], numbered: Iterator[tuple[int, str]]
+) -> Iterator[Record]:
     from . import own_json
 
     fmt = reader = None
@@ -99,7 +102,9 @@ def _json_lines(path: Path, first: tuple[int, str], numbered: Iterator[tuple[int
             fmt = json_format(data) if isinstance(data, dict) else own_json
             reader = own_json.Reader() if fmt is own_json else fmt
         if not isinstance(data, dict):
-            raise InputError(f"{path} line {number}: expected {fmt.DESCRIPTION}, got {type(data).__name__}")
+            raise InputError(
+                f"{path} line {number}: expected {fmt.DESCRIPTION}, got {type(data).__name__}"
+            )
         assert reader is not None  # set with fmt, on the first line
         yield reader.record(data, f"{path}:{number}")
     if isinstance(reader, own_json.Reader):
@@ -118,7 +123,9 @@ def _json_document(path: Path) -> Iterator[Record]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise InputError(f"{path} line {error.lineno}: not valid JSON ({error.msg}): fix the file") from None
+        raise InputError(
+            f"{path} line {error.lineno}: not valid JSON ({error.msg}): fix the file"
+        ) from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None
     if isinstance(data, dict):
@@ -133,7 +140,8 @@ def _json_document(path: Path) -> Iterator[Record]:
             data = list(data.values()) if openreview.looks_like_notes_by_id(data) else [data]
     if not isinstance(data, list):
         raise InputError(
-            f"{path}: expected a JSON array of papers (or an object holding them), got {type(data).__name__}"
+            f"{path}: expected a JSON array of papers (or an object holding them), got"
+            f" {type(data).__name__}"
         )
     fmt = next((json_format(item) for item in data if isinstance(item, dict)), own_json)
     reader = own_json.Reader() if fmt is own_json else fmt

@@ -15,8 +15,10 @@ ABS_URL = "https://arxiv.org/abs/"
 
 
 def looks_like(data: dict) -> bool:
-    return "id" in data and "categories" in data and any(
-        key in data for key in ("update_date", "versions", "authors_parsed", "submitter")
+    return (
+        "id" in data
+        and "categories" in data
+        and any(key in data for key in ("update_date", "versions", "authors_parsed", "submitter"))
     )
 
 
@@ -44,9 +46,12 @@ def _authors(where: str, data: dict) -> list[str]:
     parsed = data.get("authors_parsed")
     if parsed is not None:
         if not isinstance(parsed, list) or not all(
-            isinstance(parts, list) and all(isinstance(part, str) for part in parts) for parts in parsed
+            isinstance(parts, list) and all(isinstance(part, str) for part in parts)
+            for parts in parsed
         ):
-            raise InputError(f"{where}: 'authors_parsed' must be a list of [last, first, suffix] lists of text")
+            raise InputError(
+                f"{where}: 'authors_parsed' must be a list of [last, first, suffix] lists of text"
+            )
         names = []
         for parts in parsed:
             last, first, suffix = (list(parts) + ["", "", ""])[:3]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generator
 
 from ...errors import InputError
 
@@ -42,7 +42,9 @@ def decode(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise InputError(f"{path}: cannot read file ({error.strerror}): fix its permissions or leave it out") from None
+        raise InputError(
+            f"{path}: cannot read file ({error.strerror}): fix its permissions or leave it out"
+        ) from None
     if data.startswith(UTF16_BOMS) or b"\x00" in data:
         raise binary_file(path, data[:4096])
     try:
@@ -60,13 +62,16 @@ def binary_file(path: Path, start: bytes = b"") -> InputError:
     encoding = utf16_encoding(start)
     if encoding:
         return InputError(
-            f"{path}: {encoding} text, not UTF-8: re-save it as UTF-8 (e.g. `iconv -f {encoding} -t UTF-8`)"
+            f"{path}: {encoding} text, not UTF-8: re-save it as UTF-8 (e.g. `iconv -f {encoding} -t"
+            " UTF-8`)"
         )
-    return InputError(f"{path}: looks like a binary file (contains NUL bytes): give a UTF-8 text file")
+    return InputError(
+        f"{path}: looks like a binary file (contains NUL bytes): give a UTF-8 text file"
+    )
 
 
 def utf16_encoding(start: bytes) -> str:
-    """"UTF-16LE" or "UTF-16BE" when `start` (a file's first bytes) is UTF-16 text, else ""."""
+    """ "UTF-16LE" or "UTF-16BE" when `start` (a file's first bytes) is UTF-16 text, else ""."""
     if start.startswith(b"\xff\xfe"):
         return "UTF-16LE"
     if start.startswith(b"\xfe\xff"):
@@ -74,8 +79,9 @@ def utf16_encoding(start: bytes) -> str:
     pairs = len(start) // 2
     if pairs < 2:
         return ""
-    # Without a BOM: text in UTF-16 has a NUL in every (or nearly every) other byte, none in the rest.
-    even, odd = start[0:2 * pairs:2].count(0), start[1:2 * pairs:2].count(0)
+    # Without a BOM: text in UTF-16 has a NUL in every (or nearly every) other byte, none in the
+    # rest.
+    even, odd = start[0 : 2 * pairs : 2].count(0), start[1 : 2 * pairs : 2].count(0)
     for nuls, others, name in ((odd, even, "UTF-16LE"), (even, odd, "UTF-16BE")):
         if nuls >= 0.7 * pairs and others == 0:
             try:
@@ -88,7 +94,9 @@ def utf16_encoding(start: bytes) -> str:
 
 
 def not_utf8(path: Path, line: int, byte: int) -> InputError:
-    return InputError(f"{path} line {line}: not valid UTF-8 (byte 0x{byte:02x}): re-save the file as UTF-8")
+    return InputError(
+        f"{path} line {line}: not valid UTF-8 (byte 0x{byte:02x}): re-save the file as UTF-8"
+    )
 
 
 def iter_lines(path: Path) -> Generator[tuple[int, str], None, None]:
@@ -97,7 +105,9 @@ def iter_lines(path: Path) -> Generator[tuple[int, str], None, None]:
     try:
         stream = open(path, "rb")
     except OSError as error:
-        raise InputError(f"{path}: cannot read file ({error.strerror}): fix its permissions or leave it out") from None
+        raise InputError(
+            f"{path}: cannot read file ({error.strerror}): fix its permissions or leave it out"
+        ) from None
     with stream:
         start = stream.peek(4096)[:4096] if hasattr(stream, "peek") else b""
         if start.startswith(UTF16_BOMS):
@@ -117,16 +127,22 @@ def parse_json_line(path: Path, number: int, line: str):
     try:
         return json.loads(line)
     except json.JSONDecodeError as error:
-        raise InputError(f"{path} line {number}: not valid JSON ({error.msg}): fix or remove the line") from None
+        raise InputError(
+            f"{path} line {number}: not valid JSON ({error.msg}): fix or remove the line"
+        ) from None
     except RecursionError:
-        raise InputError(f"{path} line {number}: JSON nested too deeply: give one flat object a line") from None
+        raise InputError(
+            f"{path} line {number}: JSON nested too deeply: give one flat object a line"
+        ) from None
 
 
 def expect(record_label: str, value, kinds, what: str):
     """`value` when it is of one of `kinds` (or None), else an InputError naming the record."""
     if value is None or isinstance(value, kinds) and not isinstance(value, bool):
         return value
-    raise InputError(f"{record_label}: '{what}' must be {_describe(kinds)}, got {type(value).__name__}")
+    raise InputError(
+        f"{record_label}: '{what}' must be {_describe(kinds)}, got {type(value).__name__}"
+    )
 
 
 def _describe(kinds) -> str:
@@ -136,7 +152,8 @@ def _describe(kinds) -> str:
 
 
 def year_from_text(text) -> int | None:
-    """The first four-digit year in a date such as '2020-03-01' or 'Mon, 2 Apr 2007 19:18:42 GMT'."""
+    """The first four-digit year in a date such as '2020-03-01' or 'Mon, 2 Apr 2007 19:18:42
+    GMT'."""
     import re
 
     if isinstance(text, int) and not isinstance(text, bool):
@@ -150,5 +167,5 @@ def year_from_text(text) -> int | None:
 def strip_prefix(value: str, *prefixes: str) -> str:
     for prefix in prefixes:
         if value.lower().startswith(prefix):
-            return value[len(prefix):]
+            return value[len(prefix) :]
     return value

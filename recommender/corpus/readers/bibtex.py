@@ -41,26 +41,55 @@ def read(path: Path, text: str) -> list[Record]:
         _evaluate_values(library)
         # Every field as written (macros resolved), before the middlewares split names: the
         # fields not modelled go back out as they came in.
-        written = {entry.key.casefold(): [(field.key.lower(), field.value) for field in entry.fields
-                                          if isinstance(field.value, str)]
-                   for entry in library.entries}
-        for middleware in (middlewares.NormalizeFieldKeys(), middlewares.SeparateCoAuthors(),
-                           middlewares.SplitNameParts()):
+        written = {
+            entry.key.casefold(): [
+                (field.key.lower(), field.value)
+                for field in entry.fields
+                if isinstance(field.value, str)
+            ]
+            for entry in library.entries
+        }
+        for middleware in (
+            middlewares.NormalizeFieldKeys(),
+            middlewares.SeparateCoAuthors(),
+            middlewares.SplitNameParts(),
+        ):
             library = middleware.transform(library)
     except Exception as error:  # the parser's own failures: still one line about this file
-        raise InputError(f"{path}: BibTeX cannot be read ({' '.join(str(error).split()) or type(error).__name__})") from None
+        raise InputError(
+            f"{path}: BibTeX cannot be read"
+            f" ({' '.join(str(error).split()) or type(error).__name__})"
+        ) from None
     finally:
         log.setLevel(level)
     if library.failed_blocks:
         block = min(library.failed_blocks, key=lambda b: b.start_line or 0)
         raise _failed(path, block)
-    fields_of = {entry.key.casefold(): {field.key: field.value for field in entry.fields} for entry in library.entries}
+    fields_of = {
+        entry.key.casefold(): {field.key: field.value for field in entry.fields}
+        for entry in library.entries
+    }
     return [_record(path, entry, fields_of, written) for entry in library.entries]
 
 
 # BibTeX's predefined macros: the months.
-MONTHS = {name[:3].lower(): name for name in ("January", "February", "March", "April", "May", "June", "July",
-                                              "August", "September", "October", "November", "December")}
+MONTHS = {
+    name[:3].lower(): name
+    for name in (
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    )
+}
 # Fields a crossref does not pass on: the abstract describes the one work, the rest name the entry.
 NOT_INHERITED = ("abstract", "crossref", "ids", "key")
 
@@ -84,14 +113,17 @@ def _evaluate(raw: str, macros: dict[str, str]) -> str:
     out = []
     for kind, text in pieces:
         if kind == "macro":
-            out.append(macros.get(text.casefold(), text))  # BibTeX warns on an undefined macro; we keep its name
+            out.append(
+                macros.get(text.casefold(), text)
+            )  # BibTeX warns on an undefined macro; we keep its name
         else:
             out.append(text)
     return "".join(out)
 
 
 def _pieces(raw: str) -> list[tuple[str, str]] | None:
-    """`{a} # "b" # name # 12` as [("text", "a"), ("text", "b"), ("macro", "name"), ("text", "12")]."""
+    """`{a} # "b" # name # 12` as [("text", "a"), ("text", "b"), ("macro", "name"), ("text",
+    "12")]."""
     pieces, i, n = [], 0, len(raw)
     while True:
         while i < n and raw[i].isspace():
@@ -102,13 +134,13 @@ def _pieces(raw: str) -> list[tuple[str, str]] | None:
             end = _closing(raw, i + 1, quote=False)
             if end is None:
                 return None
-            pieces.append(("text", raw[i + 1:end]))
+            pieces.append(("text", raw[i + 1 : end]))
             i = end + 1
         elif raw[i] == '"':
             end = _closing(raw, i + 1, quote=True)
             if end is None:
                 return None
-            pieces.append(("text", raw[i + 1:end]))
+            pieces.append(("text", raw[i + 1 : end]))
             i = end + 1
         else:
             found = re.match(r"[^\s#{}\"]+", raw[i:])
@@ -153,9 +185,18 @@ def _failed(path: Path, block) -> InputError:
     found = _KEY.match(block.raw or "")
     entry = f" (entry '{found.group(1)}')" if found else ""
     if type(block).__name__ == "DuplicateBlockKeyBlock":
-        return InputError(f"{path}:{line}{entry}: the key is used by an earlier entry too: give each entry its own key")
-    reason = " ".join(str(getattr(block.error, "abort_reason", "") or block.error).split()) or "syntax error"
-    return InputError(f"{path}:{line}{entry}: not valid BibTeX ({reason}): fix the entry's braces, quotes and commas")
+        return InputError(
+            f"{path}:{line}{entry}: the key is used by an earlier entry too: give each entry its"
+            " own key"
+        )
+    reason = (
+        " ".join(str(getattr(block.error, "abort_reason", "") or block.error).split())
+        or "syntax error"
+    )
+    return InputError(
+        f"{path}:{line}{entry}: not valid BibTeX ({reason}): fix the entry's braces, quotes and"
+        " commas"
+    )
 
 
 # Fields that only link an entry to another: an entry is written out with what it inherits.
@@ -168,8 +209,9 @@ def _record(path: Path, entry, fields_of: dict[str, dict], written: dict[str, li
     label = f"{source} (entry '{entry.key}')"
     values = {field.key: field.value for field in entry.fields}
     # The entry as written, to go back out as it came in (`render.bibtex`).
-    as_written = dict((name, value) for name, value in written[entry.key.casefold()]
-                      if name not in LINKS)
+    as_written = dict(
+        (name, value) for name, value in written[entry.key.casefold()] if name not in LINKS
+    )
     own_editors = values.get("editor")
     parent = values.get("crossref")
     if isinstance(parent, str) and parent.strip().casefold() in fields_of:
@@ -181,12 +223,16 @@ def _record(path: Path, entry, fields_of: dict[str, dict], written: dict[str, li
             if name not in NOT_INHERITED and name not in LINKS and name != "title":
                 as_written.setdefault(name, value)
         if "booktitle" not in values and isinstance(inherited.get("title"), str):
-            values["booktitle"] = inherited["title"]  # the proceedings' title is the paper's book title
+            values["booktitle"] = inherited[
+                "title"
+            ]  # the proceedings' title is the paper's book title
     authors = values.get("author") or own_editors  # an edited volume: its editors
     # Only the fields used are read as text: any other (a list of editors, say) is left alone.
     values = {name: value for name, value in values.items() if isinstance(value, str)}
     venue = next((values[name] for name in VENUE_FIELDS if values.get(name)), "")
-    doi = strip_prefix(values.get("doi", "").strip(), "https://doi.org/", "http://dx.doi.org/", "doi:")
+    doi = strip_prefix(
+        values.get("doi", "").strip(), "https://doi.org/", "http://dx.doi.org/", "doi:"
+    )
     url = values.get("url", "").strip()
     if not url and doi:
         url = "https://doi.org/" + doi
@@ -205,8 +251,11 @@ def _record(path: Path, entry, fields_of: dict[str, dict], written: dict[str, li
     }
     keywords = values.get("keywords", "")
     categories = tuple(word.strip() for word in re.split(r"[,;]", keywords) if word.strip())
-    extra = {"citation_key": entry.key, "entry_type": entry.entry_type,
-             "bibtex_fields": tuple(as_written.items())}
+    extra = {
+        "citation_key": entry.key,
+        "entry_type": entry.entry_type,
+        "bibtex_fields": tuple(as_written.items()),
+    }
     return Record(fields, source, label, bulk=True, categories=categories, extra=extra)
 
 
@@ -263,7 +312,7 @@ def strip_braces(text: str) -> str:
         if math is not None and math.startswith("$"):
             out.append(char)
             if text.startswith(math, i):
-                out.append(text[i + 1: i + len(math)])
+                out.append(text[i + 1 : i + len(math)])
                 i += len(math)
                 math = None
             else:

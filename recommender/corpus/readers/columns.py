@@ -13,37 +13,106 @@ and author lists also on commas between full names; `Last, First` names are turn
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from ...errors import InputError
 
 # The columns conferences group their papers by (Mini-Conf's sessions, ACL's tracks, OpenReview's
 # primary area): categories, whose names may hold commas ("Phonology, Morphology and Word
 # Segmentation"), so a list of them is split on `|` or `;` only.
-GROUPS = ("track", "tracks", "area", "areas", "primaryarea", "subjectarea", "subjectareas",
-          "researcharea", "primarysubjectarea", "secondarysubjectareas", "session", "sessions")
+GROUPS = (
+    "track",
+    "tracks",
+    "area",
+    "areas",
+    "primaryarea",
+    "subjectarea",
+    "subjectareas",
+    "researcharea",
+    "primarysubjectarea",
+    "secondarysubjectareas",
+    "session",
+    "sessions",
+)
 # Our field: the names it is read from, most specific first.
 ALIASES: dict[str, tuple[str, ...]] = {
-    "id": ("id", "uid", "paperid", "arxivid", "arxiv", "doi", "key", "citationkey", "citekey", "bibtexkey",
-           "identifier", "eprint"),
+    "id": (
+        "id",
+        "uid",
+        "paperid",
+        "arxivid",
+        "arxiv",
+        "doi",
+        "key",
+        "citationkey",
+        "citekey",
+        "bibtexkey",
+        "identifier",
+        "eprint",
+    ),
     "title": ("title", "papertitle", "articletitle", "documenttitle"),
     "abstract": ("abstract", "abstractnote", "summary", "abstracttext", "paperabstract"),
     "authors": ("authors", "author", "authornames", "authorfullnames", "creators"),
-    "year": ("year", "publicationyear", "pubyear", "date", "publicationdate", "published", "issued"),
-    "venue": ("venue", "journal", "booktitle", "conference", "publicationtitle", "publication", "sourcetitle",
-              "containertitle", "journaltitle", "proceedings"),
+    "year": (
+        "year",
+        "publicationyear",
+        "pubyear",
+        "date",
+        "publicationdate",
+        "published",
+        "issued",
+    ),
+    "venue": (
+        "venue",
+        "journal",
+        "booktitle",
+        "conference",
+        "publicationtitle",
+        "publication",
+        "sourcetitle",
+        "containertitle",
+        "journaltitle",
+        "proceedings",
+    ),
     "url": ("url", "link", "paperurl", "htmlurl", "pdfurl", "pdf"),
     # Every one of these that a record has is read (their lists joined).
-    "categories": ("categories", "category", "keywords", "keyword", "tags", "tag", "subjects", "subject",
-                   "topics", "manualtags", "automatictags", "authorkeywords", "indexkeywords",
-                   *GROUPS),
+    "categories": (
+        "categories",
+        "category",
+        "keywords",
+        "keyword",
+        "tags",
+        "tag",
+        "subjects",
+        "subject",
+        "topics",
+        "manualtags",
+        "automatictags",
+        "authorkeywords",
+        "indexkeywords",
+        *GROUPS,
+    ),
 }
 # What our own outputs add to a paper (`papers list --format jsonl` read back): derived, not lost.
 DERIVED = ("handle", "codelinks", "source", "score", "rank")
-# Identifier columns that, when not the ID, still give the paper's link (and so its arXiv ID or DOI).
-LINKS = {"doi": "https://doi.org/", "arxivid": "https://arxiv.org/abs/", "arxiv": "https://arxiv.org/abs/"}
-_PREFIXES = {"doi": ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/", "http://dx.doi.org/", "doi:"),
-             "arxivid": ("arxiv:",), "arxiv": ("arxiv:",)}
+# Identifier columns that, when not the ID, still give the paper's link (and so its arXiv ID or
+# DOI).
+LINKS = {
+    "doi": "https://doi.org/",
+    "arxivid": "https://arxiv.org/abs/",
+    "arxiv": "https://arxiv.org/abs/",
+}
+_PREFIXES = {
+    "doi": (
+        "https://doi.org/",
+        "http://doi.org/",
+        "https://dx.doi.org/",
+        "http://dx.doi.org/",
+        "doi:",
+    ),
+    "arxivid": ("arxiv:",),
+    "arxiv": ("arxiv:",),
+}
 # Category columns whose values are words separated by spaces, as arXiv writes them ("cs.LG cs.CL").
 SPACED = ("categories", "category")
 FIELD_NAMES = ", ".join(ALIASES)
@@ -108,8 +177,11 @@ class Columns:
         categories: list[str] = []
         for alias in ALIASES["categories"]:
             if alias in by_alias:
-                categories.extend(split_categories(where, by_alias[alias], spaced=alias in SPACED,
-                                                   commas=alias not in GROUPS))
+                categories.extend(
+                    split_categories(
+                        where, by_alias[alias], spaced=alias in SPACED, commas=alias not in GROUPS
+                    )
+                )
         return fields, tuple(dict.fromkeys(categories))
 
     def unread_warning(self, path, what: str = "column") -> str | None:
@@ -137,7 +209,7 @@ def _has_value(value) -> bool:
 def _strip_prefix(value: str, prefixes: Iterable[str]) -> str:
     for prefix in prefixes:
         if value.lower().startswith(prefix):
-            return value[len(prefix):].strip()
+            return value[len(prefix) :].strip()
     return value
 
 
@@ -196,7 +268,9 @@ def split_categories(where: str, value, spaced: bool = False, commas: bool = Tru
             raise InputError(f"{where}: categories must be a list of text")
         return [item.strip() for item in value if item.strip()]
     if not isinstance(value, str):
-        raise InputError(f"{where}: categories must be text or a list of text, got {type(value).__name__}")
+        raise InputError(
+            f"{where}: categories must be text or a list of text, got {type(value).__name__}"
+        )
     if "|" in value or ";" in value:
         return split_list(value)
     if "," in value and commas:

@@ -13,14 +13,18 @@ DOI_URL = "https://doi.org/"
 
 
 def looks_like(data: dict) -> bool:
-    return "type" in data and any(key in data for key in ("issued", "author", "container-title", "DOI", "URL"))
+    return "type" in data and any(
+        key in data for key in ("issued", "author", "container-title", "DOI", "URL")
+    )
 
 
 def record(data: dict, source: str, label: str = "") -> Record:
     where = label or source
     doi = expect(where, data.get("DOI"), str, "DOI") or ""
     doi = strip_prefix(doi.strip(), "https://doi.org/", "http://dx.doi.org/", "doi:")
-    item_id = expect(where, data.get("citation-key"), str, "citation-key") or expect(where, data.get("id"), (str, int), "id")
+    item_id = expect(where, data.get("citation-key"), str, "citation-key") or expect(
+        where, data.get("id"), (str, int), "id"
+    )
     venue = data.get("container-title")
     if isinstance(venue, list):  # some exporters give a list of titles
         venue = venue[0] if venue else None
@@ -41,10 +45,15 @@ def _authors(where: str, authors) -> list[str]:
     if authors is None:
         return []
     if not isinstance(authors, list) or not all(isinstance(author, dict) for author in authors):
-        raise InputError(f"{where}: 'author' must be a list of name objects (family, given or literal)")
+        raise InputError(
+            f"{where}: 'author' must be a list of name objects (family, given or literal)"
+        )
     names = []
     for author in authors:
-        parts = [author.get(key) for key in ("given", "dropping-particle", "non-dropping-particle", "family", "suffix")]
+        parts = [
+            author.get(key)
+            for key in ("given", "dropping-particle", "non-dropping-particle", "family", "suffix")
+        ]
         if author.get("literal") is not None:
             parts = [author["literal"]]
         if not all(part is None or isinstance(part, str) for part in parts):
@@ -65,7 +74,9 @@ def _year(where: str, issued) -> int | None:
     parts = issued.get("date-parts")
     if parts is not None:
         if not isinstance(parts, list) or not parts or not isinstance(parts[0], list):
-            raise InputError(f"{where}: 'issued.date-parts' must be a list of [year, month, day] lists")
+            raise InputError(
+                f"{where}: 'issued.date-parts' must be a list of [year, month, day] lists"
+            )
         if parts[0]:
             year = parts[0][0]
             if isinstance(year, int) and not isinstance(year, bool):

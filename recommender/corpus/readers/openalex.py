@@ -15,7 +15,9 @@ OPENALEX = "https://openalex.org/"
 
 def looks_like(data: dict) -> bool:
     identifier = data.get("id")
-    return "abstract_inverted_index" in data or (isinstance(identifier, str) and identifier.startswith(OPENALEX))
+    return "abstract_inverted_index" in data or (
+        isinstance(identifier, str) and identifier.startswith(OPENALEX)
+    )
 
 
 def rebuild_abstract(where: str, index) -> str | None:
@@ -23,10 +25,13 @@ def rebuild_abstract(where: str, index) -> str | None:
     if index is None:
         return None
     if not isinstance(index, dict) or not all(
-        isinstance(positions, list) and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in positions)
+        isinstance(positions, list)
+        and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in positions)
         for positions in index.values()
     ):
-        raise InputError(f"{where}: 'abstract_inverted_index' must map each word to a list of positions")
+        raise InputError(
+            f"{where}: 'abstract_inverted_index' must map each word to a list of positions"
+        )
     placed = sorted((position, word) for word, positions in index.items() for position in positions)
     return " ".join(word for _, word in placed)
 
@@ -41,7 +46,10 @@ def record(data: dict, source: str, label: str = "") -> Record:
     venue = venue_source.get("display_name")
     if venue is None and isinstance(data.get("host_venue"), dict):  # works exported before 2023
         venue = data["host_venue"].get("display_name")
-    landing = expect(where, location.get("landing_page_url"), str, "primary_location.landing_page_url") or ""
+    landing = (
+        expect(where, location.get("landing_page_url"), str, "primary_location.landing_page_url")
+        or ""
+    )
     fields = {
         "id": strip_prefix(identifier.strip(), OPENALEX),
         "title": title,

@@ -26,14 +26,16 @@ _WITHDRAWN = re.compile(r"withdrawn|desk[ _-]?reject", re.IGNORECASE)
 def looks_like(data: dict) -> bool:
     """A note: a `content` object beside the note's `id`, `forum` or `invitation(s)`."""
     return isinstance(data.get("content"), dict) and any(
-        key in data for key in ("forum", "invitation", "invitations", "replyto"))
+        key in data for key in ("forum", "invitation", "invitations", "replyto")
+    )
 
 
 def looks_like_notes_by_id(data: dict) -> bool:
     """A venue site's dictionary of notes keyed by their IDs."""
     return bool(data) and all(
         isinstance(value, dict) and looks_like(value) and value.get("id", key) == key
-        for key, value in data.items())
+        for key, value in data.items()
+    )
 
 
 def _value(content: dict, name: str):
@@ -56,7 +58,7 @@ def _text(where: str, content: dict, name: str, lists: bool = False) -> str:
 
 
 def _conference(group: str) -> str:
-    """"ICLR.cc/2020/Conference/-/Blind_Submission" -> "ICLR 2020"."""
+    """ "ICLR.cc/2020/Conference/-/Blind_Submission" -> "ICLR 2020"."""
     parts = [part for part in group.split("/-/")[0].split("/") if part]
     if len(parts) < 2:
         return ""
@@ -76,7 +78,9 @@ def record(data: dict, source: str, label: str = "") -> Record:
     invitation = next((item for item in invitations if isinstance(item, str) and item), "")
     venue_id = _text(where, content, "venueid")
     venue = _text(where, content, "venue")
-    decision = _text(where, content, "decision", lists=True) or _text(where, content, "recommendation", lists=True)
+    decision = _text(where, content, "decision", lists=True) or _text(
+        where, content, "recommendation", lists=True
+    )
     if not venue:
         conference = _conference(venue_id or invitation)
         venue = f"{conference} ({decision})" if conference and decision else conference or decision
@@ -89,7 +93,10 @@ def record(data: dict, source: str, label: str = "") -> Record:
     if isinstance(keywords, str):
         keywords = re.split(r"[,;]", keywords)
     # Grouping fields conferences set on a note: its primary area, its track.
-    groups = [_text(where, content, name, lists=True) for name in ("primary_area", "track", "area", "subject_areas")]
+    groups = [
+        _text(where, content, name, lists=True)
+        for name in ("primary_area", "track", "area", "subject_areas")
+    ]
     categories = tuple(str(word).strip() for word in [*keywords, *groups] if str(word).strip())
     fields = {
         "id": note_id,
@@ -101,7 +108,9 @@ def record(data: dict, source: str, label: str = "") -> Record:
         "url": FORUM_URL + note_id,
     }
     withdrawn = any(_WITHDRAWN.search(text) for text in (venue_id, invitation, venue, decision))
-    return Record(fields, source, label, bulk=True, categories=categories, extra={"withdrawn": withdrawn})
+    return Record(
+        fields, source, label, bulk=True, categories=categories, extra={"withdrawn": withdrawn}
+    )
 
 
 def _year(data: dict, content: dict) -> int | None:

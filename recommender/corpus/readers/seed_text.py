@@ -31,11 +31,14 @@ def read(path: Path, text: str) -> list[Record]:
     heading = ""
     if paragraphs:
         first_line, first = paragraphs[0]
-        looks_like_heading = len(first[0].split()) <= HEADING_MAX_WORDS and not first[0].endswith((".", "!", "?"))
+        looks_like_heading = len(first[0].split()) <= HEADING_MAX_WORDS and not first[0].endswith(
+            (".", "!", "?")
+        )
         if len(first) == 1 and looks_like_heading:
             if len(paragraphs) == 1:
                 raise InputError(
-                    f"{path}: only a heading line ('{first[0]}'), no abstracts: put one abstract a paragraph below it"
+                    f"{path}: only a heading line ('{first[0]}'), no abstracts: put one abstract a"
+                    " paragraph below it"
                 )
             heading = first[0]
             paragraphs = paragraphs[1:]

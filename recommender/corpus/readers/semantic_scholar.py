@@ -50,8 +50,12 @@ def _authors(where: str, authors) -> list[str]:
 
 
 def _fields_of_study(data: dict) -> tuple[str, ...]:
-    names = list(data.get("fieldsOfStudy") or []) if isinstance(data.get("fieldsOfStudy"), list) else []
-    for item in data.get("s2FieldsOfStudy") or [] if isinstance(data.get("s2FieldsOfStudy"), list) else []:
+    names = (
+        list(data.get("fieldsOfStudy") or []) if isinstance(data.get("fieldsOfStudy"), list) else []
+    )
+    for item in (
+        data.get("s2FieldsOfStudy") or [] if isinstance(data.get("s2FieldsOfStudy"), list) else []
+    ):
         if isinstance(item, dict):
             names.append(item.get("category"))
     return tuple(dict.fromkeys(name for name in names if isinstance(name, str) and name))

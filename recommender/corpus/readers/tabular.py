@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
-
 import warnings
+from pathlib import Path
 
 from ...errors import InputError
 from .base import InputWarning, Record
@@ -33,11 +32,14 @@ def _read_rows(path: Path, text: str) -> list[Record]:
         raise InputError(f"{path} line 1: not valid CSV ({error})") from None
     repeated = sorted({name for name in header if name and header.count(name) > 1})
     if repeated:
-        raise InputError(f"{path}: CSV column '{repeated[0]}' appears more than once: give each column once")
+        raise InputError(
+            f"{path}: CSV column '{repeated[0]}' appears more than once: give each column once"
+        )
     columns = Columns()
     if not columns.has("abstract", header):
         raise InputError(
-            f"{path}: CSV has no 'abstract' column (columns: {', '.join(header) or 'none'}): name the columns id, title, abstract"
+            f"{path}: CSV has no 'abstract' column (columns: {', '.join(header) or 'none'}): name"
+            " the columns id, title, abstract"
         )
     records = []
     try:
@@ -47,7 +49,8 @@ def _read_rows(path: Path, text: str) -> list[Record]:
                 continue
             if len(row) != len(header):
                 raise InputError(
-                    f"{path} line {number}: {len(row)} fields where the header has {len(header)}: quote fields that contain commas"
+                    f"{path} line {number}: {len(row)} fields where the header has {len(header)}:"
+                    " quote fields that contain commas"
                 )
             source = f"{path}:{number}"
             fields, categories = columns.fields(source, dict(zip(header, row)))

@@ -29,14 +29,40 @@ NAME = "Zotero"
 KNOWN_SCHEMA = range(80, 130)
 NOT_PAPERS = ("note", "attachment", "annotation")
 # Zotero item type -> BibTeX entry type (as Better BibTeX exports them).
-ENTRY_TYPES = {"journalArticle": "article", "magazineArticle": "article", "newspaperArticle": "article",
-               "conferencePaper": "inproceedings", "book": "book", "bookSection": "incollection",
-               "thesis": "phdthesis", "report": "techreport", "preprint": "misc", "manuscript": "unpublished"}
-VENUE_FIELDS = ("publicationTitle", "proceedingsTitle", "conferenceName", "bookTitle", "repository",
-                "university", "institution", "websiteTitle", "publisher")
+ENTRY_TYPES = {
+    "journalArticle": "article",
+    "magazineArticle": "article",
+    "newspaperArticle": "article",
+    "conferencePaper": "inproceedings",
+    "book": "book",
+    "bookSection": "incollection",
+    "thesis": "phdthesis",
+    "report": "techreport",
+    "preprint": "misc",
+    "manuscript": "unpublished",
+}
+VENUE_FIELDS = (
+    "publicationTitle",
+    "proceedingsTitle",
+    "conferenceName",
+    "bookTitle",
+    "repository",
+    "university",
+    "institution",
+    "websiteTitle",
+    "publisher",
+)
 # Zotero fields kept for BibTeX as Better BibTeX names them.
-BIBTEX_FIELDS = {"DOI": "doi", "volume": "volume", "issue": "number", "pages": "pages", "publisher": "publisher",
-                 "place": "address", "ISBN": "isbn", "ISSN": "issn"}
+BIBTEX_FIELDS = {
+    "DOI": "doi",
+    "volume": "volume",
+    "issue": "number",
+    "pages": "pages",
+    "publisher": "publisher",
+    "place": "address",
+    "ISBN": "isbn",
+    "ISSN": "issn",
+}
 READ_ATTEMPTS = 3
 
 
@@ -47,7 +73,12 @@ def default_database() -> Path:
     if sys.platform == "darwin":
         profiles = home / "Library" / "Application Support" / "Zotero" / "Profiles"
     elif sys.platform == "win32":
-        profiles = Path(os.environ.get("APPDATA", home / "AppData" / "Roaming")) / "Zotero" / "Zotero" / "Profiles"
+        profiles = (
+            Path(os.environ.get("APPDATA", home / "AppData" / "Roaming"))
+            / "Zotero"
+            / "Zotero"
+            / "Profiles"
+        )
     else:
         profiles = home / ".zotero" / "zotero"
     for prefs in sorted(profiles.glob("*/prefs.js")) if profiles.is_dir() else []:
@@ -55,7 +86,9 @@ def default_database() -> Path:
             text = prefs.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        found = re.search(r'user_pref\("extensions\.zotero\.dataDir",\s*"((?:[^"\\]|\\.)*)"\)', text)
+        found = re.search(
+            r'user_pref\("extensions\.zotero\.dataDir",\s*"((?:[^"\\]|\\.)*)"\)', text
+        )
         if found and 'user_pref("extensions.zotero.useDataDir", false)' not in text:
             return Path(found.group(1).encode().decode("unicode_escape")) / "zotero.sqlite"
     return home / "Zotero" / "zotero.sqlite"
@@ -91,17 +124,21 @@ def _snapshot(path: Path):
         except sqlite3.DatabaseError as error:
             if _state(path) == before:
                 memory.close()
-                raise InputError(f"{path}: cannot be read as a Zotero database ({error}): give zotero.sqlite") from None
+                raise InputError(
+                    f"{path}: cannot be read as a Zotero database ({error}): give zotero.sqlite"
+                ) from None
             continue
         if _state(path) == before:
             return memory
     memory.close()
-    raise InputError(f"{path}: Zotero kept changing the database while it was read: try again in a moment")
+    raise InputError(
+        f"{path}: Zotero kept changing the database while it was read: try again in a moment"
+    )
 
 
 def _state(path: Path) -> tuple:
     """What changes when Zotero writes: the file's size and time, and its write-ahead log's."""
-    out = []
+    out: list[tuple[int, int] | None] = []
     for name in (path, path.with_name(path.name + "-wal")):
         try:
             stat = name.stat()
@@ -119,19 +156,29 @@ def read(path: Path) -> list[Record]:
         raise InputError(f"{path}: no such Zotero database: give the path of zotero.sqlite")
     database = _snapshot(path)
     try:
-        tables = {row[0] for row in database.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = {
+            row[0] for row in database.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
         needed = {"items", "itemData", "itemDataValues", "creators", "itemCreators", "creatorTypes"}
         if not needed <= tables:
-            raise InputError(f"{path}: not a Zotero database (no {', '.join(sorted(needed - tables))} table): "
-                             "give zotero.sqlite")
+            raise InputError(
+                f"{path}: not a Zotero database (no {', '.join(sorted(needed - tables))} table): "
+                "give zotero.sqlite"
+            )
         version = _schema_version(database, tables)
         if version not in KNOWN_SCHEMA:
-            warnings.warn(f"{path}: from a Zotero version whose database schema ({version}) is not known to papers "
-                          f"(it knows {KNOWN_SCHEMA.start} to {KNOWN_SCHEMA.stop - 1}): read as far as it goes",
-                          InputWarning, stacklevel=2)
+            warnings.warn(
+                f"{path}: from a Zotero version whose database schema ({version}) is not known to"
+                f" papers (it knows {KNOWN_SCHEMA.start} to {KNOWN_SCHEMA.stop - 1}): read as far"
+                " as it goes",
+                InputWarning,
+                stacklevel=2,
+            )
         return _records(path, database, tables)
     except sqlite3.Error as error:
-        raise InputError(f"{path}: cannot be read as a Zotero database ({error}): give zotero.sqlite") from None
+        raise InputError(
+            f"{path}: cannot be read as a Zotero database ({error}): give zotero.sqlite"
+        ) from None
     finally:
         database.close()
 
@@ -149,42 +196,56 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
     trash = "LEFT JOIN deletedItems d ON d.itemID = i.itemID" if "deletedItems" in tables else ""
     not_trashed = "AND d.itemID IS NULL" if trash else ""
     items = database.execute(
-        f"SELECT i.itemID, i.key, t.typeName FROM items i JOIN {types} t ON t.itemTypeID = i.itemTypeID {trash} "
-        f"WHERE t.typeName NOT IN ({', '.join('?' * len(NOT_PAPERS))}) {not_trashed} ORDER BY i.itemID",
-        NOT_PAPERS).fetchall()
+        f"SELECT i.itemID, i.key, t.typeName FROM items i JOIN {types} t ON t.itemTypeID ="
+        f" i.itemTypeID {trash} WHERE t.typeName NOT IN ({', '.join('?' * len(NOT_PAPERS))})"
+        f" {not_trashed} ORDER BY i.itemID",
+        NOT_PAPERS,
+    ).fetchall()
     values: dict[int, dict[str, str]] = {}
     for item_id, name, value in database.execute(
-            f"SELECT d.itemID, f.fieldName, v.value FROM itemData d JOIN {fields} f ON f.fieldID = d.fieldID "
-            "JOIN itemDataValues v ON v.valueID = d.valueID"):
+        f"SELECT d.itemID, f.fieldName, v.value FROM itemData d JOIN {fields} f ON f.fieldID ="
+        " d.fieldID JOIN itemDataValues v ON v.valueID = d.valueID"
+    ):
         values.setdefault(item_id, {})[name] = value if isinstance(value, str) else str(value)
     creators: dict[int, list[tuple[str, str]]] = {}
     for item_id, kind, first, last, mode in database.execute(
-            "SELECT ic.itemID, ct.creatorType, c.firstName, c.lastName, c.fieldMode FROM itemCreators ic "
-            "JOIN creators c ON c.creatorID = ic.creatorID JOIN creatorTypes ct ON ct.creatorTypeID = ic.creatorTypeID "
-            "ORDER BY ic.itemID, ic.orderIndex"):
+        "SELECT ic.itemID, ct.creatorType, c.firstName, c.lastName, c.fieldMode FROM itemCreators"
+        " ic JOIN creators c ON c.creatorID = ic.creatorID JOIN creatorTypes ct ON ct.creatorTypeID"
+        " = ic.creatorTypeID ORDER BY ic.itemID, ic.orderIndex"
+    ):
         name = (last or "") if mode == 1 else " ".join(part for part in (first, last) if part)
         if name.strip():
             creators.setdefault(item_id, []).append((kind, name.strip()))
     collections = _collections(database, tables)
     tags: dict[int, list[str]] = {}
     if {"itemTags", "tags"} <= tables:
-        for item_id, name in database.execute("SELECT it.itemID, t.name FROM itemTags it JOIN tags t "
-                                              "ON t.tagID = it.tagID ORDER BY it.itemID, t.name"):
+        for item_id, name in database.execute(
+            "SELECT it.itemID, t.name FROM itemTags it JOIN tags t "
+            "ON t.tagID = it.tagID ORDER BY it.itemID, t.name"
+        ):
             tags.setdefault(item_id, []).append(name)
     better_bibtex = _better_bibtex_keys(path)
     records = []
     for item_id, key, type_name in items:
         data = values.get(item_id, {})
         people = creators.get(item_id, [])
-        authors = [name for kind, name in people if kind == "author"] or [name for kind, name in people
-                                                                            if kind == "editor"]
+        authors = [name for kind, name in people if kind == "author"] or [
+            name for kind, name in people if kind == "editor"
+        ]
         doi = data.get("DOI", "").strip()
         url = data.get("url", "").strip() or (f"https://doi.org/{doi}" if doi else "")
         found = re.search(r"(?<!\d)(\d{4})(?!\d)", data.get("date", ""))
         citation_key = data.get("citationKey", "").strip() or better_bibtex.get(key, "")
-        extra = {"entry_type": ENTRY_TYPES.get(type_name, "misc"), "citation_key": citation_key,
-                 "bibtex_fields": tuple((BIBTEX_FIELDS[name], value) for name, value in data.items()
-                                        if name in BIBTEX_FIELDS and value.strip())}
+        extra = {
+            "entry_type": ENTRY_TYPES.get(type_name, "misc"),
+            "citation_key": citation_key,
+            "collections": collections.get(item_id, ()),
+            "bibtex_fields": tuple(
+                (BIBTEX_FIELDS[name], value)
+                for name, value in data.items()
+                if name in BIBTEX_FIELDS and value.strip()
+            ),
+        }
         fields_of = {
             "id": key,
             "title": data.get("title"),
@@ -195,21 +256,35 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
             "url": url,
         }
         label = f"{path} item {key}"
-        records.append(Record(fields_of, f"{path}:{key}", label, bulk=True,
-                              categories=tuple(collections.get(item_id, ()) + tuple(tags.get(item_id, ()))),
-                              extra=extra))
+        records.append(
+            Record(
+                fields_of,
+                f"{path}:{key}",
+                label,
+                bulk=True,
+                categories=tuple(collections.get(item_id, ()) + tuple(tags.get(item_id, ()))),
+                extra=extra,
+            )
+        )
     return records
 
 
 def _collections(database, tables: set[str]) -> dict[int, tuple[str, ...]]:
-    """Each item's collections as paths ("Thesis/Related work"), collections in the trash left out."""
+    """Each item's collections as paths ("Thesis/Related work"), collections in the trash left
+    out."""
     if not {"collections", "collectionItems"} <= tables:
         return {}
     deleted = set()
     if "deletedCollections" in tables:
-        deleted = {row[0] for row in database.execute("SELECT collectionID FROM deletedCollections")}
-    rows = {cid: (name, parent) for cid, name, parent in database.execute(
-        "SELECT collectionID, collectionName, parentCollectionID FROM collections")}
+        deleted = {
+            row[0] for row in database.execute("SELECT collectionID FROM deletedCollections")
+        }
+    rows = {
+        cid: (name, parent)
+        for cid, name, parent in database.execute(
+            "SELECT collectionID, collectionName, parentCollectionID FROM collections"
+        )
+    }
 
     def path_of(cid: int) -> str | None:
         names, seen = [], set()
@@ -222,7 +297,9 @@ def _collections(database, tables: set[str]) -> dict[int, tuple[str, ...]]:
         return "/".join(reversed(names))
 
     out: dict[int, list[str]] = {}
-    for cid, item_id in database.execute("SELECT collectionID, itemID FROM collectionItems ORDER BY collectionID"):
+    for cid, item_id in database.execute(
+        "SELECT collectionID, itemID FROM collectionItems ORDER BY collectionID"
+    ):
         collection_path = path_of(cid)
         if collection_path:
             out.setdefault(item_id, []).append(collection_path)
@@ -230,7 +307,8 @@ def _collections(database, tables: set[str]) -> dict[int, tuple[str, ...]]:
 
 
 def _better_bibtex_keys(path: Path) -> dict[str, str]:
-    """Better BibTeX's citation keys by item key, from `better-bibtex.sqlite` beside the database."""
+    """Better BibTeX's citation keys by item key, from `better-bibtex.sqlite` beside the
+    database."""
     import sqlite3
 
     beside = path.with_name("better-bibtex.sqlite")
@@ -239,11 +317,20 @@ def _better_bibtex_keys(path: Path) -> dict[str, str]:
     try:
         database = _snapshot(beside)
         try:
-            return {item_key: citation_key for item_key, citation_key in database.execute(
-                "SELECT itemKey, citationKey FROM citationkey") if item_key and citation_key}
+            return {
+                item_key: citation_key
+                for item_key, citation_key in database.execute(
+                    "SELECT itemKey, citationKey FROM citationkey"
+                )
+                if item_key and citation_key
+            }
         finally:
             database.close()
     except (InputError, sqlite3.Error) as error:
-        warnings.warn(f"{beside}: Better BibTeX's citation keys cannot be read ({error}): items keep Zotero's own",
-                      InputWarning, stacklevel=3)
+        warnings.warn(
+            f"{beside}: Better BibTeX's citation keys cannot be read ({error}): items keep"
+            " Zotero's own",
+            InputWarning,
+            stacklevel=3,
+        )
         return {}
