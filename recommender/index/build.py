@@ -26,8 +26,9 @@ from ..embed.choice import exported_only as _exported_only
 from ..embed.embedding_cache import CacheUnavailable, EmbeddingCache, read_legacy_vectors
 from ..embed.windows import Chunking, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
+from .changes import BuildChanges, build_changes, previous_papers
 from .home import resolve_index_dir
-from .keys import ALIASES, digest, digest_records, key_tables
+from .keys import ALIASES, digest_records, key_tables
 from .layout import (
     COLLECTIONS,
     COLUMN_MAX,
@@ -60,15 +61,6 @@ class BuildReport:
     # What changed since the version this build replaced (IDs; None for a first build, or when that
     # version is too old to say): papers new, papers whose text changed, papers no longer read.
     changes: BuildChanges | None = None
-
-
-@dataclass(frozen=True)
-class BuildChanges:
-    """The papers a rebuild added, changed (same ID, another text) and removed, by ID."""
-
-    added: tuple[str, ...]
-    changed: tuple[str, ...]
-    removed: tuple[str, ...]
 
 
 def build_time() -> str:
@@ -193,7 +185,7 @@ def build_index(
             ids, handles = spool.read(reading)
         count = len(ids)
         previous = _live_build(index_dir)
-        previous_texts = _previous_papers(previous) if previous is not None else None
+        previous_texts = previous_papers(previous) if previous is not None else None
         try:
             record = previous.manifest if previous is not None else None
             encoding = choose_encoder(request, record, notice, index_dir)
@@ -216,7 +208,7 @@ def build_index(
             written = _write_papers(writer, spool, handles, tfidf)
             if written.collections:  # a reference manager's folders: tags (reading/tags.py)
                 writer.save_json(COLLECTIONS, written.collections)
-            changes = _changes(previous_texts, ids, written.text_digests)
+            changes = build_changes(previous_texts, ids, written.text_digests)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
             engines = (
@@ -425,73 +417,6 @@ class _Written:
     identifier_digests: np.ndarray  # ... of the arXiv IDs or DOIs
     fingerprint: str
     collections: dict[str, list[str]]  # each collection path with its papers' IDs
-
-
-@dataclass(frozen=True)
-class _PreviousPapers:
-    """What a rebuild compares with in the version it replaces, 16 bytes a paper and its IDs' bytes:
-    each ID's digest (ID order, sorted), its text digest, and the IDs to name the removed ones."""
-
-    id_digests: np.ndarray  # uint64, sorted
-    order: np.ndarray  # positions in ID order, by id_digests
-    text_digests: np.ndarray  # uint64, in ID order
-    id_bytes: np.ndarray
-    id_offsets: np.ndarray
-
-    def id_at(self, position: int) -> str:
-        start, stop = int(self.id_offsets[position]), int(self.id_offsets[position + 1])
-        return self.id_bytes[start:stop].tobytes().decode("utf-8", "surrogatepass")
-
-
-def _previous_papers(previous: StoredIndex) -> _PreviousPapers | None:
-    """The live version's IDs and text digests (keys/); None when it has no text digest table."""
-
-    def load(name: str) -> np.ndarray:
-        return np.array(previous.load_array(f"keys/{name}.npy", mmap=True))
-
-    if not previous.has("keys/text_digests.npy"):
-        return None
-    data, offsets, rows = load("ids_bytes"), load("ids_offsets"), load("ids_rows")
-    by_row = np.zeros(len(rows), dtype=np.uint64)
-    by_row[load("text_digest_rows")] = load("text_digests")
-    raw = data.tobytes()
-    ends = offsets.tolist()
-    # The bytes stored are the IDs' own encoding (keys._encode), which keys.digest hashes.
-    id_digests = np.fromiter(
-        (
-            int.from_bytes(
-                hashlib.blake2b(raw[ends[i] : ends[i + 1]], digest_size=8).digest(), "little"
-            )
-            for i in range(len(rows))
-        ),
-        dtype=np.uint64,
-        count=len(rows),
-    )
-    order = np.argsort(id_digests, kind="stable")
-    return _PreviousPapers(id_digests[order], order, by_row[rows], data, offsets)
-
-
-def _changes(
-    previous: _PreviousPapers | None, ids: Sequence[str], text_digests: np.ndarray
-) -> BuildChanges | None:
-    """What a build changes against the live version's IDs and text digests (`_previous_papers`)."""
-    if previous is None:
-        return None
-    if not len(previous.order):
-        return BuildChanges(tuple(ids), (), ())
-    new_ids = np.fromiter((digest(paper_id) for paper_id in ids), dtype=np.uint64, count=len(ids))
-    found = np.minimum(np.searchsorted(previous.id_digests, new_ids), len(previous.id_digests) - 1)
-    held = previous.id_digests[found] == new_ids
-    positions = previous.order[found]
-    texts = np.asarray(text_digests["digest"], dtype=np.uint64)
-    changed = held & (previous.text_digests[positions] != texts)
-    kept = np.zeros(len(previous.order), dtype=bool)
-    kept[positions[held]] = True
-    return BuildChanges(
-        added=tuple(ids[row] for row in np.flatnonzero(~held).tolist()),
-        changed=tuple(ids[row] for row in np.flatnonzero(changed).tolist()),
-        removed=tuple(previous.id_at(position) for position in np.flatnonzero(~kept).tolist()),
-    )
 
 
 def _write_papers(
