@@ -646,6 +646,22 @@ def _stdin_file(stack) -> str:
     return path
 
 
+def _fetched_to(out: str, fetch):
+    """Run `fetch(path)` into `out`; `-` fetches into a private temporary file (a fetch is written
+    whole, resumably) and then copies it to standard output. Returns the fetch's report."""
+    if out != "-":
+        return fetch(out)
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
+        report = fetch(Path(folder) / "records.jsonl")
+        with open(report.out, "rb") as records:
+            shutil.copyfileobj(records, sys.stdout.buffer)
+        sys.stdout.flush()
+    return report
+
+
 @main.group()
 def fetch():
     """Fetch new papers from a public service into a file `papers build` and `papers add` read.
@@ -702,9 +718,6 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
         papers fetch arxiv --category cs.LG --since 2025-06-01 --out new.jsonl
         papers fetch arxiv --category cs.LG --since last | papers add - --index arxiv
     """
-    import shutil
-    import tempfile
-
     from .corpus.fetch import arxiv
     from .index.home import index_home
 
@@ -727,14 +740,7 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
         notice=notice,
         delay=arxiv.DELAY_SECONDS if delay is None else delay,
     )
-    if out == "-":
-        with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
-            report = arxiv.fetch_arxiv(category, Path(folder) / "records.jsonl", **options)
-            with open(report.out, "rb") as records:
-                shutil.copyfileobj(records, sys.stdout.buffer)
-            sys.stdout.flush()
-    else:
-        report = arxiv.fetch_arxiv(category, out, **options)
+    report = _fetched_to(out, lambda path: arxiv.fetch_arxiv(category, path, **options))
     try:
         state = json.loads(state_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -787,9 +793,6 @@ def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet):
         papers fetch openreview NeurIPS.cc/2025/Conference --out neurips.jsonl
         papers fetch openreview ICLR.cc/2026/Conference | papers add - --index iclr
     """
-    import shutil
-    import tempfile
-
     from .corpus.fetch import openreview
 
     notice = None if quiet else (lambda message: click.echo(message, err=True))
@@ -799,14 +802,7 @@ def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet):
         notice=notice,
         delay=openreview.DELAY_SECONDS if delay is None else delay,
     )
-    if out == "-":
-        with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
-            report = openreview.fetch_openreview(venue, Path(folder) / "records.jsonl", **options)
-            with open(report.out, "rb") as records:
-                shutil.copyfileobj(records, sys.stdout.buffer)
-            sys.stdout.flush()
-    else:
-        report = openreview.fetch_openreview(venue, out, **options)
+    report = _fetched_to(out, lambda path: openreview.fetch_openreview(venue, path, **options))
     extra = f", {report.withdrawn} withdrawn" if withdrawn else ""
     malformed = f", {report.malformed} malformed notes skipped" if report.malformed else ""
     click.echo(

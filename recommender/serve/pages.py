@@ -295,6 +295,23 @@ def tags_page(request: Request):
     return render(request, "tags.html", {"tags": request.app.state.tags.tags()})
 
 
+def because_card(result) -> dict:
+    """A recommendation's card with the seeds it is there because of, each linked to the page
+    that shows why (the shared terms)."""
+    return dict(
+        card(result.paper, result.score),
+        because=[
+            {
+                "id": seed,
+                "handle": handle,
+                "cosine": cosine,
+                "inspect": urlencode({"id": result.paper.id, "pid": seed}),
+            }
+            for seed, handle, cosine in result.because
+        ],
+    )
+
+
 @router.get("/tags/", response_class=HTMLResponse, include_in_schema=False)
 def tag_page_by_query(
     request: Request, name: str = Query(..., max_length=MAX_TAG), k: int = Query(10, ge=1, le=MAX_K)
@@ -322,18 +339,7 @@ def tag_page(
         missing = [paper_id for paper_id in ids if recommender.row_of_id(paper_id) is None]
         cards = (
             [
-                dict(
-                    card(r.paper, r.score),
-                    because=[
-                        {
-                            "id": seed,
-                            "handle": handle,
-                            "cosine": cosine,
-                            "inspect": urlencode({"id": r.paper.id, "pid": seed}),
-                        }
-                        for seed, handle, cosine in r.because
-                    ],
-                )
+                because_card(r)
                 for r in recommend_for_tags(
                     recommender, store, [tag], k=k, why=True, exclude_seen=[tag]
                 )
@@ -368,21 +374,7 @@ def feed_page(
 
     with lease(request) as opened:  # reading records no read: the buttons take papers away
         made = make_feed(opened.recommender, request.app.state.tags, [tag], since=since, k=k)
-        cards = [
-            dict(
-                card(r.paper, r.score),
-                because=[
-                    {
-                        "id": seed,
-                        "handle": handle,
-                        "cosine": cosine,
-                        "inspect": urlencode({"id": r.paper.id, "pid": seed}),
-                    }
-                    for seed, handle, cosine in r.because
-                ],
-            )
-            for r in made.results
-        ]
+        cards = [because_card(r) for r in made.results]
         return render(
             request,
             "feed.html",
