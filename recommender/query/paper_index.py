@@ -309,10 +309,8 @@ class PaperIndex:
         """`cosines` for a few scattered candidates: their vectors read with pread, not mapped
         (a map would pull a page-cache folio into the process per candidate)."""
         _ = self.vectors  # checks the shape
-        with self.stored.array_reader(VECTORS).reading() as read:
-            return self.cosines(
-                rows, query, lambda block: np.concatenate([read(row, row + 1) for row in block])
-            )
+        with self.stored.array_reader(VECTORS).reading_ranges() as read:
+            return self.cosines(rows, query, lambda block: read(block, block + 1))
 
     def _query_cosines(self, query: _Query, rows: np.ndarray) -> np.ndarray:
         """`cosines` of a query's candidates: read with pread for one query (`_candidate_cosines`),

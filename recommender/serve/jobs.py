@@ -27,6 +27,9 @@ def _start_child(parent: int) -> None:
     from .supervision import follow_supervisor
 
     follow_supervisor(parent)
+    # Long work yields the processor to lookups: on a machine with few cores it would otherwise
+    # take one from the server's requests for its whole run.
+    os.nice(10)
 
 
 def compute_map(index_dir: str) -> tuple[str, str]:
