@@ -59,6 +59,18 @@ def compute_sessions(index_dir: str, n: int):
         return plan_sessions(recommender, range(len(recommender)), n=n)
 
 
+def compute_sessions_json(index_dir: str, n: int) -> bytes:
+    """`compute_sessions` as the body /api/sessions answers (the JSON `papers sessions --format
+    json` prints), encoded here: turning thousands of papers into JSON in the server process would
+    hold its interpreter, and so every lookup, for as long."""
+    import json
+
+    plan = compute_sessions(index_dir, n)
+    return json.dumps(
+        plan.to_dict(), ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    ).encode("utf-8")
+
+
 class Jobs:
     """The background process of one server process, and what it computed (KEPT results, least
     recently
