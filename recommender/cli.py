@@ -424,6 +424,15 @@ def main():
     show_default=True,
     help="Encode on the CPU or a CUDA GPU; auto: a GPU where torch (or the Ray cluster) has one.",
 )
+@click.option(
+    "--map-layout/--no-map-layout",
+    default=None,
+    help=(
+        "Store the map's layout of every paper, read by `papers map --all` and `papers serve`'s"
+        " /map instead of projecting on request (UMAP: several times an unchanged rebuild's time,"
+        " docs/performance.md). A rebuild keeps the index's own unless given."
+    ),
+)
 @quiet_option
 @verbose_option
 @library_errors
@@ -441,6 +450,7 @@ def build(
     keep_withdrawn,
     engine,
     device,
+    map_layout,
     quiet,
     verbose,
 ):
@@ -471,10 +481,11 @@ def build(
     from .index.build import build_index
 
     if compact:
-        if inputs or upgrade or where or model or precision or chunking:
+        if inputs or upgrade or where or model or precision or chunking or map_layout is not None:
             raise InputError(
                 "--compact rebuilds the index from its own papers with its own settings: "
-                "give no INPUTS, --upgrade, --where, --model, --precision or --chunking with it"
+                "give no INPUTS, --upgrade, --where, --model, --precision, --chunking or"
+                " --map-layout with it"
             )
         from .index.segments import compact as compact_index
 
@@ -515,6 +526,7 @@ def build(
             device=device,
             precision=precision,
             upgrade=upgrade,
+            map_layout=map_layout,
         )
     from .render.indexes import render_build_changes, render_build_summary
 

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from corpus import topic_papers, write_corpus
 from recommender.cli import main
-from recommender.reading.layout import ZOOM_LEVELS, MapGroup, pca_2d, project_2d, short_name, zoom_labels
+from recommender.index.map_layout import pca_2d, project_2d
+from recommender.reading.layout import ZOOM_LEVELS, MapGroup, short_name, zoom_labels
 
 
 @pytest.fixture
