@@ -168,6 +168,19 @@ def test_a_cold_map_and_sessions_do_not_hold_up_lookups(index_dir):
         assert server.stop() == 0
 
 
+def test_the_map_of_an_index_built_with_its_layout_comes_on_the_first_request(tmp_path):
+    """Projecting takes a minute here (a hook in tests/serve_launcher.py, as UMAP does at thousands of
+    papers), but the build stored the layout: the first /map is the map itself, no waiting page."""
+    index = build_fake_index(tmp_path / "index", PAPERS, map_layout=True)
+    server = start_server(index, env={**HOOKS, "PAPERS_TEST_SLOW_PROJECTION": "60"})
+    try:
+        status, headers, body = server.get("/map")
+        assert status == 200 and b"/map.js" in body and b"being prepared" not in body
+        assert_guarded(headers)
+    finally:
+        assert server.stop() == 0
+
+
 # ---------------------------------------------------------------- point 12: signals and supervision
 
 
