@@ -162,11 +162,9 @@ def build_map(
     labels = label_sessions(recommender, rows, groups)
     # The whole index's layout, stored by `papers build --map-layout`, is what projecting would
     # give (the same function of the same vectors): read, not computed again.
-    stored = whole_index_layout(recommender) if rows == list(range(len(recommender))) else None
-    coordinates, projection = (
-        stored if stored is not None and seed == 0
-        else project_2d(recommender.vectors_at(rows), seed, on_phase)
-    )
+    whole = seed == 0 and rows == list(range(len(recommender)))
+    stored = whole_index_layout(recommender) if whole else None
+    coordinates, projection = stored or project_2d(recommender.vectors_at(rows), seed, on_phase)
     if on_phase is not None and projection == "UMAP":
         on_phase("placing the names")
     xy = _fit_to_canvas(coordinates)
