@@ -198,3 +198,19 @@ def test_long_text_is_pooled_from_windows_not_truncated(fake_model):
     only_tail = embed_texts(fake_model, [tail], Chunking("truncate")).vectors[0]
     assert windowed @ only_tail > 0.9  # most of the text is "omega"
     assert truncated @ only_tail < 0.5  # the fake model, like the real one, sees only the first window
+
+
+def test_lookups_read_no_stored_header_again(index, monkeypatch):
+    """A lookup reads the rows it needs, not the files' headers again (numpy parses each with `ast`):
+    after the first lookup of a version, no stored array is opened for its header."""
+    from recommender.index.stored import StoredIndex
+
+    first = index.like("dp1", k=3)
+    opened = []
+    original = StoredIndex.load_array
+    monkeypatch.setattr(StoredIndex, "load_array",
+                        lambda self, name, mmap=False: opened.append(name) or original(self, name, mmap))
+    for _ in range(3):
+        assert [item.id for item in index.like("dp1", k=3)] == [item.id for item in first]
+        index.search("differential privacy", k=3)
+    assert opened == []

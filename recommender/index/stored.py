@@ -122,6 +122,7 @@ class StoredIndex:
 
     def close(self) -> None:
         """Let a build remove this version once it is no longer live (reads may then fail)."""
+        self._readers.clear()  # they refer back to this object
         if self._pin is not None:
             self._pin.close()
             self._pin = None
