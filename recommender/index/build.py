@@ -281,7 +281,7 @@ def build_index(
                 writer.save_json(ALIASES, spool.aliases)
             writer.save_json(STOP_WORDS, stop_words)
             del arrays
-            projection = None
+            projection: str | None = None
             if map_layout and count > MAP_LAYOUT_PAPERS:
                 if notice is not None:
                     notice(
