@@ -214,10 +214,6 @@ MODEL_NAMES = {name for facts in MODELS for name in (facts.name, *facts.aliases)
 EXPORT_KINDS = {facts.export for facts in MODELS}
 MODEL_CONSTANTS = {"STATIC_MODEL", "DEFAULT_MODEL"}
 MAX_LINES = 800
-#: Modules allowed past MAX_LINES for now, each with the reason.
-OVERSIZED = {
-    "recommender.query.paper_index": "the opened index: to be split by kind of query",
-}
 
 
 def _is_model_constant(node: ast.AST) -> bool:
@@ -256,11 +252,11 @@ def model_name_tests(root: Path) -> list[str]:
     return found
 
 
-def oversized(root: Path, allowed: dict[str, str]) -> list[str]:
+def oversized(root: Path) -> list[str]:
     found = []
     for name, path in modules(root).items():
         lines = len(path.read_text(encoding="utf-8").splitlines())
-        if lines > MAX_LINES and name not in allowed:
+        if lines > MAX_LINES:
             found.append(f"{name}: {lines} lines, over {MAX_LINES}: split it by subject")
     return found
 
@@ -270,7 +266,7 @@ def test_no_module_outside_embed_tests_a_model_s_name():
 
 
 def test_no_module_is_over_the_size_limit():
-    assert oversized(PACKAGE, OVERSIZED) == []
+    assert oversized(PACKAGE) == []
 
 
 @pytest.mark.parametrize("files, expected", [
@@ -293,8 +289,7 @@ def test_the_checker_finds_model_name_tests(tmp_path, files, expected):
 def test_the_checker_finds_an_oversized_module(tmp_path):
     package = write_package(tmp_path, {"corpus/__init__.py": "", "corpus/big.py": "x = 1\n" * 801,
                                        "corpus/small.py": "x = 1\n" * 800})
-    assert oversized(package, {}) == ["pkg.corpus.big: 801 lines, over 800: split it by subject"]
-    assert oversized(package, {"pkg.corpus.big": "allowed"}) == []
+    assert oversized(package) == ["pkg.corpus.big: 801 lines, over 800: split it by subject"]
 
 
 CLI_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
