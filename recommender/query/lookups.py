@@ -271,6 +271,8 @@ class IndexLookups(OpenedIndex):
         )
 
     def excluded_rows(self, exclude: Sequence[str]) -> set[int]:
+        """Hook: the rows a query leaves out for these IDs (`exclude=`); an index with segments
+        adds the papers `papers remove` removed."""
         # IDs already read may include papers outside this index: those need no excluding.
         wanted = {value.strip() for value in exclude if value.strip()}
         if not wanted:
@@ -333,15 +335,6 @@ PAPER_KEYS = {
 # the name sorting far from it, early in the name, then finds no suggestion).
 CLOSEST_SCAN = 50_000
 CLOSEST_NEAR = 50
-# The seeds "because of" names at most (`Recommendation.because`): those with the best scores of a
-# paper.
-BECAUSE_SEEDS = 3
-# How `score_rows` scores several papers: as `like` does (grouped into topics), or as one centroid.
-PROFILES = ("seeds", "topics", "centroid")
-# TF-IDF scores (one a query and paper) `like_each` holds at once: 16 MB whatever the corpus.
-LEXICAL_CELLS = 1 << 22
-# FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`PaperIndex._pool`).
-POOL_MARGIN = 16
 
 
 def printable(text: str) -> str:

@@ -17,9 +17,10 @@ from .opened import OpenedIndex
 from .profiles import best_topic, profile_scores
 from .ranking import POOL, check_options, fuse, order_by_score, select
 
+# The seeds "because of" names at most (`Recommendation.because`): those with the best scores of a
 # paper.
 BECAUSE_SEEDS = 3
-# FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`PaperIndex._pool`).
+# FAISS neighbours fetched beyond those needed, re-ordered by exact cosine (`pool_candidates`).
 POOL_MARGIN = 16
 
 
