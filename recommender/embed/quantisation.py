@@ -90,14 +90,18 @@ def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -
 
 def weight_groups(model_file: Path) -> dict[str, list[str]]:
     """The names of the nodes of the ONNX graph in `model_file` that int8 quantises (the MatMuls by
-    a weight, the embedding lookups), by group: each kind of KINDS, and each layer ("layer.0").
+    a float weight, the embedding lookups), by group: each kind of KINDS, and each layer ("layer.0").
 
     Raises ValueError when a weight's kind cannot be told from its name (another architecture's
     graph)."""
     import onnx
 
     graph = onnx.load(str(model_file), load_external_data=False).graph
-    weights = {initializer.name for initializer in graph.initializer}
+    weights = {  # float ones only: a quantised graph's int8 weights are done
+        initializer.name
+        for initializer in graph.initializer
+        if initializer.data_type == onnx.TensorProto.FLOAT
+    }
     groups: dict[str, list[str]] = {kind: [] for kind in KINDS}
     for node in graph.node:
         if not (
