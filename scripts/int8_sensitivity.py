@@ -157,7 +157,7 @@ def relevance(args) -> None:
               f"{settings[top][0]:.2f} pool {settings[top][1]}; all queries at the shipped "
               f"setting {shipped[:, 0].mean():5.2f} / {shipped[:, 1].mean():5.2f} "
               f"[index ready in {ready:.0f} s]", flush=True)
-    for precision in [p for p in precisions if p != "fp32"]:
+    for precision in [p for p in precisions if p != "fp32" and "fp32" in held]:
         paired = held[precision] - held["fp32"]
         print(f"  {precision} - fp32, fold by fold: MAP {paired[:, 0].mean():+.2f} (sd "
               f"{paired[:, 0].std():.2f}, below fp32 in {int((paired[:, 0] < 0).sum())} of "
@@ -173,7 +173,7 @@ def relevance(args) -> None:
         losses[precision] = reviewed.figures
         print(f"  {precision:10} {reviewed.figures.loss:.4f} (sd {reviewed.figures.sd:.4f})",
               flush=True)
-    for precision in [p for p in precisions if p != "fp32"]:
+    for precision in [p for p in precisions if p != "fp32" and "fp32" in losses]:
         difference = losses[precision].loss - losses["fp32"].loss
         verdict = "within" if difference <= 0.005 else "NOT within"
         print(f"  {precision} - fp32: {difference:+.4f} ({verdict} 0.005)")

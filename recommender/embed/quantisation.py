@@ -36,7 +36,7 @@ _KIND_PATTERNS = (
 )
 #: The groups each int8 precision keeps in fp32: a kind ("ffn_down") or a layer ("layer.0").
 #: Chosen by their measured cost (scripts/int8_sensitivity.py, docs/performance.md).
-KEPT_IN_FP32: dict[str, tuple[str, ...]] = {"int8": (), MIXED: ()}
+KEPT_IN_FP32: dict[str, tuple[str, ...]] = {"int8": (), MIXED: ("ffn_down",)}
 # : What new indexes are built with unless the model's facts say otherwise (embed.models; a rebuild
 # keeps
 # : its index's own). Measured in the full pipeline on CSFCube dev (scripts/bench_tiers.py,
