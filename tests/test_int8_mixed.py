@@ -79,7 +79,7 @@ def test_an_index_built_at_int8_mixed_says_so_and_is_queried_at_it(workdir):
     with open_stored(resolve_index_dir("mixed"), verify=True) as stored:
         assert stored.manifest["precision"] == MIXED
     info = CliRunner().invoke(main, ["info", "--index", "mixed"])
-    assert info.exit_code == 0 and f"({MIXED})" in info.output
+    assert info.exit_code == 0 and f"dimensions, {MIXED})" in info.output
     with query.PaperIndex.open("mixed") as index:
         results = index.search("differentially private training of language models", k=3)
         assert index._query_encoder.variant == MIXED and results[0].paper.label == "FlashDP"
