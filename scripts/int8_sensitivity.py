@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Which weights cost int8 its ranking: quantise one group at a time, and the careful int8's figures.
+"""Which weights cost int8 its ranking (one group quantised at a time), and int8-mixed's figures.
 
     python scripts/int8_sensitivity.py [--sample 200] [--rounds 2] [--keep ffn_down,layer.5 ...]
         [--relevance] [--repeats 50] [--work /tmp/int8-sensitivity]
@@ -23,7 +23,8 @@ cross-validation over the query papers (scripts/tune_relevance.py's folds and th
 every precision), and the held-out MAP / NDCG%20 compared fold by fold to fp32's: the paired
 difference's mean and sd. The reviewers-dev loss at each precision's own dense weight, and its
 difference to fp32's (the rule for a default: within 0.005). Then the whole CSFCube dev corpus is
-encoded once per precision, interleaved, as tokens/s ratios to fp32.
+encoded once per precision (or a seeded sample, --throughput-papers), in interleaved rounds, as
+papers/s and the ratio to fp32.
 
 Quoted in: docs/performance.md ("int8: which weights cost the ranking").
 """
@@ -187,7 +188,7 @@ def throughput(args, precisions) -> None:
     from recommender.embed.models import DEFAULT_MODEL
     from recommender.embed.windows import embed_texts
 
-    papers = sample_papers(10**9)
+    papers = sample_papers(args.throughput_papers)
     texts, heads = [p.text for p in papers], [p.head for p in papers]
     encoders = {}
     for precision in precisions:
@@ -200,8 +201,9 @@ def throughput(args, precisions) -> None:
             started = time.perf_counter()
             embed_texts(encoders[precision], texts, heads=heads)
             times[precision].append(time.perf_counter() - started)
-    print(f"\nthroughput: {len(texts)} CSFCube dev papers, {args.throughput_rounds} interleaved "
-          f"rounds, load average {os.getloadavg()[0]:.1f}")
+    print(f"\nthroughput: {len(texts)} CSFCube dev papers (seeded sample), {args.throughput_rounds} "
+          f"interleaved"
+          f" rounds, load average {os.getloadavg()[0]:.1f}")
     for precision in precisions:
         ratios = [b / t for b, t in zip(times["fp32"], times[precision])]
         print(f"  {precision:10} {len(texts) / min(times[precision]):6.1f} papers/s (best), "
@@ -223,6 +225,8 @@ def main() -> None:
                         help="those --relevance compares (fp32 first)")
     parser.add_argument("--throughput-rounds", type=int, default=2)
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--throughput-papers", type=int, default=10**9,
+                        help="CSFCube dev papers the throughput encodes (default: all)")
     parser.add_argument("--work", default=str(Path(os.environ.get("TMPDIR", "/tmp"))
                                               / "int8-sensitivity"),
                         help="where the variants and the indexes (their vectors) are kept")

@@ -93,8 +93,8 @@ def test_an_index_built_at_int8_mixed_says_so_and_is_queried_at_it(workdir):
     [
         (
             ["--precision", MIXED, "--device", "cuda"],
-            f"Invalid value for '--device': precision {MIXED} encodes on the CPU (ONNX Runtime): on "
-            "a GPU give precision fp32",
+            f"Invalid value for '--device': precision {MIXED} encodes on the CPU (ONNX Runtime): "
+            "on a GPU give precision fp32",
         ),
         (
             ["--model", "static", "--precision", MIXED],

@@ -90,7 +90,8 @@ def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -
 
 def weight_groups(model_file: Path) -> dict[str, list[str]]:
     """The names of the nodes of the ONNX graph in `model_file` that int8 quantises (the MatMuls by
-    a float weight, the embedding lookups), by group: each kind of KINDS, and each layer ("layer.0").
+    a float weight, the embedding lookups), by group: each kind of KINDS, and each layer
+    ("layer.0").
 
     Raises ValueError when a weight's kind cannot be told from its name (another architecture's
     graph)."""

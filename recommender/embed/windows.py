@@ -198,7 +198,7 @@ def embed_texts(
 
     `model_identity` is the model's part of every cache key (default the encoder's name): the build
     passes the model's identity, the hash of its files. `precision` (of the encoder's weights,
-    "fp32", "int8", "int8-mixed") joins it: vectors of one precision are never taken for the other's. A cached
+    "fp32" or "int8") joins it: vectors of one precision are never taken for the other's. A cached
     vector of another dimension than the others (or than the model's, when the model is loaded
     anyway) is encoded again.
 
