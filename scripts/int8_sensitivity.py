@@ -128,7 +128,7 @@ def sensitivity(args) -> None:
 
 
 def relevance(args) -> None:
-    from tune_relevance import Collection, cross_validate
+    from tune_relevance import Collection, bootstrap, cross_validate
 
     from recommender.evaluation.reviewers import evaluate_reviewers
 
@@ -137,7 +137,7 @@ def relevance(args) -> None:
     pools = (50, 100, 200)
     settings = [(w, p) for w in weights for p in pools]
     work = Path(args.work)
-    held = {}
+    held, shipped_by = {}, {}
     print(f"\nCSFCube dev, hybrid ranking, sentence windows; repeated 2-fold CV ({2 * args.repeats} "
           "folds, the same for every precision)", flush=True)
     for precision in precisions:
@@ -149,6 +149,7 @@ def relevance(args) -> None:
             scores = np.stack([collection.run("sentences", "hybrid", w, p) for w, p in settings])
             shipped = collection.run("sentences")
             held[precision], chosen = cross_validate(scores, collection.papers(), args.repeats)
+            shipped_by[precision] = shipped
         finally:
             collection.close()
         top = int(np.argmax(np.bincount(chosen, minlength=len(settings))))
@@ -164,6 +165,13 @@ def relevance(args) -> None:
               f"{paired[:, 0].std():.2f}, below fp32 in {int((paired[:, 0] < 0).sum())} of "
               f"{len(paired)} folds), NDCG%20 {paired[:, 1].mean():+.2f} (sd "
               f"{paired[:, 1].std():.2f})", flush=True)
+        per_query = shipped_by[precision] - shipped_by["fp32"]
+        low, high = bootstrap(per_query)
+        print(f"  {precision} - fp32 at the shipped setting, per query: MAP "
+              f"{per_query[:, 0].mean():+.2f} (paired bootstrap 95% {low[0]:+.2f} to {high[0]:+.2f}),"
+              f" NDCG%20 {per_query[:, 1].mean():+.2f} ({low[1]:+.2f} to {high[1]:+.2f}); MAP "
+              f"lower on {int((per_query[:, 0] < -0.5).sum())}, higher on "
+              f"{int((per_query[:, 0] > 0.5).sum())} of {len(per_query)} queries", flush=True)
     print("\nreviewers-dev loss (lower is better; at each precision's own dense weight):")
     losses = {}
     for precision in precisions:
