@@ -187,7 +187,7 @@ def relevance(args) -> None:
         verdict = "within" if difference <= 0.005 else "NOT within"
         print(f"  {precision} - fp32: {difference:+.4f} ({verdict} 0.005)")
     if not args.skip_throughput:
-        throughput(args, precisions)
+        throughput(args, ("fp32", "int8", "int8-mixed"))
 
 
 def throughput(args, precisions) -> None:
