@@ -24,7 +24,8 @@ every precision), and the held-out MAP / NDCG%20 compared fold by fold to fp32's
 difference's mean and sd. The reviewers-dev loss at each precision's own dense weight, and its
 difference to fp32's (the rule for a default: within 0.005). Then the whole CSFCube dev corpus is
 encoded once per precision (or a seeded sample, --throughput-papers), in interleaved rounds, as
-papers/s and the ratio to fp32.
+papers/s and the ratio to fp32 (of the same texts, so of tokens/s too), in wall time and in this
+process's CPU time (which other jobs on a shared machine disturb less).
 
 Quoted in: docs/performance.md ("int8: which weights cost the ranking").
 """
@@ -204,11 +205,13 @@ def throughput(args, precisions) -> None:
         encoders[precision] = loading.load_onnx_encoder(folder, DEFAULT_MODEL)
         embed_texts(encoders[precision], texts[:4], heads=heads[:4])
     times: dict[str, list[float]] = {precision: [] for precision in precisions}
+    cpu: dict[str, list[float]] = {precision: [] for precision in precisions}
     for _ in range(args.throughput_rounds):
         for precision in precisions:
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             embed_texts(encoders[precision], texts, heads=heads)
             times[precision].append(time.perf_counter() - started)
+            cpu[precision].append(time.process_time() - started_cpu)
     print(f"\nthroughput: {len(texts)} CSFCube dev papers (seeded sample), {args.throughput_rounds} "
           f"interleaved"
           f" rounds, load average {os.getloadavg()[0]:.1f}")
@@ -216,7 +219,10 @@ def throughput(args, precisions) -> None:
         ratios = [b / t for b, t in zip(times["fp32"], times[precision])]
         print(f"  {precision:10} {len(texts) / min(times[precision]):6.1f} papers/s (best), "
               f"x fp32 {min(times['fp32']) / min(times[precision]):.2f} "
-              f"(per round {', '.join(f'{r:.2f}' for r in ratios)})", flush=True)
+              f"(per round {', '.join(f'{r:.2f}' for r in ratios)}); CPU time x fp32 "
+              f"{min(cpu['fp32']) / min(cpu[precision]):.2f} (per round "
+              f"{', '.join(f'{b / c:.2f}' for b, c in zip(cpu['fp32'], cpu[precision]))})",
+              flush=True)
 
 
 def main() -> None:
@@ -233,6 +239,8 @@ def main() -> None:
                         help="those --relevance compares (fp32 first)")
     parser.add_argument("--throughput-rounds", type=int, default=2)
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--throughput-only", action="store_true",
+                        help="with --skip-sensitivity: only the throughput of every precision")
     parser.add_argument("--throughput-papers", type=int, default=10**9,
                         help="CSFCube dev papers the throughput encodes (default: all)")
     parser.add_argument("--work", default=str(Path(os.environ.get("TMPDIR", "/tmp"))
@@ -244,6 +252,8 @@ def main() -> None:
         sensitivity(args)
     if args.relevance:
         relevance(args)
+    elif args.throughput_only:
+        throughput(args, ("fp32", "int8", "int8-mixed"))
 
 
 if __name__ == "__main__":
