@@ -10,7 +10,7 @@ from recommender import build_index
 from recommender.embed.windows import Chunking, embed_texts, split_windows
 from recommender.errors import IndexMismatchError, IndexMissingError, PaperNotFoundError
 from recommender.index.layout import FORMAT_VERSION, MANIFEST
-from recommender.query import paper_index as recommender_module
+from recommender.query import lookups
 
 
 @pytest.fixture
@@ -125,8 +125,8 @@ def test_a_large_index_suggests_names_near_the_reference_without_reading_them_al
                                                    abstract=f"{PAPERS[i % 6]['abstract']} Copy {i}.") for i in range(300)]
                               + PAPERS)])
     index = open_index()
-    monkeypatch.setattr(recommender_module, "CLOSEST_SCAN", 100)
-    monkeypatch.setattr(recommender_module, "CLOSEST_NEAR", 5)
+    monkeypatch.setattr(lookups, "CLOSEST_SCAN", 100)
+    monkeypatch.setattr(lookups, "CLOSEST_NEAR", 5)
     monkeypatch.setattr(index.keys, "all_ids", lambda: pytest.fail("read every ID"))
     monkeypatch.setattr(index.keys, "all_handles", lambda: pytest.fail("read every handle"))
     with pytest.raises(PaperNotFoundError) as caught:
