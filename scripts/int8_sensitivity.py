@@ -139,8 +139,8 @@ def relevance(args) -> None:
     settings = [(w, p) for w in weights for p in pools]
     work = Path(args.work)
     held, shipped_by = {}, {}
-    print(f"\nCSFCube dev, hybrid ranking, sentence windows; repeated 2-fold CV ({2 * args.repeats} "
-          "folds, the same for every precision)", flush=True)
+    print("\nCSFCube dev, hybrid ranking, sentence windows; repeated 2-fold CV "
+          f"({2 * args.repeats} folds, the same for every precision)", flush=True)
     for precision in precisions:
         collection = Collection(DATA / "csfcube-dev", work / precision, precision=precision)
         try:
@@ -155,7 +155,8 @@ def relevance(args) -> None:
             collection.close()
         top = int(np.argmax(np.bincount(chosen, minlength=len(settings))))
         print(f"  {precision:10} held-out MAP {held[precision][:, 0].mean():5.2f} (sd "
-              f"{held[precision][:, 0].std():.2f}), NDCG%20 {held[precision][:, 1].mean():5.2f} (sd "
+              f"{held[precision][:, 0].std():.2f}), NDCG%20 "
+              f"{held[precision][:, 1].mean():5.2f} (sd "
               f"{held[precision][:, 1].std():.2f}); chosen most often dense weight "
               f"{settings[top][0]:.2f} pool {settings[top][1]}; all queries at the shipped "
               f"setting {shipped[:, 0].mean():5.2f} / {shipped[:, 1].mean():5.2f} "
@@ -169,7 +170,8 @@ def relevance(args) -> None:
         per_query = shipped_by[precision] - shipped_by["fp32"]
         low, high = bootstrap(per_query)
         print(f"  {precision} - fp32 at the shipped setting, per query: MAP "
-              f"{per_query[:, 0].mean():+.2f} (paired bootstrap 95% {low[0]:+.2f} to {high[0]:+.2f}),"
+              f"{per_query[:, 0].mean():+.2f} (paired bootstrap 95% {low[0]:+.2f} to "
+              f"{high[0]:+.2f}),"
               f" NDCG%20 {per_query[:, 1].mean():+.2f} ({low[1]:+.2f} to {high[1]:+.2f}); MAP "
               f"lower on {int((per_query[:, 0] < -0.5).sum())}, higher on "
               f"{int((per_query[:, 0] > 0.5).sum())} of {len(per_query)} queries", flush=True)
@@ -212,9 +214,8 @@ def throughput(args, precisions) -> None:
             embed_texts(encoders[precision], texts, heads=heads)
             times[precision].append(time.perf_counter() - started)
             cpu[precision].append(time.process_time() - started_cpu)
-    print(f"\nthroughput: {len(texts)} CSFCube dev papers (seeded sample), {args.throughput_rounds} "
-          f"interleaved"
-          f" rounds, load average {os.getloadavg()[0]:.1f}")
+    print(f"\nthroughput: {len(texts)} CSFCube dev papers (seeded sample), "
+          f"{args.throughput_rounds} interleaved rounds, load average {os.getloadavg()[0]:.1f}")
     for precision in precisions:
         ratios = [b / t for b, t in zip(times["fp32"], times[precision])]
         print(f"  {precision:10} {len(texts) / min(times[precision]):6.1f} papers/s (best), "
@@ -234,7 +235,8 @@ def main() -> None:
     parser.add_argument("--skip-sensitivity", action="store_true")
     parser.add_argument("--relevance", action="store_true",
                         help="CSFCube dev CV and reviewers-dev at fp32, int8 and int8-mixed")
-    parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
+    parser.add_argument("--repeats", type=int, default=50,
+                        help="2-fold splits (each gives 2 folds)")
     parser.add_argument("--precisions", default="fp32,int8,int8-mixed",
                         help="those --relevance compares (fp32 first)")
     parser.add_argument("--throughput-rounds", type=int, default=2)
