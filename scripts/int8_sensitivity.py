@@ -27,7 +27,8 @@ encoded once per precision (or a seeded sample, --throughput-papers), in interle
 papers/s and the ratio to fp32 (of the same texts, so of tokens/s too), in wall time and in this
 process's CPU time (which other jobs on a shared machine disturb less).
 
-Quoted in: docs/performance.md ("int8: which weights cost the ranking") and docs/tiers.md (int8-mixed).
+Quoted in: docs/performance.md ("int8: which weights cost the ranking") and docs/tiers.md
+(int8-mixed).
 """
 
 from __future__ import annotations

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from conftest import SEEDS
+
 from recommender import build_index
 from recommender.cli import main
 from recommender.corpus.papers import read_papers
