@@ -81,7 +81,7 @@ def exports(monkeypatch):
         (out_dir / "onnx_encoder.json").write_text(json.dumps({"format_version": 1, "variant": "fp32"}))
         return out_dir
 
-    def quantise(fp32_folder, out_dir):
+    def quantise(fp32_folder, out_dir, precision="int8"):
         calls.append(("quantise", fp32_folder))
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "model.onnx").write_bytes(b"int8:" + (fp32_folder / "model.onnx").read_bytes())

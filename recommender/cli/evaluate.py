@@ -45,7 +45,7 @@ from .errors import library_errors, stopped_builds
 )
 @click.option(
     "--precision",
-    type=click.Choice(["fp32", "int8"]),
+    type=click.Choice(["fp32", "int8", "int8-mixed"]),
     default=None,
     help="Weights the model encodes with (default: as `papers build`, fp32).",
 )

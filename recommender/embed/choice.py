@@ -135,9 +135,15 @@ def check_request(request: EncoderRequest) -> None:
 def _check_fits(facts: ModelFacts, precision: str | None, device: str) -> None:
     """A precision, model and device that go together, or one line saying what to change."""
     if precision is not None and precision not in facts.precisions:
+        if len(facts.precisions) == 1:
+            raise OptionError(
+                f"the model '{facts.name}' has one precision, {facts.precisions[0]} (table "
+                f"lookups): give none, not {precision}",
+                "precision",
+            )
         raise OptionError(
-            f"the model '{facts.name}' has one precision, {' or '.join(facts.precisions)} (table "
-            f"lookups): give none, not {precision}",
+            f"the model '{facts.name}' encodes at {' or '.join(facts.precisions)}, not "
+            f"{precision}: give one of those, or none",
             "precision",
         )
     if device == "cuda":
@@ -150,9 +156,10 @@ def _check_fits(facts: ModelFacts, precision: str | None, device: str) -> None:
                 "papers a second): give no GPU device",
                 "device",
             )
-        if precision == "int8":
+        if precision is not None and precision != "fp32":
             raise OptionError(
-                "precision int8 encodes on the CPU (ONNX Runtime): on a GPU give precision fp32",
+                f"precision {precision} encodes on the CPU (ONNX Runtime): on a GPU give precision"
+                " fp32",
                 "device",
             )
 
@@ -206,9 +213,9 @@ def choose_encoder(
     elif request.precision is not None:
         precision = request.precision
     elif request.device == "cuda":
-        if kept == "int8":
+        if kept is not None and kept != "fp32":
             raise OptionError(
-                f"index {index} is int8, which encodes on the CPU: encode on the CPU, "
+                f"index {index} is {kept}, which encodes on the CPU: encode on the CPU, "
                 "or give precision fp32 to encode every paper again on the GPU",
                 "device",
             )

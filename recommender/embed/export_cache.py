@@ -162,7 +162,7 @@ def shared_export(
     return cached_entry(
         cache_home() / "onnx" / f"{name}-{precision}",
         _FILES,
-        lambda staging: quantisation.quantise_export(fp32, staging),
+        lambda staging: quantisation.quantise_export(fp32, staging, precision),
         str(fp32),
         quantising,
     )
@@ -224,7 +224,7 @@ def export_into(
         return
     onnx_encoder.export_onnx(resolve_model_path(model), staging)
     quantising()
-    quantisation.quantise_export(staging, target)
+    quantisation.quantise_export(staging, target, precision)
 
 
 def static_export(source_model: str, distilling: Callable[[], None] | None = None) -> Path | None:

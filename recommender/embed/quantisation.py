@@ -1,9 +1,11 @@
-"""int8 precision: an ONNX export rewritten with dynamically quantised weights.
+"""int8 precisions: an ONNX export rewritten with dynamically quantised weights.
 
 Build time only (onnxruntime's quantisation tools, which import onnx); the result is read by the
 same :class:`~recommender.embed.onnx_encoder.OnnxEncoder`, whose config records the precision.
 On 2 cores it encodes MiniLM about 2.1x as fast as the fp32 graph, at a cost in ranking measured on
-CSFCube (docs/tiers.md, scripts/bench_tiers.py).
+CSFCube (docs/tiers.md, scripts/bench_tiers.py). int8-mixed keeps the weights that cost the most
+(the feed-forward down projections) in fp32: vectors closer to fp32's, 1.44x as fast
+(docs/performance.md, scripts/int8_sensitivity.py).
 """
 
 from __future__ import annotations
@@ -11,14 +13,34 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from ..errors import ModelError
 from . import onnx_encoder
 
-PRECISIONS = ("fp32", "int8")
+#: int8 with the groups of weights that cost the ranking kept in fp32 (KEPT_IN_FP32).
+MIXED = "int8-mixed"
+PRECISIONS = ("fp32", "int8", MIXED)
+#: The kinds of weights a transformer layer multiplies by, in the names of the exported graph:
+#: the attention's query/key/value projections, its output projection, the feed-forward network's
+#: up projection (to the intermediate width) and its down projection; and the embedding tables.
+KINDS = ("attention_qkv", "attention_output", "ffn_up", "ffn_down", "embeddings")
+_KIND_PATTERNS = (
+    ("attention_qkv", re.compile(r"/attention/self/(query|key|value)/")),
+    ("attention_output", re.compile(r"/attention/output/dense/")),
+    ("ffn_up", re.compile(r"/intermediate/dense/")),
+    ("ffn_down", re.compile(r"/output/dense/")),  # after attention/output: the FFN's own
+    ("embeddings", re.compile(r"/embeddings/")),
+)
+#: The groups each int8 precision keeps in fp32: a kind ("ffn_down") or a layer ("layer.0").
+#: Quantised alone, the FFN down projections moved MiniLM's vectors more than any other kind or
+#: layer (mean cosine to fp32 0.9973; every weight 0.9951, every weight but them 0.9978):
+#: scripts/int8_sensitivity.py, docs/performance.md.
+KEPT_IN_FP32: dict[str, tuple[str, ...]] = {"int8": (), MIXED: ("ffn_down",)}
 # : What new indexes are built with unless the model's facts say otherwise (embed.models; a rebuild
 # keeps
 # : its index's own). Measured in the full pipeline on CSFCube dev (scripts/bench_tiers.py,
@@ -29,8 +51,9 @@ PRECISIONS = ("fp32", "int8")
 DEFAULT_PRECISION = "fp32"
 
 
-def quantise_export(fp32_folder: Path, out_dir: Path) -> Path:
-    """Write to `out_dir` the int8 version of the fp32 export in `fp32_folder`; return `out_dir`.
+def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -> Path:
+    """Write to `out_dir` the export in `fp32_folder` at the int8 `precision` (its KEPT_IN_FP32
+    groups left in fp32); return `out_dir`.
 
     Weights get per-channel int8 scales (per-tensor scales moved MiniLM's vectors to cosine ~0.88
     of the fp32 ones, per-channel to ~0.99); activations are quantised at run time, so no
@@ -42,15 +65,18 @@ def quantise_export(fp32_folder: Path, out_dir: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".quantise-") as tmp:
         staged = Path(tmp) / onnx_encoder.MODEL_FILE
         try:
-            _quantise(fp32_folder / onnx_encoder.MODEL_FILE, staged)
+            source = fp32_folder / onnx_encoder.MODEL_FILE
+            kept = kept_nodes(source, KEPT_IN_FP32[precision])
+            quantise_model(source, staged, kept)
         except OSError:
             raise  # the cache folder cannot be written: the caller tells that apart
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line for the CLI
             raise ModelError(
-                f"cannot quantise the ONNX export in {fp32_folder} to int8: {type(exc).__name__}:"
+                f"cannot quantise the ONNX export in {fp32_folder} to {precision}: "
+                f"{type(exc).__name__}:"
                 f" {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
             ) from exc
-        config["variant"] = "int8"
+        config["variant"] = precision
         shutil.copyfile(
             fp32_folder / onnx_encoder.TOKENIZER_FILE, Path(tmp) / onnx_encoder.TOKENIZER_FILE
         )
@@ -66,7 +92,52 @@ def quantise_export(fp32_folder: Path, out_dir: Path) -> Path:
     return out_dir
 
 
-def _quantise(source: Path, target: Path) -> None:
+def weight_groups(model_file: Path) -> dict[str, list[str]]:
+    """The names of the nodes of the ONNX graph in `model_file` that int8 quantises (the MatMuls by
+    a float weight, the embedding lookups), by group: each kind of KINDS, and each layer
+    ("layer.0").
+
+    Raises ValueError when a weight's kind cannot be told from its name (another architecture's
+    graph)."""
+    import onnx
+
+    graph = onnx.load(str(model_file), load_external_data=False).graph
+    weights = {  # float ones only: a quantised graph's int8 weights are done
+        initializer.name
+        for initializer in graph.initializer
+        if initializer.data_type == onnx.TensorProto.FLOAT
+    }
+    groups: dict[str, list[str]] = {kind: [] for kind in KINDS}
+    for node in graph.node:
+        if not (
+            (node.op_type == "MatMul" and any(name in weights for name in node.input))
+            or (node.op_type == "Gather" and node.input and node.input[0] in weights)
+        ):
+            continue
+        kind = next((kind for kind, pattern in _KIND_PATTERNS if pattern.search(node.name)), None)
+        if kind is None:
+            raise ValueError(f"the weights of node {node.name} are of no known kind")
+        groups[kind].append(node.name)
+        layer = re.search(r"/(layer\.\d+)/", node.name)
+        if layer is not None:
+            groups.setdefault(layer.group(1), []).append(node.name)
+    return groups
+
+
+def kept_nodes(model_file: Path, kept_groups: Collection[str]) -> list[str]:
+    """The names of the nodes of `kept_groups` (kinds or layers) in the graph in `model_file`."""
+    if not kept_groups:
+        return []
+    groups = weight_groups(model_file)
+    missing = sorted(set(kept_groups) - set(groups))
+    if missing:
+        raise ValueError(f"the graph has no weights of group {missing[0]}")
+    return sorted({name for group in kept_groups for name in groups[group]})
+
+
+def quantise_model(source: Path, target: Path, keep_fp32: Collection[str] = ()) -> None:
+    """Write to `target` the ONNX graph in `source` with its weights in int8 (per channel,
+    activations quantised at run time), except the nodes named in `keep_fp32`."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     root = logging.getLogger()
@@ -79,6 +150,7 @@ def _quantise(source: Path, target: Path) -> None:
             weight_type=QuantType.QInt8,
             per_channel=True,
             reduce_range=False,
+            nodes_to_exclude=list(keep_fp32),
         )
     finally:
         root.setLevel(level)

@@ -114,7 +114,8 @@ def build_index(
     `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only
     its own).
     `model` None keeps the model of the index being rebuilt, else takes the default; `precision`
-    "fp32" or "int8" (int8 ONNX weights: about twice as fast on a CPU, always on the CPU); None
+    "fp32", "int8" or "int8-mixed" (int8 ONNX weights: about twice as fast on a CPU, always on the
+    CPU; int8-mixed keeps the weights that cost the ranking in fp32); None
     keeps
     the precision of the index being rebuilt, else takes the model's default (embed.models: fp32,
     int8 for the quality tier). The model "static" is the fast tier (static embeddings distilled
@@ -709,7 +710,7 @@ def prepare_query_encoder(
         return lambda: on_phase(name, None) if on_phase is not None else None
 
     exporting = phase("exporting the model to ONNX (once per model)")
-    quantising = phase("quantising the ONNX export to int8 (once per model)")
+    quantising = phase(f"quantising the ONNX export to {precision} (once per model)")
     distilling = phase("distilling static embeddings from the default model (once, a few minutes)")
     kind = None
     try:
