@@ -607,7 +607,7 @@ def add(inputs, index, no_compact, quiet):
 
     Papers whose ID the index holds are skipped, so adding a file twice adds nothing twice.
     They are written as a segment beside the index; once the segments hold more than a tenth
-    of its papers, the add compacts them into the index (as `papers build --compact`).
+    of its papers, the add starts `papers build --compact` in the background and returns.
     `-` reads the papers (JSON lines) from standard input.
 
     Examples:
@@ -626,8 +626,13 @@ def add(inputs, index, no_compact, quiet):
             progress=reporter.update,
             notice=_notice(reporter),
             compact_share=None if no_compact else COMPACT_SHARE,
+            background=True,
         )
     compacted = " and compacted the index" if report.compacted else ""
+    if report.compacting is not None:
+        compacted = f"; compacting the index in the background (process {report.compacting})"
+    elif report.compaction_running:
+        compacted = "; a compaction of the index is running already"
     click.echo(
         f"added {report.added} papers to {report.index_dir} (encoded {report.encoded}; "
         f"{report.skipped} already in the index){compacted}"

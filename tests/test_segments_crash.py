@@ -4,9 +4,12 @@ processes
 papers
 or the new one, never a mixture, and the next add or compaction cleans up."""
 
+import gc
 import random
+import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +36,7 @@ def live_ids() -> frozenset[str]:
     with open_index() as index:
         found = {paper.id for paper in index.papers()}
         assert index.like("dp1", k=3)
+    gc.collect()  # a reader in a reference cycle would hold its segment from being removed
     return frozenset(found)
 
 
@@ -95,4 +99,78 @@ def test_adds_and_compactions_killed_at_random_points_show_every_reader_a_whole_
     code, _, err = finish(launch(workdir, "build", "--compact"))
     assert code == 0, err
     assert live_ids() == NEW
+    assert not (workdir / "indexes/default/segments").exists()
+
+
+MORE2 = [
+    {
+        "id": f"late{number:02d}",
+        "title": f"Video aesthetic study {number}",
+        "abstract": f"Aesthetic assessment of videos, variant {number}, with annotations.",
+    }
+    for number in range(3)
+]
+LATE = NEW | frozenset(paper["id"] for paper in MORE2)
+
+
+def _wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.05)
+
+
+def _segment_names(workdir) -> tuple[str, ...]:
+    from recommender.index.segments import read_segments
+
+    return read_segments(workdir / "indexes/default").segments
+
+
+def test_an_add_past_the_share_compacts_in_the_background_and_adds_go_on(
+    workdir, base, monkeypatch, tmp_path
+):
+    """The add returns while its compaction is held just before it swaps the base in; readers
+    see whole sets, an add meanwhile is published and kept by the compaction, a second
+    compaction is not started; released, the compaction publishes."""
+    sync = tmp_path / "sync"
+    monkeypatch.setenv("PAPERS_TEST_CHILD_POINT", "before-current")
+    code, out, err = finish(launch(workdir, "add", "new", action="hold", sync=sync))
+    assert code == 0, err
+    assert "compacting the index in the background (process" in out
+    _wait_for(lambda: (sync / "ready").exists(), "the compaction reached its hold")
+    assert live_ids() == NEW  # the segment is live before the compaction ends
+    write_corpus(workdir / "late", MORE2)
+    monkeypatch.setenv("PAPERS_TEST_CHILD_POINT", "")
+    code, out, err = finish(launch(workdir, "add", "late"))
+    assert code == 0, err
+    assert "added 3 papers" in out and "a compaction of the index is running already" in out
+    assert live_ids() == LATE
+    (sync / "release").touch()
+    seen = set()
+    _wait_for(
+        lambda: seen.add(live_ids())
+        or not (workdir / "indexes/default/segments/compacting").exists(),
+        "the compaction finished",
+    )
+    assert seen <= {LATE} and live_ids() == LATE
+    # The compacted base holds the first add's papers; the later add stays a segment of it.
+    assert len(_segment_names(workdir)) == 1
+    code, out, err = finish(launch(workdir, "add", "late"))  # removes what readers held then
+    assert code == 0 and "added 0 papers" in out, err
+    assert leftovers(workdir) == [] and live_ids() == LATE
+
+
+def test_a_background_compaction_killed_is_resumed_by_a_later_add(workdir, base, monkeypatch):
+    monkeypatch.setenv("PAPERS_TEST_CHILD_POINT", "before-current")
+    code, out, err = finish(launch(workdir, "add", "new"))
+    assert code == 0 and "in the background" in out, err
+    folder = workdir / "indexes/default/segments/compacting"
+    child = int(re.search(r"\(process (\d+)\)", out).group(1))
+    _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the compaction was killed")
+    assert live_ids() == NEW and len(_segment_names(workdir)) == 1
+    monkeypatch.setenv("PAPERS_TEST_CHILD_POINT", "")
+    code, out, err = finish(launch(workdir, "add", "new"))  # nothing new; the share still passed
+    assert code == 0 and "added 0 papers" in out and "in the background" in out, err
+    _wait_for(lambda: not folder.exists(), "the compaction finished")
+    assert live_ids() == NEW and _segment_names(workdir) == ()
     assert not (workdir / "indexes/default/segments").exists()
