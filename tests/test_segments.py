@@ -244,3 +244,31 @@ def test_add_reads_json_lines_from_standard_input(built, workdir):
     assert "vid3" in _ids(
         built("search", "video aesthetic assessment", "--format", "json", "-k", "4")
     )
+
+
+def test_add_sync_removes_the_papers_gone_from_their_source(built, workdir):
+    """A source read again with --sync: the index's papers from it are exactly its papers now,
+    for a file added earlier (a segment) as for the one the index was built from (its base)."""
+    library = write_corpus(workdir / "library", NEW)
+    assert built("add", str(library), "--no-compact").exit_code == 0
+    third = {"id": "gnn3", "title": "Graph networks", "abstract": "Message passing on graphs."}
+    write_corpus(workdir / "library", [NEW[0], third])  # vid3 deleted from the library
+    result = built("add", str(library), "--sync", "--no-compact")
+    assert result.exit_code == 0, result.output
+    assert "added 1 papers" in result.output and "removed 1 gone from it" in result.output
+    listed = {row["id"] for row in json.loads(built("list", "--format", "json").output)}
+    assert listed == {paper["id"] for paper in PAPERS} | {"dp3", "gnn3"}
+    # The base's own source, rebuilt without rnn2: synced through its recorded path.
+    write_corpus(workdir / "in", [paper for paper in PAPERS if paper["id"] != "rnn2"])
+    result = built("add", "in", "--sync", "--no-compact")
+    assert result.exit_code == 0 and "added 0 papers" in result.output
+    assert "removed 1 gone from it" in result.output
+    assert "rnn2" not in _ids(built("like", "rnn1", "--format", "json", "-k", "10"))
+    again = built("add", "in", "--sync", "--no-compact")  # idempotent: nothing more to do
+    assert "added 0 papers" in again.output and "removed 0 gone from it" in again.output
+    # Without --sync, nothing is removed; with standard input, --sync is refused.
+    write_corpus(workdir / "library", [third])
+    assert built("add", str(library), "--no-compact").exit_code == 0
+    assert "dp3" in {row["id"] for row in json.loads(built("list", "--format", "json").output)}
+    refused = built("add", "-", "--sync")
+    assert refused.exit_code == 2 and "standard input" in refused.output

@@ -204,6 +204,7 @@ class AddReport:
     compacting: int | None = None
     # Set when the segments passed their share but a compaction was running already.
     compaction_running: bool = False
+    removed: int = 0  # papers removed as gone from their source (`sync`)
 
 
 def add_papers(
@@ -214,17 +215,23 @@ def add_papers(
     notice: Callable[[str], None] | None = None,
     compact_share: float | None = COMPACT_SHARE,
     background: bool = False,
+    sync: bool = False,
 ) -> AddReport:
     """Add the papers of `inputs` to an index as a segment: only they are encoded, the base is not
     rewritten. Papers whose ID the index already holds live are skipped, so adding a file twice adds
     nothing twice. Past `compact_share` of the base in segments the index is compacted: here, or
-    with `background` by a process of its own that this add does not wait for (`compact`)."""
+    with `background` by a process of its own that this add does not wait for (`compact`).
+    With `sync`, the index's papers from these inputs are made exactly theirs: the papers an
+    earlier build or add read from the same files (their recorded source) that the files no
+    longer hold are removed (tombstones), as a source rebuilt elsewhere (a Zotero library, an
+    exported .bib) would have it."""
 
     started = time.perf_counter()
     index_dir = resolve_index_dir(index)
     if not is_index(index_dir):
         raise missing_index(index_dir)
-    papers = list(scan_papers([str(path) for path in inputs]))
+    inputs = [str(path) for path in inputs]
+    papers = list(scan_papers(inputs))
     failure = failed_compaction(index_dir)
     if failure is not None and notice is not None:
         notice(
@@ -243,16 +250,33 @@ def add_papers(
                 )  # the first of duplicates in the input, as a build keeps
         skipped = len(papers) - len(new)
         report = AddReport(index_dir, 0, skipped, None, 0, False, 0.0)
-        if new:
-            name, built = _build_segment(index_dir, new.values(), index_dir, progress, notice)
+        gone = _gone_from_sources(index_dir, current, inputs, papers) if sync else {}
+        if new or gone:
+            name, built = (
+                _build_segment(index_dir, new.values(), index_dir, progress, notice)
+                if new
+                else (None, None)
+            )
+            tombstones = {part: set(ids) for part, ids in current.tombstones.items()}
+            for part, ids in gone.items():
+                tombstones.setdefault(part, set()).update(ids)
             updated = SegmentSet(
                 current.base,
-                current.segments + (name,),
-                current.counts + (len(new),),
-                current.tombstones,
+                current.segments + ((name,) if name else ()),
+                current.counts + ((len(new),) if name else ()),
+                {part: frozenset(ids) for part, ids in tombstones.items() if ids},
             )
             _publish(index_dir, updated)
-            report = AddReport(index_dir, len(new), skipped, name, built.encoded, False, 0.0)
+            report = AddReport(
+                index_dir,
+                len(new),
+                skipped,
+                name,
+                built.encoded if built else 0,
+                False,
+                0.0,
+                removed=sum(len(ids) for ids in gone.values()),
+            )
             current = updated
     compacted, compacting, running = False, None, False
     if (
@@ -275,6 +299,37 @@ def add_papers(
     )
 
 
+def _gone_from_sources(
+    index_dir: Path, current: SegmentSet, inputs: Sequence[str], papers: Sequence[Paper]
+) -> dict[str, set[str]]:
+    """For each part, the IDs of its live papers read from one of `inputs` (their recorded
+    source names the file, as given or as an absolute path) that `papers` no longer hold."""
+    names = set()
+    for given in inputs:
+        if not files.is_plain_file(given) and not Path(given).is_dir():
+            raise InputError(
+                f"{given} is not a file or folder: a sync compares the papers of a named source"
+            )
+        names.update({given.rstrip("/"), os.path.abspath(given)})
+    kept = {paper.id for paper in papers}
+    prefixes = tuple(name + suffix for name in names for suffix in (":", " ", "/"))
+    gone: dict[str, set[str]] = {}
+    parts = [(BASE, Path(index_dir))] + [
+        (name, segment_dir(index_dir, name)) for name in current.segments
+    ]
+    for part, folder in parts:
+        removed = current.removed(part)
+        with open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+            for line in rows:
+                record = json.loads(line)
+                source, paper_id = str(record.get("source", "")), str(record["id"])
+                if paper_id in kept or paper_id in removed:
+                    continue
+                if source in names or source.startswith(prefixes):
+                    gone.setdefault(part, set()).add(paper_id)
+    return gone
+
+
 def _build_segment(
     index_dir: Path, papers: Iterable[Paper], base_dir: Path, progress=None, notice=None
 ):
@@ -289,13 +344,11 @@ def _build_segment(
     name = f"s-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
     folder = segment_dir(index_dir, name)
     folder.parent.mkdir(exist_ok=True)
-    source = folder.parent / f".{name}.jsonl"
-    with files.open_exclusive(source, "w") as handle:
-        for paper in papers:
-            handle.write(json.dumps(paper.to_dict(), ensure_ascii=False) + "\n")
+    papers = list(papers)
     try:
         built = build_index(
-            [source],
+            [],
+            own_papers=lambda: (paper for paper in papers),  # each with its own source
             index=folder,
             model=manifest["model"],
             chunking=_chunking(manifest),
@@ -309,8 +362,6 @@ def _build_segment(
     except BaseException:
         remove_tree(folder)
         raise
-    finally:
-        source.unlink(missing_ok=True)
     return name, built
 
 
