@@ -10,11 +10,13 @@
 
 `papers add` encodes only the new papers, builds them as a segment beside the base and then
 publishes the new list with one rename: a reader sees the old set or the new one, never half.
-A list naming another base than the live one is stale (a compaction swapped CURRENT and was
-stopped before it cleared the list): it is read as empty, since the new base holds its papers.
-`papers remove` adds tombstones. A compaction is a build of the live papers (base and
-segments, tombstones left out) with every guarantee of a build; the segments are removed after,
-each only once no reader holds it (its manifest locked exclusively, as writer.py removes versions).
+A list naming another base than the live one is stale (a build replaced the base): it is read
+as empty, unless it keeps the live base's list under "previous" (a compaction about to swap
+CURRENT). `papers remove` and `papers add --sync` add tombstones. A compaction is a build of the
+live papers of one list (base and segments, tombstones left out) beside the index, in
+segments/compacting/, with every guarantee of a build, while adds go on; it then swaps the new
+base in under the lock (`_swap_in`). The segments are removed after, each only once no reader
+holds it (its manifest locked exclusively, as writer.py removes versions).
 """
 
 from __future__ import annotations
