@@ -71,6 +71,7 @@ def tops(index_dir: Path, seeds: list[str], searches: list[str]) -> list[list[st
 
 def measure_add(work: Path, papers: int, added: list[dict]) -> dict:
     """The add cold and warm on a `papers` base of stand-in vectors (see the docstring)."""
+    work.mkdir(parents=True)
     real_load = loading.load_encoder
     loading.load_encoder = lambda model, device="auto": HashEncoder()
     options = dict(model=MODEL, export_query_encoder=False)
@@ -95,6 +96,7 @@ def measure_add(work: Path, papers: int, added: list[dict]) -> dict:
 
 def measure_agreement(work: Path, corpus: list[dict], share: float, searches: int) -> dict:
     rng = np.random.default_rng(33)
+    work.mkdir(parents=True)
     options = dict(model=MODEL)
     whole = write(work / "corpus.jsonl", corpus)
     encode = timed(lambda: build_index([whole], index=work / "full", **options))
@@ -144,8 +146,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-segments-real-"))
     os.environ["PAPERS_CACHE"] = str(work / "cache")  # this run's own embedding cache
     try:
-        agreement = measure_agreement(work / "agreement", corpus, args.share, args.searches)
+        # The add first: its papers are not in the cache yet (the agreement encodes them all).
         cost = measure_add(work / "add", args.papers, corpus[: args.added])
+        agreement = measure_agreement(work / "agreement", corpus, args.share, args.searches)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(

@@ -272,3 +272,40 @@ def test_add_sync_removes_the_papers_gone_from_their_source(built, workdir):
     assert "dp3" in {row["id"] for row in json.loads(built("list", "--format", "json").output)}
     refused = built("add", "-", "--sync")
     assert refused.exit_code == 2 and "standard input" in refused.output
+
+
+def test_a_segment_paper_with_words_the_base_lacks_scores_as_after_a_rebuild(workdir, fake_model):
+    """An added paper's TF-IDF row counts the words only it uses in its norm, as a rebuild does:
+    its lexical score for a query of shared words is the rebuild's."""
+    from recommender import build_index
+    from recommender.index.segments import add_papers
+    from recommender.query.segmented import open_index
+
+    words = "gradient clipping noise private model training video quality".split()
+    base = [
+        {"id": f"b{i:02d}", "title": f"Study {i}", "abstract": " ".join(words[i % 5 : i % 5 + 4])}
+        for i in range(40)
+    ]
+    new = [
+        {
+            "id": f"n{i}",
+            "title": f"Uniqueterm{i}",
+            "abstract": f"gradient clipping noise unheardof{i} neverseen{i} rareword{i}",
+        }
+        for i in range(3)
+    ]
+    build_index([write_corpus(workdir / "base", base)], index="segmented")
+    add_papers([write_corpus(workdir / "new", new)], index="segmented", compact_share=None)
+    build_index([write_corpus(workdir / "all", base + new)], index="rebuilt")
+    with open_index("segmented") as segmented, open_index("rebuilt") as rebuilt:
+        found = {
+            item.id: item.score
+            for item in segmented.search("gradient clipping noise", k=43, mode="lexical")
+        }
+        expected = {
+            item.id: item.score
+            for item in rebuilt.search("gradient clipping noise", k=43, mode="lexical")
+        }
+    assert found.keys() == expected.keys()
+    for paper_id in ("n0", "n1", "n2", "b00"):
+        assert found[paper_id] == pytest.approx(expected[paper_id], rel=1e-4), paper_id

@@ -369,6 +369,8 @@ class _UnionLexical:
         live = len(union) - len(union.removed_rows())
         rebuilt = np.log((1 + live) / (1 + np.maximum(frequencies, 0))) + 1
         self.ratio = (rebuilt / np.asarray(self.base.idf, dtype=np.float64)).astype(np.float64)
+        based = len(union.parts[0])  # the segments' IDF of a word the base lacks (FixedTerms)
+        self.unseen_ratio = (np.log((1 + live) / 2) + 1) / (np.log((1 + based) / 2) + 1)
         self._norms: dict[int, float] = {}
 
     @property
@@ -409,16 +411,18 @@ class _UnionLexical:
             starts = np.asarray(lexical.csr_indptr[own], dtype=np.int64)
             lengths = np.asarray(lexical.csr_indptr[own + 1], dtype=np.int64) - starts
             at = csr_ranges(starts, lengths)
-            weights = (
-                np.asarray(lexical.csr_data[at], dtype=np.float64)
-                * self.ratio[lexical.csr_indices[at]]
-            )
-            sums = np.bincount(
-                np.repeat(np.arange(len(own)), lengths),
-                weights=weights * weights,
-                minlength=len(own),
-            )
-            norms = np.sqrt(sums)
+            stored = np.asarray(lexical.csr_data[at], dtype=np.float64)
+            weights = stored * self.ratio[lexical.csr_indices[at]]
+            owners = np.repeat(np.arange(len(own)), lengths)
+            sums = np.bincount(owners, weights=weights * weights, minlength=len(own))
+            # A segment's row was normalised with the terms its base lacks (index/lexical.py,
+            # FixedTerms), which it does not store: their share of the norm is what the stored
+            # weights leave of 1 (none in the base's own rows), and counts as after a rebuild.
+            # Those words' IDF was that of a word in one of the base's papers; a rebuild's is that
+            # of a word in one of every live paper (exact for a word one added paper uses).
+            unseen = 1.0 - np.bincount(owners, weights=stored * stored, minlength=len(own))
+            unseen *= self.unseen_ratio**2
+            norms = np.sqrt(sums + np.where(lengths > 0, np.maximum(unseen, 0.0), 0.0))
             self._norms.update(
                 zip(missing[positions].tolist(), np.where(norms > 0, norms, 1.0).tolist())
             )
