@@ -141,10 +141,13 @@ def main() -> None:
     )
     parser.add_argument("--share", type=float, default=0.1)
     parser.add_argument("--searches", type=int, default=300)
+    parser.add_argument("--cache", type=Path, help="an embedding cache to keep (default: none)")
     args = parser.parse_args()
     corpus = read_corpus(args.corpus)
     work = Path(tempfile.mkdtemp(prefix="bench-segments-real-"))
-    os.environ["PAPERS_CACHE"] = str(work / "cache")  # this run's own embedding cache
+    # This run's own embedding cache (or one kept between runs: then the add's papers must not
+    # be in it yet, or its encoding is not measured).
+    os.environ["PAPERS_CACHE"] = str(args.cache or work / "cache")
     try:
         # The add first: its papers are not in the cache yet (the agreement encodes them all).
         cost = measure_add(work / "add", args.papers, corpus[: args.added])

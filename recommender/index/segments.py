@@ -97,7 +97,11 @@ def read_segments(index_dir: Path) -> SegmentSet:
             f"index file {path} cannot be read ({error}): run "
             f"`papers build --compact --index {Path(index_dir).name}`"
         ) from None
-    if isinstance(data, dict) and data.get("base") != live and isinstance(data.get("previous"), dict):
+    if (
+        isinstance(data, dict)
+        and data.get("base") != live
+        and isinstance(data.get("previous"), dict)
+    ):
         # A compaction about to swap CURRENT: until it does, the live base's list is this one.
         data = data["previous"]
     if not isinstance(data, dict) or data.get("base") != live:
