@@ -174,3 +174,20 @@ def test_a_background_compaction_killed_is_resumed_by_a_later_add(workdir, base,
     _wait_for(lambda: not folder.exists(), "the compaction finished")
     assert live_ids() == NEW and _segment_names(workdir) == ()
     assert not (workdir / "indexes/default/segments").exists()
+
+
+@pytest.mark.parametrize("point", ["before-publish", "before-swap"])
+def test_a_compaction_killed_while_it_swaps_its_base_in_leaves_a_whole_set(workdir, base, point):
+    """Killed with its new base moved in but not listed, or listed but CURRENT not swapped:
+    readers see the same papers, and the next compaction finishes the work."""
+    code, _, err = finish(launch(workdir, "add", "new", "--no-compact"))
+    assert code == 0, err
+    code, _, _ = finish(launch(workdir, "build", "--compact", point=point))
+    assert code == -signal.SIGKILL
+    assert live_ids() == NEW and len(_segment_names(workdir)) == 1
+    code, _, err = finish(launch(workdir, "build", "--compact"))
+    assert code == 0, err
+    assert live_ids() == NEW and _segment_names(workdir) == ()
+    assert not (workdir / "indexes/default/segments").exists()
+    versions = sorted(path.name for path in (workdir / "indexes/default").glob("v-*"))
+    assert len(versions) == 1  # the killed compaction's base removed too

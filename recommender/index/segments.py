@@ -592,9 +592,15 @@ def _swap_in(index_dir: Path, staging: Path, snapshot: SegmentSet) -> None:
     )
     # Readers keep the old list until CURRENT names the new base, then read the new one.
     _publish(index_dir, following, previous=current)
+    _listed_both()
     with files.replacing(Path(index_dir) / CURRENT) as handle:
         handle.write(pointer)
     _publish(index_dir, following)
+
+
+def _listed_both() -> None:
+    """The list names the new base and keeps the old one's, CURRENT not yet swapped (a hook for
+    the crash tests)."""
 
 
 def corrupt_staging(staging: Path) -> Exception:
