@@ -191,3 +191,21 @@ def test_a_compaction_killed_while_it_swaps_its_base_in_leaves_a_whole_set(workd
     assert not (workdir / "indexes/default/segments").exists()
     versions = sorted(path.name for path in (workdir / "indexes/default").glob("v-*"))
     assert len(versions) == 1  # the killed compaction's base removed too
+
+
+def test_a_background_compaction_that_failed_is_reported_by_the_next_add(workdir, base):
+    from recommender.index.segments import failed_compaction
+
+    folder = workdir / "indexes/default/segments/compacting"
+    folder.mkdir(parents=True)
+    (folder / "log").write_text("a warning\nError: disk full writing v-1/vectors.npy\n")
+    assert failed_compaction(workdir / "indexes/default") == "disk full writing v-1/vectors.npy"
+    code, out, err = finish(launch(workdir, "add", "new"))
+    assert code == 0
+    assert "the last background compaction failed (disk full writing v-1/vectors.npy)" in err
+    child = int(re.search(r"\(process (\d+)\)", out).group(1))  # tried again: waited for
+    _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the compaction ended")
+    assert failed_compaction(workdir / "indexes/default") is None and live_ids() == NEW
+    folder.mkdir(parents=True)
+    (folder / "log").write_text("SomeWarning: a paper read twice\n")  # warnings are no failure
+    assert failed_compaction(workdir / "indexes/default") is None

@@ -651,7 +651,11 @@ def failed_compaction(index_dir: Path) -> str | None:
     if compaction_running(index_dir) or not files.is_plain_file(log_path):
         return None
     lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1] if lines else None
+    # Its failure is the CLI's one line ("Error: ..."), or a traceback's last; warnings are not.
+    errors = [line.removeprefix("Error: ") for line in lines if line.startswith("Error: ")]
+    if errors:
+        return errors[-1]
+    return lines[-1] if any(line.startswith("Traceback") for line in lines) else None
 
 
 def _remove_unlisted(index_dir: Path, current: SegmentSet) -> None:
