@@ -27,6 +27,16 @@ p99 under 100 ms, whatever the baseline), then while 1,100 connections trickle r
 second each (a slowloris; loopback only, bounded by SECONDS): how many `like` requests failed (the
 target: none) and their p50/p99 against the baseline, and how the slow connections were answered.
 
+With `--map-only` (run with `--sizes 3000`): a build with the FakeEncoder and the real UMAP, with and
+without `--map-layout` (alternating, `--rounds` of each, after one uncounted build that fills the
+embedding cache; each a fresh process, so UMAP's compile is counted as a build pays it), their ratio;
+then the first `/map` of a fresh server (UMAP, as users get it) over each index: seconds until the map
+is answered, and how many "being prepared" pages came first.
+
+The `like` runs also report the server process's CPU time a request (from /proc/PID/stat, its own
+threads: less noisy than latency on a shared machine), and a single client's run as the baseline of the
+8 clients'.
+
 The machine this ran on has 2 cores shared with other work: clients and server compete for them, so the
 figures are those of a contended machine, and the 2-worker runs share the same 2 cores with 32 clients.
 
@@ -68,6 +78,82 @@ def build(corpus: Path, index: Path) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     return time.perf_counter() - start
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used (its own threads, not its children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(server, load: "Load", seconds: float) -> dict:
+    """`load.run(seconds)` and the server process's CPU time a request meanwhile (ms)."""
+    before = cpu_seconds(server.process.pid)
+    row = load.run(seconds)
+    row["cpu_ms"] = (cpu_seconds(server.process.pid) - before) * 1000 / max(1, row["requests"])
+    return row
+
+
+def build_for_map(corpus: Path, index: Path, map_layout: bool) -> float:
+    """A fresh build of the corpus with the FakeEncoder, the map's projection the real one (UMAP, unlike
+    `build`), with or without its stored layout (`papers build --map-layout`); seconds taken."""
+    import shutil
+
+    shutil.rmtree(index, ignore_errors=True)
+    code = (
+        "import sys, json; sys.path.insert(0, 'tests'); from pathlib import Path; from fakes import FakeEncoder; "
+        "from corpus import write_corpus; from recommender import build_index; from recommender.embed import loading; "
+        "from recommender.index import build; encoder = FakeEncoder(); "
+        "loading.load_encoder = lambda model, device='auto': encoder; "
+        "build.prepare_query_encoder = lambda *args, **options: None; "
+        f"papers = [json.loads(l) for l in open({str(corpus)!r})]; "
+        f"build_index([write_corpus(Path({str(index)!r} + '-input'), papers)], index={str(index)!r}, "
+        f"map_layout={map_layout!r})"
+    )
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return time.perf_counter() - start
+
+
+def first_map(index: Path) -> dict:
+    """A fresh server's first /map (UMAP, as users get it): seconds until it answers the map, and the
+    statuses answered meanwhile (202: the page that says it is being prepared)."""
+    from serving import start_server
+
+    server = start_server(index, env={"PAPERS_TEST_REAL_MODEL": "1"})
+    statuses = []
+    try:
+        start = time.perf_counter()
+        while time.perf_counter() - start < 600:
+            status, _, _ = server.get("/map")
+            statuses.append(status)
+            if status != 202:
+                break
+            time.sleep(0.5)
+        return {"seconds": time.perf_counter() - start, "first": statuses[0], "last": statuses[-1],
+                "answers": len(statuses)}
+    finally:
+        server.stop()
+
+
+def map_layout_costs(corpus: Path, out: Path, rounds: int) -> dict:
+    """What `--map-layout` adds to a build (builds with and without it, alternating, after one build not
+    counted that fills the embedding cache) and the first /map of each index."""
+    plain, stored = out / "map-plain", out / "map-layout"
+    build_for_map(corpus, plain, False)
+    times: dict[str, list[float]] = {"plain": [], "layout": []}
+    for _ in range(rounds):
+        times["plain"].append(build_for_map(corpus, plain, False))
+        times["layout"].append(build_for_map(corpus, stored, True))
+    ratio = statistics.median(times["layout"]) / statistics.median(times["plain"])
+    print(f"build with the map layout {statistics.median(times['layout']):.1f} s "
+          f"({', '.join(f'{t:.1f}' for t in times['layout'])}), without "
+          f"{statistics.median(times['plain']):.1f} s ({', '.join(f'{t:.1f}' for t in times['plain'])}): "
+          f"{ratio:.2f}x", flush=True)
+    maps = {"plain": first_map(plain), "layout": first_map(stored)}
+    print(f"first /map without a stored layout: {maps['plain']}; with it: {maps['layout']} "
+          f"({maps['layout']['seconds'] / maps['plain']['seconds']:.2f}x)", flush=True)
+    return {"map_layout": True, "builds": times, "build_ratio": ratio, "first_map": maps}
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -208,6 +294,9 @@ def main() -> None:
     parser.add_argument("--paired-only", action="store_true",
                         help="only the like in process and through the API, alternating (one worker)")
     parser.add_argument("--build-only", action="store_true", help="write the corpora and build the indexes, then stop")
+    parser.add_argument("--map-only", action="store_true",
+                        help="only what --map-layout adds to a build, and the first /map with and without it")
+    parser.add_argument("--rounds", type=int, default=2, help="builds of each kind with --map-only")
     parser.add_argument("--reliability-only", action="store_true",
                         help="only like beside cold /map and /api/sessions, and beside slow clients")
     args = parser.parse_args()
@@ -228,6 +317,9 @@ def main() -> None:
         papers = [json.loads(line) for line in corpus.open(encoding="utf-8")]
         ids = [paper["id"] for paper in random.Random(1).sample(papers, 2000)]
         words = sorted({word for paper in papers[:2000] for word in paper["abstract"].split() if word.isalpha() and len(word) > 4})
+        if args.map_only:
+            results.append(map_layout_costs(corpus, args.out, args.rounds))
+            continue
         if args.reliability_only:
             results.append(reliability(index, ids, args.seconds))
             continue
@@ -262,8 +354,9 @@ def main() -> None:
         print(json.dumps(results[-1]), flush=True)
     if args.build_only:
         return
-    if args.reliability_only:
-        (args.out / "reliability.json").write_text(json.dumps(results, indent=1))
+    if args.reliability_only or args.map_only:
+        name = "reliability.json" if args.reliability_only else "map_layout.json"
+        (args.out / name).write_text(json.dumps(results, indent=1))
         return
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     print(table(results))
@@ -277,15 +370,19 @@ def reliability(index: Path, ids: list[str], seconds: float) -> dict:
     rows: dict = {}
 
     def shown(row: dict) -> str:
-        return f"p50 {row['p50']:.1f} ms, p99 {row['p99']:.1f} ms, {row['requests']} requests, {row['errors']} failed"
+        return (f"p50 {row['p50']:.1f} ms, p99 {row['p99']:.1f} ms, {row['requests']} requests, {row['errors']} failed, "
+                f"server CPU {row['cpu_ms']:.2f} ms a request")
 
     server = start_server(index)
     try:
         Load(server.url, like, 4).run(WARM_SECONDS)
-        rows["baseline"] = Load(server.url, like, 8).run(seconds)
+        rows["single"] = measured(server, Load(server.url, like, 1), seconds)
+        rows["baseline"] = measured(server, Load(server.url, like, 8), seconds)
     finally:
         server.stop()
-    print(f"{len(ids)} ids, like at 8 clients, warm: {shown(rows['baseline'])}", flush=True)
+    print(f"{len(ids)} ids, like at 1 client, warm: {shown(rows['single'])}", flush=True)
+    print(f"{len(ids)} ids, like at 8 clients, warm: {shown(rows['baseline'])} "
+          f"(p50 {rows['baseline']['p50'] / rows['single']['p50']:.2f}x the single client's)", flush=True)
 
     server = start_server(index)
     long_work: dict = {}
@@ -301,7 +398,7 @@ def reliability(index: Path, ids: list[str], seconds: float) -> dict:
 
         thread = threading.Thread(target=cold)
         thread.start()
-        rows["cold"] = Load(server.url, like, 8).run(seconds)
+        rows["cold"] = measured(server, Load(server.url, like, 8), seconds)
         thread.join(600)
     finally:
         server.stop()
@@ -346,7 +443,7 @@ def reliability(index: Path, ids: list[str], seconds: float) -> dict:
         thread = threading.Thread(target=slowloris)
         thread.start()
         time.sleep(2)  # the flood is under way
-        rows["slow"] = Load(server.url, like, 8).run(seconds)
+        rows["slow"] = measured(server, Load(server.url, like, 8), seconds)
         stop.set()
         thread.join(60)
     finally:

@@ -36,6 +36,7 @@ from recommender.embed.windows import Chunking
 from recommender.evaluation import metrics
 from recommender.evaluation.evaluate import evaluate, rank_rows
 from recommender.query import paper_index as ranker
+from recommender.query import pooling
 from recommender.query.ranking import DENSE_WEIGHT, POOL, select
 
 CHUNKINGS = ("sentences", "windows")
@@ -71,11 +72,11 @@ class Collection:
     def run(self, chunking: str, mode: str = "hybrid", weight: float | None = None, pool: int = POOL) -> np.ndarray:
         """[queries, 2]: MAP and NDCG%20 (x100) of each query, ranked as `papers evaluate` ranks it."""
         recommender = self.open(chunking)
-        ranker.POOL = pool
+        pooling.POOL = pool  # the pool `score_rows` normalises each query's scores over
         try:
             return self._figures(recommender, lambda query_row, rows: rank_rows(recommender, query_row, rows, mode, weight))
         finally:
-            ranker.POOL = POOL
+            pooling.POOL = POOL
 
     def convex(self, weight: float) -> np.ndarray:
         """The previous default: plain windows, weight x window cosine + (1 - weight) x TF-IDF cosine."""

@@ -3,8 +3,9 @@ tests/fakes.py's FakeEncoder for every query (PAPERS_TEST_REAL_MODEL=1 keeps the
 map projected by PCA, not UMAP (whose first run compiles for a minute).
 
 With PAPERS_TEST_HOOKS=1, a search for "sleep:N" takes N seconds and one for "explode" raises an
-unexpected error (a RuntimeError), and PAPERS_TEST_SLOW_MAP=N makes drawing the map take N seconds more:
-what the server's tests need of a slow or broken request.
+unexpected error (a RuntimeError), PAPERS_TEST_SLOW_MAP=N makes drawing the map take N seconds more, and
+PAPERS_TEST_SLOW_PROJECTION=N projecting its papers (as UMAP does at thousands of papers): what the
+server's tests need of a slow or broken request.
 
     python tests/serve_launcher.py serve --index x --port 0 [--workers 2]
 
@@ -46,6 +47,17 @@ if os.environ.get("PAPERS_TEST_SLOW_MAP"):
         return _build(*args, **options)
 
     layout.build_map = slow_build_map
+
+if os.environ.get("PAPERS_TEST_SLOW_PROJECTION"):
+    from recommender.reading import layout
+
+    def slow_projection(*args, _project=layout.project_2d, **options):
+        import time
+
+        time.sleep(float(os.environ["PAPERS_TEST_SLOW_PROJECTION"]))
+        return _project(*args, **options)
+
+    layout.project_2d = slow_projection
 
 from recommender import cli  # noqa: E402
 

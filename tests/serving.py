@@ -24,8 +24,9 @@ START_SECONDS = 60
 URL = re.compile(r" at (http://\S+/) ")
 
 
-def build_fake_index(index_dir: Path, papers: list[dict]) -> Path:
-    """An index of these papers built in this process with the FakeEncoder (no model, no ONNX export)."""
+def build_fake_index(index_dir: Path, papers: list[dict], **options) -> Path:
+    """An index of these papers built in this process with the FakeEncoder (no model, no ONNX export);
+    `options` go to build_index (map_layout=True, say)."""
     from corpus import write_corpus
     from fakes import FakeEncoder
 
@@ -39,7 +40,7 @@ def build_fake_index(index_dir: Path, papers: list[dict]) -> Path:
         patch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
         patch.setitem(sys.modules, "umap", None)  # the map's projection: PCA, no numba compile
         folder = index_dir.parent / f"{index_dir.name}-input"
-        build_index([write_corpus(folder, papers)], index=index_dir)
+        build_index([write_corpus(folder, papers)], index=index_dir, **options)
     return index_dir
 
 

@@ -10,7 +10,7 @@ from recommender import build_index
 from recommender.embed.windows import Chunking, embed_texts, split_windows
 from recommender.errors import IndexMismatchError, IndexMissingError, PaperNotFoundError
 from recommender.index.layout import FORMAT_VERSION, MANIFEST
-from recommender.query import paper_index as recommender_module
+from recommender.query import lookups
 
 
 @pytest.fixture
@@ -125,8 +125,8 @@ def test_a_large_index_suggests_names_near_the_reference_without_reading_them_al
                                                    abstract=f"{PAPERS[i % 6]['abstract']} Copy {i}.") for i in range(300)]
                               + PAPERS)])
     index = open_index()
-    monkeypatch.setattr(recommender_module, "CLOSEST_SCAN", 100)
-    monkeypatch.setattr(recommender_module, "CLOSEST_NEAR", 5)
+    monkeypatch.setattr(lookups, "CLOSEST_SCAN", 100)
+    monkeypatch.setattr(lookups, "CLOSEST_NEAR", 5)
     monkeypatch.setattr(index.keys, "all_ids", lambda: pytest.fail("read every ID"))
     monkeypatch.setattr(index.keys, "all_handles", lambda: pytest.fail("read every handle"))
     with pytest.raises(PaperNotFoundError) as caught:
@@ -198,3 +198,19 @@ def test_long_text_is_pooled_from_windows_not_truncated(fake_model):
     only_tail = embed_texts(fake_model, [tail], Chunking("truncate")).vectors[0]
     assert windowed @ only_tail > 0.9  # most of the text is "omega"
     assert truncated @ only_tail < 0.5  # the fake model, like the real one, sees only the first window
+
+
+def test_lookups_read_no_stored_header_again(index, monkeypatch):
+    """A lookup reads the rows it needs, not the files' headers again (numpy parses each with `ast`):
+    after the first lookup of a version, no stored array is opened for its header."""
+    from recommender.index.stored import StoredIndex
+
+    first = index.like("dp1", k=3)
+    opened = []
+    original = StoredIndex.load_array
+    monkeypatch.setattr(StoredIndex, "load_array",
+                        lambda self, name, mmap=False: opened.append(name) or original(self, name, mmap))
+    for _ in range(3):
+        assert [item.id for item in index.like("dp1", k=3)] == [item.id for item in first]
+        index.search("differential privacy", k=3)
+    assert opened == []

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from corpus import topic_papers, write_corpus
 from recommender.cli import main
-from recommender.reading.layout import ZOOM_LEVELS, MapGroup, pca_2d, project_2d, short_name, zoom_labels
+from recommender.index.map_layout import pca_2d, project_2d
+from recommender.reading.layout import ZOOM_LEVELS, MapGroup, short_name, zoom_labels
 
 
 @pytest.fixture
@@ -315,3 +316,44 @@ def test_the_maps_script_and_style_are_files_of_the_package(run, workdir):
     assert all(any(fnmatch(f"map_assets/{name}", pattern) for pattern in shipped) for name in ("map.js", "map.css"))
     source = Path(map_module.__file__).read_text(encoding="utf-8")
     assert "addEventListener" not in source and "font-family" not in source
+
+
+def test_a_stored_layout_is_the_projection_the_map_would_compute(workdir, papers_cli, no_umap, monkeypatch):
+    """`papers build --map-layout` stores what projecting the index's vectors gives; the whole index's
+    map reads it (the same page as projecting) and projects nothing; a rebuild keeps the setting; papers
+    added since are projected with the rest (the stored layout no longer covers them)."""
+    from recommender import PaperIndex
+    from recommender.index.map_layout import stored_layout
+    from recommender.reading import layout
+
+    stored = str(workdir / "stored")
+    write_corpus(workdir / "in", topic_papers())
+    assert papers_cli("build", "in", "--index", stored, "--map-layout").exit_code == 0
+    assert papers_cli("build", "in", "--index", "plain").exit_code == 0
+    with PaperIndex.open(stored) as index:
+        coordinates, projection = stored_layout(index.stored)
+        expected, method = project_2d(index.vectors_at(range(len(index))))
+    assert projection == method == "PCA" and np.array_equal(coordinates, expected)
+    assert papers_cli("map", "--index", "plain", "--out", "plain.html").exit_code == 0
+
+    def projected(*args, **options):
+        raise AssertionError("projected again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(layout, "project_2d", projected)
+        assert papers_cli("map", "--index", stored, "--out", "stored.html").exit_code == 0
+    assert (workdir / "stored.html").read_bytes() == (workdir / "plain.html").read_bytes()
+
+    write_corpus(workdir / "more", topic_papers()[:20])
+    assert papers_cli("build", "more", "--index", stored).exit_code == 0  # no --map-layout: kept
+    with PaperIndex.open(stored) as index:
+        assert stored_layout(index.stored)[0].shape == (20, 2)
+    write_corpus(workdir / "added", topic_papers()[20:])
+    assert papers_cli("add", "added", "--index", stored, "--no-compact").exit_code == 0
+    result = papers_cli("map", "--index", stored, "--out", "added.html")
+    assert result.exit_code == 0 and "wrote a map of 24 papers (PCA)" in result.stderr
+    assert papers_cli("build", "--compact", "--index", stored).exit_code == 0  # the layout follows
+    with PaperIndex.open(stored) as index:
+        coordinates, _ = stored_layout(index.stored)
+        assert np.array_equal(coordinates, project_2d(index.vectors_at(range(len(index))))[0])
+        assert coordinates.shape == (24, 2)

@@ -525,7 +525,7 @@ def test_a_slow_phase_of_a_small_build_is_logged(papers_cli, workdir, monkeypatc
     """Under 100 papers a build is silent, unless a phase runs past a few seconds (a first model export)."""
     import time
 
-    from recommender import cli
+    from recommender.cli import common
     from recommender.index import build
 
     monkeypatch.setenv("PAPERS_SLOW_PHASE_SECONDS", "0.2")
@@ -544,5 +544,5 @@ def test_a_slow_phase_of_a_small_build_is_logged(papers_cli, workdir, monkeypatc
     assert "encoding" in phases and "TF-IDF" in phases and "checksums" in phases
     monkeypatch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
     monkeypatch.delenv("PAPERS_SLOW_PHASE_SECONDS")  # the default, 3 s
-    assert cli._slow_phase_seconds() == cli.SLOW_PHASE_SECONDS == 3.0
+    assert common._slow_phase_seconds() == common.SLOW_PHASE_SECONDS == 3.0
     assert papers_cli("build", "in").stderr == ""  # quick: silent, as before

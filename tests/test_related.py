@@ -13,7 +13,7 @@ from corpus import write_corpus
 from recommender import build_index
 from recommender.corpus.papers import Paper
 from recommender.corpus.summary import summary
-from recommender.query import paper_index as recommender_module
+from recommender.query import pooling, similarity
 from recommender.reading.related import related_work, select_rows
 from recommender.reading.sessions import plan_sessions
 from recommender.corpus.citation import citation_key, unique_citation_key, unique_citation_keys
@@ -72,8 +72,9 @@ def test_lists_are_like_one_by_one(big, k, why, pruned, monkeypatch):
 
         for name, value in (("PRUNE_MIN_POSTINGS", 0), ("ROW_COST", 1), ("GIVE_UP", 1.0)):
             monkeypatch.setattr(lexical_module, name, value)
-    monkeypatch.setattr(recommender_module, "POOL", 100)  # fewer candidates than papers from each side
-    monkeypatch.setattr(recommender_module, "LEXICAL_CELLS", 3 * len(big))  # TF-IDF of 3 papers at a time
+    for module in (pooling, similarity):  # fewer candidates than papers from each side
+        monkeypatch.setattr(module, "POOL", 100)
+    monkeypatch.setattr(similarity, "LEXICAL_CELLS", 3 * len(big))  # TF-IDF of 3 papers at a time
     rows = range(0, len(big), 7)
     lists = list(related_work(big, rows, k=k, why=why, chunk=16))
     assert [item.paper.id for item in lists] == [big.ids[row] for row in rows]

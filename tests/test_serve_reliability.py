@@ -168,6 +168,31 @@ def test_a_cold_map_and_sessions_do_not_hold_up_lookups(index_dir):
         assert server.stop() == 0
 
 
+def test_long_work_runs_at_a_lower_priority_than_lookups(server):
+    """The background process that makes plans and maps yields the processor to the server's requests."""
+    assert server.json("/api/sessions?n=3")[0] == 200
+    children = [int(child) for task in os.listdir(f"/proc/{server.process.pid}/task")
+                for child in Path(f"/proc/{server.process.pid}/task/{task}/children").read_text().split()]
+    background = [child for child in children
+                  if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
+    assert background, "no background process"
+    for child in background:  # field 19 of /proc/PID/stat is the nice value
+        assert int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[16]) >= 10
+
+
+def test_the_map_of_an_index_built_with_its_layout_comes_on_the_first_request(tmp_path):
+    """Projecting takes a minute here (a hook in tests/serve_launcher.py, as UMAP does at thousands of
+    papers), but the build stored the layout: the first /map is the map itself, no waiting page."""
+    index = build_fake_index(tmp_path / "index", PAPERS, map_layout=True)
+    server = start_server(index, env={**HOOKS, "PAPERS_TEST_SLOW_PROJECTION": "60"})
+    try:
+        status, headers, body = server.get("/map")
+        assert status == 200 and b"/map.js" in body and b"being prepared" not in body
+        assert_guarded(headers)
+    finally:
+        assert server.stop() == 0
+
+
 # ---------------------------------------------------------------- point 12: signals and supervision
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from .handles import plain_text
@@ -22,9 +23,16 @@ _CUE = re.compile(
 def summary(paper: Paper) -> str:
     """The sentence that says what the paper does: the first naming its handle or saying
     "we propose", "this paper" and the like, else the first sentence."""
-    sentences = split_sentences(paper.abstract)
-    handle = paper.handle if paper.handle and not paper.abstract.startswith(paper.handle) else ""
-    chosen = first_sentence(paper.abstract)
+    return _summary_of(paper.abstract, paper.handle)
+
+
+# Every result list shows its papers' summaries: a server's lookups would otherwise spend a fifth
+# of their time finding the same sentences again.
+@functools.lru_cache(maxsize=4096)
+def _summary_of(abstract: str, handle: str) -> str:
+    sentences = split_sentences(abstract)
+    handle = handle if handle and not abstract.startswith(handle) else ""
+    chosen = first_sentence(abstract)
     for sentence in sentences[:6]:
         if (handle and _names(sentence, handle)) or _CUE.search(sentence):
             chosen = _standalone(sentence)

@@ -34,6 +34,7 @@ from .layout import (
     COLUMN_MAX,
     FAISS,
     KEY_ARRAYS,
+    MAP_LAYOUT,
     OFFSETS,
     PAPERS,
     QUERY_ENCODER,
@@ -46,6 +47,8 @@ from .layout import (
     remove_tree,
 )
 from .lexical import settings as lexical_settings
+from .map_layout import MANIFEST_KEY as LAYOUT_KEY
+from .map_layout import project_2d
 from .stored import ArrayReader, StoredIndex, open_stored
 from .writer import WRITE_ERRNOS, ArrayFile, IndexWriter, link_checked, write_error, writing
 
@@ -93,6 +96,7 @@ def build_index(
     chunk_size: int | None = None,
     own_papers: Callable[[], Generator[Paper, None, None]] | None = None,
     lexical_terms=None,
+    map_layout: bool | None = None,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -124,6 +128,10 @@ def build_index(
     locked (a compaction: the live papers of the base and its segments, index/segments.py).
     `lexical_terms`
     (lexical.FixedTerms): weigh the TF-IDF rows in another index's vocabulary and IDF (a segment's).
+
+    `map_layout` stores the whole index's map layout (index/map_layout.py: UMAP of every vector,
+    which can cost more than the rest of the build) for `papers map --all` and the server's /map to
+    read; None keeps the setting of the index being rebuilt (off for a new one).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -185,6 +193,8 @@ def build_index(
             ids, handles = spool.read(reading)
         count = len(ids)
         previous = _live_build(index_dir)
+        if map_layout is None:  # kept across rebuilds, compactions included
+            map_layout = previous is not None and bool(previous.manifest.get(LAYOUT_KEY))
         previous_texts = previous_papers(previous) if previous is not None else None
         try:
             record = previous.manifest if previous is not None else None
@@ -271,6 +281,20 @@ def build_index(
                 writer.save_json(ALIASES, spool.aliases)
             writer.save_json(STOP_WORDS, stop_words)
             del arrays
+            projection: str | None = None
+            if map_layout and count > MAP_LAYOUT_PAPERS:
+                if notice is not None:
+                    notice(
+                        f"no map layout stored: {count:,} papers are more than it is made for"
+                        f" (at most {MAP_LAYOUT_PAPERS:,})"
+                    )
+            elif map_layout and count:
+                phase("map layout", None)
+                coordinates, projection = project_2d(
+                    vectors.read(0, count), on_phase=lambda name: phase(name, None)
+                )
+                writer.save_array(MAP_LAYOUT, coordinates)
+                del coordinates
             record = encoding.record(encoder)
             manifest = {
                 "model": record["model"],
@@ -295,6 +319,8 @@ def build_index(
                 "encoded": embedded.encoded,
                 "reused": embedded.reused,
             }
+            if projection is not None:
+                manifest[LAYOUT_KEY] = projection
         except KeyboardInterrupt as interrupt:
             if embedded is None or isinstance(interrupt, EncodingInterrupted):
                 raise
@@ -320,6 +346,8 @@ def build_index(
     )
 
 
+# A stored map layout holds every vector in memory for UMAP: past this many papers it is not made.
+MAP_LAYOUT_PAPERS = 100_000
 # Papers read back from the build's spool at a time (texts for the encoder, rows of papers.jsonl).
 STREAM_PAPERS = 4096
 # With a `chunk_size`, the TF-IDF postings handled at once are this many a paper (an abstract has

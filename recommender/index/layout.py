@@ -46,6 +46,7 @@ TAGS = "tags.sqlite"
 BUILD_MARK = ".papers-build"
 # The files of one build (inside v-<build-id>/).
 VECTORS = "vectors.npy"
+MAP_LAYOUT = "map_layout.npy"  # every paper's point on the map (index/map_layout.py), if asked for
 FAISS = "faiss.index"
 PAPERS = "papers.jsonl"
 OFFSETS = "papers.offsets.npy"

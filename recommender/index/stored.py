@@ -118,9 +118,11 @@ class StoredIndex:
         # reader keeps reading the version it opened when the index is renamed (`papers indexes mv`)
         # or removed (`rm` moves a version a reader holds aside, see catalogue.remove_index).
         self._folder_fd = folder_fd
+        self._readers: dict[str, ArrayReader] = {}
 
     def close(self) -> None:
         """Let a build remove this version once it is no longer live (reads may then fail)."""
+        self._readers.clear()  # they refer back to this object
         if self._pin is not None:
             self._pin.close()
             self._pin = None
@@ -170,11 +172,15 @@ class StoredIndex:
             ) from None
 
     def array_reader(self, name: str) -> ArrayReader:
-        """A stored array read by slices into fresh memory (pread), for scattered reads."""
-        mapped = self.load_array(name, mmap=True)
-        return ArrayReader(
-            self, name, mapped.dtype, mapped.shape, int(getattr(mapped, "offset", 0))
-        )
+        """A stored array read by slices into fresh memory (pread), for scattered reads. Its header
+        is parsed once a version (a version never changes), not once a lookup."""
+        readers = self._readers
+        if name not in readers:
+            mapped = self.load_array(name, mmap=True)
+            readers[name] = ArrayReader(
+                self, name, mapped.dtype, mapped.shape, int(getattr(mapped, "offset", 0))
+            )
+        return readers[name]
 
     def load_json(self, name: str):
         try:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..embed.models import model_facts
+from ..errors import OptionError
 
 MODES = ("dense", "lexical", "hybrid")
 # The hybrid score: the window cosine and the TF-IDF cosine, each z-normalised over the query's
@@ -137,3 +138,21 @@ def select(
         picks = mmr(rows, scores, vectors, k, diverse)
         rows, scores = rows[picks], scores[picks]
     return rows[:k], scores[:k]
+
+
+def check_options(k: int, min_score: float | None, diverse: float | None, mode: str) -> None:
+    """Refuse ranking options out of range (InputError), before any work is done."""
+    if mode not in MODES:
+        raise OptionError(f"unknown mode '{mode}': use one of {', '.join(MODES)}", "mode")
+    if k < 1:
+        raise OptionError(f"k must be at least 1, got {k}", "k")
+    if min_score is not None and not -1.0 <= min_score <= 1.0:
+        raise OptionError(
+            "min_score must be between -1 and 1 (scores are cosine similarities), "
+            f"got {min_score:g}",
+            "min_score",
+        )
+    if diverse is not None and not 0.0 <= diverse <= 1.0:
+        raise OptionError(
+            f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}", "diverse"
+        )

@@ -149,7 +149,7 @@ class SegmentedIndex(PaperIndex):
             return np.zeros((0, dimension), dtype=np.float32)
         return self._gather(rows, lambda part, own: part.vectors_at(own))
 
-    def _candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    def candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         return self._gather(rows, lambda part, own: part.cosines(own, query)).astype(np.float32)
 
     def cosines(self, rows: np.ndarray, query: np.ndarray, read_rows=None) -> np.ndarray:
@@ -157,12 +157,12 @@ class SegmentedIndex(PaperIndex):
             return super().cosines(rows, query, read_rows)
         return self._gather(rows, lambda part, own: part.cosines(own, query)).astype(np.float32)
 
-    def _read_vectors(self, rows: np.ndarray, into: dict) -> None:
+    def read_vectors(self, rows: np.ndarray, into: dict) -> None:
         wanted = [row for row in np.asarray(rows).tolist() if row not in into]
         if wanted:
             into.update(zip(wanted, self.vectors_at(wanted)))
 
-    def _faiss_search(self, queries: np.ndarray, depth: int) -> np.ndarray:
+    def faiss_search(self, queries: np.ndarray, depth: int) -> np.ndarray:
         """Each part's nearest `depth`, removed papers left out, merged by inner product: the
         union's
         nearest `depth`, as a rebuild without the removed papers finds them."""
@@ -306,7 +306,7 @@ class SegmentedIndex(PaperIndex):
                     found[i] = start + row
         return found
 
-    def _exclusions(self, exclude: Sequence[str]) -> set[int]:
+    def excluded_rows(self, exclude: Sequence[str]) -> set[int]:
         wanted = sorted({value.strip() for value in exclude if value.strip()})
         rows = set(self.removed_rows())
         if wanted:

@@ -12,7 +12,6 @@ self-contained HTML file or as a PNG.
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from ..corpus.text import shorten
 from ..errors import InputError
+from ..index.map_layout import project_2d, stored_layout, stored_projection
 from ..query.paper_index import PaperIndex
 
 WIDTH, HEIGHT, MARGIN = 1100, 760, 28
@@ -134,58 +134,6 @@ class CorpusMap:
         )
 
 
-UMAP_PHASE = "projecting with UMAP (its first run compiles it: 20-45 s)"
-
-
-def project_2d(
-    vectors: np.ndarray,
-    seed: int = 0,
-    on_phase: Callable[[str], None] | None = None,
-) -> tuple[np.ndarray, str]:
-    """(n, 2) coordinates and the method: UMAP on cosine distance if umap-learn is installed, else
-    PCA.
-    `on_phase(UMAP_PHASE)` is called before UMAP starts: however few the papers, it may take a
-    while.
-    """
-    vectors = np.asarray(vectors, dtype=np.float32)
-    if len(vectors) >= 10:
-        try:
-            import umap
-        except ImportError:
-            umap = None
-        if umap is not None:
-            if on_phase is not None:
-                on_phase(UMAP_PHASE)
-            with warnings.catch_warnings():
-                warnings.simplefilter(
-                    "ignore"
-                )  # "n_jobs overridden by random_state", spectral init on tiny data
-                reducer = umap.UMAP(
-                    n_neighbors=min(15, len(vectors) - 1),
-                    min_dist=0.25,
-                    metric="cosine",
-                    random_state=seed,
-                )
-                return np.asarray(reducer.fit_transform(vectors), dtype=np.float64), "UMAP"
-    return pca_2d(vectors), "PCA"
-
-
-def pca_2d(vectors: np.ndarray) -> np.ndarray:
-    """The first two principal components (signs fixed so reruns agree)."""
-    centred = np.asarray(vectors, dtype=np.float64) - np.mean(vectors, axis=0)
-    if len(centred) < 2:
-        return np.zeros((len(centred), 2))
-    _, _, axes = np.linalg.svd(centred, full_matrices=False)
-    axes = axes[:2]
-    signs = np.sign(axes[np.arange(len(axes)), np.argmax(np.abs(axes), axis=1)])
-    coordinates = centred @ (axes * signs[:, None]).T
-    if coordinates.shape[1] < 2:
-        coordinates = np.hstack(
-            [coordinates, np.zeros((len(coordinates), 2 - coordinates.shape[1]))]
-        )
-    return coordinates
-
-
 def build_map(
     recommender: PaperIndex,
     rows: Sequence[int] | None = None,
@@ -212,7 +160,11 @@ def build_map(
     related = related_work(recommender, rows, k=k)  # checks k before the slow work
     groups, _ = group_papers(recommender, rows, n, max_per_session, seed)
     labels = label_sessions(recommender, rows, groups)
-    coordinates, projection = project_2d(recommender.vectors_at(rows), seed, on_phase)
+    # The whole index's layout, stored by `papers build --map-layout`, is what projecting would
+    # give (the same function of the same vectors): read, not computed again.
+    whole = seed == 0 and rows == list(range(len(recommender)))
+    stored = whole_index_layout(recommender) if whole else None
+    coordinates, projection = stored or project_2d(recommender.vectors_at(rows), seed, on_phase)
     if on_phase is not None and projection == "UMAP":
         on_phase("placing the names")
     xy = _fit_to_canvas(coordinates)
@@ -272,6 +224,21 @@ def build_map(
         for i, ((x, y), group, paper, near) in enumerate(zip(xy, groups, papers, neighbours))
     )
     return CorpusMap(points, tuple(group_marks), projection, point_radius(len(points)))
+
+
+def stores_whole_index_layout(recommender: PaperIndex) -> bool:
+    """Whether the index's version stores the layout of every paper it answers with (not after
+    papers were added or removed since its build: then the stored one no longer covers them)."""
+    from ..query.segmented import SegmentedIndex
+
+    return not isinstance(recommender, SegmentedIndex) and bool(
+        stored_projection(recommender.stored)
+    )
+
+
+def whole_index_layout(recommender: PaperIndex) -> tuple[np.ndarray, str] | None:
+    """The layout of every paper that the index's version stores, or None."""
+    return stored_layout(recommender.stored) if stores_whole_index_layout(recommender) else None
 
 
 def _fit_to_canvas(coordinates: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParameter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from ..errors import InputError
 from ..reading.related import related_work, select_rows
@@ -20,7 +20,7 @@ from ..reading.tags import (
 )
 from ..render.related import related_record
 from ..render.tables import paper_list_records, paper_record, result_records
-from .jobs import JOBS, Busy, compute_sessions
+from .jobs import JOBS, Busy, compute_sessions_json
 from .security import TOKEN_COOKIE, Refused, cookie_name, same_origin
 
 MAX_K = 100
@@ -243,14 +243,16 @@ async def wait_for(future, seconds: float):
     summary="The papers split into reading-group sessions (as `papers sessions --format json`)",
 )
 async def sessions(request: Request, n: int = Query(6, ge=1, le=50)):
-    plan = await wait_for(prepared(request, "sessions", compute_sessions, n), PREPARE_SECONDS)
+    plan = await wait_for(
+        prepared(request, "sessions.json", compute_sessions_json, n), PREPARE_SECONDS
+    )
     if plan is None:
         return JSONResponse(
             {"error": f"the plan in {n} sessions is still being made: ask again in a minute"},
             503,
             headers={"Retry-After": "30"},
         )
-    return JSONResponse(plan.to_dict())
+    return Response(plan, media_type="application/json")
 
 
 @router.get(

@@ -27,6 +27,9 @@ def _start_child(parent: int) -> None:
     from .supervision import follow_supervisor
 
     follow_supervisor(parent)
+    # Long work yields the processor to lookups: on a machine with few cores it would otherwise
+    # take one from the server's requests for its whole run.
+    os.nice(10)
 
 
 def compute_map(index_dir: str) -> tuple[str, str]:
@@ -54,6 +57,18 @@ def compute_sessions(index_dir: str, n: int):
 
     with PaperIndex.open(Path(index_dir)) as recommender:
         return plan_sessions(recommender, range(len(recommender)), n=n)
+
+
+def compute_sessions_json(index_dir: str, n: int) -> bytes:
+    """`compute_sessions` as the body /api/sessions answers (the JSON `papers sessions --format
+    json` prints), encoded here: turning thousands of papers into JSON in the server process would
+    hold its interpreter, and so every lookup, for as long."""
+    import json
+
+    plan = compute_sessions(index_dir, n)
+    return json.dumps(
+        plan.to_dict(), ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    ).encode("utf-8")
 
 
 class Jobs:

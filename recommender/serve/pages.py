@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..corpus.summary import summary
 from ..errors import install_command
+from ..reading.layout import stores_whole_index_layout
 from ..reading.tags import (
     MAX_TAG,
     mark_paper,
@@ -48,6 +49,7 @@ from .security import (
 
 HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 25
+STORED_MAP_WAIT_SECONDS = 30.0  # the map of an index whose build stored its layout
 PAGE_WAIT_SECONDS = 2.0  # a page of long work waits this long, then says it is being prepared
 MAX_PAGES = 10_000
 router = APIRouter(include_in_schema=False)
@@ -457,7 +459,12 @@ async def map_page(request: Request):
     """The explorable map `papers map --out map.html` writes, its script served as a file (no inline
     script);
     drawn in the background on the first request."""
-    outcome = await wait_for(prepared(request, "map", compute_map), PAGE_WAIT_SECONDS)
+    # With the layout stored by the build, what is left to draw takes seconds, not minutes: the
+    # first request waits for it (off the request path still) rather than show the waiting page.
+    with lease(request) as opened:
+        stored = stores_whole_index_layout(opened.recommender)
+    waited = STORED_MAP_WAIT_SECONDS if stored else PAGE_WAIT_SECONDS
+    outcome = await wait_for(prepared(request, "map", compute_map), waited)
     if outcome is None:
         return preparing(request, "The map")
     kind, page = outcome

@@ -1,0 +1,324 @@
+"""`papers build`, `add` and `remove`: make an index and change its papers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from .. import DISTRIBUTION
+from .common import (
+    index_option,
+    notice_to,
+    progress_reporter,
+    quiet_option,
+    verbose_option,
+)
+from .errors import library_errors, stopped_builds
+
+DEFAULT_INPUT = "seeds"
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, type=click.Path())
+@index_option
+@click.option(
+    "--model",
+    default=None,
+    help=(
+        "sentence-transformers model name or folder (default: all-MiniLM-L6-v2, packaged); "
+        "'static': the fast tier, static embeddings distilled from it (~20x faster to build, "
+        "ranking about as well as TF-IDF alone: docs/tiers.md); 'all-mpnet-base-v2': the quality "
+        "tier (its parts installed first; ~2x the build time at int8, its default; level "
+        "with the default in hybrid ranking, +0.7 MAP dense: docs/models.md). `papers models` "
+        "lists them. A rebuild keeps the index's own unless given."
+    ),
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["fp32", "int8"]),
+    default=None,
+    help=(
+        "Weights the model encodes with: fp32 (the default for a new index; int8 for"
+        " all-mpnet-base-v2 on a CPU, where it ranks as well), or int8, ~2x faster on a CPU at"
+        " about 1 MAP point less with the default model (docs/tiers.md). A rebuild keeps the"
+        " index's own unless given."
+    ),
+)
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help=(
+        "Rebuild an index made with --model static with the full model, from its own papers "
+        "(or INPUTS); it answers queries from its fast version until the new one is ready."
+    ),
+)
+@click.option(
+    "--chunking",
+    type=click.Choice(["sentences", "windows", "truncate"]),
+    default=None,
+    help=(
+        "Long abstracts: mean of windows that each start with the title and end at a sentence end "
+        "(the default for a new index), of plain token windows, or cut at the model's limit. "
+        "A rebuild keeps the index's own unless given."
+    ),
+)
+@click.option(
+    "--index-type",
+    type=click.Choice(["auto", "flat", "hnsw", "ivf"]),
+    default="auto",
+    show_default=True,
+    help="FAISS index: exact for small corpora, approximate above a threshold.",
+)
+@click.option(
+    "--wait", is_flag=True, help="If another build holds the index, wait for it instead of failing."
+)
+@click.option(
+    "--compact",
+    is_flag=True,
+    help=(
+        "Rebuild the index from its own live papers: those of `papers add` merged in, those of "
+        "`papers remove` left out (their vectors come from the cache)."
+    ),
+)
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help=(
+        "Keep only matching papers: category=cs.LG,cs.CL, year>=2020, venue=*ICML* (repeatable; all"
+        " must hold)."
+    ),
+)
+@click.option(
+    "--keep-withdrawn",
+    is_flag=True,
+    help="Index withdrawn and desk-rejected OpenReview submissions too (left out by default).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help=(
+        "Encode here, or on a Ray cluster ($RAY_ADDRESS, else a local one); needs"
+        f" {DISTRIBUTION}[ray]."
+    ),
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="Encode on the CPU or a CUDA GPU; auto: a GPU where torch (or the Ray cluster) has one.",
+)
+@click.option(
+    "--map-layout/--no-map-layout",
+    default=None,
+    help=(
+        "Store the map's layout of every paper, read by `papers map --all` and `papers serve`'s"
+        " /map instead of projecting on request (UMAP: several times an unchanged rebuild's time,"
+        " docs/performance.md). A rebuild keeps the index's own unless given."
+    ),
+)
+@quiet_option
+@verbose_option
+@library_errors
+def build(
+    inputs,
+    index,
+    model,
+    precision,
+    upgrade,
+    chunking,
+    index_type,
+    wait,
+    compact,
+    where,
+    keep_withdrawn,
+    engine,
+    device,
+    map_layout,
+    quiet,
+    verbose,
+):
+    """Build an index from files or folders of papers (default: seeds/ in a checkout).
+
+    Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
+    OpenAlex works, Semantic Scholar papers, CSL-JSON from Zotero, OpenReview notes),
+    .csv, .txt, and a Zotero library in place (`zotero:` or PATH/zotero.sqlite).
+
+    A build that is stopped (Ctrl-C, a kill, a crash) keeps the papers it encoded:
+    run the same command again to resume.
+
+    Examples:
+
+    \b
+        papers build
+        papers build my-papers.bib --index mine
+        papers build zotero: --index library
+        papers build arxiv-metadata-oai-snapshot.json --where category=cs.LG --index arxiv-lg
+        papers build corpus/ --chunking truncate
+        papers build arxiv-metadata-oai-snapshot.json --model static --index arxiv
+        papers build --upgrade --index arxiv
+        papers build --compact --index arxiv
+        RAY_ADDRESS=10.0.0.5:6379 papers build corpus/ --engine ray
+    """
+    from ..embed.windows import Chunking
+    from ..errors import InputError
+    from ..index.build import build_index
+
+    if compact:
+        if inputs or upgrade or where or model or precision or chunking or map_layout is not None:
+            raise InputError(
+                "--compact rebuilds the index from its own papers with its own settings: "
+                "give no INPUTS, --upgrade, --where, --model, --precision, --chunking or"
+                " --map-layout with it"
+            )
+        from ..index.segments import compact as compact_index
+
+        with stopped_builds(), progress_reporter(quiet) as reporter:
+            report = compact_index(
+                index,
+                wait=wait,
+                progress=reporter.update,
+                notice=notice_to(reporter),
+                on_phase=reporter.phase,
+            )
+        click.echo(
+            f"compacted {report.papers} papers into {report.index_dir}: encoded {report.encoded},"
+            f" reused {report.reused} from the cache ({report.index_kind} search)"
+        )
+        return
+    if not inputs and not upgrade:
+        if not Path(DEFAULT_INPUT).is_dir():
+            raise InputError(
+                "no input given: name a file or folder of papers, e.g. `papers build my-papers.bib`"
+            )
+        inputs = (DEFAULT_INPUT,)
+
+    with stopped_builds(), progress_reporter(quiet) as reporter:
+        report = build_index(
+            list(inputs),
+            index=index,
+            model=model,
+            chunking=Chunking(strategy=chunking) if chunking else None,
+            index_type=index_type,
+            progress=reporter.update,
+            wait=wait,
+            on_phase=reporter.phase,
+            where=where,
+            keep_withdrawn=keep_withdrawn,
+            notice=notice_to(reporter),
+            engine=engine,
+            device=device,
+            precision=precision,
+            upgrade=upgrade,
+            map_layout=map_layout,
+        )
+    from ..render.indexes import render_build_changes, render_build_summary
+
+    if not quiet:
+        click.echo(render_build_changes(report), err=True, nl=False)
+    click.echo(render_build_summary(report), nl=False)
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path())
+@index_option
+@click.option(
+    "--no-compact",
+    is_flag=True,
+    help="Never compact in this add, however large the segments have grown.",
+)
+@click.option(
+    "--sync",
+    is_flag=True,
+    help="The index's papers from these files are exactly theirs: papers an earlier build or add "
+    "read from them that they no longer hold are removed.",
+)
+@quiet_option
+@library_errors
+def add(inputs, index, no_compact, sync, quiet):
+    """Add papers to an index without rebuilding it: only the new ones are encoded.
+
+    Papers whose ID the index holds are skipped, so adding a file twice adds nothing twice.
+    They are written as a segment beside the index; once the segments hold more than a tenth
+    of its papers, the add starts `papers build --compact` in the background and returns.
+    `-` reads the papers (JSON lines) from standard input.
+
+    Examples:
+
+    \b
+        papers add today.jsonl --index arxiv
+        papers add new.bib
+        papers add library.bib --sync
+    """
+    from ..errors import OptionError
+    from ..index.segments import COMPACT_SHARE, add_papers
+
+    if sync and "-" in inputs:
+        raise OptionError("--sync compares the papers of named files: standard input has no name")
+
+    with (
+        contextlib.ExitStack() as stack,
+        stopped_builds("add"),
+        progress_reporter(quiet) as reporter,
+    ):
+        paths = [_stdin_file(stack) if path == "-" else path for path in inputs]
+        report = add_papers(
+            paths,
+            index=index,
+            progress=reporter.update,
+            notice=notice_to(reporter),
+            compact_share=None if no_compact else COMPACT_SHARE,
+            background=True,
+            sync=sync,
+        )
+    compacted = " and compacted the index" if report.compacted else ""
+    if report.compacting is not None:
+        compacted = f"; compacting the index in the background (process {report.compacting})"
+    elif report.compaction_running:
+        compacted = "; a compaction of the index is running already"
+    if sync:
+        source = "them" if len(inputs) > 1 else "it"
+        compacted = f"; removed {report.removed} gone from {source}{compacted}"
+    click.echo(
+        f"added {report.added} papers to {report.index_dir} (encoded {report.encoded}; "
+        f"{report.skipped} already in the index){compacted}"
+    )
+
+
+def _stdin_file(stack) -> str:
+    """Standard input copied to a private temporary .jsonl file, for the readers that take paths."""
+    import shutil
+    import tempfile
+
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="papers-add-"))
+    path = os.path.join(folder, "stdin.jsonl")
+    with open(path, "wb") as handle:
+        shutil.copyfileobj(sys.stdin.buffer, handle)
+    return path
+
+
+@click.command()
+@click.argument("ids", nargs=-1, required=True)
+@index_option
+@library_errors
+def remove(ids, index):
+    """Remove papers from an index by ID (they are left out of every result until `papers build
+    --compact` drops them for good).
+
+    Examples:
+
+    \b
+        papers remove 2401.01234 --index arxiv
+    """
+    from ..index.segments import remove_papers
+
+    removed = remove_papers(ids, index=index)
+    click.echo(f"removed {removed} papers from {index or 'the index'}")

@@ -1,0 +1,62 @@
+"""Papers about a free text: `search`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import InputError
+from .lookups import IndexLookups, printable
+from .opened import check_text
+from .pooling import Query, Recommendation, rank_candidates
+from .ranking import check_options
+
+
+class TextSearch(IndexLookups):
+    """Papers about a free text, over an opened index (a part of `PaperIndex`)."""
+
+    def search(
+        self,
+        text: str,
+        k: int = 10,
+        exclude: Sequence[str] = (),
+        min_score: float | None = None,
+        diverse: float | None = None,
+        why: bool = False,
+        mode: str = "hybrid",
+    ) -> list[Recommendation]:
+        """Papers about a free text."""
+        if not text or not text.strip():
+            raise InputError("empty search text: give some words to search for")
+        check_text(text, "search text")
+        check_options(k, min_score, diverse, mode)
+        dense_query = self.encode_query(text) if mode != "lexical" else None
+        lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
+        if mode == "lexical" and lexical_query is not None and len(lexical_query.indices) == 0:
+            raise InputError(self._nothing_to_match(text))
+        return rank_candidates(
+            self,
+            [Query(dense_query, lexical_query)],
+            k,
+            set(),
+            self.excluded_rows(exclude),
+            min_score,
+            diverse,
+            why,
+            mode,
+        )
+
+    def _nothing_to_match(self, text: str) -> str:
+        """Why a text has no TF-IDF terms: stop words only (`the of and`), or words no paper has."""
+        from ..index.lexical import analyse
+
+        shown = printable(text.strip())
+        if not analyse(text, self.lexical.stop_words):
+            return (
+                f"no words are left to match in '{shown}' once common words (the, of, and, ...) and"
+                " single letters are dropped: give words that say what the papers are about, or"
+                " use mode hybrid"
+            )
+        return (
+            f"no paper of the index has any of the words of '{shown}': try other words, or mode"
+            " hybrid (which also ranks by meaning)"
+        )
