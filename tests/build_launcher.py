@@ -7,9 +7,13 @@ Environment:
                         manifest yet), before-rename (manifest written, folder still .tmp-*),
                         before-current (v-* folder in place, CURRENT not yet replaced),
                         after-current (CURRENT replaced, old versions not yet removed),
-                        before-publish (`papers add`: the segment built, its list not yet replaced)
+                        before-publish (`papers add`: the segment built, its list not yet replaced;
+                        a compaction: its new base moved in, the list not yet replaced),
+                        before-swap (a compaction: the list names the new base and keeps the
+                        old one's, CURRENT not yet swapped)
     PAPERS_TEST_ACTION  kill (SIGKILL itself there, the default) or hold (touch
                         $PAPERS_TEST_SYNC/ready, then wait for $PAPERS_TEST_SYNC/release)
+    PAPERS_TEST_CHILD_POINT    where a background compaction started by `add` acts
     PAPERS_TEST_SYNC    folder for the hold handshake; a build about to wait for the
                         index lock also touches waiting-for-lock there
     PAPERS_TEST_REAL_MODEL=1   keep the real model (default: tests/fakes.py's FakeEncoder, also on Ray workers)
@@ -72,6 +76,12 @@ def install_hooks() -> None:
     index_writer._pointer_written = after(index_writer._pointer_written, "before-current")
     index_writer._remove_old_versions = before(index_writer._remove_old_versions, "after-current")
     segments._publish = before(segments._publish, "before-publish")
+    segments._listed_both = after(segments._listed_both, "before-swap")
+    # A background compaction runs this launcher too, acting at PAPERS_TEST_CHILD_POINT.
+    segments.compaction_command = lambda index_dir: [
+        "env", f"PAPERS_TEST_POINT={os.environ.get('PAPERS_TEST_CHILD_POINT', '')}",
+        sys.executable, str(Path(__file__).resolve()), "build", "--compact", "--quiet",
+        "--index", str(index_dir)]
     flock = fcntl.flock
 
     def announced_flock(handle, operation):

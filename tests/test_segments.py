@@ -113,9 +113,12 @@ def test_compact_gives_the_ranking_of_a_full_rebuild(added, workdir):
 
 
 def test_add_past_the_share_compacts(built, workdir):
-    write_corpus(workdir / "new", NEW)
-    result = built("add", "new")  # 2 papers on a base of 6: past a tenth
-    assert result.exit_code == 0 and "compacted" in result.output
+    from recommender.index.segments import add_papers
+
+    # 2 papers on a base of 6: past a tenth (the CLI compacts in the background:
+    # tests/test_segments_crash.py)
+    report = add_papers([write_corpus(workdir / "new", NEW)])
+    assert report.compacted and report.added == 2
     assert not (workdir / "indexes/default/SEGMENTS").exists()
     assert json.loads(built("info", "--format", "json").output)["paper_count"] == 8
 
@@ -241,3 +244,68 @@ def test_add_reads_json_lines_from_standard_input(built, workdir):
     assert "vid3" in _ids(
         built("search", "video aesthetic assessment", "--format", "json", "-k", "4")
     )
+
+
+def test_add_sync_removes_the_papers_gone_from_their_source(built, workdir):
+    """A source read again with --sync: the index's papers from it are exactly its papers now,
+    for a file added earlier (a segment) as for the one the index was built from (its base)."""
+    library = write_corpus(workdir / "library", NEW)
+    assert built("add", str(library), "--no-compact").exit_code == 0
+    third = {"id": "gnn3", "title": "Graph networks", "abstract": "Message passing on graphs."}
+    write_corpus(workdir / "library", [NEW[0], third])  # vid3 deleted from the library
+    result = built("add", str(library), "--sync", "--no-compact")
+    assert result.exit_code == 0, result.output
+    assert "added 1 papers" in result.output and "removed 1 gone from it" in result.output
+    listed = {row["id"] for row in json.loads(built("list", "--format", "json").output)}
+    assert listed == {paper["id"] for paper in PAPERS} | {"dp3", "gnn3"}
+    # The base's own source, rebuilt without rnn2: synced through its recorded path.
+    write_corpus(workdir / "in", [paper for paper in PAPERS if paper["id"] != "rnn2"])
+    result = built("add", "in", "--sync", "--no-compact")
+    assert result.exit_code == 0 and "added 0 papers" in result.output
+    assert "removed 1 gone from it" in result.output
+    assert "rnn2" not in _ids(built("like", "rnn1", "--format", "json", "-k", "10"))
+    again = built("add", "in", "--sync", "--no-compact")  # idempotent: nothing more to do
+    assert "added 0 papers" in again.output and "removed 0 gone from it" in again.output
+    # Without --sync, nothing is removed; with standard input, --sync is refused.
+    write_corpus(workdir / "library", [third])
+    assert built("add", str(library), "--no-compact").exit_code == 0
+    assert "dp3" in {row["id"] for row in json.loads(built("list", "--format", "json").output)}
+    refused = built("add", "-", "--sync")
+    assert refused.exit_code == 2 and "standard input" in refused.output
+
+
+def test_a_segment_paper_with_words_the_base_lacks_scores_as_after_a_rebuild(workdir, fake_model):
+    """An added paper's TF-IDF row counts the words only it uses in its norm, as a rebuild does:
+    its lexical score for a query of shared words is the rebuild's."""
+    from recommender import build_index
+    from recommender.index.segments import add_papers
+    from recommender.query.segmented import open_index
+
+    words = "gradient clipping noise private model training video quality".split()
+    base = [
+        {"id": f"b{i:02d}", "title": f"Study {i}", "abstract": " ".join(words[i % 5 : i % 5 + 4])}
+        for i in range(40)
+    ]
+    new = [
+        {
+            "id": f"n{i}",
+            "title": f"Uniqueterm{i}",
+            "abstract": f"gradient clipping noise unheardof{i} neverseen{i} rareword{i}",
+        }
+        for i in range(3)
+    ]
+    build_index([write_corpus(workdir / "base", base)], index="segmented")
+    add_papers([write_corpus(workdir / "new", new)], index="segmented", compact_share=None)
+    build_index([write_corpus(workdir / "all", base + new)], index="rebuilt")
+    with open_index("segmented") as segmented, open_index("rebuilt") as rebuilt:
+        found = {
+            item.id: item.score
+            for item in segmented.search("gradient clipping noise", k=43, mode="lexical")
+        }
+        expected = {
+            item.id: item.score
+            for item in rebuilt.search("gradient clipping noise", k=43, mode="lexical")
+        }
+    assert found.keys() == expected.keys()
+    for paper_id in ("n0", "n1", "n2", "b00"):
+        assert found[paper_id] == pytest.approx(expected[paper_id], rel=1e-4), paper_id

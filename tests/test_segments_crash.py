@@ -4,9 +4,12 @@ processes
 papers
 or the new one, never a mixture, and the next add or compaction cleans up."""
 
+import gc
 import random
+import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +36,7 @@ def live_ids() -> frozenset[str]:
     with open_index() as index:
         found = {paper.id for paper in index.papers()}
         assert index.like("dp1", k=3)
+    gc.collect()  # a reader in a reference cycle would hold its segment from being removed
     return frozenset(found)
 
 
@@ -96,3 +100,112 @@ def test_adds_and_compactions_killed_at_random_points_show_every_reader_a_whole_
     assert code == 0, err
     assert live_ids() == NEW
     assert not (workdir / "indexes/default/segments").exists()
+
+
+MORE2 = [
+    {
+        "id": f"late{number:02d}",
+        "title": f"Video aesthetic study {number}",
+        "abstract": f"Aesthetic assessment of videos, variant {number}, with annotations.",
+    }
+    for number in range(3)
+]
+LATE = NEW | frozenset(paper["id"] for paper in MORE2)
+
+
+def _wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.05)
+
+
+def _segment_names(workdir) -> tuple[str, ...]:
+    from recommender.index.segments import read_segments
+
+    return read_segments(workdir / "indexes/default").segments
+
+
+def test_an_add_past_the_share_compacts_in_the_background_and_adds_go_on(
+    workdir, base, monkeypatch, tmp_path
+):
+    """The add returns while its compaction is held just before it swaps the base in; readers
+    see whole sets, an add meanwhile is published and kept by the compaction, a second
+    compaction is not started; released, the compaction publishes."""
+    sync = tmp_path / "sync"
+    monkeypatch.setenv("PAPERS_TEST_CHILD_POINT", "before-current")
+    code, out, err = finish(launch(workdir, "add", "new", action="hold", sync=sync))
+    assert code == 0, err
+    assert "compacting the index in the background (process" in out
+    _wait_for(lambda: (sync / "ready").exists(), "the compaction reached its hold")
+    assert live_ids() == NEW  # the segment is live before the compaction ends
+    write_corpus(workdir / "late", MORE2)
+    monkeypatch.setenv("PAPERS_TEST_CHILD_POINT", "")
+    code, out, err = finish(launch(workdir, "add", "late"))
+    assert code == 0, err
+    assert "added 3 papers" in out and "a compaction of the index is running already" in out
+    assert live_ids() == LATE
+    (sync / "release").touch()
+    seen = set()
+    _wait_for(
+        lambda: seen.add(live_ids())
+        or not (workdir / "indexes/default/segments/compacting").exists(),
+        "the compaction finished",
+    )
+    assert seen <= {LATE} and live_ids() == LATE
+    # The compacted base holds the first add's papers; the later add stays a segment of it.
+    assert len(_segment_names(workdir)) == 1
+    code, out, err = finish(launch(workdir, "add", "late"))  # removes what readers held then
+    assert code == 0 and "added 0 papers" in out, err
+    assert leftovers(workdir) == [] and live_ids() == LATE
+
+
+def test_a_background_compaction_killed_is_resumed_by_a_later_add(workdir, base, monkeypatch):
+    monkeypatch.setenv("PAPERS_TEST_CHILD_POINT", "before-current")
+    code, out, err = finish(launch(workdir, "add", "new"))
+    assert code == 0 and "in the background" in out, err
+    folder = workdir / "indexes/default/segments/compacting"
+    child = int(re.search(r"\(process (\d+)\)", out).group(1))
+    _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the compaction was killed")
+    assert live_ids() == NEW and len(_segment_names(workdir)) == 1
+    monkeypatch.setenv("PAPERS_TEST_CHILD_POINT", "")
+    code, out, err = finish(launch(workdir, "add", "new"))  # nothing new; the share still passed
+    assert code == 0 and "added 0 papers" in out and "in the background" in out, err
+    _wait_for(lambda: not folder.exists(), "the compaction finished")
+    assert live_ids() == NEW and _segment_names(workdir) == ()
+    assert not (workdir / "indexes/default/segments").exists()
+
+
+@pytest.mark.parametrize("point", ["before-publish", "before-swap"])
+def test_a_compaction_killed_while_it_swaps_its_base_in_leaves_a_whole_set(workdir, base, point):
+    """Killed with its new base moved in but not listed, or listed but CURRENT not swapped:
+    readers see the same papers, and the next compaction finishes the work."""
+    code, _, err = finish(launch(workdir, "add", "new", "--no-compact"))
+    assert code == 0, err
+    code, _, _ = finish(launch(workdir, "build", "--compact", point=point))
+    assert code == -signal.SIGKILL
+    assert live_ids() == NEW and len(_segment_names(workdir)) == 1
+    code, _, err = finish(launch(workdir, "build", "--compact"))
+    assert code == 0, err
+    assert live_ids() == NEW and _segment_names(workdir) == ()
+    assert not (workdir / "indexes/default/segments").exists()
+    versions = sorted(path.name for path in (workdir / "indexes/default").glob("v-*"))
+    assert len(versions) == 1  # the killed compaction's base removed too
+
+
+def test_a_background_compaction_that_failed_is_reported_by_the_next_add(workdir, base):
+    from recommender.index.segments import failed_compaction
+
+    folder = workdir / "indexes/default/segments/compacting"
+    folder.mkdir(parents=True)
+    (folder / "log").write_text("a warning\nError: disk full writing v-1/vectors.npy\n")
+    assert failed_compaction(workdir / "indexes/default") == "disk full writing v-1/vectors.npy"
+    code, out, err = finish(launch(workdir, "add", "new"))
+    assert code == 0
+    assert "the last background compaction failed (disk full writing v-1/vectors.npy)" in err
+    child = int(re.search(r"\(process (\d+)\)", out).group(1))  # tried again: waited for
+    _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the compaction ended")
+    assert failed_compaction(workdir / "indexes/default") is None and live_ids() == NEW
+    folder.mkdir(parents=True)
+    (folder / "log").write_text("SomeWarning: a paper read twice\n")  # warnings are no failure
+    assert failed_compaction(workdir / "indexes/default") is None

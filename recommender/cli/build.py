@@ -236,14 +236,20 @@ def build(
     is_flag=True,
     help="Never compact in this add, however large the segments have grown.",
 )
+@click.option(
+    "--sync",
+    is_flag=True,
+    help="The index's papers from these files are exactly theirs: papers an earlier build or add "
+    "read from them that they no longer hold are removed.",
+)
 @quiet_option
 @library_errors
-def add(inputs, index, no_compact, quiet):
+def add(inputs, index, no_compact, sync, quiet):
     """Add papers to an index without rebuilding it: only the new ones are encoded.
 
     Papers whose ID the index holds are skipped, so adding a file twice adds nothing twice.
     They are written as a segment beside the index; once the segments hold more than a tenth
-    of its papers, the add compacts them into the index (as `papers build --compact`).
+    of its papers, the add starts `papers build --compact` in the background and returns.
     `-` reads the papers (JSON lines) from standard input.
 
     Examples:
@@ -251,8 +257,13 @@ def add(inputs, index, no_compact, quiet):
     \b
         papers add today.jsonl --index arxiv
         papers add new.bib
+        papers add library.bib --sync
     """
+    from ..errors import OptionError
     from ..index.segments import COMPACT_SHARE, add_papers
+
+    if sync and "-" in inputs:
+        raise OptionError("--sync compares the papers of named files: standard input has no name")
 
     with (
         contextlib.ExitStack() as stack,
@@ -266,8 +277,17 @@ def add(inputs, index, no_compact, quiet):
             progress=reporter.update,
             notice=notice_to(reporter),
             compact_share=None if no_compact else COMPACT_SHARE,
+            background=True,
+            sync=sync,
         )
     compacted = " and compacted the index" if report.compacted else ""
+    if report.compacting is not None:
+        compacted = f"; compacting the index in the background (process {report.compacting})"
+    elif report.compaction_running:
+        compacted = "; a compaction of the index is running already"
+    if sync:
+        source = "them" if len(inputs) > 1 else "it"
+        compacted = f"; removed {report.removed} gone from {source}{compacted}"
     click.echo(
         f"added {report.added} papers to {report.index_dir} (encoded {report.encoded}; "
         f"{report.skipped} already in the index){compacted}"

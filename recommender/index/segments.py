@@ -10,16 +10,19 @@
 
 `papers add` encodes only the new papers, builds them as a segment beside the base and then
 publishes the new list with one rename: a reader sees the old set or the new one, never half.
-A list naming another base than the live one is stale (a compaction swapped CURRENT and was
-stopped before it cleared the list): it is read as empty, since the new base holds its papers.
-`papers remove` adds tombstones. A compaction is a build of the live papers (base and
-segments, tombstones left out) with every guarantee of a build; the segments are removed after,
-each only once no reader holds it (its manifest locked exclusively, as writer.py removes versions).
+A list naming another base than the live one is stale (a build replaced the base): it is read
+as empty, unless it keeps the live base's list under "previous" (a compaction about to swap
+CURRENT). `papers remove` and `papers add --sync` add tombstones. A compaction is a build of the
+live papers of one list (base and segments, tombstones left out) beside the index, in
+segments/compacting/, with every guarantee of a build, while adds go on; it then swaps the new
+base in under the lock (`_swap_in`). The segments are removed after, each only once no reader
+holds it (its manifest locked exclusively, as writer.py removes versions).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import json
@@ -31,10 +34,18 @@ from pathlib import Path
 
 from .. import files
 from ..corpus.papers import Paper, scan_papers
-from ..errors import IndexCorruptError, InputError, PaperNotFoundError
+from ..errors import IndexBusyError, IndexCorruptError, InputError, PaperNotFoundError
 from .catalogue import build_lock
 from .home import missing_index, resolve_index_dir
-from .layout import MANIFEST, PAPERS, SEGMENT_FOLDER, SEGMENTS, VOCABULARY, remove_tree
+from .layout import (
+    CURRENT,
+    MANIFEST,
+    PAPERS,
+    SEGMENT_FOLDER,
+    SEGMENTS,
+    VOCABULARY,
+    remove_tree,
+)
 from .stored import StoredIndex, corrupt, is_index, live_version, open_stored
 
 # Past this share of the base's papers in segments, the next `add` compacts the index: lookups
@@ -86,6 +97,13 @@ def read_segments(index_dir: Path) -> SegmentSet:
             f"index file {path} cannot be read ({error}): run "
             f"`papers build --compact --index {Path(index_dir).name}`"
         ) from None
+    if (
+        isinstance(data, dict)
+        and data.get("base") != live
+        and isinstance(data.get("previous"), dict)
+    ):
+        # A compaction about to swap CURRENT: until it does, the live base's list is this one.
+        data = data["previous"]
     if not isinstance(data, dict) or data.get("base") != live:
         return SegmentSet(live)
     try:
@@ -126,10 +144,14 @@ def segment_dir(index_dir: Path, name: str) -> Path:
     return Path(index_dir) / SEGMENT_FOLDER / name
 
 
-def _publish(index_dir: Path, segments: SegmentSet) -> None:
-    """Replace the segment list in one rename (the lock is held)."""
+def _publish(index_dir: Path, segments: SegmentSet, previous: SegmentSet | None = None) -> None:
+    """Replace the segment list in one rename (the lock is held). With `previous`, the list also
+    keeps the live base's list, for readers until a compaction swaps CURRENT to `segments.base`."""
+    listed = segments.to_dict()
+    if previous is not None:
+        listed["previous"] = previous.to_dict()
     with files.replacing(Path(index_dir) / SEGMENTS) as handle:
-        handle.write(json.dumps(segments.to_dict(), indent=1, sort_keys=True) + "\n")
+        handle.write(json.dumps(listed, indent=1, sort_keys=True) + "\n")
     descriptor = os.open(index_dir, os.O_RDONLY)
     try:
         os.fsync(descriptor)
@@ -184,6 +206,11 @@ class AddReport:
     encoded: int
     compacted: bool
     seconds: float
+    # A compaction started in the background by this add: its process ID (None: none started).
+    compacting: int | None = None
+    # Set when the segments passed their share but a compaction was running already.
+    compaction_running: bool = False
+    removed: int = 0  # papers removed as gone from their source (`sync`)
 
 
 def add_papers(
@@ -193,17 +220,30 @@ def add_papers(
     progress: Callable[[int, int], None] | None = None,
     notice: Callable[[str], None] | None = None,
     compact_share: float | None = COMPACT_SHARE,
+    background: bool = False,
+    sync: bool = False,
 ) -> AddReport:
     """Add the papers of `inputs` to an index as a segment: only they are encoded, the base is not
     rewritten. Papers whose ID the index already holds live are skipped, so adding a file twice adds
-    nothing twice. Past `compact_share` of the base in segments the index is compacted."""
-    from .build import build_index
+    nothing twice. Past `compact_share` of the base in segments the index is compacted: here, or
+    with `background` by a process of its own that this add does not wait for (`compact`).
+    With `sync`, the index's papers from these inputs are made exactly theirs: the papers an
+    earlier build or add read from the same files (their recorded source) that the files no
+    longer hold are removed (tombstones), as a source rebuilt elsewhere (a Zotero library, an
+    exported .bib) would have it."""
 
     started = time.perf_counter()
     index_dir = resolve_index_dir(index)
     if not is_index(index_dir):
         raise missing_index(index_dir)
-    papers = list(scan_papers([str(path) for path in inputs]))
+    inputs = [str(path) for path in inputs]
+    papers = list(scan_papers(inputs))
+    failure = failed_compaction(index_dir)
+    if failure is not None and notice is not None:
+        notice(
+            f"the last background compaction failed ({failure}): "
+            f"run `papers build --compact --index {index_dir.name}`"
+        )
     with build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
         _remove_unlisted(index_dir, current)
@@ -216,61 +256,125 @@ def add_papers(
                 )  # the first of duplicates in the input, as a build keeps
         skipped = len(papers) - len(new)
         report = AddReport(index_dir, 0, skipped, None, 0, False, 0.0)
-        if new:
-            with open_stored(index_dir) as base:
-                manifest = base.manifest
-                terms = _base_terms(base)
-            name = f"s-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
-            folder = segment_dir(index_dir, name)
-            folder.parent.mkdir(exist_ok=True)
-            source = folder.parent / f".{name}.jsonl"
-            with files.open_exclusive(source, "w") as handle:
-                for paper in new.values():
-                    handle.write(json.dumps(paper.to_dict(), ensure_ascii=False) + "\n")
-            try:
-                built = build_index(
-                    [source],
-                    index=folder,
-                    model=manifest["model"],
-                    chunking=_chunking(manifest),
-                    precision=manifest.get("precision"),
-                    progress=progress,
-                    notice=notice,
-                    built_by="add",
-                    export_query_encoder=bool(manifest.get("query_encoder")),
-                    lexical_terms=terms,
-                )
-            except BaseException:
-                remove_tree(folder)
-                raise
-            finally:
-                source.unlink(missing_ok=True)
+        gone = _gone_from_sources(index_dir, current, inputs, papers) if sync else {}
+        if new or gone:
+            name, built = (
+                _build_segment(index_dir, new.values(), index_dir, progress, notice)
+                if new
+                else (None, None)
+            )
+            tombstones = {part: set(ids) for part, ids in current.tombstones.items()}
+            for part, ids in gone.items():
+                tombstones.setdefault(part, set()).update(ids)
             updated = SegmentSet(
                 current.base,
-                current.segments + (name,),
-                current.counts + (len(new),),
-                current.tombstones,
+                current.segments + ((name,) if name else ()),
+                current.counts + ((len(new),) if name else ()),
+                {part: frozenset(ids) for part, ids in tombstones.items() if ids},
             )
             _publish(index_dir, updated)
-            report = AddReport(index_dir, len(new), skipped, name, built.encoded, False, 0.0)
+            report = AddReport(
+                index_dir,
+                len(new),
+                skipped,
+                name,
+                built.encoded if built else 0,
+                False,
+                0.0,
+                removed=sum(len(ids) for ids in gone.values()),
+            )
             current = updated
-    compacted = False
+    compacted, compacting, running = False, None, False
     if (
         compact_share is not None
         and current.segments
         and current.added > compact_share * _base_count(index_dir)
     ):
-        compact(index_dir, notice=notice)
-        compacted = True
-    return AddReport(
-        report.index_dir,
-        report.added,
-        report.skipped,
-        report.segment,
-        report.encoded,
-        compacted,
-        time.perf_counter() - started,
+        if background:
+            compacting = start_compaction(index_dir)
+            running = compacting is None
+        else:
+            compact(index_dir, notice=notice)
+            compacted = True
+    return dataclasses.replace(
+        report,
+        compacted=compacted,
+        seconds=time.perf_counter() - started,
+        compacting=compacting,
+        compaction_running=running,
     )
+
+
+def _gone_from_sources(
+    index_dir: Path, current: SegmentSet, inputs: Sequence[str], papers: Sequence[Paper]
+) -> dict[str, set[str]]:
+    """For each part, the IDs of its live papers read from one of `inputs` (their recorded
+    source names the file, as given or as an absolute path) that `papers` no longer hold."""
+    names = set()
+    for given in inputs:
+        if not files.is_plain_file(given) and not Path(given).is_dir():
+            raise InputError(
+                f"{given} is not a file or folder: a sync compares the papers of a named source"
+            )
+        names.update({given.rstrip("/"), os.path.abspath(given)})
+    kept = {paper.id for paper in papers}
+    prefixes = tuple(name + suffix for name in names for suffix in (":", " ", "/"))
+    gone: dict[str, set[str]] = {}
+    parts = [(BASE, Path(index_dir))] + [
+        (name, segment_dir(index_dir, name)) for name in current.segments
+    ]
+    for part, folder in parts:
+        removed = current.removed(part)
+        with open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+            for line in rows:
+                record = json.loads(line)
+                source, paper_id = str(record.get("source", "")), str(record["id"])
+                if paper_id in kept or paper_id in removed:
+                    continue
+                if source in names or source.startswith(prefixes):
+                    gone.setdefault(part, set()).add(paper_id)
+    return gone
+
+
+def _build_segment(
+    index_dir: Path, papers: Iterable[Paper], base_dir: Path, progress=None, notice=None
+):
+    """Build `papers` as a new segment folder of the index, its TF-IDF rows in the vocabulary of
+    the base at `base_dir` (the live one, or a compaction's new base); returns its name and the
+    build's report. Nothing is published."""
+    from .build import build_index
+
+    with open_stored(base_dir) as base:
+        manifest = base.manifest
+        terms = _base_terms(base)
+    name = f"s-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
+    folder = segment_dir(index_dir, name)
+    folder.parent.mkdir(exist_ok=True)
+    papers = list(papers)
+    try:
+        built = build_index(
+            [],
+            own_papers=lambda: (paper for paper in papers),  # each with its own source
+            index=folder,
+            model=manifest["model"],
+            chunking=_chunking(manifest),
+            precision=manifest.get("precision"),
+            progress=progress,
+            notice=notice,
+            built_by="add",
+            export_query_encoder=bool(manifest.get("query_encoder")),
+            lexical_terms=terms,
+        )
+    except BaseException:
+        remove_tree(folder)
+        raise
+    return name, built
+
+
+def _segment_papers(index_dir: Path, name: str) -> list[Paper]:
+    with open_stored(segment_dir(index_dir, name)) as stored:
+        with open(stored.path(PAPERS), encoding="utf-8") as rows:
+            return [Paper.from_dict(json.loads(line)) for line in rows]
 
 
 def _base_terms(base: StoredIndex):
@@ -342,20 +446,74 @@ def remove_papers(
     return len(wanted)
 
 
-def live_papers(index_dir: Path) -> Generator[Paper, None, None]:
-    """Every live paper of the index: the base's and each segment's, tombstones left out (a
-    compaction's input)."""
-    current = read_segments(index_dir)
+def live_papers(index_dir: Path, listed: SegmentSet | None = None) -> Generator[Paper, None, None]:
+    """Every live paper of the index: the base's and each segment's of `listed` (default: the
+    published list), tombstones left out (a compaction's input)."""
+    current = read_segments(index_dir) if listed is None else listed
     parts = [(BASE, Path(index_dir))] + [
         (name, segment_dir(index_dir, name)) for name in current.segments
     ]
     for part, folder in parts:
         removed = current.removed(part)
         with open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+            if part == BASE and stored.folder.name != current.base:
+                # A build replaced the base since the list was read: this compaction is moot.
+                raise IndexBusyError(
+                    f"index {index_dir} was rebuilt during the compaction: nothing to compact"
+                )
             for line in rows:
                 paper = Paper.from_dict(json.loads(line))
                 if paper.id not in removed:
                     yield paper
+
+
+# The compaction's own folder inside segments/: locked (flock on the folder) while a compaction
+# runs, so two never do; it holds the new base being built (an index of its own, resumable like
+# any build) and the log of a compaction running in the background.
+COMPACTING = "compacting"
+COMPACTION_LOG = "log"
+
+
+class CompactionRunning(IndexBusyError):
+    """Another compaction of this index is running."""
+
+
+@contextlib.contextmanager
+def _compaction_lock(index_dir: Path, wait: bool) -> Generator[Path, None, None]:
+    folder = Path(index_dir) / SEGMENT_FOLDER / COMPACTING
+    while True:
+        folder.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(descriptor)
+            raise CompactionRunning(
+                f"index {index_dir} is being compacted by another process: wait for it to finish"
+            ) from None
+        if os.fstat(descriptor).st_nlink:
+            break
+        os.close(descriptor)  # the compaction we waited for removed the folder: again
+    try:
+        yield folder
+    finally:
+        os.close(descriptor)
+
+
+def compaction_running(index_dir: Path) -> bool:
+    """Whether a compaction of this index runs now (its folder locked)."""
+    folder = Path(index_dir) / SEGMENT_FOLDER / COMPACTING
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)
+    return False
 
 
 def compact(
@@ -365,30 +523,139 @@ def compact(
     notice=None,
     on_phase=None,
 ):
-    """Merge the segments into a new base: a build of the live papers (their vectors from the
-    cache), then
-    the segment list cleared and the segments removed once no reader holds them."""
+    """Merge the segments into a new base, as Lucene merges segments: the live papers of the
+    published list (their vectors from the cache) are built into a new base beside the index,
+    while adds and removes go on; then, under the index's lock for a moment, the new base goes
+    live with the segments added and the tombstones left since (readers see the old set or the
+    new one). One compaction at a time (`wait`: wait for a running one); a stopped one resumes."""
     from .build import build_index
+    from .writer import remove_old_versions
 
     index_dir = resolve_index_dir(index)
-    with open_stored(index_dir) as base:
-        manifest = base.manifest
-    report = build_index(
-        [],
-        index=index_dir,
-        model=manifest["model"],
-        chunking=_chunking(manifest),
-        precision=manifest.get("precision"),
-        progress=progress,
-        notice=notice,
-        on_phase=on_phase,
-        wait=wait,
-        own_papers=lambda: live_papers(index_dir),
-        export_query_encoder=bool(manifest.get("query_encoder")),
+    if not is_index(index_dir):
+        raise missing_index(index_dir)
+    with _compaction_lock(index_dir, wait) as folder:
+        with build_lock(index_dir, wait=True):
+            snapshot = read_segments(index_dir)
+        with open_stored(index_dir) as base:
+            manifest = base.manifest
+        staging = folder / "index"
+        report = build_index(
+            [],
+            index=staging,
+            model=manifest["model"],
+            chunking=_chunking(manifest),
+            precision=manifest.get("precision"),
+            progress=progress,
+            notice=notice,
+            on_phase=on_phase,
+            own_papers=lambda: live_papers(index_dir, snapshot),
+            export_query_encoder=bool(manifest.get("query_encoder")),
+        )
+        with build_lock(index_dir, wait=True):
+            _swap_in(index_dir, staging, snapshot)
+            remove_old_versions(index_dir)
+            remove_tree(folder)
+            _remove_unlisted(index_dir, read_segments(index_dir))
+    return dataclasses.replace(report, index_dir=index_dir)
+
+
+def _swap_in(index_dir: Path, staging: Path, snapshot: SegmentSet) -> None:
+    """Make the compacted base live (the index's lock is held): the segments published since the
+    snapshot stay segments of it, and the papers removed since get tombstones in it."""
+    current = read_segments(index_dir)
+    merged = len(snapshot.segments)
+    if current.base != snapshot.base or current.segments[:merged] != snapshot.segments:
+        raise IndexBusyError(
+            f"index {index_dir} was rebuilt during the compaction: nothing was changed"
+        )
+    removed_since = frozenset().union(
+        *(current.removed(part) - snapshot.removed(part) for part in (BASE, *snapshot.segments))
     )
-    with build_lock(index_dir, wait=True):
-        _remove_unlisted(index_dir, read_segments(index_dir))
-    return report
+    version = live_version(staging)
+    if version is None:
+        raise corrupt_staging(staging)
+    # A segment weighs its TF-IDF rows in its base's vocabulary: those added during the
+    # compaction are built again in the new base's (few papers, their vectors in the cache).
+    later, tombstones = [], {BASE: removed_since}
+    for name in current.segments[merged:]:
+        again, _ = _build_segment(index_dir, _segment_papers(index_dir, name), staging)
+        later.append(again)
+        tombstones[again] = current.removed(name)
+    pointer = (staging / CURRENT).read_text(encoding="utf-8")
+    os.rename(staging / version, Path(index_dir) / version)
+    following = SegmentSet(
+        version,
+        tuple(later),
+        current.counts[merged:],
+        {part: ids for part, ids in tombstones.items() if ids},
+    )
+    # Readers keep the old list until CURRENT names the new base, then read the new one.
+    _publish(index_dir, following, previous=current)
+    _listed_both()
+    with files.replacing(Path(index_dir) / CURRENT) as handle:
+        handle.write(pointer)
+    _publish(index_dir, following)
+
+
+def _listed_both() -> None:
+    """The list names the new base and keeps the old one's, CURRENT not yet swapped (a hook for
+    the crash tests)."""
+
+
+def corrupt_staging(staging: Path) -> Exception:
+    return IndexCorruptError(f"the compacted index {staging} has no live version: compact again")
+
+
+def compaction_command(index_dir: Path) -> list[str]:
+    """The command a background compaction runs (a hook for the tests' launcher)."""
+    import sys
+
+    return [sys.executable, "-m", "recommender", "build", "--compact", "--quiet", "--index",
+            str(index_dir)]
+
+
+def start_compaction(index_dir: Path) -> int | None:
+    """Start `papers build --compact` as a process of its own that outlives this one; its output
+    goes to segments/compacting/log. None if a compaction is running already."""
+    import subprocess
+
+    if compaction_running(index_dir):
+        return None
+    folder = Path(index_dir) / SEGMENT_FOLDER / COMPACTING
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path = folder / COMPACTION_LOG
+    if files.is_plain_file(log_path):
+        log_path.unlink()
+    with files.open_exclusive(log_path, "w") as log:
+        child = subprocess.Popen(
+            compaction_command(Path(index_dir)),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # not stopped with the terminal or a Ctrl-C of the add
+            close_fds=True,
+        )
+    # Kept, so it is not reported as left running; reaped (polled) by a later start in here.
+    _STARTED[:] = [started for started in _STARTED if started.poll() is None] + [child]
+    return child.pid
+
+
+_STARTED: list = []
+
+
+def failed_compaction(index_dir: Path) -> str | None:
+    """The last line a background compaction that failed wrote, if one did (its log is removed
+    when a compaction succeeds)."""
+    log_path = Path(index_dir) / SEGMENT_FOLDER / COMPACTING / COMPACTION_LOG
+    if compaction_running(index_dir) or not files.is_plain_file(log_path):
+        return None
+    lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    # Its failure is the CLI's one line ("Error: ..."), or a traceback's last; warnings are not.
+    errors = [line.removeprefix("Error: ") for line in lines if line.startswith("Error: ")]
+    if errors:
+        return errors[-1]
+    return lines[-1] if any(line.startswith("Traceback") for line in lines) else None
 
 
 def _remove_unlisted(index_dir: Path, current: SegmentSet) -> None:

@@ -403,6 +403,11 @@ def _remove_leftovers(index_dir: Path) -> None:
     files.remove_stale_partials(index_dir)
 
 
+def remove_old_versions(index_dir: Path) -> None:
+    """Remove the versions of the index no reader holds, but the live one (the lock is held)."""
+    _remove_old_versions(index_dir)
+
+
 def _remove_old_versions(index_dir: Path) -> None:
     live = live_version(index_dir)
     if live is None:

@@ -96,6 +96,7 @@ class SegmentedIndex(PaperIndex):
         self._union_lexical: _UnionLexical | None = None
         self._removed_rows: set[int] | None = None
         self._tiebreak: np.ndarray | None = None
+        self._small: tuple[np.ndarray, np.ndarray] | None = None
         # One query encoder for every part, each text encoded once for them all.
         shared = _SharedEncoder(
             lambda: single.load_query_encoder(base.stored, base.manifest["model"])
@@ -168,18 +169,45 @@ class SegmentedIndex(PaperIndex):
         removed = np.array(sorted(self.removed_rows()), dtype=np.int64)
         found_scores, found_rows = [], []
         for start, part in zip(self.starts.tolist(), self.parts):
+            if len(part) <= SMALL_PART:
+                continue
             wanted = min(depth + len(removed), len(part))
-            if len(part) <= SMALL_PART:  # one product: less than a FAISS call costs
-                scores, rows = _exact_search(np.asarray(part.vectors), queries, wanted)
-            else:
-                scores, rows = search_index(part.faiss_index, queries, wanted)
+            scores, rows = search_index(part.faiss_index, queries, wanted)
             rows = np.where(rows >= 0, rows + start, -1)
             scores = np.where(np.isin(rows, removed), -np.inf, scores)
             found_scores.append(scores)
             found_rows.append(np.where(np.isinf(scores), -1, rows))
+        small_rows, small_vectors = self._small_parts()
+        if len(small_rows):  # after the large ones (the base first in ties); all at once
+            wanted = min(depth + len(removed), len(small_rows))
+            scores, at = _exact_search(small_vectors, queries, wanted)
+            found_scores.append(scores)
+            found_rows.append(np.where(np.isin(small_rows[at], removed), -1, small_rows[at]))
+            found_scores[-1] = np.where(found_rows[-1] < 0, -np.inf, scores)
         scores, rows = np.concatenate(found_scores, axis=1), np.concatenate(found_rows, axis=1)
         order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
         return np.take_along_axis(rows, order, axis=1)
+
+    def _small_parts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rows and vectors of every part searched with numpy (SMALL_PART), in one array."""
+        if self._small is None:
+            small = [
+                (start, part)
+                for start, part in zip(self.starts.tolist(), self.parts)
+                if len(part) <= SMALL_PART
+            ]
+            dimension = int(self.manifest["dimension"])
+            self._small = (
+                np.concatenate(
+                    [np.arange(start, start + len(part)) for start, part in small]
+                    or [np.zeros(0, dtype=np.int64)]
+                ).astype(np.int64),
+                np.concatenate(
+                    [np.asarray(part.vectors, dtype=np.float32) for _, part in small]
+                    or [np.zeros((0, dimension), dtype=np.float32)]
+                ),
+            )
+        return self._small
 
     @property
     def faiss_index(self):
@@ -369,7 +397,9 @@ class _UnionLexical:
         live = len(union) - len(union.removed_rows())
         rebuilt = np.log((1 + live) / (1 + np.maximum(frequencies, 0))) + 1
         self.ratio = (rebuilt / np.asarray(self.base.idf, dtype=np.float64)).astype(np.float64)
-        self._norms: dict[int, float] = {}
+        based = len(union.parts[0])  # the segments' IDF of a word the base lacks (FixedTerms)
+        self.unseen_ratio = (np.log((1 + live) / 2) + 1) / (np.log((1 + based) / 2) + 1)
+        self._norms = np.zeros(len(union), dtype=np.float64)
 
     @property
     def vocabulary(self) -> list[str]:
@@ -403,26 +433,27 @@ class _UnionLexical:
         """Each row's norm with its stored weights times the ratio of the IDFs (1 for an unchanged
         IDF)."""
         rows = np.asarray(rows, dtype=np.int64)
-        missing = np.array([row for row in rows.tolist() if row not in self._norms], dtype=np.int64)
+        known = self._norms  # by row, 0 where not computed yet
+        missing = np.unique(rows[known[rows] == 0])
         for _, part, positions, own in self.union._split(missing):
             lexical = part.lexical
             starts = np.asarray(lexical.csr_indptr[own], dtype=np.int64)
             lengths = np.asarray(lexical.csr_indptr[own + 1], dtype=np.int64) - starts
             at = csr_ranges(starts, lengths)
-            weights = (
-                np.asarray(lexical.csr_data[at], dtype=np.float64)
-                * self.ratio[lexical.csr_indices[at]]
-            )
-            sums = np.bincount(
-                np.repeat(np.arange(len(own)), lengths),
-                weights=weights * weights,
-                minlength=len(own),
-            )
-            norms = np.sqrt(sums)
-            self._norms.update(
-                zip(missing[positions].tolist(), np.where(norms > 0, norms, 1.0).tolist())
-            )
-        return np.array([self._norms[row] for row in rows.tolist()], dtype=np.float64)
+            stored = np.asarray(lexical.csr_data[at], dtype=np.float64)
+            weights = stored * self.ratio[lexical.csr_indices[at]]
+            owners = np.repeat(np.arange(len(own)), lengths)
+            sums = np.bincount(owners, weights=weights * weights, minlength=len(own))
+            # A segment's row was normalised with the terms its base lacks (index/lexical.py,
+            # FixedTerms), which it does not store: their share of the norm is what the stored
+            # weights leave of 1 (none in the base's own rows), and counts as after a rebuild.
+            # Those words' IDF was that of a word in one of the base's papers; a rebuild's is that
+            # of a word in one of every live paper (exact for a word one added paper uses).
+            unseen = 1.0 - np.bincount(owners, weights=stored * stored, minlength=len(own))
+            unseen *= self.unseen_ratio**2
+            norms = np.sqrt(sums + np.where(lengths > 0, np.maximum(unseen, 0.0), 0.0))
+            known[missing[positions]] = np.where(norms > 0, norms, 1.0)
+        return known[rows]
 
     def transform(self, text: str) -> SparseVector:
         return self._reweighed(self.base.transform(text))
@@ -444,15 +475,10 @@ class _UnionLexical:
         for part, start, stop in zip(
             self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist()
         ):
+            if len(part) <= SMALL_PART:
+                continue
             own_also = also[(also >= start) & (also < stop)] - start
-            if (
-                len(part) <= SMALL_PART
-            ):  # every row scored at once: less than the pruned top's steps cost
-                every = part.lexical.scores_many([stored_query])[0]
-                rows = sorted_union(best_rows(every, min(deeper, len(part))), own_also)
-                scores = every[rows]
-            else:
-                rows, scores = part.lexical.top(stored_query, min(deeper, len(part)), own_also)
+            rows, scores = part.lexical.top(stored_query, min(deeper, len(part)), own_also)
             rows = np.asarray(rows, dtype=np.int64) + start
             kept = ~np.isin(rows, removed) | np.isin(
                 rows, also
@@ -462,7 +488,28 @@ class _UnionLexical:
             all_scores.append(
                 (np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32)
             )
-        return np.concatenate(all_rows), np.concatenate(all_scores)
+        small_rows, _ = self.union._small_parts()
+        if len(small_rows):
+            # Every row of the small parts scored at once, with the rebuild's scores (less than
+            # the pruned top's steps cost): their best `k` exactly, removed papers left out.
+            every = np.concatenate(
+                [
+                    part.lexical.scores_many([stored_query])[0]
+                    for part in self.union.parts
+                    if len(part) <= SMALL_PART
+                ]
+            )
+            exact = (every / self._norm(small_rows)).astype(np.float32)
+            ranked = np.where(np.isin(small_rows, removed), -np.inf, exact)
+            best = best_rows(ranked, min(int(k), len(small_rows)))
+            at = sorted_union(
+                best[np.isfinite(ranked[best])], np.flatnonzero(np.isin(small_rows, also))
+            )
+            all_rows.append(small_rows[at])
+            all_scores.append(exact[at])
+        rows, scores = np.concatenate(all_rows), np.concatenate(all_scores)
+        order = np.argsort(rows, kind="stable")
+        return rows[order], scores[order]
 
     def scores(self, query: SparseVector) -> np.ndarray:
         stored_query = self._as_stored(query)
