@@ -83,8 +83,9 @@ def stored_layout(stored: StoredIndex) -> tuple[np.ndarray, str] | None:
     if projection is None:
         return None
     coordinates = stored.load_array(MAP_LAYOUT)
-    if coordinates.shape != (stored.manifest["paper_count"], 2) or not np.isfinite(
-        coordinates
-    ).all():
+    if (
+        coordinates.shape != (stored.manifest["paper_count"], 2)
+        or not np.isfinite(coordinates).all()
+    ):
         raise corrupt(stored, MAP_LAYOUT, "does not hold a point for every paper")
     return np.asarray(coordinates, dtype=np.float64), projection

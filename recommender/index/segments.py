@@ -236,8 +236,8 @@ def add_papers(
     index_dir = resolve_index_dir(index)
     if not is_index(index_dir):
         raise missing_index(index_dir)
-    inputs = [str(path) for path in inputs]
-    papers = list(scan_papers(inputs))
+    input_names = [str(path) for path in inputs]
+    papers = list(scan_papers(input_names))
     failure = failed_compaction(index_dir)
     if failure is not None and notice is not None:
         notice(
@@ -256,7 +256,7 @@ def add_papers(
                 )  # the first of duplicates in the input, as a build keeps
         skipped = len(papers) - len(new)
         report = AddReport(index_dir, 0, skipped, None, 0, False, 0.0)
-        gone = _gone_from_sources(index_dir, current, inputs, papers) if sync else {}
+        gone = _gone_from_sources(index_dir, current, input_names, papers) if sync else {}
         if new or gone:
             name, built = (
                 _build_segment(index_dir, new.values(), index_dir, progress, notice)
@@ -611,8 +611,16 @@ def compaction_command(index_dir: Path) -> list[str]:
     """The command a background compaction runs (a hook for the tests' launcher)."""
     import sys
 
-    return [sys.executable, "-m", "recommender", "build", "--compact", "--quiet", "--index",
-            str(index_dir)]
+    return [
+        sys.executable,
+        "-m",
+        "recommender",
+        "build",
+        "--compact",
+        "--quiet",
+        "--index",
+        str(index_dir),
+    ]
 
 
 def start_compaction(index_dir: Path) -> int | None:
