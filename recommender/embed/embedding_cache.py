@@ -25,9 +25,8 @@ class CacheUnavailable(RecommenderError):
 
 class EmbeddingCache:
     """Vectors keyed by content hash (model identity, chunking, text: embed.windows.cache_key), in
-    one
-    SQLite file shared by every index of the user (export_cache.embedding_cache_path()), safe under
-    concurrent builds.
+    one SQLite file shared by every index of the user (export_cache.embedding_cache_path()), safe
+    under concurrent builds.
 
     The file is in WAL mode, so a reader never waits for a build committing vectors
     and a build killed at any moment keeps every transaction it committed. Each row
