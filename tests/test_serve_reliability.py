@@ -169,10 +169,10 @@ def test_a_cold_map_and_sessions_do_not_hold_up_lookups(index_dir):
 
 
 def test_a_large_sessions_page_renders_off_the_event_loop(index_dir, tmp_path):
-    """Rendering the plan into the /sessions page takes 30 s here (a hook in tests/serve_launcher.py,
+    """Rendering the plan into the /sessions page takes 15 s here (a hook in tests/serve_launcher.py,
     as a plan of thousands of papers takes seconds): lookups are answered while it renders, and the
     page comes once rendered."""
-    server = start_server(index_dir, env={**HOOKS, "PAPERS_TEST_SLOW_PLAN_PAGE": f"30:{tmp_path}"})
+    server = start_server(index_dir, env={**HOOKS, "PAPERS_TEST_SLOW_PLAN_PAGE": f"15:{tmp_path}"})
     try:
         first = []
         thread = threading.Thread(target=lambda: first.append(server.get("/sessions?n=2")))
