@@ -4,8 +4,10 @@ map projected by PCA, not UMAP (whose first run compiles for a minute).
 
 With PAPERS_TEST_HOOKS=1, a search for "sleep:N" takes N seconds and one for "explode" raises an
 unexpected error (a RuntimeError), PAPERS_TEST_SLOW_MAP=N makes drawing the map take N seconds more, and
-PAPERS_TEST_SLOW_PROJECTION=N projecting its papers (as UMAP does at thousands of papers): what the
-server's tests need of a slow or broken request.
+PAPERS_TEST_SLOW_PROJECTION=N projecting its papers (as UMAP does at thousands of papers), and
+PAPERS_TEST_SLOW_PLAN_PAGE=N:FOLDER rendering a reading-group plan into a page (as at thousands of
+papers), writing FOLDER/started and FOLDER/finished around it: what the server's tests need of a slow
+or broken request.
 
     python tests/serve_launcher.py serve --index x --port 0 [--workers 2]
 
@@ -58,6 +60,23 @@ if os.environ.get("PAPERS_TEST_SLOW_PROJECTION"):
         return _project(*args, **options)
 
     layout.project_2d = slow_projection
+
+if os.environ.get("PAPERS_TEST_SLOW_PLAN_PAGE"):
+    import jinja2
+
+    def slow_plan_render(self, *args, _render=jinja2.Template.render, **context):
+        if "plan" not in context:
+            return _render(self, *args, **context)
+        import time
+
+        seconds, folder = os.environ["PAPERS_TEST_SLOW_PLAN_PAGE"].split(":", 1)
+        (Path(folder) / "started").touch()
+        time.sleep(float(seconds))
+        page = _render(self, *args, **context)
+        (Path(folder) / "finished").touch()
+        return page
+
+    jinja2.Template.render = slow_plan_render
 
 from recommender import cli  # noqa: E402
 

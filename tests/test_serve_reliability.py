@@ -168,6 +168,33 @@ def test_a_cold_map_and_sessions_do_not_hold_up_lookups(index_dir):
         assert server.stop() == 0
 
 
+def test_a_large_sessions_page_renders_off_the_event_loop(index_dir, tmp_path):
+    """Rendering the plan into the /sessions page takes 15 s here (a hook in tests/serve_launcher.py,
+    as a plan of thousands of papers takes seconds): lookups are answered while it renders, and the
+    page comes once rendered."""
+    server = start_server(index_dir, env={**HOOKS, "PAPERS_TEST_SLOW_PLAN_PAGE": f"15:{tmp_path}"})
+    try:
+        first = []
+        thread = threading.Thread(target=lambda: first.append(server.get("/sessions?n=2")))
+        thread.start()
+        wait_until(lambda: (tmp_path / "started").exists(), seconds=60)
+        assert server.get("/api/like?id=dp1")[0] == 200
+        assert server.get("/paper/dp1")[0] == 200
+        # answered while the plan was still rendering: the old server rendered it on the event loop
+        assert not (tmp_path / "finished").exists()
+        thread.join(60)
+        status, headers, body = first[0]
+        assert status == 202 and b"being prepared" in body
+        assert_guarded(headers)
+        status, headers, body = wait_until(
+            lambda: (lambda got: got if got[0] == 200 else None)(server.get("/sessions?n=2")),
+            seconds=90, step=1)
+        assert b"Reading-group plan:" in body and b"Session 2" in body
+        assert_guarded(headers)
+    finally:
+        assert server.stop() == 0
+
+
 def test_long_work_runs_at_a_lower_priority_than_lookups(server):
     """The background process that makes plans and maps yields the processor to the server's requests."""
     assert server.json("/api/sessions?n=3")[0] == 200

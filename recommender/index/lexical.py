@@ -411,16 +411,19 @@ class LexicalIndex:
         stop_words: Sequence[str] = (),
         columns: Callable[[], AbstractContextManager[ColumnReader]] | None = None,
         rows: Callable[[], AbstractContextManager[RangeReader]] | None = None,
+        column_ranges: Callable[[], AbstractContextManager[RangeReader]] | None = None,
     ):
-        """`columns`, if given, opens a reader of column slices that `scores` uses instead of
+        """`columns`, if given, opens a reader of column slices that `top` uses instead of
         slicing the CSC arrays (e.g. reading them with pread rather than through a memory map);
-        `rows`, a reader of many CSR slices at once (`read_ranges`), that `top` uses likewise.
+        `rows`, a reader of many CSR slices at once (`read_ranges`), that `top` uses likewise;
+        `column_ranges`, a reader of many CSC slices at once, that `scores` uses likewise.
         `arrays` may hold "column_max" (`column_maxima`): without it, `top` scores every posting."""
         # Memory-mapped arrays stay mapped (only the pages a query touches are read);
         # plain ndarray views of them index faster than np.memmap objects.
         arrays = {name: np.asarray(array) for name, array in arrays.items()}
         self._column_reader = columns  # not a bound method of self: no reference cycle
         self._row_reader = rows
+        self._column_ranges_reader = column_ranges
         self.column_max = arrays.get("column_max")
         self.idf = arrays["idf"]
         self.csr_data, self.csr_indices, self.csr_indptr = (
@@ -472,17 +475,21 @@ class LexicalIndex:
     def scores(self, query: SparseVector) -> np.ndarray:
         """Dot product of the query with every row (cosine, as rows are normalised)."""
         out = np.zeros(self.size, dtype=np.float32)
-        # Term by term over slices of the (memory-mapped) columns: only the query's own
-        # postings are read. A column lists each row once, so each np.add.at adds exactly what
-        # `out[rows] += ...` would (about twice as fast on numpy 2), and what one np.add.at over
-        # all the postings would, in the same order.
-        starts = self.csc_indptr[query.indices].tolist()
-        ends = self.csc_indptr[query.indices + 1].tolist()
-        with (self._column_reader or self._slice_columns)() as column:
-            for start, end, weight in zip(starts, ends, query.values):
-                if end > start:
-                    rows, data = column(start, end)
-                    np.add.at(out, rows, data * weight)
+        # Only the query's own postings are read, all its columns in one call (a call per term
+        # was a tenth of a lookup), and added by one np.add.at in term order: the same float32
+        # sums as adding column after column (a column lists each row once).
+        starts = np.asarray(self.csc_indptr[query.indices], dtype=np.int64)
+        lengths = np.asarray(self.csc_indptr[query.indices + 1], dtype=np.int64) - starts
+        if not lengths.any():
+            return out
+        if self._column_ranges_reader is None:
+            positions = csr_ranges(starts, lengths)
+            rows, data = self.csc_indices[positions], self.csc_data[positions]
+        else:
+            with self._column_ranges_reader() as read:
+                rows, data = read(starts, starts + lengths)
+        weights = np.repeat(query.values, lengths)  # each term's weight on each of its postings
+        np.add.at(out, rows, data * weights)
         return out
 
     def scores_many(self, queries: Sequence[SparseVector]) -> np.ndarray:

@@ -202,6 +202,11 @@ class OpenedIndex:
                     self.stored.array_reader("lexical/csr_indices.npy"),
                     self.stored.array_reader("lexical/csr_data.npy"),
                 ),
+                column_ranges=functools.partial(
+                    read_ranges,
+                    self.stored.array_reader("lexical/csc_indices.npy"),
+                    self.stored.array_reader("lexical/csc_data.npy"),
+                ),
             )
             if self._lexical.size != len(self):
                 raise corrupt(

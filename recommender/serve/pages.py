@@ -446,12 +446,25 @@ def mark_form(
     return RedirectResponse(local_path(next), status_code=303)
 
 
+def compute_sessions_page(index_dir: str, n: int) -> str:
+    """The plan's part of the /sessions page (`papers sessions --n`), run in the background process
+    with the plan: a plan of thousands of papers takes seconds to render, which on the server's
+    event loop would hold every other request of that worker for as long."""
+    plan = compute_sessions(index_dir, n)
+    return templates().get_template("sessions_plan.html").render(plan=plan, n=n)
+
+
 @router.get("/sessions", response_class=HTMLResponse)
 async def sessions_page(request: Request, n: int = Query(6, ge=1, le=50)):
-    plan = await wait_for(prepared(request, "sessions", compute_sessions, n), PAGE_WAIT_SECONDS)
-    if plan is None:
+    plan_html = await wait_for(
+        prepared(request, "sessions.html", compute_sessions_page, n), PAGE_WAIT_SECONDS
+    )
+    if plan_html is None:
         return preparing(request, f"The plan in {n} sessions")
-    return render(request, "sessions.html", {"plan": plan, "n": n})
+    from markupsafe import Markup
+
+    # Only the page around the plan is drawn here (the form token, the footer): a few lines.
+    return render(request, "sessions.html", {"plan_html": Markup(plan_html), "n": n})
 
 
 @router.get("/map", response_class=HTMLResponse)
