@@ -22,7 +22,8 @@ requests: the target is none).
 
 With `--reliability-only` (run with `--sizes 3000`, the size of the map that once took 48 s): `like` at 8
 clients for SECONDS on a warm server (the baseline), then on a fresh server while a ninth client asks
-for the cold `/map` and the cold `/api/sessions?n=` plans of n = 2..7 one after another (the target:
+for the cold `/map`, the cold `/api/sessions?n=` plans of n = 2..7 and the HTML `/sessions` pages of
+n = 8 and 9, one after another (the target:
 p99 under 100 ms, whatever the baseline), then while 1,100 connections trickle request heads, a byte a
 second each (a slowloris; loopback only, bounded by SECONDS): how many `like` requests failed (the
 target: none) and their p50/p99 against the baseline, and how the slow connections were answered.
@@ -391,7 +392,8 @@ def reliability(index: Path, ids: list[str], seconds: float) -> dict:
 
         def cold() -> None:
             started = time.perf_counter()
-            for path in ["/map"] + [f"/api/sessions?n={n}" for n in range(2, 8)]:
+            plans = [f"/api/sessions?n={n}" for n in range(2, 8)]
+            for path in ["/map", *plans, "/sessions?n=8", "/sessions?n=9"]:
                 status, _, _ = server.get(path)
                 long_work[path] = status
             long_work["seconds"] = time.perf_counter() - started
@@ -403,7 +405,7 @@ def reliability(index: Path, ids: list[str], seconds: float) -> dict:
     finally:
         server.stop()
     rows["cold"]["long_work"] = long_work
-    print(f"like at 8 clients beside cold /map and 6 session plans: {shown(rows['cold'])} "
+    print(f"like at 8 clients beside cold /map, 6 session plans and 2 session pages: {shown(rows['cold'])} "
           f"({rows['cold']['p99'] / rows['baseline']['p99']:.2f}x the warm p99; target p99 < 100 ms); "
           f"long work answered {long_work}", flush=True)
 
