@@ -178,8 +178,9 @@ def collect_leaks():
 def pytest_addoption(parser):
     parser.addoption(
         "--leak-census", action="store_true",
-        help="after each test, list the files, sockets, processes and SQLite connections it left open "
-             "and still referenced (they warn later, in whichever test's garbage collection frees them)")
+        help="after each test, list the files, sockets, processes and SQLite connections it left "
+             "open and still referenced (they warn later, in whichever test's garbage collection "
+             "frees them)")
 
 
 def open_resources() -> dict[int, str]:
@@ -210,7 +211,8 @@ def open_resources() -> dict[int, str]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """With --leak-census: what a test (with its fixtures) left open and still referenced. A module
-    or session fixture's own resources and a library's caches show up here too: read, don't assert."""
+    or session fixture's own resources and a library's caches show up here too: read, don't
+    assert."""
     if not item.config.getoption("--leak-census"):
         yield
         return
