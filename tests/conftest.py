@@ -175,6 +175,58 @@ def collect_leaks():
     gc.collect()
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--leak-census", action="store_true",
+        help="after each test, list the files, sockets, processes and SQLite connections it left "
+             "open and still referenced (they warn later, in whichever test's garbage collection "
+             "frees them)")
+
+
+def open_resources() -> dict[int, str]:
+    """Python objects holding an OS resource that is still open: files on a descriptor, sockets,
+    running `Popen`s, SQLite connections (by id)."""
+    import gc
+    import io
+    import socket
+    import sqlite3
+
+    found = {}
+    for thing in gc.get_objects():
+        try:
+            if isinstance(thing, io.FileIO) and not thing.closed:
+                found[id(thing)] = repr(thing)
+            elif isinstance(thing, socket.socket) and thing.fileno() >= 0:
+                found[id(thing)] = repr(thing)
+            elif isinstance(thing, subprocess.Popen) and thing.returncode is None:
+                found[id(thing)] = f"{thing!r} {thing.args!r:.100}"
+            elif isinstance(thing, sqlite3.Connection):
+                thing.total_changes  # raises on a closed connection
+                found[id(thing)] = repr(thing)
+        except Exception:  # a half-made or closed object holds nothing open
+            continue
+    return found
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With --leak-census: what a test (with its fixtures) left open and still referenced. A module
+    or session fixture's own resources and a library's caches show up here too: read, don't
+    assert."""
+    if not item.config.getoption("--leak-census"):
+        yield
+        return
+    import gc
+
+    gc.collect()
+    before = open_resources()
+    yield
+    gc.collect()
+    left = sorted(text for key, text in open_resources().items() if key not in before)
+    if left:
+        item.config.get_terminal_writer().line(f"\nleft open by {item.nodeid}: " + "; ".join(left))
+
+
 @pytest.fixture
 def no_overrides():
     """Skip unless a `papers` process can run without root's permission overrides (tests/system.py)."""
