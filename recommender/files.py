@@ -32,9 +32,8 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def create_exclusive(path: str | os.PathLike, mode: int = 0o666, readable: bool = False) -> int:
     """A new file at `path`, open for writing (and reading, if `readable`: a descriptor);
-    FileExistsError
-    if anything, a link included, is already there. Permissions are `mode` less the umask, as for
-    any new file.
+    FileExistsError if anything, a link included, is already there. Permissions are `mode` less the
+    umask, as for any new file.
     """
     return os.open(path, (_CREATE & ~os.O_WRONLY) | os.O_RDWR if readable else _CREATE, mode)
 

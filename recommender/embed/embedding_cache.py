@@ -187,9 +187,8 @@ class EmbeddingCache:
 
     def remember_model(self, model_identity: str, facts: dict) -> None:
         """Keep what the model told of itself (its window, `max_tokens`), so that a build taking
-        every vector
-        from the cache, without loading the model, records the same manifest as one that encoded
-        them.
+        every vector from the cache, without loading the model, records the same manifest as one
+        that encoded them.
         """
         with self._guard(), self.connection:
             self.connection.execute(
@@ -258,8 +257,7 @@ def _remove_leftovers(home: Path) -> None:
 
 def embedding_cache_info(folder: Path | None = None) -> dict:
     """The shared embedding cache as `papers cache info` shows it: path, bytes (with its -wal file)
-    and
-    entries (vectors); a cache never made is reported empty and is not created."""
+    and entries (vectors); a cache never made is reported empty and is not created."""
     from . import export_cache
 
     path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
@@ -272,10 +270,8 @@ def embedding_cache_info(folder: Path | None = None) -> dict:
 
 def clear_embedding_cache(folder: Path | None = None) -> dict:
     """Empty the shared embedding cache (`papers cache clear`): every index's next build encodes its
-    papers
-    again; the indexes themselves and the ONNX exports are untouched. Returns the entries removed
-    and
-    the bytes the file took before and takes now."""
+    papers again; the indexes themselves and the ONNX exports are untouched. Returns the entries
+    removed and the bytes the file took before and takes now."""
     from . import export_cache
 
     path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
@@ -307,8 +303,8 @@ def clear_embedding_cache(folder: Path | None = None) -> dict:
 
 def read_legacy_vectors(path: Path, keys: Sequence[str]) -> dict[str, np.ndarray]:
     """Vectors of a per-index cache (see `legacy_cache`) by their keys, read-only; rows that fail
-    their
-    checksum are left out, and an unreadable file gives none (those papers are encoded again)."""
+    their checksum are left out, and an unreadable file gives none (those papers are encoded
+    again)."""
     import sqlite3
     from urllib.parse import quote
 

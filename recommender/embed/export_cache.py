@@ -59,8 +59,7 @@ PRECISIONS = quantisation.PRECISIONS
 
 def model_folder(model: str) -> Path | None:
     """The local folder holding `model`'s files: the packaged MiniLM, a folder, or a model already
-    in the
-    Hugging Face cache; None when there is none (the export then cannot be shared)."""
+    in the Hugging Face cache; None when there is none (the export then cannot be shared)."""
     from .sentence_transformer import resolve_model_path, set_offline
 
     path = Path(resolve_model_path(model))
@@ -86,9 +85,8 @@ def embedding_cache_path() -> Path:
 
 def model_identity(model: str) -> str:
     """The one value that names which model makes a vector, for the embedding cache's key: the
-    sha256
-    of the model folder's files when the model has a local folder (so a model replaced in the same
-    folder is a new model), else its name. (A precision, fp32 or int8, joins this value.)"""
+    sha256 of the model folder's files when the model has a local folder (so a model replaced in the
+    same folder is a new model), else its name. (A precision, fp32 or int8, joins this value.)"""
     source_model = model_facts(model).distilled_from
     if (
         source_model is not None

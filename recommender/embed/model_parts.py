@@ -274,9 +274,8 @@ def _unpack(model: SplitModel, paths: list[Path], staging: Path) -> None:
 
 def _intact(entry: Path, model: SplitModel, hashed: bool = True) -> bool:
     """Whether `entry` is a whole unpacking of `model`: every file it lists matches its record, and
-    the
-    recorded weights are the pinned ones (hashing the 438 MB of weights takes about half a second;
-    `hashed` False compares sizes only)."""
+    the recorded weights are the pinned ones (hashing the 438 MB of weights takes about half a
+    second; `hashed` False compares sizes only)."""
     try:
         record = json.loads((entry / RECORD).read_text(encoding="utf-8"))
         files = record["files"]

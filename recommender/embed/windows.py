@@ -252,9 +252,8 @@ def embed_texts(
 
 def _cached(texts, chunking, cache, heads, model_identity, dimension, allocate=None):
     """The output filled with the cached vectors (of `dimension`, else of the first one found's),
-    which rows
-    are still missing, and whether a vector of another dimension was passed over (damaged or
-    forged).
+    which rows are still missing, and whether a vector of another dimension was passed over (damaged
+    or forged).
     """
     count = len(texts)
     output = _Output(count, allocate)

@@ -179,8 +179,7 @@ def evaluate(
     """Build (or reuse) an index over `corpus`, rank every query, and score the rankings.
 
     `dense_weight` None: the one `like` uses for the index (its tier's); `precision` as
-    `build_index`'s,
-    None the default."""
+    `build_index`'s, None the default."""
     from ..query.paper_index import PaperIndex
 
     check_settings(mode, pool, dense_weight, min_score, diverse)

@@ -51,11 +51,9 @@ def one_topic(
     present: Collection[str] | None = None,
 ) -> list[Profile]:
     """A profile for each query with at least MIN_RELEVANT relevant candidates (the query paper not
-    counted).
-    Seeds are drawn from the relevant papers in `present` (the index's, when given): a judged paper
-    the
-    index lacks stays a target, counted as never retrieved (as `papers evaluate` counts it for a
-    query).
+    counted). Seeds are drawn from the relevant papers in `present` (the index's, when given): a
+    judged paper the index lacks stays a target, counted as never retrieved (as `papers evaluate`
+    counts it for a query).
     """
     rng = np.random.default_rng(seed)
     profiles = []
@@ -78,8 +76,7 @@ def mixed(
     single: Sequence[Profile], topics: int, count: int = MIXED_COUNT, seed: int = 0
 ) -> list[Profile]:
     """Up to `count` profiles, each the union of `topics` one-topic profiles of different query
-    papers
-    (drawn with a fixed seed from all such combinations, in a stable order)."""
+    papers (drawn with a fixed seed from all such combinations, in a stable order)."""
     combinations = [
         group
         for group in itertools.combinations(range(len(single)), topics)
@@ -141,9 +138,8 @@ def score_profile(
     scorer: Callable | None = None,
 ) -> metrics.QueryScores:
     """Rank the profile's pool (or, with pool="all", every paper but the seeds) from its seeds, and
-    score it.
-    `scorer(seed_rows, rows) -> scores` replaces `like`'s scoring (scripts/tune_profiles.py compares
-    them).
+    score it. `scorer(seed_rows, rows) -> scores` replaces `like`'s scoring
+    (scripts/tune_profiles.py compares them).
     """
     seed_rows = [
         rows_by_id[doc] for doc in profile.seeds

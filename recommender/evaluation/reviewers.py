@@ -2,15 +2,13 @@
 
 A folder holds `papers.jsonl` (`{"id", "title", "abstract"}` a line), `profiles.jsonl` (`{"sample",
 "researcher", "papers"}`: a researcher's profile in one random sample) and `ratings.tsv`
-(`researcher`,
-`paper_id`, `expertise`: how expert the researcher is to review the paper, higher = more). For each
-sample and researcher, the papers the researcher rated are scored by their similarity to the
-profile;
-the loss (Stelmakh et al., "A Gold Standard Dataset for the Reviewer Assignment Problem", 2023) is
-the
-weighted share of pairs the scores order against the expertise: a pair of different expertise weighs
-their difference, costs its weight when ordered against it and half when tied; a sample's loss is
-its costs over its weights, the figure the mean over the samples (0 = perfect, lower is better).
+(`researcher`, `paper_id`, `expertise`: how expert the researcher is to review the paper, higher =
+more). For each sample and researcher, the papers the researcher rated are scored by their
+similarity to the profile; the loss (Stelmakh et al., "A Gold Standard Dataset for the Reviewer
+Assignment Problem", 2023) is the weighted share of pairs the scores order against the expertise: a
+pair of different expertise weighs their difference, costs its weight when ordered against it and
+half when tied; a sample's loss is its costs over its weights, the figure the mean over the samples
+(0 = perfect, lower is better).
 """
 
 from __future__ import annotations
@@ -164,8 +162,7 @@ def loss_figures(
     seed: int = 0,
 ) -> LossFigures:
     """The mean loss over samples of [samples, researchers] costs and weights, with its bootstrap
-    spread
-    over researchers (resampled with replacement, the same draw in every sample)."""
+    spread over researchers (resampled with replacement, the same draw in every sample)."""
     loss = float(np.mean(_sample_losses(costs, weights)))
     if draws <= 0:
         return LossFigures(
@@ -197,10 +194,8 @@ def score_set(
     draws: int = DRAWS,
 ) -> LossFigures:
     """The loss of `scorer(seed_rows, rated_rows) -> scores` on every sample and researcher. A paper
-    the
-    index lacks under its own ID (a build keeps a duplicate text once) is found by `rows_by_id` if
-    the
-    caller mapped it; a rated paper found nowhere is left out of its researcher's pairs."""
+    the index lacks under its own ID (a build keeps a duplicate text once) is found by `rows_by_id`
+    if the caller mapped it; a rated paper found nowhere is left out of its researcher's pairs."""
     researchers = reviewers.researchers
     column = {researcher: i for i, researcher in enumerate(researchers)}
     samples = sorted({profile.sample for profile in reviewers.profiles})
@@ -251,9 +246,8 @@ def evaluate_reviewers(
     on_phase=None,
 ) -> ReviewerEvaluation:
     """Build (or reuse) an index of the folder's papers, rank every researcher's rated papers by
-    their
-    profile as `like` ranks several seeds (`PaperIndex.score_rows`), and give the loss with its
-    spread.
+    their profile as `like` ranks several seeds (`PaperIndex.score_rows`), and give the loss with
+    its spread.
     """
     from ..corpus.papers import read_papers
     from ..query.paper_index import PaperIndex

@@ -103,31 +103,27 @@ def build_index(
     `chunking` None keeps the chunking of the index being rebuilt (so an upgrade's new default
     does not re-encode every paper of an existing index), else takes the default `Chunking()`.
 
-    `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with
-    the number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)`
-    as papers are encoded. `where` keeps only the papers matching every condition
-    (`["category=cs.LG"]`, see corpus.where); withdrawn and desk-rejected OpenReview
-    submissions are left out unless `keep_withdrawn`. `engine` "local" encodes in this process;
-    "ray" on
-    a Ray cluster (RAY_ADDRESS, else a local one started for the build), with the same vectors.
-    `device` "auto" encodes on a CUDA GPU where torch (or the Ray cluster) has one, else on the CPU.
-    `built_by` names the command the index is built for, in its manifest ("evaluate" rebuilds only
-    its own).
-    `model` None keeps the model of the index being rebuilt, else takes the default; `precision`
-    "fp32", "int8" or "int8-mixed" (int8 ONNX weights: about twice as fast on a CPU, always on the
-    CPU; int8-mixed keeps the weights that cost the ranking in fp32); None
-    keeps
-    the precision of the index being rebuilt, else takes the model's default (embed.models: fp32,
-    int8 for the quality tier). The model "static" is the fast tier (static embeddings distilled
-    from the default model). embed.choice decides the encoder from these and the index's manifest.
+    `on_phase(name, total)` is told as each phase starts (reading, model export, encoding with the
+    number of papers to encode, search index, TF-IDF, checksums); `progress(done, total)` as papers
+    are encoded. `where` keeps only the papers matching every condition (`["category=cs.LG"]`, see
+    corpus.where); withdrawn and desk-rejected OpenReview submissions are left out unless
+    `keep_withdrawn`. `engine` "local" encodes in this process; "ray" on a Ray cluster (RAY_ADDRESS,
+    else a local one started for the build), with the same vectors. `device` "auto" encodes on a
+    CUDA GPU where torch (or the Ray cluster) has one, else on the CPU. `built_by` names the command
+    the index is built for, in its manifest ("evaluate" rebuilds only its own). `model` None keeps
+    the model of the index being rebuilt, else takes the default; `precision` "fp32", "int8" or
+    "int8-mixed" (int8 ONNX weights: about twice as fast on a CPU, always on the CPU; int8-mixed
+    keeps the weights that cost the ranking in fp32); None keeps the precision of the index being
+    rebuilt, else takes the model's default (embed.models: fp32, int8 for the quality tier). The
+    model "static" is the fast tier (static embeddings distilled from the default model).
+    embed.choice decides the encoder from these and the index's manifest.
 
     `upgrade` rebuilds an index made with the fast tier with `model` (default: the default model),
     from the index's own papers unless `inputs` are given; its fast version answers queries until
     the new one is committed, and a stopped upgrade resumes like any build.
 
-    `own_papers` gives the papers to build from instead of `inputs`, called once the index is
-    locked (a compaction: the live papers of the base and its segments, index/segments.py).
-    `lexical_terms`
+    `own_papers` gives the papers to build from instead of `inputs`, called once the index is locked
+    (a compaction: the live papers of the base and its segments, index/segments.py). `lexical_terms`
     (lexical.FixedTerms): weigh the TF-IDF rows in another index's vocabulary and IDF (a segment's).
 
     `map_layout` stores the whole index's map layout (index/map_layout.py: UMAP of every vector,
@@ -140,12 +136,11 @@ def build_index(
     KeyboardInterrupt the index is left unchanged and EncodingInterrupted says how
     many papers' vectors the cache keeps.
 
-    Memory stays nearly flat in the corpus size (docs/memory.md): the papers read are spooled to
-    a scratch file of the build folder and handled `chunk_size` at a time (STREAM_PAPERS by
-    default; the TF-IDF postings 64 times as many, else lexical.CHUNK_POSTINGS), vectors go straight
-    to their
-    file, and what is held for every paper is a few short strings (ID, handle, citation key) and
-    its search index entry. The index files are the same, byte for byte, whatever `chunk_size`.
+    Memory stays nearly flat in the corpus size (docs/memory.md): the papers read are spooled to a
+    scratch file of the build folder and handled `chunk_size` at a time (STREAM_PAPERS by default;
+    the TF-IDF postings 64 times as many, else lexical.CHUNK_POSTINGS), vectors go straight to their
+    file, and what is held for every paper is a few short strings (ID, handle, citation key) and its
+    search index entry. The index files are the same, byte for byte, whatever `chunk_size`.
     """
     from ..errors import InputError, OptionError
     from .ann import choose_index, index_description
@@ -372,8 +367,7 @@ class _PaperSpool:
 
     def read(self, papers: Iterable[Paper]) -> tuple[list[str], list[str]]:
         """Spool the papers as read (`scan_papers`: read_papers' choice of papers, warnings and
-        errors);
-        returns the IDs and handles of the papers kept, in order."""
+        errors); returns the IDs and handles of the papers kept, in order."""
         chosen = PaperSet(self.source_of)
         for paper in papers:
             if chosen.add(paper):
@@ -692,9 +686,8 @@ def prepare_query_encoder(
     precision: str = "fp32",
 ) -> str | None:
     """The index's export of `model` at `precision` ("onnx"), or its static embeddings ("static"):
-    the
-    previous build's, else the shared one from the user cache (made there once per model), else one
-    made for this index alone. `on_phase` is told when an export starts.
+    the previous build's, else the shared one from the user cache (made there once per model), else
+    one made for this index alone. `on_phase` is told when an export starts.
 
     An fp32 export that fails leaves the index to the full model (None, with a warning); an int8
     export or a distillation that fails fails the build, since no other encoder gives those vectors.

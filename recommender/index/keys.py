@@ -136,8 +136,7 @@ def key_tables(
     identifier_digests: np.ndarray,
 ) -> Iterator[tuple[str, np.ndarray]]:
     """`key_arrays` as (name, array) pairs, a table at a time: a build stores each before the next
-    is
-    made, so only one table's sorted copy of the strings is held at once. The digests are the
+    is made, so only one table's sorted copy of the strings is held at once. The digests are the
     `digest_records` of the papers' text keys and identifiers."""
     tables = [
         lambda: _sorted_table("ids", ids),

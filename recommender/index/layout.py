@@ -12,13 +12,12 @@
 The embedding cache is shared by every index of the user: `<cache home>/embeddings.sqlite`
 (export_cache.cache_home(), beside the ONNX exports; embed/embedding_cache.py).
 
-A build removes only what the index's own records say it made: a `.tmp-*` folder holding
-the `.papers-build` mark it was made with, a `.tmp-*` or `v-*` folder whose files are those
-its manifest lists; a non-empty folder that is no index is refused before anything is written. Every
-file
-is created exclusively and never through a link (recommender/files.py).
-Where an index folder is (index/home.py), one version written (index/writer.py) and read
-(index/stored.py), and the catalogue of indexes (index/catalogue.py) are beside this module.
+A build removes only what the index's own records say it made: a `.tmp-*` folder holding the
+`.papers-build` mark it was made with, a `.tmp-*` or `v-*` folder whose files are those its manifest
+lists; a non-empty folder that is no index is refused before anything is written. Every file is
+created exclusively and never through a link (recommender/files.py). Where an index folder is
+(index/home.py), one version written (index/writer.py) and read (index/stored.py), and the catalogue
+of indexes (index/catalogue.py) are beside this module.
 """
 
 from __future__ import annotations
@@ -124,8 +123,7 @@ def is_index_folder(folder: Path) -> bool:
 
 def check_index_folder(index_dir: Path) -> None:
     """Refuse a folder that holds other things than an index (a folder of the user's, `--index
-    ./mydocs`)
-    before anything in it is touched; a missing or empty folder is fine."""
+    ./mydocs`) before anything in it is touched; a missing or empty folder is fine."""
     try:
         names = sorted(os.listdir(index_dir))
     except (FileNotFoundError, NotADirectoryError):

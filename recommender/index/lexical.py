@@ -193,8 +193,7 @@ class TfidfBuilder:
 
     def finish(self, output: Output):
         """Write csr_indices, csr_data, csc_indices and csc_data through `output`; returns (the
-        other
-        arrays to store, the vocabulary in column order, the stop words)."""
+        other arrays to store, the vocabulary in column order, the stop words)."""
         self._flush()
         vocabulary = self.fixed.vocabulary if self.fixed is not None else sorted(self._columns)
         rank = np.zeros(len(vocabulary), dtype=np.int32)  # first-use column -> sorted column
@@ -345,8 +344,7 @@ def _row_chunks(indptr: np.ndarray, size: int) -> Iterator[tuple[int, int]]:
 @functools.lru_cache(maxsize=1)
 def english_stop_words() -> frozenset[str]:
     """scikit-learn's English stop word list, read from its module file without importing
-    scikit-learn
-    (whose package import pulls in scipy)."""
+    scikit-learn (whose package import pulls in scipy)."""
     import importlib.util
 
     package = importlib.util.find_spec("sklearn")
@@ -553,9 +551,8 @@ class LexicalIndex:
         self, query: SparseVector, k: int, also=(), stats: dict | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores): the k rows with the highest scores (equal scores: lower rows first) and
-        the
-        rows `also`, in ascending order, with their scores -- exactly `scores(query)[rows]` and the
-        rows `best_rows(scores(query), k)` chooses, without scoring every row when it can.
+        the rows `also`, in ascending order, with their scores -- exactly `scores(query)[rows]` and
+        the rows `best_rows(scores(query), k)` chooses, without scoring every row when it can.
 
         MaxScore (Turtle & Flood, 1995) on the stored column maxima: a term adds at most its weight
         times its column's largest weight to any row. The columns with the most bound per posting

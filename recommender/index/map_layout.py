@@ -27,8 +27,7 @@ def project_2d(
     on_phase: Callable[[str], None] | None = None,
 ) -> tuple[np.ndarray, str]:
     """(n, 2) coordinates and the method: UMAP on cosine distance if umap-learn is installed, else
-    PCA.
-    `on_phase(UMAP_PHASE)` is called before UMAP starts: however few the papers, it may take a
+    PCA. `on_phase(UMAP_PHASE)` is called before UMAP starts: however few the papers, it may take a
     while.
     """
     vectors = np.asarray(vectors, dtype=np.float32)

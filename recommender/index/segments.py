@@ -127,8 +127,8 @@ def read_segments(index_dir: Path) -> SegmentSet:
 
 def reader_version(index_dir: Path) -> str | None:
     """The live version and segment list as one short string (two small reads): a long-running
-    reader
-    (`papers serve`) reopens the index when it changes, after an add or a remove as after a build.
+    reader (`papers serve`) reopens the index when it changes, after an add or a remove as after a
+    build.
     """
     live = live_version(Path(index_dir))
     try:
@@ -378,10 +378,9 @@ def _segment_papers(index_dir: Path, name: str) -> list[Paper]:
 
 
 def _base_terms(base: StoredIndex):
-    """The base's vocabulary and IDF, in which a segment's TF-IDF rows are weighed: one query
-    vector then
-    scores base and segments alike, and a segment's papers weigh as after a rebuild, but for the
-    base's document frequencies not counting the added papers (bounded by their share,
+    """The base's vocabulary and IDF, in which a segment's TF-IDF rows are weighed: one query vector
+    then scores base and segments alike, and a segment's papers weigh as after a rebuild, but for
+    the base's document frequencies not counting the added papers (bounded by their share,
     COMPACT_SHARE).
     """
     import math
@@ -413,8 +412,7 @@ def remove_papers(
     ids: Sequence[str], index: str | os.PathLike | None = None, wait: bool = True
 ) -> int:
     """Leave tombstones for these IDs (in the base or a segment); returns how many papers were
-    removed.
-    An ID the index does not hold live is refused, and then nothing is removed."""
+    removed. An ID the index does not hold live is refused, and then nothing is removed."""
     index_dir = resolve_index_dir(index)
     if not is_index(index_dir):
         raise missing_index(index_dir)

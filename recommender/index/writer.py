@@ -95,8 +95,7 @@ class IndexWriter:
 
     def array_file(self, name: str, shape: tuple[int, ...], dtype) -> ArrayFile:
         """A .npy file of this shape, written a piece at a time (`write`, `append`) and never held
-        in
-        memory: the same bytes as `save_array` of the whole array."""
+        in memory: the same bytes as `save_array` of the whole array."""
         path = self.path(name)
         with self.writing_file(path):
             return ArrayFile(self, path, tuple(int(size) for size in shape), np.dtype(dtype))
@@ -432,8 +431,7 @@ def _remove_old_versions(index_dir: Path) -> None:
 def link_checked(source: Path, target: Path, expected: dict[str, dict]) -> bool:
     """Reuse files made elsewhere (a previous build, the shared model export) in a build: each file
     named in `expected` (relative path -> {"bytes", "sha256"}, the source's own record) is
-    hard-linked
-    where the filesystem allows, else copied, and then checked against its record.
+    hard-linked where the filesystem allows, else copied, and then checked against its record.
 
     False, with nothing left at `target`, when any file is missing, is not a plain file (a link
     planted there is never followed) or does not match its record: damage is never carried into a

@@ -203,10 +203,9 @@ class IndexLookups(OpenedIndex):
         self, offset: int = 0, limit: int = 50, where: Sequence[str] = ()
     ) -> tuple[list[Paper], int | None]:
         """Papers in index order: `limit` of them after the first `offset` (of those matching
-        `where`,
-        `year>=2020`, `venue=*ICML*` or `category=cs.LG` as for `papers build --where`), and the
-        offset of the next page
-        (None after the last). Without `where` it reads only the page's papers."""
+        `where`, `year>=2020`, `venue=*ICML*` or `category=cs.LG` as for `papers build --where`),
+        and the offset of the next page (None after the last). Without `where` it reads only the
+        page's papers."""
         from ..corpus.where import parse_where
 
         if offset < 0:
@@ -235,9 +234,8 @@ class IndexLookups(OpenedIndex):
         self, reference: str, seed: str | None = None, text: str | None = None, limit: int = 10
     ) -> Explanation:
         """Why a paper is listed for a seed paper or a search text: the terms they share most and
-        the
-        two cosines the hybrid score fuses (embeddings, TF-IDF); without either, the paper's own top
-        terms.
+        the two cosines the hybrid score fuses (embeddings, TF-IDF); without either, the paper's own
+        top terms.
         """
         if seed is not None and text is not None:
             raise InputError("give a seed paper or a search text to explain against, not both")
@@ -283,8 +281,7 @@ class IndexLookups(OpenedIndex):
 @dataclass(frozen=True)
 class Explanation:
     """Why a paper is listed (`PaperIndex.explain`): against a seed paper or a search text, the
-    terms
-    they share most and the cosines of their embeddings and of their TF-IDF vectors."""
+    terms they share most and the cosines of their embeddings and of their TF-IDF vectors."""
 
     paper: Paper
     seed: Paper | None

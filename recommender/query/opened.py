@@ -299,14 +299,12 @@ class OpenedIndex:
 
     def use_query_encoder(self, encoder: Encoder) -> None:
         """Encode free texts with `encoder`, one of this index's model and precision (the parts of
-        an
-        index with segments share one, query/segmented.py)."""
+        an index with segments share one, query/segmented.py)."""
         self._query_encoder = encoder
 
     def encode_query(self, text: str, head: int = 0) -> np.ndarray:
         """A free text as one vector, windowed like the papers were (`head`: characters of a title
-        that
-        starts the text, repeated at the start of every window as the build does)."""
+        that starts the text, repeated at the start of every window as the build does)."""
         if (
             self._query_encoder is None
         ):  # loaded on first use: `like` of stored papers never needs it

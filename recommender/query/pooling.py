@@ -91,11 +91,9 @@ def _holds(rows: np.ndarray, wanted: np.ndarray) -> bool:
 
 
 def query_cosines(index: OpenedIndex, query: Query, rows: np.ndarray) -> np.ndarray:
-    """`cosines` of a query's candidates: read with pread for one query (`candidate_cosines`),
-    from the
-    memory map for a batch (`like_each`, which reads many); the same float64 sums either way.
-    Each row's
-    vector is read once a query (the pool and the ranked candidates overlap)."""
+    """`cosines` of a query's candidates: read with pread for one query (`candidate_cosines`), from
+    the memory map for a batch (`like_each`, which reads many); the same float64 sums either way.
+    Each row's vector is read once a query (the pool and the ranked candidates overlap)."""
     rows = np.asarray(rows, dtype=np.int64)
     known = query.cosines
     missing = np.array([row for row in rows.tolist() if row not in known], dtype=np.int64)
@@ -119,8 +117,7 @@ def query_cosines(index: OpenedIndex, query: Query, rows: np.ndarray) -> np.ndar
 def pool_candidates(
     index: OpenedIndex, query: Query, seeds: set[int], size: int, mode: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The `size` best papers (seeds left out) by embedding cosine and by TF-IDF, each best
-    first
+    """The `size` best papers (seeds left out) by embedding cosine and by TF-IDF, each best first
     (the TF-IDF side only in hybrid and lexical mode)."""
     n = len(index)
     dense_rows = lexical_rows = np.zeros(0, dtype=np.int64)
@@ -159,9 +156,8 @@ def dense_candidates(index: OpenedIndex, query: Query, depth: int) -> np.ndarray
 def lexical_candidates(
     index: OpenedIndex, query: Query, depth: int, also
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, scores) in ascending rows: the `depth` best rows by TF-IDF and the rows `also`,
-    with their
-    exact scores (`LexicalIndex.top`, or `like_each`'s scores of every row); kept for the next
+    """(rows, scores) in ascending rows: the `depth` best rows by TF-IDF and the rows `also`, with
+    their exact scores (`LexicalIndex.top`, or `like_each`'s scores of every row); kept for the next
     call.
     """
     also = sorted_union(also)
@@ -187,10 +183,8 @@ def query_scores(
     dense_weight: float | None = None,
 ) -> np.ndarray:
     """The score each of `rows` is ranked by (-1..1). In hybrid mode both cosines are normalised
-    over
-    the query's pool (POOL papers from each side, seeds left out) and fused (`ranking.fuse`), so
-    a
-    paper's score does not depend on which other papers are ranked with it."""
+    over the query's pool (POOL papers from each side, seeds left out) and fused (`ranking.fuse`),
+    so a paper's score does not depend on which other papers are ranked with it."""
     if mode == "dense":
         return query_cosines(index, query, rows)
     if mode == "lexical":
@@ -226,13 +220,10 @@ def rank_candidates(
     candidates: Sequence[int] | None = None,
 ) -> list[Recommendation]:
     """The top `k` papers for one query, or for several (a profile's seeds, mixed with their
-    centroid
-    by `profiles.profile_scores`, over the candidates of them all). `terms`: the
-    TF-IDF terms `why` shows (default: the first query's); `named`: (ID, handle) of each query's
-    seed,
-    to say which seeds each paper is there because of; `centroid`: the seeds' centroid's query,
-    mixed in
-    (`profiles.profile_scores`) and its candidates ranked too."""
+    centroid by `profiles.profile_scores`, over the candidates of them all). `terms`: the TF-IDF
+    terms `why` shows (default: the first query's); `named`: (ID, handle) of each query's seed, to
+    say which seeds each paper is there because of; `centroid`: the seeds' centroid's query, mixed
+    in (`profiles.profile_scores`) and its candidates ranked too."""
     check_options(k, min_score, diverse, mode)
     fetch = max(POOL, 4 * (k + len(excluded)))
     found: set[int] = set()

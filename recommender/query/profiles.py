@@ -55,9 +55,8 @@ def best_topic(per_topic: np.ndarray) -> np.ndarray:
 
 def best_and_mean(per_seed: np.ndarray, max_weight: float) -> np.ndarray:
     """[seeds, candidates] scores -> one score a candidate: `max_weight` x the best seed's score
-    plus
-    the rest x the seeds' mean. On the scores' own scale (a convex mix), so --min-score keeps its
-    meaning.
+    plus the rest x the seeds' mean. On the scores' own scale (a convex mix), so --min-score keeps
+    its meaning.
     """
     per_seed = np.asarray(per_seed, dtype=np.float64)
     if per_seed.ndim != 2 or per_seed.shape[0] == 0:
@@ -68,19 +67,15 @@ def best_and_mean(per_seed: np.ndarray, max_weight: float) -> np.ndarray:
 
 def seed_clusters(vectors: np.ndarray, distance: float = CLUSTER_DISTANCE) -> list[list[int]]:
     """Groups of seeds (positions of `vectors`) by average-linkage clustering on cosine distance,
-    cut at
-    `distance` (scipy's `fcluster(linkage(pdist(v, "cosine"), "average"), distance, "distance")`):
-    seeds
-    on one topic end in one group. Each group in ascending order, groups in order of their first
-    seed.
+    cut at `distance` (scipy's `fcluster(linkage(pdist(v, "cosine"), "average"), distance,
+    "distance")`): seeds on one topic end in one group. Each group in ascending order, groups in
+    order of their first seed.
 
     numpy alone (a cold `like` imports no scipy): the closest pair of groups is merged, and its
-    distance
-    to every other group updated as the size-weighted mean (Lance-Williams), until the closest pair
-    is
-    farther apart than `distance`; average linkage never merges closer than an earlier merge, so
-    this is
-    the cut tree. O(n^3) over n seeds: SCIPY_FROM seeds and more go to scipy's O(n^2) linkage."""
+    distance to every other group updated as the size-weighted mean (Lance-Williams), until the
+    closest pair is farther apart than `distance`; average linkage never merges closer than an
+    earlier merge, so this is the cut tree. O(n^3) over n seeds: SCIPY_FROM seeds and more go to
+    scipy's O(n^2) linkage."""
     vectors = np.asarray(vectors, dtype=np.float64)
     count = len(vectors)
     if count < 2:
@@ -121,10 +116,9 @@ SCIPY_FROM = 300
 
 def svm_scores(features: np.ndarray, positive: np.ndarray, c: float = 0.01) -> np.ndarray:
     """A linear SVM of the `positive` rows (a boolean mask) against every other row of `features`,
-    as
-    arxiv-sanity-lite ranks a tag's papers: each row's signed distance to the margin (higher: more
-    like
-    the seeds). Balanced class weights, so a handful of seeds is not swamped by the rest."""
+    as arxiv-sanity-lite ranks a tag's papers: each row's signed distance to the margin (higher:
+    more like the seeds). Balanced class weights, so a handful of seeds is not swamped by the
+    rest."""
     from sklearn.svm import LinearSVC
 
     positive = np.asarray(positive, dtype=bool)
@@ -137,8 +131,7 @@ def svm_scores(features: np.ndarray, positive: np.ndarray, c: float = 0.01) -> n
 
 def top_mean(per_seed: np.ndarray, k: int) -> np.ndarray:
     """[seeds, candidates] scores -> each candidate's mean of its `k` best seeds' scores (all of
-    them
-    when there are fewer seeds): between the best match (k=1) and the plain mean."""
+    them when there are fewer seeds): between the best match (k=1) and the plain mean."""
     per_seed = np.asarray(per_seed, dtype=np.float64)
     if per_seed.ndim != 2 or per_seed.shape[0] == 0:
         raise ValueError(f"need [seeds, candidates] scores, got shape {per_seed.shape}")
@@ -151,8 +144,7 @@ def top_mean(per_seed: np.ndarray, k: int) -> np.ndarray:
 
 def soft_max(per_seed: np.ndarray, temperature: float) -> np.ndarray:
     """[seeds, candidates] scores -> t x log(mean(exp(score / t))) over the seeds: the mean as t
-    grows,
-    the best match as t shrinks, on the scores' own scale."""
+    grows, the best match as t shrinks, on the scores' own scale."""
     per_seed = np.asarray(per_seed, dtype=np.float64)
     if per_seed.ndim != 2 or per_seed.shape[0] == 0:
         raise ValueError(f"need [seeds, candidates] scores, got shape {per_seed.shape}")
@@ -165,8 +157,7 @@ def soft_max(per_seed: np.ndarray, temperature: float) -> np.ndarray:
 
 def pooled_seeds(seeds: int, k: int = PROFILE_TOP_K) -> int:
     """How many best seeds a candidate's score pools: `k`, but at most half the seeds (at least
-    one), so
-    a profile of a few papers on different topics is never averaged across them (two seeds: the
-    best).
+    one), so a profile of a few papers on different topics is never averaged across them (two seeds:
+    the best).
     """
     return max(1, min(k, seeds // 2))

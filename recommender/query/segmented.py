@@ -164,8 +164,7 @@ class SegmentedIndex(PaperIndex):
 
     def faiss_search(self, queries: np.ndarray, depth: int) -> np.ndarray:
         """Each part's nearest `depth`, removed papers left out, merged by inner product: the
-        union's
-        nearest `depth`, as a rebuild without the removed papers finds them."""
+        union's nearest `depth`, as a rebuild without the removed papers finds them."""
         removed = np.array(sorted(self.removed_rows()), dtype=np.int64)
         found_scores, found_rows = [], []
         for start, part in zip(self.starts.tolist(), self.parts):
@@ -373,10 +372,9 @@ class _UnionLexical:
     union (the base's, plus the segments', less the removed papers') give the IDF a rebuild would
     compute; a stored weight times the ratio of the two IDFs, the row then normalised again, is the
     rebuild's weight. So a query is scored against the stored rows with its weights times that
-    ratio,
-    and each score divided by its row's norm under the ratio: the rebuild's scores, but for the
-    terms
-    only added papers use (a segment stores no column for them) until `papers build --compact`."""
+    ratio, and each score divided by its row's norm under the ratio: the rebuild's scores, but for
+    the terms only added papers use (a segment stores no column for them) until `papers build
+    --compact`."""
 
     def __init__(self, union: SegmentedIndex):
         self.union = union
@@ -465,8 +463,8 @@ class _UnionLexical:
         self, query: SparseVector, k: int, also=(), stats: dict | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each part's best rows and rows `also`, in ascending rows, with the rebuild's scores: a
-        superset
-        of the union's best `k` (each part asked for more, as the norms move scores a little)."""
+        superset of the union's best `k` (each part asked for more, as the norms move scores a
+        little)."""
         also = np.asarray(sorted(set(np.asarray(also, dtype=np.int64).tolist())), dtype=np.int64)
         stored_query = self._as_stored(query)
         removed = np.array(sorted(self.union.removed_rows()), dtype=np.int64)

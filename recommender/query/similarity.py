@@ -97,13 +97,10 @@ class SimilarQueries(IndexLookups):
         """`like` for papers given by row, and papers not in the index (`outside`, embedded now).
 
         Several seeds: each seed is a query of its own (the `negatives` subtracted from it,
-        Rocchio), and
-        a candidate's score mixes the mean of its PROFILE_TOP_K best seeds' scores with the seeds'
-        centroid's (`profiles.profile_scores`): a profile on several topics finds papers of each,
-        and a
-        paper close to a couple of seeds beats one vaguely near all (docs/profiles.md). `why`: also
-        the
-        seeds behind each paper (`Recommendation.because`)."""
+        Rocchio), and a candidate's score mixes the mean of its PROFILE_TOP_K best seeds' scores
+        with the seeds' centroid's (`profiles.profile_scores`): a profile on several topics finds
+        papers of each, and a paper close to a couple of seeds beats one vaguely near all
+        (docs/profiles.md). `why`: also the seeds behind each paper (`Recommendation.because`)."""
         check_options(k, min_score, diverse, mode)
         positives, negatives, outside = list(positives), list(negatives), list(outside)
         seeds = set(positives) | set(negatives)
@@ -145,8 +142,7 @@ class SimilarQueries(IndexLookups):
     ) -> list[list[Recommendation]]:
         """`like_rows([row], k=k, why=why)` for each of `rows`: the same lists, with the dense
         candidates of all of them found by one batched FAISS search (related-work); each list is
-        then
-        re-ranked over its own candidates only."""
+        then re-ranked over its own candidates only."""
         check_options(k, None, None, "hybrid")
         rows = [int(row) for row in rows]
         if not rows:
@@ -185,11 +181,9 @@ class SimilarQueries(IndexLookups):
         profile: str = "seeds",
     ) -> np.ndarray:
         """Scores of `rows` against the paper at `query_rows` (or the papers, a profile), as `like`
-        scores
-        them (used by evaluation). `profile="topics"` (seeds clustered, the best cluster's centroid)
-        and
-        `"centroid"` (one centroid) score several papers as earlier versions of `like` did, for
-        comparison.
+        scores them (used by evaluation). `profile="topics"` (seeds clustered, the best cluster's
+        centroid) and `"centroid"` (one centroid) score several papers as earlier versions of `like`
+        did, for comparison.
         """
         check_options(1, None, None, mode)
         if profile not in PROFILES:
@@ -267,9 +261,8 @@ class SimilarQueries(IndexLookups):
         outside_vectors: list[np.ndarray] | None = None,
     ) -> Query:
         """The query of `like`: Rocchio over the seeds (stored positives, papers from outside the
-        index,
-        negatives, in that order). `outside_vectors`: the outside papers' embeddings, if already
-        made.
+        index, negatives, in that order). `outside_vectors`: the outside papers' embeddings, if
+        already made.
         """
         weights = seed_weights(len(positives) + len(outside), len(negatives))
         dimension = self.manifest["dimension"]
@@ -310,8 +303,7 @@ class SimilarQueries(IndexLookups):
         outside: list[Paper],
     ) -> list[Query]:
         """One Rocchio query a seed (stored positives, then papers from outside the index), each
-        with all
-        the negatives; one seed: its query alone."""
+        with all the negatives; one seed: its query alone."""
         if len(positives) + len(outside) == 1:
             return [self._seed_query(positives, negatives, mode, why, outside)]
         outside_vectors = (
@@ -343,9 +335,8 @@ class SimilarQueries(IndexLookups):
         outside: list[Paper],
     ) -> list[Query]:
         """The seeds grouped into topics (`seed_clusters` of their embeddings), one Rocchio query
-        each
-        (with all the negatives). In lexical mode papers from outside the index are not embedded, so
-        seeds with such papers are one topic there."""
+        each (with all the negatives). In lexical mode papers from outside the index are not
+        embedded, so seeds with such papers are one topic there."""
         if len(positives) + len(outside) == 1 or (mode == "lexical" and outside):
             return [self._seed_query(positives, negatives, mode, why, outside)]
         outside_vectors = self._encode_papers(outside)

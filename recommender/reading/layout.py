@@ -259,9 +259,8 @@ CLOSE = 0.1  # px at zoom 1: points this close coincide
 
 def _spread_coinciding(xy: np.ndarray) -> np.ndarray:
     """Papers with (nearly) the same embedding land on the same spot, where only one of them could
-    be
-    clicked at any zoom: put each such set (points within CLOSE of the set's first one) evenly on a
-    small circle round their middle, in row order."""
+    be clicked at any zoom: put each such set (points within CLOSE of the set's first one) evenly on
+    a small circle round their middle, in row order."""
     xy = xy.copy()
     cells: dict[tuple[int, int], list[int]] = {}  # cell of CLOSE size -> first points of sets there
     sets: dict[int, list[int]] = {}
@@ -307,9 +306,8 @@ def _inside(box) -> bool:
 
 
 def _place_group_labels(groups: list[MapGroup], xy: np.ndarray) -> list[MapGroup]:
-    """Each session label near the middle of its points, moved outwards step by step until it
-    covers no point, no other label and not the caption; where no such place is near, the nearest
-    that
+    """Each session label near the middle of its points, moved outwards step by step until it covers
+    no point, no other label and not the caption; where no such place is near, the nearest that
     covers no other label and not the caption (its halo keeps it legible over points)."""
     dots = _Grid(xy)
     placed: list[tuple] = [(0, 0, WIDTH, TOP - 8)]  # title and caption

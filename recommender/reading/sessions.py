@@ -182,19 +182,14 @@ def session_labels(
     count: int = LABEL_TERMS,
 ) -> dict[int, tuple[str, ...]]:
     """For each group, up to `count` terms that set it apart from the other groups: class-based
-    TF-IDF
-    (BERTopic's c-TF-IDF with its BM25 idf and frequent words reduced: the square root of a term's
-    share of
-    the group's words, times log(1 + (A - f + 0.5) / (f + 0.5)), A the mean words a group and f the
-    term's
-    uses over all groups) over single words and two-word phrases, tokenised as the TF-IDF index
-    does.
-    Terms used by fewer than two of a group's papers (groups of three or more), terms every group
-    uses
-    (weight 0 or less), filler and markup are skipped; a phrase replaces its word when most of the
-    word's uses in the group are in it. No word (`word_key`) is in two labels: the terms are taken
-    best
-    weight first over all the groups, so a word goes to the group it characterises most."""
+    TF-IDF (BERTopic's c-TF-IDF with its BM25 idf and frequent words reduced: the square root of a
+    term's share of the group's words, times log(1 + (A - f + 0.5) / (f + 0.5)), A the mean words a
+    group and f the term's uses over all groups) over single words and two-word phrases, tokenised
+    as the TF-IDF index does. Terms used by fewer than two of a group's papers (groups of three or
+    more), terms every group uses (weight 0 or less), filler and markup are skipped; a phrase
+    replaces its word when most of the word's uses in the group are in it. No word (`word_key`) is
+    in two labels: the terms are taken best weight first over all the groups, so a word goes to the
+    group it characterises most."""
     groups = np.asarray(groups, dtype=np.int64)
     if len(texts) != len(groups):
         raise ValueError(f"{len(texts)} texts for {len(groups)} group numbers")
@@ -283,10 +278,8 @@ uses in the group are in the phrase ("machine" -> "machine translation")."""
 
 def _phrase_for(word: str, phrases: Sequence[str], uses_and_weight, used: set[str]) -> str | None:
     """The phrase to write instead of `word`: one holding at least PHRASE_SHARE of the word's uses
-    in the
-    group, no word of it in another label; of those, the one whose other word sets the group apart
-    most
-    ("video clips" before "neural video")."""
+    in the group, no word of it in another label; of those, the one whose other word sets the group
+    apart most ("video clips" before "neural video")."""
     uses = uses_and_weight(word)[0]
     best = None
     for phrase in sorted(phrases):
@@ -303,8 +296,7 @@ def _phrase_for(word: str, phrases: Sequence[str], uses_and_weight, used: set[st
 
 def _joined(word: str, label: Sequence[str], uses_and_weight) -> tuple[str, str] | None:
     """(phrase, word of `label`) when `word` and a single word already in the label make a phrase
-    holding
-    at least PHRASE_SHARE of `word`'s uses in the group."""
+    holding at least PHRASE_SHARE of `word`'s uses in the group."""
     for other in label:
         if " " in other or word in FILLER:
             continue
@@ -383,8 +375,7 @@ def group_papers(
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(session of each row, unit centre of each session): k-means, capacity, then centres of the
-    members.
-    Sessions are numbered 0.. in chain order; a session left empty is dropped."""
+    members. Sessions are numbered 0.. in chain order; a session left empty is dropped."""
     rows = list(rows)
     if not 0 <= seed <= MAX_SEED:
         raise OptionError(

@@ -40,8 +40,8 @@ def _valid_tag(tag: str) -> bool:
 
 class TagStore:
     """Tags of paper IDs in `<index>/tags.sqlite` (WAL mode: readers never wait for a writer, and
-    several
-    server processes share it). IDs are kept as given, so tags outlive a rebuild of the index.
+    several server processes share it). IDs are kept as given, so tags outlive a rebuild of the
+    index.
 
     The collections of the index's live version (a Zotero library's folders, recorded by the build)
     are tags too, read-only: a collection's papers are those of the latest build, and the user's own
@@ -159,9 +159,8 @@ class TagStore:
 
     def mark(self, tag: str, paper_id: str, kind: str) -> list[str]:
         """Mark a paper for a tag: "not" (not interested: a negative seed of the tag's profile) or
-        "seen"
-        (shown and acknowledged: left out of the tag's recommendations); returns the tag's papers so
-        marked.
+        "seen" (shown and acknowledged: left out of the tag's recommendations); returns the tag's
+        papers so marked.
         """
         check_tag(tag)
         _check_kind(kind)
@@ -383,11 +382,9 @@ def recommend_for_tags(
     candidates: Sequence[int] | None = None,
 ) -> list[Recommendation]:
     """Papers like the papers of these tags (all of them as one profile), the tagged papers left
-    out,
-    unlike the papers marked not interested for them (and those in `not_`), without the papers
-    marked
-    seen for the tags in `exclude_seen`; `candidates`: rank only these rows. Tagged IDs this index
-    no longer holds (a rebuild dropped them) are passed over."""
+    out, unlike the papers marked not interested for them (and those in `not_`), without the papers
+    marked seen for the tags in `exclude_seen`; `candidates`: rank only these rows. Tagged IDs this
+    index no longer holds (a rebuild dropped them) are passed over."""
     names = list(dict.fromkeys(check_tag(name) for name in names))
     if not names:
         raise InputError("no tag given: name at least one tag")

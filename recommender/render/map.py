@@ -97,8 +97,7 @@ def map_script() -> str:
 def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
     """One offline HTML file: the map as inline SVG (a <title> on every point, so it reads without
     JavaScript), the papers as JSON, and a script for search, pinning, zoom, pan and session
-    toggles.
-    `script_url`: load the script from there instead of inlining it (a page served under a
+    toggles. `script_url`: load the script from there instead of inlining it (a page served under a
     Content-Security-Policy that forbids inline scripts: `papers serve`)."""
     e = html.escape
     count = len(corpus_map.points)

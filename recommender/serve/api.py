@@ -49,8 +49,7 @@ def cookie(request: Request, base: str) -> str | None:
 
 def with_encoder(opened) -> None:
     """Load the query encoder once a version, before the first search: concurrent first searches
-    would
-    each load a model."""
+    would each load a model."""
     opened.cached("query encoder", lambda: opened.recommender.encode_query("warm up"))
 
 
@@ -80,10 +79,8 @@ def check_write(request: Request) -> None:
 
 def write_tag(request: Request, tag: str, reference: str, remove: bool = False) -> list[str]:
     """Tag (or untag) the paper a reference names, as reading.tags.tag_paper and untag_paper do, but
-    with
-    the index leased only to resolve the reference: a write that waits for a tags.sqlite another
-    program
-    has locked holds nothing that lookups need."""
+    with the index leased only to resolve the reference: a write that waits for a tags.sqlite
+    another program has locked holds nothing that lookups need."""
     from ..errors import PaperNotFoundError
 
     check_tag(tag)

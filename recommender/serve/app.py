@@ -69,8 +69,7 @@ API_OF_COMMAND = {"list": "/api/papers", "show": "/api/papers/ID", "info": "/api
 
 def in_api_words(message: str) -> str:
     """A library message as the server's user reads it: the CLI's options named as the API's
-    parameters
-    (`--min-score` is `min_score`), a CLI command as the endpoint that does the same."""
+    parameters (`--min-score` is `min_score`), a CLI command as the endpoint that does the same."""
     message = CLI_OPTION.sub(lambda match: "parameter " + match.group(1).replace("-", "_"), message)
     return CLI_COMMAND.sub(lambda match: API_OF_COMMAND.get(match.group(1), "/docs"), message)
 
@@ -87,10 +86,8 @@ def error_response(request: Request, status: int, message: str):
 
 class Guard:
     """Pure ASGI middleware, outside everything else (the catch-all 500 handler included): the Host
-    check on
-    loopback, `?token=` sign-in, HEAD as GET without a body, the security headers on every response,
-    and
-    the answer to a request cut by the end of the shutdown bound."""
+    check on loopback, `?token=` sign-in, HEAD as GET without a body, the security headers on every
+    response, and the answer to a request cut by the end of the shutdown bound."""
 
     def __init__(self, app, access: Access):
         self.app, self.access = app, access
@@ -274,8 +271,7 @@ def create_app(
 async def stopping(app: PapersAPI):
     """At the start, errors of accepting connections counted, not logged one by one. At the end of a
     stop: what was cut (requests past the shutdown bound), then exit at once rather than wait for
-    their
-    threads; the background work is stopped too."""
+    their threads; the background work is stopped too."""
     from .protocol import quiet_server_errors
 
     quiet_server_errors(asyncio.get_running_loop())

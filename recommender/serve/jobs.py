@@ -1,7 +1,6 @@
 """Long work of the server (the map, the reading-group plans) off the request path: in one
-background
-process per worker, so that neither a lock nor the interpreter that lookups need is held by it; the
-results kept in a bounded cache, the same work asked for twice done once."""
+background process per worker, so that neither a lock nor the interpreter that lookups need is held
+by it; the results kept in a bounded cache, the same work asked for twice done once."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def compute_sessions_json(index_dir: str, n: int) -> bytes:
 
 class Jobs:
     """The background process of one server process, and what it computed (KEPT results, least
-    recently
-    used dropped first)."""
+    recently used dropped first)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

@@ -1,6 +1,6 @@
 """The pages, after arxiv-sanity-lite: one list page driven by its address (`?q=`, `?pid=`,
-`?tags=`), paper
-cards with "similar" and "inspect", a page per paper, tags, the map and the sessions."""
+`?tags=`), paper cards with "similar" and "inspect", a page per paper, tags, the map and the
+sessions."""
 
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ def url_part(value) -> str:
 
 def address(prefix: str, name: str, parameter: str) -> str:
     """The page of a paper or tag: `prefix/NAME`, or `prefix?parameter=NAME` for a name that is a
-    dot
-    segment ("." or ".."), which a browser would fold into another path even when percent-encoded.
+    dot segment ("." or ".."), which a browser would fold into another path even when
+    percent-encoded.
     """
     if name in (".", ".."):
         return f"{prefix}?{parameter}={url_part(name)}"
@@ -470,8 +470,7 @@ async def sessions_page(request: Request, n: int = Query(6, ge=1, le=50)):
 @router.get("/map", response_class=HTMLResponse)
 async def map_page(request: Request):
     """The explorable map `papers map --out map.html` writes, its script served as a file (no inline
-    script);
-    drawn in the background on the first request."""
+    script); drawn in the background on the first request."""
     # With the layout stored by the build, what is left to draw takes seconds, not minutes: the
     # first request waits for it (off the request path still) rather than show the waiting page.
     with lease(request) as opened:

@@ -38,9 +38,8 @@ log = logging.getLogger("papers.serve")
 
 def fit_descriptor_limit() -> int:
     """Raise this process's soft limit on open files to its hard limit (as far as 65,536), and bound
-    the
-    connections under it: running out of descriptors is what made a flood of clients take a server
-    down.
+    the connections under it: running out of descriptors is what made a flood of clients take a
+    server down.
     """
     global MAX_CONNECTIONS
     try:
@@ -132,9 +131,8 @@ _REASONS = {
 
 def quiet_server_errors(loop) -> None:
     """Count (see Refusals) what uvicorn and asyncio would log once per client: accept errors,
-    malformed
-    requests. Once per event loop; before the first connection (a burst of connections is accepted
-    before any of them is handled)."""
+    malformed requests. Once per event loop; before the first connection (a burst of connections is
+    accepted before any of them is handled)."""
     if loop in QUIETED:
         return
     loop.set_exception_handler(quiet_accept_errors)
@@ -197,10 +195,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def answer_and_close(self, response: bytes) -> None:
         """Write a last response, then close: the write side at once (the client reads the answer),
-        the
-        connection a moment later (closing with unread request bytes would reset it before the
-        client has
-        read the answer)."""
+        the connection a moment later (closing with unread request bytes would reset it before the
+        client has read the answer)."""
         if self.transport.is_closing():
             return
         self.transport.write(response)

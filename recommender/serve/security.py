@@ -40,8 +40,7 @@ def response_headers(path: str) -> list[tuple[bytes, bytes]]:
 
 def cookie_name(base: str, port: int | None) -> str:
     """A cookie per server: browsers scope cookies by host, not port, so two servers on one host (or
-    any
-    other service there) would otherwise read and overwrite each other's."""
+    any other service there) would otherwise read and overwrite each other's."""
     return f"{base}_{port}" if port else base
 
 
@@ -76,8 +75,7 @@ def new_token() -> str:
 @dataclass(frozen=True)
 class Access:
     """Writes need `token` when it is set (always on an address other than loopback); reads are
-    open.
-    On loopback, requests must name a loopback host (no DNS rebinding onto 127.0.0.1)."""
+    open. On loopback, requests must name a loopback host (no DNS rebinding onto 127.0.0.1)."""
 
     token: str | None
     loopback: bool

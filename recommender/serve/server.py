@@ -78,8 +78,7 @@ def serve(
     token_file: str | None = None,
 ) -> None:
     """Serve an index until Ctrl-C or SIGTERM. Off loopback, writes need a token (from `token_file`,
-    given,
-    $PAPERS_TOKEN, or generated and announced, as Jupyter does)."""
+    given, $PAPERS_TOKEN, or generated and announced, as Jupyter does)."""
     if not 1 <= workers <= MAX_WORKERS:
         raise OptionError(f"workers must be 1..{MAX_WORKERS}, got {workers}", "workers")
     index_dir = Path(os.path.abspath(resolve_index_dir(index)))

@@ -11,9 +11,8 @@ log = logging.getLogger("papers.serve")
 
 def follow_supervisor(supervisor: int) -> None:
     """A worker stops (gracefully, as on SIGTERM) when its supervisor is gone, killed with -9 too:
-    the
-    kernel signals it at once on Linux (PR_SET_PDEATHSIG), and a thread watching the parent does it
-    elsewhere (or should the signal be missed)."""
+    the kernel signals it at once on Linux (PR_SET_PDEATHSIG), and a thread watching the parent does
+    it elsewhere (or should the signal be missed)."""
     import signal
     import threading
 
