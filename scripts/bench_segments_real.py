@@ -12,8 +12,13 @@ encodes it on this machine's CPU):
   cache under the real model's identity: the base is built from the cache, as a rebuild finds it.
   The add is timed cold (the added papers encoded by the real model) and again on a copy of the
   base with their vectors cached: the second is the add's cost beyond encoding (target: at most
-  5 s), the difference the encoding. A full rebuild is the compaction of the index (beyond
-  encoding, every vector cached) plus the encoding of every paper at the rate just measured.
+  5 s), the difference the encoding. The warm add is timed in wall-clock and in the process's
+  CPU seconds (on a shared machine the wall clock also counts the other jobs' turns), and run
+  once more, on a third copy, under cProfile for the share of each phase (reading the inputs,
+  looking their IDs up in the base, the base's vocabulary, the embedding cache, the segment's
+  papers and TF-IDF, its FAISS index, checksums and fsyncs, publishing). A full rebuild is the
+  compaction of the index (beyond encoding, every vector cached) plus the encoding of every
+  paper at the rate just measured.
 - agreement: the corpus (every paper encoded by the real model) built at once, against its
   first (1 - `--share`) built and the rest added in 3 adds as segments; the top 10 of `like`
   (every paper as seed) and `search` (`--searches` titles of papers, as free text) in hybrid
@@ -57,6 +62,51 @@ def timed(function) -> float:
     return time.perf_counter() - started
 
 
+def timed_both(function) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of this process."""
+    started, cpu = time.perf_counter(), time.process_time()
+    function()
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+# The phases of an add, as functions of the package: (label, module path suffix, function name).
+PHASES = (
+    ("reading the inputs", "corpus/papers.py", "scan_papers"),
+    ("IDs looked up in the base", "index/segments.py", "_holders"),
+    ("the base's vocabulary and IDF", "index/segments.py", "_base_terms"),
+    ("vectors from the embedding cache", "index/build.py", "_embed"),
+    ("papers and TF-IDF rows written", "index/build.py", "_write_papers"),
+    ("TF-IDF arrays", "index/lexical.py", "finish"),
+    ("FAISS index", "index/build.py", "_faiss_index_for"),
+    ("checksums and fsyncs (commit)", "index/writer.py", "commit"),
+    ("old versions looked for (removed)", "index/writer.py", "_remove_old_versions"),
+    ("publishing the segment list", "index/segments.py", "_publish"),
+)
+
+
+def phase_shares(function) -> tuple[float, list[tuple[str, float]]]:
+    """`function` run under cProfile: its seconds and each phase's cumulative seconds in it."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    function()
+    profile.disable()
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = max(cumulative for (_, _, name), (_, _, _, cumulative, _) in stats.items()
+                if name == "add_papers")
+    shares = []
+    for label, suffix, name in PHASES:
+        seconds = sum(
+            cumulative
+            for (path, _, function_name), (_, _, _, cumulative, _) in stats.items()
+            if function_name == name and path.endswith(suffix)
+        )
+        shares.append((label, seconds))
+    return total, shares
+
+
 def read_corpus(path: Path) -> list[dict]:
     with open(path, encoding="utf-8") as rows:
         return [json.loads(line) for line in rows if line.strip()]
@@ -79,15 +129,23 @@ def measure_add(work: Path, papers: int, added: list[dict]) -> dict:
     build_index([base], index=work / "base", **options)  # the stand-in vectors into the cache
     loading.load_encoder = real_load
     extra = write(work / "added.jsonl", added)
-    for name in ("cold", "warm"):
+    for name in ("cold", "warm", "profiled"):
         shutil.copytree(work / "base", work / name, symlinks=True)
     cold = timed(lambda: add_papers([extra], index=work / "cold", compact_share=None))
-    warm = timed(lambda: add_papers([extra], index=work / "warm", compact_share=None))
+    warm, warm_cpu = timed_both(
+        lambda: add_papers([extra], index=work / "warm", compact_share=None)
+    )
+    profiled, shares = phase_shares(
+        lambda: add_papers([extra], index=work / "profiled", compact_share=None)
+    )
     rebuild = timed(lambda: compact(work / "warm"))
     encoding = cold - warm
     return {
         "cold": cold,
         "beyond": warm,
+        "beyond_cpu": warm_cpu,
+        "profiled": profiled,
+        "shares": shares,
         "encoding": encoding,
         "rebuild_beyond": rebuild,
         "rebuild_total": rebuild + encoding * (papers + len(added)) / len(added),
@@ -174,8 +232,14 @@ def main() -> None:
         print(f"| add as one segment, encoding included | {cost['cold']:.1f} | |")
         print(f"| of which encoding the {args.added:,} | {cost['encoding']:.1f} | |")
         print(f"| the rest (add beyond encoding) | {cost['beyond']:.2f} | at most 5 |")
+        print(f"| the rest, CPU seconds of this process | {cost['beyond_cpu']:.2f} | |")
         print(f"| rebuild beyond encoding | {cost['rebuild_beyond']:.1f} | |")
         print(f"| full rebuild, encoding every paper at that rate | {cost['rebuild_total']:.0f} | |")
+        print(f"the add beyond encoding under cProfile: {cost['profiled']:.2f} s, of which")
+        for label, seconds in cost["shares"]:
+            print(f"  {label}: {seconds:.2f} s ({100 * seconds / cost['profiled']:.0f}%)")
+        rest = cost["profiled"] - sum(seconds for _, seconds in cost["shares"])
+        print(f"  the rest: {rest:.2f} s ({100 * rest / cost['profiled']:.0f}%)")
     if agreement is None:
         return
     likes, searches = agreement["likes"], agreement["searches"]

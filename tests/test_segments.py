@@ -309,3 +309,18 @@ def test_a_segment_paper_with_words_the_base_lacks_scores_as_after_a_rebuild(wor
     assert found.keys() == expected.keys()
     for paper_id in ("n0", "n1", "n2", "b00"):
         assert found[paper_id] == pytest.approx(expected[paper_id], rel=1e-4), paper_id
+
+
+def test_an_add_runs_no_full_garbage_collection_a_rebuild_still_does(built, workdir, monkeypatch):
+    """A full collection walks every object of the process (a third of a second in an add that
+    loaded the model): it is for readers in reference cycles pinning an old version, and a
+    segment has none; a rebuild, which has one to remove, still collects."""
+    from recommender.index import writer
+
+    collections = []
+    monkeypatch.setattr(writer.gc, "collect", lambda *args: collections.append(args) or 0)
+    write_corpus(workdir / "new", NEW)
+    assert built("add", "new", "--no-compact").exit_code == 0
+    assert collections == []
+    assert built("build", "in").exit_code == 0
+    assert len(collections) == 1

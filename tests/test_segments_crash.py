@@ -209,3 +209,28 @@ def test_a_background_compaction_that_failed_is_reported_by_the_next_add(workdir
     folder.mkdir(parents=True)
     (folder / "log").write_text("SomeWarning: a paper read twice\n")  # warnings are no failure
     assert failed_compaction(workdir / "indexes/default") is None
+
+
+def test_an_add_to_an_index_given_by_a_relative_path_compacts_that_index(
+    workdir, fake_model, monkeypatch
+):
+    """`--index ./stored` is a folder, as for `build` and `like`: the add's background compaction
+    compacts it, not an index named 'stored' under $PAPERS_HOME, and what the add prints names it
+    so that it resolves to the same folder."""
+    from recommender.index.home import rebuild_hint
+    from recommender.index.segments import read_segments
+
+    monkeypatch.setenv("PAPERS_HOME", str(workdir / "home"))
+    build_index([write_corpus(workdir / "old")], index="./stored")
+    write_corpus(workdir / "new", MORE)
+    code, out, err = finish(launch(workdir, "add", "new", "--index", "./stored"))
+    assert code == 0 and "in the background" in out, err
+    child = int(re.search(r"\(process (\d+)\)", out).group(1))
+    _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the compaction ended")
+    log = workdir / "stored/segments/compacting/log"
+    assert not log.exists(), log.read_text()
+    assert read_segments(workdir / "stored").segments == ()
+    with open_index("./stored") as index:
+        assert {paper.id for paper in index.papers()} == NEW
+    assert not (workdir / "home/stored").exists()
+    assert "--index ./stored" in rebuild_hint(Path("stored"))

@@ -79,9 +79,14 @@ def rebuild_hint(index_dir: Path, inputs: str | None = None) -> str:
 
 
 def display_name(index_dir: Path) -> str:
+    """How to give the index to `--index`: its name when it lives in the home, else its path in a
+    form `resolve_index_dir` reads as a path (`./stored`, not `stored`, which is a name)."""
     if index_dir.parent == index_home().path:
         return index_dir.name
-    return str(index_dir)
+    shown = str(index_dir)
+    if os.sep not in shown and not shown.startswith("."):
+        return os.path.join(".", shown)
+    return shown
 
 
 def missing_index(index_dir: Path) -> IndexMissingError:

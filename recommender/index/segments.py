@@ -34,9 +34,15 @@ from pathlib import Path
 
 from .. import files
 from ..corpus.papers import Paper, scan_papers
-from ..errors import IndexBusyError, IndexCorruptError, InputError, PaperNotFoundError
+from ..errors import (
+    IndexBusyError,
+    IndexCorruptError,
+    InputError,
+    PaperNotFoundError,
+    shell_command,
+)
 from .catalogue import build_lock
-from .home import missing_index, resolve_index_dir
+from .home import display_name, missing_index, resolve_index_dir
 from .layout import (
     CURRENT,
     MANIFEST,
@@ -241,8 +247,9 @@ def add_papers(
     failure = failed_compaction(index_dir)
     if failure is not None and notice is not None:
         notice(
-            f"the last background compaction failed ({failure}): "
-            f"run `papers build --compact --index {index_dir.name}`"
+            f"the last background compaction failed ({failure}): run `"
+            + shell_command("papers", "build", "--compact", "--index", display_name(index_dir))
+            + "`"
         )
     with build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
@@ -635,7 +642,9 @@ def start_compaction(index_dir: Path) -> int | None:
         log_path.unlink()
     with files.open_exclusive(log_path, "w") as log:
         child = subprocess.Popen(
-            compaction_command(Path(index_dir)),
+            # Its absolute path: a relative one without a slash ("stored") would be read as the
+            # name of an index in the home.
+            compaction_command(Path(os.path.abspath(index_dir))),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

@@ -411,10 +411,18 @@ def _remove_old_versions(index_dir: Path) -> None:
     live = live_version(index_dir)
     if live is None:
         return
-    gc.collect()  # readers this process dropped but that sit in reference cycles still hold a pin
-    for path in index_dir.glob("v-*"):
-        if path.name == live or not is_own_version(path):
-            continue  # what the index's records do not say it made is not ours to remove
+    old = [
+        path
+        for path in index_dir.glob("v-*")
+        # what the index's records do not say it made is not ours to remove
+        if path.name != live and is_own_version(path)
+    ]
+    if old:
+        # Readers this process dropped but that sit in reference cycles still hold a pin. Only
+        # then: a full collection walks every object of the process (a third of a second in an
+        # add beside a large index), and a first build or a segment has no old version.
+        gc.collect()
+    for path in old:
         try:
             pin = open(path / MANIFEST, "rb")
         except OSError:  # marked, but never committed: no reader can hold it
