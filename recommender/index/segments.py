@@ -534,6 +534,7 @@ def compact(
     live with the segments added and the tombstones left since (readers see the old set or the
     new one). One compaction at a time (`wait`: wait for a running one); a stopped one resumes."""
     from .build import build_index
+    from .map_layout import MANIFEST_KEY as LAYOUT_KEY
     from .writer import remove_old_versions
 
     index_dir = resolve_index_dir(index)
@@ -556,6 +557,7 @@ def compact(
             on_phase=on_phase,
             own_papers=lambda: live_papers(index_dir, snapshot),
             export_query_encoder=bool(manifest.get("query_encoder")),
+            map_layout=bool(manifest.get(LAYOUT_KEY)),  # the new base keeps the index's setting
         )
         with build_lock(index_dir, wait=True):
             _swap_in(index_dir, staging, snapshot)
