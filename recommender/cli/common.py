@@ -78,6 +78,16 @@ model_option = click.option(
 )
 
 
+out_option = click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help=(
+        "Write to this file instead of standard output (- is standard output; a FIFO or device is"
+        " written into, never replaced)."
+    ),
+)
 wide_option = click.option(
     "--wide", is_flag=True, help="Tables: never cut titles and snippets to the terminal's width."
 )

@@ -14,6 +14,7 @@ from .common import (
     index_option,
     model_option,
     opened_index,
+    out_option,
     output_file,
     progress_reporter,
     quiet_option,
@@ -39,16 +40,7 @@ from .errors import library_errors
         "a Mini-Conf site's similar papers (paper_recs.json)."
     ),
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help=(
-        "Write to this file instead of standard output (- is standard output; a FIFO or device is"
-        " written into, never replaced)."
-    ),
-)
+@out_option
 @click.option("--why", is_flag=True, help="Show the terms each pair of papers shares.")
 @index_option
 @model_option
@@ -117,16 +109,7 @@ def related_work(papers, all_papers, from_file, paper_file, k, fmt, out, why, in
     show_default=True,
     help="csv: one row per paper (and per background paper) with its session.",
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help=(
-        "Write to this file instead of standard output (- is standard output; a FIFO or device is"
-        " written into, never replaced)."
-    ),
-)
+@out_option
 @index_option
 @quiet_option
 @library_errors

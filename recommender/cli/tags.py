@@ -11,6 +11,7 @@ from .common import (
     format_option,
     index_option,
     opened_index,
+    out_option,
     output_file,
     quiet_option,
     table_width,
@@ -48,16 +49,7 @@ from .errors import library_errors
     show_default=True,
     help="html: a self-contained digest to read or send by e-mail.",
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help=(
-        "Write to this file instead of standard output (- is standard output; "
-        "a FIFO or device is written into, never replaced)."
-    ),
-)
+@out_option
 @index_option
 @click.option("--wide", is_flag=True, help="Do not fit the table to the terminal's width.")
 @quiet_option
