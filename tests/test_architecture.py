@@ -371,6 +371,13 @@ QUOTED_COMMAND = re.compile(r"`[^`]*`")  # a command to run, quoted whole (`pape
 COMMAND_BUILDERS = ("shell_command", "install_command")
 
 
+TELLING = ("warn", "notice")  # warnings.warn and the notice callbacks the library is given
+
+
+def _called_name(node: ast.Call) -> str:
+    return node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+
+
 def _raised_text(node: ast.AST) -> list[str]:
     """The literal text of the strings in a raise, a formatted value as {} and the words of a
     command built by shell_command left out."""
@@ -388,18 +395,24 @@ def _raised_text(node: ast.AST) -> list[str]:
 
 
 def cli_words_in_library_errors(root: Path) -> list[str]:
-    """Each raise outside cli/ and serve/ whose message names a CLI option (`--limit`): the
-    library names its parameter (OptionError's `parameter`), and the CLI and API their own."""
+    """Each raise, warning or notice outside cli/ and serve/ whose message names a CLI option
+    (`--limit`): the library names its parameter (OptionError's `parameter`), and the CLI and API
+    their own."""
     found = []
     for name, path in modules(root).items():
         if name.split(".")[1:2] in (["cli"], ["serve"]):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Raise) and node.exc is not None:
-                for text in _raised_text(node.exc):
-                    options = CLI_OPTION.findall(QUOTED_COMMAND.sub("", text))
-                    if options:
-                        found.append(f"{name}:{node.lineno} raises with CLI words {options}: {text[:80]}")
+                told, verb = node.exc, "raises"
+            elif isinstance(node, ast.Call) and _called_name(node) in TELLING:
+                told, verb = node, "tells"  # a warning or a notice reaches the user as an error does
+            else:
+                continue
+            for text in _raised_text(told):
+                options = CLI_OPTION.findall(QUOTED_COMMAND.sub("", text))
+                if options:
+                    found.append(f"{name}:{node.lineno} {verb} with CLI words {options}: {text[:80]}")
     return found
 
 
@@ -421,7 +434,12 @@ def test_library_errors_name_no_cli_option():
     ({"cli.py": "def f():\n    raise ValueError('--limit must be at least 1')\n",
       "serve/__init__.py": "", "serve/a.py": "def f():\n    raise ValueError('--port must be 0..65535')\n"},
      []),
-], ids=["f-string", "concatenated", "quoted command", "cli and serve"])
+    ({"corpus/__init__.py": "",
+      "corpus/a.py": "import warnings\ndef f(notice):\n    warnings.warn('left out: keep them with --keep')\n"
+                     "    notice(f'kept: --model {1} would encode again')\n"},
+     ["pkg.corpus.a:3 tells with CLI words ['--keep']: left out: keep them with --keep",
+      "pkg.corpus.a:4 tells with CLI words ['--model']: kept: --model {} would encode again"]),
+], ids=["f-string", "concatenated", "quoted command", "cli and serve", "warning and notice"])
 def test_the_checker_finds_cli_words_in_library_errors(tmp_path, files, expected):
     assert cli_words_in_library_errors(write_package(tmp_path, files)) == expected
 

@@ -28,7 +28,7 @@ def test_api_v2_notes_as_the_api_answers(workdir, run):
     assert result.stdout.startswith("indexed 2 papers")
     assert result.stderr == (
         "warning: openreview-v2.json: 2 withdrawn or desk-rejected submissions left out (the first: "
-        "openreview-v2.json item 3): keep them with --keep-withdrawn\n")
+        "openreview-v2.json item 3); they are indexed when withdrawn submissions are kept\n")
     paper = shown(run, "aB3dE5fG7h")
     assert (paper["title"], paper["authors"], paper["venue"], paper["year"], paper["url"]) == (
         "Private Fine-Tuning at Scale", ["Jane Smith", "Hans Müller"], "ICLR 2024 poster", 2024,

@@ -208,7 +208,7 @@ def test_a_rebuild_keeps_the_index_chunking_unless_given(run, workdir, open_inde
     kept = run("build", "in")
     assert (kept.exit_code, kept.stdout, kept.stderr) == (
         0, "indexed 6 papers in indexes/default: encoded 0, reused 6 from the cache (flat search)\n",
-        "keeping this index's chunking 'windows': --chunking sentences (the default for new indexes) "
+        "keeping this index's chunking 'windows': the chunking sentences (the default for new indexes) "
         "would encode every paper again\n")
     assert open_index().manifest["chunking"]["strategy"] == "windows"
     changed = run("build", "in", "--chunking", "sentences")

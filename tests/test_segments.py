@@ -69,7 +69,7 @@ def test_adding_the_same_file_again_adds_nothing(added):
 
 def test_remove_leaves_tombstones_in_base_and_segment(added):
     result = added("remove", "dp2", "dp3")
-    assert result.exit_code == 0, result.output
+    assert (result.exit_code, result.output) == (0, "removed 2 papers from default\n")
     found = _ids(added("like", "dp1", "--format", "json", "-k", "10"))
     assert "dp2" not in found and "dp3" not in found and found
     listed = [row["id"] for row in json.loads(added("list", "--format", "json").output)]

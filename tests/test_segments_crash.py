@@ -225,6 +225,7 @@ def test_an_add_to_an_index_given_by_a_relative_path_compacts_that_index(
     write_corpus(workdir / "new", MORE)
     code, out, err = finish(launch(workdir, "add", "new", "--index", "./stored"))
     assert code == 0 and "in the background" in out, err
+    assert re.match(r"added \d+ papers to \./stored \(", out), out
     child = int(re.search(r"\(process (\d+)\)", out).group(1))
     _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the compaction ended")
     log = workdir / "stored/segments/compacting/log"

@@ -45,7 +45,7 @@ def test_a_build_records_its_precision_a_rebuild_keeps_it_and_another_encodes_ev
     first = build_index([SEEDS], "a", precision="int8")
     kept = build_index([SEEDS], "a", notice=notices.append)
     assert (first.encoded, kept.encoded, manifest("a")["precision"]) == (first.papers, 0, "int8")
-    assert notices == ["keeping this index's precision int8: --precision fp32 (the default for new indexes) "
+    assert notices == ["keeping this index's precision int8: the precision fp32 (the default for new indexes) "
                        "would encode every paper again"]
     other = build_index([SEEDS], "a", precision="fp32")
     assert (other.encoded, other.reused, manifest("a")["precision"]) == (other.papers, 0, "fp32")
@@ -338,7 +338,7 @@ def test_a_rebuild_without_a_model_keeps_the_index_s_model_with_a_notice(workdir
     assert again.exit_code == 0, again.output
     built = manifest("kept")
     assert (built["model"], built["paper_count"], built["encoded"]) == (model, count + 1, 1)
-    assert (f"keeping this index's model {model}: --model all-MiniLM-L6-v2 (the default for new "
+    assert (f"keeping this index's model {model}: the model all-MiniLM-L6-v2 (the default for new "
             "indexes) would encode every paper again") in again.output
     default = CliRunner().invoke(
         main, ["build", str(papers), "--index", "kept", "--model", "all-MiniLM-L6-v2"])

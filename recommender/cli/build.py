@@ -288,9 +288,11 @@ def add(inputs, index, no_compact, sync, quiet):
     if sync:
         source = "them" if len(inputs) > 1 else "it"
         compacted = f"; removed {report.removed} gone from {source}{compacted}"
+    from ..index.home import display_name
+
     click.echo(
-        f"added {report.added} papers to {report.index_dir} (encoded {report.encoded}; "
-        f"{report.skipped} already in the index){compacted}"
+        f"added {report.added} papers to {display_name(report.index_dir)} "
+        f"(encoded {report.encoded}; {report.skipped} already in the index){compacted}"
     )
 
 
@@ -319,7 +321,8 @@ def remove(ids, index):
     \b
         papers remove 2401.01234 --index arxiv
     """
+    from ..index.home import display_name, resolve_index_dir
     from ..index.segments import remove_papers
 
     removed = remove_papers(ids, index=index)
-    click.echo(f"removed {removed} papers from {index or 'the index'}")
+    click.echo(f"removed {removed} papers from {display_name(resolve_index_dir(index))}")

@@ -231,7 +231,8 @@ def scan_papers(
             submissions = "submission" if len(withdrawn) == 1 else "submissions"
             warnings.warn(
                 f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out "
-                f"(the first: {withdrawn[0]}): keep them with --keep-withdrawn",
+                f"(the first: {withdrawn[0]}); "
+                "they are indexed when withdrawn submissions are kept",
                 InputWarning,
                 stacklevel=2,
             )

@@ -199,8 +199,8 @@ def choose_encoder(
         model = built_with
         if model != DEFAULT_MODEL and notice is not None:
             notice(
-                f"keeping this index's model {model}: --model {DEFAULT_MODEL} (the default for new "
-                "indexes) would encode every paper again"
+                f"keeping this index's model {model}: the model {DEFAULT_MODEL} (the default for "
+                "new indexes) would encode every paper again"
             )
     facts = model_facts(model)
     if request.model is None:
@@ -224,7 +224,7 @@ def choose_encoder(
         precision = kept
         if precision != facts.default_precision and notice is not None:
             notice(
-                f"keeping this index's precision {precision}: --precision "
+                f"keeping this index's precision {precision}: the precision "
                 f"{facts.default_precision} (the default for new indexes) would encode every paper "
                 "again"
             )
@@ -260,7 +260,7 @@ def _kept_chunking(record: Mapping | None, notice: Callable[[str], None] | None)
     )
     if kept != Chunking() and notice is not None:
         notice(
-            f"keeping this index's chunking '{kept.strategy}': --chunking {Chunking().strategy} "
+            f"keeping this index's chunking '{kept.strategy}': the chunking {Chunking().strategy} "
             "(the default for new indexes) would encode every paper again"
         )
     return kept
