@@ -39,7 +39,7 @@ DEFAULT_INPUT = "seeds"
 )
 @click.option(
     "--precision",
-    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "int8-smooth-mixed"]),
+    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth"]),
     default=None,
     help=(
         "Weights the model encodes with: fp32 (the default for a new index; int8 for"

@@ -5,7 +5,9 @@ same :class:`~recommender.embed.onnx_encoder.OnnxEncoder`, whose config records 
 On 2 cores it encodes MiniLM about 2.1x as fast as the fp32 graph, at a cost in ranking measured on
 CSFCube (docs/tiers.md, scripts/bench_tiers.py). int8-mixed keeps the weights that cost the most
 (the feed-forward down projections) in fp32: vectors closer to fp32's, 1.44x as fast
-(docs/performance.md, scripts/int8_sensitivity.py).
+(docs/performance.md, scripts/int8_sensitivity.py). int8-smooth first divides each MatMul's
+activations by per-channel scales folded into its weights (SmoothQuant, embed/smoothing.py), then
+quantises every weight as int8 does.
 """
 
 from __future__ import annotations
@@ -24,11 +26,10 @@ from . import onnx_encoder
 
 #: int8 with the groups of weights that cost the ranking kept in fp32 (KEPT_IN_FP32).
 MIXED = "int8-mixed"
-#: int8 with activation outliers moved into the weights first (SmoothQuant, embed/smoothing.py).
+#: int8 with activation outliers moved into the weights first (SmoothQuant, embed/smoothing.py):
+#: as fast as int8 (~1.9x fp32 against 2.0x) with vectors closer to fp32's (docs/performance.md).
 SMOOTH = "int8-smooth"
-#: The same with the FFN down projections kept in fp32, as int8-mixed.
-SMOOTH_MIXED = "int8-smooth-mixed"
-PRECISIONS = ("fp32", "int8", MIXED, SMOOTH, SMOOTH_MIXED)
+PRECISIONS = ("fp32", "int8", MIXED, SMOOTH)
 #: The kinds of weights a transformer layer multiplies by, in the names of the exported graph:
 #: the attention's query/key/value projections, its output projection, the feed-forward network's
 #: up projection (to the intermediate width) and its down projection; and the embedding tables.
@@ -48,11 +49,11 @@ KEPT_IN_FP32: dict[str, tuple[str, ...]] = {
     "int8": (),
     MIXED: ("ffn_down",),
     SMOOTH: (),
-    SMOOTH_MIXED: ("ffn_down",),
 }
 #: The precisions whose fp32 graph is smoothed before quantising, and the migration strength of
-#: each (chosen by cosine to fp32 alone on CSFCube dev papers: docs/performance.md).
-SMOOTHING_ALPHA: dict[str, float] = {SMOOTH: 0.65, SMOOTH_MIXED: 0.65}
+#: each (chosen by cosine to fp32 alone, among 0.3/0.5/0.65/0.8, on 120 CSFCube dev papers:
+#: scripts/int8_sensitivity.py --smooth, docs/performance.md).
+SMOOTHING_ALPHA: dict[str, float] = {SMOOTH: 0.65}
 # : What new indexes are built with unless the model's facts say otherwise (embed.models; a rebuild
 # keeps
 # : its index's own). Measured in the full pipeline on CSFCube dev (scripts/bench_tiers.py,
@@ -114,9 +115,9 @@ def smooth_export_model(
     """Write to `target` the fp32 graph in `source` smoothed with the activation maxima shipped for
     the default model (smoothing.shipped_maxima) at strength `alpha`; the MatMuls named in `kept`
     (left in fp32) are not smoothed. Raises ValueError when the maxima do not fit the graph."""
-    from . import smoothing
-
     import onnx
+
+    from . import smoothing
 
     graph = onnx.load(str(source), load_external_data=False).graph
     skipped = set(kept)
