@@ -233,8 +233,9 @@ def smooth(args) -> None:
     alphas = [float(a) for a in args.alphas.split(",")]
     variants = [("fp32", fp32), ("int8", variant("int8")),
                 ("int8-mixed (FFN down fp32)", variant("int8-mixed", kept=("ffn_down",))),
-                ("smoothed fp32, not quantised", variant("smoothed fp32", quantisation.SMOOTHING_ALPHA[quantisation.SMOOTH],
-                                   quantise=False))]
+                ("smoothed fp32, not quantised",
+                 variant("smoothed fp32", quantisation.SMOOTHING_ALPHA[quantisation.SMOOTH],
+                         quantise=False))]
     variants += [(f"smooth a={a}", variant(f"smooth a={a}", a)) for a in alphas]
     for kind in smoothing.SMOOTHED_KINDS:
         variants += [(f"smooth a={a}, only {kind}", variant(f"smooth a={a} only {kind}", a,

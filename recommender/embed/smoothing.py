@@ -71,8 +71,8 @@ def smoothing_sites(graph) -> list[Site]:
     for node in graph.node:
         if node.op_type != "MatMul" or node.input[1] not in weights:
             continue
-        layer = _LAYER.search(node.name)
-        if layer is None:
+        found = _LAYER.search(node.name)
+        if found is None:
             continue
         name = node.name
         if re.search(r"/attention/self/(query|key|value)/", name):
@@ -85,7 +85,7 @@ def smoothing_sites(graph) -> list[Site]:
             kind = "ffn_down"
         else:
             raise ValueError(f"the weights of node {name} are of no known kind")
-        by_layer.setdefault(layer.group(1), {}).setdefault(kind, []).append(node)
+        by_layer.setdefault(found.group(1), {}).setdefault(kind, []).append(node)
     sites = []
     for layer in sorted(by_layer, key=lambda name: int(name.split(".")[1])):
         kinds = by_layer[layer]
@@ -102,8 +102,16 @@ def smoothing_sites(graph) -> list[Site]:
                 value_matmul, value_bias = value.name, bias_of.get(value.output[0])
                 if value_bias is None:
                     raise ValueError(f"the value projection of {layer} has no bias")
-            sites.append(Site(layer, kind, inputs.pop(), tuple(n.name for n in nodes),
-                              value_matmul, value_bias))
+            sites.append(
+                Site(
+                    layer,
+                    kind,
+                    inputs.pop(),
+                    tuple(n.name for n in nodes),
+                    value_matmul,
+                    value_bias,
+                )
+            )
     if not sites:
         raise ValueError("the graph has no transformer layers to smooth")
     return sites
@@ -194,16 +202,14 @@ def smooth_model(
         base = f"{site.matmuls[0].rsplit('/', 2)[0]}/smooth"
         inverse = f"{base}.inverse_scale"
         output = f"{base}/Mul_output_0"
-        graph.initializer.append(
-            numpy_helper.from_array((1.0 / scale).astype(np.float32), inverse)
-        )
+        graph.initializer.append(numpy_helper.from_array((1.0 / scale).astype(np.float32), inverse))
         multiply = onnx.helper.make_node("Mul", [site.activation, inverse], [output], f"{base}/Mul")
         new_nodes.setdefault(site.matmuls[0], []).append(multiply)
         for name in site.matmuls:
             nodes[name].input[0] = output
     for name, values in arrays.items():
         initializers[name].CopyFrom(numpy_helper.from_array(values, name))
-    ordered = []
+    ordered: list = []
     for node in graph.node:
         ordered.extend(new_nodes.get(node.name, ()))
         ordered.append(node)
