@@ -220,9 +220,16 @@ def smooth_model(
 
 
 def shipped_maxima(model: str = "all-MiniLM-L6-v2") -> dict[str, np.ndarray]:
-    """The activation maxima measured for `model` that ship with the package, by site key."""
-    with np.load(Path(__file__).with_name(f"smoothing-{model}.npz")) as stored:
-        return {key: stored[key] for key in stored.files}
+    """The activation maxima measured for `model` that ship with the package, by site key. Raises
+    ValueError when they are missing or unreadable (a damaged install)."""
+    try:
+        with np.load(Path(__file__).with_name(f"smoothing-{model}.npz")) as stored:
+            return {key: stored[key] for key in stored.files}
+    except (OSError, ValueError) as exc:
+        raise ValueError(
+            f"the smoothing scales of {model} shipped with papers-like cannot be read ({exc}): "
+            "reinstall papers-like"
+        ) from exc
 
 
 def smoothing_scales(
