@@ -204,7 +204,7 @@ def main() -> None:
                         help="where the collection's indexes (and their encoded vectors) are kept: a re-run reuses them")
     parser.add_argument("--model", help="the model to build the indexes with (default: the default model); "
                         "give each model its own --index-root")
-    parser.add_argument("--precision", choices=("fp32", "int8", "int8-mixed"), help="the encoder's precision (default: fp32)")
+    parser.add_argument("--precision", choices=("fp32", "int8", "int8-mixed", "int8-smooth"), help="the encoder's precision (default: fp32)")
     parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
     args = parser.parse_args()
     collection = Collection(args.data, args.index_root, args.model, args.precision)

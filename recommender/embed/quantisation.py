@@ -5,7 +5,9 @@ same :class:`~recommender.embed.onnx_encoder.OnnxEncoder`, whose config records 
 On 2 cores it encodes MiniLM about 2.1x as fast as the fp32 graph, at a cost in ranking measured on
 CSFCube (docs/tiers.md, scripts/bench_tiers.py). int8-mixed keeps the weights that cost the most
 (the feed-forward down projections) in fp32: vectors closer to fp32's, 1.44x as fast
-(docs/performance.md, scripts/int8_sensitivity.py).
+(docs/performance.md, scripts/int8_sensitivity.py). int8-smooth first divides each MatMul's
+activations by per-channel scales folded into its weights (SmoothQuant, embed/smoothing.py), then
+quantises every weight as int8 does.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from . import onnx_encoder
 
 #: int8 with the groups of weights that cost the ranking kept in fp32 (KEPT_IN_FP32).
 MIXED = "int8-mixed"
-PRECISIONS = ("fp32", "int8", MIXED)
+#: int8 with activation outliers moved into the weights first (SmoothQuant, embed/smoothing.py):
+#: as fast as int8 (~1.9x fp32 against 2.0x) with vectors closer to fp32's (docs/performance.md).
+SMOOTH = "int8-smooth"
+PRECISIONS = ("fp32", "int8", MIXED, SMOOTH)
 #: The kinds of weights a transformer layer multiplies by, in the names of the exported graph:
 #: the attention's query/key/value projections, its output projection, the feed-forward network's
 #: up projection (to the intermediate width) and its down projection; and the embedding tables.
@@ -40,7 +45,15 @@ _KIND_PATTERNS = (
 #: Quantised alone, the FFN down projections moved MiniLM's vectors more than any other kind or
 #: layer (mean cosine to fp32 0.9973; every weight 0.9951, every weight but them 0.9978):
 #: scripts/int8_sensitivity.py, docs/performance.md.
-KEPT_IN_FP32: dict[str, tuple[str, ...]] = {"int8": (), MIXED: ("ffn_down",)}
+KEPT_IN_FP32: dict[str, tuple[str, ...]] = {
+    "int8": (),
+    MIXED: ("ffn_down",),
+    SMOOTH: (),
+}
+#: The precisions whose fp32 graph is smoothed before quantising, and the migration strength of
+#: each (chosen by cosine to fp32 alone, among 0.3/0.5/0.65/0.8, on 120 CSFCube dev papers:
+#: scripts/int8_sensitivity.py --smooth, docs/performance.md).
+SMOOTHING_ALPHA: dict[str, float] = {SMOOTH: 0.65}
 # : What new indexes are built with unless the model's facts say otherwise (embed.models; a rebuild
 # keeps
 # : its index's own). Measured in the full pipeline on CSFCube dev (scripts/bench_tiers.py,
@@ -67,6 +80,10 @@ def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -
         try:
             source = fp32_folder / onnx_encoder.MODEL_FILE
             kept = kept_nodes(source, KEPT_IN_FP32[precision])
+            if precision in SMOOTHING_ALPHA:
+                smoothed = Path(tmp) / "smoothed.onnx"
+                smooth_export_model(source, smoothed, SMOOTHING_ALPHA[precision], kept)
+                source = smoothed
             quantise_model(source, staged, kept)
         except OSError:
             raise  # the cache folder cannot be written: the caller tells that apart
@@ -90,6 +107,24 @@ def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -
         ):
             os.replace(Path(tmp) / name, out_dir / name)
     return out_dir
+
+
+def smooth_export_model(
+    source: Path, target: Path, alpha: float, kept: Collection[str] = ()
+) -> None:
+    """Write to `target` the fp32 graph in `source` smoothed with the activation maxima shipped for
+    the default model (smoothing.shipped_maxima) at strength `alpha`; the MatMuls named in `kept`
+    (left in fp32) are not smoothed. Raises ValueError when the maxima do not fit the graph."""
+    import onnx
+
+    from . import smoothing
+
+    graph = onnx.load(str(source), load_external_data=False).graph
+    skipped = set(kept)
+    sites = [site for site in smoothing.smoothing_sites(graph) if not set(site.matmuls) & skipped]
+    smoothing.smooth_model(
+        source, target, smoothing.shipped_maxima(), alpha, [site.key for site in sites]
+    )
 
 
 def weight_groups(model_file: Path) -> dict[str, list[str]]:

@@ -111,9 +111,10 @@ def build_index(
     else a local one started for the build), with the same vectors. `device` "auto" encodes on a
     CUDA GPU where torch (or the Ray cluster) has one, else on the CPU. `built_by` names the command
     the index is built for, in its manifest ("evaluate" rebuilds only its own). `model` None keeps
-    the model of the index being rebuilt, else takes the default; `precision` "fp32", "int8" or
-    "int8-mixed" (int8 ONNX weights: about twice as fast on a CPU, always on the CPU; int8-mixed
-    keeps the weights that cost the ranking in fp32); None keeps the precision of the index being
+    the model of the index being rebuilt, else takes the default; `precision` "fp32", "int8",
+    "int8-mixed" or "int8-smooth" (int8 ONNX weights: about twice as fast on a CPU, always on the
+    CPU; int8-mixed keeps the weights that cost the ranking in fp32, int8-smooth moves activation
+    outliers into the weights before quantising them); None keeps the precision of the index being
     rebuilt, else takes the model's default (embed.models: fp32, int8 for the quality tier). The
     model "static" is the fast tier (static embeddings distilled from the default model).
     embed.choice decides the encoder from these and the index's manifest.
