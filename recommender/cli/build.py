@@ -226,6 +226,24 @@ def build(
     if not quiet:
         click.echo(render_build_changes(report), err=True, nl=False)
     click.echo(render_build_summary(report), nl=False)
+    if report.advice is not None and not quiet:
+        click.echo(tier_advice_line(report.advice), err=True)
+
+
+def tier_advice_line(advice) -> str:
+    """A first build's pointer to a tier that may serve its corpus better (embed.models.TierAdvice),
+    in the command's own option names."""
+    minutes = advice.minutes
+    cost = f"about {round(minutes)} min" if minutes >= 1.5 else "about a minute"
+    if minutes >= 90:
+        cost = f"about {minutes / 60:.1f} h"
+    install = "" if advice.installed else "; `papers models` says how to install it"
+    return (
+        f"a corpus this size may be better served by the {advice.tier} tier: rebuild with "
+        f"--model {advice.model} ({advice.held_out[0]:.1f} against {advice.instead_of[0]:.1f} MAP,"
+        f" {advice.held_out[1]:.1f} against {advice.instead_of[1]:.1f} NDCG%20 on held-out CSFCube"
+        f" queries; {cost} of encoding here, projected from 2 CPU cores{install})"
+    )
 
 
 @click.command()
