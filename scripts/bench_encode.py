@@ -407,7 +407,8 @@ def limits(args) -> None:
                              "key": "int8-mixed", "peak": "bf16",
                              "encode": OnnxEncoder(mixed, model).encode})
             for budget in args.onnx_budgets:
-                runs.append({**common, "path": f"int8 dynamic, ONNX Runtime, {budget} tokens a batch",
+                runs.append({**common,
+                             "path": f"int8 dynamic, ONNX Runtime, {budget} tokens a batch",
                              "key": f"int8/{budget}", "peak": "bf16",
                              "encode": with_token_budget(encoders["int8"].encode, budget)})
             for batch, budget in args.fp32_batches:

@@ -41,7 +41,8 @@ def encoders(torch: bool = True) -> dict:
 
     chosen = {
         "MiniLM, ONNX fp32 (the default)": loading.load_onnx_encoder(export_cache.shared_export(MINILM), MINILM),
-        "static (the fast tier)": loading.load_static_encoder(export_cache.static_export(MINILM), "static"),
+        "static (the fast tier)": loading.load_static_encoder(
+            export_cache.static_export(MINILM), "static"),
         "mpnet, torch fp32": loading.load_encoder(MPNET, device="cpu") if torch else None,
         "mpnet, ONNX fp32": loading.load_onnx_encoder(export_cache.shared_export(MPNET), MPNET),
         "mpnet, ONNX int8 (the quality tier)": loading.load_onnx_encoder(
@@ -55,7 +56,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="the CSFCube dev folder")
     parser.add_argument("--papers", type=int, default=160, help="papers each encoder encodes")
     parser.add_argument("--batch", type=int, default=16, help="papers an encoder encodes before the next one's turn")
-    parser.add_argument("--no-torch", action="store_true", help="leave out mpnet through torch (the slowest)")
+    parser.add_argument("--no-torch", action="store_true",
+                        help="leave out mpnet through torch (the slowest)")
     args = parser.parse_args()
 
     from recommender.corpus.papers import read_papers
@@ -91,7 +93,8 @@ def main() -> None:
         cpu = cpu_seconds[label] / len(texts)
         per_minute = 60 * 2 / cpu
         print(f"| {label} | {rate:.1f} | {rate / baseline:.2f} | {cpu:.4f} | {base_cpu / cpu:.2f} "
-              f"| {per_minute:,.0f} | {5000 / per_minute:.1f} min | {1e6 / per_minute / 60:.1f} h |")
+              f"| {per_minute:,.0f} | {5000 / per_minute:.1f} min "
+              f"| {1e6 / per_minute / 60:.1f} h |")
 
 
 if __name__ == "__main__":

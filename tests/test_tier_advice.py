@@ -1,5 +1,6 @@
 """`papers build` points a conference-sized first build with the default model to the quality tier,
-with what it buys and its projected cost, and stays silent otherwise (the fake encoder: no model)."""
+with what it buys and its projected cost, and stays silent otherwise (the fake encoder: no
+model)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from recommender.embed.models import QUALITY_HINT_PAPERS, tier_advice
 from recommender.index.build import build_index
 
 LOW, HIGH = QUALITY_HINT_PAPERS
-ADVICE = "a corpus this size may be better served by the quality tier: rebuild with --model all-mpnet-base-v2"
+ADVICE = ("a corpus this size may be better served by the quality tier: "
+          "rebuild with --model all-mpnet-base-v2")
 
 
 def conference(count: int) -> list[dict]:
-    return [{"id": f"c{i:05d}", "title": f"Paper {i}", "abstract": f"c{i:05d} results on topic {i % 37}."}
-            for i in range(count)]
+    return [{"id": f"c{i:05d}", "title": f"Paper {i}",
+             "abstract": f"c{i:05d} results on topic {i % 37}."} for i in range(count)]
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +35,15 @@ def advice_lines(result) -> list[str]:
 def test_a_first_conference_sized_build_names_the_quality_tier_once(papers_cli, conference_file):
     first = papers_cli("build", str(conference_file))
     assert first.exit_code == 0
-    assert first.stdout == f"indexed {LOW} papers in indexes/default: encoded {LOW}, reused 0 from the cache (flat search)\n"
+    assert first.stdout == (f"indexed {LOW} papers in indexes/default: encoded {LOW}, "
+                            "reused 0 from the cache (flat search)\n")
     minutes = LOW / models.model_facts("all-mpnet-base-v2").papers_per_minute
     [line] = advice_lines(first)
     assert line.startswith(
-        f"{ADVICE} (43.4 against 40.6 MAP, 64.8 against 61.0 NDCG%20 on held-out CSFCube queries; about ")
-    cost = re.search(r"; about (a minute|\d+ min) of encoding here, projected from 2 CPU cores", line)
+        f"{ADVICE} (43.4 against 40.6 MAP, 64.8 against 61.0 NDCG%20 on held-out CSFCube "
+        "queries; about ")
+    cost = re.search(r"; about (a minute|\d+ min) of encoding here, projected from 2 CPU cores",
+                     line)
     assert cost is not None
     assert cost[1] == ("a minute" if minutes < 1.5 else f"{round(minutes)} min")
     assert first.stderr.rstrip("\n").endswith(line)  # the last line, after the summary
@@ -46,11 +51,13 @@ def test_a_first_conference_sized_build_names_the_quality_tier_once(papers_cli, 
     assert advice_lines(papers_cli("build", str(conference_file))) == []
 
 
-def test_small_corpora_chosen_models_and_quiet_builds_get_no_advice(papers_cli, workdir, conference_file):
+def test_small_corpora_chosen_models_and_quiet_builds_get_no_advice(papers_cli, workdir,
+                                                                    conference_file):
     write_corpus(workdir / "small")
     small = papers_cli("build", "small", "--index", "small")
     assert small.exit_code == 0 and advice_lines(small) == []
-    chosen = papers_cli("build", str(conference_file), "--index", "chosen", "--model", "all-MiniLM-L6-v2")
+    chosen = papers_cli("build", str(conference_file), "--index", "chosen",
+                        "--model", "all-MiniLM-L6-v2")
     assert chosen.exit_code == 0 and advice_lines(chosen) == []
     quiet = papers_cli("build", str(conference_file), "--index", "quiet", "--quiet")
     assert quiet.exit_code == 0 and quiet.stderr == ""

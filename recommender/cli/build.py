@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,9 @@ from .common import (
     verbose_option,
 )
 from .errors import library_errors, stopped_builds
+
+if TYPE_CHECKING:
+    from ..embed.models import TierAdvice
 
 DEFAULT_INPUT = "seeds"
 
@@ -230,7 +234,7 @@ def build(
         click.echo(tier_advice_line(report.advice), err=True)
 
 
-def tier_advice_line(advice) -> str:
+def tier_advice_line(advice: TierAdvice) -> str:
     """A first build's pointer to a tier that may serve its corpus better (embed.models.TierAdvice),
     in the command's own option names."""
     minutes = advice.minutes
