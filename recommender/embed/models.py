@@ -4,7 +4,8 @@ The costs are measurements, not promises: docs/models.md ("Choosing a model") gi
 the script that produced it (papers_per_minute: scripts/bench_models.py, the encoders in turns on
 the same CSFCube papers, the rate their CPU time makes on 2 cores; CV: cross-validated MAP/NDCG%20
 on CSFCube dev, scripts/tune_relevance.py; held-out: the other half, measured elsewhere). A model
-folder or any sentence-transformers name works too: it gets the facts of :data:`OTHER_MODEL` (fp32, the default dense weight, its window read from the model).
+folder or any sentence-transformers name works too: it gets the facts of :data:`OTHER_MODEL` (fp32,
+the default dense weight, its window read from the model).
 Nothing outside `embed/` tests a model's name: it asks :func:`model_facts` instead.
 """
 
