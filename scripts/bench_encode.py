@@ -22,6 +22,8 @@ counted from the model's config, attention at the windows' lengths), the achieve
 ratio to the fp32 and bf16 peaks of a matrix-multiply probe run in the same rounds (A B C A B C,
 every path and probe once a round; the spread over the rounds is printed), the tokens the windows
 add over truncation and the padding the length sort leaves, and each path's cosine to fp32 ONNX.
+--baseline int8 gives the ratios against the int8 path too (wall and CPU time, round by round),
+--mixed adds int8-mixed, --profile each model's int8 kernel time by operator.
 
 Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-runs 3]
        python scripts/bench_encode.py --limits [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
@@ -130,6 +132,8 @@ def main() -> None:
                     help="for --limits: the path the wall and CPU ratios are against "
                          "(fp32, int8, int8-mixed)")
     ap.add_argument("--mixed", action="store_true", help="for --limits: also int8-mixed")
+    ap.add_argument("--profile", action="store_true",
+                    help="for --limits: also each model's int8 export's kernel time by operator")
     ap.add_argument("--onnx-budgets", type=lambda v: [int(n) for n in v.split(",") if n],
                     default=[], help="for --limits: int8 ONNX again at these tokens a batch")
     ap.add_argument("--fp32-batches", type=batch_sizes, default=[(32, 512)],
@@ -397,6 +401,8 @@ def limits(args) -> None:
                   f"{100 * (padded / tokens - 1):.1f}%; {per_token / 1e6:.1f} MFLOPs a token in "
                   f"the dense layers, {flops / tokens / 1e6:.1f} with attention at these lengths")
             common = {"model": model, "pieces": pieces, "tokens": tokens, "flops": flops}
+            if args.profile:
+                profile_ops(Path(tmp) / f"{model}-int8", pieces, Path(tmp))
             runs.append({**common, "path": "fp32, ONNX Runtime", "key": "fp32", "peak": "fp32",
                          "encode": encoders["fp32"].encode})
             runs.append({**common, "path": "int8 dynamic, ONNX Runtime", "key": "int8",
@@ -490,6 +496,34 @@ def mixed_export(fp32_folder: Path, out_dir: Path) -> Path:
                                               encoding="utf-8")
     print(f"int8-mixed: {len(kept)} feed-forward down projections kept in fp32")
     return out_dir
+
+
+def profile_ops(folder: Path, texts: list[str], work: Path) -> None:
+    """Print the share of kernel time each operator of the export in `folder` takes over `texts`
+    (an ONNX Runtime session profile, the build's batches): where the time goes."""
+    import collections
+
+    import onnxruntime as ort
+
+    from recommender.embed.onnx_encoder import OnnxEncoder
+
+    encoder = OnnxEncoder(folder, "profiled")
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(work / "profile")
+    options.intra_op_num_threads = THREADS
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    encoder._session = ort.InferenceSession(str(folder / "model.onnx"), options,
+                                            providers=["CPUExecutionProvider"])
+    encoder.encode(texts)
+    events = json.loads(Path(encoder._session.end_profiling()).read_text(encoding="utf-8"))
+    spent: collections.Counter = collections.Counter()
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            spent[event["args"]["op_name"]] += event["dur"]
+    total = sum(spent.values())
+    shares = ", ".join(f"{op} {100 * d / total:.1f}%" for op, d in spent.most_common(12))
+    print(f"{folder.name} kernel time by operator: {shares}")
 
 
 def with_token_budget(encode, tokens_per_batch: int):
