@@ -4,6 +4,7 @@ model)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -79,3 +80,17 @@ def test_the_advice_covers_conference_sizes_with_the_default_model_only():
     assert tier_advice("all-MiniLM-L6-v2", HIGH + 1) is None
     for model in ("static", "all-mpnet-base-v2", "./my-model"):
         assert tier_advice(model, LOW) is None
+
+
+def test_models_shows_each_tiers_speed_and_projected_build_times(papers_cli):
+    listed = json.loads(papers_cli("models", "--format", "json").stdout)
+    listed = {model["name"]: model for model in listed}
+    for name in ("all-MiniLM-L6-v2", "static", "all-mpnet-base-v2"):
+        rate = models.model_facts(name).papers_per_minute
+        assert listed[name]["papers_per_minute"] == rate > 0
+        assert listed[name]["projected_minutes"] == {"5000": round(5_000 / rate, 1),
+                                                     "1000000": round(1_000_000 / rate, 1)}
+        assert listed[name]["measured_on"] == models.MEASURED_ON
+    table = papers_cli("models").stdout
+    assert table.splitlines()[0].split()[6:10] == ["papers/min", "5,000", "papers", "1M"]
+    assert "the build times are projections from it" in table.splitlines()[-1]
