@@ -8,8 +8,8 @@ import json
 import re
 
 import pytest
-
 from corpus import write_corpus
+
 from recommender.embed import models
 from recommender.embed.models import QUALITY_HINT_PAPERS, tier_advice
 from recommender.index.build import build_index
