@@ -168,11 +168,16 @@ def open_index():
 
 @pytest.fixture(autouse=True)
 def collect_leaks():
-    """Collect garbage as each test ends, so a file it left open warns (and fails) in that test."""
+    """Collect garbage as each test ends, so a file it left open warns (and fails) in that test.
+
+    What survives is then frozen (`gc.freeze`), so the next test's collection looks only at what
+    that test made: a full collection over every library the suite has imported by then (torch,
+    Ray, FastAPI, ...) took 0.6-0.9 s, after each of some 1,500 tests."""
     yield
     import gc
 
     gc.collect()
+    gc.freeze()
 
 
 def pytest_addoption(parser):

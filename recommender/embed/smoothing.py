@@ -223,7 +223,9 @@ def shipped_maxima(model: str = "all-MiniLM-L6-v2") -> dict[str, np.ndarray]:
     """The activation maxima measured for `model` that ship with the package, by site key. Raises
     ValueError when they are missing or unreadable (a damaged install)."""
     try:
-        with np.load(Path(__file__).with_name(f"smoothing-{model}.npz")) as stored:
+        with np.load(
+            Path(__file__).with_name(f"smoothing-{model}.npz"), allow_pickle=False
+        ) as stored:
             return {key: stored[key] for key in stored.files}
     except (OSError, ValueError) as exc:
         raise ValueError(
