@@ -289,3 +289,24 @@ def browser():
         launched = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+def assert_built_and_queried_at(precision: str, name: str) -> None:
+    """Build the seeds at `precision` into index `name`: its manifest and `papers info` name the
+    precision, and `search` encodes the query with that precision's export."""
+    from click.testing import CliRunner
+
+    from recommender import build_index
+    from recommender.cli import main
+    from recommender.index.home import resolve_index_dir
+    from recommender.index.stored import open_stored
+    from recommender.query import paper_index
+
+    build_index([SEEDS], name, precision=precision)
+    with open_stored(resolve_index_dir(name), verify=True) as stored:
+        assert stored.manifest["precision"] == precision
+    info = CliRunner().invoke(main, ["info", "--index", name])
+    assert info.exit_code == 0 and f"dimensions, {precision})" in info.output
+    with paper_index.PaperIndex.open(name) as index:
+        results = index.search("differentially private training of language models", k=3)
+        assert index._query_encoder.variant == precision and results[0].paper.label == "FlashDP"

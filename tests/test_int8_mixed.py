@@ -7,16 +7,13 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import SEEDS
+from conftest import SEEDS, assert_built_and_queried_at
 
 from recommender import build_index
 from recommender.cli import main
 from recommender.corpus.papers import read_papers
 from recommender.embed import export_cache, loading, onnx_encoder, quantisation
 from recommender.embed.models import DEFAULT_MODEL
-from recommender.index.home import resolve_index_dir
-from recommender.index.stored import open_stored
-from recommender.query import paper_index as query
 
 MIXED = quantisation.MIXED
 # The lowest cosine to fp32 int8-mixed gave on 120 CSFCube dev papers (docs/performance.md).
@@ -74,14 +71,7 @@ def test_mixed_vectors_stay_within_the_measured_cosine_of_fp32(exports):
 
 @pytest.mark.model
 def test_an_index_built_at_int8_mixed_says_so_and_is_queried_at_it(workdir):
-    build_index([SEEDS], "mixed", precision=MIXED)
-    with open_stored(resolve_index_dir("mixed"), verify=True) as stored:
-        assert stored.manifest["precision"] == MIXED
-    info = CliRunner().invoke(main, ["info", "--index", "mixed"])
-    assert info.exit_code == 0 and f"dimensions, {MIXED})" in info.output
-    with query.PaperIndex.open("mixed") as index:
-        results = index.search("differentially private training of language models", k=3)
-        assert index._query_encoder.variant == MIXED and results[0].paper.label == "FlashDP"
+    assert_built_and_queried_at(MIXED, "mixed")
     notices: list[str] = []
     kept = build_index([SEEDS], "mixed", notice=notices.append)
     assert kept.encoded == 0 and any(f"precision {MIXED}" in line for line in notices)

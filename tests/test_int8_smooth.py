@@ -10,16 +10,12 @@ import shutil
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import SEEDS
+from conftest import SEEDS, assert_built_and_queried_at
 
-from recommender import build_index
 from recommender.cli import main
 from recommender.corpus.papers import read_papers
 from recommender.embed import export_cache, loading, onnx_encoder, quantisation, smoothing
 from recommender.embed.models import DEFAULT_MODEL
-from recommender.index.home import resolve_index_dir
-from recommender.index.stored import open_stored
-from recommender.query import paper_index as query
 
 SMOOTH = quantisation.SMOOTH
 # The lowest cosine to fp32 int8-smooth gave on 120 CSFCube dev papers (docs/performance.md).
@@ -91,14 +87,7 @@ def test_the_smoothed_int8_export_stays_within_the_measured_cosine(texts, fp32_v
 
 @pytest.mark.model
 def test_an_index_built_at_int8_smooth_says_so_and_is_queried_at_it(workdir):
-    build_index([SEEDS], "smooth", precision=SMOOTH)
-    with open_stored(resolve_index_dir("smooth"), verify=True) as stored:
-        assert stored.manifest["precision"] == SMOOTH
-    info = CliRunner().invoke(main, ["info", "--index", "smooth"])
-    assert info.exit_code == 0 and f"dimensions, {SMOOTH})" in info.output
-    with query.PaperIndex.open("smooth") as index:
-        results = index.search("differentially private training of language models", k=3)
-        assert index._query_encoder.variant == SMOOTH and results[0].paper.label == "FlashDP"
+    assert_built_and_queried_at(SMOOTH, "smooth")
 
 
 def test_int8_smooth_is_for_the_default_model_only(workdir, fake_model):
