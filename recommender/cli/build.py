@@ -46,12 +46,12 @@ DEFAULT_INPUT = "seeds"
     type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth"]),
     default=None,
     help=(
-        "Weights the model encodes with: fp32 (the default for a new index; int8 for"
-        " all-mpnet-base-v2 on a CPU, where it ranks as well), or int8, ~2x faster on a CPU at"
-        " about 1 MAP point less with the default model (docs/tiers.md), or int8-mixed (the"
-        " default model: int8 but for the weights that cost the ranking, docs/performance.md),"
-        " or int8-smooth (the default model: int8's speed, activation outliers moved into the"
-        " weights first, docs/performance.md). A rebuild keeps the index's own unless given."
+        "Weights the model encodes with. On a CPU a new index gets int8-smooth with the default"
+        " model (int8 after moving activation outliers into the weights: ~2x fp32's speed,"
+        " ranking level with it, docs/performance.md) and int8 with all-mpnet-base-v2, where it"
+        " ranks as well; on a GPU, fp32. Or fp32, or int8 (~2x faster, about 1 MAP point less"
+        " with the default model, docs/tiers.md), or int8-mixed (the default model: int8 but for"
+        " the weights that cost the ranking). A rebuild keeps the index's own unless given."
     ),
 )
 @click.option(

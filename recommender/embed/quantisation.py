@@ -54,14 +54,6 @@ KEPT_IN_FP32: dict[str, tuple[str, ...]] = {
 #: each (chosen by cosine to fp32 alone, among 0.3/0.5/0.65/0.8, on 120 CSFCube dev papers:
 #: scripts/int8_sensitivity.py --smooth, docs/performance.md).
 SMOOTHING_ALPHA: dict[str, float] = {SMOOTH: 0.65}
-# : What new indexes are built with unless the model's facts say otherwise (embed.models; a rebuild
-# keeps
-# : its index's own). Measured in the full pipeline on CSFCube dev (scripts/bench_tiers.py,
-# docs/tiers.md):
-# : int8 encodes MiniLM 2.1x as fast but its cross-validated MAP is 1.0 and NDCG%20 0.5 below
-# fp32's, past
-#: the 0.3 it was allowed to lose, so fp32 stays the default.
-DEFAULT_PRECISION = "fp32"
 
 
 def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -> Path:
