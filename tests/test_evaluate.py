@@ -204,13 +204,14 @@ def test_hybrid_reaches_the_target_on_csfcube_dev(workdir):
     result = evaluate(CSFCUBE / "corpus.jsonl", CSFCUBE / "queries.tsv", CSFCUBE / "qrels.txt", mode="hybrid")
     print(f"evaluated in {time.perf_counter() - started:.0f} s")
     assert len(result.queries) == 28
-    # The shipped ranking gives 44.9 / 62.9 (docs/ranking.md); the previous default gave 42.9 / 62.6. A little room
-    # for float noise across machines.
+    # The shipped ranking gives 44.9 / 62.9 at fp32 and at int8-smooth, the default precision (docs/ranking.md); the
+    # previous default gave 42.9 / 62.6. A little room for float noise across machines.
     assert 100 * result.overall["map"] >= 44.5
     assert 100 * result.overall["ndcg_pct_20"] >= 62.5
-    # Several seeds (docs/profiles.md): 42.1 / 60.5 on one topic and 37.4 / 62.2 on mixed profiles; the
-    # centroid `like` used first gave 42.1 / 61.1 and 30.5 / 56.7, the topics profile 42.4 / 61.1 and 39.0 / 63.5.
+    # Several seeds (docs/profiles.md): 41.9 / 60.2 on one topic and 37.3 / 62.1 on mixed profiles at int8-smooth
+    # (42.1 / 60.5 and 37.4 / 62.2 at fp32); the centroid `like` used first gave 42.1 / 61.1 and 30.5 / 56.7 at
+    # fp32, the topics profile 42.4 / 61.1 and 39.0 / 63.5.
     (one_topic, one), (mixed, several) = result.profiles["one topic"], result.profiles["mixed"]
     assert (one_topic, mixed) == (25, 200)
-    assert 100 * one["map"] >= 41.7 and 100 * one["ndcg_pct_20"] >= 60.2
+    assert 100 * one["map"] >= 41.5 and 100 * one["ndcg_pct_20"] >= 59.9
     assert 100 * several["map"] >= 37.0 and 100 * several["ndcg_pct_20"] >= 61.8

@@ -158,15 +158,17 @@ def test_a_full_disk_during_a_build_names_the_file_and_keeps_the_old_index(small
 @pytest.mark.model
 def test_a_full_disk_during_the_model_export_fails_the_build(small_disk, monkeypatch):
     # Decision (docs/guarantees.md): no silently ~60x slower index; the build fails, naming the folder.
-    from recommender.embed import onnx_encoder
+    # The disk fills as the build asks for the export (made in the user cache, or found there), so the
+    # export placed in the index meets a full disk whether or not the session made it already.
+    from recommender.embed import export_cache
 
-    real = onnx_encoder.export_onnx
+    real = export_cache.query_export
 
     def full_then_export(*args, **kwargs):
         fill(small_disk)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(onnx_encoder, "export_onnx", full_then_export)
+    monkeypatch.setattr(export_cache, "query_export", full_then_export)
     write_corpus(small_disk / "in")
     result = run("build", "in")
     assert (result.exit_code, result.stdout, without_build_names(result.stderr)) == (1, "", (
