@@ -5,7 +5,7 @@
 
 The same CSFCube dev papers ("title. abstract", title-prefixed sentence windows, as a build cuts
 them) go through each encoder by the build's own path (`embed_texts`, no cache): the default
-all-MiniLM-L6-v2 through its ONNX export (what builds use), all-mpnet-base-v2 in torch fp32, through
+all-MiniLM-L6-v2 through its ONNX export (what builds use: int8-smooth, and fp32), all-mpnet-base-v2 in torch fp32, through
 its ONNX export in fp32 and in int8. The encoders take turns batch by batch, so a shared machine's
 changing load falls on all of them alike: the ratios are what carries over. Prints abstracts/s,
 the ratio to the default model, the CPU seconds each paper cost and the papers a minute they
@@ -40,7 +40,9 @@ def encoders(torch: bool = True) -> dict:
     from recommender.embed import export_cache, loading
 
     chosen = {
-        "MiniLM, ONNX fp32 (the default)": loading.load_onnx_encoder(export_cache.shared_export(MINILM), MINILM),
+        "MiniLM, ONNX int8-smooth (the default)": loading.load_onnx_encoder(
+            export_cache.shared_export(MINILM, precision="int8-smooth"), MINILM),
+        "MiniLM, ONNX fp32": loading.load_onnx_encoder(export_cache.shared_export(MINILM), MINILM),
         "static (the fast tier)": loading.load_static_encoder(
             export_cache.static_export(MINILM), "static"),
         "mpnet, torch fp32": loading.load_encoder(MPNET, device="cpu") if torch else None,

@@ -294,6 +294,11 @@ class OnnxEncoder:
 
         self.config = config
         self.variant = str(config.get("variant", VARIANT))
+        # Dynamic int8 quantises a MatMul's input with one scale for the whole batch tensor,
+        # padding included, so a text's vector would depend on the texts beside it (cosine 0.997 to
+        # itself encoded alone): one text a run makes it the text's alone, as at fp32, for 0.8x
+        # the batched speed (docs/performance.md, scripts/bench_export_rewrite.py).
+        self.one_text_a_run = self.variant != VARIANT
         self.max_seq_length = int(config["max_seq_length"])
         self.max_tokens = self.max_seq_length - int(config.get("num_special_tokens", 2))
         self.dimension = int(config["dimension"])
@@ -329,10 +334,7 @@ class OnnxEncoder:
         if not texts:
             return out
         encodings = self._tokenizer.encode_batch(texts)
-        if self.variant != VARIANT:
-            # Dynamic int8 quantises a MatMul's input with one scale for the whole batch tensor,
-            # padding included, so a text's vector would depend on the texts beside it (cosine
-            # 0.997 to itself encoded alone): one text a run makes it the text's alone, as in fp32.
+        if self.one_text_a_run:
             batch_size = 1
         # Longest first, like sentence-transformers: batches of similar length waste little padding.
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))

@@ -1,0 +1,128 @@
+#!/usr/bin/env python
+"""The default model's encoding paths against the fp32 graph as torch exports it, in one run.
+
+    python scripts/bench_export_rewrite.py [--papers 240] [--rounds 3] [--profile]
+        [--work /tmp/bench-export-rewrite]
+
+Four encoders of all-MiniLM-L6-v2, each through the build's own path (`embed_texts`: title-prefixed
+sentence windows, no cache), over the same CSFCube dev papers:
+
+- fp32 as torch exports it: an attention mask made in every layer and a NaN guard after every
+  softmax (the export before `embed/attention_masks.py`; made under --work);
+- fp32 with the masks made once (the export builds use, from the user cache);
+- int8-smooth in batches (the token-budget batches fp32 uses);
+- int8-smooth one text a run (what builds use: a text's vector is its own alone).
+
+The encoders take turns round by round, so a shared machine's load falls on all alike. Reported:
+each one's CPU time (this process's) and wall time, as the median of its per-round ratios to the
+first one with their range; the mean and least cosine of its vectors to the first one's; and the
+mean and least cosine between a paper encoded alone and in the others' batch (1.0 where a vector
+does not depend on its batch). --profile first prints each fp32 graph's kernel time by operator
+(bench_encode.py's ONNX Runtime profile, the build's batches).
+
+Quoted in: docs/performance.md ("One text a run, and the attention masks made once").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATA = ROOT.parent / "shared/eval/csfcube-dev"
+MINILM = "all-MiniLM-L6-v2"
+
+
+def as_torch_exports(work: Path) -> Path:
+    """The fp32 export without the shared masks (made once under `work`)."""
+    from recommender.embed import attention_masks, onnx_encoder
+    from recommender.embed.sentence_transformer import resolve_model_path
+
+    folder = work / "fp32-as-exported"
+    if not (folder / onnx_encoder.MODEL_FILE).exists():
+        real = attention_masks.simplify_attention_masks
+        attention_masks.simplify_attention_masks = lambda source, target: shutil.copyfile(
+            source, target
+        )
+        try:
+            onnx_encoder.export_onnx(resolve_model_path(MINILM), folder)
+        finally:
+            attention_masks.simplify_attention_masks = real
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="the CSFCube dev folder")
+    parser.add_argument("--papers", type=int, default=240)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--work", type=Path,
+                        default=Path(tempfile.gettempdir()) / "bench-export-rewrite")
+    args = parser.parse_args()
+
+    import numpy as np
+
+    from recommender.corpus.papers import read_papers
+    from recommender.embed import export_cache, loading
+    from recommender.embed.windows import embed_texts
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        corpus = read_papers([args.data / "corpus.jsonl"])[: args.papers]
+    texts, heads = [paper.text for paper in corpus], [paper.head for paper in corpus]
+    smooth_folder = export_cache.shared_export(MINILM, precision="int8-smooth")
+    batched = loading.load_onnx_encoder(smooth_folder, MINILM)
+    batched.one_text_a_run = False
+    encoders = {
+        "fp32 as torch exports it (masks in every layer)": loading.load_onnx_encoder(
+            as_torch_exports(args.work), MINILM),
+        "fp32, masks made once": loading.load_onnx_encoder(export_cache.shared_export(MINILM), MINILM),
+        "int8-smooth, batches": batched,
+        "int8-smooth, one text a run (the default)": loading.load_onnx_encoder(smooth_folder, MINILM),
+    }
+    if args.profile:
+        from bench_encode import profile_ops  # scripts/, beside this file
+
+        for label in list(encoders)[:2]:
+            profile_ops(encoders[label].folder, texts, args.work)
+    vectors = {}
+    for label, encoder in encoders.items():
+        vectors[label] = embed_texts(encoder, texts, heads=heads).vectors
+    baseline = next(iter(encoders))
+    cpu: dict[str, list[float]] = {label: [] for label in encoders}
+    wall: dict[str, list[float]] = {label: [] for label in encoders}
+    for _ in range(args.rounds):
+        for label, encoder in encoders.items():
+            began, began_cpu = time.perf_counter(), time.process_time()
+            embed_texts(encoder, texts, heads=heads)
+            wall[label].append(time.perf_counter() - began)
+            cpu[label].append(time.process_time() - began_cpu)
+    print(f"{len(texts)} CSFCube dev papers, {args.rounds} interleaved rounds; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end")
+    print("| encoder | CPU s a round (median) | x baseline, CPU (range) | x baseline, wall (range) "
+          "| mean / min cos to baseline | alone vs in a batch, mean / min cos |")
+    print("|---|---|---|---|---|---|")
+    for label, encoder in encoders.items():
+        cpu_ratios = [b / t for b, t in zip(cpu[baseline], cpu[label])]
+        wall_ratios = [b / t for b, t in zip(wall[baseline], wall[label])]
+        cos = (vectors[label] * vectors[baseline]).sum(axis=1)
+        alone = np.stack([embed_texts(encoder, [text], heads=[head]).vectors[0]
+                          for text, head in zip(texts[:30], heads[:30])])
+        own = (alone * vectors[label][:30]).sum(axis=1)
+        print(f"| {label} | {statistics.median(cpu[label]):.1f} "
+              f"| {statistics.median(cpu_ratios):.2f} ({min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}) "
+              f"| {statistics.median(wall_ratios):.2f} ({min(wall_ratios):.2f}-{max(wall_ratios):.2f}) "
+              f"| {cos.mean():.5f} / {cos.min():.5f} | {own.mean():.6f} / {own.min():.6f} |")
+
+
+if __name__ == "__main__":
+    main()
