@@ -166,7 +166,7 @@ def test_info(built):
     assert re.sub(r"built:.*\n", "built: X\n", re.sub(r"fingerprint \w+", "fingerprint X", output)) == (
         "index:      indexes/default\n"
         "papers:     6\n"
-        "model:      all-MiniLM-L6-v2 (256 dimensions, fp32)\n"
+        "model:      all-MiniLM-L6-v2 (256 dimensions, int8-smooth)\n"
         "long texts: windows of 40 tokens, each starting with the title and ending at a sentence end, mean-pooled\n"
         "search:     flat: exact inner-product search: 6 papers <= 50,000\n"
         "lexical:    TF-IDF, 52 terms (single words, sublinear tf)\n"

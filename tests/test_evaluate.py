@@ -112,7 +112,7 @@ def test_per_query_table(run):
 def test_json_output(run):
     data = json.loads(run("--mode", "lexical", "--format", "json", "--per-query").stdout)
     assert data["settings"] == {
-        "index": "indexes/eval-corpus", "papers": 6, "model": "all-MiniLM-L6-v2", "precision": "fp32", "chunking": "sentences",
+        "index": "indexes/eval-corpus", "papers": 6, "model": "all-MiniLM-L6-v2", "precision": "int8-smooth", "chunking": "sentences",
         "mode": "lexical", "dense_weight": None, "pool": "judged", "relevant_at": 2, "min_score": None, "diverse": None,
     }
     figures = {"map": 86.7, "ndcg_at_10": 96.5, "ndcg_pct_20": 100.0, "recall_at_20": 100.0, "mrr": 100.0}
