@@ -86,6 +86,19 @@ def test_the_smoothed_int8_export_stays_within_the_measured_cosine(texts, fp32_v
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("precision", ["int8", SMOOTH])
+def test_an_int8_vector_is_its_text_s_alone(texts, precision):
+    # Dynamic int8 shares one activation scale across a batch tensor: in a batch beside longer
+    # texts (and their padding), a text's vector moved to cosine 0.997 of its own.
+    encoder = loading.load_onnx_encoder(
+        export_cache.shared_export(DEFAULT_MODEL, precision=precision), DEFAULT_MODEL
+    )
+    together = encoder.encode(texts)
+    alone = np.vstack([encoder.encode([text]) for text in texts])
+    assert (together * alone).sum(axis=1).min() > 0.99999
+
+
+@pytest.mark.model
 def test_an_index_built_at_int8_smooth_says_so_and_is_queried_at_it(workdir):
     assert_built_and_queried_at(SMOOTH, "smooth")
 

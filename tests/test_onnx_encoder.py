@@ -120,6 +120,16 @@ def test_vectors_match_sentence_transformers(encoder, torch_model):
 
 
 @pytest.mark.model
+def test_the_export_makes_the_attention_mask_once(exported):
+    import onnx
+
+    nodes = onnx.load(str(exported / "model.onnx")).graph.node
+    # torch's export made one in each of the 6 layers, and a NaN guard after each softmax
+    assert sum(node.name.endswith("/attention/self/Where") for node in nodes) == 1
+    assert not [node.name for node in nodes if node.op_type == "IsNaN"]
+
+
+@pytest.mark.model
 def test_batching_and_order_do_not_change_vectors(encoder):
     texts = seed_abstracts()[:7] + QUERIES[:5]
     together = encoder.encode(texts, batch_size=4)
