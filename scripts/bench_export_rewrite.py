@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The default model's encoding paths against the fp32 graph as torch exports it, in one run.
 
-    python scripts/bench_export_rewrite.py [--papers 240] [--rounds 3] [--profile]
+    python scripts/bench_export_rewrite.py [--papers 240] [--rounds 3] [--profile] [--quality]
         [--work /tmp/bench-export-rewrite]
 
 Four encoders of all-MiniLM-L6-v2, each through the build's own path (`embed_texts`: title-prefixed
@@ -18,7 +18,9 @@ each one's CPU time (this process's) and wall time, as the median of its per-rou
 first one with their range; the mean and least cosine of its vectors to the first one's; and the
 mean and least cosine between a paper encoded alone and in the others' batch (1.0 where a vector
 does not depend on its batch). --profile first prints each fp32 graph's kernel time by operator
-(bench_encode.py's ONNX Runtime profile, the build's batches).
+(bench_encode.py's ONNX Runtime profile, the build's batches). --quality does the same for the
+quality tier's int8 export instead (all-mpnet-base-v2; its parts installed), in batches and one
+text a run, on the first 60 papers.
 
 Quoted in: docs/performance.md ("One text a run, and the attention masks made once").
 """
@@ -59,54 +61,25 @@ def as_torch_exports(work: Path) -> Path:
     return folder
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="the CSFCube dev folder")
-    parser.add_argument("--papers", type=int, default=240)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--work", type=Path,
-                        default=Path(tempfile.gettempdir()) / "bench-export-rewrite")
-    args = parser.parse_args()
-
+def compare(encoders: dict, texts: list[str], heads: list[str], rounds: int) -> None:
+    """Print the table for `encoders`, the first one the baseline."""
     import numpy as np
 
-    from recommender.corpus.papers import read_papers
-    from recommender.embed import export_cache, loading
     from recommender.embed.windows import embed_texts
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        corpus = read_papers([args.data / "corpus.jsonl"])[: args.papers]
-    texts, heads = [paper.text for paper in corpus], [paper.head for paper in corpus]
-    smooth_folder = export_cache.shared_export(MINILM, precision="int8-smooth")
-    batched = loading.load_onnx_encoder(smooth_folder, MINILM)
-    batched.one_text_a_run = False
-    encoders = {
-        "fp32 as torch exports it (masks in every layer)": loading.load_onnx_encoder(
-            as_torch_exports(args.work), MINILM),
-        "fp32, masks made once": loading.load_onnx_encoder(export_cache.shared_export(MINILM), MINILM),
-        "int8-smooth, batches": batched,
-        "int8-smooth, one text a run (the default)": loading.load_onnx_encoder(smooth_folder, MINILM),
-    }
-    if args.profile:
-        from bench_encode import profile_ops  # scripts/, beside this file
-
-        for label in list(encoders)[:2]:
-            profile_ops(encoders[label].folder, texts, args.work)
     vectors = {}
     for label, encoder in encoders.items():
         vectors[label] = embed_texts(encoder, texts, heads=heads).vectors
     baseline = next(iter(encoders))
     cpu: dict[str, list[float]] = {label: [] for label in encoders}
     wall: dict[str, list[float]] = {label: [] for label in encoders}
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for label, encoder in encoders.items():
             began, began_cpu = time.perf_counter(), time.process_time()
             embed_texts(encoder, texts, heads=heads)
             wall[label].append(time.perf_counter() - began)
             cpu[label].append(time.process_time() - began_cpu)
-    print(f"{len(texts)} CSFCube dev papers, {args.rounds} interleaved rounds; load average "
+    print(f"{len(texts)} CSFCube dev papers, {rounds} interleaved rounds; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end")
     print("| encoder | CPU s a round (median) | x baseline, CPU (range) | x baseline, wall (range) "
           "| mean / min cos to baseline | alone vs in a batch, mean / min cos |")
@@ -122,6 +95,58 @@ def main() -> None:
               f"| {statistics.median(cpu_ratios):.2f} ({min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}) "
               f"| {statistics.median(wall_ratios):.2f} ({min(wall_ratios):.2f}-{max(wall_ratios):.2f}) "
               f"| {cos.mean():.5f} / {cos.min():.5f} | {own.mean():.6f} / {own.min():.6f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="the CSFCube dev folder")
+    parser.add_argument("--papers", type=int, default=240)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--quality", action="store_true")
+    parser.add_argument("--work", type=Path,
+                        default=Path(tempfile.gettempdir()) / "bench-export-rewrite")
+    args = parser.parse_args()
+
+
+    from recommender.corpus.papers import read_papers
+    from recommender.embed import export_cache, loading
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        corpus = read_papers([args.data / "corpus.jsonl"])[: args.papers]
+    texts, heads = [paper.text for paper in corpus], [paper.head for paper in corpus]
+    if args.quality:
+        compare(quality_encoders(), texts[:60], heads[:60], args.rounds)
+        return
+    smooth_folder = export_cache.shared_export(MINILM, precision="int8-smooth")
+    batched = loading.load_onnx_encoder(smooth_folder, MINILM)
+    batched.one_text_a_run = False
+    encoders = {
+        "fp32 as torch exports it (masks in every layer)": loading.load_onnx_encoder(
+            as_torch_exports(args.work), MINILM),
+        "fp32, masks made once": loading.load_onnx_encoder(export_cache.shared_export(MINILM), MINILM),
+        "int8-smooth, batches": batched,
+        "int8-smooth, one text a run (the default)": loading.load_onnx_encoder(smooth_folder, MINILM),
+    }
+    if args.profile:
+        from bench_encode import profile_ops  # scripts/, beside this file
+
+        for label in list(encoders)[:2]:
+            profile_ops(encoders[label].folder, texts, args.work)
+    compare(encoders, texts, heads, args.rounds)
+
+def quality_encoders() -> dict:
+    from recommender.embed import export_cache, loading
+
+    folder = export_cache.shared_export("all-mpnet-base-v2", precision="int8")
+    batched = loading.load_onnx_encoder(folder, "all-mpnet-base-v2")
+    batched.one_text_a_run = False
+    return {
+        "all-mpnet-base-v2 int8, batches": batched,
+        "all-mpnet-base-v2 int8, one text a run (the default)": loading.load_onnx_encoder(
+            folder, "all-mpnet-base-v2"),
+    }
 
 
 if __name__ == "__main__":

@@ -147,7 +147,10 @@ def shared_export(
     folder = model_folder(model)
     if folder is None:
         return None
-    name = f"{folder_digest(folder)[:32]}-v{onnx_encoder.FORMAT_VERSION}"
+    name = (
+        f"{folder_digest(folder)[:32]}-v{onnx_encoder.FORMAT_VERSION}"
+        f"-r{onnx_encoder.EXPORT_REVISION}"
+    )
     fp32 = cached_entry(
         cache_home() / "onnx" / name,
         _FILES,

@@ -26,7 +26,11 @@ if TYPE_CHECKING:
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "onnx_encoder.json"
-FORMAT_VERSION = 2  # 2: the attention masks made once (attention_masks.py)
+FORMAT_VERSION = 1
+#: How the export is made, within one format: a folder of an earlier revision still loads (an
+#: index built before keeps its own export), but the user cache makes the current one anew.
+#: 2: the attention masks made once (attention_masks.py).
+EXPORT_REVISION = 2
 
 #: The graph is the plain fp32 export: the same numbers as torch up to float rounding. Its int8
 #: version is written by quantisation.py (the config's "variant" says which); fused variants were
@@ -187,6 +191,7 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
         hidden = int(reference.shape[-1])
         config = {
             "format_version": FORMAT_VERSION,
+            "export_revision": EXPORT_REVISION,
             "source_model": model_name_or_path,
             "variant": VARIANT,
             "input_names": input_names,

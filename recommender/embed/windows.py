@@ -141,8 +141,11 @@ def pool_windows(vectors: np.ndarray, weights: Sequence[float]) -> np.ndarray:
 
 def precision_key(model_identity: str, precision: str) -> str:
     """The model's part of a cache key at `precision`: fp32 keys are those made before precisions
-    existed, so caches built then stay valid."""
-    return model_identity if precision == "fp32" else f"{model_identity}\x00precision={precision}"
+    existed, so caches built then stay valid. An int8 vector is keyed as encoded one text a run
+    (onnx_encoder): those encoded in batches before depended on their batch and are not reused."""
+    if precision == "fp32":
+        return model_identity
+    return f"{model_identity}\x00precision={precision}\x00one text a run"
 
 
 def cache_key(model: str, chunking: Chunking, text: str) -> str:
