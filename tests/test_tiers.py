@@ -17,6 +17,7 @@ from recommender import build_index
 from recommender.cli import main
 from recommender.embed import export_cache, loading, onnx_encoder, quantisation, static_encoder
 from recommender.embed.windows import Chunking, cache_key, precision_key
+from recommender.embed.models import DEFAULT_MODEL, model_facts
 from recommender.errors import EncodingInterrupted, InputError
 from recommender.index import build
 from recommender.index.home import resolve_index_dir
@@ -45,12 +46,12 @@ def test_a_build_records_its_precision_a_rebuild_keeps_it_and_another_encodes_ev
     first = build_index([SEEDS], "a", precision="int8")
     kept = build_index([SEEDS], "a", notice=notices.append)
     assert (first.encoded, kept.encoded, manifest("a")["precision"]) == (first.papers, 0, "int8")
-    assert notices == ["keeping this index's precision int8: the precision fp32 (the default for new indexes) "
-                       "would encode every paper again"]
+    assert notices == ["keeping this index's precision int8: the precision int8-smooth (the default for new "
+                       "indexes) would encode every paper again"]
     other = build_index([SEEDS], "a", precision="fp32")
     assert (other.encoded, other.reused, manifest("a")["precision"]) == (other.papers, 0, "fp32")
     build_index([SEEDS], "b")
-    assert manifest("b")["precision"] == quantisation.DEFAULT_PRECISION == "fp32"
+    assert manifest("b")["precision"] == model_facts(DEFAULT_MODEL).default_precision == "int8-smooth"
 
 
 @pytest.fixture
@@ -268,7 +269,7 @@ def test_an_upgrade_serves_the_fast_version_until_the_full_one_is_committed_and_
     assert (report.papers, report.reused, report.encoded) == (papers, 16, papers - 16)
     assert notices == [f"resuming: 16 of {papers} papers already encoded"]
     upgraded = manifest("arxiv")
-    assert (upgraded["model"], upgraded["precision"]) == ("all-MiniLM-L6-v2", "fp32")
+    assert (upgraded["model"], upgraded["precision"]) == ("all-MiniLM-L6-v2", "int8-smooth")
     with query.PaperIndex.open("arxiv") as index:
         assert index.dense_weight == ranking.DENSE_WEIGHT
 
@@ -298,13 +299,13 @@ def test_each_model_ranks_with_the_dense_weight_its_cross_validation_chose():
         0.8, 0.75)
 
 
-def test_the_quality_tier_builds_int8_by_default_on_a_cpu_and_the_others_fp32(monkeypatch):
+def test_on_a_cpu_the_default_model_builds_int8_smooth_the_quality_tier_int8_and_others_fp32(monkeypatch):
     from recommender.embed import sentence_transformer
     from recommender.embed.choice import EncoderRequest, choose_encoder
     from recommender.embed.models import model_facts
 
     models = ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")
-    assert [model_facts(m).default_precision for m in models] == ["fp32", "fp32", "int8"]
+    assert [model_facts(m).default_precision for m in models] == ["int8-smooth", "fp32", "int8"]
 
     def chosen(model, precision=None, device="cpu"):
         choice = choose_encoder(EncoderRequest(model, precision, device), None)
@@ -312,9 +313,11 @@ def test_the_quality_tier_builds_int8_by_default_on_a_cpu_and_the_others_fp32(mo
 
     assert chosen("all-mpnet-base-v2") == ("all-mpnet-base-v2", "int8")
     assert chosen("all-mpnet-base-v2", "fp32") == ("all-mpnet-base-v2", "fp32")
-    assert chosen(None) == ("all-MiniLM-L6-v2", "fp32")
+    assert chosen(None) == ("all-MiniLM-L6-v2", "int8-smooth")
+    assert chosen("./my-model") == ("./my-model", "fp32")
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)  # auto on a GPU machine
     assert chosen("all-mpnet-base-v2", device="auto") == ("all-mpnet-base-v2", "fp32")
+    assert chosen(None, device="auto") == ("all-MiniLM-L6-v2", "fp32")
 
 
 # ---------------------------------------------------------------- the model a rebuild keeps
