@@ -4,10 +4,10 @@ The TorchScript export of a BERT-style model (transformers' SDPA attention) turn
 into an additive mask in every layer, each with its own ``Where(mask, 0, -inf)`` over a
 [batch, 1, sequence, sequence] tensor, and guards every softmax with ``Where(IsNaN(p), 0, p)``
 for rows with no key left. On 2 cores these element-wise passes took 16% of MiniLM's fp32
-kernel time, and more of its int8 graphs' (ONNX Runtime's profile; docs/performance.md). :func:`simplify_attention_masks`
-gives every layer the first layer's mask (the same inputs make the same tensor) and drops the
-guard: the encoder never runs a text without a token, so no softmax row is empty. The export
-checks the result against torch, padding included (onnx_encoder).
+kernel time, and more of its int8 graphs' (ONNX Runtime's profile; docs/performance.md).
+:func:`simplify_attention_masks` gives every layer the first layer's mask (the same inputs make the
+same tensor) and drops the guard: the encoder never runs a text without a token, so no softmax
+row is empty. The export checks the result against torch, padding included (onnx_encoder).
 """
 
 from __future__ import annotations
