@@ -19,7 +19,7 @@ first one with their range; the mean and least cosine of its vectors to the firs
 mean and least cosine between a paper encoded alone and in the others' batch (1.0 where a vector
 does not depend on its batch). --profile first prints each fp32 graph's kernel time by operator
 (bench_encode.py's ONNX Runtime profile, the build's batches). --quality does the same for the
-quality tier's int8 export instead (all-mpnet-base-v2; its parts installed), in batches and one
+quality tier instead (all-mpnet-base-v2; its parts installed): fp32, and int8 in batches and one
 text a run, on the first 60 papers.
 
 Quoted in: docs/performance.md ("One text a run, and the attention masks made once").
@@ -143,6 +143,8 @@ def quality_encoders() -> dict:
     batched = loading.load_onnx_encoder(folder, "all-mpnet-base-v2")
     batched.one_text_a_run = False
     return {
+        "all-mpnet-base-v2 fp32": loading.load_onnx_encoder(
+            export_cache.shared_export("all-mpnet-base-v2"), "all-mpnet-base-v2"),
         "all-mpnet-base-v2 int8, batches": batched,
         "all-mpnet-base-v2 int8, one text a run (the default)": loading.load_onnx_encoder(
             folder, "all-mpnet-base-v2"),
