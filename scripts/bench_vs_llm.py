@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a clone without installing
 
 from recommender.corpus.papers import read_papers  # noqa: E402
+from recommender.embed.export_cache import EMBEDDINGS  # noqa: E402
 
 import process_usage  # noqa: E402  (scripts/, beside this file)
 
@@ -106,6 +107,9 @@ def main() -> None:
                                 "-m", ALIAS, "-d", work / f"{name}-{n}.db"], llm_env)
 
             def run_papers(n: int) -> dict:
+                # A new user's embedding cache, the shared exports kept: every paper is encoded.
+                for leftover in (work / "cache").glob(f"{EMBEDDINGS}*"):
+                    leftover.unlink()
                 return measure([*papers, "build", source, "--index", work / f"{name}-{n}", "--quiet"], papers_env)
 
             shutil.rmtree(work / "cache", ignore_errors=True)
