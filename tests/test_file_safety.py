@@ -596,9 +596,10 @@ def test_cache_info_and_clear(workdir, fake_model):
 
 def test_a_per_index_cache_of_an_earlier_version_is_migrated(workdir, fake_model, monkeypatch):
     write_corpus(workdir / "in")
-    # The earlier layout: vectors keyed by the model's name, in cache.sqlite of the index folder.
+    # The earlier layout: vectors keyed by the model's name, in cache.sqlite of the index folder (fp32: it
+    # predates precisions).
     monkeypatch.setattr(export_cache, "model_identity", lambda model: model)
-    assert run("build", "in").exit_code == 0
+    assert run("build", "in", "--precision", "fp32").exit_code == 0
     index_dir = workdir / "indexes/default"
     shutil.move(cache_file(), index_dir / CACHE)
     monkeypatch.setattr(export_cache, "model_identity", lambda model: f"fake:{model}")

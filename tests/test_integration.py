@@ -57,13 +57,18 @@ def test_like_never_returns_the_query_paper(recommender):
 
 
 def test_search_uses_the_light_encoder_and_matches_the_full_model(recommender):
-    from recommender.embed.loading import load_encoder
+    from recommender.embed import export_cache
+    from recommender.embed.loading import load_encoder, load_onnx_encoder
 
     assert recommender.manifest["query_encoder"] == "onnx"
+    model, precision = recommender.manifest["model"], recommender.manifest["precision"]
     query = "video aesthetic assessment dataset"
     light = recommender.encode_query(query)
-    full = load_encoder(recommender.manifest["model"]).encode([query])[0]
-    assert float(light @ full) > 0.999
+    built_with = load_onnx_encoder(export_cache.shared_export(model, precision=precision), model)
+    assert float(light @ built_with.encode([query])[0]) > 0.99999  # the papers' own encoder
+    full = load_encoder(model).encode([query])[0]
+    # int8-smooth (the default on a CPU) was at least 0.9947 of fp32 on 120 CSFCube papers
+    assert float(light @ full) > (0.999 if precision == "fp32" else 0.9947)
 
 
 def test_cli_like_and_search_on_seed_index(seed_index):
