@@ -10,8 +10,9 @@ sentence windows, no cache), over the same CSFCube dev papers:
 - fp32 as torch exports it: an attention mask made in every layer and a NaN guard after every
   softmax (the export before `embed/attention_masks.py`; made under --work);
 - fp32 with the masks made once (the export builds use, from the user cache);
-- int8-smooth in batches (the token-budget batches fp32 uses);
-- int8-smooth one text a run (what builds use: a text's vector is its own alone).
+- int8-smooth in batches (the token-budget batches fp32 uses, two threads a run);
+- int8-smooth one text a run, two runs at once on one thread each (what builds use: a text's
+  vector is its own alone).
 
 The encoders take turns round by round, so a shared machine's load falls on all alike. Reported:
 each one's CPU time (this process's) and wall time, as the median of its per-round ratios to the
@@ -111,6 +112,7 @@ def main() -> None:
 
     from recommender.corpus.papers import read_papers
     from recommender.embed import export_cache, loading
+    from recommender.embed.onnx_encoder import OnnxEncoder
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -120,8 +122,7 @@ def main() -> None:
         compare(quality_encoders(), texts[:60], heads[:60], args.rounds)
         return
     smooth_folder = export_cache.shared_export(MINILM, precision="int8-smooth")
-    batched = loading.load_onnx_encoder(smooth_folder, MINILM)
-    batched.one_text_a_run = False
+    batched = OnnxEncoder(smooth_folder, MINILM, one_text_a_run=False)  # on 2 threads a run
     encoders = {
         "fp32 as torch exports it (masks in every layer)": loading.load_onnx_encoder(
             as_torch_exports(args.work), MINILM),
@@ -138,10 +139,10 @@ def main() -> None:
 
 def quality_encoders() -> dict:
     from recommender.embed import export_cache, loading
+    from recommender.embed.onnx_encoder import OnnxEncoder
 
     folder = export_cache.shared_export("all-mpnet-base-v2", precision="int8")
-    batched = loading.load_onnx_encoder(folder, "all-mpnet-base-v2")
-    batched.one_text_a_run = False
+    batched = OnnxEncoder(folder, "all-mpnet-base-v2", one_text_a_run=False)
     return {
         "all-mpnet-base-v2 fp32": loading.load_onnx_encoder(
             export_cache.shared_export("all-mpnet-base-v2"), "all-mpnet-base-v2"),

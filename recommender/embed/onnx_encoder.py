@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..arrays import unit_rows
 from ..errors import ModelError
 
 if TYPE_CHECKING:
@@ -279,7 +280,13 @@ class OnnxEncoder:
     """Encode texts with a model written by :func:`export_onnx`; numpy, onnxruntime, tokenizers
     only."""
 
-    def __init__(self, folder: Path, name: str, threads: int | None = None):
+    def __init__(
+        self,
+        folder: Path,
+        name: str,
+        threads: int | None = None,
+        one_text_a_run: bool | None = None,
+    ):
         folder = Path(folder)
         self.folder = folder
         self.name = name
@@ -293,17 +300,25 @@ class OnnxEncoder:
 
             self._tokenizer_json = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
             self._tokenizer = Tokenizer.from_str(self._tokenizer_json)
-            self._session = _make_session(folder / MODEL_FILE, threads)
+            self.variant = str(config.get("variant", VARIANT))
+            # Dynamic int8 quantises a MatMul's input with one scale for the whole batch tensor,
+            # padding included, so a text's vector would depend on the texts beside it (cosine
+            # 0.997 to itself encoded alone): one text a run makes it the text's alone, as at fp32.
+            # Such small runs spread badly over threads, so each runs on one thread and `threads`
+            # of them run at once: 1.7x the wall speed of one run on two threads
+            # (docs/performance.md, scripts/bench_export_rewrite.py).
+            # (`one_text_a_run` False batches an int8 export anyway: for the benchmarks.)
+            self.one_text_a_run = (
+                self.variant != VARIANT if one_text_a_run is None else one_text_a_run
+            )
+            self.runs_at_once = (threads or INTRA_OP_THREADS) if self.one_text_a_run else 1
+            self._session = _make_session(
+                folder / MODEL_FILE, 1 if self.one_text_a_run else threads
+            )
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"cannot load ONNX model from {folder}: {_one_line(exc)}") from exc
 
         self.config = config
-        self.variant = str(config.get("variant", VARIANT))
-        # Dynamic int8 quantises a MatMul's input with one scale for the whole batch tensor,
-        # padding included, so a text's vector would depend on the texts beside it (cosine 0.997 to
-        # itself encoded alone): one text a run makes it the text's alone, as at fp32, for 0.8x
-        # the batched speed (docs/performance.md, scripts/bench_export_rewrite.py).
-        self.one_text_a_run = self.variant != VARIANT
         self.max_seq_length = int(config["max_seq_length"])
         self.max_tokens = self.max_seq_length - int(config.get("num_special_tokens", 2))
         self.dimension = int(config["dimension"])
@@ -340,7 +355,8 @@ class OnnxEncoder:
             return out
         encodings = self._tokenizer.encode_batch(texts)
         if self.one_text_a_run:
-            batch_size = 1
+            out[:] = self._encode_each(encodings)
+            return unit_rows(out)
         # Longest first, like sentence-transformers: batches of similar length waste little padding.
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         start = 0
@@ -353,9 +369,23 @@ class OnnxEncoder:
             idx = order[start : start + count]
             out[idx] = self._encode_batch([encodings[i] for i in idx])
             start += count
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        out /= np.maximum(norms, 1e-12)
-        return out
+        return unit_rows(out)
+
+    def _encode_each(self, encodings) -> np.ndarray:
+        """Each text in a run of its own, `runs_at_once` runs at a time (ONNX Runtime runs one
+        session from several threads at once), in the order given."""
+        if self.runs_at_once == 1 or len(encodings) == 1:
+            return np.vstack([self._encode_batch([encoding]) for encoding in encodings])
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(self.runs_at_once, thread_name_prefix="papers-encode")
+        try:
+            return np.vstack(
+                list(pool.map(lambda encoding: self._encode_batch([encoding]), encodings))
+            )
+        finally:
+            # An interruption (Ctrl-C) stops what has not started, not only the caller.
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _encode_batch(self, encodings) -> np.ndarray:
         n = len(encodings)
