@@ -102,11 +102,11 @@ MODELS = (
         install=f"pip install {DEFAULT_MODEL_PACKAGE}",
         costs={"CV MAP/NDCG%20": "43.1/62.3 (fp32 43.5/62.4)", "held-out": "40.6/61.0 (fp32)"},
         precisions=("fp32", "int8", "int8-mixed", "int8-smooth"),
-        papers_per_minute=3300,
+        papers_per_minute=4900,
         held_out=(40.6, 61.0),
         # int8-smooth (one text a run) ranks level with fp32 under CV on CSFCube dev (MAP -0.41, sd
         # 0.98 over the folds; per query +0.04, bootstrap 95% -0.27 to +0.36; NDCG%20 -0.06) and on
-        # reviewers-dev (loss -0.0012), encoding at 2.0x fp32's CPU time: docs/performance.md.
+        # reviewers-dev (loss -0.0012), encoding at 2.4x fp32's speed: docs/performance.md.
         default_precision="int8-smooth",
         package=DEFAULT_MODEL_PACKAGE,
         aliases=(f"sentence-transformers/{DEFAULT_MODEL}",),
@@ -123,7 +123,7 @@ MODELS = (
         install="made from the default model on first use (model2vec)",
         costs={"CV MAP/NDCG%20": "36.1/55.5"},
         precisions=("fp32",),
-        papers_per_minute=27300,
+        papers_per_minute=47700,
         dense_weights={"fp32": 0.4},
         gpu=False,
         export="static",
@@ -142,7 +142,7 @@ MODELS = (
         # and builds 2.6x as fast (scripts/tune_relevance.py, docs/models.md).
         default_precision="int8",
         dense_weights={"fp32": 0.8, "int8": 0.75},
-        papers_per_minute=955,
+        papers_per_minute=1240,
         held_out=(43.4, 64.8),
         parts=model_parts.MPNET,
         aliases=(f"sentence-transformers/{model_parts.MPNET.name}",),
