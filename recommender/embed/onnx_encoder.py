@@ -305,7 +305,7 @@ class OnnxEncoder:
             # padding included, so a text's vector would depend on the texts beside it (cosine
             # 0.997 to itself encoded alone): one text a run makes it the text's alone, as at fp32.
             # Such small runs spread badly over threads, so each runs on one thread and `threads`
-            # of them run at once: 1.7x the wall speed of one run on two threads
+            # of them run at once: 1.4x the wall speed of batches on two threads
             # (docs/performance.md, scripts/bench_export_rewrite.py).
             # (`one_text_a_run` False batches an int8 export anyway: for the benchmarks.)
             self.one_text_a_run = (
