@@ -355,8 +355,7 @@ class OnnxEncoder:
             return out
         encodings = self._tokenizer.encode_batch(texts)
         if self.one_text_a_run:
-            out[:] = self._encode_each(encodings)
-            return unit_rows(out)
+            return unit_rows(self._encode_each(encodings))
         # Longest first, like sentence-transformers: batches of similar length waste little padding.
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         start = 0
