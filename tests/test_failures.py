@@ -7,12 +7,14 @@ on a small tmpfs mounted for the test. Each skips, with its reason, where the
 machine does not allow it.
 """
 
+import gc
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -296,6 +298,82 @@ def test_sigterm_during_related_work_out_leaves_no_partial_file(workdir, fake_mo
     assert result.exit_code == 128 + signal.SIGTERM
     assert sorted(p.name for p in workdir.iterdir()) == ["in", "indexes"]
     assert signal.getsignal(signal.SIGTERM) is before  # put back once the command ends
+
+
+class SignalsOnCollection:
+    """An object whose finalizer sends this process a signal: its handler runs inside the finalizer,
+    where Python reports an exception and ignores it."""
+
+    def __init__(self, number):
+        self.number = number
+
+    def __del__(self):
+        os.kill(os.getpid(), self.number)
+
+
+def signal_where_python_ignores_exceptions(where, number, senders):
+    if where == "finalizer":
+        SignalsOnCollection(number)  # collected at once
+        return
+    if where == "gc callback":
+
+        def callback(phase, info):
+            if phase == "stop":
+                os.kill(os.getpid(), number)
+
+        gc.callbacks.append(callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback)
+        return
+    # `kill` from another process while the program collects, with a GC callback installed (as a
+    # test suite's or a profiler's): the handler runs in the first Python code after the collection
+    # the signal arrived in, the callback.
+    heap = [[n] for n in range(300_000)]
+    gc.callbacks.append(timed_collection)
+    try:
+        senders.append(subprocess.Popen(["sh", "-c", f"sleep 0.2; kill -{number.name[3:]} {os.getpid()}"]))
+        for _ in range(300):
+            gc.collect()
+    finally:
+        gc.callbacks.remove(timed_collection)
+    del heap
+
+
+def timed_collection(phase, info):
+    timed_collection.started = time.perf_counter()
+
+
+@pytest.mark.parametrize("where", ["finalizer", "gc callback", "collection killed by another process"])
+@pytest.mark.parametrize("number, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stop_landing_where_python_ignores_exceptions_still_stops_the_command(
+        workdir, fake_model, monkeypatch, where, number, status):
+    """A signal arriving during a collection has its handler run inside a finalizer or a GC callback
+    (a test suite's, a library's): the stop is delivered again, not lost."""
+    from recommender.render import related
+
+    build_index([write_corpus(workdir / "in")])
+    real = related.write_related
+
+    def write_then_stopped(lists, handle, *args):
+        real(lists, handle, *args)
+        signal_where_python_ignores_exceptions(where, number, senders)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the command goes on working until the stop reaches it
+            time.sleep(0.01)
+
+    monkeypatch.setattr(related, "write_related", write_then_stopped)
+    hook, senders = sys.unraisablehook, []
+    started = time.monotonic()
+    try:
+        result = run("related-work", "--all", "--out", "r.md")
+    finally:
+        for sender in senders:
+            sender.wait()
+    assert result.exit_code == status and time.monotonic() - started < 30
+    assert sorted(p.name for p in workdir.iterdir()) == ["in", "indexes"]
+    assert sys.unraisablehook is hook  # put back once the command ends
 
 
 def test_a_memory_limit_gives_one_line(workdir, fake_model):

@@ -3,6 +3,7 @@ errors, each as one line on stderr with a non-zero exit (2 for bad usage)."""
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import functools
 import os
@@ -97,22 +98,63 @@ def library_errors(command):
     return wrapper
 
 
+class _Terminated(SystemExit):
+    """SIGTERM's exit, raised wherever the signal's handler runs."""
+
+
+# A stop delivered again starts this long after: by then the program has left the finalizer or the
+# callback it landed in (one that lands there again is delivered again).
+DELIVER_AGAIN_SECONDS = 0.01
+
+
 @contextlib.contextmanager
 def _terminate_unwinds():
     """SIGTERM (`kill`, a closed terminal) unwinds like Ctrl-C while a command runs, so a partial
-    output file or a build's private folder is removed on the way out."""
+    output file or a build's private folder is removed on the way out.
+
+    Python runs a signal's handler wherever the program is when the signal arrives, and an
+    exception raised inside a finalizer or a garbage-collector callback is reported and ignored
+    there, not raised: a SIGTERM or a Ctrl-C arriving during a collection would be lost, and the
+    command would carry on. Such a stop is delivered again, from a thread, a moment later."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def terminate(signum, frame):
-        raise SystemExit(128 + signum)
+        raise _Terminated(128 + signum)
+
+    reported = sys.unraisablehook
+    later: list[threading.Timer] = []
+
+    def deliver_later(signum: int) -> None:
+        if not (later and later[-1].is_alive()):
+            later.append(threading.Timer(DELIVER_AGAIN_SECONDS, _thread.interrupt_main, (signum,)))
+            later[-1].daemon = True
+            later[-1].start()
+
+    def deliver_again(unraisable) -> None:
+        try:
+            if isinstance(unraisable.exc_value, _Terminated):
+                deliver_later(signal.SIGTERM)
+            elif isinstance(unraisable.exc_value, KeyboardInterrupt):
+                deliver_later(signal.SIGINT)
+            else:
+                reported(unraisable)
+        except _Terminated:  # the stop landed here, where it would be ignored as well
+            deliver_later(signal.SIGTERM)
+        except KeyboardInterrupt:
+            deliver_later(signal.SIGINT)
 
     previous = signal.signal(signal.SIGTERM, terminate)
+    sys.unraisablehook = deliver_again
     try:
         yield
     finally:
+        for timer in later:
+            timer.cancel()  # the command has ended: a stop still on its way is not needed
         signal.signal(signal.SIGTERM, previous)
+        if sys.unraisablehook is deliver_again:
+            sys.unraisablehook = reported
 
 
 @contextlib.contextmanager
