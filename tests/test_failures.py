@@ -365,10 +365,14 @@ def test_a_stop_landing_where_python_ignores_exceptions_still_stops_the_command(
 
     monkeypatch.setattr(related, "write_related", write_then_stopped)
     hook, senders = sys.unraisablehook, []
+    # Ctrl-C as in a terminal: a process started in the background (`cmd &`, as CI may start the
+    # tests) begins with SIGINT ignored, and Python then leaves it so.
+    interactive = signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
     try:
         result = run("related-work", "--all", "--out", "r.md")
     finally:
+        signal.signal(signal.SIGINT, interactive)
         for sender in senders:
             sender.wait()
     assert result.exit_code == status and time.monotonic() - started < 30
