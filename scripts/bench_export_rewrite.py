@@ -4,15 +4,16 @@
     python scripts/bench_export_rewrite.py [--papers 240] [--rounds 3] [--profile] [--quality]
         [--work /tmp/bench-export-rewrite]
 
-Four encoders of all-MiniLM-L6-v2, each through the build's own path (`embed_texts`: title-prefixed
+Five encoders of all-MiniLM-L6-v2, each through the build's own path (`embed_texts`: title-prefixed
 sentence windows, no cache), over the same CSFCube dev papers:
 
-- fp32 as torch exports it: an attention mask made in every layer and a NaN guard after every
-  softmax (the export before `embed/attention_masks.py`; made under --work);
-- fp32 with the masks made once (the export builds use, from the user cache);
-- int8-smooth in batches (the token-budget batches fp32 uses, two threads a run);
-- int8-smooth one text a run, two runs at once on one thread each (what builds use: a text's
-  vector is its own alone).
+- fp32 as torch exports it, in batches: an attention mask made in every layer and a NaN guard
+  after every softmax (the export before `embed/attention_masks.py`; made under --work), in
+  token-budget batches on two threads a run;
+- fp32 with the masks made once (the export builds use, from the user cache), in batches;
+- the same one text a run, two runs at once on one thread each (what `--precision fp32` uses);
+- int8-smooth in batches;
+- int8-smooth one text a run, two at once (what builds use: a text's vector is its own alone).
 
 The encoders take turns round by round, so a shared machine's load falls on all alike. Reported:
 each one's CPU time (this process's) and wall time, as the median of its per-round ratios to the
@@ -20,8 +21,8 @@ first one with their range; the mean and least cosine of its vectors to the firs
 mean and least cosine between a paper encoded alone and in the others' batch (1.0 where a vector
 does not depend on its batch). --profile first prints each fp32 graph's kernel time by operator
 (bench_encode.py's ONNX Runtime profile, the build's batches). --quality does the same for the
-quality tier instead (all-mpnet-base-v2; its parts installed): fp32, and int8 in batches and one
-text a run, on the first 60 papers.
+quality tier instead (all-mpnet-base-v2; its parts installed): fp32 and int8, each in batches and
+one text a run, on the first 60 papers.
 
 Quoted in: docs/performance.md ("One text a run, and the attention masks made once").
 """
@@ -123,10 +124,13 @@ def main() -> None:
         return
     smooth_folder = export_cache.shared_export(MINILM, precision="int8-smooth")
     batched = OnnxEncoder(smooth_folder, MINILM, one_text_a_run=False)  # on 2 threads a run
+    fp32_folder = export_cache.shared_export(MINILM)
     encoders = {
-        "fp32 as torch exports it (masks in every layer)": loading.load_onnx_encoder(
-            as_torch_exports(args.work), MINILM),
-        "fp32, masks made once": loading.load_onnx_encoder(export_cache.shared_export(MINILM), MINILM),
+        "fp32 as torch exports it (masks in every layer), batches": OnnxEncoder(
+            as_torch_exports(args.work), MINILM, one_text_a_run=False),
+        "fp32, masks made once, batches": OnnxEncoder(fp32_folder, MINILM, one_text_a_run=False),
+        "fp32, masks made once, one text a run (--precision fp32)": loading.load_onnx_encoder(
+            fp32_folder, MINILM),
         "int8-smooth, batches": batched,
         "int8-smooth, one text a run (the default)": loading.load_onnx_encoder(smooth_folder, MINILM),
     }
@@ -143,9 +147,12 @@ def quality_encoders() -> dict:
 
     folder = export_cache.shared_export("all-mpnet-base-v2", precision="int8")
     batched = OnnxEncoder(folder, "all-mpnet-base-v2", one_text_a_run=False)
+    fp32_folder = export_cache.shared_export("all-mpnet-base-v2")
     return {
-        "all-mpnet-base-v2 fp32": loading.load_onnx_encoder(
-            export_cache.shared_export("all-mpnet-base-v2"), "all-mpnet-base-v2"),
+        "all-mpnet-base-v2 fp32, batches": OnnxEncoder(
+            fp32_folder, "all-mpnet-base-v2", one_text_a_run=False),
+        "all-mpnet-base-v2 fp32, one text a run": loading.load_onnx_encoder(
+            fp32_folder, "all-mpnet-base-v2"),
         "all-mpnet-base-v2 int8, batches": batched,
         "all-mpnet-base-v2 int8, one text a run (the default)": loading.load_onnx_encoder(
             folder, "all-mpnet-base-v2"),

@@ -301,16 +301,15 @@ class OnnxEncoder:
             self._tokenizer_json = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
             self._tokenizer = Tokenizer.from_str(self._tokenizer_json)
             self.variant = str(config.get("variant", VARIANT))
-            # Dynamic int8 quantises a MatMul's input with one scale for the whole batch tensor,
-            # padding included, so a text's vector would depend on the texts beside it (cosine
-            # 0.997 to itself encoded alone): one text a run makes it the text's alone, as at fp32.
-            # Such small runs spread badly over threads, so each runs on one thread and `threads`
-            # of them run at once: 1.4x the wall speed of batches on two threads
+            # Each text runs alone, on one thread, `threads` runs at once. Dynamic int8 quantises a
+            # MatMul's input with one scale for the whole batch tensor, padding included, so in a
+            # batch a text's vector would depend on the texts beside it (cosine 0.997 to itself
+            # encoded alone); alone it is the text's own. Such small runs spread badly over
+            # threads, and several at once leave no padding and no thread waiting on another:
+            # int8 1.4x and fp32 ~1.1x the wall speed of batches on two threads
             # (docs/performance.md, scripts/bench_export_rewrite.py).
-            # (`one_text_a_run` False batches an int8 export anyway: for the benchmarks.)
-            self.one_text_a_run = (
-                self.variant != VARIANT if one_text_a_run is None else one_text_a_run
-            )
+            # (`one_text_a_run` False batches anyway: for the benchmarks.)
+            self.one_text_a_run = True if one_text_a_run is None else one_text_a_run
             self.runs_at_once = (threads or INTRA_OP_THREADS) if self.one_text_a_run else 1
             self._session = _make_session(
                 folder / MODEL_FILE, 1 if self.one_text_a_run else threads
