@@ -215,6 +215,26 @@ def linked_sqlite_file(path: str | os.PathLike) -> Path | None:
     return None
 
 
+def switch_to_wal(connection, seconds: float) -> None:
+    """Put the SQLite file of `connection` in WAL mode (it stays so). Two processes making the file
+    at once both ask, and SQLite answers the one that loses "database is locked" at once, without
+    waiting out its busy timeout: it is asked again until `seconds` have passed."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            code = getattr(error, "sqlite_errorcode", None)  # Python 3.11 on
+            busy = code == 5 if code is not None else "database is locked" in str(error)
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def is_plain_file(path: str | os.PathLike) -> bool:
     """Whether `path` is a regular file itself (not a link to one)."""
     try:

@@ -609,6 +609,38 @@ def test_a_per_index_cache_of_an_earlier_version_is_migrated(workdir, fake_model
     assert json.loads(run("cache", "info", "--format", "json").stdout)["entries"] == 6
 
 
+@pytest.mark.parametrize("held", ["the embedding cache", "a bare connection"])
+def test_a_new_sqlite_file_waits_for_the_process_holding_its_write_lock(tmp_path, held):
+    """While another connection holds a new SQLite file's write lock, SQLite refuses the switch to
+    WAL at once ("database is locked"), without waiting out its busy timeout: two builds making the
+    cache together failed so, 3 times in 800 races. The switch is asked again until the lock goes."""
+    import threading
+
+    from recommender import files
+    from recommender.embed.embedding_cache import EmbeddingCache
+
+    path = tmp_path / "embeddings.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, other.rollback)
+    release.start()
+    try:
+        if held == "the embedding cache":
+            with EmbeddingCache(tmp_path) as cache:
+                mode = cache.connection.execute("PRAGMA journal_mode").fetchone()[0]
+        else:
+            connection = sqlite3.connect(path, timeout=5)
+            try:
+                files.switch_to_wal(connection, 5)
+                mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
+            finally:
+                connection.close()
+    finally:
+        release.join()
+        other.close()
+    assert mode == "wal"
+
+
 def test_concurrent_builds_of_two_indexes_share_the_cache(workdir, fake_model):
     write_corpus(workdir / "a")
     write_corpus(workdir / "b", PAPERS + [{"id": "x", "abstract": "Another paper on graphs."}])

@@ -17,6 +17,9 @@ import numpy as np
 from .. import files
 from ..errors import RecommenderError
 
+#: How long a build waits for another process writing the cache (SQLite's busy timeout).
+BUSY_SECONDS = 60
+
 
 class CacheUnavailable(RecommenderError):
     """The user cache folder cannot be made (read-only home, under a file): builds go on without the
@@ -68,8 +71,8 @@ class EmbeddingCache:
     def _connect(self) -> None:
         import sqlite3  # here: only builds use the cache, and lookups need not pay for the import
 
-        self.connection = sqlite3.connect(self.path, timeout=60)
-        self.connection.execute("PRAGMA journal_mode=WAL")
+        self.connection = sqlite3.connect(self.path, timeout=BUSY_SECONDS)
+        files.switch_to_wal(self.connection, BUSY_SECONDS)
         # In WAL mode NORMAL loses no committed transaction when the process dies
         # (only, at worst, the last ones on power loss) and never corrupts the file.
         self.connection.execute("PRAGMA synchronous=NORMAL")

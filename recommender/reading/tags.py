@@ -13,6 +13,9 @@ from ..index.layout import tags_path
 from ..index.stored import collection_memberships
 from ..query.paper_index import PaperIndex, Recommendation
 
+#: How long a tag's change waits for another process changing the tags (SQLite's busy timeout).
+BUSY_SECONDS = 10
+
 MAX_TAG = 200  # characters: a collection path several folders deep fits
 TAG_RULE = (
     f"a tag is 1 to {MAX_TAG} printable characters ('/' between a collection's folders), "
@@ -73,14 +76,14 @@ class TagStore:
                 f"tags file {linked} is a symbolic link, which is never followed: remove it"
             )
         try:
-            connection = sqlite3.connect(self.path, timeout=10)
+            connection = sqlite3.connect(self.path, timeout=BUSY_SECONDS)
         except sqlite3.Error as error:
             raise RecommenderError(
                 f"tags {self.path}: {error}: check the disk and permissions"
             ) from None
         try:
             if write:
-                connection.execute("PRAGMA journal_mode=WAL")
+                files.switch_to_wal(connection, BUSY_SECONDS)
                 connection.execute(
                     "CREATE TABLE IF NOT EXISTS tags (tag TEXT NOT NULL, paper TEXT NOT NULL, "
                     "added REAL NOT NULL DEFAULT (julianday('now')), PRIMARY KEY (tag, paper))"
