@@ -73,7 +73,8 @@ def test_ray_build_equals_local_build(papers_cli, fake_ray_model, seeds, open_in
     assert_same_index(open_index("local"), open_index("ray"))
 
 
-def test_a_ray_build_leaves_the_programs_signal_handlers_as_they_were(fake_ray_model, seeds, workdir):
+def test_a_ray_build_leaves_the_programs_signal_handlers_as_they_were(fake_ray_model, seeds, workdir, monkeypatch):
+    """During the build too: ray.init's own SIGTERM handler (an exit) is for its start only."""
     import signal
 
     from recommender import build_index
@@ -81,9 +82,17 @@ def test_a_ray_build_leaves_the_programs_signal_handlers_as_they_were(fake_ray_m
     def mine(number, frame):  # a library user's own handlers
         pass
 
+    spec, during = loading.encoder_spec, []
+
+    def recording_spec(*args, **kwargs):  # called once Ray runs
+        during.append((signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)))
+        return spec(*args, **kwargs)
+
+    monkeypatch.setattr(loading, "encoder_spec", recording_spec)
     before = {number: signal.signal(number, mine) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
         build_index([seeds], index=workdir / "ray", engine="ray")
+        assert during and set(during) == {(mine, mine)}
         assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == (mine, mine)
     finally:
         for number, handler in before.items():

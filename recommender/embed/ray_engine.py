@@ -138,6 +138,12 @@ class RaySession:
             )
             raise EngineError(f"cannot start {where} ({_one_line(error)}): {hint}") from None
         self._quiet()  # ray.init may have set up Ray's loggers again
+        # ray.init installs its own SIGTERM handler (an exit) for its start. Once Ray runs, the
+        # program's own handlers are back, so a stop during the work is the program's to handle
+        # (`papers` unwinds with 143, and delivers again a stop that lands where Python ignores it).
+        for number, handler in self._handlers.items():
+            if handler is not None:
+                signal.signal(number, handler)
         return self
 
     def __exit__(self, *exc) -> None:
