@@ -215,6 +215,9 @@ def linked_sqlite_file(path: str | os.PathLike) -> Path | None:
     return None
 
 
+SQLITE_BUSY = 5  # SQLite's primary result code for "database is locked" (extended ones add bits)
+
+
 def switch_to_wal(connection, seconds: float) -> None:
     """Put the SQLite file of `connection` in WAL mode (it stays so). Two processes making the file
     at once both ask, and SQLite answers the one that loses "database is locked" at once, without
@@ -229,7 +232,7 @@ def switch_to_wal(connection, seconds: float) -> None:
             return
         except sqlite3.OperationalError as error:
             code = getattr(error, "sqlite_errorcode", None)  # Python 3.11 on
-            busy = code == 5 if code is not None else "database is locked" in str(error)
+            busy = (code & 0xFF) == SQLITE_BUSY if code is not None else "locked" in str(error)
             if not busy or time.monotonic() >= deadline:
                 raise
             time.sleep(0.01)

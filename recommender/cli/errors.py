@@ -102,8 +102,8 @@ class _Terminated(SystemExit):
     """SIGTERM's exit, raised wherever the signal's handler runs."""
 
 
-# A stop delivered again starts this long after: by then the program has left the finalizer or the
-# callback it landed in (one that lands there again is delivered again).
+# A stop is delivered again this long after it was lost: by then the program has left the
+# finalizer or the callback it landed in (should it land in one again, it is delivered again).
 DELIVER_AGAIN_SECONDS = 0.01
 
 
