@@ -102,6 +102,11 @@ class _Terminated(SystemExit):
     """SIGTERM's exit, raised wherever the signal's handler runs."""
 
 
+def _stop_signal(stop: BaseException) -> int:
+    """The signal whose handler raised `stop`: SIGTERM's `_Terminated`, else Ctrl-C's SIGINT."""
+    return signal.SIGTERM if isinstance(stop, _Terminated) else signal.SIGINT
+
+
 # A stop is delivered again this long after it was lost: by then the program has left the
 # finalizer or the callback it landed in (should it land in one again, it is delivered again).
 DELIVER_AGAIN_SECONDS = 0.01
@@ -134,16 +139,12 @@ def _terminate_unwinds():
 
     def deliver_again(unraisable) -> None:
         try:
-            if isinstance(unraisable.exc_value, _Terminated):
-                deliver_later(signal.SIGTERM)
-            elif isinstance(unraisable.exc_value, KeyboardInterrupt):
-                deliver_later(signal.SIGINT)
+            if isinstance(unraisable.exc_value, (_Terminated, KeyboardInterrupt)):
+                deliver_later(_stop_signal(unraisable.exc_value))
             else:
                 reported(unraisable)
-        except _Terminated:  # the stop landed here, where it would be ignored as well
-            deliver_later(signal.SIGTERM)
-        except KeyboardInterrupt:
-            deliver_later(signal.SIGINT)
+        except (_Terminated, KeyboardInterrupt) as stop:  # landed here, ignored here as well
+            deliver_later(_stop_signal(stop))
 
     previous = signal.signal(signal.SIGTERM, terminate)
     sys.unraisablehook = deliver_again
