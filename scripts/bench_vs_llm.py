@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """`papers build` against `llm embed-multi`, whole processes side by side, as a new user would run them.
 
-    python scripts/bench_vs_llm.py [--rounds 3] [--corpus seeds csfcube] [--llm-venv /tmp/papers-bench-llm]
+    python scripts/bench_vs_llm.py [--rounds 3] [--corpus seeds csfcube] [--papers N]
+        [--llm-venv /tmp/papers-bench-llm]
 
 llm (0.36, with llm-sentence-transformers) is a benchmark dependency, never the project's: it is
 installed into a throwaway virtual environment (--llm-venv; made on first use: torch==2.13.0 first,
@@ -14,6 +15,7 @@ shared machine hits both alike; every run starts from nothing (a new llm databas
 folder with an empty embedding cache). `papers` runs with its shared ONNX export already in the
 user cache, as for every build after a user's first; that first build (which exports the model
 once) is measured separately, once per corpus, against an empty cache.
+--papers N keeps the first N records of a JSONL corpus (both tools get the same ones).
 Reported: median wall time, CPU time (user + system) and peak RSS of each, and their ratios.
 
 Quoted in: docs/performance.md ("Builds: where the time goes, and against `llm embed-multi`") and README.md's headline figures.
@@ -80,6 +82,16 @@ def llm_input(source: Path, target: Path) -> int:
     return len(papers)
 
 
+def first_records(source: Path, count: int | None, target: Path) -> Path:
+    """`source` itself, or a JSONL file of its first `count` records when a count is given."""
+    if count is None or source.suffix != ".jsonl":
+        return source
+    with open(source, encoding="utf-8") as lines, open(target, "w", encoding="utf-8") as kept:
+        for _, line in zip(range(count), lines):
+            kept.write(line)
+    return target
+
+
 def summary(runs: list[dict]) -> dict:
     return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu", "rss_mb")}
 
@@ -88,6 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--corpus", nargs="+", default=list(CORPORA), choices=list(CORPORA))
+    parser.add_argument("--papers", type=int, help="only the first N records of a JSONL corpus")
     parser.add_argument("--llm-venv", type=Path, default=Path(tempfile.gettempdir()) / "papers-bench-llm")
     args = parser.parse_args()
 
@@ -99,7 +112,7 @@ def main() -> None:
         papers = [sys.executable, "-m", "recommender"]
         rows = []
         for name in args.corpus:
-            source = CORPORA[name]
+            source = first_records(CORPORA[name], args.papers, work / f"{name}-input.jsonl")
             count = llm_input(source, work / f"{name}.jsonl")
 
             def run_llm(n: int) -> dict:
