@@ -217,7 +217,7 @@ def parse_settings(text: str) -> list[tuple[float, int]]:
         except ValueError:
             raise SystemExit(f"--compare: '{item}' is not WEIGHT/POOL (e.g. 0.7/200)") from None
         if not 0.0 <= settings[-1][0] <= 1.0 or settings[-1][1] < 1:
-            raise SystemExit(f"--compare: '{item}': the weight must be in 0..1 and the pool at least 1")
+            raise SystemExit(f"--compare: '{item}': the weight must be in 0..1, the pool at least 1")
     return settings
 
 
@@ -228,7 +228,8 @@ def compare(collection: Collection, candidates: list[tuple[float, int]], repeats
     shipped_weight = collection.open("sentences").dense_weight
     shipped = collection.run("sentences")  # the index's own weight, the shared POOL
     settings = list(itertools.product(CHUNKINGS, WEIGHTS, POOLS))
-    grid = np.stack([collection.run(chunking, "hybrid", weight, pool) for chunking, weight, pool in settings])
+    grid = np.stack([collection.run(chunking, "hybrid", weight, pool)
+                     for chunking, weight, pool in settings])
     held, chosen = cross_validate(grid, papers, repeats)
     counts = np.bincount(chosen, minlength=len(settings))
     top = int(np.argmax(counts))
@@ -244,11 +245,11 @@ def compare(collection: Collection, candidates: list[tuple[float, int]], repeats
                if chunking == "sentences" and pool == POOL]
     held, chosen = cross_validate(grid[at_pool], papers, repeats)
     counts = np.bincount(chosen, minlength=len(at_pool))
+    choices = ", ".join(f"{settings[at_pool[i]][1]:.2f} {counts[i]}x"
+                        for i in np.argsort(-counts, kind="stable") if counts[i])
     print(f"CV over the weights alone (sentence windows, the shared pool {POOL}): held-out MAP "
           f"{held[:, 0].mean():.2f} (sd {held[:, 0].std():.2f}), NDCG%20 {held[:, 1].mean():.2f} "
-          f"(sd {held[:, 1].std():.2f}); chosen " + ", ".join(
-              f"{settings[at_pool[i]][1]:.2f} {counts[i]}x" for i in np.argsort(-counts, kind="stable")
-              if counts[i]))
+          f"(sd {held[:, 1].std():.2f}); chosen {choices}")
     masks = [np.array([paper in test for paper in papers]) for _, test in folds(papers, repeats)]
     print(f"\nshipped: sentence windows, dense weight {shipped_weight:.2f}, pool {POOL}: all "
           f"{len(papers)} queries MAP / NDCG%20 {fmt(shipped.mean(axis=0))}; held out "
@@ -266,7 +267,8 @@ def compare(collection: Collection, candidates: list[tuple[float, int]], repeats
               f"{per_fold[:, 0].mean():+.2f} (sd {per_fold[:, 0].std():.2f}), NDCG%20 "
               f"{per_fold[:, 1].mean():+.2f} (sd {per_fold[:, 1].std():.2f}); below in {below}, "
               f"above in {above} of {len(per_fold)} folds; MAP per query: higher on "
-              f"{int((per_query[:, 0] > 0.5).sum())}, lower on {int((per_query[:, 0] < -0.5).sum())}")
+              f"{int((per_query[:, 0] > 0.5).sum())}, "
+              f"lower on {int((per_query[:, 0] < -0.5).sum())}")
 
 
 def main() -> None:
@@ -279,8 +281,8 @@ def main() -> None:
     parser.add_argument("--precision", choices=("fp32", "int8", "int8-mixed", "int8-smooth"), help="the encoder's precision (default: fp32)")
     parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
     parser.add_argument("--compare", type=parse_settings, metavar="WEIGHT/POOL,...",
-                        help="instead of the report: these sentence-window settings against the shipped one, "
-                        "paired, on the same folds")
+                        help="instead of the report: these sentence-window settings against the "
+                        "shipped one, paired, on the same folds")
     args = parser.parse_args()
     collection = Collection(args.data, args.index_root, args.model, args.precision)
     try:
