@@ -1,6 +1,7 @@
 """Choose the hybrid ranking's settings by repeated 2-fold cross-validation on a test collection.
 
     python scripts/tune_relevance.py [--data ../shared/eval/csfcube-dev] [--index-root DIR] [--repeats 50]
+        [--model NAME] [--precision P] [--compare WEIGHT/POOL,...]
 
 Builds (or reuses) two indexes of the collection with `papers evaluate`'s own
 code, "sentences" chunking (windows that start with the title and end at
@@ -18,7 +19,14 @@ default); the first build of each encodes every paper: minutes. Then:
   a fixed convex mix of the two cosines), for a like-for-like comparison;
 * a per-query bootstrap 95% interval of the shipped setting's figures.
 
-Quoted in: docs/ranking.md (every figure of "How the settings were chosen") and README.md's headline figures.
+With `--compare WEIGHT/POOL,...` (e.g. `--compare 0.7/200,0.7/50`) it prints instead a paired
+comparison on sentence windows: each given setting against the shipped one (the index's own dense
+weight, the shared POOL), on all the queries and on the held-out half of the same folds, as
+differences with their spread over folds; and the setting the cross-validation above chooses most
+often, for reference.
+
+Quoted in: docs/ranking.md (every figure of "How the settings were chosen"), README.md's headline
+figures, and docs/models.md (the quality tier's fusion weight and its int8 comparison).
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from recommender.evaluation import metrics
 from recommender.evaluation.evaluate import evaluate, rank_rows
 from recommender.query import paper_index as ranker
 from recommender.query import pooling
-from recommender.query.ranking import DENSE_WEIGHT, POOL, select
+from recommender.query.ranking import POOL, select
 
 CHUNKINGS = ("sentences", "windows")
 WEIGHTS = (0.5, 0.55, 0.6, 2 / 3, 0.7, 0.75, 0.8)  # of the window cosine; the rest to TF-IDF
@@ -144,13 +152,15 @@ def bootstrap(scores: np.ndarray, draws: int = 2000, seed: int = 0) -> np.ndarra
 
 def report(collection: Collection, repeats: int) -> None:
     papers = collection.papers()
+    shipped_name = (f"shipped: sentence windows, z-fusion, dense weight "
+                    f"{collection.open('sentences').dense_weight:.2f}, pool {POOL}")
     rows = {
         "dense, plain windows (previous)": collection.run("windows", "dense"),
         "dense, title-prefixed sentence windows": collection.run("sentences", "dense"),
         "lexical (TF-IDF)": collection.run("sentences", "lexical"),
         "previous default: plain windows, 0.55 x dense + 0.45 x TF-IDF": collection.convex(0.55),
         "z-fusion, plain windows, shipped weight and pool": collection.run("windows"),
-        f"shipped: sentence windows, z-fusion, dense weight {DENSE_WEIGHT:.2f}, pool {POOL}": collection.run("sentences"),
+        shipped_name: collection.run("sentences"),  # the index's own weight (its model's)
     }
     print(f"ranker (judged pool, {len(papers)} queries)                              MAP / NDCG%20")
     for name, figures in rows.items():
@@ -183,7 +193,7 @@ def report(collection: Collection, repeats: int) -> None:
           f"better in {int((gain[:, 0] > 0).sum())} of {len(gain)} folds), NDCG%20 {gain[:, 1].mean():+.1f} "
           f"(sd {gain[:, 1].std():.1f})")
 
-    shipped = rows[f"shipped: sentence windows, z-fusion, dense weight {DENSE_WEIGHT:.2f}, pool {POOL}"]
+    shipped = rows[shipped_name]
     low, high = bootstrap(shipped)
     print(f"\nshipped, bootstrap 95% over queries: MAP {low[0]:.1f}-{high[0]:.1f}, NDCG%20 {low[1]:.1f}-{high[1]:.1f}")
     previous = rows["previous default: plain windows, 0.55 x dense + 0.45 x TF-IDF"]
@@ -197,6 +207,70 @@ def report(collection: Collection, repeats: int) -> None:
               f"within 0.5 on {int((abs(change) <= 0.5).sum())} of {len(change)}; median change {np.median(change):+.1f}")
 
 
+def parse_settings(text: str) -> list[tuple[float, int]]:
+    """"0.7/200,0.7/50" -> [(0.7, 200), (0.7, 50)]: dense weights and pools to compare."""
+    settings = []
+    for item in text.split(","):
+        weight, _, pool = item.strip().partition("/")
+        try:
+            settings.append((float(weight), int(pool) if pool else POOL))
+        except ValueError:
+            raise SystemExit(f"--compare: '{item}' is not WEIGHT/POOL (e.g. 0.7/200)") from None
+        if not 0.0 <= settings[-1][0] <= 1.0 or settings[-1][1] < 1:
+            raise SystemExit(f"--compare: '{item}': the weight must be in 0..1, the pool at least 1")
+    return settings
+
+
+def compare(collection: Collection, candidates: list[tuple[float, int]], repeats: int) -> None:
+    """Each candidate (dense weight, pool) against the shipped setting on sentence windows, paired:
+    on all the queries, and on the held-out half of each fold of the same repeated 2-fold splits."""
+    papers = collection.papers()
+    shipped_weight = collection.open("sentences").dense_weight
+    shipped = collection.run("sentences")  # the index's own weight, the shared POOL
+    settings = list(itertools.product(CHUNKINGS, WEIGHTS, POOLS))
+    grid = np.stack([collection.run(chunking, "hybrid", weight, pool)
+                     for chunking, weight, pool in settings])
+    held, chosen = cross_validate(grid, papers, repeats)
+    counts = np.bincount(chosen, minlength=len(settings))
+    top = int(np.argmax(counts))
+    chunking, weight, pool = settings[top]
+    print(f"CV over the grid ({len(settings)} settings, {len(chosen)} folds): held-out MAP "
+          f"{held[:, 0].mean():.2f} (sd {held[:, 0].std():.2f}), NDCG%20 {held[:, 1].mean():.2f} "
+          f"(sd {held[:, 1].std():.2f}); chosen most often {chunking} {weight:.2f}/{pool} "
+          f"({counts[top]} of {len(chosen)} folds)")
+    if chunking == "sentences" and (weight, pool) not in candidates:
+        candidates = [*candidates, (weight, pool)]
+    # The pool is shared by every model (query.ranking.POOL); only the weight is a model's own.
+    at_pool = [index for index, (chunking, _, pool) in enumerate(settings)
+               if chunking == "sentences" and pool == POOL]
+    held, chosen = cross_validate(grid[at_pool], papers, repeats)
+    counts = np.bincount(chosen, minlength=len(at_pool))
+    choices = ", ".join(f"{settings[at_pool[i]][1]:.2f} {counts[i]}x"
+                        for i in np.argsort(-counts, kind="stable") if counts[i])
+    print(f"CV over the weights alone (sentence windows, the shared pool {POOL}): held-out MAP "
+          f"{held[:, 0].mean():.2f} (sd {held[:, 0].std():.2f}), NDCG%20 {held[:, 1].mean():.2f} "
+          f"(sd {held[:, 1].std():.2f}); chosen {choices}")
+    masks = [np.array([paper in test for paper in papers]) for _, test in folds(papers, repeats)]
+    print(f"\nshipped: sentence windows, dense weight {shipped_weight:.2f}, pool {POOL}: all "
+          f"{len(papers)} queries MAP / NDCG%20 {fmt(shipped.mean(axis=0))}; held out "
+          f"{fmt(np.mean([shipped[mask].mean(axis=0) for mask in masks], axis=0))}")
+    print(f"candidate minus shipped, paired: all queries, then held out over {len(masks)} folds "
+          "(mean, sd over folds, folds where MAP + NDCG%20 is below the shipped)")
+    for weight, pool in candidates:
+        figures = collection.run("sentences", "hybrid", weight, pool)
+        per_query = figures - shipped
+        per_fold = np.array([per_query[mask].mean(axis=0) for mask in masks])
+        below = int((per_fold.sum(axis=1) < -1e-9).sum())
+        above = int((per_fold.sum(axis=1) > 1e-9).sum())
+        print(f"  {weight:.2f}/{pool:<3d}  all {fmt(figures.mean(axis=0))} "
+              f"({per_query[:, 0].mean():+.2f} / {per_query[:, 1].mean():+.2f}); held out MAP "
+              f"{per_fold[:, 0].mean():+.2f} (sd {per_fold[:, 0].std():.2f}), NDCG%20 "
+              f"{per_fold[:, 1].mean():+.2f} (sd {per_fold[:, 1].std():.2f}); below in {below}, "
+              f"above in {above} of {len(per_fold)} folds; MAP per query: higher on "
+              f"{int((per_query[:, 0] > 0.5).sum())}, "
+              f"lower on {int((per_query[:, 0] < -0.5).sum())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/eval/csfcube-dev")
@@ -206,10 +280,16 @@ def main() -> None:
                         "give each model its own --index-root")
     parser.add_argument("--precision", choices=("fp32", "int8", "int8-mixed", "int8-smooth"), help="the encoder's precision (default: fp32)")
     parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
+    parser.add_argument("--compare", type=parse_settings, metavar="WEIGHT/POOL,...",
+                        help="instead of the report: these sentence-window settings against the "
+                        "shipped one, paired, on the same folds")
     args = parser.parse_args()
     collection = Collection(args.data, args.index_root, args.model, args.precision)
     try:
-        report(collection, args.repeats)
+        if args.compare:
+            compare(collection, args.compare, args.repeats)
+        else:
+            report(collection, args.repeats)
     finally:
         collection.close()
 
