@@ -531,12 +531,13 @@ def with_token_budget(encode, tokens_per_batch: int):
     from recommender.embed import onnx_encoder
 
     def encode_at_budget(texts: list[str]) -> np.ndarray:
-        saved = onnx_encoder.TOKENS_PER_BATCH
-        onnx_encoder.TOKENS_PER_BATCH = tokens_per_batch
+        encoder = encode.__self__
+        saved = encoder.tokens_per_batch
+        encoder.tokens_per_batch = tokens_per_batch
         try:
             return encode(texts, batch_size=max(onnx_encoder.BATCH_SIZE, 128))
         finally:
-            onnx_encoder.TOKENS_PER_BATCH = saved
+            encoder.tokens_per_batch = saved
 
     return encode_at_budget
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, OptionError
+from . import openvino_bf16
 from .models import DEFAULT_MODEL, MODELS, ModelFacts, model_facts
 from .quantisation import PRECISIONS
 from .windows import Chunking, Encoder
@@ -126,6 +127,16 @@ def check_request(request: EncoderRequest) -> None:
             f"unknown precision {request.precision!r}: use one of {', '.join(PRECISIONS)}",
             "precision",
         )
+    if request.precision == openvino_bf16.BF16 and not openvino_bf16.available():
+        raise OptionError(
+            f"precision {openvino_bf16.BF16} encodes on CPUs with AMX bf16 units, "
+            + (
+                f"with OpenVINO, which is not installed: {openvino_bf16.INSTALL_HINT}"
+                if openvino_bf16.amx_bf16()
+                else "and this one has none: give int8-smooth or fp32"
+            ),
+            "precision",
+        )
     if request.model is not None:
         _check_fits(model_facts(request.model), request.precision, request.device)
     elif request.device == "cuda":
@@ -222,14 +233,14 @@ def choose_encoder(
         precision = "fp32"
     elif kept is not None:
         precision = kept
-        if precision != facts.default_precision and notice is not None:
+        if precision != facts.cpu_precision() and notice is not None:
             notice(
                 f"keeping this index's precision {precision}: the precision "
-                f"{facts.default_precision} (the default for new indexes) would encode every paper "
+                f"{facts.cpu_precision()} (the default for new indexes) would encode every paper "
                 "again"
             )
     else:
-        precision = facts.default_precision
+        precision = facts.cpu_precision()
         if precision != "fp32" and request.device == "auto":
             from .sentence_transformer import cuda_available
 
@@ -333,4 +344,4 @@ def new_index_precision(model: str | None, precision: str | None) -> tuple[str, 
     facts = model_facts(model or DEFAULT_MODEL)
     if len(facts.precisions) == 1:
         return facts.name if model is None else model, facts.precisions[0]
-    return facts.name if model is None else model, precision or facts.default_precision
+    return facts.name if model is None else model, precision or facts.cpu_precision()

@@ -6,7 +6,8 @@ folder's files, so an edited or replaced model gets its own:
     <cache>/onnx/<model sha256[:32]>-v<export format>/        fp32 ONNX export
     (onnx_encoder.export_onnx)
     <cache>/onnx/<model sha256[:32]>-v<export format>-int8/   the same quantised to int8
-    (quantisation.py)
+    (quantisation.py; -int8-mixed, -int8-smooth alike; -bf16 the fp32 files, linked, for OpenVINO
+    at bf16: openvino_bf16.py)
     <cache>/static/<model sha256[:32]>-v<static format>/      static embeddings distilled from it
     (static_encoder.py)
         ... the entry's files, and export.json: the sha256 and size of each of them
@@ -31,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +41,7 @@ from pathlib import Path
 from ..digests import file_digest
 from ..errors import ModelError, OptionError
 from ..files import open_exclusive
-from . import onnx_encoder, quantisation, static_encoder
+from . import onnx_encoder, openvino_bf16, quantisation, static_encoder
 from .models import model_facts
 from .user_cache import (  # noqa: F401 - where callers have found them
     cache_home,
@@ -160,6 +162,13 @@ def shared_export(
     )
     if precision == "fp32":
         return fp32
+    if precision == openvino_bf16.BF16:  # the fp32 graph, run at bf16: nothing to quantise
+        return cached_entry(
+            cache_home() / "onnx" / f"{name}-{precision}",
+            _FILES,
+            lambda staging: bf16_export(fp32, staging),
+            str(fp32),
+        )
     return cached_entry(
         cache_home() / "onnx" / f"{name}-{precision}",
         _FILES,
@@ -167,6 +176,28 @@ def shared_export(
         str(fp32),
         quantising,
     )
+
+
+def bf16_export(fp32_folder: Path, out_dir: Path) -> Path:
+    """Write to `out_dir` the bf16 export (openvino_bf16.py) of the fp32 export in `fp32_folder`:
+    its files, linked where the file system allows, with the config's variant bf16."""
+    fp32_folder, out_dir = Path(fp32_folder), Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name in (onnx_encoder.MODEL_FILE, onnx_encoder.TOKENIZER_FILE):
+            target = out_dir / name
+            try:
+                os.link(fp32_folder / name, target)
+            except OSError:  # another file system, or links not allowed: a copy
+                shutil.copyfile(fp32_folder / name, target)
+        config = json.loads((fp32_folder / onnx_encoder.CONFIG_FILE).read_text(encoding="utf-8"))
+        config["variant"] = openvino_bf16.BF16
+        (out_dir / onnx_encoder.CONFIG_FILE).write_text(
+            json.dumps(config, indent=2), encoding="utf-8"
+        )
+    except OSError as exc:
+        raise ModelError(f"cannot write the bf16 export to {out_dir}: {exc}") from exc
+    return out_dir
 
 
 @dataclass(frozen=True)
@@ -224,6 +255,9 @@ def export_into(
         onnx_encoder.export_onnx(resolve_model_path(model), target)
         return
     onnx_encoder.export_onnx(resolve_model_path(model), staging)
+    if precision == openvino_bf16.BF16:
+        bf16_export(staging, target)
+        return
     quantising()
     quantisation.quantise_export(staging, target, precision)
 

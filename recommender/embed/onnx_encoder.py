@@ -20,6 +20,7 @@ import numpy as np
 
 from ..arrays import unit_rows
 from ..errors import ModelError
+from . import openvino_bf16
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -309,11 +310,22 @@ class OnnxEncoder:
             # int8 1.4x and fp32 ~1.1x the wall speed of batches on two threads
             # (docs/performance.md, scripts/bench_export_rewrite.py).
             # (`one_text_a_run` False batches anyway: for the benchmarks.)
-            self.one_text_a_run = True if one_text_a_run is None else one_text_a_run
+            # bf16 (OpenVINO) is the exception: its products round no differently beside other
+            # texts, and larger batches feed its matrix units (openvino_bf16.py).
+            bf16 = self.variant == openvino_bf16.BF16
+            if one_text_a_run is None:
+                one_text_a_run = not bf16
+            self.one_text_a_run = one_text_a_run
             self.runs_at_once = (threads or INTRA_OP_THREADS) if self.one_text_a_run else 1
-            self._session = _make_session(
-                folder / MODEL_FILE, 1 if self.one_text_a_run else threads
+            self.tokens_per_batch = openvino_bf16.TOKENS_PER_BATCH if bf16 else TOKENS_PER_BATCH
+            run_threads = 1 if self.one_text_a_run else threads
+            self._session = (
+                openvino_bf16.Bf16Session(folder / MODEL_FILE, run_threads or INTRA_OP_THREADS)
+                if bf16
+                else _make_session(folder / MODEL_FILE, run_threads)
             )
+        except ModelError:
+            raise
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"cannot load ONNX model from {folder}: {_one_line(exc)}") from exc
 
@@ -359,11 +371,11 @@ class OnnxEncoder:
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         start = 0
         while start < len(order):
-            # At most `batch_size` texts and TOKENS_PER_BATCH tokens (the first is the longest), so
-            # that
-            # long windows do not multiply the attention's memory: peak RSS follows the budget.
+            # At most `batch_size` texts and `tokens_per_batch` tokens (the first is the longest),
+            # so that long windows do not multiply the attention's memory: peak RSS follows the
+            # budget.
             longest = len(encodings[order[start]].ids)
-            count = max(1, min(batch_size, TOKENS_PER_BATCH // max(longest, 1)))
+            count = max(1, min(batch_size, self.tokens_per_batch // max(longest, 1)))
             idx = order[start : start + count]
             out[idx] = self._encode_batch([encodings[i] for i in idx])
             start += count

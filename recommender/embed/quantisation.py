@@ -23,13 +23,16 @@ from pathlib import Path
 
 from ..errors import ModelError
 from . import onnx_encoder
+from .openvino_bf16 import BF16
 
 #: int8 with the groups of weights that cost the ranking kept in fp32 (KEPT_IN_FP32).
 MIXED = "int8-mixed"
 #: int8 with activation outliers moved into the weights first (SmoothQuant, embed/smoothing.py):
 #: as fast as int8 (~1.9x fp32 against 2.0x) with vectors closer to fp32's (docs/performance.md).
 SMOOTH = "int8-smooth"
-PRECISIONS = ("fp32", "int8", MIXED, SMOOTH)
+#: Every precision an export has: fp32, the int8 ones written here, and bf16 (the fp32 graph run by
+#: OpenVINO in bf16: openvino_bf16.py).
+PRECISIONS = ("fp32", "int8", MIXED, SMOOTH, BF16)
 #: The kinds of weights a transformer layer multiplies by, in the names of the exported graph:
 #: the attention's query/key/value projections, its output projection, the feed-forward network's
 #: up projection (to the intermediate width) and its down projection; and the embedding tables.

@@ -1,0 +1,92 @@
+"""bf16 encoding: the fp32 ONNX export run by OpenVINO with its matrix products in bf16.
+
+ONNX Runtime has no bf16 CPU kernels. OpenVINO compiles the same export with oneDNN, fuses its
+layer norms, GELUs and attention, and multiplies in bf16 on the CPU's AMX tiles, keeping fp32's
+exponent range: on 2 cores of an AMX Xeon, MiniLM encoded at 1.3x the speed of int8-smooth (one
+text a run) with vectors at cosine 0.99998 of fp32's, against int8-smooth's 0.9975
+(docs/performance.md, scripts/bench_export_rewrite.py --bf16). The bf16 "export" is the fp32 one
+with its config's variant set to bf16 (made by export_cache); :class:`Bf16Session` runs it where
+:class:`~recommender.embed.onnx_encoder.OnnxEncoder` would run an ONNX Runtime session.
+
+A build chooses bf16 on its own only where the CPU has AMX bf16 (:func:`available`), where it was
+measured; a bf16 index queried on a CPU without bf16 instructions runs the same graph at fp32, so
+its query vectors are fp32's (cosine 0.99998 to the bf16 ones).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from pathlib import Path
+
+from ..errors import ModelError
+
+BF16 = "bf16"
+#: Tokens a batch: OpenVINO's bf16 graph gains from batches larger than ONNX Runtime's 512 (MiniLM
+#: 1.30x int8-smooth at 2,048 against 1.15x at 512; the quality tier slower at 8,192):
+#: scripts/bench_export_rewrite.py --bf16, docs/performance.md.
+TOKENS_PER_BATCH = 2048
+#: The Linux CPU flag of AMX bf16 tiles.
+AMX_FLAG = "amx_bf16"
+INSTALL_HINT = "pip install openvino"
+
+
+def amx_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU multiplies bf16 matrices on AMX tiles (read from Linux's CPU flags; False
+    where there are none to read)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(line.startswith("flags") and AMX_FLAG in line.split() for line in text.splitlines())
+
+
+def installed() -> bool:
+    """Whether OpenVINO can be imported (found, not imported: it is heavy)."""
+    return importlib.util.find_spec("openvino") is not None
+
+
+def available() -> bool:
+    """Whether builds here encode at bf16 by default: AMX bf16 in the CPU and OpenVINO installed."""
+    return amx_bf16() and installed()
+
+
+class _Input:
+    def __init__(self, name: str):
+        self.name = name
+
+
+class Bf16Session:
+    """The export in `path` compiled by OpenVINO for this CPU, at bf16 where the CPU has bf16
+    instructions (else fp32), on `threads` threads; runs like an ONNX Runtime session."""
+
+    def __init__(self, path: Path, threads: int):
+        try:
+            import openvino
+        except ImportError as exc:
+            raise ModelError(
+                f"precision {BF16} encodes with OpenVINO, which is not installed: {INSTALL_HINT}"
+            ) from exc
+        core = openvino.Core()
+        capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        self.inference_precision = "bf16" if "BF16" in capabilities else "f32"
+        self._compiled = core.compile_model(
+            str(path),
+            "CPU",
+            {
+                "PERFORMANCE_HINT": "LATENCY",
+                "INFERENCE_NUM_THREADS": str(threads),
+                "INFERENCE_PRECISION_HINT": self.inference_precision,
+            },
+        )
+        self._output = self._compiled.outputs[0]
+        self._requests = threading.local()  # an infer request serves one thread at a time
+
+    def get_inputs(self) -> list[_Input]:
+        return [_Input(port.get_any_name()) for port in self._compiled.inputs]
+
+    def run(self, output_names: object, feeds: dict) -> list:
+        request = getattr(self._requests, "request", None)
+        if request is None:
+            request = self._requests.request = self._compiled.create_infer_request()
+        return [request.infer(feeds)[self._output]]
