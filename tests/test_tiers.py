@@ -26,6 +26,9 @@ from recommender.index.stored import open_stored
 from recommender.query import ranking
 from recommender.query import paper_index as query
 
+#: What a new index of the default model is built at on this machine (bf16 with AMX, else int8-smooth).
+DEFAULT_PRECISION = model_facts(DEFAULT_MODEL).cpu_precision()
+
 
 def manifest(name: str) -> dict:
     with open_stored(resolve_index_dir(name), verify=True) as stored:
@@ -46,12 +49,12 @@ def test_a_build_records_its_precision_a_rebuild_keeps_it_and_another_encodes_ev
     first = build_index([SEEDS], "a", precision="int8")
     kept = build_index([SEEDS], "a", notice=notices.append)
     assert (first.encoded, kept.encoded, manifest("a")["precision"]) == (first.papers, 0, "int8")
-    assert notices == ["keeping this index's precision int8: the precision int8-smooth (the default for new "
-                       "indexes) would encode every paper again"]
+    assert notices == [f"keeping this index's precision int8: the precision {DEFAULT_PRECISION} (the default for "
+                       "new indexes) would encode every paper again"]
     other = build_index([SEEDS], "a", precision="fp32")
     assert (other.encoded, other.reused, manifest("a")["precision"]) == (other.papers, 0, "fp32")
     build_index([SEEDS], "b")
-    assert manifest("b")["precision"] == model_facts(DEFAULT_MODEL).default_precision == "int8-smooth"
+    assert manifest("b")["precision"] == DEFAULT_PRECISION
 
 
 @pytest.fixture
@@ -269,7 +272,7 @@ def test_an_upgrade_serves_the_fast_version_until_the_full_one_is_committed_and_
     assert (report.papers, report.reused, report.encoded) == (papers, 16, papers - 16)
     assert notices == [f"resuming: 16 of {papers} papers already encoded"]
     upgraded = manifest("arxiv")
-    assert (upgraded["model"], upgraded["precision"]) == ("all-MiniLM-L6-v2", "int8-smooth")
+    assert (upgraded["model"], upgraded["precision"]) == ("all-MiniLM-L6-v2", DEFAULT_PRECISION)
     with query.PaperIndex.open("arxiv") as index:
         assert index.dense_weight == ranking.DENSE_WEIGHT
 
@@ -299,13 +302,15 @@ def test_each_model_ranks_with_the_dense_weight_its_cross_validation_chose():
         0.8, 0.7)
 
 
-def test_on_a_cpu_the_default_model_builds_int8_smooth_the_quality_tier_int8_and_others_fp32(monkeypatch):
-    from recommender.embed import sentence_transformer
+def test_on_a_cpu_without_amx_the_default_model_builds_int8_smooth_the_quality_tier_int8_and_others_fp32(
+        monkeypatch):
+    from recommender.embed import openvino_bf16, sentence_transformer
     from recommender.embed.choice import EncoderRequest, choose_encoder
     from recommender.embed.models import model_facts
 
     models = ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")
     assert [model_facts(m).default_precision for m in models] == ["int8-smooth", "fp32", "int8"]
+    monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: False)  # with AMX: tests/test_bf16.py
 
     def chosen(model, precision=None, device="cpu"):
         choice = choose_encoder(EncoderRequest(model, precision, device), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..embed.quantisation import PRECISIONS
 from .common import progress_reporter, quiet_option, verbose_option
 from .errors import library_errors, stopped_builds
 
@@ -45,9 +46,9 @@ from .errors import library_errors, stopped_builds
 )
 @click.option(
     "--precision",
-    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth"]),
+    type=click.Choice(PRECISIONS),
     default=None,
-    help="Weights the model encodes with (default: as `papers build`, fp32).",
+    help="Weights the model encodes with (default: as `papers build`).",
 )
 @click.option(
     "--chunking",

@@ -1,0 +1,129 @@
+"""bf16 (embed/openvino_bf16.py): the fp32 export run by OpenVINO with bf16 products, the default on
+CPUs with AMX bf16; its vectors stay within the cosine to fp32 measured on CSFCube dev
+(docs/performance.md, scripts/bench_export_rewrite.py --bf16)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import SEEDS, assert_built_and_queried_at
+
+from recommender.cli import main
+from recommender.corpus.papers import read_papers
+from recommender.embed import export_cache, loading, onnx_encoder, openvino_bf16
+from recommender.embed.choice import EncoderRequest, choose_encoder
+from recommender.embed.models import DEFAULT_MODEL, model_facts
+
+BF16 = openvino_bf16.BF16
+# The lowest cosine to fp32 bf16 gave on 200 CSFCube dev papers (docs/performance.md).
+MEASURED_MIN_COSINE = 0.99997
+on_amx = pytest.mark.skipif(
+    not openvino_bf16.available(), reason="bf16 encodes on CPUs with AMX bf16 (with OpenVINO)"
+)
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return [paper.text for paper in read_papers([SEEDS])][:12]
+
+
+@pytest.mark.model
+@on_amx
+def test_the_bf16_export_is_the_fp32_graph_and_stays_within_the_measured_cosine(texts):
+    fp32 = export_cache.shared_export(DEFAULT_MODEL)
+    folder = export_cache.shared_export(DEFAULT_MODEL, precision=BF16)
+    config = json.loads((folder / onnx_encoder.CONFIG_FILE).read_text(encoding="utf-8"))
+    assert config["variant"] == BF16
+    assert (folder / onnx_encoder.MODEL_FILE).read_bytes() == (
+        fp32 / onnx_encoder.MODEL_FILE
+    ).read_bytes()
+    encoder = loading.load_onnx_encoder(folder, DEFAULT_MODEL)
+    assert encoder._session.inference_precision == "bf16"
+    vectors = encoder.encode(texts)
+    fp32_vectors = loading.load_onnx_encoder(fp32, DEFAULT_MODEL).encode(texts)
+    cosines = (vectors * fp32_vectors).sum(axis=1)
+    assert MEASURED_MIN_COSINE - 1e-5 < cosines.min() and cosines.max() < 1 - 1e-7  # not fp32's
+
+
+@pytest.mark.model
+@on_amx
+def test_a_bf16_vector_is_its_text_s_own_in_a_batch_or_alone(texts):
+    # Batches of 2,048 tokens feed the matrix units; a text's vector stays its own (cosine
+    # 0.999996 at least on 30 CSFCube papers).
+    encoder = loading.load_onnx_encoder(
+        export_cache.shared_export(DEFAULT_MODEL, precision=BF16), DEFAULT_MODEL
+    )
+    assert not encoder.one_text_a_run and encoder.tokens_per_batch == 2048
+    together = encoder.encode(texts)
+    alone = np.vstack([encoder.encode([text]) for text in texts])
+    assert (together * alone).sum(axis=1).min() > 0.99999
+
+
+@pytest.mark.model
+@on_amx
+def test_an_index_built_at_bf16_says_so_and_is_queried_at_it(workdir):
+    assert_built_and_queried_at(BF16, "bf16")
+
+
+def test_a_cpu_with_amx_and_openvino_builds_the_default_model_at_bf16_else_int8_smooth(monkeypatch):
+    def chosen(model=None, precision=None, device="cpu"):
+        choice = choose_encoder(EncoderRequest(model, precision, device), None)
+        return choice.precision
+
+    monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: True)
+    monkeypatch.setattr(openvino_bf16, "installed", lambda: True)
+    assert (chosen(), chosen("all-mpnet-base-v2"), chosen(precision="int8-smooth")) == (
+        BF16,
+        "int8",  # the quality tier's int8 ranks ahead of its fp32 on CSFCube dev: kept
+        "int8-smooth",
+    )
+    assert chosen("all-mpnet-base-v2", BF16) == BF16
+    monkeypatch.setattr(openvino_bf16, "installed", lambda: False)
+    assert chosen() == "int8-smooth"
+    monkeypatch.setattr(openvino_bf16, "installed", lambda: True)
+    monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: False)
+    assert chosen() == model_facts(DEFAULT_MODEL).default_precision == "int8-smooth"
+
+
+@pytest.mark.parametrize(
+    ("amx", "openvino", "says"),
+    [
+        (False, True, "and this one has none: give int8-smooth or fp32"),
+        (True, False, "with OpenVINO, which is not installed: pip install openvino"),
+    ],
+)
+def test_bf16_is_refused_where_it_cannot_run_at_bf16(workdir, fake_model, monkeypatch, amx, openvino, says):
+    monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: amx)
+    monkeypatch.setattr(openvino_bf16, "installed", lambda: openvino)
+    result = CliRunner().invoke(main, ["build", str(SEEDS), "--precision", BF16])
+    assert (result.exit_code, result.output) == (
+        2,
+        f"Error: Invalid value for '--precision': precision bf16 encodes on CPUs with AMX bf16 units, "
+        f"{says}\n",
+    )
+    assert not (workdir / "indexes").exists()
+
+
+def test_amx_bf16_is_read_from_the_cpu_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile\n")
+    assert openvino_bf16.amx_bf16(cpuinfo)
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16\nbugs\t: amx_bf16\n")
+    assert not openvino_bf16.amx_bf16(cpuinfo)  # AVX-512 BF16 alone: not measured, not chosen
+    assert not openvino_bf16.amx_bf16(tmp_path / "missing")  # no Linux CPU flags to read
+
+
+def test_the_bf16_export_links_the_fp32_files_and_leaves_them_as_they_are(tmp_path):
+    fp32, bf16 = tmp_path / "fp32", tmp_path / "bf16"
+    fp32.mkdir()
+    (fp32 / onnx_encoder.MODEL_FILE).write_bytes(b"graph")
+    (fp32 / onnx_encoder.TOKENIZER_FILE).write_text("{}")
+    config = {"format_version": 1, "variant": "fp32", "dimension": 4}
+    (fp32 / onnx_encoder.CONFIG_FILE).write_text(json.dumps(config))
+    export_cache.bf16_export(fp32, bf16)
+    assert (bf16 / onnx_encoder.MODEL_FILE).stat().st_ino == (fp32 / onnx_encoder.MODEL_FILE).stat().st_ino
+    assert json.loads((bf16 / onnx_encoder.CONFIG_FILE).read_text()) == dict(config, variant=BF16)
+    assert json.loads((fp32 / onnx_encoder.CONFIG_FILE).read_text()) == config
