@@ -4,7 +4,7 @@
     python scripts/bench_export_rewrite.py [--papers 240] [--rounds 3] [--profile] [--quality]
         [--work /tmp/bench-export-rewrite]
 
-Five encoders of all-MiniLM-L6-v2, each through the build's own path (`embed_texts`: title-prefixed
+Six encoders of all-MiniLM-L6-v2, each through the build's own path (`embed_texts`: title-prefixed
 sentence windows, no cache), over the same CSFCube dev papers:
 
 - fp32 as torch exports it, in batches: an attention mask made in every layer and a NaN guard
@@ -13,7 +13,10 @@ sentence windows, no cache), over the same CSFCube dev papers:
 - fp32 with the masks made once (the export builds use, from the user cache), in batches;
 - the same one text a run, two runs at once on one thread each (what `--precision fp32` uses);
 - int8-smooth in batches;
-- int8-smooth one text a run, two at once (what builds use: a text's vector is its own alone).
+- int8-smooth one text a run, two at once (what builds use on CPUs without AMX bf16: a text's
+  vector is its own alone);
+- bf16: the fp32 export run by OpenVINO at bf16, in batches of 2,048 tokens (what builds use on
+  CPUs with AMX bf16).
 
 The encoders take turns round by round, so a shared machine's load falls on all alike. Reported:
 each one's CPU time (this process's) and wall time, as the median of its per-round ratios to the
@@ -22,7 +25,7 @@ mean and least cosine between a paper encoded alone and in the others' batch (1.
 does not depend on its batch). --profile first prints each fp32 graph's kernel time by operator
 (bench_encode.py's ONNX Runtime profile, the build's batches). --quality does the same for the
 quality tier instead (all-mpnet-base-v2; its parts installed): fp32 and int8, each in batches and
-one text a run, on the first 60 papers.
+one text a run, and bf16, on the first 60 papers. The bf16 rows need a CPU with AMX bf16.
 
 Quoted in: docs/performance.md ("One text a run, and the attention masks made once").
 """
@@ -132,7 +135,9 @@ def main() -> None:
         "fp32, masks made once, one text a run (--precision fp32)": loading.load_onnx_encoder(
             fp32_folder, MINILM),
         "int8-smooth, batches": batched,
-        "int8-smooth, one text a run (the default)": loading.load_onnx_encoder(smooth_folder, MINILM),
+        "int8-smooth, one text a run (the default without AMX)": loading.load_onnx_encoder(
+            smooth_folder, MINILM),
+        **bf16_encoder(MINILM, "bf16, OpenVINO, batches of 2,048 tokens (the default with AMX)"),
     }
     if args.profile:
         from bench_encode import profile_ops  # scripts/, beside this file
@@ -156,7 +161,20 @@ def quality_encoders() -> dict:
         "all-mpnet-base-v2 int8, batches": batched,
         "all-mpnet-base-v2 int8, one text a run (the default)": loading.load_onnx_encoder(
             folder, "all-mpnet-base-v2"),
+        **bf16_encoder("all-mpnet-base-v2", "all-mpnet-base-v2 bf16, OpenVINO, batches"),
     }
+
+
+def bf16_encoder(model: str, label: str) -> dict:
+    """{label: the bf16 encoder of `model`}, or nothing where this CPU cannot run bf16."""
+    from recommender.embed import export_cache, loading, openvino_bf16
+
+    if not openvino_bf16.available():
+        print(f"(no bf16 row: {openvino_bf16.AMX_FLAG} is not among this CPU's flags, or OpenVINO "
+              "is not installed)")
+        return {}
+    return {label: loading.load_onnx_encoder(
+        export_cache.shared_export(model, precision=openvino_bf16.BF16), model)}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """bf16 (embed/openvino_bf16.py): the fp32 export run by OpenVINO with bf16 products, the default on
 CPUs with AMX bf16; its vectors stay within the cosine to fp32 measured on CSFCube dev
-(docs/performance.md, scripts/bench_export_rewrite.py --bf16)."""
+(docs/performance.md, scripts/bench_export_rewrite.py)."""
 
 from __future__ import annotations
 

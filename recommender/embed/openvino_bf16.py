@@ -4,7 +4,7 @@ ONNX Runtime has no bf16 CPU kernels. OpenVINO compiles the same export with one
 layer norms, GELUs and attention, and multiplies in bf16 on the CPU's AMX tiles, keeping fp32's
 exponent range: on 2 cores of an AMX Xeon, MiniLM encoded at 1.3x the speed of int8-smooth (one
 text a run) with vectors at cosine 0.99998 of fp32's, against int8-smooth's 0.9975
-(docs/performance.md, scripts/bench_export_rewrite.py --bf16). The bf16 "export" is the fp32 one
+(docs/performance.md, scripts/bench_export_rewrite.py). The bf16 "export" is the fp32 one
 with its config's variant set to bf16 (made by export_cache); :class:`Bf16Session` runs it where
 :class:`~recommender.embed.onnx_encoder.OnnxEncoder` would run an ONNX Runtime session.
 
@@ -24,7 +24,7 @@ from ..errors import ModelError
 BF16 = "bf16"
 #: Tokens a batch: OpenVINO's bf16 graph gains from batches larger than ONNX Runtime's 512 (MiniLM
 #: 1.30x int8-smooth at 2,048 against 1.15x at 512; the quality tier slower at 8,192):
-#: scripts/bench_export_rewrite.py --bf16, docs/performance.md.
+#: scripts/bench_export_rewrite.py, docs/performance.md.
 TOKENS_PER_BATCH = 2048
 #: The Linux CPU flag of AMX bf16 tiles.
 AMX_FLAG = "amx_bf16"
