@@ -2,7 +2,7 @@
 """The default model's encoding paths against the fp32 graph as torch exports it, in one run.
 
     python scripts/bench_export_rewrite.py [--papers 240] [--rounds 3] [--profile] [--quality]
-        [--work /tmp/bench-export-rewrite]
+        [--bf16-budgets 512,1024,4096] [--work /tmp/bench-export-rewrite]
 
 Six encoders of all-MiniLM-L6-v2, each through the build's own path (`embed_texts`: title-prefixed
 sentence windows, no cache), over the same CSFCube dev papers:
@@ -25,7 +25,8 @@ mean and least cosine between a paper encoded alone and in the others' batch (1.
 does not depend on its batch). --profile first prints each fp32 graph's kernel time by operator
 (bench_encode.py's ONNX Runtime profile, the build's batches). --quality does the same for the
 quality tier instead (all-mpnet-base-v2; its parts installed): fp32 and int8, each in batches and
-one text a run, and bf16, on the first 60 papers. The bf16 rows need a CPU with AMX bf16.
+one text a run, and bf16, on the first 60 papers. The bf16 rows need a CPU with AMX bf16;
+--bf16-budgets adds a bf16 row for each other token budget a batch (the build's is 2,048).
 
 Quoted in: docs/performance.md ("One text a run, and the attention masks made once").
 """
@@ -109,6 +110,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--quality", action="store_true")
+    parser.add_argument("--bf16-budgets", default="",
+                        help="other token budgets a bf16 batch, comma-separated (extra rows)")
     parser.add_argument("--work", type=Path,
                         default=Path(tempfile.gettempdir()) / "bench-export-rewrite")
     args = parser.parse_args()
@@ -122,8 +125,10 @@ def main() -> None:
         warnings.simplefilter("ignore")
         corpus = read_papers([args.data / "corpus.jsonl"])[: args.papers]
     texts, heads = [paper.text for paper in corpus], [paper.head for paper in corpus]
+    budgets = [int(budget) for budget in args.bf16_budgets.split(",") if budget]
     if args.quality:
-        compare(quality_encoders(), texts[:60], heads[:60], args.rounds)
+        compare({**quality_encoders(), **bf16_budgets("all-mpnet-base-v2", budgets)}, texts[:60],
+                heads[:60], args.rounds)
         return
     smooth_folder = export_cache.shared_export(MINILM, precision="int8-smooth")
     batched = OnnxEncoder(smooth_folder, MINILM, one_text_a_run=False)  # on 2 threads a run
@@ -138,6 +143,7 @@ def main() -> None:
         "int8-smooth, one text a run (the default without AMX)": loading.load_onnx_encoder(
             smooth_folder, MINILM),
         **bf16_encoder(MINILM, "bf16, OpenVINO, batches of 2,048 tokens (the default with AMX)"),
+        **bf16_budgets(MINILM, budgets),
     }
     if args.profile:
         from bench_encode import profile_ops  # scripts/, beside this file
@@ -163,6 +169,17 @@ def quality_encoders() -> dict:
             folder, "all-mpnet-base-v2"),
         **bf16_encoder("all-mpnet-base-v2", "all-mpnet-base-v2 bf16, OpenVINO, batches"),
     }
+
+
+def bf16_budgets(model: str, budgets: list[int]) -> dict:
+    """{label: the bf16 encoder of `model` at another token budget a batch} for each budget."""
+    encoders = {}
+    for budget in budgets:
+        label = f"bf16, batches of {budget:,} tokens"
+        for encoder in bf16_encoder(model, label).values():
+            encoder.tokens_per_batch = budget
+            encoders[label] = encoder
+    return encoders
 
 
 def bf16_encoder(model: str, label: str) -> dict:

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from conftest import require_csfcube
 from corpus import write_corpus
 from recommender.cli import main
+from recommender.embed.models import DEFAULT_MODEL, model_facts
 from recommender.evaluation.evaluate import evaluate
 
 # q is the query paper. Lexically: a and e (unjudged) share several words with q, b one ("transformers"),
@@ -111,8 +112,9 @@ def test_per_query_table(run):
 
 def test_json_output(run):
     data = json.loads(run("--mode", "lexical", "--format", "json", "--per-query").stdout)
+    precision = model_facts(DEFAULT_MODEL).cpu_precision()  # bf16 with AMX, else int8-smooth
     assert data["settings"] == {
-        "index": "indexes/eval-corpus", "papers": 6, "model": "all-MiniLM-L6-v2", "precision": "int8-smooth", "chunking": "sentences",
+        "index": "indexes/eval-corpus", "papers": 6, "model": "all-MiniLM-L6-v2", "precision": precision, "chunking": "sentences",
         "mode": "lexical", "dense_weight": None, "pool": "judged", "relevant_at": 2, "min_score": None, "diverse": None,
     }
     figures = {"map": 86.7, "ndcg_at_10": 96.5, "ndcg_pct_20": 100.0, "recall_at_20": 100.0, "mrr": 100.0}
@@ -204,8 +206,8 @@ def test_hybrid_reaches_the_target_on_csfcube_dev(workdir):
     result = evaluate(CSFCUBE / "corpus.jsonl", CSFCUBE / "queries.tsv", CSFCUBE / "qrels.txt", mode="hybrid")
     print(f"evaluated in {time.perf_counter() - started:.0f} s")
     assert len(result.queries) == 28
-    # The shipped ranking gives 44.9 / 62.9 at fp32 and at int8-smooth, the default precision (docs/ranking.md); the
-    # previous default gave 42.9 / 62.6. A little room for float noise across machines.
+    # The shipped ranking gives 44.9 / 62.9 at fp32, at bf16 and at int8-smooth, the default precisions with and without
+    # AMX (docs/ranking.md, docs/performance.md); the previous default gave 42.9 / 62.6. A little room for float noise.
     assert 100 * result.overall["map"] >= 44.5
     assert 100 * result.overall["ndcg_pct_20"] >= 62.5
     # Several seeds (docs/profiles.md): 41.9 / 60.2 on one topic and 37.3 / 62.1 on mixed profiles at int8-smooth

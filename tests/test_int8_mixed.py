@@ -92,8 +92,8 @@ def test_an_index_built_at_int8_mixed_says_so_and_is_queried_at_it(workdir):
         ),
         (
             ["--model", "all-mpnet-base-v2", "--precision", MIXED],
-            "Invalid value for '--precision': the model 'all-mpnet-base-v2' encodes at fp32 or "
-            f"int8, not {MIXED}: give one of those, or none",
+            "Invalid value for '--precision': the model 'all-mpnet-base-v2' encodes at fp32, "
+            f"int8 or bf16, not {MIXED}: give one of those, or none",
         ),
     ],
 )

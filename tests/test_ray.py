@@ -53,11 +53,20 @@ def like_lists(recommender):
     return {paper.id: [r.id for r in recommender.like(paper.id, k=len(recommender) - 1)] for paper in recommender.papers()}
 
 
-def assert_same_index(local, distributed):
+def assert_same_index(local, distributed, tie=0.0):
+    """The same papers, vectors and `like` lists; with `tie` > 0, two papers whose local scores are
+    within `tie` may come in either order (bf16 vectors move by rounding with their batch)."""
     assert [p.id for p in local.papers()] == [p.id for p in distributed.papers()]
     cosines = np.sum(np.asarray(local.vectors) * np.asarray(distributed.vectors), axis=1)
     assert cosines.min() > 0.9999, cosines.min()
-    assert like_lists(local) == like_lists(distributed)
+    if not tie:
+        assert like_lists(local) == like_lists(distributed)
+        return
+    for paper in local.papers():
+        scores = {r.id: r.score for r in local.like(paper.id, k=len(local) - 1)}
+        order = [r.id for r in distributed.like(paper.id, k=len(distributed) - 1)]
+        assert set(order) == set(scores)
+        assert all(scores[a] >= scores[b] - tie for a, b in zip(order, order[1:])), paper.id
 
 
 def test_ray_build_equals_local_build(papers_cli, fake_ray_model, seeds, open_index, monkeypatch, tmp_path):
@@ -139,7 +148,9 @@ def test_ray_build_with_the_real_model_equals_local_build(seeds, workdir, open_i
         distributed = build_index([seeds], index=workdir / "ray", engine="ray")
     assert (local.encoded, distributed.encoded) == (38, 38)
     assert not ray.is_initialized()
-    assert_same_index(open_index(workdir / "local"), open_index(workdir / "ray"))
+    # A Ray actor batches other windows together than a local build: at bf16 (the default on CPUs
+    # with AMX) a vector moves by rounding (cosine 0.999996 at least), enough to swap near ties.
+    assert_same_index(open_index(workdir / "local"), open_index(workdir / "ray"), tie=1e-4)
 
 
 def ray_env(**extra):

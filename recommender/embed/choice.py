@@ -153,7 +153,8 @@ def _check_fits(facts: ModelFacts, precision: str | None, device: str) -> None:
                 "precision",
             )
         raise OptionError(
-            f"the model '{facts.name}' encodes at {' or '.join(facts.precisions)}, not "
+            f"the model '{facts.name}' encodes at {', '.join(facts.precisions[:-1])} or "
+            f"{facts.precisions[-1]}, not "
             f"{precision}: give one of those, or none",
             "precision",
         )
