@@ -311,18 +311,19 @@ class OnnxEncoder:
             # (docs/performance.md, scripts/bench_export_rewrite.py).
             # (`one_text_a_run` False batches anyway: for the benchmarks.)
             # bf16 (OpenVINO) is the exception: its products round no differently beside other
-            # texts, and larger batches feed its matrix units (openvino_bf16.py).
+            # texts, and larger batches feed its matrix units; they too go several at once, one
+            # thread each (openvino_bf16.py).
             bf16 = self.variant == openvino_bf16.BF16
             if one_text_a_run is None:
                 one_text_a_run = not bf16
             self.one_text_a_run = one_text_a_run
-            self.runs_at_once = (threads or INTRA_OP_THREADS) if self.one_text_a_run else 1
+            parallel = self.one_text_a_run or bf16  # runs at once, one thread each
+            self.runs_at_once = (threads or INTRA_OP_THREADS) if parallel else 1
             self.tokens_per_batch = openvino_bf16.TOKENS_PER_BATCH if bf16 else TOKENS_PER_BATCH
-            run_threads = 1 if self.one_text_a_run else threads
             self._session = (
-                openvino_bf16.Bf16Session(folder / MODEL_FILE, run_threads or INTRA_OP_THREADS)
+                openvino_bf16.Bf16Session(folder / MODEL_FILE, self.runs_at_once)
                 if bf16
-                else _make_session(folder / MODEL_FILE, run_threads)
+                else _make_session(folder / MODEL_FILE, 1 if parallel else threads)
             )
         except ModelError:
             raise
@@ -366,33 +367,37 @@ class OnnxEncoder:
             return out
         encodings = self._tokenizer.encode_batch(texts)
         if self.one_text_a_run:
-            return unit_rows(self._encode_each(encodings))
-        # Longest first, like sentence-transformers: batches of similar length waste little padding.
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
-        start = 0
-        while start < len(order):
-            # At most `batch_size` texts and `tokens_per_batch` tokens (the first is the longest),
-            # so that long windows do not multiply the attention's memory: peak RSS follows the
-            # budget.
-            longest = len(encodings[order[start]].ids)
-            count = max(1, min(batch_size, self.tokens_per_batch // max(longest, 1)))
-            idx = order[start : start + count]
-            out[idx] = self._encode_batch([encodings[i] for i in idx])
-            start += count
+            batches = [[i] for i in range(len(texts))]
+        else:
+            batches = self._length_batches([len(e.ids) for e in encodings], batch_size)
+        runs = [[encodings[i] for i in batch] for batch in batches]
+        for batch, vectors in zip(batches, self._run_all(runs)):
+            out[batch] = vectors
         return unit_rows(out)
 
-    def _encode_each(self, encodings) -> np.ndarray:
-        """Each text in a run of its own, `runs_at_once` runs at a time (ONNX Runtime runs one
+    def _length_batches(self, lengths: list[int], batch_size: int) -> list[list[int]]:
+        """Positions in batches of similar length, longest first (like sentence-transformers: little
+        padding), each of at most `batch_size` texts and `tokens_per_batch` tokens, so that long
+        windows do not multiply the attention's memory: peak RSS follows the budget."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        batches, start = [], 0
+        while start < len(order):
+            longest = lengths[order[start]]
+            count = max(1, min(batch_size, self.tokens_per_batch // max(longest, 1)))
+            batches.append(order[start : start + count])
+            start += count
+        return batches
+
+    def _run_all(self, runs: list) -> list[np.ndarray]:
+        """Each run's vectors, `runs_at_once` runs at a time (ONNX Runtime and OpenVINO run one
         session from several threads at once), in the order given."""
-        if self.runs_at_once == 1 or len(encodings) == 1:
-            return np.vstack([self._encode_batch([encoding]) for encoding in encodings])
+        if self.runs_at_once == 1 or len(runs) == 1:
+            return [self._encode_batch(run) for run in runs]
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(self.runs_at_once, thread_name_prefix="papers-encode")
         try:
-            return np.vstack(
-                list(pool.map(lambda encoding: self._encode_batch([encoding]), encodings))
-            )
+            return list(pool.map(self._encode_batch, runs))
         finally:
             # An interruption (Ctrl-C) stops what has not started, not only the caller.
             pool.shutdown(wait=True, cancel_futures=True)
