@@ -57,7 +57,17 @@ def test_a_bf16_vector_is_its_text_s_own_in_a_batch_or_alone(texts):
         export_cache.shared_export(DEFAULT_MODEL, precision=BF16), DEFAULT_MODEL
     )
     assert not encoder.one_text_a_run and encoder.tokens_per_batch == 2048
+    lengths = []
+    run = encoder._session.run
+
+    def recording(names, feeds):
+        lengths.append(feeds["input_ids"].shape[1])
+        return run(names, feeds)
+
+    encoder._session.run = recording
     together = encoder.encode(texts)
+    # Lengths padded to multiples of 16: few shapes for OpenVINO to compile kernels for.
+    assert lengths and all(n % 16 == 0 or n == encoder.max_seq_length for n in lengths)
     alone = np.vstack([encoder.encode([text]) for text in texts])
     assert (together * alone).sum(axis=1).min() > 0.99999
 
@@ -127,3 +137,11 @@ def test_the_bf16_export_links_the_fp32_files_and_leaves_them_as_they_are(tmp_pa
     assert (bf16 / onnx_encoder.MODEL_FILE).stat().st_ino == (fp32 / onnx_encoder.MODEL_FILE).stat().st_ino
     assert json.loads((bf16 / onnx_encoder.CONFIG_FILE).read_text()) == dict(config, variant=BF16)
     assert json.loads((fp32 / onnx_encoder.CONFIG_FILE).read_text()) == config
+
+
+def test_build_and_evaluate_offer_every_precision():
+    from recommender.embed.quantisation import PRECISIONS
+
+    for command in ("build", "evaluate"):
+        (option,) = [param for param in main.commands[command].params if param.name == "precision"]
+        assert tuple(option.type.choices) == PRECISIONS, command

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import click
 
 from .. import DISTRIBUTION
-from ..embed.quantisation import PRECISIONS
 from .common import (
     index_option,
     notice_to,
@@ -44,7 +43,8 @@ DEFAULT_INPUT = "seeds"
 )
 @click.option(
     "--precision",
-    type=click.Choice(PRECISIONS),
+    # embed.quantisation.PRECISIONS, spelled out: importing it would import numpy for every command
+    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "bf16"]),
     default=None,
     help=(
         "Weights the model encodes with. On a CPU with AMX bf16 (Intel Xeon since 2023) a new"

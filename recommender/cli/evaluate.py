@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..embed.quantisation import PRECISIONS
 from .common import progress_reporter, quiet_option, verbose_option
 from .errors import library_errors, stopped_builds
 
@@ -46,7 +45,7 @@ from .errors import library_errors, stopped_builds
 )
 @click.option(
     "--precision",
-    type=click.Choice(PRECISIONS),
+    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "bf16"]),  # as build's
     default=None,
     help="Weights the model encodes with (default: as `papers build`).",
 )

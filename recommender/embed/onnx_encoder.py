@@ -320,6 +320,7 @@ class OnnxEncoder:
             parallel = self.one_text_a_run or bf16  # runs at once, one thread each
             self.runs_at_once = (threads or INTRA_OP_THREADS) if parallel else 1
             self.tokens_per_batch = openvino_bf16.TOKENS_PER_BATCH if bf16 else TOKENS_PER_BATCH
+            self.length_multiple = openvino_bf16.LENGTH_MULTIPLE if bf16 else 1
             self._session = (
                 openvino_bf16.Bf16Session(folder / MODEL_FILE, self.runs_at_once)
                 if bf16
@@ -405,6 +406,7 @@ class OnnxEncoder:
     def _encode_batch(self, encodings) -> np.ndarray:
         n = len(encodings)
         length = max(len(e.ids) for e in encodings)
+        length = min(-(-length // self.length_multiple) * self.length_multiple, self.max_seq_length)
         ids = np.full((n, length), self._pad_id, dtype=np.int64)
         mask = np.zeros((n, length), dtype=np.int64)
         types = np.zeros((n, length), dtype=np.int64)
