@@ -55,7 +55,7 @@ class ModelFacts:
     package: str | None = None  # the installed package that holds its folder
     parts: SplitModel | None = None  # the registry parts it is reassembled from
     aliases: tuple[str, ...] = ()  # other names of it (the hub's)
-    # Papers a minute a CPU build encodes at its default precision: CSFCube dev abstracts
+    # Papers a minute a CPU build encodes at `measured_precision`: CSFCube dev abstracts
     # ("title. abstract", title-prefixed sentence windows) on 2 cores, measured in one run of
     # scripts/bench_models.py (MEASURED_ON); None where not measured.
     papers_per_minute: float | None = None
@@ -78,6 +78,12 @@ class ModelFacts:
         if self.papers_per_minute is None:
             return None
         return papers / self.papers_per_minute
+
+    @property
+    def measured_precision(self) -> str:
+        """The precision `papers_per_minute` was measured at: its default on MEASURED_ON's CPU,
+        which has AMX bf16."""
+        return self.amx_precision or self.default_precision
 
     def cpu_precision(self) -> str:
         """The precision a new index of this model is built at on this machine's CPU."""
@@ -111,13 +117,13 @@ MODELS = (
         install=f"pip install {DEFAULT_MODEL_PACKAGE}",
         costs={"CV MAP/NDCG%20": "43.1/62.3 (fp32 43.5/62.4)", "held-out": "40.6/61.0 (fp32)"},
         precisions=("fp32", "int8", "int8-mixed", "int8-smooth", "bf16"),
-        papers_per_minute=4900,
+        papers_per_minute=7150,
         held_out=(40.6, 61.0),
         # int8-smooth (one text a run) ranks level with fp32 under CV on CSFCube dev (MAP -0.41, sd
         # 0.98 over the folds; per query +0.04, bootstrap 95% -0.27 to +0.36; NDCG%20 -0.06) and on
         # reviewers-dev (loss -0.0012), encoding at 2.4x fp32's speed: docs/performance.md.
         default_precision="int8-smooth",
-        # bf16 on AMX (OpenVINO): vectors at cosine 0.99998 of fp32's, 1.3x int8-smooth's speed.
+        # bf16 on AMX (OpenVINO): vectors at cosine 0.99998 of fp32's, 1.45x int8-smooth's speed.
         amx_precision="bf16",
         package=DEFAULT_MODEL_PACKAGE,
         aliases=(f"sentence-transformers/{DEFAULT_MODEL}",),
@@ -134,7 +140,7 @@ MODELS = (
         install="made from the default model on first use (model2vec)",
         costs={"CV MAP/NDCG%20": "36.1/55.5"},
         precisions=("fp32",),
-        papers_per_minute=47700,
+        papers_per_minute=59400,
         dense_weights={"fp32": 0.4},
         gpu=False,
         export="static",
@@ -157,7 +163,7 @@ MODELS = (
         # int8 one text a run: 0.7 against 0.75 held out MAP +1.56, NDCG%20 -0.27 on CSFCube dev
         # (paired, 100 folds), reviewers-dev loss +0.0022 (scripts/tune_relevance.py --compare).
         dense_weights={"fp32": 0.8, "int8": 0.7},
-        papers_per_minute=1240,
+        papers_per_minute=1400,
         held_out=(43.4, 64.8),
         parts=model_parts.MPNET,
         aliases=(f"sentence-transformers/{model_parts.MPNET.name}",),
