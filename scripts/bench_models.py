@@ -38,9 +38,7 @@ MINILM, MPNET = "all-MiniLM-L6-v2", "all-mpnet-base-v2"
 
 def encoders(torch: bool = True) -> dict:
     """label -> encoder, each as a build would use it."""
-    from recommender.embed import export_cache, loading
-
-    from recommender.embed import openvino_bf16
+    from recommender.embed import export_cache, loading, openvino_bf16
 
     bf16 = openvino_bf16.available()  # AMX bf16 in this CPU, OpenVINO installed
     chosen = {

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from recommender.embed.quantisation import PRECISIONS
 from recommender.embed.windows import Chunking
 from recommender.evaluation import metrics
 from recommender.evaluation.evaluate import evaluate, rank_rows
@@ -278,7 +279,7 @@ def main() -> None:
                         help="where the collection's indexes (and their encoded vectors) are kept: a re-run reuses them")
     parser.add_argument("--model", help="the model to build the indexes with (default: the default model); "
                         "give each model its own --index-root")
-    parser.add_argument("--precision", choices=("fp32", "int8", "int8-mixed", "int8-smooth"), help="the encoder's precision (default: fp32)")
+    parser.add_argument("--precision", choices=PRECISIONS, help="the encoder's precision (default: fp32)")
     parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
     parser.add_argument("--compare", type=parse_settings, metavar="WEIGHT/POOL,...",
                         help="instead of the report: these sentence-window settings against the "

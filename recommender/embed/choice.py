@@ -234,10 +234,11 @@ def choose_encoder(
         precision = "fp32"
     elif kept is not None:
         precision = kept
-        if precision != facts.cpu_precision() and notice is not None:
+        default = facts.cpu_precision()
+        if precision != default and notice is not None:
             notice(
                 f"keeping this index's precision {precision}: the precision "
-                f"{facts.cpu_precision()} (the default for new indexes) would encode every paper "
+                f"{default} (the default for new indexes) would encode every paper "
                 "again"
             )
     else:

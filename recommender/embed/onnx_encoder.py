@@ -5,8 +5,8 @@ to ``model.onnx`` and writes its tokenizer (``tokenizer.json``) and pooling sett
 (``onnx_encoder.json``) beside it, in a folder the index keeps.
 
 Query time: :class:`OnnxEncoder` reads that folder and encodes with numpy, onnxruntime and
-tokenizers only; importing this module imports nothing heavier (the build-time imports are inside
-:func:`export_onnx`).
+tokenizers only (OpenVINO instead of onnxruntime for a bf16 export: openvino_bf16.py); importing
+this module imports nothing heavier (the build-time imports are inside :func:`export_onnx`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ FORMAT_VERSION = 1
 EXPORT_REVISION = 2
 
 #: The graph is the plain fp32 export: the same numbers as torch up to float rounding. Its int8
-#: version is written by quantisation.py (the config's "variant" says which); fused variants were
+#: versions are written by quantisation.py, its bf16 one is the same graph run by OpenVINO (the
+#: config's "variant" says which); fused variants were
 #: measured and not adopted (scripts/onnx_variants.py, scripts/bench_encode.py).
 VARIANT = "fp32"
 

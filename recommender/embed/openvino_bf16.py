@@ -2,8 +2,8 @@
 
 ONNX Runtime has no bf16 CPU kernels. OpenVINO compiles the same export with oneDNN, fuses its
 layer norms, GELUs and attention, and multiplies in bf16 on the CPU's AMX tiles, keeping fp32's
-exponent range: on 2 cores of an AMX Xeon, MiniLM encoded at 1.3x the speed of int8-smooth (one
-text a run) with vectors at cosine 0.99998 of fp32's, against int8-smooth's 0.9975
+exponent range: on 2 cores of an AMX Xeon, MiniLM encoded at 1.45x the CPU speed of int8-smooth
+(one text a run) with vectors at cosine 0.99998 of fp32's, against int8-smooth's 0.9975
 (docs/performance.md, scripts/bench_export_rewrite.py). The bf16 "export" is the fp32 one
 with its config's variant set to bf16 (made by export_cache); :class:`Bf16Session` runs it where
 :class:`~recommender.embed.onnx_encoder.OnnxEncoder` would run an ONNX Runtime session.
@@ -23,8 +23,8 @@ from ..errors import ModelError
 
 BF16 = "bf16"
 #: Tokens a batch: OpenVINO's bf16 graph gains from batches larger than ONNX Runtime's 512 (MiniLM
-#: 1.30x int8-smooth at 2,048 against 1.15x at 512; the quality tier slower at 8,192):
-#: scripts/bench_export_rewrite.py, docs/performance.md.
+#: 3.40x the fp32 export as torch gives it at 2,048 against 2.82x at 512; 1,024 to 4,096 level):
+#: scripts/bench_export_rewrite.py --bf16-budgets, docs/performance.md.
 TOKENS_PER_BATCH = 2048
 #: A batch's length is padded up to a multiple of this: OpenVINO compiles and keeps kernels for
 #: each input shape it meets, so fewer shapes keep its memory flat and save the compiling (2,700
@@ -78,7 +78,7 @@ class Bf16Session:
         self.inference_precision = "bf16" if "BF16" in capabilities else "f32"
         # One stream a run, one thread a stream: two batches at once beat one batch on two
         # threads by 1.06x in CPU time, and more on a loaded machine, where a thread waiting on
-        # the other idles (scripts/bench_export_rewrite.py, docs/performance.md).
+        # the other idles (measured by hand: docs/performance.md, "bf16 on AMX").
         self._compiled = core.compile_model(
             str(path),
             "CPU",
