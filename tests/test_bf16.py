@@ -5,6 +5,8 @@ CPUs with AMX bf16; its vectors stay within the cosine to fp32 measured on CSFCu
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -72,6 +74,44 @@ def test_a_bf16_vector_is_its_text_s_own_in_a_batch_or_alone(texts):
     assert (together * alone).sum(axis=1).min() > 0.99999
 
 
+# Two threads making their first OpenVINO run at once, with Python switching threads as often as
+# it can: before the session made a run of its own when opened, half of such processes hung.
+FIRST_RUNS_AT_ONCE = """
+import sys, threading
+import numpy as np
+from pathlib import Path
+from recommender.embed.openvino_bf16 import Bf16Session
+sys.setswitchinterval(1e-6)
+session = Bf16Session(Path(sys.argv[1]), 2)
+barrier = threading.Barrier(2)
+def first_run(n):
+    feeds = {port.name: np.ones((1, 16 * (n + 2)), np.int64) for port in session.get_inputs()}
+    barrier.wait()
+    session.run(None, feeds)
+threads = [threading.Thread(target=first_run, args=(n,)) for n in range(2)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+"""
+
+
+@pytest.mark.model
+def test_two_threads_starting_to_encode_at_once_do_not_deadlock():
+    model = export_cache.shared_export(DEFAULT_MODEL, precision=BF16) / onnx_encoder.MODEL_FILE
+    for _ in range(4):  # 4 pairs of processes: a regression hangs at least one nearly always
+        processes = [
+            subprocess.Popen([sys.executable, "-c", FIRST_RUNS_AT_ONCE, str(model)])
+            for _ in range(2)
+        ]
+        try:
+            for process in processes:
+                assert process.wait(timeout=120) == 0
+        finally:
+            for process in processes:
+                process.kill()
+
+
 @pytest.mark.model
 @on_amx
 def test_an_index_built_at_bf16_says_so_and_is_queried_at_it(workdir):
@@ -105,7 +145,9 @@ def test_a_cpu_with_amx_and_openvino_builds_the_default_model_at_bf16_else_int8_
         (True, False, "with OpenVINO, which is not installed: pip install openvino"),
     ],
 )
-def test_bf16_is_refused_where_it_cannot_run_at_bf16(workdir, fake_model, monkeypatch, amx, openvino, says):
+def test_bf16_is_refused_where_it_cannot_run_at_bf16(
+    workdir, fake_model, monkeypatch, amx, openvino, says
+):
     monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: amx)
     monkeypatch.setattr(openvino_bf16, "installed", lambda: openvino)
     result = CliRunner().invoke(main, ["build", str(SEEDS), "--precision", BF16])
@@ -134,7 +176,9 @@ def test_the_bf16_export_links_the_fp32_files_and_leaves_them_as_they_are(tmp_pa
     config = {"format_version": 1, "variant": "fp32", "dimension": 4}
     (fp32 / onnx_encoder.CONFIG_FILE).write_text(json.dumps(config))
     export_cache.bf16_export(fp32, bf16)
-    assert (bf16 / onnx_encoder.MODEL_FILE).stat().st_ino == (fp32 / onnx_encoder.MODEL_FILE).stat().st_ino
+    assert (bf16 / onnx_encoder.MODEL_FILE).stat().st_ino == (
+        fp32 / onnx_encoder.MODEL_FILE
+    ).stat().st_ino
     assert json.loads((bf16 / onnx_encoder.CONFIG_FILE).read_text()) == dict(config, variant=BF16)
     assert json.loads((fp32 / onnx_encoder.CONFIG_FILE).read_text()) == config
 

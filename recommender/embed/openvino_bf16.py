@@ -67,6 +67,8 @@ class Bf16Session:
     Runtime session (one call a thread)."""
 
     def __init__(self, path: Path, runs: int):
+        import numpy as np
+
         try:
             import openvino
         except ImportError as exc:
@@ -91,6 +93,13 @@ class Bf16Session:
         )
         self._output = self._compiled.outputs[0]
         self._requests = threading.local()  # an infer request serves one thread at a time
+        # OpenVINO's Python binding sets up its numpy bridge on the first tensor it converts, and
+        # two threads doing that at once can deadlock (a C++ static's guard against the GIL: 1 of
+        # 12 processes hung for good). One run here, on this thread, does it before any other.
+        self.run(
+            None,
+            {port.name: np.zeros((1, LENGTH_MULTIPLE), np.int64) for port in self.get_inputs()},
+        )
 
     def get_inputs(self) -> list[_Input]:
         return [_Input(port.get_any_name()) for port in self._compiled.inputs]
