@@ -12,7 +12,8 @@ checkout (`seeds/`, `indexes/`), on the seed index built once per cog run with t
 
 `cog -r README.md docs/*.md` rewrites every example; `cog --check` (tests/test_docs.py) fails when one
 no longer matches what the command prints. The work folder is $PAPERS_DOCS_WORK, else
-build/docs-examples/ in the checkout; it is made anew for every run.
+build/docs-examples/ in the checkout; it is made anew for every run. Every index is built at
+int8-smooth ($PAPERS_PRECISION), so the examples print the same on every CPU.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def _environment(cwd: Path) -> dict:
     env["PAPERS_CACHE"] = str(_cache(cwd))  # the checkout's user: an embedding cache of its own
     env["SOURCE_DATE_EPOCH"] = BUILD_TIME  # the build time `papers info` shows, the same every run
     env["PAPERS_SLOW_PHASE_SECONDS"] = "off"  # a short build's log stays silent however loaded the machine
+    # Built at int8-smooth, the default on most CPUs, whatever this one has: bf16 (the default on
+    # AMX) rounds differently on each kind of CPU, int8-smooth's integer products do not.
+    env["PAPERS_PRECISION"] = "int8-smooth"
     return env
 
 

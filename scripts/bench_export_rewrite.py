@@ -25,10 +25,13 @@ mean and least cosine between a paper encoded alone and in the others' batch (1.
 does not depend on its batch). --profile first prints each fp32 graph's kernel time by operator
 (bench_encode.py's ONNX Runtime profile, the build's batches). --quality does the same for the
 quality tier instead (all-mpnet-base-v2; its parts installed): fp32 and int8, each in batches and
-one text a run, and bf16, on the first 60 papers. The bf16 rows need a CPU with AMX bf16;
---bf16-budgets adds a bf16 row for each other token budget a batch (the build's is 2,048).
+one text a run, and bf16, on the first 60 papers. The bf16 rows need a CPU with bf16 instructions
+(AVX-512 BF16 or AMX); --bf16-budgets adds a bf16 row for each other token budget a batch (the
+build's is 2,048). --bf16-vs-int8 times only the int8 default against bf16, for CPUs where the two
+are close (AVX-512 BF16 without AMX).
 
-Quoted in: docs/performance.md ("One text a run, and the attention masks made once").
+Quoted in: docs/performance.md ("One text a run, and the attention masks made once", "bf16 without
+AMX").
 """
 
 from __future__ import annotations
@@ -112,6 +115,9 @@ def main() -> None:
     parser.add_argument("--quality", action="store_true")
     parser.add_argument("--bf16-budgets", default="",
                         help="other token budgets a bf16 batch, comma-separated (extra rows)")
+    parser.add_argument("--bf16-vs-int8", action="store_true",
+                        help="time only the int8 default (int8-smooth; with --quality, int8) one "
+                        "text a run against bf16 at 2,048 and 1,024 tokens a batch")
     parser.add_argument("--work", type=Path,
                         default=Path(tempfile.gettempdir()) / "bench-export-rewrite")
     args = parser.parse_args()
@@ -126,6 +132,15 @@ def main() -> None:
         corpus = read_papers([args.data / "corpus.jsonl"])[: args.papers]
     texts, heads = [paper.text for paper in corpus], [paper.head for paper in corpus]
     budgets = [int(budget) for budget in args.bf16_budgets.split(",") if budget]
+    if args.bf16_vs_int8:
+        model, int8, papers = (("all-mpnet-base-v2", "int8", 60) if args.quality
+                               else (MINILM, "int8-smooth", len(texts)))
+        compare({f"{int8}, one text a run": loading.load_onnx_encoder(
+                    export_cache.shared_export(model, precision=int8), model),
+                 **bf16_encoder(model, "bf16, batches of 2,048 tokens"),
+                 **bf16_budgets(model, budgets or [1024])},
+                texts[:papers], heads[:papers], args.rounds)
+        return
     if args.quality:
         compare({**quality_encoders(), **bf16_budgets("all-mpnet-base-v2", budgets)}, texts[:60],
                 heads[:60], args.rounds)
@@ -186,9 +201,9 @@ def bf16_encoder(model: str, label: str) -> dict:
     """{label: the bf16 encoder of `model`}, or nothing where this CPU cannot run bf16."""
     from recommender.embed import export_cache, loading, openvino_bf16
 
-    if not openvino_bf16.available():
-        print(f"(no bf16 row: {openvino_bf16.AMX_FLAG} is not among this CPU's flags, or OpenVINO "
-              "is not installed)")
+    if not openvino_bf16.runs_here():
+        print(f"(no bf16 row: neither {openvino_bf16.AVX512_BF16_FLAG} nor {openvino_bf16.AMX_FLAG} is "
+              "among this CPU's flags, or OpenVINO is not installed)")
         return {}
     return {label: loading.load_onnx_encoder(
         export_cache.shared_export(model, precision=openvino_bf16.BF16), model)}

@@ -40,7 +40,7 @@ def encoders(torch: bool = True) -> dict:
     """label -> encoder, each as a build would use it."""
     from recommender.embed import export_cache, loading, openvino_bf16
 
-    bf16 = openvino_bf16.available()  # AMX bf16 in this CPU, OpenVINO installed
+    bf16 = openvino_bf16.by_default()  # AMX bf16 in this CPU, OpenVINO installed
     chosen = {
         "MiniLM, bf16 on OpenVINO (the default with AMX)": loading.load_onnx_encoder(
             export_cache.shared_export(MINILM, precision="bf16"), MINILM) if bf16 else None,

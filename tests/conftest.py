@@ -29,6 +29,7 @@ atexit.register(shutil.rmtree, SESSION_CACHE, True)
 # A short build logs its phases once one runs past a few seconds, which on a loaded machine any phase
 # may: tests that compare stderr would depend on the load. tests/test_options.py sets it where tested.
 os.environ["PAPERS_SLOW_PHASE_SECONDS"] = "off"
+os.environ.pop("PAPERS_PRECISION", None)  # a user's default precision would change what tests build
 
 
 def require_csfcube() -> Path:

@@ -1,6 +1,6 @@
 """bf16 (embed/openvino_bf16.py): the fp32 export run by OpenVINO with bf16 products, the default on
-CPUs with AMX bf16; its vectors stay within the cosine to fp32 measured on CSFCube dev
-(docs/performance.md, scripts/bench_export_rewrite.py)."""
+CPUs with AMX bf16, given when asked on CPUs with AVX-512 BF16; its vectors stay within the cosine
+to fp32 measured on CSFCube dev (docs/performance.md, scripts/bench_export_rewrite.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from recommender.embed.models import DEFAULT_MODEL, model_facts
 BF16 = openvino_bf16.BF16
 # The lowest cosine to fp32 bf16 gave on 200 CSFCube dev papers (docs/performance.md).
 MEASURED_MIN_COSINE = 0.99997
-on_amx = pytest.mark.skipif(
-    not openvino_bf16.available(), reason="bf16 encodes on CPUs with AMX bf16 (with OpenVINO)"
+bf16_here = pytest.mark.skipif(
+    not openvino_bf16.runs_here(),
+    reason="bf16 encodes on CPUs with bf16 instructions (AVX-512 BF16 or AMX), with OpenVINO",
 )
 
 
@@ -33,7 +34,7 @@ def texts():
 
 
 @pytest.mark.model
-@on_amx
+@bf16_here
 def test_the_bf16_export_is_the_fp32_graph_and_stays_within_the_measured_cosine(texts):
     fp32 = export_cache.shared_export(DEFAULT_MODEL)
     folder = export_cache.shared_export(DEFAULT_MODEL, precision=BF16)
@@ -51,7 +52,7 @@ def test_the_bf16_export_is_the_fp32_graph_and_stays_within_the_measured_cosine(
 
 
 @pytest.mark.model
-@on_amx
+@bf16_here
 def test_a_bf16_vector_is_its_text_s_own_in_a_batch_or_alone(texts):
     # Batches of 2,048 tokens feed the matrix units; a text's vector stays its own (cosine
     # 0.999996 at least on 30 CSFCube papers).
@@ -113,7 +114,7 @@ def test_two_threads_starting_to_encode_at_once_do_not_deadlock():
 
 
 @pytest.mark.model
-@on_amx
+@bf16_here
 def test_an_index_built_at_bf16_says_so_and_is_queried_at_it(workdir):
     assert_built_and_queried_at(BF16, "bf16")
 
@@ -124,6 +125,7 @@ def test_a_cpu_with_amx_and_openvino_builds_the_default_model_at_bf16_else_int8_
         return choice.precision
 
     monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: True)
+    monkeypatch.setattr(openvino_bf16, "bf16_instructions", lambda: True)
     monkeypatch.setattr(openvino_bf16, "installed", lambda: True)
     assert (chosen(), chosen("all-mpnet-base-v2"), chosen(precision="int8-smooth")) == (
         BF16,
@@ -136,36 +138,46 @@ def test_a_cpu_with_amx_and_openvino_builds_the_default_model_at_bf16_else_int8_
     monkeypatch.setattr(openvino_bf16, "installed", lambda: True)
     monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: False)
     assert chosen() == model_facts(DEFAULT_MODEL).default_precision == "int8-smooth"
+    # AVX-512 BF16 without AMX: bf16 encodes level with int8-smooth there, so it runs when asked
+    assert chosen(precision=BF16) == BF16
 
 
 @pytest.mark.parametrize(
-    ("amx", "openvino", "says"),
+    ("instructions", "openvino", "says"),
     [
-        (False, True, "and this one has none: give int8-smooth or fp32"),
-        (True, False, "with OpenVINO, which is not installed: pip install openvino"),
+        (
+            False,
+            True,
+            "encodes on CPUs with bf16 instructions (AVX-512 BF16 or AMX), and this one has none: "
+            "give int8-smooth or fp32",
+        ),
+        (True, False, "encodes with OpenVINO, which is not installed: pip install openvino"),
     ],
 )
 def test_bf16_is_refused_where_it_cannot_run_at_bf16(
-    workdir, fake_model, monkeypatch, amx, openvino, says
+    workdir, fake_model, monkeypatch, instructions, openvino, says
 ):
-    monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: amx)
+    monkeypatch.setattr(openvino_bf16, "bf16_instructions", lambda: instructions)
     monkeypatch.setattr(openvino_bf16, "installed", lambda: openvino)
     result = CliRunner().invoke(main, ["build", str(SEEDS), "--precision", BF16])
     assert (result.exit_code, result.output) == (
         2,
-        f"Error: Invalid value for '--precision': precision bf16 encodes on CPUs with AMX bf16 units, "
-        f"{says}\n",
+        f"Error: Invalid value for '--precision': precision bf16 {says}\n",
     )
     assert not (workdir / "indexes").exists()
 
 
-def test_amx_bf16_is_read_from_the_cpu_flags(tmp_path):
+def test_bf16_instructions_and_amx_are_read_from_the_cpu_flags(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile\n")
-    assert openvino_bf16.amx_bf16(cpuinfo)
+    assert openvino_bf16.amx_bf16(cpuinfo) and openvino_bf16.bf16_instructions(cpuinfo)
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16\nbugs\t: amx_bf16\n")
-    assert not openvino_bf16.amx_bf16(cpuinfo)  # AVX-512 BF16 alone: not measured, not chosen
+    assert not openvino_bf16.amx_bf16(cpuinfo)  # AVX-512 BF16 alone (AMD Zen 4): not the default
+    assert openvino_bf16.bf16_instructions(cpuinfo)
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f\n")
+    assert not openvino_bf16.bf16_instructions(cpuinfo)
     assert not openvino_bf16.amx_bf16(tmp_path / "missing")  # no Linux CPU flags to read
+    assert not openvino_bf16.bf16_instructions(tmp_path / "missing")
 
 
 def test_the_bf16_export_links_the_fp32_files_and_leaves_them_as_they_are(tmp_path):

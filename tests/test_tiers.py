@@ -57,6 +57,19 @@ def test_a_build_records_its_precision_a_rebuild_keeps_it_and_another_encodes_ev
     assert manifest("b")["precision"] == DEFAULT_PRECISION
 
 
+def test_papers_precision_sets_the_precision_where_none_is_given(workdir, fake_model, monkeypatch):
+    monkeypatch.setenv("PAPERS_PRECISION", "int8")
+    built = CliRunner().invoke(main, ["build", str(SEEDS), "--quiet"])
+    assert built.exit_code == 0, built.output
+    assert manifest("default")["precision"] == "int8"
+    given = CliRunner().invoke(main, ["build", str(SEEDS), "--quiet", "--index", "b", "--precision", "fp32"])
+    assert given.exit_code == 0 and manifest("b")["precision"] == "fp32"  # the option wins
+    monkeypatch.setenv("PAPERS_PRECISION", "int4")
+    refused = CliRunner().invoke(main, ["build", str(SEEDS), "--index", "c"])
+    assert refused.exit_code == 2 and "Invalid value for '--precision': 'int4' is not one of" in refused.output
+    assert not (workdir / "indexes" / "c").exists()
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     folder = tmp_path / "cache"

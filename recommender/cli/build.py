@@ -46,16 +46,18 @@ DEFAULT_INPUT = "seeds"
     # embed.quantisation.PRECISIONS, spelled out: importing it would import numpy for every command
     type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "bf16"]),
     default=None,
+    envvar="PAPERS_PRECISION",
     help=(
-        "Weights the model encodes with. On a CPU with AMX bf16 (Intel Xeon since 2023) a new"
-        " index of the default model gets bf16 (its fp32 graph run by OpenVINO with bf16"
-        " products: ~3x fp32's speed, vectors at cosine 0.99998 of fp32's, docs/performance.md);"
-        " on other CPUs int8-smooth (int8 after moving activation outliers into the weights: ~2x"
-        " fp32's speed, ranking level with it); with all-mpnet-base-v2, int8, where it ranks as"
-        " well; on a GPU, fp32. Or fp32, or int8 (~2x faster, about 1 MAP point less"
-        " with the default model, docs/tiers.md), or int8-mixed (the default model: int8 but for"
-        " the weights that cost the ranking); bf16 gives all-mpnet-base-v2 its fp32 vectors"
-        " a little faster than its int8. A rebuild keeps the index's own unless given."
+        "Weights the model encodes with ($PAPERS_PRECISION where not given). On a CPU with AMX"
+        " bf16 (Intel Xeon since 2023) a new index of the default model gets bf16 (its fp32 graph"
+        " run by OpenVINO with bf16 products: ~3x fp32's speed, vectors at cosine 0.99998 of"
+        " fp32's, docs/performance.md); on other CPUs int8-smooth (int8 after moving activation"
+        " outliers into the weights: ~2x fp32's speed, ranking level with it); with"
+        " all-mpnet-base-v2, int8, where it ranks as well; on a GPU, fp32. Or fp32, or int8 (~2x"
+        " faster, about 1 MAP point less with the default model, docs/tiers.md), or int8-mixed"
+        " (the default model: int8 but for the weights that cost the ranking), or bf16 on a CPU"
+        " with AVX-512 BF16 or AMX (with all-mpnet-base-v2 on AMX, its fp32 vectors a little"
+        " faster than its int8). A rebuild keeps the index's own unless given."
     ),
 )
 @click.option(

@@ -47,7 +47,11 @@ from .errors import library_errors, stopped_builds
     "--precision",
     type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "bf16"]),  # as build's
     default=None,
-    help="Weights the model encodes with (default: as `papers build`).",
+    envvar="PAPERS_PRECISION",
+    help=(
+        "Weights the model encodes with ($PAPERS_PRECISION where not given; default: as"
+        " `papers build`)."
+    ),
 )
 @click.option(
     "--chunking",

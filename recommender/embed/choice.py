@@ -127,13 +127,14 @@ def check_request(request: EncoderRequest) -> None:
             f"unknown precision {request.precision!r}: use one of {', '.join(PRECISIONS)}",
             "precision",
         )
-    if request.precision == openvino_bf16.BF16 and not openvino_bf16.available():
+    if request.precision == openvino_bf16.BF16 and not openvino_bf16.runs_here():
         raise OptionError(
-            f"precision {openvino_bf16.BF16} encodes on CPUs with AMX bf16 units, "
+            f"precision {openvino_bf16.BF16} "
             + (
-                f"with OpenVINO, which is not installed: {openvino_bf16.INSTALL_HINT}"
-                if openvino_bf16.amx_bf16()
-                else "and this one has none: give int8-smooth or fp32"
+                f"encodes with OpenVINO, which is not installed: {openvino_bf16.INSTALL_HINT}"
+                if openvino_bf16.bf16_instructions()
+                else "encodes on CPUs with bf16 instructions (AVX-512 BF16 or AMX), and this one"
+                " has none: give int8-smooth or fp32"
             ),
             "precision",
         )

@@ -87,7 +87,7 @@ class ModelFacts:
 
     def cpu_precision(self) -> str:
         """The precision a new index of this model is built at on this machine's CPU."""
-        if self.amx_precision is not None and openvino_bf16.available():
+        if self.amx_precision is not None and openvino_bf16.by_default():
             return self.amx_precision
         return self.default_precision
 
