@@ -134,8 +134,8 @@ def serve(
             else "writes (tags) need the token given with --token or $PAPERS_TOKEN"
         )
     # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again for whoever
-    # handled it
-    # before: here, a stop that has already been carried out, so the command ends with status 0.
+    # handled it before: here, a stop that has already been carried out, so the command ends
+    # with status 0.
     previous = signal.signal(signal.SIGTERM, _stopped)
     try:
         if workers > 1:
