@@ -54,8 +54,9 @@ def _environment(cwd: Path) -> dict:
     env["PAPERS_CACHE"] = str(_cache(cwd))  # the checkout's user: an embedding cache of its own
     env["SOURCE_DATE_EPOCH"] = BUILD_TIME  # the build time `papers info` shows, the same every run
     env["PAPERS_SLOW_PHASE_SECONDS"] = "off"  # a short build's log stays silent however loaded the machine
-    # Built at int8-smooth, the default on most CPUs, whatever this one has: bf16 (the default on
-    # AMX) rounds differently on each kind of CPU, int8-smooth's integer products do not.
+    # Built at int8-smooth, the default on most CPUs, whatever this one has: at bf16 (the default
+    # on AMX) scores and orders differed between an AMX Xeon and an AMD EPYC, at int8-smooth every
+    # example printed the same on both.
     env["PAPERS_PRECISION"] = "int8-smooth"
     return env
 
