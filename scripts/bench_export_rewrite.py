@@ -199,14 +199,14 @@ def bf16_budgets(model: str, budgets: list[int]) -> dict:
 
 def bf16_encoder(model: str, label: str) -> dict:
     """{label: the bf16 encoder of `model`}, or nothing where this CPU cannot run bf16."""
-    from recommender.embed import export_cache, loading, openvino_bf16
+    from recommender.embed import export_cache, loading, openvino_encoding
 
-    if not openvino_bf16.runs_here():
-        print(f"(no bf16 row: neither {openvino_bf16.AVX512_BF16_FLAG} nor {openvino_bf16.AMX_FLAG} is "
+    if not openvino_encoding.runs_here():
+        print(f"(no bf16 row: neither {openvino_encoding.AVX512_BF16_FLAG} nor {openvino_encoding.AMX_FLAG} is "
               "among this CPU's flags, or OpenVINO is not installed)")
         return {}
     return {label: loading.load_onnx_encoder(
-        export_cache.shared_export(model, precision=openvino_bf16.BF16), model)}
+        export_cache.shared_export(model, precision=openvino_encoding.BF16), model)}
 
 
 if __name__ == "__main__":

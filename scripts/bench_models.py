@@ -38,9 +38,9 @@ MINILM, MPNET = "all-MiniLM-L6-v2", "all-mpnet-base-v2"
 
 def encoders(torch: bool = True) -> dict:
     """label -> encoder, each as a build would use it."""
-    from recommender.embed import export_cache, loading, openvino_bf16
+    from recommender.embed import export_cache, loading, openvino_encoding
 
-    bf16 = openvino_bf16.by_default()  # AMX bf16 in this CPU, OpenVINO installed
+    bf16 = openvino_encoding.by_default()  # AMX bf16 in this CPU, OpenVINO installed
     chosen = {
         "MiniLM, bf16 on OpenVINO (the default with AMX)": loading.load_onnx_encoder(
             export_cache.shared_export(MINILM, precision="bf16"), MINILM) if bf16 else None,

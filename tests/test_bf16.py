@@ -1,4 +1,4 @@
-"""bf16 (embed/openvino_bf16.py): the fp32 export run by OpenVINO with bf16 products, the default on
+"""bf16 (embed/openvino_encoding.py): the fp32 export run by OpenVINO with bf16 products, the default on
 CPUs with AMX bf16, given when asked on CPUs with AVX-512 BF16; its vectors stay within the cosine
 to fp32 measured on CSFCube dev (docs/performance.md, scripts/bench_export_rewrite.py)."""
 
@@ -15,15 +15,15 @@ from conftest import SEEDS, assert_built_and_queried_at
 
 from recommender.cli import main
 from recommender.corpus.papers import read_papers
-from recommender.embed import export_cache, loading, onnx_encoder, openvino_bf16
+from recommender.embed import export_cache, loading, onnx_encoder, openvino_encoding
 from recommender.embed.choice import EncoderRequest, choose_encoder
 from recommender.embed.models import DEFAULT_MODEL, model_facts
 
-BF16 = openvino_bf16.BF16
+BF16 = openvino_encoding.BF16
 # The lowest cosine to fp32 bf16 gave on 200 CSFCube dev papers (docs/performance.md).
 MEASURED_MIN_COSINE = 0.99997
 bf16_here = pytest.mark.skipif(
-    not openvino_bf16.runs_here(),
+    not openvino_encoding.runs_here(),
     reason="bf16 encodes on CPUs with bf16 instructions (AVX-512 BF16 or AMX), with OpenVINO",
 )
 
@@ -81,7 +81,7 @@ FIRST_RUNS_AT_ONCE = """
 import sys, threading
 import numpy as np
 from pathlib import Path
-from recommender.embed.openvino_bf16 import Bf16Session
+from recommender.embed.openvino_encoding import Bf16Session
 sys.setswitchinterval(1e-6)
 session = Bf16Session(Path(sys.argv[1]), 2)
 barrier = threading.Barrier(2)
@@ -124,19 +124,19 @@ def test_a_cpu_with_amx_and_openvino_builds_the_default_model_at_bf16_else_int8_
         choice = choose_encoder(EncoderRequest(model, precision, device), None)
         return choice.precision
 
-    monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: True)
-    monkeypatch.setattr(openvino_bf16, "bf16_instructions", lambda: True)
-    monkeypatch.setattr(openvino_bf16, "installed", lambda: True)
+    monkeypatch.setattr(openvino_encoding, "amx_bf16", lambda: True)
+    monkeypatch.setattr(openvino_encoding, "bf16_instructions", lambda: True)
+    monkeypatch.setattr(openvino_encoding, "installed", lambda: True)
     assert (chosen(), chosen("all-mpnet-base-v2"), chosen(precision="int8-smooth")) == (
         BF16,
         "int8",  # the quality tier's int8 ranks ahead of its fp32 on CSFCube dev: kept
         "int8-smooth",
     )
     assert chosen("all-mpnet-base-v2", BF16) == BF16
-    monkeypatch.setattr(openvino_bf16, "installed", lambda: False)
+    monkeypatch.setattr(openvino_encoding, "installed", lambda: False)
     assert chosen() == "int8-smooth"
-    monkeypatch.setattr(openvino_bf16, "installed", lambda: True)
-    monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: False)
+    monkeypatch.setattr(openvino_encoding, "installed", lambda: True)
+    monkeypatch.setattr(openvino_encoding, "amx_bf16", lambda: False)
     assert chosen() == model_facts(DEFAULT_MODEL).default_precision == "int8-smooth"
     # AVX-512 BF16 without AMX: bf16 encodes level with int8-smooth there, so it runs when asked
     assert chosen(precision=BF16) == BF16
@@ -157,8 +157,8 @@ def test_a_cpu_with_amx_and_openvino_builds_the_default_model_at_bf16_else_int8_
 def test_bf16_is_refused_where_it_cannot_run_at_bf16(
     workdir, fake_model, monkeypatch, instructions, openvino, says
 ):
-    monkeypatch.setattr(openvino_bf16, "bf16_instructions", lambda: instructions)
-    monkeypatch.setattr(openvino_bf16, "installed", lambda: openvino)
+    monkeypatch.setattr(openvino_encoding, "bf16_instructions", lambda: instructions)
+    monkeypatch.setattr(openvino_encoding, "installed", lambda: openvino)
     result = CliRunner().invoke(main, ["build", str(SEEDS), "--precision", BF16])
     assert (result.exit_code, result.output) == (
         2,
@@ -170,14 +170,14 @@ def test_bf16_is_refused_where_it_cannot_run_at_bf16(
 def test_bf16_instructions_and_amx_are_read_from_the_cpu_flags(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile\n")
-    assert openvino_bf16.amx_bf16(cpuinfo) and openvino_bf16.bf16_instructions(cpuinfo)
+    assert openvino_encoding.amx_bf16(cpuinfo) and openvino_encoding.bf16_instructions(cpuinfo)
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16\nbugs\t: amx_bf16\n")
-    assert not openvino_bf16.amx_bf16(cpuinfo)  # AVX-512 BF16 alone (AMD Zen 4): not the default
-    assert openvino_bf16.bf16_instructions(cpuinfo)
+    assert not openvino_encoding.amx_bf16(cpuinfo)  # AVX-512 BF16 alone (AMD Zen 4): not the default
+    assert openvino_encoding.bf16_instructions(cpuinfo)
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f\n")
-    assert not openvino_bf16.bf16_instructions(cpuinfo)
-    assert not openvino_bf16.amx_bf16(tmp_path / "missing")  # no Linux CPU flags to read
-    assert not openvino_bf16.bf16_instructions(tmp_path / "missing")
+    assert not openvino_encoding.bf16_instructions(cpuinfo)
+    assert not openvino_encoding.amx_bf16(tmp_path / "missing")  # no Linux CPU flags to read
+    assert not openvino_encoding.bf16_instructions(tmp_path / "missing")
 
 
 def test_the_bf16_export_links_the_fp32_files_and_leaves_them_as_they_are(tmp_path):

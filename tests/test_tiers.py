@@ -317,13 +317,13 @@ def test_each_model_ranks_with_the_dense_weight_its_cross_validation_chose():
 
 def test_on_a_cpu_without_amx_the_default_model_builds_int8_smooth_the_quality_tier_int8_and_others_fp32(
         monkeypatch):
-    from recommender.embed import openvino_bf16, sentence_transformer
+    from recommender.embed import openvino_encoding, sentence_transformer
     from recommender.embed.choice import EncoderRequest, choose_encoder
     from recommender.embed.models import model_facts
 
     models = ("all-MiniLM-L6-v2", "./my-model", "all-mpnet-base-v2")
     assert [model_facts(m).default_precision for m in models] == ["int8-smooth", "fp32", "int8"]
-    monkeypatch.setattr(openvino_bf16, "amx_bf16", lambda: False)  # with AMX: tests/test_bf16.py
+    monkeypatch.setattr(openvino_encoding, "amx_bf16", lambda: False)  # with AMX: tests/test_bf16.py
 
     def chosen(model, precision=None, device="cpu"):
         choice = choose_encoder(EncoderRequest(model, precision, device), None)

@@ -44,7 +44,7 @@ DEFAULT_INPUT = "seeds"
 @click.option(
     "--precision",
     # embed.quantisation.PRECISIONS, spelled out: importing it would import numpy for every command
-    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "bf16"]),
+    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "int8-static", "bf16"]),
     default=None,
     envvar="PAPERS_PRECISION",
     help=(

@@ -45,7 +45,9 @@ from .errors import library_errors, stopped_builds
 )
 @click.option(
     "--precision",
-    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "bf16"]),  # as build's
+    type=click.Choice(
+        ["fp32", "int8", "int8-mixed", "int8-smooth", "int8-static", "bf16"]
+    ),  # as build's
     default=None,
     envvar="PAPERS_PRECISION",
     help=(

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, OptionError
-from . import openvino_bf16
+from . import openvino_encoding
 from .models import DEFAULT_MODEL, MODELS, ModelFacts, model_facts
 from .quantisation import PRECISIONS
 from .windows import Chunking, Encoder
@@ -127,12 +127,12 @@ def check_request(request: EncoderRequest) -> None:
             f"unknown precision {request.precision!r}: use one of {', '.join(PRECISIONS)}",
             "precision",
         )
-    if request.precision == openvino_bf16.BF16 and not openvino_bf16.runs_here():
+    if request.precision == openvino_encoding.BF16 and not openvino_encoding.runs_here():
         raise OptionError(
-            f"precision {openvino_bf16.BF16} "
+            f"precision {openvino_encoding.BF16} "
             + (
-                f"encodes with OpenVINO, which is not installed: {openvino_bf16.INSTALL_HINT}"
-                if openvino_bf16.bf16_instructions()
+                f"encodes with OpenVINO, which is not installed: {openvino_encoding.INSTALL_HINT}"
+                if openvino_encoding.bf16_instructions()
                 else "encodes on CPUs with bf16 instructions (AVX-512 BF16 or AMX), and this one"
                 " has none: give int8-smooth or fp32"
             ),

@@ -7,7 +7,7 @@ folder's files, so an edited or replaced model gets its own:
     (onnx_encoder.export_onnx)
     <cache>/onnx/<model sha256[:32]>-v<export format>-int8/   the same quantised to int8
     (quantisation.py; -int8-mixed, -int8-smooth alike; -bf16 the fp32 files, linked, for OpenVINO
-    at bf16: openvino_bf16.py)
+    at bf16: openvino_encoding.py)
     <cache>/static/<model sha256[:32]>-v<static format>/      static embeddings distilled from it
     (static_encoder.py)
         ... the entry's files, and export.json: the sha256 and size of each of them
@@ -41,7 +41,7 @@ from pathlib import Path
 from ..digests import file_digest
 from ..errors import ModelError, OptionError
 from ..files import open_exclusive
-from . import onnx_encoder, openvino_bf16, quantisation, static_encoder
+from . import onnx_encoder, openvino_encoding, quantisation, static_encoder
 from .models import model_facts
 from .user_cache import (  # noqa: F401 - where callers have found them
     cache_home,
@@ -162,7 +162,7 @@ def shared_export(
     )
     if precision == "fp32":
         return fp32
-    if precision == openvino_bf16.BF16:  # the fp32 graph, run at bf16: nothing to quantise
+    if precision == openvino_encoding.BF16:  # the fp32 graph, run at bf16: nothing to quantise
         return cached_entry(
             cache_home() / "onnx" / f"{name}-{precision}",
             _FILES,
@@ -179,8 +179,9 @@ def shared_export(
 
 
 def bf16_export(fp32_folder: Path, out_dir: Path) -> Path:
-    """Write to `out_dir` the bf16 export (openvino_bf16.py) of the fp32 export in `fp32_folder`:
-    its files, linked where the file system allows, with the config's variant bf16."""
+    """Write to `out_dir` the bf16 export (openvino_encoding.py) of the fp32 export in
+    `fp32_folder`: its files, linked where the file system allows, with the config's variant
+    bf16."""
     fp32_folder, out_dir = Path(fp32_folder), Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -191,7 +192,7 @@ def bf16_export(fp32_folder: Path, out_dir: Path) -> Path:
             except OSError:  # another file system, or links not allowed: a copy
                 shutil.copyfile(fp32_folder / name, target)
         config = json.loads((fp32_folder / onnx_encoder.CONFIG_FILE).read_text(encoding="utf-8"))
-        config["variant"] = openvino_bf16.BF16
+        config["variant"] = openvino_encoding.BF16
         (out_dir / onnx_encoder.CONFIG_FILE).write_text(
             json.dumps(config, indent=2), encoding="utf-8"
         )
@@ -255,7 +256,7 @@ def export_into(
         onnx_encoder.export_onnx(resolve_model_path(model), target)
         return
     onnx_encoder.export_onnx(resolve_model_path(model), staging)
-    if precision == openvino_bf16.BF16:
+    if precision == openvino_encoding.BF16:
         bf16_export(staging, target)
         return
     quantising()

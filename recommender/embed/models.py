@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import model_parts, openvino_bf16
+from . import model_parts, openvino_encoding
 from .model_parts import SplitModel
 
 #: The packaged model, used when no `--model` is given for a new index.
@@ -43,7 +43,7 @@ class ModelFacts:
         "fp32"  # on a CPU; a GPU build is fp32, a rebuild keeps its index's own
     )
     precisions: tuple[str, ...] = ("fp32", "int8")
-    # The default instead on a CPU with AMX bf16 where OpenVINO is installed (openvino_bf16.py),
+    # The default instead on a CPU with AMX bf16 where OpenVINO is installed (openvino_encoding.py),
     # where it was measured faster than `default_precision` with the ranking kept; None: none.
     amx_precision: str | None = None
     dense_weights: dict = field(default_factory=dict)
@@ -87,7 +87,7 @@ class ModelFacts:
 
     def cpu_precision(self) -> str:
         """The precision a new index of this model is built at on this machine's CPU."""
-        if self.amx_precision is not None and openvino_bf16.by_default():
+        if self.amx_precision is not None and openvino_encoding.by_default():
             return self.amx_precision
         return self.default_precision
 
@@ -119,7 +119,7 @@ MODELS = (
             "CV MAP/NDCG%20": "43.4/62.4 bf16 (int8-smooth 43.1/62.3, fp32 43.5/62.4)",
             "held-out": "40.6/61.0 (fp32)",
         },
-        precisions=("fp32", "int8", "int8-mixed", "int8-smooth", "bf16"),
+        precisions=("fp32", "int8", "int8-mixed", "int8-smooth", "int8-static", "bf16"),
         papers_per_minute=7150,
         held_out=(40.6, 61.0),
         # int8-smooth (one text a run) ranks level with fp32 under CV on CSFCube dev (MAP -0.41, sd
@@ -163,7 +163,7 @@ MODELS = (
         # 43.5 / 62.7 in batches, against 43.2 / 62.4 at fp32) and encodes 3.6x as fast
         # (scripts/tune_relevance.py, scripts/bench_export_rewrite.py --quality, docs/models.md).
         default_precision="int8",
-        precisions=("fp32", "int8", "bf16"),
+        precisions=("fp32", "int8", "int8-static", "bf16"),
         # int8 one text a run: 0.7 against 0.75 held out MAP +1.56, NDCG%20 -0.27 on CSFCube dev
         # (paired, 100 folds), reviewers-dev loss +0.0022 (scripts/tune_relevance.py --compare).
         dense_weights={"fp32": 0.8, "int8": 0.7},

@@ -5,8 +5,9 @@ to ``model.onnx`` and writes its tokenizer (``tokenizer.json``) and pooling sett
 (``onnx_encoder.json``) beside it, in a folder the index keeps.
 
 Query time: :class:`OnnxEncoder` reads that folder and encodes with numpy, onnxruntime and
-tokenizers only (OpenVINO instead of onnxruntime for a bf16 export: openvino_bf16.py); importing
-this module imports nothing heavier (the build-time imports are inside :func:`export_onnx`).
+tokenizers only (OpenVINO instead of onnxruntime for a bf16 or int8-static export:
+openvino_encoding.py); importing this module imports nothing heavier (the build-time imports are
+inside :func:`export_onnx`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..arrays import unit_rows
 from ..errors import ModelError
-from . import openvino_bf16
+from . import openvino_encoding
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -311,20 +312,31 @@ class OnnxEncoder:
             # int8 1.4x and fp32 ~1.1x the wall speed of batches on two threads
             # (docs/performance.md, scripts/bench_export_rewrite.py).
             # (`one_text_a_run` False batches anyway: for the benchmarks.)
-            # bf16 (OpenVINO) is the exception: its products round no differently beside other
-            # texts, and larger batches feed its matrix units; they too go several at once, one
-            # thread each (openvino_bf16.py).
-            bf16 = self.variant == openvino_bf16.BF16
+            # The exports OpenVINO runs are the exception: bf16's products and int8-static's fixed
+            # scales round no differently beside other texts, and larger batches feed the matrix
+            # units; they too go several at once, one thread each (openvino_encoding.py).
+            openvino = self.variant in (openvino_encoding.BF16, openvino_encoding.INT8_STATIC)
             if one_text_a_run is None:
-                one_text_a_run = not bf16
+                one_text_a_run = not openvino
             self.one_text_a_run = one_text_a_run
-            parallel = self.one_text_a_run or bf16  # runs at once, one thread each
+            parallel = self.one_text_a_run or openvino  # runs at once, one thread each
             self.runs_at_once = (threads or INTRA_OP_THREADS) if parallel else 1
-            self.tokens_per_batch = openvino_bf16.TOKENS_PER_BATCH if bf16 else TOKENS_PER_BATCH
-            self.length_multiple = openvino_bf16.LENGTH_MULTIPLE if bf16 else 1
+            self.tokens_per_batch = (
+                openvino_encoding.INT8_STATIC_TOKENS_PER_BATCH
+                if self.variant == openvino_encoding.INT8_STATIC
+                else openvino_encoding.TOKENS_PER_BATCH
+                if openvino
+                else TOKENS_PER_BATCH
+            )
+            self.length_multiple = openvino_encoding.LENGTH_MULTIPLE if openvino else 1
             self._session = (
-                openvino_bf16.Bf16Session(folder / MODEL_FILE, self.runs_at_once)
-                if bf16
+                openvino_encoding.OpenVinoSession(
+                    folder / MODEL_FILE,
+                    self.runs_at_once,
+                    # int8-static's other operators at fp32: its vectors the same on every CPU
+                    "f32" if self.variant == openvino_encoding.INT8_STATIC else None,
+                )
+                if openvino
                 else _make_session(folder / MODEL_FILE, 1 if parallel else threads)
             )
         except ModelError:

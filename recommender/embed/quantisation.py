@@ -7,11 +7,16 @@ CSFCube (docs/tiers.md, scripts/bench_tiers.py). int8-mixed keeps the weights th
 (the feed-forward down projections) in fp32: vectors closer to fp32's, 1.44x as fast
 (docs/performance.md, scripts/int8_sensitivity.py). int8-smooth first divides each MatMul's
 activations by per-channel scales folded into its weights (SmoothQuant, embed/smoothing.py), then
-quantises every weight as int8 does.
+quantises every weight as int8 does. int8-static quantises the activations too, with scales
+calibrated once on the shipped abstracts (NNCF's post-training quantisation, its SmoothQuant and
+bias correction included), for OpenVINO to run (openvino_encoding.py): 1.4x int8-smooth's speed on
+an AMD EPYC (docs/performance.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import os
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from ..errors import ModelError
 from . import onnx_encoder
-from .openvino_bf16 import BF16
+from .openvino_encoding import BF16, INT8_STATIC
 
 #: int8 with the groups of weights that cost the ranking kept in fp32 (KEPT_IN_FP32).
 MIXED = "int8-mixed"
@@ -31,8 +36,11 @@ MIXED = "int8-mixed"
 #: as fast as int8 (~1.9x fp32 against 2.0x) with vectors closer to fp32's (docs/performance.md).
 SMOOTH = "int8-smooth"
 #: Every precision an export has: fp32, the int8 ones written here, and bf16 (the fp32 graph run by
-#: OpenVINO in bf16: openvino_bf16.py).
-PRECISIONS = ("fp32", "int8", MIXED, SMOOTH, BF16)
+#: OpenVINO in bf16: openvino_encoding.py).
+PRECISIONS = ("fp32", "int8", MIXED, SMOOTH, INT8_STATIC, BF16)
+#: The texts int8-static's activation scales are calibrated on: the project's seed abstracts
+#: (NeurIPS 2025), one a paragraph, each cut into the windows a build encodes.
+CALIBRATION_FILE = Path(__file__).with_name("calibration-abstracts.txt")
 #: The kinds of weights a transformer layer multiplies by, in the names of the exported graph:
 #: the attention's query/key/value projections, its output projection, the feed-forward network's
 #: up projection (to the intermediate width) and its down projection; and the embedding tables.
@@ -52,6 +60,7 @@ KEPT_IN_FP32: dict[str, tuple[str, ...]] = {
     "int8": (),
     MIXED: ("ffn_down",),
     SMOOTH: (),
+    INT8_STATIC: (),
 }
 #: The precisions whose fp32 graph is smoothed before quantising, and the migration strength of
 #: each (chosen by cosine to fp32 alone, among 0.3/0.5/0.65/0.8, on 120 CSFCube dev papers:
@@ -74,12 +83,16 @@ def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -
         staged = Path(tmp) / onnx_encoder.MODEL_FILE
         try:
             source = fp32_folder / onnx_encoder.MODEL_FILE
-            kept = kept_nodes(source, KEPT_IN_FP32[precision])
+            if precision == INT8_STATIC:
+                static_quantise_model(source, staged, calibration_feeds(fp32_folder))
+                source = staged
+            kept = [] if precision == INT8_STATIC else kept_nodes(source, KEPT_IN_FP32[precision])
             if precision in SMOOTHING_ALPHA:
                 smoothed = Path(tmp) / "smoothed.onnx"
                 smooth_export_model(source, smoothed, SMOOTHING_ALPHA[precision], kept)
                 source = smoothed
-            quantise_model(source, staged, kept)
+            if precision != INT8_STATIC:
+                quantise_model(source, staged, kept)
         except OSError:
             raise  # the cache folder cannot be written: the caller tells that apart
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line for the CLI
@@ -184,3 +197,66 @@ def quantise_model(source: Path, target: Path, keep_fp32: Collection[str] = ()) 
         )
     finally:
         root.setLevel(level)
+
+
+def calibration_abstracts() -> list[str]:
+    """The abstracts int8-static is calibrated on (CALIBRATION_FILE)."""
+    text = CALIBRATION_FILE.read_text(encoding="utf-8")
+    return [paragraph.strip() for paragraph in text.split("\n\n") if paragraph.strip()]
+
+
+def calibration_feeds(fp32_folder: Path) -> list[dict]:
+    """The inputs of the export in `fp32_folder` for each window of the calibration abstracts, one
+    window a run, as a build cuts them (default "sentences" chunking; the abstracts have no
+    title)."""
+    import numpy as np
+    import onnx
+    from tokenizers import Tokenizer
+
+    from .windows import Chunking, split_windows
+
+    config = json.loads((fp32_folder / onnx_encoder.CONFIG_FILE).read_text(encoding="utf-8"))
+    max_length = int(config["max_seq_length"])
+    max_tokens = max_length - int(config.get("num_special_tokens", 2))
+    spans_tokenizer = Tokenizer.from_file(str(fp32_folder / onnx_encoder.TOKENIZER_FILE))
+    spans_tokenizer.no_padding()
+    spans_tokenizer.no_truncation()
+    tokenizer = Tokenizer.from_file(str(fp32_folder / onnx_encoder.TOKENIZER_FILE))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)  # as the encoder does
+    graph = onnx.load(str(fp32_folder / onnx_encoder.MODEL_FILE), load_external_data=False).graph
+    names = [port.name for port in graph.input]
+    feeds = []
+    for abstract in calibration_abstracts():
+        spans = spans_tokenizer.encode(abstract, add_special_tokens=False).offsets
+        for window, _ in split_windows(abstract, spans, max_tokens, Chunking().overlap, 0):
+            encoding = tokenizer.encode(window)
+            ids = np.asarray([encoding.ids], dtype=np.int64)
+            arrays = {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.zeros_like(ids),
+            }
+            feeds.append({name: arrays[name] for name in names})
+    return feeds
+
+
+def static_quantise_model(source: Path, target: Path, feeds: list[dict]) -> None:
+    """Write to `target` the ONNX graph in `source` with its MatMuls' weights and activations
+    quantised to int8 (QuantizeLinear/DequantizeLinear pairs), their scales calibrated on `feeds`
+    (NNCF's post-training quantisation for transformers: SmoothQuant, then min-max scales, then
+    bias correction)."""
+    import nncf
+    import onnx
+
+    nncf.set_log_level(logging.ERROR)
+    model = onnx.load(str(source))
+    # NNCF draws progress bars on the standard streams (rich); a build reports its own steps.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        quantised = nncf.quantize(
+            model,
+            nncf.Dataset(feeds),
+            model_type=nncf.ModelType.TRANSFORMER,
+            subset_size=len(feeds),
+        )
+    onnx.save(quantised, str(target))

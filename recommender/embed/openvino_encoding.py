@@ -1,4 +1,4 @@
-"""bf16 encoding: the fp32 ONNX export run by OpenVINO with its matrix products in bf16.
+"""Exports run by OpenVINO: bf16 (the fp32 graph with its matrix products in bf16) and int8-static.
 
 ONNX Runtime has no bf16 CPU kernels. OpenVINO compiles the same export with oneDNN, fuses its
 layer norms, GELUs and attention, and multiplies in bf16 on the CPU's AMX tiles, keeping fp32's
@@ -14,6 +14,10 @@ int8-smooth (1.02-1.04x its CPU speed, 2 cores of an AMD EPYC), so it runs there
 (:func:`runs_here`) but is not the default. A bf16 index queried on a CPU without bf16
 instructions runs the same graph at fp32, so its query vectors are fp32's (cosine 0.99998 to the
 bf16 ones).
+
+int8-static (:data:`INT8_STATIC`) is a graph whose weights and activations were quantised once,
+with scales calibrated on the shipped abstracts (quantisation.py): OpenVINO runs its products on
+int8 (VNNI where the CPU has it) and the rest at fp32, on every CPU alike.
 """
 
 from __future__ import annotations
@@ -25,10 +29,16 @@ from pathlib import Path
 from ..errors import ModelError
 
 BF16 = "bf16"
+#: int8 with activation scales calibrated once (quantisation.py), run here: its vectors do not
+#: depend on the texts batched with them, so it runs in batches, like bf16.
+INT8_STATIC = "int8-static"
 #: Tokens a batch: OpenVINO's bf16 graph gains from batches larger than ONNX Runtime's 512 (MiniLM
 #: 3.40x the fp32 export as torch gives it at 2,048 against 2.82x at 512; 1,024 to 4,096 level):
 #: scripts/bench_export_rewrite.py --bf16-budgets, docs/performance.md.
 TOKENS_PER_BATCH = 2048
+#: int8-static's: 1,024 tokens a batch ran MiniLM at 1.45x and 1.50x int8-smooth's CPU speed
+#: against 1.37x and 1.40x at 2,048 (scripts/bench_export_rewrite.py --int8-static).
+INT8_STATIC_TOKENS_PER_BATCH = 1024
 #: A batch's length is padded up to a multiple of this: OpenVINO compiles and keeps kernels for
 #: each input shape it meets, so fewer shapes keep its memory flat and save the compiling (2,700
 #: CSFCube papers: 1.10x the CPU speed, 489 MB against 565 MB and growing; vectors within cosine
@@ -85,23 +95,26 @@ class _Input:
         self.name = name
 
 
-class Bf16Session:
-    """The export in `path` compiled by OpenVINO for this CPU, at bf16 where the CPU has bf16
-    instructions (else fp32), for `runs` runs at once on one thread each; runs like an ONNX
-    Runtime session (one call a thread)."""
+class OpenVinoSession:
+    """The export in `path` compiled by OpenVINO for this CPU, for `runs` runs at once on one
+    thread each; runs like an ONNX Runtime session (one call a thread). Its operators that are not
+    int8 run at `inference_precision` ("bf16" or "f32"; None: bf16 where the CPU has bf16
+    instructions, else f32)."""
 
-    def __init__(self, path: Path, runs: int):
+    def __init__(self, path: Path, runs: int, inference_precision: str | None = None):
         import numpy as np
 
         try:
             import openvino
         except ImportError as exc:
             raise ModelError(
-                f"precision {BF16} encodes with OpenVINO, which is not installed: {INSTALL_HINT}"
+                f"this export encodes with OpenVINO, which is not installed: {INSTALL_HINT}"
             ) from exc
         core = openvino.Core()
-        capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-        self.inference_precision = "bf16" if "BF16" in capabilities else "f32"
+        if inference_precision is None:
+            capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+            inference_precision = "bf16" if "BF16" in capabilities else "f32"
+        self.inference_precision = inference_precision
         # One stream a run, one thread a stream: two batches at once beat one batch on two
         # threads by 1.06x in CPU time, and more on a loaded machine, where a thread waiting on
         # the other idles (measured by hand: docs/performance.md, "bf16 on AMX").
