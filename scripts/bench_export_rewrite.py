@@ -2,7 +2,7 @@
 """The default model's encoding paths against the fp32 graph as torch exports it, in one run.
 
     python scripts/bench_export_rewrite.py [--papers 240] [--rounds 3] [--profile] [--quality]
-        [--bf16-budgets 512,1024,4096] [--work /tmp/bench-export-rewrite]
+        [--bf16-budgets 512,1024,4096] [--bf16-vs-int8] [--int8-static] [--work /tmp/bench-export-rewrite]
 
 Six encoders of all-MiniLM-L6-v2, each through the build's own path (`embed_texts`: title-prefixed
 sentence windows, no cache), over the same CSFCube dev papers:
@@ -28,10 +28,12 @@ quality tier instead (all-mpnet-base-v2; its parts installed): fp32 and int8, ea
 one text a run, and bf16, on the first 60 papers. The bf16 rows need a CPU with bf16 instructions
 (AVX-512 BF16 or AMX); --bf16-budgets adds a bf16 row for each other token budget a batch (the
 build's is 2,048). --bf16-vs-int8 times only the int8 default against bf16, for CPUs where the two
-are close (AVX-512 BF16 without AMX).
+are close (AVX-512 BF16 without AMX). --int8-static times the fp32 export (one text a run, the
+baseline), the int8 default (int8-smooth; with --quality, int8) and int8-static (OpenVINO, batches of
+1,024 tokens as builds use, and of 2,048).
 
 Quoted in: docs/performance.md ("One text a run, and the attention masks made once", "bf16 without
-AMX").
+AMX", "int8-static").
 """
 
 from __future__ import annotations
@@ -115,6 +117,8 @@ def main() -> None:
     parser.add_argument("--quality", action="store_true")
     parser.add_argument("--bf16-budgets", default="",
                         help="other token budgets a bf16 batch, comma-separated (extra rows)")
+    parser.add_argument("--int8-static", action="store_true",
+                        help="time int8-static against fp32 and the int8 default")
     parser.add_argument("--bf16-vs-int8", action="store_true",
                         help="time only the int8 default (int8-smooth; with --quality, int8) one "
                         "text a run against bf16 at 2,048 and 1,024 tokens a batch")
@@ -132,6 +136,20 @@ def main() -> None:
         corpus = read_papers([args.data / "corpus.jsonl"])[: args.papers]
     texts, heads = [paper.text for paper in corpus], [paper.head for paper in corpus]
     budgets = [int(budget) for budget in args.bf16_budgets.split(",") if budget]
+    if args.int8_static:
+        model, int8, papers = (("all-mpnet-base-v2", "int8", 60) if args.quality
+                               else (MINILM, "int8-smooth", len(texts)))
+        static = export_cache.shared_export(model, precision="int8-static")
+        encoders = {"fp32, one text a run": loading.load_onnx_encoder(
+                        export_cache.shared_export(model), model),
+                    f"{int8}, one text a run (the default)": loading.load_onnx_encoder(
+                        export_cache.shared_export(model, precision=int8), model)}
+        for budget in (1024, 2048):
+            encoder = loading.load_onnx_encoder(static, model)
+            encoder.tokens_per_batch = budget
+            encoders[f"int8-static, OpenVINO, batches of {budget:,} tokens"] = encoder
+        compare(encoders, texts[:papers], heads[:papers], args.rounds)
+        return
     if args.bf16_vs_int8:
         model, int8, papers = (("all-mpnet-base-v2", "int8", 60) if args.quality
                                else (MINILM, "int8-smooth", len(texts)))

@@ -81,9 +81,9 @@ FIRST_RUNS_AT_ONCE = """
 import sys, threading
 import numpy as np
 from pathlib import Path
-from recommender.embed.openvino_encoding import Bf16Session
+from recommender.embed.openvino_encoding import OpenVinoSession
 sys.setswitchinterval(1e-6)
-session = Bf16Session(Path(sys.argv[1]), 2)
+session = OpenVinoSession(Path(sys.argv[1]), 2)
 barrier = threading.Barrier(2)
 def first_run(n):
     feeds = {port.name: np.ones((1, 16 * (n + 2)), np.int64) for port in session.get_inputs()}

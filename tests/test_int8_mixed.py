@@ -82,8 +82,8 @@ def test_an_index_built_at_int8_mixed_says_so_and_is_queried_at_it(workdir):
     [
         (
             ["--precision", MIXED, "--device", "cuda"],
-            f"Invalid value for '--device': precision {MIXED} encodes on the CPU (ONNX Runtime): "
-            "on a GPU give precision fp32",
+            f"Invalid value for '--device': precision {MIXED} encodes on the CPU (ONNX Runtime or "
+            "OpenVINO): on a GPU give precision fp32",
         ),
         (
             ["--model", "static", "--precision", MIXED],
@@ -93,7 +93,7 @@ def test_an_index_built_at_int8_mixed_says_so_and_is_queried_at_it(workdir):
         (
             ["--model", "all-mpnet-base-v2", "--precision", MIXED],
             "Invalid value for '--precision': the model 'all-mpnet-base-v2' encodes at fp32, "
-            f"int8 or bf16, not {MIXED}: give one of those, or none",
+            f"int8, int8-static or bf16, not {MIXED}: give one of those, or none",
         ),
     ],
 )

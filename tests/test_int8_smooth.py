@@ -110,5 +110,5 @@ def test_int8_smooth_is_for_the_default_model_only(workdir, fake_model):
     assert (result.exit_code, result.output) == (
         2,
         "Error: Invalid value for '--precision': the model 'all-mpnet-base-v2' encodes at fp32, "
-        f"int8 or bf16, not {SMOOTH}: give one of those, or none\n",
+        f"int8, int8-static or bf16, not {SMOOTH}: give one of those, or none\n",
     )

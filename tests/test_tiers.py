@@ -158,7 +158,7 @@ def test_a_gpu_build_is_fp32_and_an_int8_index_is_not_rebuilt_on_one_silently(wo
 
 @pytest.mark.parametrize("arguments, message", [
     (["--precision", "int8", "--device", "cuda"],
-     "Invalid value for '--device': precision int8 encodes on the CPU (ONNX Runtime): on a GPU give precision fp32"),
+     "Invalid value for '--device': precision int8 encodes on the CPU (ONNX Runtime or OpenVINO): on a GPU give precision fp32"),
     (["--model", "static", "--precision", "int8"],
      "Invalid value for '--precision': the model 'static' has one precision, fp32 (table lookups): give none, "
      "not int8"),

@@ -138,6 +138,12 @@ def check_request(request: EncoderRequest) -> None:
             ),
             "precision",
         )
+    if request.precision == openvino_encoding.INT8_STATIC and not openvino_encoding.installed():
+        raise OptionError(
+            f"precision {openvino_encoding.INT8_STATIC} encodes with OpenVINO, which is not"
+            f" installed: {openvino_encoding.INSTALL_HINT}",
+            "precision",
+        )
     if request.model is not None:
         _check_fits(model_facts(request.model), request.precision, request.device)
     elif request.device == "cuda":
@@ -171,8 +177,8 @@ def _check_fits(facts: ModelFacts, precision: str | None, device: str) -> None:
             )
         if precision is not None and precision != "fp32":
             raise OptionError(
-                f"precision {precision} encodes on the CPU (ONNX Runtime): on a GPU give precision"
-                " fp32",
+                f"precision {precision} encodes on the CPU (ONNX Runtime or OpenVINO): on a GPU"
+                " give precision fp32",
                 "device",
             )
 
