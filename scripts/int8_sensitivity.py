@@ -41,7 +41,8 @@ papers/s and the ratio to fp32 (of the same texts, so of tokens/s too), in wall 
 process's CPU time (which other jobs on a shared machine disturb less).
 
 Quoted in: docs/performance.md ("int8: which weights cost the ranking", "int8-smooth: activation
-outliers moved into the weights") and docs/tiers.md (int8-mixed, int8-smooth).
+outliers moved into the weights", "int8-static") and docs/tiers.md (int8-mixed, int8-smooth,
+int8-static).
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ differences with their spread over folds; and the setting the cross-validation a
 often, for reference.
 
 Quoted in: docs/ranking.md (every figure of "How the settings were chosen"), README.md's headline
-figures, and docs/models.md (the quality tier's fusion weight and its int8 comparison).
+figures, docs/models.md (the quality tier's fusion weight and its int8 comparison) and
+docs/performance.md (the quality tier at int8-static).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ layer norms, GELUs and attention, and multiplies in bf16 on the CPU's AMX tiles,
 exponent range: on 2 cores of an AMX Xeon, MiniLM encoded at 1.45x the CPU speed of int8-smooth
 (one text a run) with vectors at cosine 0.99998 of fp32's, against int8-smooth's 0.9975
 (docs/performance.md, scripts/bench_export_rewrite.py). The bf16 "export" is the fp32 one
-with its config's variant set to bf16 (made by export_cache); :class:`Bf16Session` runs it where
+with its config's variant set to bf16 (made by export_cache); :class:`OpenVinoSession` runs it where
 :class:`~recommender.embed.onnx_encoder.OnnxEncoder` would run an ONNX Runtime session.
 
 A build chooses bf16 on its own only where the CPU has AMX bf16 (:func:`by_default`), where it was
@@ -37,7 +37,8 @@ INT8_STATIC = "int8-static"
 #: scripts/bench_export_rewrite.py --bf16-budgets, docs/performance.md.
 TOKENS_PER_BATCH = 2048
 #: int8-static's: 1,024 tokens a batch ran MiniLM at 1.45x and 1.50x int8-smooth's CPU speed
-#: against 1.37x and 1.40x at 2,048 (scripts/bench_export_rewrite.py --int8-static).
+#: against 1.37x and 1.40x at 2,048 in a first comparison, level with 2,048 in another (2.44x and
+#: 2.46x fp32's, scripts/bench_export_rewrite.py --int8-static); it holds half the activations.
 INT8_STATIC_TOKENS_PER_BATCH = 1024
 #: A batch's length is padded up to a multiple of this: OpenVINO compiles and keeps kernels for
 #: each input shape it meets, so fewer shapes keep its memory flat and save the compiling (2,700
