@@ -311,3 +311,31 @@ def assert_built_and_queried_at(precision: str, name: str) -> None:
     with paper_index.PaperIndex.open(name) as index:
         results = index.search("differentially private training of language models", k=3)
         assert index._query_encoder.variant == precision and results[0].paper.label == "FlashDP"
+
+
+def assert_batched_and_each_vector_its_own(precision: str, texts: list[str], tokens: int) -> None:
+    """The default model's export at `precision` (one OpenVINO runs) encodes `texts` in batches of
+    `tokens` tokens, of lengths padded to multiples of 16 (few shapes for OpenVINO to compile
+    kernels for), and a text's vector in a batch is its vector alone."""
+    import numpy as np
+
+    from recommender.embed import export_cache, loading
+    from recommender.embed.models import DEFAULT_MODEL
+
+    encoder = loading.load_onnx_encoder(
+        export_cache.shared_export(DEFAULT_MODEL, precision=precision), DEFAULT_MODEL
+    )
+    assert not encoder.one_text_a_run and encoder.tokens_per_batch == tokens
+    shapes = []
+    run = encoder._session.run
+
+    def recording(names, feeds):
+        shapes.append(feeds["input_ids"].shape)
+        return run(names, feeds)
+
+    encoder._session.run = recording
+    together = encoder.encode(texts)
+    assert any(rows > 1 for rows, _ in shapes)
+    assert all(n % 16 == 0 or n == encoder.max_seq_length for _, n in shapes)
+    alone = np.vstack([encoder.encode([text]) for text in texts])
+    assert (together * alone).sum(axis=1).min() > 0.99999

@@ -1,6 +1,7 @@
-"""bf16 (embed/openvino_encoding.py): the fp32 export run by OpenVINO with bf16 products, the default on
-CPUs with AMX bf16, given when asked on CPUs with AVX-512 BF16; its vectors stay within the cosine
-to fp32 measured on CSFCube dev (docs/performance.md, scripts/bench_export_rewrite.py)."""
+"""bf16 (embed/openvino_encoding.py): the fp32 export run by OpenVINO with bf16 products, the
+default on CPUs with AMX bf16, given when asked on CPUs with AVX-512 BF16; its vectors stay
+within the cosine to fp32 measured on CSFCube dev (docs/performance.md,
+scripts/bench_export_rewrite.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import SEEDS, assert_built_and_queried_at
+from conftest import SEEDS, assert_batched_and_each_vector_its_own, assert_built_and_queried_at
 
 from recommender.cli import main
 from recommender.corpus.papers import read_papers
@@ -56,30 +56,13 @@ def test_the_bf16_export_is_the_fp32_graph_and_stays_within_the_measured_cosine(
 def test_a_bf16_vector_is_its_text_s_own_in_a_batch_or_alone(texts):
     # Batches of 2,048 tokens feed the matrix units; a text's vector stays its own (cosine
     # 0.999996 at least on 30 CSFCube papers).
-    encoder = loading.load_onnx_encoder(
-        export_cache.shared_export(DEFAULT_MODEL, precision=BF16), DEFAULT_MODEL
-    )
-    assert not encoder.one_text_a_run and encoder.tokens_per_batch == 2048
-    lengths = []
-    run = encoder._session.run
-
-    def recording(names, feeds):
-        lengths.append(feeds["input_ids"].shape[1])
-        return run(names, feeds)
-
-    encoder._session.run = recording
-    together = encoder.encode(texts)
-    # Lengths padded to multiples of 16: few shapes for OpenVINO to compile kernels for.
-    assert lengths and all(n % 16 == 0 or n == encoder.max_seq_length for n in lengths)
-    alone = np.vstack([encoder.encode([text]) for text in texts])
-    assert (together * alone).sum(axis=1).min() > 0.99999
+    assert_batched_and_each_vector_its_own(BF16, texts, 2048)
 
 
 # Two threads making their first OpenVINO run at once, with Python switching threads as often as
 # it can: before the session made a run of its own when opened, half of such processes hung.
 FIRST_RUNS_AT_ONCE = """
 import sys, threading
-import numpy as np
 from pathlib import Path
 from recommender.embed.openvino_encoding import OpenVinoSession
 sys.setswitchinterval(1e-6)

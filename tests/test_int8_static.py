@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import SEEDS, assert_built_and_queried_at
+from conftest import SEEDS, assert_batched_and_each_vector_its_own, assert_built_and_queried_at
 
 from recommender.cli import main
 from recommender.corpus.papers import read_papers
@@ -55,23 +54,8 @@ def test_the_int8_static_export_is_quantised_and_stays_within_the_measured_cosin
 
 @pytest.mark.model
 def test_an_int8_static_vector_is_its_text_s_own_in_a_batch_or_alone(texts):
-    encoder = loading.load_onnx_encoder(
-        export_cache.shared_export(DEFAULT_MODEL, precision=STATIC), DEFAULT_MODEL
-    )
-    assert not encoder.one_text_a_run and encoder.tokens_per_batch == 1024
-    runs = []
-    run = encoder._session.run
-
-    def recording(names, feeds):
-        runs.append(feeds["input_ids"].shape)
-        return run(names, feeds)
-
-    encoder._session.run = recording
-    together = encoder.encode(texts)
-    assert any(rows > 1 for rows, _ in runs)  # batched
     # Fixed activation scales: a text's vector does not depend on the texts beside it.
-    alone = np.vstack([encoder.encode([text]) for text in texts])
-    assert (together * alone).sum(axis=1).min() > 0.99999
+    assert_batched_and_each_vector_its_own(STATIC, texts, 1024)
 
 
 @pytest.mark.model
