@@ -56,10 +56,10 @@ DEFAULT_INPUT = "seeds"
         " all-mpnet-base-v2, int8, where it ranks as well; on a GPU, fp32. Or fp32, or int8 (~2x"
         " faster, about 1 MAP point less with the default model, docs/tiers.md), or int8-mixed"
         " (the default model: int8 but for the weights that cost the ranking), or int8-static"
-        " (int8 activations too, scales calibrated once, run by OpenVINO: ~1.4x int8-smooth's"
-        " speed, ranking level with fp32 on CSFCube), or bf16 on a CPU"
-        " with AVX-512 BF16 or AMX (with all-mpnet-base-v2 on AMX, its fp32 vectors a little"
-        " faster than its int8). A rebuild keeps the index's own unless given."
+        " (int8 activations too, scales calibrated once, run by OpenVINO: ~1.3x int8-smooth's"
+        " speed on corpora of thousands of papers, ranking level with fp32 on CSFCube), or bf16"
+        " on a CPU with AVX-512 BF16 or AMX (with all-mpnet-base-v2 on AMX, its fp32 vectors a"
+        " little faster than its int8). A rebuild keeps the index's own unless given."
     ),
 )
 @click.option(
