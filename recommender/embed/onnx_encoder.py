@@ -315,26 +315,17 @@ class OnnxEncoder:
             # The exports OpenVINO runs are the exception: bf16's products and int8-static's fixed
             # scales round no differently beside other texts, and larger batches feed the matrix
             # units; they too go several at once, one thread each (openvino_encoding.py).
-            openvino = self.variant in (openvino_encoding.BF16, openvino_encoding.INT8_STATIC)
+            openvino = openvino_encoding.RUNS.get(self.variant)
             if one_text_a_run is None:
-                one_text_a_run = not openvino
+                one_text_a_run = openvino is None
             self.one_text_a_run = one_text_a_run
-            parallel = self.one_text_a_run or openvino  # runs at once, one thread each
+            parallel = self.one_text_a_run or openvino is not None  # at once, one thread each
             self.runs_at_once = (threads or INTRA_OP_THREADS) if parallel else 1
-            self.tokens_per_batch = (
-                openvino_encoding.INT8_STATIC_TOKENS_PER_BATCH
-                if self.variant == openvino_encoding.INT8_STATIC
-                else openvino_encoding.TOKENS_PER_BATCH
-                if openvino
-                else TOKENS_PER_BATCH
-            )
+            self.tokens_per_batch = openvino.tokens_per_batch if openvino else TOKENS_PER_BATCH
             self.length_multiple = openvino_encoding.LENGTH_MULTIPLE if openvino else 1
             self._session = (
                 openvino_encoding.OpenVinoSession(
-                    folder / MODEL_FILE,
-                    self.runs_at_once,
-                    # int8-static's other operators at fp32: its vectors the same on every CPU
-                    "f32" if self.variant == openvino_encoding.INT8_STATIC else None,
+                    folder / MODEL_FILE, self.runs_at_once, openvino.inference_precision
                 )
                 if openvino
                 else _make_session(folder / MODEL_FILE, 1 if parallel else threads)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ModelError
@@ -40,6 +41,24 @@ TOKENS_PER_BATCH = 2048
 #: against 1.37x and 1.40x at 2,048 in a first comparison, level with 2,048 in another (2.44x and
 #: 2.46x fp32's, scripts/bench_export_rewrite.py --int8-static); it holds half the activations.
 INT8_STATIC_TOKENS_PER_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class OpenVinoRuns:
+    """How OpenVINO runs one precision's export."""
+
+    tokens_per_batch: int
+    # Of the operators that are not int8: "bf16" or "f32"; None: bf16 where the CPU has bf16
+    # instructions, else f32.
+    inference_precision: str | None
+
+
+#: Every precision OpenVINO encodes, and how. int8-static's other operators run at fp32, so its
+#: vectors are the same on every CPU.
+RUNS = {
+    BF16: OpenVinoRuns(TOKENS_PER_BATCH, None),
+    INT8_STATIC: OpenVinoRuns(INT8_STATIC_TOKENS_PER_BATCH, "f32"),
+}
 #: A batch's length is padded up to a multiple of this: OpenVINO compiles and keeps kernels for
 #: each input shape it meets, so fewer shapes keep its memory flat and save the compiling (2,700
 #: CSFCube papers: 1.10x the CPU speed, 489 MB against 565 MB and growing; vectors within cosine

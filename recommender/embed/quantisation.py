@@ -74,7 +74,8 @@ def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -
 
     Weights get per-channel int8 scales (per-tensor scales moved MiniLM's vectors to cosine ~0.88
     of the fp32 ones, per-channel to ~0.99); activations are quantised at run time, so no
-    calibration data is needed. Raises ModelError when the graph cannot be quantised.
+    calibration data is needed, except at int8-static (:func:`static_quantise_model`). Raises
+    ModelError when the graph cannot be quantised.
     """
     fp32_folder, out_dir = Path(fp32_folder), Path(out_dir)
     config = json.loads((fp32_folder / onnx_encoder.CONFIG_FILE).read_text(encoding="utf-8"))
@@ -85,13 +86,12 @@ def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -
             source = fp32_folder / onnx_encoder.MODEL_FILE
             if precision == INT8_STATIC:
                 static_quantise_model(source, staged, calibration_feeds(fp32_folder))
-                source = staged
-            kept = [] if precision == INT8_STATIC else kept_nodes(source, KEPT_IN_FP32[precision])
-            if precision in SMOOTHING_ALPHA:
-                smoothed = Path(tmp) / "smoothed.onnx"
-                smooth_export_model(source, smoothed, SMOOTHING_ALPHA[precision], kept)
-                source = smoothed
-            if precision != INT8_STATIC:
+            else:
+                kept = kept_nodes(source, KEPT_IN_FP32[precision])
+                if precision in SMOOTHING_ALPHA:
+                    smoothed = Path(tmp) / "smoothed.onnx"
+                    smooth_export_model(source, smoothed, SMOOTHING_ALPHA[precision], kept)
+                    source = smoothed
                 quantise_model(source, staged, kept)
         except OSError:
             raise  # the cache folder cannot be written: the caller tells that apart
