@@ -9,8 +9,8 @@ CSFCube (docs/tiers.md, scripts/bench_tiers.py). int8-mixed keeps the weights th
 activations by per-channel scales folded into its weights (SmoothQuant, embed/smoothing.py), then
 quantises every weight as int8 does. int8-static quantises the activations too, with scales
 calibrated once on the shipped abstracts (NNCF's post-training quantisation, its SmoothQuant and
-bias correction included), for OpenVINO to run (openvino_encoding.py): 1.4x int8-smooth's speed on
-an AMD EPYC (docs/performance.md).
+bias correction included), for OpenVINO to run (openvino_encoding.py): 1.3-1.4x int8-smooth's
+encoding speed on an AMD EPYC (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -60,7 +60,6 @@ KEPT_IN_FP32: dict[str, tuple[str, ...]] = {
     "int8": (),
     MIXED: ("ffn_down",),
     SMOOTH: (),
-    INT8_STATIC: (),
 }
 #: The precisions whose fp32 graph is smoothed before quantising, and the migration strength of
 #: each (chosen by cosine to fp32 alone, among 0.3/0.5/0.65/0.8, on 120 CSFCube dev papers:
