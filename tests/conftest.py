@@ -11,6 +11,8 @@ import pytest
 from fakes import FakeEncoder
 from system import why_permissions_cannot_be_tested
 
+from recommender.embed.openvino_encoding import COMPILED_FOLDER
+
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "seeds"
 CSFCUBE = REPO.parent / "shared" / "eval" / "csfcube-dev"
@@ -103,11 +105,12 @@ def opened_fake_index(folder: Path, papers: list[dict]):
 @pytest.fixture(autouse=True)
 def own_embedding_cache(tmp_path_factory, monkeypatch):
     """Each test its own user cache folder (so its own embedding cache, as a new user has), sharing
-    the session's ONNX exports: the real model is exported once for the whole run."""
+    the session's ONNX exports and the models OpenVINO compiled: the real model is exported once
+    for the whole run."""
     folder = tmp_path_factory.mktemp("user-cache")
-    exports = Path(SESSION_CACHE) / "onnx"
-    exports.mkdir(exist_ok=True)
-    (folder / "onnx").symlink_to(exports)
+    for shared in ("onnx", COMPILED_FOLDER):
+        (Path(SESSION_CACHE) / shared).mkdir(exist_ok=True)
+        (folder / shared).symlink_to(Path(SESSION_CACHE) / shared)
     monkeypatch.setenv("PAPERS_CACHE", str(folder))
     return folder
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import SEEDS, assert_batched_and_each_vector_its_own, assert_built_and_queried_at
@@ -56,6 +57,18 @@ def test_the_int8_static_export_is_quantised_and_stays_within_the_measured_cosin
 def test_an_int8_static_vector_is_its_text_s_own_in_a_batch_or_alone(texts):
     # Fixed activation scales: a text's vector does not depend on the texts beside it.
     assert_batched_and_each_vector_its_own(STATIC, texts, 1024)
+
+
+@pytest.mark.model
+def test_an_int8_static_encoder_loaded_from_its_kept_compiled_model_gives_the_same_vectors(
+    texts, own_embedding_cache
+):
+    (own_embedding_cache / openvino_encoding.COMPILED_FOLDER).unlink()  # none kept yet
+    folder = export_cache.shared_export(DEFAULT_MODEL, precision=STATIC)
+    compiled = loading.load_onnx_encoder(folder, DEFAULT_MODEL)
+    kept = loading.load_onnx_encoder(folder, DEFAULT_MODEL)
+    assert (compiled._session.compiled_from, kept._session.compiled_from) == ("model", "cache")
+    assert np.array_equal(kept.encode(texts), compiled.encode(texts))
 
 
 @pytest.mark.model

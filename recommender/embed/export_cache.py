@@ -23,8 +23,9 @@ Entries live in the user cache folder (`$PAPERS_CACHE`, else platformdirs' user 
 An entry is checked against export.json every time it is used; a damaged one, or one
 holding anything but plain files (a link planted there is never followed), is replaced
 by a fresh export. Entries appear by rename, so concurrent builds never see half an
-export. This module and model_parts (models unpacked from registry parts) are the only
-ones that write in the cache folder (user_cache names it).
+export. This module, model_parts (models unpacked from registry parts) and openvino_encoding
+(compiled models, <cache>/openvino/) are the only ones that write in the cache folder
+(user_cache names it).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import numpy as np
 from ..arrays import unit_rows
 from ..errors import ModelError
 from . import openvino_encoding
+from .user_cache import cache_home
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -325,7 +326,10 @@ class OnnxEncoder:
             self.length_multiple = openvino_encoding.LENGTH_MULTIPLE if openvino else 1
             self._session = (
                 openvino_encoding.OpenVinoSession(
-                    folder / MODEL_FILE, self.runs_at_once, openvino.inference_precision
+                    folder / MODEL_FILE,
+                    self.runs_at_once,
+                    openvino.inference_precision,
+                    cache_home() / openvino_encoding.COMPILED_FOLDER,
                 )
                 if openvino
                 else _make_session(folder / MODEL_FILE, 1 if parallel else threads)

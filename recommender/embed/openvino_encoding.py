@@ -18,15 +18,24 @@ bf16 ones).
 int8-static (:data:`INT8_STATIC`) is a graph whose weights and activations were quantised once,
 with scales calibrated on the shipped abstracts (quantisation.py): OpenVINO runs its products on
 int8 (VNNI where the CPU has it) and the rest at fp32, on every CPU alike.
+
+What OpenVINO compiles is kept in the user cache (:data:`COMPILED_FOLDER`), keyed by the model
+file's bytes, the settings, OpenVINO's version and the CPU: a cold query or build loads it in about
+a third of the time compiling takes (:class:`OpenVinoSession`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import files
+from ..digests import file_digest
 from ..errors import ModelError
 
 BF16 = "bf16"
@@ -70,6 +79,11 @@ AMX_FLAG = "amx_bf16"
 AVX512_BF16_FLAG = "avx512_bf16"
 INSTALL_HINT = "pip install openvino"
 CPUINFO = Path("/proc/cpuinfo")
+#: The user cache's folder of compiled models (<cache>/openvino/<key>.blob). Loading one took
+#: 0.21-0.23 s where compiling took 0.72-0.80 s (MiniLM int8-static, cold processes), 1.06 s
+#: against 1.88 s for the quality tier's: docs/performance.md. OpenVINO's own CACHE_DIR made a
+#: cold search slower here, and writes its files in place; these appear by rename, whole.
+COMPILED_FOLDER = "openvino"
 
 
 def _cpu_flags(cpuinfo: Path) -> set[str]:
@@ -119,9 +133,18 @@ class OpenVinoSession:
     """The export in `path` compiled by OpenVINO for this CPU, for `runs` runs at once on one
     thread each; runs like an ONNX Runtime session (one call a thread). Its operators that are not
     int8 run at `inference_precision` ("bf16" or "f32"; None: bf16 where the CPU has bf16
-    instructions, else f32)."""
+    instructions, else f32).
 
-    def __init__(self, path: Path, runs: int, inference_precision: str | None = None):
+    With `compiled_models` (a folder) the compiled model is loaded from there when it was kept
+    before, else compiled and kept there; `compiled_from` says which ("cache" or "model")."""
+
+    def __init__(
+        self,
+        path: Path,
+        runs: int,
+        inference_precision: str | None = None,
+        compiled_models: Path | None = None,
+    ):
         import numpy as np
 
         try:
@@ -138,16 +161,20 @@ class OpenVinoSession:
         # One stream a run, one thread a stream: two batches at once beat one batch on two
         # threads by 1.06x in CPU time, and more on a loaded machine, where a thread waiting on
         # the other idles (measured by hand: docs/performance.md, "bf16 on AMX").
-        self._compiled = core.compile_model(
-            str(path),
-            "CPU",
-            {
-                "PERFORMANCE_HINT": "THROUGHPUT",
-                "NUM_STREAMS": str(runs),
-                "INFERENCE_NUM_THREADS": str(runs),
-                "INFERENCE_PRECISION_HINT": self.inference_precision,
-            },
-        )
+        settings = {
+            "PERFORMANCE_HINT": "THROUGHPUT",
+            "NUM_STREAMS": str(runs),
+            "INFERENCE_NUM_THREADS": str(runs),
+            "INFERENCE_PRECISION_HINT": self.inference_precision,
+        }
+        kept = compiled_path(core, Path(path), settings, compiled_models)
+        compiled = _load_compiled(core, kept, settings) if kept is not None else None
+        self.compiled_from = "cache" if compiled is not None else "model"
+        if compiled is None:
+            compiled = core.compile_model(str(path), "CPU", settings)
+            if kept is not None:
+                _keep_compiled(compiled, kept)
+        self._compiled = compiled
         self._output = self._compiled.outputs[0]
         self._requests = threading.local()  # an infer request serves one thread at a time
         # OpenVINO's Python binding sets up its numpy bridge on the first tensor it converts, and
@@ -166,3 +193,55 @@ class OpenVinoSession:
         if request is None:
             request = self._requests.request = self._compiled.create_infer_request()
         return [request.infer(feeds)[self._output]]
+
+
+def compiled_path(core, model: Path, settings: dict, folder: Path | None) -> Path | None:
+    """Where `model` compiled with `settings` on this CPU is kept in `folder`: named by the sha256
+    of the model file's bytes, the settings, OpenVINO's version and the CPU (its name and flags),
+    since a compiled model is valid for those only. None without a folder, or where the model
+    file cannot be read as itself (a link is never followed)."""
+    if folder is None:
+        return None
+    import openvino
+
+    try:
+        model_sha256 = file_digest(model)
+    except OSError:
+        return None
+    identity = {
+        "model": model_sha256,
+        "settings": settings,
+        "openvino": openvino.get_version(),
+        "cpu": core.get_property("CPU", "FULL_DEVICE_NAME"),
+        "flags": sorted(_cpu_flags(CPUINFO)),
+    }
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
+    return folder / f"{key[:40]}.blob"
+
+
+def _load_compiled(core, kept: Path, settings: dict):
+    """The compiled model kept at `kept`, or None: not there, not a plain file of this user (a
+    link is never followed), or not one this OpenVINO can load (damaged: compiled afresh and
+    replaced)."""
+    try:
+        with open(os.open(kept, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as stream:
+            if os.fstat(stream.fileno()).st_uid != os.getuid():
+                return None
+            blob = stream.read()
+    except OSError:
+        return None
+    try:
+        return core.import_model(blob, "CPU", settings)
+    except Exception:  # noqa: BLE001 - OpenVINO raises a bare Exception for a blob it cannot load
+        return None
+
+
+def _keep_compiled(compiled, kept: Path) -> None:
+    """Write the compiled model to `kept`, whole or not at all. A cache that cannot be written
+    (read-only, full) is no error of the query or build: the next one compiles again."""
+    try:
+        kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        files.remove_stale_partials(kept.parent)
+        files.write_bytes(kept, compiled.export_model().getvalue(), durable=False)
+    except OSError:
+        pass

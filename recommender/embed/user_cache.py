@@ -1,5 +1,5 @@
-"""The user cache folder that model exports and unpacked models share, how an entry leaves it, and
-the staging folders that killed processes leave in it.
+"""The user cache folder that model exports, unpacked models and compiled models share, how an
+entry leaves it, and the staging folders that killed processes leave in it.
 
 Every staging folder (an export, a quantisation, a distillation, an unpacked model, an entry being
 removed) carries its owner in its name: the pid and start time of the process making it. A folder
