@@ -107,6 +107,16 @@ def test_a_link_where_a_compiled_model_is_kept_is_neither_read_nor_written_throu
     assert kept.is_file() and not kept.is_symlink()  # the link replaced, not written through
 
 
+def test_a_fifo_where_a_compiled_model_is_kept_is_not_waited_on(tmp_path):
+    model, folder = tiny_export(tmp_path / "model.onnx"), tmp_path / "openvino"
+    session(model, folder)
+    [kept] = blobs(folder)
+    kept.unlink()
+    os.mkfifo(kept)
+    assert session(model, folder).compiled_from == "model"
+    assert kept.is_file()
+
+
 def test_another_user_s_compiled_model_is_not_loaded(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("only root can give a file to another user")

@@ -30,6 +30,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,9 +224,11 @@ def _load_compiled(core, kept: Path, settings: dict):
     """The compiled model kept at `kept`, or None: not there, not a plain file of this user (a
     link is never followed), or not one this OpenVINO can load (damaged: compiled afresh and
     replaced)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # never waits on a FIFO
     try:
-        with open(os.open(kept, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as stream:
-            if os.fstat(stream.fileno()).st_uid != os.getuid():
+        with open(os.open(kept, flags), "rb") as stream:
+            status = os.fstat(stream.fileno())
+            if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
                 return None
             blob = stream.read()
     except OSError:
