@@ -80,6 +80,24 @@ def test_another_model_or_other_settings_get_their_own_compiled_model(tmp_path):
     assert len(blobs(folder)) == 3
 
 
+def test_the_least_recently_used_compiled_models_go_once_the_folder_is_full(tmp_path):
+    folder = tmp_path / "openvino"
+    most = openvino_encoding.MOST_COMPILED_MODELS_KEPT
+    models = [tiny_export(tmp_path / f"model-{n}.onnx", scale=n) for n in range(most + 1)]
+    kept = []
+    for n, model in enumerate(models[:most]):
+        before = set(blobs(folder))
+        session(model, folder)
+        [new] = set(blobs(folder)) - before
+        os.utime(new, ns=(n * 10**9, n * 10**9))  # used in this order, whatever the clock's grain
+        kept.append(new)
+    assert session(models[0], folder).compiled_from == "cache"  # used again: the newest now
+    session(models[most], folder)  # one too many
+    assert len(blobs(folder)) == most
+    assert kept[0].exists() and not kept[1].exists()  # the one used longest ago went
+    assert session(models[1], folder).compiled_from == "model"
+
+
 def test_a_damaged_compiled_model_is_compiled_afresh_and_replaced(tmp_path):
     model, folder = tiny_export(tmp_path / "model.onnx"), tmp_path / "openvino"
     session(model, folder)

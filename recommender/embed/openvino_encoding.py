@@ -26,6 +26,7 @@ a third of the time compiling takes (:class:`OpenVinoSession`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -85,6 +86,10 @@ CPUINFO = Path("/proc/cpuinfo")
 #: against 1.88 s for the quality tier's: docs/performance.md. OpenVINO's own CACHE_DIR made a
 #: cold search slower here, and writes its files in place; these appear by rename, whole.
 COMPILED_FOLDER = "openvino"
+#: The compiled models kept at most, the least recently used removed first: enough for two models at
+#: two precisions and two thread counts; each is 59-183 MB, and an OpenVINO upgrade or a new CPU
+#: makes new ones.
+MOST_COMPILED_MODELS_KEPT = 8
 
 
 def _cpu_flags(cpuinfo: Path) -> set[str]:
@@ -231,6 +236,7 @@ def _load_compiled(core, kept: Path, settings: dict):
             if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
                 return None
             blob = stream.read()
+            os.utime(stream.fileno())  # used now: the last to go when the folder is full
     except OSError:
         return None
     try:
@@ -247,4 +253,23 @@ def _keep_compiled(compiled, kept: Path) -> None:
         files.remove_stale_partials(kept.parent)
         files.write_bytes(kept, compiled.export_model().getvalue(), durable=False)
     except OSError:
-        pass
+        return
+    _remove_least_used(kept.parent, MOST_COMPILED_MODELS_KEPT)
+
+
+def _remove_least_used(folder: Path, most: int) -> None:
+    """Remove all but the `most` compiled models in `folder` used last (this user's plain files
+    only; a file that cannot be removed stays)."""
+    found = []
+    with contextlib.suppress(OSError):  # another process may be removing them too
+        for entry in os.scandir(folder):
+            try:
+                status = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if entry.name.endswith(".blob") and stat.S_ISREG(status.st_mode):
+                if status.st_uid == os.getuid():
+                    found.append((status.st_mtime_ns, entry.path))
+    for _, path in sorted(found, reverse=True)[most:]:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
