@@ -56,6 +56,42 @@ def test_cache_clear_on_a_damaged_cache_says_so_in_one_line(workdir, own_embeddi
     assert info.returncode == 0 and '"entries": 0' in info.stdout
 
 
+def test_cache_info_lists_what_else_the_cache_folder_keeps(workdir, tmp_path, monkeypatch):
+    home = tmp_path / "cache"
+    monkeypatch.setenv("PAPERS_CACHE", str(home))
+    export = home / "onnx" / "abc-v1-r2"
+    export.mkdir(parents=True)
+    (export / "model.onnx").write_bytes(b"m" * 1000)
+    (home / "onnx" / "abc-v1-r2-bf16").mkdir()
+    os.link(export / "model.onnx", home / "onnx" / "abc-v1-r2-bf16" / "model.onnx")  # once
+    staging = home / "onnx" / ".export-123"  # not an entry; its bytes are on the disk all the same
+    staging.mkdir()
+    (staging / "model.onnx").write_bytes(b"s" * 100)
+    (home / "openvino").mkdir()
+    (home / "openvino" / "k.blob").write_bytes(b"b" * 500)
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"o" * 10_000)
+    (home / "openvino" / "linked.blob").symlink_to(outside)  # a link: an entry of 0 bytes
+    info = json.loads(papers(workdir, "cache", "info", "--format", "json").stdout)
+    kept = {kind["folder"]: (kind["entries"], kind["bytes"], kind["path"]) for kind in info["kept"]}
+    assert info["folder"] == str(home)
+    assert kept == {
+        "onnx": (2, 1100, str(home / "onnx")),
+        "static": (0, 0, str(home / "static")),
+        "models": (0, 0, str(home / "models")),
+        "openvino": (2, 500, str(home / "openvino")),
+    }
+    assert not (home / "static").exists()  # asking makes nothing
+    table = papers(workdir, "cache", "info").stdout.splitlines()
+    assert table[3] == f"also kept in {home} (each made again when needed):"
+    assert table[4:] == [
+        "  onnx/        2     1.1 KB  model exports (ONNX)",
+        "  static/      0        0 B  static tier tables",
+        "  models/      0        0 B  models unpacked from their parts",
+        "  openvino/    2      500 B  compiled models (OpenVINO)",
+    ]
+
+
 def test_cache_info_on_a_damaged_cache_has_no_traceback(workdir, own_embedding_cache):
     damaged_cache(own_embedding_cache / "embeddings.sqlite")
     info = papers(workdir, "cache", "info")

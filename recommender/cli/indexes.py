@@ -81,7 +81,9 @@ def cache():
     """The embedding cache shared by every index (in the user cache folder, or $PAPERS_CACHE).
 
     Vectors are kept by the model's files, the chunking and the text, so a second index
-    over the same papers encodes only the new ones.
+    over the same papers encodes only the new ones. The same folder keeps the model exports,
+    compiled models and unpacked models that builds and queries share; `cache info` lists
+    them too.
 
     Examples:
 
@@ -98,7 +100,8 @@ def cache():
 )
 @library_errors
 def cache_info(fmt):
-    """Where the embedding cache is, its size and how many vectors it holds."""
+    """Where the embedding cache is, its size and how many vectors it holds; and what else the
+    cache folder keeps, each kind with its entries and size."""
     from ..embed.embedding_cache import embedding_cache_info
     from ..render.indexes import render_cache
 

@@ -260,15 +260,24 @@ def _remove_leftovers(home: Path) -> None:
 
 def embedding_cache_info(folder: Path | None = None) -> dict:
     """The shared embedding cache as `papers cache info` shows it: path, bytes (with its -wal file)
-    and entries (vectors); a cache never made is reported empty and is not created."""
+    and entries (vectors); a cache never made is reported empty and is not created. `kept` lists
+    what else the cache folder (`folder`) keeps, by kind: its entries and bytes."""
     from . import export_cache
+    from .user_cache import folder_contents
 
-    path = (export_cache.cache_home() if folder is None else Path(folder)) / export_cache.EMBEDDINGS
-    _remove_leftovers(path.parent)
+    home = export_cache.cache_home() if folder is None else Path(folder)
+    path = home / export_cache.EMBEDDINGS
+    _remove_leftovers(home)
     if not path.exists() and not path.is_symlink():
-        return {"path": str(path), "bytes": 0, "entries": 0}
-    with EmbeddingCache(path.parent) as cache:
-        return cache.summary()
+        summary = {"path": str(path), "bytes": 0, "entries": 0}
+    else:
+        with EmbeddingCache(home) as cache:
+            summary = cache.summary()
+    return {
+        **summary,
+        "folder": str(home),
+        "kept": folder_contents(home, export_cache.KEPT_FOLDERS),
+    }
 
 
 def clear_embedding_cache(folder: Path | None = None) -> dict:

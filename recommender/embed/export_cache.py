@@ -42,7 +42,7 @@ from pathlib import Path
 from ..digests import file_digest
 from ..errors import ModelError, OptionError
 from ..files import open_exclusive
-from . import onnx_encoder, openvino_encoding, quantisation, static_encoder
+from . import model_parts, onnx_encoder, openvino_encoding, quantisation, static_encoder
 from .models import model_facts
 from .user_cache import (  # noqa: F401 - where callers have found them
     cache_home,
@@ -53,6 +53,17 @@ from .user_cache import (  # noqa: F401 - where callers have found them
 )
 
 RECORD = "export.json"
+EXPORTS_FOLDER = "onnx"
+STATIC_FOLDER = "static"
+#: What the cache folder keeps besides the embedding cache, as `papers cache info` lists it:
+#: folder -> what it holds. Each is made again when needed, and indexes keep their own links to
+#: the exports, so any of them can be deleted.
+KEPT_FOLDERS = {
+    EXPORTS_FOLDER: "model exports (ONNX)",
+    STATIC_FOLDER: "static tier tables",
+    model_parts.UNPACKED_FOLDER: "models unpacked from their parts",
+    openvino_encoding.COMPILED_FOLDER: "compiled models (OpenVINO)",
+}
 EMBEDDINGS = (  # the embedding cache, shared by every index (embedding_cache.EmbeddingCache)
     "embeddings.sqlite"
 )
@@ -155,7 +166,7 @@ def shared_export(
         f"-r{onnx_encoder.EXPORT_REVISION}"
     )
     fp32 = cached_entry(
-        cache_home() / "onnx" / name,
+        cache_home() / EXPORTS_FOLDER / name,
         _FILES,
         lambda staging: onnx_encoder.export_onnx(str(folder), staging),
         str(folder),
@@ -165,13 +176,13 @@ def shared_export(
         return fp32
     if precision == openvino_encoding.BF16:  # the fp32 graph, run at bf16: nothing to quantise
         return cached_entry(
-            cache_home() / "onnx" / f"{name}-{precision}",
+            cache_home() / EXPORTS_FOLDER / f"{name}-{precision}",
             _FILES,
             lambda staging: bf16_export(fp32, staging),
             str(fp32),
         )
     return cached_entry(
-        cache_home() / "onnx" / f"{name}-{precision}",
+        cache_home() / EXPORTS_FOLDER / f"{name}-{precision}",
         _FILES,
         lambda staging: quantisation.quantise_export(fp32, staging, precision),
         str(fp32),
@@ -273,7 +284,9 @@ def static_export(source_model: str, distilling: Callable[[], None] | None = Non
     if folder is None:
         return None
     entry = (
-        cache_home() / "static" / f"{folder_digest(folder)[:32]}-v{static_encoder.FORMAT_VERSION}"
+        cache_home()
+        / STATIC_FOLDER
+        / f"{folder_digest(folder)[:32]}-v{static_encoder.FORMAT_VERSION}"
     )
     return cached_entry(
         entry,

