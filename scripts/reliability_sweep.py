@@ -2942,6 +2942,47 @@ def _(cwd):
 
 
 
+# ================================================================ round five (issue 46)
+# Each family's cases go directly under its header; a family never edits another's.
+
+
+# -- the library where it lives: Zotero read as a committed snapshot (family: zotero)
+
+
+# (end of the zotero family)
+
+
+# -- add keeps every promise a build keeps (family: add)
+
+
+# (end of the add family)
+
+
+# -- papers fetch: bounded, one bad record never stops the routine; outputs (family: fetch)
+
+
+# (end of the fetch family)
+
+
+# -- the server's background work (family: serve)
+
+
+# (end of the serve family)
+
+
+# -- the daily routine and the feed (family: day)
+
+
+# (end of the day family)
+
+
+# -- every item of the library: full texts, PDFs, text kinds (family: library)
+
+
+# (end of the library family)
+
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="", help="Run only the cases whose name holds this text.")
