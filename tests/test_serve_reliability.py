@@ -398,3 +398,36 @@ def test_a_tag_write_waiting_on_a_locked_tags_file_holds_up_no_lookup(server, in
     write.join(30)
     server.get("/api/tags/locked/dp1", method="DELETE")
     server.get("/api/tags/locked/dp2", method="DELETE")
+
+
+# ---------------------------------------------------------------- the background process
+
+
+def background_processes(pid: int) -> list[int]:
+    """The server's background process (multiprocessing's spawned children, less its resource tracker)."""
+    return [child for child in children_of(pid)
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
+
+
+def test_a_background_process_killed_while_idle_is_replaced_for_the_next_request(index_dir):
+    """The background process dies while idle (SIGKILL, as the kernel's out-of-memory killer sends):
+    the next /map and /api/sessions are answered by a new one, not 500 until a restart."""
+    server = start_server(index_dir, env=HOOKS)
+    try:
+        assert server.json("/api/sessions?n=2")[0] == 200
+        for attempt in range(2):  # killed twice: each time a new process takes over
+            (background,) = background_processes(server.process.pid)
+            os.kill(background, signal.SIGKILL)
+            wait_until(lambda: not alive(background))
+            time.sleep(0.5)  # the pool's own thread has seen it gone by now
+            status, body = server.json(f"/api/sessions?n={3 + attempt}")
+            assert status == 200 and body["sessions"], body
+            status, _, page = wait_until(
+                lambda: (lambda got: got if got[0] != 202 else None)(server.get("/map")), seconds=90, step=1)
+            assert status == 200 and b"/map.js" in page, page[:300]
+            server.get("/api/papers?limit=1")
+            (replacement,) = background_processes(server.process.pid)
+            assert replacement != background
+    finally:
+        assert server.stop() == 0
+    assert not any("Traceback" in line for line in server.errors), server.errors[-20:]
