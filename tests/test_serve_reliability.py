@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus import PAPERS
+from corpus import PAPERS, synthetic_papers
 from serving import build_fake_index, start_server, wait_until
 
 pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
@@ -431,3 +431,37 @@ def test_a_background_process_killed_while_idle_is_replaced_for_the_next_request
     finally:
         assert server.stop() == 0
     assert not any("Traceback" in line for line in server.errors), server.errors[-20:]
+
+
+def test_a_stop_with_long_work_in_flight_is_bounded_and_says_what_it_cut(tmp_path):
+    """3,000 papers, a cold /map and seven cold session plans in flight (pages and API), SIGTERM: the
+    server stops within the shutdown bound whatever the background process is doing, and one line on
+    stderr names what was cut (the server used to run on, a minute and more, after every client had
+    its answer)."""
+    index = build_fake_index(tmp_path / "index", synthetic_papers(0, 3000))
+    server = start_server(index)
+    paths = ["/map"] + [f"/sessions?n={n}" for n in (2, 3, 4)] + [f"/api/sessions?n={n}" for n in (5, 6, 7, 8)]
+    got: list = []
+    threads = [threading.Thread(target=lambda path=path: got.append((path, server.get(path)[0])), daemon=True)
+               for path in paths]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: len(got) >= 4, seconds=60)  # the pages said "being prepared": the work is under way
+    assert background_processes(server.process.pid)
+    server.process.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    try:
+        code = server.process.wait(30)  # the bound is 10 s; this is a loaded machine's margin
+    except subprocess.TimeoutExpired:
+        server.stop(signal.SIGKILL)
+        raise AssertionError("the server still ran 30 s after SIGTERM") from None
+    took = time.monotonic() - started
+    for thread in threads:
+        thread.join(10)
+    server.stop()
+    assert code == 0
+    notes = [line for line in server.errors if line.startswith("stopped:")]
+    assert len(notes) == 1 and "background work cut" in notes[0] and "the map" in notes[0], server.errors
+    assert "sessions" in notes[0]
+    assert not any("Traceback" in line or "leaked" in line for line in server.errors), server.errors
+    print(f"stopped {took:.1f} s after SIGTERM")
