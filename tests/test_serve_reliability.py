@@ -10,6 +10,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -465,3 +466,43 @@ def test_a_stop_with_long_work_in_flight_is_bounded_and_says_what_it_cut(tmp_pat
     assert "sessions" in notes[0]
     assert not any("Traceback" in line or "leaked" in line for line in server.errors), server.errors
     print(f"stopped {took:.1f} s after SIGTERM")
+
+
+def serve_exit(index_dir, *args: str, seconds: float = 30) -> tuple[int, str]:
+    """(exit code, stderr) of `papers serve ARGS` that must not start: a real process, its address space
+    bounded (a server reading a device for ever fails here, not the machine)."""
+    from serving import LAUNCHER
+
+    def bounded():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    process = subprocess.Popen([sys.executable, str(LAUNCHER), "serve", "--index", str(index_dir), "--port", "0",
+                                *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=bounded)
+    try:
+        out, err = process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise AssertionError(f"papers serve {' '.join(args)} still ran {seconds} s later") from None
+    return process.returncode, out + err
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "large"])
+def test_a_token_file_is_a_small_regular_file(index_dir, tmp_path, kind):
+    """--token-file /dev/zero used to be read for ever (500 MB a second), a FIFO with no writer waited on
+    for ever: each is refused in one line, exit 2, before anything starts."""
+    if kind == "device":
+        path = "/dev/zero"
+    elif kind == "fifo":
+        path = str(tmp_path / "token.fifo")
+        os.mkfifo(path)
+    elif kind == "large":
+        path = str(tmp_path / "token")
+        Path(path).write_text("a" * 100_000)
+    code, output = serve_exit(index_dir, "--token-file", path)
+    lines = output.strip().splitlines()
+    assert code == 2 and len(lines) == 1, output[-2000:]
+    assert path in lines[0] and "small regular file" in lines[0], lines
