@@ -419,7 +419,7 @@ def test_a_background_process_killed_while_idle_is_replaced_for_the_next_request
         for attempt in range(2):  # killed twice: each time a new process takes over
             (background,) = background_processes(server.process.pid)
             os.kill(background, signal.SIGKILL)
-            wait_until(lambda: not alive(background))
+            wait_until(lambda pid=background: not alive(pid))
             time.sleep(0.5)  # the pool's own thread has seen it gone by now
             status, body = server.json(f"/api/sessions?n={3 + attempt}")
             assert status == 200 and body["sessions"], body
@@ -506,3 +506,30 @@ def test_a_token_file_is_a_small_regular_file(index_dir, tmp_path, kind):
     lines = output.strip().splitlines()
     assert code == 2 and len(lines) == 1, output[-2000:]
     assert path in lines[0] and "small regular file" in lines[0], lines
+
+
+def test_a_tag_written_after_the_served_index_is_renamed_lands_in_the_renamed_index(tmp_path):
+    """`papers indexes mv` of the index being served: the server follows it, its tags too (they used to be
+    written where the index had been)."""
+    from serving import LAUNCHER
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    build_fake_index(old, PAPERS)
+    server = start_server(old)
+    try:
+        assert server.get("/api/tags/before/dp1", method="PUT")[0] == 200
+        moved = subprocess.run([sys.executable, str(LAUNCHER), "indexes", "mv", str(old), str(new)],
+                               capture_output=True, text=True, timeout=120)
+        assert moved.returncode == 0, moved.stderr
+        status, body = server.json("/api/tags/after/dp2", method="PUT")
+        assert status == 200 and body["papers"] == ["dp2"], body
+        status, body = server.json("/api/marks/not?tag=after&paper=rnn1", method="PUT")
+        assert status == 200, body
+        status, body = server.json("/api/tags")
+        assert {"tag": "after", "papers": ["dp2"]} in body and {"tag": "before", "papers": ["dp1"]} in body
+    finally:
+        assert server.stop() == 0
+    assert not old.exists(), sorted(old.rglob("*"))
+    with sqlite3.connect(new / "tags.sqlite") as connection:
+        assert sorted(connection.execute("SELECT tag, paper FROM tags")) == [("after", "dp2"), ("before", "dp1")]
+        assert list(connection.execute("SELECT tag, paper, kind FROM marks")) == [("after", "rnn1", "not")]

@@ -29,9 +29,8 @@ from ..errors import (
     PaperNotFoundError,
     RecommenderError,
 )
-from ..reading.tags import TagStore
 from .security import TOKEN_COOKIE, Access, Refused, cookie_name, local_path, response_headers
-from .state import LiveIndex
+from .state import FollowedTags, LiveIndex
 
 HERE = Path(__file__).resolve().parent
 # How `papers serve` hands its settings to uvicorn's worker processes.
@@ -222,7 +221,7 @@ def create_app(
         ),
     )
     app.state.live = LiveIndex(Path(index_dir))
-    app.state.tags = TagStore(Path(index_dir))
+    app.state.tags = FollowedTags(app.state.live)
     app.state.access = Access(token, loopback)
     app.include_router(api.router)
     app.include_router(pages.router)

@@ -76,8 +76,9 @@ def read_token_file(path: str) -> str:
         if not stat.S_ISREG(status.st_mode):
             raise refused(f"is {file_kind(status.st_mode)}, not a regular file")
         if status.st_size > TOKEN_FILE_BYTES:
-            raise refused(f"holds {status.st_size:,} bytes (a token file holds at most"
-                          f" {TOKEN_FILE_BYTES:,})")
+            raise refused(
+                f"holds {status.st_size:,} bytes (a token file holds at most {TOKEN_FILE_BYTES:,})"
+            )
         data = handle.read(TOKEN_FILE_BYTES + 1)
     if len(data) > TOKEN_FILE_BYTES:
         raise refused(f"holds more than {TOKEN_FILE_BYTES:,} bytes")
