@@ -2967,6 +2967,68 @@ def _(cwd):
 # -- the server's background work (family: serve)
 
 
+def _background_of(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split():
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(int(child))
+    return found
+
+
+@case("serve: the background process killed while idle: /map and /api/sessions still answer")
+def _(cwd):
+    import signal
+    import time
+
+    with served(cwd) as server:
+        if server.get("/api/sessions?n=2")[0] != 200:
+            return "the first plan failed"
+        for pid in _background_of(server.process.pid):
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(1)
+        status = server.get("/api/sessions?n=3")[0]
+        if status != 200:
+            return f"/api/sessions answered {status} after the background process died"
+        deadline = time.monotonic() + 90
+        while (status := server.get("/map")[0]) == 202 and time.monotonic() < deadline:
+            time.sleep(1)
+        return None if status == 200 else f"/map answered {status} after the background process died"
+
+
+@case("serve: --token-file /dev/zero, a FIFO with no writer: one line, exit 2, at once")
+def _(cwd):
+    import resource
+
+    os.mkfifo(cwd / "token.fifo")
+    for path in ("/dev/zero", str(cwd / "token.fifo")):
+        try:
+            problem = expect_error(cwd, "serve", "--port", "0", "--token-file", path, code=2, timeout=60,
+                                   preexec=ulimit(resource.RLIMIT_AS, 4 << 30))
+        except subprocess.TimeoutExpired:
+            return f"--token-file {path}: still running a minute later"
+        if problem:
+            return f"--token-file {path}: {problem}"
+    return None
+
+
+@case("serve: a tag written after `papers indexes mv` of the served index lands in the renamed index")
+def _(cwd):
+    with served(cwd) as server:
+        code, _, stderr = papers(cwd, "indexes", "mv", "default", "renamed")
+        if code != 0:
+            return f"indexes mv: {stderr.strip()[-200:]}"
+        status = server.get("/api/tags/after-mv/dp1", method="PUT")[0]
+        if status != 200:
+            return f"the tag write answered {status}"
+    import sqlite3
+
+    tags = cwd / "indexes" / "renamed" / "tags.sqlite"
+    with contextlib.closing(sqlite3.connect(tags)) as connection:
+        rows = list(connection.execute("SELECT tag, paper FROM tags WHERE tag = 'after-mv'"))
+    return None if rows == [("after-mv", "dp1")] else f"the renamed index holds {rows}"
+
+
 # (end of the serve family)
 
 
