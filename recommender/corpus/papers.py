@@ -72,12 +72,17 @@ class Paper:
     # The reference manager's folders holding the paper, as paths ("Thesis/Related work"): the
     # index records them, and its tag store shows each as a tag (reading/tags.py).
     collections: tuple[str, ...] = ()
+    # What `abstract` holds (corpus/fulltext.py): "abstract"; "full text" or "pdf", the abstract or
+    # opening of the paper's own text where the input gave no abstract; "title only" (empty).
+    text_from: str = "abstract"
 
     @property
     def text(self) -> str:
         """The text that is embedded: title and abstract together."""
         if not self.title:
             return self.abstract
+        if not self.abstract:
+            return self.title.rstrip()
         return f"{self.title.rstrip()}{self._separator()}{self.abstract}"
 
     @property
@@ -119,6 +124,7 @@ class Paper:
                 {"bibtex_fields": dict(self.bibtex_fields)} if self.bibtex_fields and stored else {}
             ),
             **({"collections": list(self.collections)} if self.collections else {}),
+            "text_from": self.text_from,
         }
 
     @classmethod
@@ -141,6 +147,7 @@ class Paper:
             entry_type=data.get("entry_type", ""),
             bibtex_fields=tuple((data.get("bibtex_fields") or {}).items()),
             collections=tuple(data.get("collections") or ()),
+            text_from=data.get("text_from") or "abstract",  # none in indexes built before
         )
 
 
@@ -214,7 +221,10 @@ def scan_papers(
             if record.extra.get("withdrawn") and not keep_withdrawn:
                 withdrawn.append(record.where)
                 continue
-            if record.bulk and _lacks_abstract(record):
+            text_from = record.extra.get("text_from")
+            if record.bulk and _lacks_abstract(record) and (
+                not text_from or without_abstract is not None
+            ):
                 if without_abstract is not None:
                     without_abstract.append(
                         (_paper_from_record(record, empty_abstract=True), record.where)
@@ -508,9 +518,11 @@ def _given_id(record: Record) -> str:
 
 def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
     data = record.fields
-    if "abstract" not in data and not empty_abstract:
+    if "abstract" not in data and not empty_abstract and not record.extra.get("text_from"):
         raise InputError(f"{record.where}: record has no 'abstract' field: every paper needs one")
     abstract = _text_field(record, "abstract")
+    text_from = record.extra.get("text_from") or "abstract"
+    empty_abstract = empty_abstract or text_from == "title only"
     if not abstract and not empty_abstract:
         raise InputError(f"{record.where}: abstract is empty: give the text or remove the record")
     if len(abstract) > LONG_ABSTRACT:
@@ -563,4 +575,5 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
                 _clean(name) for name in record.extra.get("collections") or () if _clean(name)
             )
         ),
+        text_from=text_from if abstract or text_from == "title only" else "title only",
     )

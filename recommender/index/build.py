@@ -68,6 +68,9 @@ class BuildReport:
     # A tier that may serve this corpus better (embed.models.tier_advice): given on the first build
     # of an index with the default model where no model was asked for, else None.
     advice: TierAdvice | None = None
+    # How many papers' texts are of each kind (Paper.text_from), in the order of
+    # corpus.fulltext.TEXT_FROM, the kinds with none left out.
+    text_from: tuple[tuple[str, int], ...] = ()
 
 
 def build_time() -> str:
@@ -350,6 +353,7 @@ def build_index(
         time.perf_counter() - started,
         changes,
         advice,
+        spool.kinds(),
     )
 
 
@@ -372,6 +376,7 @@ class _PaperSpool:
         self.offsets = array.array("q", [0])
         self.aliases: dict[str, str] = {}
         self._block: tuple[int, list[str]] = (-1, [])
+        self._text_from: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -382,6 +387,7 @@ class _PaperSpool:
         chosen = PaperSet(self.source_of)
         for paper in papers:
             if chosen.add(paper):
+                self._text_from[paper.text_from] = self._text_from.get(paper.text_from, 0) + 1
                 line = (json.dumps(paper.to_dict(stored=True), ensure_ascii=False) + "\n").encode(
                     "utf-8"
                 )
@@ -391,6 +397,12 @@ class _PaperSpool:
         handles = chosen.handles()
         self.aliases = chosen.aliases
         return chosen.ids, handles
+
+    def kinds(self) -> tuple[tuple[str, int], ...]:
+        """How many papers read have texts of each kind (BuildReport.text_from)."""
+        from ..corpus.fulltext import TEXT_FROM
+
+        return tuple((kind, self._text_from[kind]) for kind in TEXT_FROM if kind in self._text_from)
 
     def source_of(self, row: int) -> str:
         self.stream.flush()

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from ...errors import InputError
 from .base import InputWarning, Record
+from .zotero_attachments import attachments
 
 NAME = "Zotero"
 # The userdata schema versions this reader knows (Zotero 5.0 to 7).
@@ -201,6 +202,8 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
         f" {not_trashed} ORDER BY i.itemID",
         NOT_PAPERS,
     ).fetchall()
+    files, alone = attachments(database, tables, path.parent)
+    items = sorted(items + _pdfs_alone(database, tables, alone))
     values: dict[int, dict[str, str]] = {}
     for item_id, name, value in database.execute(
         f"SELECT d.itemID, f.fieldName, v.value FROM itemData d JOIN {fields} f ON f.fieldID ="
@@ -256,6 +259,7 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
             "url": url,
         }
         label = f"{path} item {key}"
+        extra["text_from"] = _text_from(fields_of, files.get(item_id), label)
         records.append(
             Record(
                 fields_of,
@@ -267,6 +271,30 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
             )
         )
     return records
+
+
+def _pdfs_alone(database, tables: set[str], alone: set[int]) -> list[tuple]:
+    """The PDFs kept with no parent item, not in the trash, as (itemID, key, "attachment")."""
+    if not alone:
+        return []
+    trashed = set()
+    if "deletedItems" in tables:
+        trashed = {row[0] for row in database.execute("SELECT itemID FROM deletedItems")}
+    return [
+        row
+        for row in database.execute(
+            "SELECT itemID, key, 'attachment' FROM items ORDER BY itemID"
+        ).fetchall()
+        if row[0] in alone and row[0] not in trashed
+    ]
+
+
+def _text_from(fields_of: dict, files, label: str) -> str | None:
+    """What the item's text is; its abstract filled in from its files where it has none
+    (corpus/fulltext.py)."""
+    from ..fulltext import complete
+
+    return complete(fields_of, files.full_texts if files else [], files.pdfs if files else [], label)
 
 
 def _collections(database, tables: set[str]) -> dict[int, tuple[str, ...]]:
