@@ -38,7 +38,7 @@ ID_LENGTH = 12
 # (~25,000 tokens, ~100 model windows), so the build warns that encoding it takes a while.
 LONG_ABSTRACT = 100_000
 # Files that name their formats in the message for a folder without papers.
-FORMAT_NAMES = ".txt, .jsonl, .json, .csv or .bib"
+FORMAT_NAMES = ".txt, .jsonl, .json, .csv, .bib or .pdf"
 # The input that names the default Zotero profile's database.
 ZOTERO = "zotero:"
 
@@ -236,6 +236,8 @@ def scan_papers(
             matched += 1
             yield _paper_from_record(record)
         if not found:
+            if path.suffix.lower() == ".pdf":
+                continue  # a PDF that cannot be read: the reader said so in one line
             raise InputError(f"{path}: no papers found")
         if withdrawn:
             submissions = "submission" if len(withdrawn) == 1 else "submissions"
@@ -399,7 +401,7 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
         else:
             raise InputError(
                 f"{path}: unsupported file type '{path.suffix or '(none)'}': use .txt (one abstract"
-                " a paragraph), .jsonl, .json, .csv, .bib or Zotero's zotero.sqlite (see"
+                " a paragraph), .jsonl, .json, .csv, .bib, .pdf or Zotero's zotero.sqlite (see"
                 " docs/input-formats.md)"
             )
     return files
