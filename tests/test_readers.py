@@ -90,7 +90,7 @@ def test_each_format_round_trips_its_metadata(workdir, fake_model, name, count, 
     result = build_fixture(workdir, name)
     assert (result.exit_code, result.stderr) == (0, warning), result.output
     assert result.stdout.startswith(f"indexed {count} papers in indexes/default:")
-    assert shown(paper["id"]) == paper
+    assert shown(paper["id"]) == {**paper, "text_from": "abstract"}
     # The metadata reaches the other outputs too.
     listed = {row["id"]: row for row in json.loads(run("list", "--format", "json").stdout)}
     assert listed[paper["id"]]["url"] == paper["url"]

@@ -106,11 +106,11 @@ def test_a_library_is_read_in_place(workdir, run, library):
     before = everything_in(library.parent)
     result = run("build", str(library))
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("indexed 3 papers")
-    assert "1 record without an abstract skipped" in result.stderr  # the book
+    assert result.stdout.startswith("indexed 4 papers")  # the book without an abstract: by its title
+    assert "3 with abstracts, 1 title only" in result.stdout
     assert everything_in(library.parent) == before  # nothing written beside it, the database unchanged
     listed = json.loads(run("list", "--format", "json").stdout)
-    assert [row["id"] for row in listed] == ["ABCD2345", "EFGH6789", "JKLM2345"]  # no note, attachment, trash
+    assert [row["id"] for row in listed] == ["ABCD2345", "EFGH6789", "JKLM2345", "NOAB3456"]  # no note, attachment, trash
     paper = shown(run, "ABCD2345")
     assert (paper["title"], paper["authors"], paper["year"], paper["venue"], paper["url"], paper["entry_type"]) == (
         "Private Training at Scale", ["Jane Smith", "OpenAI Team"], 2023, "Journal of Privacy",
@@ -138,7 +138,7 @@ def test_read_while_zotero_holds_it_locked(workdir, run, library):
             sqlite3.connect(f"file:{library}?mode=ro", uri=True, timeout=0).execute("SELECT 1 FROM items").fetchone()
         result = run("build", str(library))
         assert result.exit_code == 0, result.output
-        assert result.stdout.startswith("indexed 3 papers")
+        assert result.stdout.startswith("indexed 4 papers")
         zotero.execute("UPDATE items SET synced = 0")  # Zotero writes on, unblocked
         zotero.commit()
     finally:
@@ -153,7 +153,7 @@ def test_read_while_zotero_writes_in_wal_mode(workdir, run, library):
     try:
         result = run("build", str(library))
         assert result.exit_code == 0, result.output
-        assert result.stdout.startswith("indexed 3 papers")
+        assert result.stdout.startswith("indexed 4 papers")
         zotero.commit()  # not blocked by the read
     finally:
         zotero.close()
@@ -215,7 +215,7 @@ def test_collections_are_tags_of_the_index(workdir, run, library):
     assert {row["tag"]: row["papers"] for row in listed} == {
         "Thesis": ["EFGH6789"], "Thesis/Related work": ["ABCD2345", "JKLM2345"]}  # the trashed "Old" left out
     liked = json.loads(run("like", "--tag", "Thesis/Related work", "--format", "json").stdout)
-    assert [row["id"] for row in liked] == ["EFGH6789"]  # the collection's papers left out
+    assert [row["id"] for row in liked] == ["EFGH6789", "NOAB3456"]  # the collection's papers left out
     # The user's own tagging and marks under a collection's name add to it, and outlive a rebuild.
     assert run("tags", "add", "Thesis/Related work", "EFGH6789").exit_code == 0
     assert run("tags", "seen", "Thesis", "ABCD2345").exit_code == 0
@@ -252,7 +252,7 @@ def test_collection_tags_in_the_api_and_pages(workdir, run, library):
         status, listed = server.json("/api/tags")
         assert status == 200 and {"tag": "Thesis/Related work", "papers": ["ABCD2345", "JKLM2345"]} in listed
         status, liked = server.json("/api/tags/Thesis/Related%20work/recommendations")
-        assert status == 200 and [row["id"] for row in liked] == ["EFGH6789"]
+        assert status == 200 and [row["id"] for row in liked] == ["EFGH6789", "NOAB3456"]
         status, body = server.json("/api/tags?tag=Reading%2Fweek%201&paper=EFGH6789", method="PUT")
         assert (status, body) == (200, {"tag": "Reading/week 1", "papers": ["EFGH6789"]})
         status, body = server.json("/api/marks/not?tag=Thesis%2FRelated%20work&paper=EFGH6789", method="PUT")
@@ -293,11 +293,11 @@ def test_a_rebuild_reports_what_changed_in_the_library(workdir, run, library):
     database.close()
     again = run("build", str(library))
     assert again.exit_code == 0, again.output
-    assert again.stdout.startswith("indexed 3 papers in ")
+    assert again.stdout.startswith("indexed 4 papers in ")
     assert again.stdout.endswith("; since the last build 1 added, 1 changed, 1 removed\n")
     assert "added: NEWW2345\nchanged: EFGH6789\nremoved: JKLM2345\n" in again.stderr
     unchanged = run("build", str(library))
-    assert unchanged.stdout.endswith("from the cache (flat search)\n")  # nothing more to say
+    assert unchanged.stdout.endswith("3 with abstracts, 1 title only\n")  # no changes to say
     assert "added:" not in unchanged.stderr and "changed:" not in unchanged.stderr
 
 

@@ -222,8 +222,10 @@ def scan_papers(
                 withdrawn.append(record.where)
                 continue
             text_from = record.extra.get("text_from")
-            if record.bulk and _lacks_abstract(record) and (
-                not text_from or without_abstract is not None
+            if (
+                record.bulk
+                and _lacks_abstract(record)
+                and (not text_from or without_abstract is not None)
             ):
                 if without_abstract is not None:
                     without_abstract.append(

@@ -336,7 +336,9 @@ def file_paths(value: str, folder: Path) -> list[Path]:
     folder."""
     out = []
     for item in re.split(r"(?<!\\);", value):
-        parts = [part.replace("\\:", ":").replace("\\;", ";") for part in re.split(r"(?<!\\):", item)]
+        parts = [
+            part.replace("\\:", ":").replace("\\;", ";") for part in re.split(r"(?<!\\):", item)
+        ]
         if len(parts) >= 3:
             parts = parts[1:-1]
         name = ":".join(parts).strip().replace("\\\\", "\\")

@@ -23,8 +23,11 @@ def read(path: Path) -> list[Record]:
         warnings.warn(f"{error}: left out", InputWarning, stacklevel=2)
         return []
     if not found.title:
-        warnings.warn(f"{path}: PDF has no title in its metadata or first line: left out",
-                      InputWarning, stacklevel=2)
+        warnings.warn(
+            f"{path}: PDF has no title in its metadata or first line: left out",
+            InputWarning,
+            stacklevel=2,
+        )
         return []
     fields = {
         "id": found.doi or path.stem,

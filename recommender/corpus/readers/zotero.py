@@ -294,7 +294,9 @@ def _text_from(fields_of: dict, files, label: str) -> str | None:
     (corpus/fulltext.py)."""
     from ..fulltext import complete
 
-    return complete(fields_of, files.full_texts if files else [], files.pdfs if files else [], label)
+    return complete(
+        fields_of, files.full_texts if files else [], files.pdfs if files else [], label
+    )
 
 
 def _collections(database, tables: set[str]) -> dict[int, tuple[str, ...]]:

@@ -20,7 +20,9 @@ class ItemFiles:
     pdfs: list[Path] = field(default_factory=list)
 
 
-def attachments(database, tables: set[str], data_dir: Path) -> tuple[dict[int, ItemFiles], set[int]]:
+def attachments(
+    database, tables: set[str], data_dir: Path
+) -> tuple[dict[int, ItemFiles], set[int]]:
     """Each item's files by item ID (a PDF kept alone is its own item), and the IDs of the PDFs
     kept alone (attachments with no parent: papers of the library)."""
     if not {"itemAttachments", "items"} <= tables:

@@ -1,0 +1,158 @@
+"""Papers without abstracts: the text of a Zotero library's items from the full texts Zotero
+extracted (`.zotero-ft-cache`), else their PDFs, else their titles alone; a .bib's `file` field; a
+folder of PDFs; damaged, encrypted and image-only PDFs skipped in one line; each kind counted by the
+build and shown. PDFs are real ones written by tests/pdfs.py; the Zotero database is made from
+Zotero's schema."""
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+from conftest import FIXTURES
+from pdfs import paper_pdf, pdf_bytes
+
+from recommender.corpus.fulltext import abstract_of
+
+TYPES = {"attachment": 3, "book": 7, "bookSection": 8, "journalArticle": 22, "report": 34, "thesis": 41}
+FIELDS = {"title": 1, "abstractNote": 2, "date": 6}
+ARTICLE = "Private training with gradient clipping protects each example of the data set."
+CACHED = ("Sparse Attention\nA. Author\nAbstract\nWe make attention sparse by routing each token to a few "
+          "others, cutting the cost of long sequences from quadratic to linear while keeping accuracy.\n"
+          "1 Introduction\nTransformers are everywhere.")
+IN_PDF = ("We bound the mixing time of random walks on expander graphs by their spectral gap and show the "
+          "bound is tight for Ramanujan graphs.")
+ITEMS = [  # key, type, fields, attachment (key, file name, full text cached, PDF bytes)
+    ("ARTI0001", "journalArticle", {"title": "Private Training", "abstractNote": ARTICLE}, None),
+    ("BOOK0001", "book", {"title": "Sparse Attention Explained"}, ("ATTB0001", "book.pdf", CACHED, None)),
+    ("CHAP0001", "bookSection", {"title": "Mixing of Random Walks"}, ("ATTC0001", "chapter.pdf", None, "paper")),
+    ("THES0001", "thesis", {"title": "A Thesis Never Scanned"}, None),
+    ("REPT0001", "report", {"title": "A Report Under Lock"}, ("ATTR0001", "report.pdf", None, "encrypted")),
+    ("NOTI0001", "report", {"date": "2020"}, None),  # no title: not a paper
+    ("ALON0001", "attachment", {"title": "scan0042.pdf"}, ("ALON0001", "scan0042.pdf", None, "alone")),
+]
+
+
+def make_library(folder: Path) -> Path:
+    path = folder / "zotero.sqlite"
+    database = sqlite3.connect(path)
+    database.executescript((FIXTURES / "zotero-schema.sql").read_text())
+    database.execute("INSERT INTO version VALUES ('userdata', 129)")
+    database.execute("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (1, 'user', 1, 1)")
+    database.executemany("INSERT INTO itemTypesCombined VALUES (?, ?, 1, 0)", [(i, n) for n, i in TYPES.items()])
+    database.executemany("INSERT INTO fieldsCombined VALUES (?, ?, NULL, NULL, 0)", [(i, n) for n, i in FIELDS.items()])
+    database.executemany("INSERT INTO creatorTypes VALUES (?, ?)", [(8, "author")])
+    next_id = len(ITEMS) + 1
+    for item_id, (key, kind, fields, attachment) in enumerate(ITEMS, start=1):
+        database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, ?, 1, ?)",
+                         (item_id, TYPES[kind], key))
+        for name, value in fields.items():
+            value_id = database.execute("INSERT INTO itemDataValues (value) VALUES (?)", (value,)).lastrowid
+            database.execute("INSERT INTO itemData VALUES (?, ?, ?)", (item_id, FIELDS[name], value_id))
+        if attachment is None:
+            continue
+        attachment_key, name, cached, pdf = attachment
+        storage = folder / "storage" / attachment_key
+        storage.mkdir(parents=True)
+        if cached:
+            (storage / ".zotero-ft-cache").write_text(cached)
+        if pdf == "paper":
+            paper_pdf(storage / name, fields["title"], IN_PDF)
+        elif pdf == "alone":
+            paper_pdf(storage / name, "Expanders Without Metadata", IN_PDF.replace("mixing", "cover"),
+                      metadata_title="Expanders Without Metadata")
+        elif pdf == "encrypted":
+            (storage / name).write_bytes(pdf_bytes([["A secret report with enough words to be text."]],
+                                                   encrypted=True))
+        if kind == "attachment":
+            parent, attachment_id = None, item_id
+        else:
+            parent, attachment_id = item_id, next_id
+            next_id += 1
+            database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, ?, 1, ?)",
+                             (attachment_id, TYPES["attachment"], attachment_key))
+        database.execute("INSERT INTO itemAttachments (itemID, parentItemID, linkMode, contentType, path) "
+                         "VALUES (?, ?, 0, 'application/pdf', ?)", (attachment_id, parent, f"storage:{name}"))
+    database.commit()
+    database.close()
+    return path
+
+
+def every_file(folder: Path) -> dict:
+    return {str(path): (path.read_bytes(), path.stat().st_mtime_ns)
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_every_titled_item_of_a_library_is_a_paper_with_its_kind_of_text(workdir, run):
+    folder = workdir / "Zotero"
+    folder.mkdir()
+    library = make_library(folder)
+    before = every_file(folder)
+    result = run("build", str(library))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("indexed 6 papers")
+    assert "1 with abstracts, 1 from full texts, 2 from PDFs, 2 title only" in result.stdout
+    assert "report.pdf: PDF encrypted" in result.stderr and "read by its title only" in result.stderr
+    assert every_file(folder) == before  # nothing of Zotero's written, not even a time changed
+    listed = {row["id"]: row for row in json.loads(run("list", "--format", "json").stdout)}
+    assert sorted(listed) == ["ALON0001", "ARTI0001", "BOOK0001", "CHAP0001", "REPT0001", "THES0001"]
+    kinds = {key: json.loads(run("show", key, "--format", "json").stdout) for key in listed}
+    assert {key: paper["text_from"] for key, paper in kinds.items()} == {
+        "ARTI0001": "abstract", "BOOK0001": "full text", "CHAP0001": "pdf", "ALON0001": "pdf",
+        "THES0001": "title only", "REPT0001": "title only"}
+    assert kinds["BOOK0001"]["abstract"].startswith("We make attention sparse")
+    assert "Transformers are everywhere" not in kinds["BOOK0001"]["abstract"]  # the abstract, not the body
+    assert kinds["CHAP0001"]["abstract"] == IN_PDF
+    assert kinds["ALON0001"]["title"] == "Expanders Without Metadata"  # its file name gave way to its own
+    assert kinds["THES0001"]["abstract"] == ""
+    shown = run("show", "THES0001").stdout
+    assert "title only" in shown
+
+
+def test_a_folder_of_pdfs_builds_and_skips_what_it_cannot_read(workdir, run):
+    folder = workdir / "pdfs"
+    folder.mkdir()
+    paper_pdf(folder / "walks.pdf", "Mixing of Random Walks", IN_PDF)
+    paper_pdf(folder / "doi.pdf", "Graph Sparsifiers", "We sparsify graphs by sampling edges by resistance "
+              "and keep every cut within a small factor. doi: 10.5555/sparse.2020")
+    (folder / "damaged.pdf").write_bytes((folder / "walks.pdf").read_bytes()[:400])
+    (folder / "locked.pdf").write_bytes(pdf_bytes([["Words enough to be a text layer, under a password."]],
+                                                  encrypted=True))
+    (folder / "scan.pdf").write_bytes(pdf_bytes([["x"]], image_only=True))
+    (folder / "huge.pdf").write_bytes(b"%PDF-1.4\n")
+    os.truncate(folder / "huge.pdf", 300 * 1024 * 1024)  # sparse: no disk used
+    result = run("build", str(folder))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("indexed 2 papers") and "2 from PDFs" in result.stdout
+    for name, why in (("damaged", "damaged"), ("locked", "encrypted"), ("scan", "no text"), ("huge", "300 MB")):
+        lines = [line for line in result.stderr.splitlines() if f"{name}.pdf" in line]
+        assert len(lines) == 1 and why in lines[0] and "left out" in lines[0], result.stderr
+    listed = {row["id"]: row for row in json.loads(run("list", "--format", "json").stdout)}
+    assert sorted(listed) == ["10.5555/sparse.2020", "walks"]
+
+
+def test_a_bib_file_field_gives_the_text_of_its_pdf(workdir, run):
+    (workdir / "papers").mkdir()
+    paper_pdf(workdir / "papers" / "walks.pdf", "Mixing of Random Walks", IN_PDF)
+    (workdir / "library.bib").write_text(
+        "@article{walks, title = {Mixing of Random Walks}, file = {:papers/walks.pdf:PDF}}\n"
+        f"@book{{abs, title = {{Absolute}}, file = {{Full Text:{workdir / 'papers' / 'walks.pdf'}:application/pdf}}}}\n"
+        "@article{gone, title = {A Missing File}, file = {:papers/none.pdf:PDF}}\n"
+        "@article{latex, title = {Single {\\textbackslash}emph\\{single\\}}, abstract = {M{\\\"u}ller's "
+        "{\\textbackslash}emph\\{single\\} method of G\\o{}ran.}}\n")
+    result = run("build", str(workdir / "library.bib"))
+    assert result.exit_code == 0, result.output
+    assert "1 with abstracts, 2 from PDFs, 1 title only" in result.stdout
+    shown = {key: json.loads(run("show", key, "--format", "json").stdout) for key in ("walks", "abs", "gone", "latex")}
+    assert shown["walks"]["abstract"] == IN_PDF and shown["walks"]["text_from"] == "pdf"
+    assert shown["gone"]["text_from"] == "title only"
+    assert shown["latex"]["abstract"] == "Müller's \\emph\\{single\\} method of Gøran."
+    markdown = run("show", "latex", "--format", "markdown").stdout
+    assert "textbackslash" not in markdown and "emph" in markdown
+
+
+def test_a_full_text_gives_its_abstract_else_its_opening():
+    assert abstract_of(CACHED).startswith("We make attention sparse") and "Transformers" not in abstract_of(CACHED)
+    body = "A body with no heading. " * 200
+    opening = abstract_of(body)
+    assert opening.startswith("A body with no heading.") and len(opening) <= 2000 and opening.endswith(".")
