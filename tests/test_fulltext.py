@@ -12,8 +12,6 @@ from pathlib import Path
 from conftest import FIXTURES
 from pdfs import paper_pdf, pdf_bytes
 
-from recommender.corpus.fulltext import abstract_of
-
 TYPES = {"attachment": 3, "book": 7, "bookSection": 8, "journalArticle": 22, "report": 34, "thesis": 41}
 FIELDS = {"title": 1, "abstractNote": 2, "date": 6}
 ARTICLE = "Private training with gradient clipping protects each example of the data set."
@@ -73,6 +71,11 @@ def make_library(folder: Path) -> Path:
                              (attachment_id, TYPES["attachment"], attachment_key))
         database.execute("INSERT INTO itemAttachments (itemID, parentItemID, linkMode, contentType, path) "
                          "VALUES (?, ?, 0, 'application/pdf', ?)", (attachment_id, parent, f"storage:{name}"))
+    # Collections: one all of whose items became papers, one partly, one whose only item has no title.
+    database.executemany("INSERT INTO collections (collectionID, collectionName, parentCollectionID, libraryID, key) "
+                         "VALUES (?, ?, NULL, 1, ?)", [(1, "Books", "COLL0001"), (2, "Mixed", "COLL0002"),
+                                                      (3, "Unreadable", "COLL0003")])
+    database.executemany("INSERT INTO collectionItems VALUES (?, ?, 0)", [(1, 2), (1, 4), (2, 1), (2, 6), (3, 6)])
     database.commit()
     database.close()
     return path
@@ -107,6 +110,34 @@ def test_every_titled_item_of_a_library_is_a_paper_with_its_kind_of_text(workdir
     assert kinds["THES0001"]["abstract"] == ""
     shown = run("show", "THES0001").stdout
     assert "title only" in shown
+
+
+def test_collections_whose_items_are_not_all_papers_are_listed_with_why(workdir, run):
+    from serving import start_server
+
+    folder = workdir / "Zotero"
+    folder.mkdir()
+    built = run("build", str(make_library(folder)))
+    assert built.exit_code == 0, built.output
+    listed = {row["tag"]: row for row in json.loads(run("tags", "--format", "json").stdout)}
+    assert listed["Books"]["papers"] == ["BOOK0001", "THES0001"] and "left_out" not in listed["Books"]
+    assert (listed["Mixed"]["papers"], listed["Mixed"]["left_out"]) == (["ARTI0001"], {"have no title": 1})
+    assert (listed["Unreadable"]["papers"], listed["Unreadable"]["left_out"]) == ([], {"have no title": 1})
+    table = run("tags").stdout
+    assert "1 of 2 items; 1 have no title" in table and "0 of 1 items; 1 have no title" in table
+    index_dir = Path(built.stdout.split(" in ", 1)[1].split(": ", 1)[0])
+    server = start_server(index_dir)
+    try:
+        status, _, page = server.get("/tags")
+        assert status == 200 and "Unreadable</a> (0 papers: <span class=\"items-note\">0 of 1 items; 1 have no title" in page.decode()
+        status, _, page = server.get("/tags/Mixed")
+        assert status == 200 and "Of the library's collection: 1 of 2 items; 1 have no title." in page.decode().replace("&#39;", "'")
+        status, _, page = server.get("/paper/THES0001")
+        assert status == 200 and "title only: no abstract or full text was read" in page.decode()
+        status, _, page = server.get("/paper/BOOK0001")
+        assert status == 200 and "From its full text" in page.decode()
+    finally:
+        server.stop()
 
 
 def test_a_folder_of_pdfs_builds_and_skips_what_it_cannot_read(workdir, run):
@@ -152,6 +183,8 @@ def test_a_bib_file_field_gives_the_text_of_its_pdf(workdir, run):
 
 
 def test_a_full_text_gives_its_abstract_else_its_opening():
+    from recommender.corpus.fulltext import abstract_of
+
     assert abstract_of(CACHED).startswith("We make attention sparse") and "Transformers" not in abstract_of(CACHED)
     body = "A body with no heading. " * 200
     opening = abstract_of(body)

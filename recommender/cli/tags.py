@@ -113,7 +113,7 @@ def tags(context, index, fmt):
         return
     import json
 
-    from ..reading.tags import TagStore
+    from ..reading.tags import TagStore, items_note
     from ..render.tables import render
 
     with opened_index(index) as recommender:
@@ -124,6 +124,8 @@ def tags(context, index, fmt):
                 "papers": ids,
                 "not": store.marked(name, "not"),
                 "seen": store.marked(name, "seen"),
+                # a collection some of whose items did not become papers: why
+                **({"left_out": store.left_out(name)} if store.left_out(name) else {}),
             }
             for name, ids in store.tags().items()
         ]
@@ -139,16 +141,15 @@ def tags(context, index, fmt):
                 "not interested": len(row["not"]),
                 "seen": len(row["seen"]),
                 "first papers": ", ".join(row["papers"][:3]),
+                "items": items_note(len(row["papers"]), row.get("left_out", {})),
             }
             for row in rows
         ]
+        columns = {"tag": 0, "papers": 0, "not interested": 0, "seen": 0, "first papers": 60}
+        if any(row["items"] for row in shown):  # a collection whose items did not all become papers
+            columns["items"] = 0
         click.echo(
-            render(
-                shown,
-                [],
-                fmt,
-                {"tag": 0, "papers": 0, "not interested": 0, "seen": 0, "first papers": 60},
-            ),
+            render(shown, list(columns), fmt, columns),
             nl=False,
         )
 

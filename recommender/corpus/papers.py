@@ -200,9 +200,13 @@ def scan_papers(
     where: Sequence[str] | Where | None = None,
     without_abstract: list | None = None,
     keep_withdrawn: bool = False,
+    left_out: dict[str, dict[str, int]] | None = None,
 ) -> Generator[Paper, None, None]:
     """Every paper of the inputs as it is read, duplicates included and without handles (see
-    `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`)."""
+    `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`).
+
+    Given a dict as `left_out`, each reference-manager collection some of whose items are not made
+    papers gets there how many were not, by reason: {"Thesis": {"have no title": 4}}."""
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
 
     condition = where if isinstance(where, Where) or where is None else parse_where(where)
@@ -217,9 +221,11 @@ def scan_papers(
             if condition is not None and not condition.matches(record):  # first: the cheap test
                 if not matched:
                     present |= condition.fields_present(record)
+                _count_left_out(left_out, record, "do not match --where")
                 continue
             if record.extra.get("withdrawn") and not keep_withdrawn:
                 withdrawn.append(record.where)
+                _count_left_out(left_out, record, "are withdrawn")
                 continue
             text_from = record.extra.get("text_from")
             if (
@@ -234,6 +240,8 @@ def scan_papers(
                     continue
                 skipped += 1
                 first_skipped = first_skipped or record.where
+                titled = _text_field(record, "title") if "title" in record.fields else ""
+                _count_left_out(left_out, record, "have no abstract" if titled else "have no title")
                 continue
             matched += 1
             yield _paper_from_record(record)
@@ -269,6 +277,17 @@ def scan_papers(
             f"no paper matches the condition {condition} (of {read} read): "
             f"{condition.no_match_reason(present, read)}"
         )
+
+
+def _count_left_out(left_out: dict | None, record: Record, reason: str) -> None:
+    """Count a record not made a paper under each of its collections (scan_papers' `left_out`)."""
+    if left_out is None:
+        return
+    for collection in record.extra.get("collections") or ():
+        name = _clean(collection)
+        if name:
+            reasons = left_out.setdefault(name, {})
+            reasons[reason] = reasons.get(reason, 0) + 1
 
 
 class PaperSet:

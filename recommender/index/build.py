@@ -32,6 +32,7 @@ from .home import resolve_index_dir
 from .keys import ALIASES, digest_records, key_tables
 from .layout import (
     COLLECTIONS,
+    COLLECTIONS_LEFT_OUT,
     COLUMN_MAX,
     FAISS,
     KEY_ARRAYS,
@@ -180,6 +181,7 @@ def build_index(
     phase("reading papers", None)
     embedded = None
     count = 0
+    left_out: dict[str, dict[str, int]] = {}  # collections' items not made papers, by reason
     with writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
         spool = _PaperSpool(
             files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS
@@ -188,7 +190,9 @@ def build_index(
         reading = (
             _stored_papers(index_dir)
             if upgrade and not inputs
-            else scan_papers(inputs, where=list(where), keep_withdrawn=keep_withdrawn)
+            else scan_papers(
+                inputs, where=list(where), keep_withdrawn=keep_withdrawn, left_out=left_out
+            )
         )
         # Read under the lock: no `add` publishes a segment this build would miss.
         if own_papers is not None:
@@ -223,6 +227,8 @@ def build_index(
             written = _write_papers(writer, spool, handles, tfidf)
             if written.collections:  # a reference manager's folders: tags (reading/tags.py)
                 writer.save_json(COLLECTIONS, written.collections)
+            if left_out:  # collections whose items did not all become papers: the tags say so
+                writer.save_json(COLLECTIONS_LEFT_OUT, left_out)
             changes = build_changes(previous_texts, ids, written.text_digests)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.

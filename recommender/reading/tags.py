@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import files
 from ..errors import InputError, PaperNotFoundError, RecommenderError
 from ..index.layout import tags_path
-from ..index.stored import collection_memberships
+from ..index.stored import collection_memberships, collections_left_out
 from ..query.paper_index import PaperIndex, Recommendation
 
 #: How long a tag's change waits for another process changing the tags (SQLite's busy timeout).
@@ -56,12 +56,22 @@ class TagStore:
         self.path = tags_path(self.index_dir)
 
     def collections(self) -> dict[str, list[str]]:
-        """The index's collections with their paper IDs (those with a valid tag name)."""
-        return {
+        """The index's collections with their paper IDs (those with a valid tag name), those none
+        of whose items became papers included, with none."""
+        found = {
             name: ids
             for name, ids in collection_memberships(self.index_dir).items()
             if _valid_tag(name)
         }
+        for name in collections_left_out(self.index_dir):
+            if _valid_tag(name):
+                found.setdefault(name, [])
+        return found
+
+    def left_out(self, tag: str) -> dict[str, int]:
+        """How many of a collection's items did not become papers, by reason ({} for a tag that is
+        not a collection, or one all of whose items did)."""
+        return dict(collections_left_out(self.index_dir).get(tag, {}))
 
     @contextlib.contextmanager
     def _connection(self, write: bool = False) -> Iterator:
@@ -332,6 +342,16 @@ def _create_feed_tables(connection) -> None:
         "CREATE TABLE IF NOT EXISTS feed_reads (tag TEXT PRIMARY KEY, "
         "noticed INTEGER NOT NULL, read REAL NOT NULL)"
     )
+
+
+def items_note(papers: int, left_out: dict[str, int]) -> str:
+    """What a collection's tag says of its items ("3 of 7 items; 4 have no title"), "" when every
+    item became a paper."""
+    if not left_out:
+        return ""
+    total = papers + sum(left_out.values())
+    reasons = "; ".join(f"{count} {reason}" for reason, count in left_out.items())
+    return f"{papers} of {total} items; {reasons}"
 
 
 def tag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:

@@ -278,8 +278,17 @@ def check_tag_segment(request: Request, tag: str, position: int = 3) -> None:
 
 @router.get("/tags", summary="Every tag with its paper IDs (the index's collections among them)")
 def tags(request: Request):
+    store = request.app.state.tags
     return JSONResponse(
-        [{"tag": name, "papers": ids} for name, ids in request.app.state.tags.tags().items()]
+        [
+            {
+                "tag": name,
+                "papers": ids,
+                # a collection some of whose items did not become papers: why
+                **({"left_out": store.left_out(name)} if store.left_out(name) else {}),
+            }
+            for name, ids in store.tags().items()
+        ]
     )
 
 

@@ -294,7 +294,12 @@ def tag_names(request: Request) -> list[str]:
 
 @router.get("/tags", response_class=HTMLResponse)
 def tags_page(request: Request):
-    return render(request, "tags.html", {"tags": request.app.state.tags.tags()})
+    from ..reading.tags import items_note
+
+    store = request.app.state.tags
+    found = store.tags()
+    notes = {name: items_note(len(ids), store.left_out(name)) for name, ids in found.items()}
+    return render(request, "tags.html", {"tags": found, "notes": notes})
 
 
 def because_card(result) -> dict:
@@ -328,7 +333,7 @@ def tag_page(
     tag: str = PathParameter(..., max_length=MAX_TAG),
     k: int = Query(10, ge=1, le=MAX_K),
 ):
-    from ..reading.tags import check_tag
+    from ..reading.tags import check_tag, items_note
 
     store = request.app.state.tags
     with lease(request) as opened:
@@ -360,6 +365,7 @@ def tag_page(
                 "tag_names": tag_names(request),
                 "not_interested": store.marked(tag, "not"),
                 "seen": len(store.marked(tag, "seen")),
+                "items_note": items_note(len(ids), store.left_out(tag)),
             },
         )
 
