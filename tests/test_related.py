@@ -154,7 +154,7 @@ def test_all_formats_parse_back(open_index, built, workdir):
     assert [r["id"] for r in lists[0]["related"]] == [r.id for r in open_index().like("dp1", k=3)]
     assert [r["rank"] for r in lists[0]["related"]] == [1, 2, 3]
     assert set(lists[0]["related"][0]) == {"rank", "id", "score", "handle", "title", "authors", "year", "venue",
-                                             "snippet", "url", "code_links", "because"}
+                                             "snippet", "url", "code_links", "text_from", "because"}
 
     lines = built("related-work", "--all", "-k", "3", "--format", "jsonl").stdout.splitlines()
     assert [json.loads(line) for line in lines] == lists

@@ -124,7 +124,9 @@ class Paper:
                 {"bibtex_fields": dict(self.bibtex_fields)} if self.bibtex_fields and stored else {}
             ),
             **({"collections": list(self.collections)} if self.collections else {}),
-            "text_from": self.text_from,
+            # Every output says it; the index's copy only where it is not an abstract (the
+            # default: its papers, and those of indexes built before it was kept, are abstracts).
+            **({"text_from": self.text_from} if self.text_from != "abstract" or not stored else {}),
         }
 
     @classmethod

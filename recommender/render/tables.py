@@ -284,7 +284,7 @@ def render_paper(paper, fmt: str) -> str:
         ("url", paper.url),
         ("code", LIST_SEPARATOR.join(paper.code_links)),
         ("source", paper.source),
-        ("text", paper.text_from),
+        ("text", "" if paper.text_from == "abstract" else paper.text_from),
     ]
     for name, value in fields:
         if value not in ("", None):
@@ -303,7 +303,7 @@ def _paper_markdown(paper) -> str:
         ("handle", md(paper.handle)),
         ("code", ", ".join(md_link(link) for link in paper.code_links)),
         ("source", md(paper.source)),
-        ("text", md(paper.text_from)),
+        ("text", "" if paper.text_from == "abstract" else md(paper.text_from)),
     ]
     lines += [f"- **{name}**: {value}" for name, value in fields if value]
     return "\n".join(lines + ["", md_latex(paper.abstract)]) + "\n"
