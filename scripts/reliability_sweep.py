@@ -2979,6 +2979,113 @@ def _(cwd):
 # -- every item of the library: full texts, PDFs, text kinds (family: library)
 
 
+def _hostile_pdfs(folder: Path) -> dict[str, str]:
+    """PDFs no reader can take, each with the word its one warning line must hold."""
+    from pdfs import paper_pdf, pdf_bytes
+
+    folder.mkdir(parents=True, exist_ok=True)
+    good = paper_pdf(folder / "good.pdf", "Random Walks on Expanders",
+                     "We bound the mixing time of random walks on expanders by their spectral gap.")
+    (folder / "truncated.pdf").write_bytes(good.read_bytes()[:500])
+    (folder / "empty.pdf").write_bytes(b"")
+    (folder / "text.pdf").write_text("not a PDF at all\n")
+    (folder / "locked.pdf").write_bytes(pdf_bytes([["Words enough for a text layer, locked away."]], encrypted=True))
+    (folder / "scan.pdf").write_bytes(pdf_bytes([["x"]], image_only=True))
+    (folder / "huge.pdf").write_bytes(b"%PDF-1.4\n")
+    os.truncate(folder / "huge.pdf", 250 * 1024 * 1024)
+    os.mkfifo(folder / "pipe.pdf")  # never opened: not a regular file
+    return {"truncated.pdf": "damaged", "empty.pdf": "damaged", "text.pdf": "damaged", "locked.pdf": "encrypted",
+            "scan.pdf": "no text", "huge.pdf": "250 MB"}
+
+
+@case("library: a folder of hostile PDFs builds the readable one; each other is one warning line")
+def _(cwd):
+    expected = _hostile_pdfs(cwd / "pdfs")
+    code, stdout, stderr = papers(cwd, "build", "pdfs", "--index", "pdfs-index", timeout=120)
+    if code != 0 or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-300:]}"
+    if not stdout.startswith("indexed 1 papers") or "1 from PDFs" not in stdout:
+        return f"not the one readable PDF: {stdout!r}"
+    for name, why in expected.items():
+        lines = [line for line in stderr.splitlines() if name in line]
+        if len(lines) != 1 or why not in lines[0]:
+            return f"{name}: not one line saying {why!r}: {lines}"
+    if "pipe.pdf" in stderr:
+        return "the pipe was opened"
+    return None
+
+
+@case("library: only unreadable PDFs: one error line, no index")
+def _(cwd):
+    expected = _hostile_pdfs(cwd / "pdfs")
+    (cwd / "pdfs/good.pdf").unlink()
+    code, _, stderr = papers(cwd, "build", "pdfs", "--index", "pdfs-index", timeout=120)
+    errors = [line for line in stderr.splitlines() if line.startswith("Error:")]
+    if code != 1 or len(errors) != 1 or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-300:]}"
+    if len(stderr.strip().splitlines()) != len(expected) + 1:
+        return f"not one line a PDF and one error: {stderr!r}"
+    if (cwd / "indexes/pdfs-index").exists() and any((cwd / "indexes/pdfs-index").glob("v-*")):
+        return "an index was written"
+    return None
+
+
+@case("library: a .bib's file field naming a device, a folder, a pipe or nothing: title only, never opened")
+def _(cwd):
+    (cwd / "lib").mkdir()
+    os.mkfifo(cwd / "lib/pipe.pdf")
+    (cwd / "lib/folder.pdf").mkdir()
+    (cwd / "lib/library.bib").write_text(
+        "@book{zero, title = {Zero}, file = {:/dev/zero:PDF}}\n"
+        "@book{pipe, title = {Pipe}, file = {:pipe.pdf:PDF}}\n"
+        "@book{folder, title = {Folder}, file = {:folder.pdf:PDF}}\n"
+        "@book{none, title = {Nothing}, file = {:../../nowhere.pdf:PDF}}\n")
+    code, stdout, stderr = papers(cwd, "build", "lib/library.bib", "--index", "bib", timeout=60)
+    if code != 0 or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-300:]}"
+    if "4 title only" not in stdout:
+        return f"not 4 title-only papers: {stdout!r}"
+    return None
+
+
+@case("library: Zotero storage with a 1 GB full text and a garbage PDF: bounded, nothing written")
+def _(cwd):
+    import sqlite3
+
+    schema = (REPO / "tests/fixtures/zotero-schema.sql").read_text()
+    folder = cwd / "Zotero"
+    (folder / "storage/ATTA0001").mkdir(parents=True)
+    (folder / "storage/ATTB0001").mkdir(parents=True)
+    database = sqlite3.connect(folder / "zotero.sqlite")
+    database.executescript(schema)
+    database.execute("INSERT INTO version VALUES ('userdata', 129)")
+    database.execute("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (1, 'user', 1, 1)")
+    database.executemany("INSERT INTO itemTypesCombined VALUES (?, ?, 1, 0)", [(3, "attachment"), (7, "book")])
+    database.execute("INSERT INTO fieldsCombined VALUES (1, 'title', NULL, NULL, 0)")
+    for item_id, key, title in ((1, "BOOK0001", "A Long Book"), (2, "BOOK0002", "A Broken Book")):
+        database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, 7, 1, ?)", (item_id, key))
+        database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (?, ?)", (item_id, title))
+        database.execute("INSERT INTO itemData VALUES (?, 1, ?)", (item_id, item_id))
+    for item_id, key, parent in ((3, "ATTA0001", 1), (4, "ATTB0001", 2)):
+        database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, 3, 1, ?)", (item_id, key))
+        database.execute("INSERT INTO itemAttachments (itemID, parentItemID, linkMode, contentType, path) "
+                         "VALUES (?, ?, 0, 'application/pdf', 'storage:x.pdf')", (item_id, parent))
+    database.commit()
+    database.close()
+    with open(folder / "storage/ATTA0001/.zotero-ft-cache", "wb") as cache:
+        cache.write(b"Abstract\nA book so long its cached text is a gigabyte. " * 20 + b"\n1 Introduction\n")
+        cache.truncate(1024 ** 3)
+    (folder / "storage/ATTB0001/x.pdf").write_bytes(os.urandom(4096))
+    before = {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    code, stdout, stderr = papers(cwd, "build", "Zotero/zotero.sqlite", "--index", "z", timeout=120)
+    if code != 0 or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-300:]}"
+    if "1 from full texts, 1 title only" not in stdout or "x.pdf: PDF damaged" not in stderr:
+        return f"not one full text and one title only: {stdout!r} {stderr!r}"
+    after = {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    return None if after == before else "a file of Zotero's changed"
+
+
 # (end of the library family)
 
 

@@ -119,6 +119,8 @@ def read_pdf(path: Path) -> PdfText:
         size = path.stat().st_size
     except OSError as error:
         raise PdfUnreadable(f"{path}: cannot read the PDF ({error.strerror})") from None
+    if not path.is_file():  # a pipe or a device would never end
+        raise PdfUnreadable(f"{path}: not a regular file")
     if size > PDF_BYTES:
         raise PdfUnreadable(
             f"{path}: PDF of {size / 1024 / 1024:,.0f} MB left unread (over"

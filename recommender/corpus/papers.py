@@ -274,6 +274,13 @@ def scan_papers(
                 stacklevel=2,
             )
         read += found
+    if condition is None and not matched and without_abstract is None:
+        # Every record was left out with a warning of its own (PDFs without text, withdrawn
+        # submissions): an index of nothing would find nothing.
+        raise InputError(
+            "no paper could be read: every record was left out (as said above): give PDFs with"
+            " a text layer, or other files of papers"
+        )
     if condition is not None and not matched:
         raise InputError(
             f"no paper matches the condition {condition} (of {read} read): "

@@ -257,7 +257,7 @@ def _record(path: Path, entry, fields_of: dict[str, dict], written: dict[str, li
         "bibtex_fields": tuple(as_written.items()),
     }
     attached = file_paths(values.get("file", ""), path.parent)
-    if attached:  # a reference manager's entry with its PDF: its text when it has no abstract
+    if values.get("file", "").strip():  # a reference manager's entry with its files: a paper
         from ..fulltext import complete
 
         extra["text_from"] = complete(
