@@ -239,7 +239,7 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
         url = data.get("url", "").strip() or (f"https://doi.org/{doi}" if doi else "")
         found = re.search(r"(?<!\d)(\d{4})(?!\d)", data.get("date", ""))
         citation_key = data.get("citationKey", "").strip() or better_bibtex.get(key, "")
-        extra = {
+        extra: dict[str, object] = {
             "entry_type": ENTRY_TYPES.get(type_name, "misc"),
             "citation_key": citation_key,
             "collections": collections.get(item_id, ()),
