@@ -444,6 +444,34 @@ def test_the_checker_finds_cli_words_in_library_errors(tmp_path, files, expected
     assert cli_words_in_library_errors(write_package(tmp_path, files)) == expected
 
 
+PDF_LIBRARIES = ("pypdfium2", "pypdf", "pdfminer", "fitz", "pymupdf")
+
+
+def pdf_readers(root: Path) -> list[str]:
+    """Modules other than corpus/fulltext.py that import a PDF library: every PDF is read there, with
+    its bounds on pages, time and size, and its one line for a PDF that cannot be read."""
+    found = []
+    for name, path in modules(root).items():
+        if name == f"{root.name}.corpus.fulltext":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{name}:{node.lineno} imports {imported}" for imported in names
+                      if imported.split(".")[0] in PDF_LIBRARIES]
+    return found
+
+
+def test_pdfs_are_read_only_where_they_are_bounded():
+    assert pdf_readers(PACKAGE) == []
+
+
+def test_the_checker_finds_a_pdf_read_elsewhere(tmp_path):
+    package = write_package(tmp_path, {"corpus/__init__.py": "", "corpus/fulltext.py": "import pypdfium2\n",
+                                       "corpus/other.py": "def f():\n    from pypdf import PdfReader\n"})
+    assert pdf_readers(package) == ["pkg.corpus.other:2 imports pypdf"]
+
+
 def test_no_test_module_imports_another():
     """Shared fixtures live in conftest.py and helpers in helper modules (corpus.py, fakes.py, ...):
     a test module importing another runs that module's fixtures and tests twice over, and breaks when

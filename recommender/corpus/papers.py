@@ -88,7 +88,9 @@ class Paper:
     @property
     def head(self) -> int:
         """How many characters of `text` the title takes (with its separator); 0 without a title."""
-        return len(self.title.rstrip()) + len(self._separator()) if self.title else 0
+        if not self.title:
+            return 0
+        return len(self.title.rstrip()) + (len(self._separator()) if self.abstract else 0)
 
     def _separator(self) -> str:
         return " " if self.title.rstrip()[-1:] in ".?!:" else ". "
@@ -223,7 +225,7 @@ def scan_papers(
             if condition is not None and not condition.matches(record):  # first: the cheap test
                 if not matched:
                     present |= condition.fields_present(record)
-                _count_left_out(left_out, record, "do not match --where")
+                _count_left_out(left_out, record, "do not match the conditions")
                 continue
             if record.extra.get("withdrawn") and not keep_withdrawn:
                 withdrawn.append(record.where)
