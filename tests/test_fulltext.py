@@ -189,3 +189,25 @@ def test_a_full_text_gives_its_abstract_else_its_opening():
     body = "A body with no heading. " * 200
     opening = abstract_of(body)
     assert opening.startswith("A body with no heading.") and len(opening) <= 2000 and opening.endswith(".")
+
+
+def test_without_the_pdf_library_papers_are_read_by_their_titles_with_one_line(workdir, monkeypatch):
+    import sys
+    import warnings
+
+    from recommender.corpus import fulltext
+    from recommender.corpus.papers import read_papers
+
+    monkeypatch.setitem(sys.modules, "pypdfium2", None)  # `import pypdfium2` raises ImportError
+    monkeypatch.setattr(fulltext, "_said", set())
+    for name in ("a", "b"):
+        paper_pdf(workdir / f"{name}.pdf", f"Paper {name.upper()} on Walks", IN_PDF)
+    (workdir / "library.bib").write_text("@book{a, title = {Paper A on Walks}, file = {:a.pdf:PDF}}\n"
+                                         "@book{b, title = {Paper B on Walks}, file = {:b.pdf:PDF}}\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        papers = read_papers([workdir / "library.bib"])
+        with_pdfs = read_papers([workdir / "library.bib", workdir / "a.pdf"])
+    assert [paper.text_from for paper in papers] == ["title only", "title only"] and len(with_pdfs) == 2
+    said = [str(warning.message) for warning in caught]
+    assert len(said) == 2 and all("pip install pypdfium2" in line for line in said), said

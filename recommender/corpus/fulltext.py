@@ -27,12 +27,14 @@ __all__ = [
     "PDF",
     "TEXT_FROM",
     "TITLE_ONLY",
+    "PdfLibraryMissing",
     "PdfText",
     "PdfUnreadable",
     "abstract_of",
     "complete",
     "read_full_text",
     "read_pdf",
+    "say_once",
     "text_of_files",
 ]
 
@@ -65,6 +67,13 @@ _DOI = re.compile(r"\b10\.\d{4,9}/[^\s\"<>]+")
 
 class PdfUnreadable(Exception):
     """A PDF whose text cannot be had; the message says which file and why, in one line."""
+
+
+class PdfLibraryMissing(PdfUnreadable):
+    """No PDF can be read here (pypdfium2 is not installed): said once a process."""
+
+
+_said: set[str] = set()  # the one-a-process warnings already given
 
 
 @dataclass(frozen=True)
@@ -112,8 +121,8 @@ def read_pdf(path: Path) -> PdfText:
     try:
         import pypdfium2
     except ImportError:
-        raise PdfUnreadable(
-            f"{path}: PDFs cannot be read without pypdfium2: pip install pypdfium2"
+        raise PdfLibraryMissing(
+            "PDFs cannot be read without pypdfium2: install it (pip install pypdfium2)"
         ) from None
     try:
         size = path.stat().st_size
@@ -159,10 +168,19 @@ def read_pdf(path: Path) -> PdfText:
         raise PdfUnreadable(f"{path}: PDF has no text on its first pages (pictures of pages?)")
     if not title or title.lower().endswith((".pdf", ".doc", ".docx", ".dvi")):
         title = next(
-            (collapse_spaces(line)[:300] for line in text.splitlines() if line.strip()), ""
+            (line for line in map(collapse_spaces, text.splitlines()) if _titled(line)), ""
         )
+        title = title[:300]
     found = _DOI.search(text)
     return PdfText(title, text, found.group().rstrip(".,;)]") if found else "")
+
+
+_NOT_A_TITLE = re.compile(r"^(?:arxiv:|doi:|https?:|www\.|preprint|page \d|\d)", re.IGNORECASE)
+
+
+def _titled(line: str) -> bool:
+    """Whether a PDF's line may be its title: words, not an arXiv stamp, a link or a page number."""
+    return sum(character.isalpha() for character in line) >= 8 and not _NOT_A_TITLE.match(line)
 
 
 def text_of_files(
@@ -178,11 +196,23 @@ def text_of_files(
     for path in pdfs:
         try:
             read = read_pdf(path)
+        except PdfLibraryMissing as error:
+            say_once(
+                f"{error}; until then papers without an abstract are read by their titles only"
+            )
+            return None
         except PdfUnreadable as error:
             warnings.warn(f"{where}: {error}: read by its title only", InputWarning, stacklevel=3)
             continue
         return abstract_of(read.text), PDF, read.title
     return None
+
+
+def say_once(message: str) -> None:
+    """An InputWarning given once a process (the same cause for every PDF)."""
+    if message not in _said:
+        _said.add(message)
+        warnings.warn(message, InputWarning, stacklevel=4)
 
 
 def complete(fields: dict, full_texts: list[Path], pdfs: list[Path], where: str) -> str | None:

@@ -15,10 +15,13 @@ NAME = "PDF"
 
 
 def read(path: Path) -> list[Record]:
-    from ..fulltext import PDF, PdfUnreadable, abstract_of, read_pdf
+    from ..fulltext import PDF, PdfLibraryMissing, PdfUnreadable, abstract_of, read_pdf, say_once
 
     try:
         found = read_pdf(path)
+    except PdfLibraryMissing as error:
+        say_once(f"{error}; until then PDFs given alone are left out")
+        return []
     except PdfUnreadable as error:
         warnings.warn(f"{error}: left out", InputWarning, stacklevel=2)
         return []
