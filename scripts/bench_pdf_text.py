@@ -6,7 +6,10 @@ Each candidate that is installed (pypdf, pypdfium2, pdfminer.six) reads the firs
 PDF, plus three broken copies of the first one made here (truncated to half, bytes overwritten in
 the middle, an empty file). Prints, per library: PDFs read, failures (an exception or no text),
 characters extracted, total and slowest time per PDF. Timings are ratios between libraries in the
-same run; the machine's load changes them."""
+same run; the machine's load changes them.
+
+Quoted in: docs/input-formats.md (the choice of pypdfium2).
+"""
 
 from __future__ import annotations
 
