@@ -556,7 +556,12 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         raise InputError(f"{record.where}: record has no 'abstract' field: every paper needs one")
     abstract = _text_field(record, "abstract")
     text_from = record.extra.get("text_from") or "abstract"
-    empty_abstract = empty_abstract or text_from == "title only"
+    if not abstract and (empty_abstract or text_from != "abstract"):
+        # A full text that cleaned to nothing, or a record kept for its title: its title alone.
+        text_from = "title only"
+    empty_abstract = empty_abstract or (
+        text_from == "title only" and bool(_text_field(record, "title"))
+    )
     if not abstract and not empty_abstract:
         raise InputError(f"{record.where}: abstract is empty: give the text or remove the record")
     if len(abstract) > LONG_ABSTRACT:
@@ -609,5 +614,5 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
                 _clean(name) for name in record.extra.get("collections") or () if _clean(name)
             )
         ),
-        text_from=text_from if abstract or text_from == "title only" else "title only",
+        text_from=text_from,
     )
