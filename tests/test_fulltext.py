@@ -152,14 +152,18 @@ def test_a_folder_of_pdfs_builds_and_skips_what_it_cannot_read(workdir, run):
     (folder / "scan.pdf").write_bytes(pdf_bytes([["x"]], image_only=True))
     (folder / "huge.pdf").write_bytes(b"%PDF-1.4\n")
     os.truncate(folder / "huge.pdf", 300 * 1024 * 1024)  # sparse: no disk used
+    (folder / "again").mkdir()
+    paper_pdf(folder / "again" / "walks.pdf", "Cover Times of Random Walks", IN_PDF.replace("mixing", "cover"))
     result = run("build", str(folder))
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("indexed 2 papers") and "2 from PDFs" in result.stdout
+    assert result.stdout.startswith("indexed 3 papers") and "3 from PDFs" in result.stdout
+    # Files are read in order (again/walks.pdf first): the second walks.pdf takes its folder's name too.
+    assert "pdfs/walks.pdf: another PDF is named 'walks.pdf' too: its ID is 'pdfs/walks'" in result.stderr
     for name, why in (("damaged", "damaged"), ("locked", "encrypted"), ("scan", "no text"), ("huge", "300 MB")):
         lines = [line for line in result.stderr.splitlines() if f"{name}.pdf" in line]
         assert len(lines) == 1 and why in lines[0] and "left out" in lines[0], result.stderr
     listed = {row["id"]: row for row in json.loads(run("list", "--format", "json").stdout)}
-    assert sorted(listed) == ["10.5555/sparse.2020", "walks"]
+    assert sorted(listed) == ["10.5555/sparse.2020", "pdfs/walks", "walks"]
 
 
 def test_a_bib_file_field_gives_the_text_of_its_pdf(workdir, run):

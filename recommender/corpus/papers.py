@@ -217,6 +217,7 @@ def scan_papers(
     matched = 0
     read = 0
     present: set[str] = set()  # the fields of the conditions some record has a value for
+    pdf_names: set[str] = set()  # the IDs PDFs took from their file names
     for path in _expand_inputs(inputs):
         found, skipped, first_skipped = 0, 0, ""
         withdrawn: list[str] = []
@@ -248,6 +249,8 @@ def scan_papers(
                 _count_left_out(left_out, record, "have no abstract" if titled else "have no title")
                 continue
             matched += 1
+            if path.suffix.lower() == ".pdf":
+                _unique_pdf_id(record, path, pdf_names)
             yield _paper_from_record(record)
         if not found:
             if path.suffix.lower() == ".pdf":
@@ -288,6 +291,20 @@ def scan_papers(
             f"no paper matches the condition {condition} (of {read} read): "
             f"{condition.no_match_reason(present, read)}"
         )
+
+
+def _unique_pdf_id(record: Record, path: Path, taken: set[str]) -> None:
+    """A PDF named as another in another folder (`a/paper.pdf`, `b/paper.pdf`) takes its folder's
+    name too (`b/paper`), said in one line, rather than stopping the build on a shared ID."""
+    given = record.fields.get("id")
+    if given == path.stem and given in taken:
+        record.fields["id"] = f"{path.parent.name}/{path.stem}"
+        warnings.warn(
+            f"{path}: another PDF is named '{path.name}' too: its ID is '{record.fields['id']}'",
+            InputWarning,
+            stacklevel=3,
+        )
+    taken.add(str(record.fields.get("id")))
 
 
 def _count_left_out(left_out: dict | None, record: Record, reason: str) -> None:
