@@ -122,6 +122,18 @@ def test_strip_braces(text, expected):
     assert strip_braces(text) == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("{\\textbackslash}emph\\{single\\}", "\\emph\\{single\\}"),  # Better BibTeX's escape of a backslash
+    ('M{\\"u}ller and \\v{C}ech, G\\o{}ran, {\\ss}', "Müller and Čech, Gøran, ß"),
+    ("{$k$-Means} Clustering of {BERT}", "$k$-Means Clustering of BERT"),  # braces around maths
+    ("$\\alpha \\ss$ and \\emph{x} \\cite{y} 50\\%", "$\\alpha \\ss$ and \\emph{x} \\cite{y} 50\\%"),
+])
+def test_bibtex_text_decodes_letters_and_symbols_only(text, expected):
+    from recommender.corpus.readers.bibtex import text_of
+
+    assert text_of(text) == expected
+
+
 def test_where_keeps_matching_arxiv_papers(workdir, fake_model):
     result = build_fixture(workdir, "arxiv-metadata-oai-snapshot.json", "--where", "category=cs.LG")
     assert result.exit_code == 0, result.output

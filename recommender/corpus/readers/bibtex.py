@@ -288,10 +288,8 @@ def text_of(value: str) -> str:
     only protect case (`strip_braces`)."""
     from ..latex import split_maths
 
-    return "".join(
-        piece if maths else strip_braces(_characters(piece)).replace(_BACKSLASH, "\\")
-        for piece, maths in split_maths(value)
-    )
+    decoded = "".join(piece if maths else _characters(piece) for piece, maths in split_maths(value))
+    return strip_braces(decoded).replace(_BACKSLASH, "\\")
 
 
 def _characters(text: str) -> str:
