@@ -125,6 +125,10 @@ def test_collections_whose_items_are_not_all_papers_are_listed_with_why(workdir,
     assert (listed["Unreadable"]["papers"], listed["Unreadable"]["left_out"]) == ([], {"have no title": 1})
     table = run("tags").stdout
     assert "1 of 2 items; 1 have no title" in table and "0 of 1 items; 1 have no title" in table
+    refused = run("like", "--tag", "Unreadable")
+    assert (refused.exit_code, refused.stderr) == (1, "Error: collection 'Unreadable' holds no papers (0 of 1 items; 1 "
+                                                      "have no title): give its items titles in the library and build "
+                                                      "again, or tag some papers\n")
     index_dir = Path(built.stdout.split(" in ", 1)[1].split(": ", 1)[0])
     server = start_server(index_dir)
     try:

@@ -413,6 +413,12 @@ def recommend_for_tags(
         raise InputError("no tag given: name at least one tag")
     tagged = [paper for name in names for paper in tags.papers(name)]
     if not tagged:
+        left_out = tags.left_out(names[0]) if len(names) == 1 else {}
+        if left_out:  # a collection none of whose items became a paper
+            raise PaperNotFoundError(
+                f"collection '{names[0]}' holds no papers ({items_note(0, left_out)}): give its"
+                " items titles in the library and build again, or tag some papers"
+            )
         raise PaperNotFoundError(
             f"tag '{names[0]}' holds no papers: tag some first"
             if len(names) == 1
