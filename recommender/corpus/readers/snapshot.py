@@ -1,0 +1,120 @@
+"""A committed state of an SQLite database another program is writing (Zotero's), read without
+ever opening its file with SQLite.
+
+The database is copied together with its rollback journal or write-ahead log (plain reads: no
+lock is taken, so the program is never refused or made to wait) into a private folder (mode
+0700, removed afterwards, also on error). The copy is kept only when every file's identity,
+size and modification time are the same after the copy as before; else it is made again, a few
+times. SQLite then opens the private copy read-write and recovers it as it would after a crash:
+a hot journal is rolled back (a transaction under way, or cut by a crash, is undone), the
+committed frames of the log are applied, its uncommitted ones ignored. What is read is always a
+state the program committed.
+
+    with committed_copy(path) as database:
+        database.execute("SELECT ...")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ...errors import InputError
+from ...files import open_exclusive
+
+COPY_ATTEMPTS = 8
+#: The files SQLite keeps beside a database: its rollback journal and write-ahead log. The WAL's
+#: index (`-shm`) is not copied: SQLite rebuilds it from the log.
+BESIDE = ("-journal", "-wal")
+
+
+@contextlib.contextmanager
+def committed_copy(path: Path, writer: str) -> Iterator:
+    """A connection to a private, recovered copy of the database at `path` (see the module), which
+    the program `writer` writes; InputError when it cannot be copied or read as a database."""
+    import sqlite3
+
+    path = Path(os.path.realpath(path))  # SQLite keeps the journal beside the file a link names
+    folder = Path(tempfile.mkdtemp(prefix="papers-snapshot-"))  # mode 0700
+    database = None
+    try:
+        copy = _copy_still(path, folder, writer)
+        database = sqlite3.connect(copy, isolation_level=None)
+        database.text_factory = _text
+        try:  # the first read recovers the copy (hot journal, WAL)
+            database.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as error:
+            raise InputError(f"{path}: cannot be read as a database ({error})") from None
+        yield database
+    finally:
+        if database is not None:
+            database.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _text(value: bytes) -> str:
+    """A text value as UTF-8, a byte that is not replaced by U+FFFD (one value, not the read)."""
+    return value.decode("utf-8", "replace")
+
+
+def _copy_still(path: Path, folder: Path, writer: str) -> Path:
+    """The database and the files beside it copied into `folder`, as they were at one moment."""
+    for attempt in range(COPY_ATTEMPTS):
+        before = _states(path)
+        if before[0] is None:
+            raise InputError(f"{path}: no such database: give the path of the {writer} database")
+        try:
+            copied = _copy_each(path, folder, before)
+        except FileNotFoundError:
+            copied = None  # a journal removed while it was copied: a commit, copy again
+        except OSError as error:
+            full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise InputError(
+                f"{path}: cannot be copied to read it ({error.strerror or error}): "
+                + (
+                    f"make room in {folder.parent} or set TMPDIR to a folder with room"
+                    if full
+                    else "check that the file and its folder can be read"
+                )
+            ) from None
+        if copied is not None and _states(path) == before:
+            return copied
+        time.sleep(min(0.02 * 2**attempt, 1.0))
+    raise InputError(
+        f"{path}: {writer} kept writing to the database while it was read: try again in a moment,"
+        f" or close {writer} first"
+    )
+
+
+def _copy_each(path: Path, folder: Path, states: tuple) -> Path:
+    target = folder / path.name
+    for suffix, state in zip(("", *BESIDE), states):
+        copy = target.with_name(target.name + suffix)
+        copy.unlink(missing_ok=True)
+        if state is not None:
+            with open(path.with_name(path.name + suffix), "rb") as source:
+                with open_exclusive(copy, "wb") as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
+    return target
+
+
+def _states(path: Path) -> tuple:
+    """What changes when the database is written: each file's identity, size and time."""
+    out: list[tuple[int, int, int, int] | None] = []
+    for suffix in ("", *BESIDE):
+        try:
+            found = os.stat(path.with_name(path.name + suffix))
+        except FileNotFoundError:
+            out.append(None)
+            continue
+        if not stat.S_ISREG(found.st_mode):  # a FIFO or device would block or never end
+            raise InputError(f"{path}{suffix}: not a regular file: give the path of the database")
+        out.append((found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns))
+    return tuple(out)
