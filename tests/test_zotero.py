@@ -340,3 +340,155 @@ def test_a_collection_s_tag_page_in_a_browser(workdir, run, library, browser):
         context.close()
         server.stop()
     assert problems == []
+
+
+# ------------------------------------------------------------------ a committed snapshot, never the file itself
+
+def files_of(folder: Path) -> dict:
+    """Every file of Zotero's folder with its bytes and modification time."""
+    return {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in sorted(folder.iterdir())}
+
+
+def titles_read(library: Path) -> dict:
+    from recommender.corpus.readers import zotero
+
+    return {record.fields["id"]: record.fields["title"] for record in zotero.read(library)}
+
+
+COMMITTED = {"ABCD2345": "Private Training at Scale", "EFGH6789": "Gated Linear Recurrences",
+             "JKLM2345": "Light Spanners of Planar Graphs", "NOAB3456": "Deep Learning"}
+TITLES = "valueID IN (SELECT valueID FROM itemData WHERE fieldID = 1)"
+# A Zotero that writes: a transaction whose pages spill into the file (a cache of a few pages and a
+# megabyte of new rows), then it waits to be killed. argv: the database, the journal mode, what to
+# commit first ("" for nothing), then whether to keep the exclusive lock.
+WRITER = f"""
+import sqlite3, sys, time
+database = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=0)
+database.execute(f"PRAGMA journal_mode={{sys.argv[2]}}")
+database.execute("PRAGMA wal_autocheckpoint=0")
+if sys.argv[4] == "exclusive":
+    database.execute("PRAGMA locking_mode=EXCLUSIVE")
+if sys.argv[3]:
+    database.execute("UPDATE itemDataValues SET value = ? || value WHERE {TITLES}", (sys.argv[3],))
+database.execute("PRAGMA cache_size=2")
+database.execute("BEGIN EXCLUSIVE")
+database.execute("UPDATE itemDataValues SET value = 'UNCOMMITTED ' || value WHERE {TITLES}")
+database.execute("CREATE TABLE filler (x)")
+database.execute("INSERT INTO filler SELECT randomblob(2000) FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL "
+                 "SELECT i + 1 FROM n WHERE i < 600) SELECT i FROM n)")
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def start_writer(library: Path, mode: str, commit: str = "", lock: str = "") -> "subprocess.Popen":
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", WRITER, str(library), mode, commit, lock],
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "ready\n"
+    return process
+
+
+def kill(process) -> None:
+    process.kill()
+    process.wait()
+    process.stdout.close()
+
+
+def test_a_hot_journal_of_a_killed_zotero_is_rolled_back_in_the_copy(workdir, run, library):
+    """Zotero killed mid-transaction leaves its changed pages in the file and the old ones in a hot
+    journal: what is read is the committed state, and the journal stays for Zotero to roll back."""
+    kill(start_writer(library, "DELETE"))
+    journal = library.with_name("zotero.sqlite-journal")
+    assert journal.stat().st_size > 0 and b"UNCOMMITTED" in library.read_bytes()  # the pages spilled
+    before = files_of(library.parent)
+    assert titles_read(library) == COMMITTED
+    result = run("build", str(library))
+    assert result.exit_code == 0, result.output
+    assert shown(run, "ABCD2345")["title"] == "Private Training at Scale"
+    assert files_of(library.parent) == before  # the hot journal untouched, nothing beside it
+
+
+@pytest.mark.parametrize("lock", ["exclusive", "killed"])
+def test_a_wal_is_read_with_its_committed_changes_only(workdir, run, library, lock):
+    """Zotero in WAL mode: changes committed since the last checkpoint are read (from the log),
+    a transaction under way is not, whether Zotero holds its exclusive lock or was killed."""
+    writer = start_writer(library, "WAL", commit="New: ", lock="exclusive" if lock == "exclusive" else "")
+    try:
+        if lock == "killed":
+            kill(writer)
+        assert b"New: " not in library.read_bytes()  # only in the log
+        before = files_of(library.parent)
+        assert titles_read(library) == {key: f"New: {title}" for key, title in COMMITTED.items()}
+        result = run("build", str(library))
+        assert result.exit_code == 0, result.output
+        assert files_of(library.parent) == before
+    finally:
+        kill(writer)
+
+
+# A Zotero starting and writing again and again: BEGIN EXCLUSIVE with no busy timeout, every title given
+# the transaction's number; counts how often it was refused. argv: the database, the file that stops it.
+STARTING = f"""
+import os, sqlite3, sys, time
+database = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=0)
+tries = refused = 0
+print("ready", flush=True)
+while not os.path.exists(sys.argv[2]):
+    tries += 1
+    try:
+        database.execute("BEGIN EXCLUSIVE")
+    except sqlite3.OperationalError:
+        refused += 1
+        continue
+    database.execute("UPDATE itemDataValues SET value = printf('v%d %s', ?, substr(value, instr(value, ' ') + 1))"
+                     " WHERE {TITLES}", (tries,))
+    database.execute("COMMIT")
+    time.sleep(0.005)
+print(tries, refused, flush=True)
+"""
+
+
+def test_a_zotero_starting_during_the_read_is_never_refused(workdir, library):
+    """Reads while Zotero takes its exclusive lock again and again (no busy timeout): Zotero is
+    never refused, and each read is one committed state (every title of one transaction)."""
+    import subprocess
+    import sys
+    import time
+
+    database = sqlite3.connect(library)
+    database.execute(f"UPDATE itemDataValues SET value = 'v0 ' || value WHERE {TITLES}")
+    database.commit()
+    database.close()
+    stop = workdir / "stop"
+    zotero = subprocess.Popen([sys.executable, "-c", STARTING, str(library), str(stop)], stdout=subprocess.PIPE,
+                              text=True)
+    assert zotero.stdout.readline() == "ready\n"
+    versions = []
+    try:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            titles = titles_read(library)
+            assert len({title.split()[0] for title in titles.values()}) == 1, titles  # one transaction's
+            versions.append(next(iter(titles.values())).split()[0])
+    finally:
+        stop.touch()
+        tries, refused = map(int, zotero.communicate(timeout=60)[0].split())
+    assert tries > 100 and refused == 0, (tries, refused)
+    assert len(set(versions)) > 5  # the reads saw Zotero's writes go on
+
+
+def test_a_library_zotero_never_stops_writing_is_one_line(workdir, run, library, monkeypatch):
+    """Copies are made again while the files change; a bounded number of times, then one line."""
+    from recommender.corpus.readers import snapshot
+
+    states = iter(range(1000))
+    monkeypatch.setattr(snapshot, "_states", lambda path: (next(states),))
+    monkeypatch.setattr(snapshot.time, "sleep", lambda seconds: None)
+    result = run("build", str(library))
+    assert (result.exit_code, result.stderr) == (1, (
+        f"Error: {library}: Zotero kept writing to the database while it was read: try again in a moment, "
+        "or close Zotero first\n"))
+    assert not list(Path(__import__("tempfile").gettempdir()).glob("papers-snapshot-*"))  # removed
