@@ -8,7 +8,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 
 TYPES = {"annotation": 1, "attachment": 3, "book": 7, "conferencePaper": 11, "journalArticle": 22, "note": 28,
@@ -381,7 +380,7 @@ time.sleep(600)
 """
 
 
-def start_writer(library: Path, mode: str, commit: str = "", lock: str = "") -> "subprocess.Popen":
+def start_writer(library: Path, mode: str, commit: str = "", lock: str = ""):
     import subprocess
     import sys
 
@@ -392,6 +391,7 @@ def start_writer(library: Path, mode: str, commit: str = "", lock: str = "") -> 
 
 
 def kill(process) -> None:
+    """SIGKILL, as a crash or a force-quit ends Zotero."""
     process.kill()
     process.wait()
     process.stdout.close()
@@ -492,3 +492,139 @@ def test_a_library_zotero_never_stops_writing_is_one_line(workdir, run, library,
         f"Error: {library}: Zotero kept writing to the database while it was read: try again in a moment, "
         "or close Zotero first\n"))
     assert not list(Path(__import__("tempfile").gettempdir()).glob("papers-snapshot-*"))  # removed
+
+
+# ------------------------------------------------------------------ whose papers, and odd bytes and tables
+
+def add_item(database, item_id: int, key: str, library_id: int, title: str, abstract: str, **fields) -> None:
+    database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, ?, ?, ?)",
+                     (item_id, TYPES["journalArticle"], library_id, key))
+    for number, (name, value) in enumerate({"title": title, "abstractNote": abstract, **fields}.items()):
+        value_id = item_id * 10 + number
+        database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (?, ?)", (value_id, value))
+        database.execute("INSERT INTO itemData VALUES (?, ?, ?)", (item_id, FIELDS[name], value_id))
+
+
+def test_feed_items_are_left_out_and_groups_are_their_own_collections(workdir, run, library):
+    database = sqlite3.connect(library)
+    database.executemany("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (?, ?, 1, 1)",
+                         [(2, "group"), (3, "feed")])
+    database.execute("INSERT INTO groups VALUES (4711, 2, 'Lab/ML', '', 0)")
+    database.execute("INSERT INTO feeds (libraryID, name, url) VALUES (3, 'arXiv cs.LG', 'https://arxiv.org/rss')")
+    add_item(database, 20, "FEED2345", 3, "A Feed Item", "An abstract from an RSS feed, not a paper of the user.")
+    database.execute("INSERT INTO feedItems (itemID, guid) VALUES (20, 'oai:arXiv.org:1')")
+    # A group item with the key of one of the user's items, in one of the group's collections.
+    add_item(database, 21, "ABCD2345", 2, "Group Reading on Privacy", "A group's copy of a paper on privacy.",
+             citationKey="smith2023private")
+    database.execute("INSERT INTO collections (collectionID, collectionName, libraryID, key) "
+                     "VALUES (9, 'Reading', 2, 'COLL0009')")
+    database.execute("INSERT INTO collectionItems VALUES (9, 21, 0)")
+    database.commit()
+    database.close()
+    before = files_of(library.parent)
+    result = run("build", str(library))
+    assert result.exit_code == 0, result.output
+    listed = json.loads(run("list", "--format", "json").stdout)
+    assert [row["id"] for row in listed] == ["ABCD2345", "EFGH6789", "JKLM2345", "group4711-ABCD2345"]
+    group = shown(run, "group4711-ABCD2345")
+    assert (group["title"], group["categories"]) == ("Group Reading on Privacy",
+                                                     ["Groups/Lab∕ML", "Groups/Lab∕ML/Reading"])
+    assert shown(run, "ABCD2345")["title"] == "Private Training at Scale"  # the user's own
+    tags = {row["tag"]: row["papers"] for row in json.loads(run("tags", "--format", "json").stdout)}
+    assert tags["Groups/Lab∕ML/Reading"] == ["group4711-ABCD2345"] and "Thesis" in tags
+    assert files_of(library.parent) == before
+
+
+def test_one_bad_byte_is_one_replaced_character(workdir, run, library):
+    database = sqlite3.connect(library)
+    for table, column, where in (("itemDataValues", "value", "value = 'Gated Linear Recurrences'"),
+                                 ("creators", "lastName", "lastName = 'Lee'"),
+                                 ("collections", "collectionName", "collectionID = 1"),
+                                 ("tags", "name", "tagID = 1")):
+        database.execute(f"UPDATE {table} SET {column} = CAST(X'436166E9' || CAST({column} AS BLOB) AS TEXT) "
+                         f"WHERE {where}")  # "Caf\xe9" + the value: Latin-1, not UTF-8
+    database.commit()
+    database.close()
+    result = run("build", str(library))
+    assert result.exit_code == 0, result.output
+    paper = shown(run, "EFGH6789")
+    assert (paper["title"], paper["authors"]) == ("Caf\ufffdGated Linear Recurrences", ["Ana Caf\ufffdLee"])
+    assert paper["categories"] == ["Caf\ufffdThesis", "Caf\ufffdto-read"]
+
+
+def test_a_table_a_newer_zotero_changed_is_left_out_with_one_warning(workdir, run, library):
+    database = sqlite3.connect(library)
+    database.execute("ALTER TABLE creators RENAME COLUMN fieldMode TO nameMode")  # a newer shape
+    database.execute("DROP TABLE collectionItems")
+    database.execute("CREATE TABLE collectionItems (collectionID INT, itemKey TEXT)")
+    database.commit()
+    database.close()
+    result = run("build", str(library))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("indexed 3 papers")
+    warning = next(line for line in result.stderr.splitlines() if "left out" in line)
+    assert warning.startswith(f"warning: {library}: from a Zotero whose database papers cannot read whole; left "
+                              "out: creators (no such column: c.fieldMode); collections' items (no such column: "
+                              "itemID)")
+    assert shown(run, "ABCD2345")["title"] == "Private Training at Scale"
+
+
+@pytest.mark.parametrize("written", ["as UTF-8", "escaped"])
+def test_a_data_directory_with_letters_beyond_ascii(workdir, run, monkeypatch, library, written):
+    monkeypatch.setenv("HOME", str(workdir))
+    elsewhere = workdir / "Bibliothèque Zoë 📚"
+    elsewhere.mkdir()
+    library.rename(elsewhere / "zotero.sqlite")
+    name = str(elsewhere) if written == "as UTF-8" else json.dumps(str(elsewhere))[1:-1]  # \u00e8, surrogates
+    assert (written == "escaped") == ("\\ud83d\\udcda" in name)
+    profile = workdir / ".zotero" / "zotero" / "abcd1234.default"
+    profile.mkdir(parents=True)
+    (profile / "prefs.js").write_text(f'user_pref("extensions.zotero.dataDir", "{name}");\n', encoding="utf-8")
+    result = run("build", "zotero:")
+    assert result.exit_code == 0, result.output
+
+
+def test_odd_collection_names_still_become_tags(workdir, run, library):
+    long_name = "A folder of papers on the privacy of training data " * 3  # 3 levels: over 200 characters
+    database = sqlite3.connect(library)
+    database.executemany("INSERT INTO collections (collectionID, collectionName, parentCollectionID, libraryID, key) "
+                         "VALUES (?, ?, ?, 1, ?)", [(4, long_name, None, "COLL0004"), (5, long_name, 4, "COLL0005"),
+                                                    (6, "Last level", 5, "COLL0006"),
+                                                    (7, "Evil\u202eftp.exe\x07 bell", None, "COLL0007")])
+    database.executemany("INSERT INTO collectionItems VALUES (?, ?, 0)", [(6, 1), (7, 2)])
+    database.commit()
+    database.close()
+    result = run("build", str(library))
+    assert result.exit_code == 0, result.output
+    assert (f"warning: {library}: collection names made tag names: 1 with control, text-direction or other "
+            "invisible characters (left out), 1 over 200 characters (shortened, e.g. 'A folder of") in result.stderr
+    tags = {row["tag"]: row["papers"] for row in json.loads(run("tags", "--format", "json").stdout)}
+    assert tags["Evilftp.exe bell"] == ["EFGH6789"]
+    long_tag = next(tag for tag in tags if tag.startswith("A folder"))
+    assert len(long_tag) <= 200 and "… (" in long_tag and tags[long_tag] == ["ABCD2345"]
+    liked = run("like", "--tag", long_tag, "--format", "json")
+    assert liked.exit_code == 0, liked.output
+
+
+def test_items_sharing_a_citation_key_get_letters_as_bibtex_tools_give(workdir, run, library):
+    import shutil
+    import subprocess
+
+    database = sqlite3.connect(library)
+    database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (801, 'smith2023')")
+    database.executemany("INSERT INTO itemData VALUES (?, ?, 801)", [(item, FIELDS["citationKey"]) for item in (1, 2)])
+    database.commit()
+    database.close()
+    result = run("build", str(library))
+    assert result.exit_code == 0, result.output
+    assert (f"warning: {library}: 1 item(s) share a citation key with another item and were given a letter after "
+            "it: smith2023a (EFGH6789)\n") in result.stderr
+    assert [shown(run, key)["citation_key"] for key in ("ABCD2345", "EFGH6789")] == ["smith2023", "smith2023a"]
+    bib = run("related-work", "ABCD2345", "-k", "2", "--format", "bibtex").stdout
+    assert "@article{smith2023," in bib and "@inproceedings{smith2023a," in bib
+    if shutil.which("bibtex"):
+        (workdir / "refs.bib").write_text(bib)
+        (workdir / "min.bst").write_text("ENTRY { title } {} {}\nREAD\n")
+        (workdir / "doc.aux").write_text("\\citation{*}\n\\bibdata{refs}\n\\bibstyle{min}\n")
+        done = subprocess.run(["bibtex", "-terse", "doc"], cwd=workdir, capture_output=True, text=True)
+        assert done.returncode < 2 and "Repeated entry" not in done.stdout, done.stdout

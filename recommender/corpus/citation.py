@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 
 from .papers import Paper
 
-__all__ = ["citation_key", "suffixes", "unique_citation_key", "unique_citation_keys"]
+__all__ = ["citation_key", "unique_citation_key", "unique_citation_keys"]
 
 # Words a reference manager skips when it picks the title word of a key.
 _KEY_SKIP = frozenset(
@@ -55,7 +55,7 @@ def citation_key(paper: Paper) -> str:
     return re.sub(r"[^A-Za-z0-9_:.+/-]", "-", paper.id)
 
 
-def suffixes() -> Iterator[str]:
+def _suffixes() -> Iterator[str]:
     """ "a" ... "z", "aa", "ab", ..."""
     for length in itertools.count(1):
         for letters in itertools.product("abcdefghijklmnopqrstuvwxyz", repeat=length):
@@ -77,7 +77,7 @@ def unique_citation_key(key: str, member: Hashable, sharers: Sharers, own_key: b
     position = list(sharing).index(member)
     usable = (
         suffix
-        for suffix in suffixes()
+        for suffix in _suffixes()
         if not sharers(folded + suffix)
         and not any(len(sharers(folded + suffix[:cut])) > 1 for cut in range(1, len(suffix)))
     )

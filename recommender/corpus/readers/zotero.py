@@ -20,10 +20,12 @@ database was opened in place; {NEW} s from the private copy.)"""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sys
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -399,7 +401,7 @@ def _tag_names(paths: set[tuple[str, ...]], path: Path) -> dict[tuple[str, ...],
     names, cleaned, shortened = {}, 0, []
     for folders in paths:
         clean = tuple(_folder(name) for name in folders)
-        cleaned += clean != tuple(name.replace("/", "∕") for name in folders)
+        cleaned += any(not c.isprintable() for c in re.sub(r"\s", " ", "".join(folders)))
         name = "/".join(clean)
         if len(name) > MAX_TAG:
             digest = hashlib.blake2b(name.encode(), digest_size=3).hexdigest()
@@ -453,8 +455,6 @@ def _unique_citation_keys(path: Path, records: list[Record]) -> None:
     """Citation keys the items share made unique as BibTeX tools do: the first item (the user's
     library before groups) keeps the key, the next ones get "a", "b", ... (never another item's
     key); named in one warning."""
-    from ..citation import suffixes
-
     # A group item's ID holds a "-", which no Zotero item key has: the user's items come first.
     order = sorted(records, key=lambda record: "-" in record.fields["id"])
     taken = {record.extra["citation_key"].casefold() for record in records}
@@ -465,7 +465,7 @@ def _unique_citation_keys(path: Path, records: list[Record]) -> None:
         if not key:
             continue
         if key.casefold() in seen:
-            suffix = next(s for s in suffixes() if (key + s).casefold() not in taken)
+            suffix = next(s for s in _suffixes() if (key + s).casefold() not in taken)
             shared.append(f"{key}{suffix} ({record.fields['id']})")
             key += suffix
             taken.add(key.casefold())
@@ -479,3 +479,10 @@ def _unique_citation_keys(path: Path, records: list[Record]) -> None:
             InputWarning,
             stacklevel=3,
         )
+
+
+def _suffixes() -> Iterator[str]:
+    """ "a" ... "z", "aa", "ab", ... (as `corpus.citation` gives them)"""
+    for length in itertools.count(1):
+        for letters in itertools.product("abcdefghijklmnopqrstuvwxyz", repeat=length):
+            yield "".join(letters)
