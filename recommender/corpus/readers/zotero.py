@@ -128,7 +128,7 @@ def read(path: Path) -> list[Record]:
         try:
             tables = {
                 row[0]
-                for row in database.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                for row in _query(database, "SELECT name FROM sqlite_master WHERE type='table'")
             }
             needed = {"items", "itemData", "itemDataValues"}
             if not needed <= tables:
@@ -168,10 +168,27 @@ def _rows(database, skipped: list[str], what: str, sql: str, parameters=()) -> l
     import sqlite3
 
     try:
-        return database.execute(sql, parameters).fetchall()
+        return _query(database, sql, parameters)
     except sqlite3.Error as error:
         skipped.append(f"{what} ({error})")
         return []
+
+
+def _query(database, sql: str, parameters=()) -> list:
+    """The rows of a query; read again with U+FFFD for bytes that are not UTF-8 when some text
+    is not (per value: the rest of the text is kept)."""
+    import sqlite3
+
+    try:
+        return database.execute(sql, parameters).fetchall()
+    except sqlite3.OperationalError as error:
+        if not str(error).startswith("Could not decode to UTF-8"):
+            raise
+    database.text_factory = _text
+    try:
+        return database.execute(sql, parameters).fetchall()
+    finally:
+        database.text_factory = str
 
 
 def _text(value) -> str:
@@ -186,7 +203,7 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
     items = _items(database, tables, libraries)
     values = _values(database, tables, skipped)
     creators = _creators(database, tables, skipped)
-    collections = _collections(path, database, tables, libraries, skipped)
+    collections = _collections(path, database, tables, libraries, items, skipped)
     tags: dict[int, list[str]] = {}
     if {"itemTags", "tags"} <= tables:
         for item_id, name in _rows(
@@ -293,12 +310,13 @@ def _items(database, tables: set[str], libraries: dict[int, _Library]) -> list[t
     if "feedItems" in tables:
         not_trashed += " AND i.itemID NOT IN (SELECT itemID FROM feedItems)"
     library = "i.libraryID" if "libraries" in tables else "NULL"
-    rows = database.execute(
+    rows = _query(
+        database,
         f"SELECT i.itemID, i.key, t.typeName, {library} FROM items i JOIN {types} t ON"
         f" t.itemTypeID = i.itemTypeID {trash} WHERE t.typeName NOT IN"
         f" ({', '.join('?' * len(NOT_PAPERS))}) {not_trashed} ORDER BY i.itemID",
         NOT_PAPERS,
-    ).fetchall()
+    )
     return [
         (item_id, _text(key), _text(kind), library)
         for item_id, key, kind, library in rows
@@ -316,7 +334,7 @@ def _values(database, tables: set[str], skipped: list[str]) -> dict[int, dict[st
         f"SELECT d.itemID, f.fieldName, v.value FROM itemData d JOIN {fields} f ON f.fieldID ="
         " d.fieldID JOIN itemDataValues v ON v.valueID = d.valueID",
     ):
-        values.setdefault(item_id, {})[_text(name)] = _text(value)
+        values.setdefault(item_id, {})[name] = value if isinstance(value, str) else _text(value)
     return values
 
 
@@ -333,26 +351,23 @@ def _creators(database, tables: set[str], skipped: list[str]) -> dict[int, list[
         " ic JOIN creators c ON c.creatorID = ic.creatorID JOIN creatorTypes ct ON ct.creatorTypeID"
         " = ic.creatorTypeID ORDER BY ic.itemID, ic.orderIndex",
     ):
-        first, last = _text(first), _text(last)
-        name = last if mode == 1 else " ".join(part for part in (first, last) if part)
-        if name.strip():
-            creators.setdefault(item_id, []).append((_text(kind), name.strip()))
+        name = (last or "") if mode == 1 else " ".join(part for part in (first, last) if part)
+        if isinstance(name, str) and name.strip():
+            creators.setdefault(item_id, []).append((kind, name.strip()))
     return creators
 
 
 def _collections(
-    path: Path, database, tables: set[str], libraries: dict[int, _Library], skipped: list[str]
+    path: Path, database, tables: set[str], libraries: dict[int, _Library], items, skipped
 ) -> dict[int, tuple[str, ...]]:
     """Each item's collections as paths ("Thesis/Related work"; a group's items are all in
     "Groups/NAME", its collections under it), collections in the trash left out; each path made
     a tag name (`_tag_names`)."""
     out: dict[int, list[tuple[str, ...]]] = {}
-    if "libraries" in tables:
-        query = "SELECT itemID, libraryID FROM items"
-        for item_id, library_id in _rows(database, skipped, "items' libraries", query):
-            group = libraries.get(library_id, _USER).collection
-            if group:
-                out.setdefault(item_id, []).append(tuple(group.split("/", 1)))
+    for item_id, _, _, library_id in items:
+        group = libraries.get(library_id, _USER).collection
+        if group:
+            out[item_id] = [tuple(group.split("/", 1))]
     if {"collections", "collectionItems"} <= tables:
         folders = _collection_folders(database, tables, libraries, skipped)
         query = "SELECT collectionID, itemID FROM collectionItems ORDER BY collectionID"
