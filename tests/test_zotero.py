@@ -532,6 +532,8 @@ def test_feed_items_are_left_out_and_groups_are_their_own_collections(workdir, r
     assert shown(run, "ABCD2345")["title"] == "Private Training at Scale"  # the user's own
     tags = {row["tag"]: row["papers"] for row in json.loads(run("tags", "--format", "json").stdout)}
     assert tags["Groups/Lab∕ML/Reading"] == ["group4711-ABCD2345"] and "Thesis" in tags
+    mine = run("build", str(library), "--where", "category!=Groups/*", "--index", "mine")  # groups left out
+    assert mine.exit_code == 0 and mine.stdout.startswith("indexed 3 papers"), mine.output
     assert files_of(library.parent) == before
 
 

@@ -15,8 +15,9 @@ The database is never opened with SQLite, so it is never written, locked or wait
 copied with its journal or write-ahead log into a private folder and read there as SQLite
 recovers it, a committed state (see `snapshot`). A text value that is not UTF-8 is read with
 U+FFFD for its bad bytes; a table or column a newer Zotero changed is left out with one warning
-naming it, the rest read. (A 3,000-item library of 22 MB: read in 0.28 s before, when the
-database was opened in place; {NEW} s from the private copy.)"""
+naming it, the rest read. A 3,000-item library of 22 MB is read in 0.08 to 0.10 s of CPU,
+against 0.08 to 0.09 s when the database was opened in place (the copy takes 0.01 s, where
+SQLite's backup into memory took 0.03 s; a shared machine, the best of 21 reads)."""
 
 from __future__ import annotations
 
