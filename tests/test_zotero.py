@@ -98,7 +98,7 @@ def shown(run, paper_id):
 
 
 def everything_in(folder: Path) -> dict:
-    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+    return {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in sorted(folder.iterdir())}
 
 
 def test_a_library_is_read_in_place(workdir, run, library):
@@ -192,6 +192,11 @@ def test_not_a_zotero_database(workdir, run):
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()
     result = run("build", str(other))
     assert result.exit_code == 1 and result.stderr.startswith(f"Error: {other}: not a Zotero database (no ")
+    (workdir / "text.sqlite").write_text("a text file, not a database\n" * 100)
+    result = run("build", "text.sqlite")
+    assert (result.exit_code, result.stderr) == (1, "Error: text.sqlite: cannot be read "
+                                                    "as a database (file is not a database): give the path of "
+                                                    "Zotero's database\n")
 
 
 def test_better_bibtex_keys_beside_the_database(workdir, run, library):
@@ -405,6 +410,8 @@ def test_a_hot_journal_of_a_killed_zotero_is_rolled_back_in_the_copy(workdir, ru
     assert journal.stat().st_size > 0 and b"UNCOMMITTED" in library.read_bytes()  # the pages spilled
     before = files_of(library.parent)
     assert titles_read(library) == COMMITTED
+    (workdir / "link.sqlite").symlink_to(library)  # the journal is beside the file the link names
+    assert titles_read(workdir / "link.sqlite") == COMMITTED
     result = run("build", str(library))
     assert result.exit_code == 0, result.output
     assert shown(run, "ABCD2345")["title"] == "Private Training at Scale"
@@ -430,7 +437,8 @@ def test_a_wal_is_read_with_its_committed_changes_only(workdir, run, library, lo
 
 
 # A Zotero starting and writing again and again: BEGIN EXCLUSIVE with no busy timeout, every title given
-# the transaction's number; counts how often it was refused. argv: the database, the file that stops it.
+# the transaction's number; counts how often it was refused. argv: the database, the file that stops it, and
+# the pause between transactions (seconds).
 STARTING = f"""
 import os, sqlite3, sys, time
 database = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=0)
@@ -446,7 +454,7 @@ while not os.path.exists(sys.argv[2]):
     database.execute("UPDATE itemDataValues SET value = printf('v%d %s', ?, substr(value, instr(value, ' ') + 1))"
                      " WHERE {TITLES}", (tries,))
     database.execute("COMMIT")
-    time.sleep(0.005)
+    time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else 0.005)
 print(tries, refused, flush=True)
 """
 

@@ -41,7 +41,6 @@ def committed_copy(path: Path, writer: str) -> Iterator:
     the program `writer` writes; InputError when it cannot be copied or read as a database."""
     import sqlite3
 
-    path = Path(os.path.realpath(path))  # SQLite keeps the journal beside the file a link names
     folder = Path(tempfile.mkdtemp(prefix="papers-snapshot-"))  # mode 0700
     database = None
     try:
@@ -51,7 +50,10 @@ def committed_copy(path: Path, writer: str) -> Iterator:
         try:  # the first read recovers the copy (hot journal, WAL)
             database.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.DatabaseError as error:
-            raise InputError(f"{path}: cannot be read as a database ({error})") from None
+            raise InputError(
+                f"{path}: cannot be read as a database ({error}): give the path of {writer}'s"
+                " database"
+            ) from None
         yield database
     finally:
         if database is not None:
@@ -61,12 +63,13 @@ def committed_copy(path: Path, writer: str) -> Iterator:
 
 def _copy_still(path: Path, folder: Path, writer: str) -> Path:
     """The database and the files beside it copied into `folder`, as they were at one moment."""
+    real = Path(os.path.realpath(path))  # SQLite keeps the journal beside the file a link names
     for attempt in range(COPY_ATTEMPTS):
-        before = _states(path)
+        before = _states(real)
         if before[0] is None:
             raise InputError(f"{path}: no such database: give the path of the {writer} database")
         try:
-            copied = _copy_each(path, folder, before)
+            copied = _copy_each(real, folder, before)
         except FileNotFoundError:
             copied = None  # a journal removed while it was copied: a commit, copy again
         except OSError as error:
@@ -79,7 +82,7 @@ def _copy_still(path: Path, folder: Path, writer: str) -> Path:
                     else "check that the file and its folder can be read"
                 )
             ) from None
-        if copied is not None and _states(path) == before:
+        if copied is not None and _states(real) == before:
             return copied
         time.sleep(min(0.02 * 2**attempt, 1.0))
     raise InputError(
