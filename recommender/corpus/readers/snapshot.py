@@ -10,8 +10,16 @@ a hot journal is rolled back (a transaction under way, or cut by a crash, is und
 committed frames of the log are applied, its uncommitted ones ignored. What is read is always a
 state the program committed.
 
-    with committed_copy(path) as database:
+    with committed_copy(path, "Zotero") as database:
         database.execute("SELECT ...")
+
+Measured on a 3,000-item Zotero library (22 MB), 10 s of reads while another process takes an
+exclusive lock with no busy timeout (as Zotero does), retitles every item and commits, again
+and again, 50 ms apart: opened in place (before), 36 reads, 7 of them failed, 1 read a mix of
+two transactions, and the writer was refused 2,974 times in 3,024 tries; copied (now), 29
+reads, none failed or mixed, the writer never refused (63 transactions). With 5 ms between
+transactions (the journal present 90% of the time) no still moment is found: the read gives up
+with one line after about 5 s, the writer is still never refused.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from pathlib import Path
 from ...errors import InputError
 from ...files import open_exclusive
 
-COPY_ATTEMPTS = 8
+COPY_ATTEMPTS = 10  # about 5 s of copying again, backing off, before giving up
 #: The files SQLite keeps beside a database: its rollback journal and write-ahead log. The WAL's
 #: index (`-shm`) is not copied: SQLite rebuilds it from the log.
 BESIDE = ("-journal", "-wal")
