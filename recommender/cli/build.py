@@ -350,8 +350,8 @@ def _stdin_file(stack) -> str:
 @index_option
 @library_errors
 def remove(ids, index):
-    """Remove papers from an index by ID or another ID of theirs (they are left out of every result until `papers build
-    --compact` drops them for good).
+    """Remove papers from an index by ID, or another ID of theirs (they are left out of every
+    result until `papers build --compact` drops them for good).
 
     Examples:
 
