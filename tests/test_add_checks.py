@@ -5,22 +5,39 @@ one ID for two papers, and `--sync` compares whole sources and replaces a change
 import json
 
 import pytest
-
 from corpus import PAPERS, write_corpus
+
 from recommender.index import checks
 
 PRIVACY = "Private training with gradient clipping and calibrated noise under a privacy budget."
 DUPLICATED = [
-    {"id": "vid-a", "title": "Aesthetic Video Ranking", "url": "https://doi.org/10.1145/12345",
-     "abstract": "Ranking short videos by aesthetic quality with annotations from professional editors."},
-    {"id": "vid-b", "title": "Aesthetic video ranking", "url": "https://doi.org/10.1145/12345",
-     "abstract": "We rank short clips by aesthetic quality, with labels from professional video editors."},
-    {"id": "rnn-a", "title": "Gated Linear Recurrences",
-     "abstract": "Gated linear recurrences match attention on long sequences at a fraction of the cost."},
-    {"id": "rnn-b", "title": "Gated Linear Recurrences",
-     "abstract": "Gated linear recurrences match attention on long sequences at a fraction of the cost."},
-    {"id": "graphs", "title": "Light Spanners",
-     "abstract": "Every planar graph has a light spanner, found in linear time with separators."},
+    {
+        "id": "vid-a",
+        "title": "Aesthetic Video Ranking",
+        "url": "https://doi.org/10.1145/12345",
+        "abstract": "Ranking short videos by aesthetic quality with annotations from professional editors.",
+    },
+    {
+        "id": "vid-b",
+        "title": "Aesthetic video ranking",
+        "url": "https://doi.org/10.1145/12345",
+        "abstract": "We rank short clips by aesthetic quality, with labels from professional video editors.",
+    },
+    {
+        "id": "rnn-a",
+        "title": "Gated Linear Recurrences",
+        "abstract": "Gated linear recurrences match attention on long sequences at a fraction of the cost.",
+    },
+    {
+        "id": "rnn-b",
+        "title": "Gated Linear Recurrences",
+        "abstract": "Gated linear recurrences match attention on long sequences at a fraction of the cost.",
+    },
+    {
+        "id": "graphs",
+        "title": "Light Spanners",
+        "abstract": "Every planar graph has a light spanner, found in linear time with separators.",
+    },
 ]
 
 
@@ -70,8 +87,15 @@ def test_the_same_paper_under_another_id_becomes_an_alias(workdir, run):
     left out with a warning, and its ID names the index's paper, through a compaction too."""
     write_corpus(workdir, DUPLICATED[:1] + DUPLICATED[2:3], name="papers.jsonl")
     assert run("build", "papers.jsonl").exit_code == 0
-    other = [{**DUPLICATED[1], "id": "10.1145/12345-preprint"}, {**DUPLICATED[3], "id": "rnn-copy"},
-             {"id": "new1", "title": "Sparse Attention", "abstract": "Sparse attention recovers dense quality."}]
+    other = [
+        {**DUPLICATED[1], "id": "10.1145/12345-preprint"},
+        {**DUPLICATED[3], "id": "rnn-copy"},
+        {
+            "id": "new1",
+            "title": "Sparse Attention",
+            "abstract": "Sparse attention recovers dense quality.",
+        },
+    ]
     write_corpus(workdir, other, name="other.jsonl")
     result = run("add", "other.jsonl", "--no-compact")
     assert result.exit_code == 0, result.output
@@ -86,11 +110,17 @@ def test_the_same_paper_under_another_id_becomes_an_alias(workdir, run):
 def test_a_sync_replaces_a_paper_whose_text_changed(workdir, run):
     library = write_corpus(workdir / "library", PAPERS)
     assert run("build", str(library)).exit_code == 0
-    retitled = [{**paper, "title": "FlashDP Revisited"} if paper["id"] == "dp1" else paper for paper in PAPERS]
+    retitled = [
+        {**paper, "title": "FlashDP Revisited"} if paper["id"] == "dp1" else paper
+        for paper in PAPERS
+    ]
     write_corpus(workdir / "library", retitled)
     result = run("add", str(library), "--sync", "--no-compact")
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("added 1 papers") and "replaced 1 changed, removed 0" in result.output
+    assert (
+        result.output.startswith("added 1 papers")
+        and "replaced 1 changed, removed 0" in result.output
+    )
     shown = json.loads(run("show", "dp1", "--format", "json").stdout)
     assert shown["title"] == "FlashDP Revisited"
     assert listed(run) == sorted(paper["id"] for paper in PAPERS)  # one dp1, not two
@@ -113,8 +143,10 @@ def test_remove_takes_an_alias(workdir, run):
 
 
 def test_add_refuses_a_file_where_two_papers_share_an_id_as_build_does(built, workdir):
-    clash = [{"id": "same", "title": "One", "abstract": "A first paper about gradient clipping."},
-             {"id": "same", "title": "Two", "abstract": "A second paper about video aesthetics."}]
+    clash = [
+        {"id": "same", "title": "One", "abstract": "A first paper about gradient clipping."},
+        {"id": "same", "title": "Two", "abstract": "A second paper about video aesthetics."},
+    ]
     write_corpus(workdir / "clash", clash)
     refused = built("build", "clash", "--index", "other")
     added = built("add", "clash", "--no-compact")
@@ -143,13 +175,21 @@ def test_add_runs_every_check_a_build_runs(built, workdir, monkeypatch, check):
         return refuse
 
     original = checks.CHECKS
-    monkeypatch.setattr(checks, "CHECKS", tuple(refusing if each is check else each for each in original))
-    write_corpus(workdir / "new", [{"id": "n1", "title": "New", "abstract": "A new paper about graphs."}])
+    monkeypatch.setattr(
+        checks, "CHECKS", tuple(refusing if each is check else each for each in original)
+    )
+    write_corpus(
+        workdir / "new", [{"id": "n1", "title": "New", "abstract": "A new paper about graphs."}]
+    )
     before = listed(built)
     added = built("add", "new", "--no-compact")
     rebuilt = built("build", "new", "--index", "other")
     assert added.exit_code == rebuilt.exit_code != 0
-    assert added.output == rebuilt.output == f"Error: new/papers.jsonl:1: refused by {check.__name__}\n"
+    assert (
+        added.output
+        == rebuilt.output
+        == f"Error: new/papers.jsonl:1: refused by {check.__name__}\n"
+    )
     assert seen == ["n1", "n1"]
     monkeypatch.setattr(checks, "CHECKS", original)
     assert listed(built) == before and not (workdir / "indexes/default/SEGMENTS").exists()

@@ -25,11 +25,13 @@ whose text changed replaces the index's.
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import files
 from ..corpus.papers import (
     DuplicatePaperWarning,
     Paper,
@@ -39,6 +41,8 @@ from ..corpus.papers import (
     same_paper,
     text_key,
 )
+from ..corpus.readers.base import source_file
+from ..errors import InputError
 from .keys import Keys
 from .layout import OFFSETS, PAPERS, check_index_folder
 from .stored import corrupt, open_stored
@@ -132,9 +136,7 @@ class IndexPapers:
                 lambda array, stored=stored: stored.load_array(f"keys/{array}.npy", mmap=True),
                 lambda array, stored=stored: stored.has(f"keys/{array}.npy"),
                 int(stored.manifest["paper_count"]),
-                lambda array, problem, stored=stored: corrupt(
-                    stored, f"keys/{array}.npy", problem
-                ),
+                lambda array, problem, stored=stored: corrupt(stored, f"keys/{array}.npy", problem),
             )
             self._parts.append(_Part(name, stored, keys, removed))
 
@@ -188,6 +190,31 @@ class _Part:
                 for name, key_of in _KEY_OF.items():
                     self._scanned[name].setdefault(key_of(paper), []).append(row)
         return self._scanned[table]
+
+
+def synced_sources(inputs: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a paper's recorded source is one of `inputs`: its file (readers.source_file) is one
+    of these files, or lies in one of these folders, compared as whole absolute paths (syncing
+    `refs` is never about `refs old.jsonl`)."""
+    named, folders = set(), []
+    for given in inputs:
+        if not files.is_plain_file(given) and not Path(given).is_dir():
+            raise InputError(
+                f"{given} is not a file or folder: a sync compares the papers of a named source"
+            )
+        if Path(given).is_dir():
+            folders.append(os.path.abspath(given).rstrip(os.sep) + os.sep)
+        else:
+            named.add(os.path.abspath(given))
+
+    def ours(source: str) -> bool:
+        path = source_file(source)
+        if not path:
+            return False
+        full = os.path.abspath(path)
+        return full in named or full.startswith(tuple(folders))
+
+    return ours
 
 
 @dataclass

@@ -35,7 +35,6 @@ from pathlib import Path
 
 from .. import files
 from ..corpus.papers import Paper, scan_papers
-from ..corpus.readers.base import source_file
 from ..errors import (
     IndexBusyError,
     IndexCorruptError,
@@ -44,7 +43,7 @@ from ..errors import (
     shell_command,
 )
 from .catalogue import build_lock
-from .checks import IndexPapers, plan_add
+from .checks import IndexPapers, plan_add, synced_sources
 from .home import display_name, missing_index, resolve_index_dir
 from .layout import (
     CURRENT,
@@ -275,7 +274,7 @@ def add_papers(
     with build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
         _remove_unlisted(index_dir, current)
-        ours = _source_matcher(input_names) if sync else None
+        ours = synced_sources(input_names) if sync else None
         with contextlib.ExitStack() as stack:
             parts = [(BASE, Path(index_dir), current.removed(BASE))] + [
                 (name, segment_dir(index_dir, name), current.removed(name))
@@ -336,31 +335,6 @@ def add_papers(
         compacting=compacting,
         compaction_running=running,
     )
-
-
-def _source_matcher(inputs: Sequence[str]) -> Callable[[str], bool]:
-    """Whether a paper's recorded source is one of `inputs`: its file (readers.source_file) is one
-    of these files, or lies in one of these folders, compared as whole absolute paths (syncing
-    `refs` is never about `refs old.jsonl`)."""
-    named, folders = set(), []
-    for given in inputs:
-        if not files.is_plain_file(given) and not Path(given).is_dir():
-            raise InputError(
-                f"{given} is not a file or folder: a sync compares the papers of a named source"
-            )
-        if Path(given).is_dir():
-            folders.append(os.path.abspath(given).rstrip(os.sep) + os.sep)
-        else:
-            named.add(os.path.abspath(given))
-
-    def ours(source: str) -> bool:
-        path = source_file(source)
-        if not path:
-            return False
-        full = os.path.abspath(path)
-        return full in named or full.startswith(tuple(folders))
-
-    return ours
 
 
 def _gone_from_sources(
