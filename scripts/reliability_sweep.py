@@ -3116,6 +3116,65 @@ def _(cwd):
 # -- add keeps every promise a build keeps (family: add)
 
 
+def _listed_ids(cwd: Path) -> list[str]:
+    code, stdout, _ = papers(cwd, "list", "--format", "json")
+    return sorted(row["id"] for row in json.loads(stdout)) if code == 0 else []
+
+
+@case("add: add DIR --sync leaves the papers of 'DIR old.jsonl' alone")
+def _(cwd):
+    write_corpus(cwd / "refs", PAPERS[:3])
+    write_corpus(cwd, PAPERS[3:], name="refs old.jsonl")
+    if papers(cwd, "build", "refs", "refs old.jsonl")[0]:
+        return "the build failed"
+    problem = expect_ok(cwd, "add", "refs", "--sync", "--no-compact")
+    if problem:
+        return problem
+    if _listed_ids(cwd) != sorted(paper["id"] for paper in PAPERS):
+        return f"papers of another source removed: {_listed_ids(cwd)}"
+    return None
+
+
+@case("add: the same file again, with a duplicate in it, adds no duplicate")
+def _(cwd):
+    twice = [*PAPERS[:2], {**PAPERS[0], "id": "dp1-copy"}]
+    write_corpus(cwd / "twice", twice)
+    if papers(cwd, "build", "twice")[0]:
+        return "the build failed"
+    code, stdout, stderr = papers(cwd, "add", "twice", "--no-compact")
+    if code or not stdout.startswith("added 0 papers"):
+        return f"exit {code}: {stdout.strip()} {stderr.strip()[-200:]}"
+    return None if _listed_ids(cwd) == ["dp1", "dp2"] else f"listed {_listed_ids(cwd)}"
+
+
+@case("add: --sync of a retitled paper replaces its text")
+def _(cwd):
+    write_corpus(cwd / "in", [{**PAPERS[0], "title": "Retitled"}, *PAPERS[1:]])
+    code, stdout, stderr = papers(cwd, "add", "in", "--sync", "--no-compact")
+    if code or "replaced 1 changed" not in stdout:
+        return f"exit {code}: {stdout.strip()} {stderr.strip()[-200:]}"
+    shown = papers(cwd, "show", "dp1", "--format", "json")[1]
+    return None if json.loads(shown)["title"] == "Retitled" else "the old text is kept"
+
+
+@case("add: a file with one ID for two papers is refused as build refuses it; remove takes an alias")
+def _(cwd):
+    clash = [{"id": "same", "title": "One", "abstract": "A paper about gradient clipping."},
+             {"id": "same", "title": "Two", "abstract": "A paper about video aesthetics."}]
+    write_corpus(cwd / "clash", clash)
+    problem = expect_error(cwd, "add", "clash", "--no-compact")
+    if problem:
+        return problem
+    write_corpus(cwd / "copy", [{**PAPERS[1], "id": "dp2-copy"}])
+    if papers(cwd, "add", "copy", "--no-compact")[0]:
+        return "the add failed"
+    code, stdout, stderr = papers(cwd, "remove", "dp2-copy")
+    if code:
+        return f"remove of an alias: exit {code}: {stderr.strip()[-200:]}"
+    return None if "dp2" not in _listed_ids(cwd) else "the paper is still listed"
+
+
+
 # (end of the add family)
 
 

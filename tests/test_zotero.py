@@ -652,3 +652,24 @@ def test_the_library_is_opened_only_as_its_committed_copy():
         assert "immutable" not in text, module.name
         if module.name != "snapshot.py":
             assert "sqlite3.connect" not in text and ".connect(" not in text, module.name
+
+
+def test_a_daily_sync_does_not_add_a_duplicate_item_again(workdir, run, library):
+    """A library holding one paper twice (the same DOI, a second item retitled): the build keeps it
+    once, and `add --sync` of the same library adds nothing, the second item's key naming it."""
+    database = sqlite3.connect(library)
+    database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (9, ?, 1, 'DUPL2345')",
+                     (TYPES["journalArticle"],))
+    for field_name, value_id, value in (("title", 900, "Private training at scale (preprint)"),
+                                        ("abstractNote", 901, "Differentially private training of large models.")):
+        database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (?, ?)", (value_id, value))
+        database.execute("INSERT INTO itemData VALUES (9, ?, ?)", (FIELDS[field_name], value_id))
+    doi = database.execute("SELECT valueID FROM itemDataValues WHERE value = '10.5555/priv.2023'").fetchone()[0]
+    database.execute("INSERT INTO itemData VALUES (9, ?, ?)", (FIELDS["DOI"], doi))
+    database.commit()
+    database.close()
+    assert run("build", str(library)).exit_code == 0
+    synced = run("add", str(library), "--sync", "--no-compact")
+    assert synced.exit_code == 0, synced.output
+    assert synced.stdout.startswith("added 0 papers") and "removed 0 gone from it" in synced.stdout
+    assert shown(run, "DUPL2345")["id"] == "ABCD2345"

@@ -41,7 +41,7 @@ def open_index(
     for _ in range(5):
         listed = segment_store.read_segments(index_dir) if index_dir.is_dir() else None
         base = PaperIndex.open(index, model=model, verify=verify)
-        if listed is None or not listed.segments and not listed.tombstones:
+        if listed is None or not (listed.segments or listed.tombstones or listed.aliases):
             return base
         if (
             base.stored.folder.name != listed.base
@@ -292,6 +292,10 @@ class SegmentedIndex(PaperIndex):
             raise PaperNotFoundError(
                 f"paper '{reference}' was removed from the index (`papers remove`)"
             )
+        kept = self.listed.alias_of(reference)  # another ID of a paper `papers add` left out
+        row = self.row_of_id(kept) if kept is not None else None
+        if row is not None:
+            return row
         return self.parts[0].resolve(reference)  # the base's message, with the names nearest
 
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
