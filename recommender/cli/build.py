@@ -320,9 +320,16 @@ def add(inputs, index, no_compact, sync, quiet):
         source = "them" if len(inputs) > 1 else "it"
         compacted = f"; removed {report.removed} gone from {source}{compacted}"
     from ..index.home import display_name
+    from ..render.tables import plural
 
+    if report.created:
+        click.echo(
+            f"added {plural(report.added, 'paper')} to {display_name(report.index_dir)}, a new"
+            f" index (encoded {report.encoded})"
+        )
+        return
     click.echo(
-        f"added {report.added} papers to {display_name(report.index_dir)} "
+        f"added {plural(report.added, 'paper')} to {display_name(report.index_dir)} "
         f"(encoded {report.encoded}; {report.skipped} already in the index){compacted}"
     )
 

@@ -217,6 +217,7 @@ class AddReport:
     # Set when the segments passed their share but a compaction was running already.
     compaction_running: bool = False
     removed: int = 0  # papers removed as gone from their source (`sync`)
+    created: bool = False  # there was no index: this add built it from its inputs
 
 
 def add_papers(
@@ -240,9 +241,23 @@ def add_papers(
 
     started = time.perf_counter()
     index_dir = resolve_index_dir(index)
-    if not is_index(index_dir):
-        raise missing_index(index_dir)
     input_names = [str(path) for path in inputs]
+    if not is_index(index_dir):
+        # No index yet (a routine's first day): the add builds it, as `papers build` would (and
+        # refuses a folder of something else as a build does).
+        from .build import build_index
+
+        built = build_index(input_names, index=index_dir, progress=progress, notice=notice)
+        return AddReport(
+            built.index_dir,
+            built.papers,
+            0,
+            None,
+            built.encoded,
+            False,
+            time.perf_counter() - started,
+            created=True,
+        )
     papers = list(scan_papers(input_names))
     failure = failed_compaction(index_dir)
     if failure is not None and notice is not None:
@@ -273,16 +288,18 @@ def add_papers(
             tombstones = {part: set(ids) for part, ids in current.tombstones.items()}
             for part, ids in gone.items():
                 tombstones.setdefault(part, set()).update(ids)
+            # The segment's papers: a build keeps the same paper twice in the input once.
+            kept = built.papers if built else 0
             updated = SegmentSet(
                 current.base,
                 current.segments + ((name,) if name else ()),
-                current.counts + ((len(new),) if name else ()),
+                current.counts + ((kept,) if name else ()),
                 {part: frozenset(ids) for part, ids in tombstones.items() if ids},
             )
             _publish(index_dir, updated)
             report = AddReport(
                 index_dir,
-                len(new),
+                kept,
                 skipped,
                 name,
                 built.encoded if built else 0,
