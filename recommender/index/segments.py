@@ -258,7 +258,14 @@ def add_papers(
             time.perf_counter() - started,
             created=True,
         )
-    papers = list(scan_papers(input_names))
+    # An empty file (a day's fetch with nothing new) adds nothing; a sync still reads it as a
+    # source emptied.
+    empty = [] if sync else [name for name in input_names if _is_empty_file(name)]
+    for name in empty:
+        if notice is not None:
+            notice(f"{name} is empty: nothing to add from it")
+    read = [name for name in input_names if name not in empty]
+    papers = list(scan_papers(read)) if read else []
     failure = failed_compaction(index_dir)
     if failure is not None and notice is not None:
         notice(
@@ -327,6 +334,13 @@ def add_papers(
         compacting=compacting,
         compaction_running=running,
     )
+
+
+def _is_empty_file(name: str) -> bool:
+    try:
+        return files.is_plain_file(name) and os.path.getsize(name) == 0
+    except OSError:
+        return False
 
 
 def _gone_from_sources(
