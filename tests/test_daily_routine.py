@@ -107,7 +107,9 @@ def new_user(tmp_path):
     )
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
     env = {
-        key: value for key, value in os.environ.items() if key not in ("PAPERS_HOME", "PAPERS_INDEX")
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PAPERS_HOME", "PAPERS_INDEX")
     }
     env.update(
         HOME=str(home),
