@@ -209,12 +209,14 @@ MOST_SCORE_DECIMALS = 6
 
 def score_texts(scores: Sequence[float]) -> list[str]:
     """Scores as a table shows them: 3 decimals, or as many more (up to 6) as it takes for
-    different scores to read differently, so that two equal scores shown are a tie, not a
-    rounding (two papers at 1.000 read as duplicates)."""
+    different scores to read differently and a score below 1 never reads as 1, so that two
+    equal scores shown are a tie, not a rounding (two papers at 1.000 read as duplicates)."""
     values = [float(score) for score in scores]
     for decimals in range(SCORE_DECIMALS, MOST_SCORE_DECIMALS + 1):
         texts = [f"{value:.{decimals}f}" for value in values]
-        if len(set(texts)) == len(set(values)):
+        if len(set(texts)) == len(set(values)) and not any(
+            value < 1 and float(text) >= 1 for value, text in zip(values, texts)
+        ):
             break
     return texts
 
