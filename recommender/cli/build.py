@@ -281,7 +281,8 @@ def add(inputs, index, no_compact, sync, quiet):
     Papers whose ID the index holds are skipped, so adding a file twice adds nothing twice.
     They are written as a segment beside the index; once the segments hold more than a tenth
     of its papers, the add starts `papers build --compact` in the background and returns.
-    `-` reads the papers (JSON lines) from standard input.
+    `-` reads the papers (JSON lines) from standard input. An index that does not exist yet is
+    built from them, as `papers build` would; an empty file adds nothing.
 
     Examples:
 
