@@ -54,10 +54,11 @@ def test_like_table(built):
     result = built("like", "dp1", "-k", "3")
     assert result.exit_code == 0
     assert result.output == (
-        "rank  score  id    title                         snippet\n"
-        "   1  0.473  dp2   Private Fine-Tuning           Differentially private fine-tuning of language models with…\n"
-        "   2  0.217  rnn1  TFLA: Tiled Flash Linear At…  Linear recurrent networks with gating and fast kernels for…\n"
-        "   3  0.193  rnn2  Gated Linear RNNs             Gated linear recurrent networks compete with transformers f…\n"
+        # not a terminal: whole lines, as `ls` and `git` give a pipe (tests/test_table_output.py)
+        "rank  score  id    title                               snippet\n"
+        "   1  0.473  dp2   Private Fine-Tuning                 Differentially private fine-tuning of language models with low memory gradient clipping.\n"
+        "   2  0.217  rnn1  TFLA: Tiled Flash Linear Attention  Linear recurrent networks with gating and fast kernels for long sequence language modeling.\n"
+        "   3  0.193  rnn2  Gated Linear RNNs                   Gated linear recurrent networks compete with transformers for sequence modeling with fast kernels.\n"
     )
 
 
@@ -113,9 +114,9 @@ def test_like_json_csv_markdown(built):
 
 def test_like_why(built):
     assert built("like", "dp1", "-k", "2", "--why").output == (
-        "rank  score  id    title                         why\n"
-        "   1  0.473  dp2   Private Fine-Tuning           private; clipping; differentially\n"
-        "   2  0.217  rnn1  TFLA: Tiled Flash Linear At…  fast; language\n"
+        "rank  score  id    title                               why\n"
+        "   1  0.473  dp2   Private Fine-Tuning                 private; clipping; differentially\n"
+        "   2  0.217  rnn1  TFLA: Tiled Flash Linear Attention  fast; language\n"
     )
 
 
@@ -129,8 +130,8 @@ def test_like_several_with_not_and_exclude(built, workdir):
 def test_search_table(built):
     assert built("search", "video aesthetic", "-k", "2").output == (
         "rank  score  id    title                   snippet\n"
-        "   1  0.542  vid1  VADB: Video Aesthetics  A video aesthetic assessment database with professional ann…\n"
-        "   2  0.506  vid2  Video Quality Models    Video quality assessment models trained on aesthetic annota…\n"
+        "   1  0.542  vid1  VADB: Video Aesthetics  A video aesthetic assessment database with professional annotations and a dual-modal network.\n"
+        "   2  0.506  vid2  Video Quality Models    Video quality assessment models trained on aesthetic annotations of short videos.\n"
     )
 
 

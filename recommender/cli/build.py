@@ -284,7 +284,8 @@ def add(inputs, index, no_compact, sync, quiet):
     become exactly theirs: those gone are removed, those whose text changed replaced.
     They are written as a segment beside the index; once the segments hold more than a tenth
     of its papers, the add starts `papers build --compact` in the background and returns.
-    `-` reads the papers (JSON lines) from standard input.
+    `-` reads the papers (JSON lines) from standard input. An index that does not exist yet is
+    built from them, as `papers build` would; an empty file adds nothing.
 
     Examples:
 
@@ -326,9 +327,16 @@ def add(inputs, index, no_compact, sync, quiet):
             f"{compacted}"
         )
     from ..index.home import display_name
+    from ..render.tables import plural
 
+    if report.created:
+        click.echo(
+            f"added {plural(report.added, 'paper')} to {display_name(report.index_dir)}, a new"
+            f" index (encoded {report.encoded})"
+        )
+        return
     click.echo(
-        f"added {report.added} papers to {display_name(report.index_dir)} "
+        f"added {plural(report.added, 'paper')} to {display_name(report.index_dir)} "
         f"(encoded {report.encoded}; {report.skipped} already in the index){compacted}"
     )
 

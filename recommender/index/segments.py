@@ -237,6 +237,7 @@ class AddReport:
     compaction_running: bool = False
     removed: int = 0  # papers removed as gone from their source (`sync`)
     replaced: int = 0  # papers whose text changed in their source, replaced (`sync`)
+    created: bool = False  # there was no index: this add built it from its inputs
 
 
 def add_papers(
@@ -260,10 +261,31 @@ def add_papers(
 
     started = time.perf_counter()
     index_dir = resolve_index_dir(index)
-    if not is_index(index_dir):
-        raise missing_index(index_dir)
     input_names = [str(path) for path in inputs]
-    papers = list(scan_papers(input_names))
+    if not is_index(index_dir):
+        # No index yet (a routine's first day): the add builds it, as `papers build` would (and
+        # refuses a folder of something else as a build does).
+        from .build import build_index
+
+        built = build_index(input_names, index=index_dir, progress=progress, notice=notice)
+        return AddReport(
+            built.index_dir,
+            built.papers,
+            0,
+            None,
+            built.encoded,
+            False,
+            time.perf_counter() - started,
+            created=True,
+        )
+    # An empty file (a day's fetch with nothing new) adds nothing; a sync still reads it as a
+    # source emptied.
+    empty = [] if sync else [name for name in input_names if _is_empty_file(name)]
+    for name in empty:
+        if notice is not None:
+            notice(f"{name} is empty: nothing to add from it")
+    read = [name for name in input_names if name not in empty]
+    papers = list(scan_papers(read)) if read else []
     failure = failed_compaction(index_dir)
     if failure is not None and notice is not None:
         notice(
@@ -296,17 +318,19 @@ def add_papers(
             tombstones = {part: set(ids) for part, ids in current.tombstones.items()}
             for part, ids in gone.items():
                 tombstones.setdefault(part, set()).update(ids)
+            # The segment's papers: a build keeps the same paper twice in the input once.
+            kept = built.papers if built else 0
             updated = SegmentSet(
                 current.base,
                 current.segments + ((name,) if name else ()),
-                current.counts + ((len(plan.new),) if name else ()),
+                current.counts + ((kept,) if name else ()),
                 {part: frozenset(ids) for part, ids in tombstones.items() if ids},
                 aliases,
             )
             _publish(index_dir, updated)
             report = AddReport(
                 index_dir,
-                len(plan.new),
+                kept,
                 plan.skipped,
                 name,
                 built.encoded if built else 0,
@@ -335,6 +359,13 @@ def add_papers(
         compacting=compacting,
         compaction_running=running,
     )
+
+
+def _is_empty_file(name: str) -> bool:
+    try:
+        return files.is_plain_file(name) and os.path.getsize(name) == 0
+    except OSError:
+        return False
 
 
 def _gone_from_sources(

@@ -203,6 +203,24 @@ def result_records(results: Sequence) -> list[dict]:
     return [result.to_dict() for result in results]
 
 
+SCORE_DECIMALS = 3  # a score's decimals in a table, more where fewer would show a false tie
+MOST_SCORE_DECIMALS = 6
+
+
+def score_texts(scores: Sequence[float]) -> list[str]:
+    """Scores as a table shows them: 3 decimals, or as many more (up to 6) as it takes for
+    different scores to read differently and a score below 1 never reads as 1, so that two
+    equal scores shown are a tie, not a rounding (two papers at 1.000 read as duplicates)."""
+    values = [float(score) for score in scores]
+    for decimals in range(SCORE_DECIMALS, MOST_SCORE_DECIMALS + 1):
+        texts = [f"{value:.{decimals}f}" for value in values]
+        if len(set(texts)) == len(set(values)) and not any(
+            value < 1 and float(text) >= 1 for value, text in zip(values, texts)
+        ):
+            break
+    return texts
+
+
 def render_results(results: Sequence, fmt: str, why: bool = False, width: int | None = None) -> str:
     """Recommendations as a readable table or a machine format."""
     rows = result_records(results)
@@ -210,8 +228,9 @@ def render_results(results: Sequence, fmt: str, why: bool = False, width: int | 
     table = {"rank": 0, "score": 0, "id": 0, "title": LABEL_WIDTH, "snippet": SNIPPET_WIDTH}
     if why:
         table = {"rank": 0, "score": 0, "id": 0, "title": LABEL_WIDTH, "why": 40}
-    for row in rows:
-        row["score"] = f"{row['score']:.3f}" if fmt in ("table", "markdown") else row["score"]
+    shown = score_texts([row["score"] for row in rows])
+    for row, text in zip(rows, shown):
+        row["score"] = text if fmt in ("table", "markdown") else row["score"]
         if (
             why and row.get("because") and fmt in ("table", "markdown")
         ):  # the seeds first, then the terms
