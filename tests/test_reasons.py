@@ -4,9 +4,9 @@ reach the library's results, `explain` and the JSON."""
 
 import numpy as np
 import pytest
-
 from corpus import write_corpus
 from fakes import FakeEncoder
+
 from recommender import build_index
 from recommender.index.lexical import english_stop_words
 from recommender.query.reasons import (
@@ -34,7 +34,9 @@ def test_the_ceiling_is_a_share_of_the_papers_with_a_floor():
 
 def test_a_shared_phrase_is_kept_whole_and_its_words_not_again():
     first = "Differentially private training of language models with gradient clipping."
-    second = "We study differentially private fine-tuning and gradient clipping for language models."
+    second = (
+        "We study differentially private fine-tuning and gradient clipping for language models."
+    )
     found = shared_phrases(first, second, STOP, counts_of({}, 1000))
     phrases = [phrase for phrase, _ in found]
     assert set(phrases) == {"differentially private", "gradient clipping", "language models"}
@@ -59,20 +61,30 @@ def test_a_common_or_stop_word_may_sit_inside_a_phrase():
 def test_rarer_phrases_come_first():
     first = "graph sparsification and spectral bounds"
     second = "spectral bounds with graph sparsification"
-    found = shared_phrases(first, second, STOP, counts_of({"graph": 40, "sparsification": 2,
-                                                              "spectral": 30, "bounds": 30}, 1000))
+    found = shared_phrases(
+        first,
+        second,
+        STOP,
+        counts_of({"graph": 40, "sparsification": 2, "spectral": 30, "bounds": 30}, 1000),
+    )
     assert [phrase for phrase, _ in found] == ["graph sparsification", "spectral bounds"]
     assert found[0][1] > found[1][1]
 
 
 def test_merged_phrases_of_several_seeds():
-    merged = merge_phrases([[("gradient clipping", 9.0), ("memory", 3.0)],
-                            [("per sample gradient clipping", 14.0), ("memory", 3.0)]])
+    merged = merge_phrases(
+        [
+            [("gradient clipping", 9.0), ("memory", 3.0)],
+            [("per sample gradient clipping", 14.0), ("memory", 3.0)],
+        ]
+    )
     assert merged == ["per sample gradient clipping", "memory"]
 
 
 def test_sentences_too_short_are_not_offered():
-    text = "Code at github. We train private models with clipped gradients. Results follow here now."
+    text = (
+        "Code at github. We train private models with clipped gradients. Results follow here now."
+    )
     assert sentences_of(text) == ["We train private models with clipped gradients."]
     assert sentences_of("Title only") == ["Title only"]
     assert sentences_of("  ") == []
@@ -87,10 +99,14 @@ def test_the_best_pair_is_the_highest_cosine():
 
 def test_the_pair_chosen_with_the_fake_encoder_shares_the_topic():
     encoder = FakeEncoder()
-    seed = sentences_of("We assess video aesthetics with professional annotations. "
-                        "The network has two branches for sound and image.")
-    paper = sentences_of("Private training clips every gradient of the model. "
-                         "A database of video aesthetics annotations by professionals is released.")
+    seed = sentences_of(
+        "We assess video aesthetics with professional annotations. "
+        "The network has two branches for sound and image."
+    )
+    paper = sentences_of(
+        "Private training clips every gradient of the model. "
+        "A database of video aesthetics annotations by professionals is released."
+    )
     i, j, _ = best_pair(encoder.encode(seed), encoder.encode(paper))
     assert "aesthetics" in seed[i] and "aesthetics" in paper[j]
 
@@ -108,17 +124,28 @@ def test_like_why_gives_phrases_and_the_closest_sentences(index, fake_model):
     assert {"differentially private", "gradient clipping", "language models"} <= set(first.phrases)
     (pair,) = first.sentences
     assert pair.seed == "dp1" and pair.seed_sentence.startswith("Differentially private training")
-    assert pair.paper_sentence.startswith("Differentially private fine-tuning") and 0 < pair.cosine <= 1
+    assert (
+        pair.paper_sentence.startswith("Differentially private fine-tuning")
+        and 0 < pair.cosine <= 1
+    )
     data = first.to_dict()
     assert data["why"] == list(first.why)  # the terms keep their key
     assert data["phrases"] == list(first.phrases)
-    assert data["sentences"] == [{"seed": "dp1", "seed_sentence": pair.seed_sentence,
-                                  "paper_sentence": pair.paper_sentence, "cosine": round(pair.cosine, 4)}]
+    assert data["sentences"] == [
+        {
+            "seed": "dp1",
+            "seed_sentence": pair.seed_sentence,
+            "paper_sentence": pair.paper_sentence,
+            "cosine": round(pair.cosine, 4),
+        }
+    ]
 
 
 def test_like_without_why_encodes_nothing(index, fake_model):
     results = index.like("dp1", k=3)
-    assert fake_model.encoded_texts == [] and all(not r.phrases and not r.sentences for r in results)
+    assert fake_model.encoded_texts == [] and all(
+        not r.phrases and not r.sentences for r in results
+    )
     assert results[0].to_dict()["phrases"] == [] and results[0].to_dict()["sentences"] == []
 
 
@@ -130,7 +157,9 @@ def test_several_seeds_give_reasons_against_the_seeds_each_paper_is_there_becaus
 
 
 def test_search_and_explain_give_reasons_too(index):
-    (found,) = index.search("video aesthetic assessment with professional annotations", k=1, why=True)
+    (found,) = index.search(
+        "video aesthetic assessment with professional annotations", k=1, why=True
+    )
     assert found.sentences[0].seed is None and "video aesthetic assessment" in found.phrases
     explained = index.explain("dp2", seed="dp1")
     assert "gradient clipping" in explained.phrases and explained.sentences[0].seed == "dp1"

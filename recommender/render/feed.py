@@ -85,8 +85,7 @@ def _card(result) -> str:
         if part
     )
     sentences = [
-        f"<i>“{_text(pair.seed_sentence)}”</i> ~ <i>“{_text(pair.paper_sentence)}”</i>"
-        f" ({pair.cosine:.2f})"
+        f"“{_text(pair.seed_sentence)}” ~ “{_text(pair.paper_sentence)}” ({pair.cosine:.2f})"
         for pair in result.sentences
     ]
     lines = [
