@@ -26,8 +26,10 @@ from .reasons import (
     shared_phrases,
 )
 
-# The seeds a recommendation's reasons are given against when it names none (`with_reasons`).
+# The seeds a recommendation's phrases are given against when it names none (`with_reasons`).
 REASON_SEEDS = 3
+# Sentence vectors an opened index keeps (`closest_sentences`): 3 MB of 384 dimensions.
+SENTENCES_KEPT = 2048
 
 
 class IndexLookups(OpenedIndex):
@@ -40,11 +42,15 @@ class IndexLookups(OpenedIndex):
         self._aliases: dict[str, str] | None = (
             None  # nor the other IDs of papers (read on first use)
         )
+        # sentence -> its vector (`closest_sentences`): a seed's sentences are encoded once for
+        # every page of its results, up to SENTENCES_KEPT sentences
+        self._sentence_vectors: dict[str, np.ndarray] = {}
 
     def close(self) -> None:
         """Release the index files, and the lookups' tables; safe to call twice."""
         self._rows_by_key = {}
         self._rows_by_citation_key = None
+        self._sentence_vectors = {}
         super().close()
 
     def list_papers(self, where: Sequence[str] = (), limit: int | None = None) -> list[Paper]:
@@ -300,11 +306,12 @@ class IndexLookups(OpenedIndex):
         the model (`reasons.best_pair`), every sentence encoded once in one batch; None where a
         text has no sentence. Loads the query encoder."""
         split = {text: sentences_of(text) for _, *texts in pairs for text in texts}
-        unique = list(dict.fromkeys(s for sentences in split.values() for s in sentences))
-        if not unique:
-            return [None] * len(pairs)
-        vectors = self.encode_sentences(unique)
-        at = {sentence: i for i, sentence in enumerate(unique)}
+        known = self._sentence_vectors
+        missing = list(
+            dict.fromkeys(s for sentences in split.values() for s in sentences if s not in known)
+        )
+        if missing:
+            known.update(zip(missing, [row.copy() for row in self.encode_sentences(missing)]))
         found: list[SentencePair | None] = []
         for seed, first_text, second_text in pairs:
             first, second = split[first_text], split[second_text]
@@ -312,15 +319,18 @@ class IndexLookups(OpenedIndex):
                 found.append(None)
                 continue
             i, j, cosine = best_pair(
-                vectors[[at[s] for s in first]], vectors[[at[s] for s in second]]
+                np.stack([known[s] for s in first]), np.stack([known[s] for s in second])
             )
             found.append(SentencePair(seed, first[i], second[j], cosine))
+        while len(known) > SENTENCES_KEPT:  # the oldest first
+            known.pop(next(iter(known)))
         return found
 
     def with_reasons(self, results: Sequence, seeds: Sequence[tuple[str | None, Paper]]) -> list:
-        """Recommendations with their phrases and sentence pairs, each against the seeds it is
-        there because of (the first REASON_SEEDS seeds when it names none). `seeds`: (ID, paper)
-        of each seed; a search text is one seed of ID None, its paper the text as an abstract."""
+        """Recommendations with their reasons: the phrases they share with the seeds each is there
+        because of (the first REASON_SEEDS seeds when it names none), and the closest pair of
+        sentences with the first of those (the closest seed). `seeds`: (ID, paper) of each seed; a
+        search text is one seed of ID None, its paper the text as an abstract."""
         by_id = {seed_id: paper for seed_id, paper in seeds}
         chosen = [
             [(seed_id, by_id[seed_id]) for seed_id, _, _ in result.because if seed_id in by_id]
@@ -328,19 +338,18 @@ class IndexLookups(OpenedIndex):
             for result in results
         ]
         pairs = [
-            (seed_id, reason_text(seed), reason_text(result.paper))
+            (against[0][0], reason_text(against[0][1]), reason_text(result.paper))
             for result, against in zip(results, chosen)
-            for seed_id, seed in against
         ]
-        closest = iter(self.closest_sentences(pairs))
         explained = []
-        for result, against in zip(results, chosen):
+        for result, against, pair in zip(results, chosen, self.closest_sentences(pairs)):
             phrases = merge_phrases(
                 [self.shared_phrases(seed.text, result.paper.text) for _, seed in against]
             )
-            sentences = [pair for pair in (next(closest) for _ in against) if pair is not None]
             explained.append(
-                dataclasses.replace(result, phrases=tuple(phrases), sentences=tuple(sentences))
+                dataclasses.replace(
+                    result, phrases=tuple(phrases), sentences=() if pair is None else (pair,)
+                )
             )
         return explained
 
