@@ -94,7 +94,7 @@ def test_like_jsonl_is_json_a_line(built):
     assert rows[0] == {
         "rank": 1, "id": "dp2", "score": 0.4735, "handle": "Private Fine-Tuning", "title": "Private Fine-Tuning",
         "authors": [], "year": None, "venue": "", "snippet": "Differentially private fine-tuning of language models with low memory gradient clipping.",
-        "url": "", "code_links": [], "why": [], "because": [],
+        "url": "", "code_links": [], "why": [], "because": [], "phrases": [], "sentences": [],
     }
     assert [row["id"] for row in rows] == ["dp2", "rnn1"]
 

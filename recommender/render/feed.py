@@ -96,15 +96,19 @@ def _card(result) -> str:
     if paper.venue:
         facts.append(_text(paper.venue))
     because = ", ".join(f"{_text(handle)} ({cosine:.2f})" for _, handle, cosine in result.because)
-    terms = ", ".join(_text(term) for term in result.why)
+    terms = ", ".join(_text(term) for term in result.phrases or result.why)
     why = "; ".join(
         part
         for part in (
             f"because of {because}" if because else "",
-            f"shared terms: {terms}" if terms else "",
+            f"shares: {terms}" if terms else "",
         )
         if part
     )
+    sentences = [
+        f"“{_text(pair.seed_sentence)}” ~ “{_text(pair.paper_sentence)}” ({pair.cosine:.2f})"
+        for pair in result.sentences
+    ]
     lines = [
         f'<div style="{_CARD}">',
         f"<div>{heading}</div>",
@@ -118,6 +122,7 @@ def _card(result) -> str:
         )
         + "</p>",
         f'<p style="{_SMALL}"><b>Why:</b> {why}</p>' if why else "",
+        *(f'<p style="{_SMALL}">{sentence}</p>' for sentence in sentences),
         (
             f'<p style="{_ABSTRACT}">{_text(shorten(paper.abstract, ABSTRACT_CHARACTERS))}</p>'
             if paper.abstract

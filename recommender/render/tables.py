@@ -236,6 +236,8 @@ def render_results(results: Sequence, fmt: str, why: bool = False, width: int | 
         ):  # the seeds first, then the terms
             seeds = ", ".join(f"{seed['handle']} ({seed['cosine']:.2f})" for seed in row["because"])
             row["why"] = [f"because of {seeds}", *row["why"]]
+        if why and fmt in ("table", "markdown"):
+            row["why"] = reason_lines(row)
     if fmt == "table" and not rows:
         return "no papers found\n"
     if fmt == "markdown":
@@ -252,6 +254,26 @@ def render_results(results: Sequence, fmt: str, why: bool = False, width: int | 
         ]
         return markdown_table(rows, shown + (["why"] if why else []), _MARKDOWN_CELLS)
     return render(rows, columns, fmt, table, width)
+
+
+REASON_SENTENCE_WIDTH = 90  # a sentence of a reason longer than this is cut, with "…"
+
+
+def reason_lines(row: dict) -> list[str]:
+    """A result's reasons as the table and Markdown show them: the seeds it is there because of,
+    the phrases it shares with them (its shared terms when it shares no phrase), and the closest
+    pair of sentences."""
+    lines = [line for line in row["why"] if line.startswith("because of ")]
+    terms = [line for line in row["why"] if not line.startswith("because of ")]
+    phrases = row.get("phrases") or terms
+    if phrases:
+        lines.append("shares: " + ", ".join(phrases))
+    for pair in row.get("sentences") or ():
+        lines.append(
+            f"“{shorten(pair['seed_sentence'], REASON_SENTENCE_WIDTH)}” ~"
+            f" “{shorten(pair['paper_sentence'], REASON_SENTENCE_WIDTH)}” ({pair['cosine']:.2f})"
+        )
+    return lines
 
 
 def paper_record(paper) -> dict:

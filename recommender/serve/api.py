@@ -114,7 +114,11 @@ def like(
     diverse: float | None = Query(
         None, ge=0, le=1, description="Maximal marginal relevance (1 = relevance only)."
     ),
-    why: bool = Query(False, description="The terms that tie each paper to the query."),
+    why: bool = Query(
+        False,
+        description="The reasons that tie each paper to the query: shared terms (why), phrases"
+        " and the closest pair of sentences.",
+    ),
     exclude: list[str] = Query([], description="Paper IDs to leave out (repeatable)."),
 ):
     check_count("id", id)

@@ -301,7 +301,7 @@ def tags_page(request: Request):
 
 def because_card(result) -> dict:
     """A recommendation's card with the seeds it is there because of, each linked to the page
-    that shows why (the shared terms)."""
+    that shows why, and its reasons (the phrases and closest sentences it shares with them)."""
     return dict(
         card(result.paper, result.score),
         because=[
@@ -313,6 +313,8 @@ def because_card(result) -> dict:
             }
             for seed, handle, cosine in result.because
         ],
+        phrases=list(result.phrases),
+        sentences=list(result.sentences),
     )
 
 
