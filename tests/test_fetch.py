@@ -231,13 +231,20 @@ def test_a_stopped_fetch_resumes_from_its_page_and_since_last_follows(workdir, o
     assert "from" in server.requests[-1][0]  # the day of the last fetch
 
 
-def test_since_last_without_a_fetch_before_is_one_line(workdir):
-    result = papers(workdir, "fetch", "arxiv", "--category", "cs.LG", "--since", "last")
-    assert (
-        result.returncode == 2
-        and "never fetched" in result.stderr
-        and "Traceback" not in result.stderr
+def test_since_last_without_a_fetch_before_fetches_the_last_two_days_and_says_so(workdir, oai):
+    import time
+
+    server = oai(
+        [OAI_HEAD.replace("<ListRecords>", "") + '<error code="noRecordsMatch"/></OAI-PMH>']
     )
+    result = papers(
+        workdir, "fetch", "arxiv", "--category", "cs.LG", "--since", "last",
+        "--base-url", server.url, "--delay", "0",
+    )  # fmt: skip
+    start = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 2 * 86400))
+    assert result.returncode == 0, result.stderr
+    assert f"never fetched here: fetching the last 2 days (since {start})" in result.stderr
+    assert server.requests[-1][0]["from"] == start
 
 
 def note(forum: str, title: str, abstract: str, venueid: str, venue: str) -> dict:

@@ -8,9 +8,19 @@ from pathlib import Path
 
 import click
 
-from ..errors import OptionError
 from .common import quiet_option
 from .errors import library_errors
+
+#: What a first `--since last` fetches: the records changed in the last this many days (UTC).
+FIRST_WINDOW_DAYS = 2
+
+
+def first_window_start(now: float | None = None) -> str:
+    """The day (YYYY-MM-DD, UTC) a first `--since last` starts from: FIRST_WINDOW_DAYS ago."""
+    import time
+
+    seconds = time.time() if now is None else now
+    return time.strftime("%Y-%m-%d", time.gmtime(seconds - FIRST_WINDOW_DAYS * 86400))
 
 
 def _fetched_to(out: str, fetch):
@@ -51,7 +61,8 @@ def fetch():
     metavar="DATE|last",
     help=(
         "Records changed since this day (YYYY-MM-DD), or since the last fetch of this category "
-        "('last'); default: every record of the category."
+        f"('last'; the first time: the last {FIRST_WINDOW_DAYS} days); default: every record of"
+        " the category."
     ),
 )
 @click.option(
@@ -95,11 +106,14 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
             since = json.loads(state_path.read_text(encoding="utf-8")).get(key)
         except (OSError, ValueError):
             since = None
-        if since is None:
-            raise OptionError(
-                f"--since last: {category} was never fetched here: give --since YYYY-MM-DD the"
-                " first time"
-            )
+        if not isinstance(since, str):  # never fetched here: the last few days
+            since = first_window_start()
+            if not quiet:
+                click.echo(
+                    f"--since last: {category} was never fetched here: fetching the last "
+                    f"{FIRST_WINDOW_DAYS} days (since {since})",
+                    err=True,
+                )
     notice = None if quiet else (lambda message: click.echo(message, err=True))
     options = dict(
         since=since,

@@ -27,6 +27,7 @@ __all__ = [
     "PDF",
     "TEXT_FROM",
     "TITLE_ONLY",
+    "TextKinds",
     "PdfLibraryMissing",
     "PdfText",
     "PdfUnreadable",
@@ -63,6 +64,20 @@ _INTRODUCTION = re.compile(
 )
 _HYPHEN_BREAK = re.compile(r"(\w)-[ \t]*\r?\n[ \t]*(\w)")
 _DOI = re.compile(r"\b10\.\d{4,9}/[^\s\"<>]+")
+
+
+class TextKinds:
+    """How many papers have texts of each kind (a build's line says it)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def add(self, kind: str) -> None:
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+
+    def counts(self) -> tuple[tuple[str, int], ...]:
+        """(kind, count) in the order of TEXT_FROM, the kinds with none left out."""
+        return tuple((kind, self._counts[kind]) for kind in TEXT_FROM if kind in self._counts)
 
 
 class PdfUnreadable(Exception):

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
@@ -39,6 +39,7 @@ ID_LENGTH = 12
 LONG_ABSTRACT = 100_000
 # Files that name their formats in the message for a folder without papers.
 FORMAT_NAMES = ".txt, .jsonl, .json, .csv, .bib or .pdf"
+K = TypeVar("K")  # how a caller of `same_paper` names a paper it holds
 # The input that names the default Zotero profile's database.
 ZOTERO = "zotero:"
 
@@ -318,6 +319,65 @@ def _count_left_out(left_out: dict | None, record: Record, reason: str) -> None:
             reasons[reason] = reasons.get(reason, 0) + 1
 
 
+class HeldPapers(Protocol[K]):
+    """The papers a paper read is compared with (`same_paper`): each lookup gives the one held
+    under that key (in the caller's terms: a row, a part and ID), or None."""
+
+    def by_text(self, key: str) -> K | None:
+        """The paper held with this text key (`text_key`)."""
+
+    def by_work(self, work: str) -> K | None:
+        """The paper held with this arXiv ID or DOI (`identifiers.work_identifier`)."""
+
+    def by_id(self, paper_id: str) -> K | None:
+        """The paper held under this ID."""
+
+
+@dataclass(frozen=True)
+class SamePaper(Generic[K]):
+    """What `same_paper` found: `kind` "text" (the same title and abstract), "work" (the same
+    arXiv ID or DOI, named by `work`) or "id" (the same ID for a different paper: refused,
+    `id_conflict`), and the paper held (`kept`)."""
+
+    kind: str
+    kept: K
+    work: str = ""
+
+
+def same_paper(paper: Paper, held: HeldPapers[K]) -> SamePaper[K] | None:
+    """The rule for two records of one paper, which a build applies among the papers it reads and
+    `papers add` against the index too: the same text is the same paper, and so is the same work
+    (arXiv ID or DOI) under another text; else the same ID names a different paper. None: a new
+    paper."""
+    kept = held.by_text(text_key(paper.title, paper.abstract))
+    if kept is not None:
+        return SamePaper("text", kept)
+    from .identifiers import work_identifier  # here, not at import: `papers like` reads no file
+
+    work = work_identifier(paper.url, paper.id)
+    kept = held.by_work(work) if work else None
+    if kept is not None:
+        return SamePaper("work", kept, work)
+    kept = held.by_id(paper.id)
+    return None if kept is None else SamePaper("id", kept)
+
+
+def duplicate_message(paper: Paper, found: SamePaper, kept_source: str, kept_id: str) -> str:
+    """The warning for a record left out as the same paper as one kept (`same_paper`)."""
+    if found.kind == "text":
+        return f"{paper.source}: same paper as {kept_source}; kept once"
+    also = f", '{paper.id}' naming it too" if paper.id != kept_id else ""
+    return f"{paper.source}: same paper ({found.work}) as {kept_source}; kept once{also}"
+
+
+def id_conflict(paper: Paper, other_source: str) -> InputError:
+    """The error for an ID used for two different papers: the whole input is refused."""
+    return InputError(
+        f"{paper.source}: ID '{paper.id}' is also used by {other_source} for a"
+        " different paper: give each paper its own ID"
+    )
+
+
 class PaperSet:
     """Which of the papers read, one at a time, are kept, and their handles, holding a few short
     strings a paper rather than the papers (a build streams them to disk).
@@ -325,8 +385,8 @@ class PaperSet:
     The same text twice is kept once, with a warning naming both places, and so is the same
     work (the same arXiv ID or DOI, `work_identifier`) under two texts; the ID of the record
     left out becomes an alias of the kept paper's (`aliases`). One ID for two different works
-    is an InputError. Texts and works are told apart by 128-bit hashes. `source_of(row)` gives
-    the source of the row-th paper kept, for those messages."""
+    is an InputError (`same_paper`). Texts and works are told apart by 128-bit hashes.
+    `source_of(row)` gives the source of the row-th paper kept, for those messages."""
 
     def __init__(self, source_of: Callable[[int], str]):
         self._source_of = source_of
@@ -337,51 +397,40 @@ class PaperSet:
         # The ID of a record left out as the same paper -> the kept paper's ID.
         self.aliases: dict[str, str] = {}
         self._bases: list[str] = []
+        self._asked = (b"", b"")  # the hashes of the text and work `same_paper` last asked for
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def add(self, paper: Paper) -> bool:
-        """Whether `paper` is kept (False for the same text again, with a warning)."""
-        key = hashlib.blake2b(
-            text_key(paper.title, paper.abstract).encode("utf-8", "surrogatepass"), digest_size=16
-        ).digest()
-        kept = self._by_text.get(key)
-        if kept is not None:
-            warnings.warn(
-                f"{paper.source}: same paper as {self._source_of(kept)}; kept once",
-                DuplicatePaperWarning,
-                stacklevel=3,
-            )
-            self._alias(paper.id, kept)
-            return False
-        from .identifiers import work_identifier  # here, not at import: `papers like` reads no file
+    def by_text(self, key: str) -> int | None:
+        self._asked = (_hashed(key), b"")  # kept for `add`: each key is hashed once
+        return self._by_text.get(self._asked[0])
 
-        work = work_identifier(paper.url, paper.id)
-        work_key = (
-            hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-            if work
-            else b""
-        )
-        kept = self._by_work.get(work_key) if work else None
-        if kept is not None:
-            also = f", '{paper.id}' naming it too" if paper.id != self.ids[kept] else ""
+    def by_work(self, work: str) -> int | None:
+        self._asked = (self._asked[0], _hashed(work))
+        return self._by_work.get(self._asked[1])
+
+    def by_id(self, paper_id: str) -> int | None:
+        return self._by_id.get(paper_id)
+
+    def add(self, paper: Paper) -> bool:
+        """Whether `paper` is kept (False for the same paper again, with a warning)."""
+        found = same_paper(paper, self)
+        if found is not None and found.kind == "id":
+            raise id_conflict(paper, self._source_of(found.kept))
+        if found is not None:
+            kept = found.kept
             warnings.warn(
-                f"{paper.source}: same paper ({work}) as {self._source_of(kept)}; kept once{also}",
+                duplicate_message(paper, found, self._source_of(kept), self.ids[kept]),
                 DuplicatePaperWarning,
                 stacklevel=3,
             )
             self._alias(paper.id, kept)
             return False
-        other = self._by_id.get(paper.id)
-        if other is not None:
-            raise InputError(
-                f"{paper.source}: ID '{paper.id}' is also used by {self._source_of(other)} for a"
-                " different paper: give each paper its own ID"
-            )
-        self._by_text[key] = self._by_id[paper.id] = len(self.ids)
+        text, work = self._asked
+        self._by_text[text] = self._by_id[paper.id] = len(self.ids)
         if work:
-            self._by_work[work_key] = len(self.ids)
+            self._by_work[work] = len(self.ids)
         self.ids.append(paper.id)
         self._bases.append(derive_handle(paper.title, paper.abstract))
         return True
@@ -405,6 +454,10 @@ class PaperSet:
         for i, handle in zip(order, handles):
             out[i] = handle
         return out
+
+
+def _hashed(key: str) -> bytes:
+    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _lacks_abstract(record: Record) -> bool:

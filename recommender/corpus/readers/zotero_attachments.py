@@ -7,6 +7,7 @@ them when an item has no abstract)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,21 +22,24 @@ class ItemFiles:
 
 
 def attachments(
-    database, tables: set[str], data_dir: Path
+    query: Callable[[str], list], tables: set[str], data_dir: Path
 ) -> tuple[dict[int, ItemFiles], set[int]]:
     """Each item's files by item ID (a PDF kept alone is its own item), and the IDs of the PDFs
-    kept alone (attachments with no parent: papers of the library)."""
+    kept alone (attachments with no parent: papers of the library). `query` runs a query on the
+    database and gives its rows (none when the table's shape is not known)."""
     if not {"itemAttachments", "items"} <= tables:
         return {}, set()
     out: dict[int, ItemFiles] = {}
     alone: set[int] = set()
-    rows = database.execute(
+    rows = query(
         "SELECT a.itemID, a.parentItemID, a.linkMode, a.contentType, a.path, i.key FROM"
         " itemAttachments a JOIN items i ON i.itemID = a.itemID ORDER BY a.itemID"
-    ).fetchall()
+    )
     for item_id, parent, _mode, content_type, stored, key in rows:
         owner = parent if parent is not None else item_id
-        folder = data_dir / "storage" / str(key)
+        if not isinstance(key, str) or "/" in key or key in ("", ".", ".."):
+            continue  # not a key Zotero makes: no folder of the data folder is named by it
+        folder = data_dir / "storage" / key
         files = out.setdefault(owner, ItemFiles())
         files.full_texts.append(folder / FULL_TEXT_CACHE)
         if content_type != PDF_TYPE or not isinstance(stored, str):
