@@ -113,11 +113,14 @@ def test_like_json_csv_markdown(built):
 
 
 def test_like_why(built):
-    assert built("like", "dp1", "-k", "2", "--why").output == (
-        "rank  score  id    title                               why\n"
-        "   1  0.473  dp2   Private Fine-Tuning                 private; clipping; differentially\n"
-        "   2  0.217  rnn1  TFLA: Tiled Flash Linear Attention  fast; language\n"
+    lines = built("like", "dp1", "-k", "2", "--why").output.splitlines()
+    assert lines[0] == "rank  score  id    title                               why"
+    assert lines[1].startswith(
+        "   1  0.473  dp2   Private Fine-Tuning                 "
+        "shares: differentially private, gradient clipping, language models; "
     )
+    assert lines[2].startswith("   2  0.217  rnn1  TFLA: Tiled Flash Linear Attention  shares: fast, language; ")
+    assert len(lines) == 3  # a pipe gets whole lines: one a result
 
 
 def test_like_several_with_not_and_exclude(built, workdir):
