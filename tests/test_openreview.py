@@ -27,8 +27,9 @@ def test_api_v2_notes_as_the_api_answers(workdir, run):
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("indexed 2 papers")
     assert result.stderr == (
-        "warning: openreview-v2.json: 2 withdrawn or desk-rejected submissions left out (the first: "
-        "openreview-v2.json item 3); they are indexed when withdrawn submissions are kept\n")
+        "warning: openreview-v2.json: 2 withdrawn or desk-rejected submissions left out (Wd7XyZ0aB1 "
+        "(openreview-v2.json item 3), Dr5StU8vW2 (openreview-v2.json item 4)); "
+        "`papers build --keep-withdrawn` keeps them\n")
     paper = shown(run, "aB3dE5fG7h")
     assert (paper["title"], paper["authors"], paper["venue"], paper["year"], paper["url"]) == (
         "Private Fine-Tuning at Scale", ["Jane Smith", "Hans Müller"], "ICLR 2024 poster", 2024,
@@ -49,7 +50,8 @@ def test_api_v1_notes_one_a_line_with_decisions(workdir, run):
     result = build(workdir, run, "openreview-v1.jsonl")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("indexed 2 papers")
-    assert "1 withdrawn or desk-rejected submission left out (the first: openreview-v1.jsonl:3)" in result.stderr
+    assert "1 withdrawn or desk-rejected submission left out (" in result.stderr
+    assert "openreview-v1.jsonl:3)); `papers build --keep-withdrawn` keeps them" in result.stderr
     paper = shown(run, "HkgsPhNYPS")
     assert (paper["venue"], paper["year"], paper["url"]) == (
         "ICLR 2020 (Accept (Poster))", 2020, "https://openreview.net/forum?id=HkgsPhNYPS")
