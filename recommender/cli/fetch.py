@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -12,6 +13,8 @@ import click
 from ..errors import OptionError
 from .common import output_file, quiet_option
 from .errors import library_errors
+
+_BOUND_FLAGS: dict[str, str] = {}  # a bound's parameter -> its option
 
 
 def bound_options(command):
@@ -57,11 +60,24 @@ def bound_options(command):
         ),
     ]
     for flag, name, kind, value, text in reversed(options):
+        _BOUND_FLAGS[name] = flag
         unit = "SECONDS" if isinstance(kind, click.FloatRange) else "N"
         command = click.option(
             flag, name, type=kind, default=value, show_default=True, metavar=unit, help=text
         )(command)
     return command
+
+
+@contextlib.contextmanager
+def _bounds_named():
+    """A bound reached, with the option that sets it."""
+    from ..errors import LimitError, RecommenderError
+
+    try:
+        yield
+    except LimitError as error:
+        flag = _BOUND_FLAGS.get(error.parameter, error.parameter)
+        raise RecommenderError(f"{error} (a larger {flag} goes further)") from None
 
 
 def _bounds(options: dict):
@@ -170,16 +186,17 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet, **bounds):
                 " first time"
             )
     notice = None if quiet else (lambda message: click.echo(message, err=True))
-    report = arxiv.fetch_arxiv(
-        category,
-        _pages_root(),
-        _target(out),
-        since=since,
-        base_url=base_url or arxiv.BASE_URL,
-        notice=notice,
-        delay=arxiv.DELAY_SECONDS if delay is None else delay,
-        bounds=_bounds(bounds),
-    )
+    with _bounds_named():
+        report = arxiv.fetch_arxiv(
+            category,
+            _pages_root(),
+            _target(out),
+            since=since,
+            base_url=base_url or arxiv.BASE_URL,
+            notice=notice,
+            delay=arxiv.DELAY_SECONDS if delay is None else delay,
+            bounds=_bounds(bounds),
+        )
     _deliver(report.records, out)
     state = _fetch_state(state_path)
     state[key] = report.until
@@ -238,16 +255,17 @@ def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet, **bo
     from ..corpus.fetch import openreview
 
     notice = None if quiet else (lambda message: click.echo(message, err=True))
-    report = openreview.fetch_openreview(
-        venue,
-        _pages_root(),
-        _target(out),
-        withdrawn=withdrawn,
-        base_url=base_url or openreview.BASE_URL,
-        notice=notice,
-        delay=openreview.DELAY_SECONDS if delay is None else delay,
-        bounds=_bounds(bounds),
-    )
+    with _bounds_named():
+        report = openreview.fetch_openreview(
+            venue,
+            _pages_root(),
+            _target(out),
+            withdrawn=withdrawn,
+            base_url=base_url or openreview.BASE_URL,
+            notice=notice,
+            delay=openreview.DELAY_SECONDS if delay is None else delay,
+            bounds=_bounds(bounds),
+        )
     _deliver(report.records, out)
     extra = f", {report.withdrawn} withdrawn" if withdrawn else ""
     malformed = f", {report.malformed} malformed notes skipped" if report.malformed else ""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import InputError, RecommenderError
+from ...errors import InputError, LimitError, RecommenderError
 from ..identifiers import id_fault, shown_id
 from .http import RESUMES, Bounds, PoliteClient
 from .pages import Pages, fingerprint, folder_for
@@ -96,9 +96,10 @@ def fetch_arxiv(
     until = time.strftime("%Y-%m-%d", time.gmtime())
     while True:
         if state["pages"] >= bounds.max_pages:
-            raise RecommenderError(
-                f"{base_url} still had pages after {state['pages']} (--max-pages): stopped; give"
-                f" a larger --max-pages or a later --since ({RESUMES})"
+            raise LimitError(
+                f"{base_url} still had pages after the most pages of {bounds.max_pages}: stopped;"
+                f" {RESUMES}",
+                "max_pages",
             )
         if state["token"]:
             query = {"verb": "ListRecords", "resumptionToken": state["token"]}
@@ -126,9 +127,10 @@ def fetch_arxiv(
         if notice is not None:
             notice(f"page {state['pages']}: {state['written']} records")
         if state["written"] > bounds.max_records:
-            raise RecommenderError(
-                f"{base_url} gave more than {bounds.max_records} records (--max-records): stopped;"
-                f" give a larger --max-records or a later --since ({RESUMES})"
+            raise LimitError(
+                f"{base_url} gave more than the most records of {bounds.max_records}: stopped;"
+                f" {RESUMES}",
+                "max_records",
             )
         if not state["token"]:
             break

@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from ... import __version__
-from ...errors import RecommenderError
+from ...errors import LimitError, RecommenderError
 
 USER_AGENT = f"papers-like/{__version__} (papers fetch; https://pypi.org/project/papers-like/)"
 RESUMES = "a rerun resumes where this one stopped"
@@ -58,9 +58,10 @@ class PoliteClient:
             self.sleep(seconds)
 
     def _past_deadline(self):
-        raise RecommenderError(
+        raise LimitError(
             f"the fetch from {self.base_url} took longer than its deadline of"
-            f" {self.bounds.total_seconds:g} s (--deadline): stopped; {RESUMES}"
+            f" {self.bounds.total_seconds:g} s: stopped; {RESUMES}",
+            "total_seconds",
         )
 
     def get(self, query: dict, path: str = "") -> bytes:
@@ -84,17 +85,18 @@ class PoliteClient:
                         ) from None
                     pause = _retry_after(error.headers.get("Retry-After"), attempt, self.delay)
                     if pause > self.bounds.longest_wait:
-                        raise RecommenderError(
+                        raise LimitError(
                             f"{self.base_url} asks to wait {pause:g} s, longer than the longest"
-                            f" wait of {self.bounds.longest_wait:g} s (--longest-wait): stopped;"
-                            f" {RESUMES}"
+                            f" wait of {self.bounds.longest_wait:g} s: stopped; {RESUMES}",
+                            "longest_wait",
                         ) from None
             except _TooSlow:
                 if time.monotonic() >= self.deadline:
                     self._past_deadline()
-                raise RecommenderError(
+                raise LimitError(
                     f"{self.base_url} took longer than {self.bounds.response_seconds:g} s to send"
-                    f" one answer (--response-timeout): stopped; {RESUMES}"
+                    f" one answer: stopped; {RESUMES}",
+                    "response_seconds",
                 ) from None
             except (
                 urllib.error.URLError,
@@ -136,7 +138,7 @@ def _check_redirect(asked: str, final: str, base_url: str) -> None:
         if any(got.get(name) != values for name, values in wanted.items()):
             raise RecommenderError(
                 f"{base_url} redirected the request to {final}, which drops part of its query:"
-                " the pages cannot be followed; give the service's own address with --base-url"
+                " the pages cannot be followed; give the service's own address"
             )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ...errors import InputError, RecommenderError
+from ...errors import InputError, LimitError, RecommenderError
 from ..identifiers import id_fault, shown_id
 from ..readers.openreview import forum_url
 from .http import RESUMES, Bounds, PoliteClient
@@ -91,9 +91,10 @@ def fetch_openreview(
     while state["part"] < len(parts):
         venue_id, status = parts[state["part"]]
         if state["pages"] >= bounds.max_pages:
-            raise RecommenderError(
-                f"{base_url} still had pages of {venue_id} after {state['pages']} (--max-pages):"
-                f" stopped; give a larger --max-pages ({RESUMES})"
+            raise LimitError(
+                f"{base_url} still had pages of {venue_id} after the most pages of"
+                f" {bounds.max_pages}: stopped; {RESUMES}",
+                "max_pages",
             )
         body = client.get(
             {"content.venueid": venue_id, "offset": state["offset"], "limit": page}, "/notes"
@@ -111,9 +112,10 @@ def fetch_openreview(
         if isinstance(total, bool) or not isinstance(total, int):
             total = None
         if total is not None and total > bounds.max_records:
-            raise RecommenderError(
-                f"{base_url} says {venue_id} has {total} notes, more than {bounds.max_records}"
-                f" (--max-records): give a larger --max-records to fetch them ({RESUMES})"
+            raise LimitError(
+                f"{base_url} says {venue_id} has {total} notes, more than the most records of"
+                f" {bounds.max_records}: not fetched",
+                "max_records",
             )
         names = [str(note.get("id")) if isinstance(note, dict) else "?" for note in notes]
         mark = fingerprint([venue_id, *names])
@@ -143,9 +145,10 @@ def fetch_openreview(
         if notice is not None:
             notice(f"{venue_id}: {state['offset']} notes")
         if state["accepted"] + state["withdrawn"] > bounds.max_records:
-            raise RecommenderError(
-                f"{base_url} gave more than {bounds.max_records} notes (--max-records): stopped;"
-                f" give a larger --max-records ({RESUMES})"
+            raise LimitError(
+                f"{base_url} gave more than the most records of {bounds.max_records}: stopped;"
+                f" {RESUMES}",
+                "max_records",
             )
         if not notes or (state["offset"] >= total if total is not None else len(notes) < page):
             # the last page of this part: by the count the API gives, else a short page
