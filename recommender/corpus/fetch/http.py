@@ -86,7 +86,7 @@ class PoliteClient:
                     pause = _retry_after(error.headers.get("Retry-After"), attempt, self.delay)
                     if pause > self.bounds.longest_wait:
                         raise LimitError(
-                            f"{self.base_url} asks to wait {pause:g} s, longer than the longest"
+                            f"{self.base_url} asks to wait {pause:.0f} s, longer than the longest"
                             f" wait of {self.bounds.longest_wait:g} s: stopped; {RESUMES}",
                             "longest_wait",
                         ) from None
