@@ -22,6 +22,9 @@ DESCRIPTION = "a JSON object (an OpenReview note)"
 # The last part of the venue ID (or invitation, or the decision) of a submission that is not a
 # paper of the venue: ".../Withdrawn_Submission", ".../-/Desk_Rejected_Submission", "Desk Reject".
 _WITHDRAWN = re.compile(r"withdrawn|desk[ _-]?reject", re.IGNORECASE)
+_WITHDRAWN_ID = re.compile(
+    r"(?:withdrawn|desk[ _-]?reject(?:ed)?)(?:[ _-]submissions?)?", re.IGNORECASE
+)
 
 
 def forum_url(forum: str) -> str:
@@ -34,9 +37,9 @@ def is_withdrawn(venue_id: str, invitation: str = "", decision: str = "") -> boo
     (`ICLR.cc/2024/Conference/Withdrawn_Submission`), else (API v1) by its invitation or its
     decision; never by the venue's display name (a workshop may be called "Withdrawn ...")."""
     if venue_id:
-        return bool(_WITHDRAWN.search(venue_id.rstrip("/").rsplit("/", 1)[-1]))
+        return bool(_WITHDRAWN_ID.fullmatch(venue_id.rstrip("/").rsplit("/", 1)[-1]))
     last = invitation.rstrip("/").rsplit("/", 1)[-1]
-    return bool(_WITHDRAWN.search(last) or _WITHDRAWN.search(decision))
+    return bool(_WITHDRAWN_ID.fullmatch(last) or _WITHDRAWN.search(decision))
 
 
 def looks_like(data: dict) -> bool:
