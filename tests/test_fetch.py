@@ -4,9 +4,9 @@ Retry-After, a dropped connection, a malformed and a deleted record. Real proces
 
 import json
 import os
+import stat
 import subprocess
 import sys
-import stat
 import threading
 import time
 import urllib.parse
