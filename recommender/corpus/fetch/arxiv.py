@@ -89,7 +89,7 @@ def fetch_arxiv(
         "base_url": base_url,
         "target": target,
     }
-    fresh = {"token": None, "pages": 0, "written": 0, "malformed": 0, "odd": 0, "seen": []}
+    fresh: dict = {"token": None, "pages": 0, "written": 0, "malformed": 0, "odd": 0, "seen": []}
     store = Pages(folder_for(Path(pages_root), wanted), wanted, fresh)
     state = store.state
     client = PoliteClient(base_url, delay, retries, notice, sleep, bounds)

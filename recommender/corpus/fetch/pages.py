@@ -33,6 +33,7 @@ class Pages:
         self.records = self.folder / "records.jsonl"
         self.state_path = self.folder / "state.json"
         self.folder.mkdir(parents=True, exist_ok=True)
+        files.remove_stale_partials(self.folder)  # of a run killed while saving its state
         state = _read_state(self.state_path)
         if (
             state.get("wanted") != wanted
