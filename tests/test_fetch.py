@@ -422,6 +422,11 @@ def test_out_onto_a_fifo_or_a_device_is_written_into_never_replaced(workdir, oai
     assert os.readlink(workdir / "sink") == "/dev/null"  # the link kept, /dev/null written into
     done = fetch_cs(workdir, oai([PAGE_ONE, PAGE_TWO]), out="/dev/null")
     assert done.returncode == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode), done.stderr
+    os.symlink("/proc/self/fd/1", workdir / "out-link")  # the process's own standard output
+    done = fetch_cs(workdir, oai([PAGE_ONE, PAGE_TWO]), out="out-link")
+    assert done.returncode == 0 and os.readlink(workdir / "out-link") == "/proc/self/fd/1"
+    assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == ["2506.00001", "2506.00003"]
+    os.unlink(workdir / "out-link")
     assert sorted(path.name for path in workdir.iterdir()) == ["home", "records.fifo", "sink"]
 
 
@@ -505,7 +510,7 @@ def test_an_arxiv_record_with_a_direction_override_in_its_id_is_skipped(workdir,
     page = PAGE_ONE.replace("2506.00002", "2506.0000\u202e2").replace(
         record("2506.0000\u202e2", "No Abstract Here", ""),
         record("2506.0000\u202e2", "Odd", "An odd ID."))
-    done = fetch_cs(workdir, oai([page, PAGE_TWO]))
+    done = fetch_cs(workdir, oai([page, PAGE_TWO]), "--quiet")  # a warning is shown even so
     assert done.returncode == 0, done.stderr
     assert "warning: skipped a record whose ID '2506.0000\\u202e2' contains an invisible" in done.stderr
     ids = [json.loads(line)["id"] for line in (workdir / "new.jsonl").read_text().splitlines()]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import warnings
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from ...errors import InputError, LimitError, RecommenderError
 from ..identifiers import id_fault, shown_id
+from ..readers import InputWarning
 from .http import RESUMES, Bounds, PoliteClient
 from .pages import Pages, fingerprint, folder_for
 
@@ -117,7 +119,11 @@ def fetch_arxiv(
         kept = [record for record in records if not id_fault(record["id"])]
         if len(kept) < len(records) and not state["odd"]:
             first = next(record["id"] for record in records if id_fault(record["id"]))
-            _warn(notice, f"skipped a record whose ID {shown_id(first)} {id_fault(first)}")
+            warnings.warn(
+                f"skipped a record whose ID {shown_id(first)} {id_fault(first)}",
+                InputWarning,
+                stacklevel=2,
+            )
         state["odd"] += len(records) - len(kept)
         state["written"] += store.add_page(kept)
         state["malformed"] += malformed
@@ -138,11 +144,6 @@ def fetch_arxiv(
     return FetchReport(
         store, state["written"], state["malformed"], state["pages"], until, state["odd"]
     )
-
-
-def _warn(notice, message: str) -> None:
-    if notice is not None:
-        notice(f"warning: {message}")
 
 
 def _check_new_page(state: dict, root: ElementTree.Element, token: str, base_url: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from ...errors import InputError, LimitError, RecommenderError
 from ..identifiers import id_fault, shown_id
+from ..readers import InputWarning
 from ..readers.openreview import forum_url
 from .http import RESUMES, Bounds, PoliteClient
 from .pages import Pages, fingerprint, folder_for
@@ -131,10 +133,12 @@ def fetch_openreview(
             if record is None:
                 state["malformed"] += 1
             elif id_fault(record["id"]):
-                if not state["odd"] and notice is not None:
-                    notice(
-                        f"warning: skipped a note whose ID {shown_id(record['id'])}"
-                        f" {id_fault(record['id'])}"
+                if not state["odd"]:
+                    warnings.warn(
+                        f"skipped a note whose ID {shown_id(record['id'])}"
+                        f" {id_fault(record['id'])}",
+                        InputWarning,
+                        stacklevel=2,
                     )
                 state["odd"] += 1
             else:
