@@ -3180,6 +3180,225 @@ def _(cwd):
 
 # -- papers fetch: bounded, one bad record never stops the routine; outputs (family: fetch)
 
+_OAI = ('<?xml version="1.0" encoding="UTF-8"?>\n<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/">'
+        '<responseDate>2025-06-02T00:00:00Z</responseDate><request verb="ListRecords">x</request><ListRecords>')
+
+
+def _oai_page(ids, token=""):
+    records = "".join(
+        f'<record><header><identifier>oai:arXiv.org:{i}</identifier><datestamp>2025-06-01</datestamp></header>'
+        f'<metadata><arXiv xmlns="http://arxiv.org/OAI/arXiv/"><id>{i}</id><title>Paper {i}</title>'
+        f'<abstract>The abstract of paper {i}.</abstract></arXiv></metadata></record>' for i in ids)
+    return _OAI + records + f"<resumptionToken>{token}</resumptionToken></ListRecords></OAI-PMH>"
+
+
+def _note(forum, **extra):
+    return {"id": forum, "forum": forum, "cdate": 1746000000000, "pdate": 1758000000000, **extra,
+            "content": {"title": {"value": f"Paper {forum}"}, "abstract": {"value": f"A study of differentially private training, number {forum}."},
+                        "venueid": {"value": "NeurIPS.cc/2025/Conference"}, "venue": {"value": "NeurIPS 2025"}}}
+
+
+@contextlib.contextmanager
+def _loopback(*steps, then=None):
+    """An HTTP server on 127.0.0.1: each request takes the next step (a body, or a callable that answers
+    itself), then `then` for ever."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    queue = list(steps)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            step = queue.pop(0) if queue else then
+            if callable(step):
+                return step(self)
+            body = (step or "").encode()
+            self.send_response(200 if step is not None else 400)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _arxiv(cwd, url, *extra, out="new.jsonl", timeout=120):
+    return papers(cwd, "fetch", "arxiv", "--quiet", "--category", "cs.LG", "--since", "2025-06-01", "--out", out,
+                  "--base-url", url, "--delay", "0", *extra, timeout=timeout)
+
+
+def _venue(cwd, url, *extra, out="venue.jsonl", timeout=120):
+    return papers(cwd, "fetch", "openreview", "--quiet", "NeurIPS.cc/2025/Conference", "--out", out, "--base-url", url,
+                  "--delay", "0", *extra, timeout=timeout)
+
+
+def _bounded_error(run, *words):
+    try:
+        code, _, stderr = run()
+    except subprocess.TimeoutExpired:
+        return "still running after its timeout: not bounded"
+    problem = one_error_line(code, stderr)
+    if problem:
+        return problem
+    return None if all(word in stderr for word in words) else f"message lacks {words}: {stderr.strip()[-200:]}"
+
+
+@case("fetch --out onto a FIFO, a /dev/null link and /dev/null: written into, never replaced")
+def _(cwd):
+    import threading
+    os.mkfifo(cwd / "fifo")
+    got = []
+    reader = threading.Thread(target=lambda: got.append((cwd / "fifo").read_bytes()), daemon=True)
+    reader.start()
+    with _loopback(_oai_page(["2506.00001"], "t1"), _oai_page(["2506.00002"])) as url:
+        code, _, stderr = _arxiv(cwd, url + "/oai", out="fifo")
+    with contextlib.suppress(OSError):
+        os.close(os.open(cwd / "fifo", os.O_WRONLY | os.O_NONBLOCK))
+    reader.join(10)
+    if code or not stat.S_ISFIFO(os.lstat(cwd / "fifo").st_mode) or b"2506.00002" not in b"".join(got):
+        return f"FIFO: exit {code}, still a FIFO: {stat.S_ISFIFO(os.lstat(cwd / 'fifo').st_mode)}: {stderr[-200:]}"
+    os.symlink("/dev/null", cwd / "sink")
+    for out in ("sink", "/dev/null"):
+        with _loopback(json.dumps({"notes": [_note("n1")], "count": 1})) as url:
+            code, _, stderr = _venue(cwd, url, out=out)
+        if code or not stat.S_ISCHR(os.stat("/dev/null").st_mode) or not os.path.islink(cwd / "sink"):
+            return f"{out}: exit {code}, replaced: {stderr[-200:]}"
+    return None
+
+
+@case("fetch: Retry-After of 31 years stops at once in one line; the pages fetched are kept for the rerun")
+def _(cwd):
+    def busy(handler):
+        handler.send_response(503)
+        handler.send_header("Retry-After", "999999999")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    with _loopback(_oai_page(["2506.00001"], "t1"), busy, _oai_page(["2506.00002"])) as url:
+        problem = _bounded_error(lambda: _arxiv(cwd, url + "/oai", timeout=60), "--longest-wait")
+        if problem:
+            return problem
+        if _arxiv(cwd, url + "/oai")[0]:  # the same request again: it resumes
+            return "the rerun failed"
+    return None if (cwd / "new.jsonl").read_text().count("\n") == 2 else "the first page was not kept"
+
+
+@case("fetch: a resumption token given again, and a redirect that drops it, stop in one line")
+def _(cwd):
+    with _loopback(then=_oai_page(["2506.00001"], "same")) as url:
+        problem = _bounded_error(lambda: _arxiv(cwd, url + "/oai", timeout=60), "given before")
+    if problem:
+        return problem
+
+    def redirect(handler):
+        handler.send_response(302)
+        handler.send_header("Location", "/oai?verb=ListRecords&metadataPrefix=arXiv&set=cs%3Acs%3ALG")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    with _loopback(_oai_page(["2506.00001"], "t1"), redirect, then=_oai_page(["2506.00001"], "t1")) as url:
+        return _bounded_error(lambda: _arxiv(cwd, url + "/oai", out="other.jsonl", timeout=60), "redirected")
+
+
+@case("fetch openreview: a count of 10^12, and a server ignoring the offset, stop in one line")
+def _(cwd):
+    page = json.dumps({"notes": [_note("n1")], "count": 10**12})
+    with _loopback(then=page) as url:
+        problem = _bounded_error(lambda: _venue(cwd, url, timeout=60), "--max-records")
+    if problem:
+        return problem
+    with _loopback(then=page.replace(str(10**12), "5")) as url:
+        return _bounded_error(lambda: _venue(cwd, url, timeout=60), "given before")
+
+
+@case("fetch: a server dripping a byte every 5 s meets the response deadline and the fetch's deadline")
+def _(cwd):
+    def drip(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Length", "100000")
+        handler.end_headers()
+        for _ in range(30):
+            try:
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+            except OSError:
+                return
+            time.sleep(5 if _ else 0)
+
+    with _loopback(then=drip) as url:
+        problem = _bounded_error(lambda: _arxiv(cwd, url + "/oai", "--response-timeout", "6", timeout=60),
+                                 "--response-timeout")
+        return problem or _bounded_error(lambda: _arxiv(cwd, url + "/oai", "--deadline", "6", timeout=60),
+                                         "--deadline")
+
+
+@case("fetch: a Content-Length larger than the body sent is one line")
+def _(cwd):
+    def short(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        handler.wfile.write(b"<OAI-PMH")
+        handler.close_connection = True
+
+    with _loopback(then=short) as url:
+        return _bounded_error(lambda: _arxiv(cwd, url + "/oai"), "ended after 8 bytes")
+
+
+@case("fetch: a damaged fetch-state.json (a list, a number) is as no state: one line for --since last")
+def _(cwd):
+    for damage in ("[1, 2]", "7"):
+        (cwd / "indexes" / "fetch-state.json").write_text(damage)
+        code, _, stderr = papers(cwd, "fetch", "arxiv", "--category", "cs.LG", "--since", "last")
+        problem = one_error_line(code, stderr, 2)
+        if problem:
+            return f"{damage}: {problem}"
+    return None
+
+
+@case("fetch openreview: pdate 1e300, NaN, Infinity; an ID with escapes and U+202E; a forum ID with & and #")
+def _(cwd):
+    notes = [_note("n1", pdate="@1e300@"), _note("n2", pdate="@NaN@"), _note("n3", pdate="@Infinity@"),
+             _note("bad\u001b[2J\u202e"), _note("x&id=evil#frag")]
+    body = json.dumps({"notes": notes, "count": 5})
+    for stamp in ("1e300", "NaN", "Infinity"):
+        body = body.replace(f'"@{stamp}@"', stamp)
+    with _loopback(body) as url:
+        code, _, stderr = _venue(cwd, url)
+    if code or "Traceback" in stderr or "1 skipped for their ID" not in stderr:
+        return f"exit {code}: {stderr[-300:]}"
+    text = (cwd / "venue.jsonl").read_text()
+    if "x%26id%3Devil%23frag" not in text or "\\u202e" in text:
+        return f"written: {text[-300:]}"
+    problem = expect_ok(cwd, "add", "venue.jsonl")  # the routine's next step reads what fetch wrote
+    return problem
+
+
+@case("build/add of OpenReview notes: pdate 1e300 or Infinity, keywords a number; an odd ID skipped")
+def _(cwd):
+    note = _note("k1", pdate="@1e300@")
+    note["content"].update(keywords={"value": 7}, venueid={"value": "TMLR"}, venue={"value": "TMLR"})
+    other = _note("k2", pdate="@Infinity@")
+    other["content"].update(venueid={"value": "TMLR"}, venue={"value": "TMLR"})
+    (cwd / "notes.json").write_text(json.dumps([note, other]).replace('"@1e300@"', "1e300")
+                                    .replace('"@Infinity@"', "Infinity"))
+    problem = expect_ok(cwd, "build", "notes.json", "--index", "notes")
+    if problem:
+        return problem
+    lines = [{"id": "q1", "abstract": "Sparse attention for long documents."},
+             {"id": "q\u202e2", "abstract": "An odd identifier's paper."}]
+    (cwd / "day.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return expect_ok(cwd, "add", "day.jsonl")
+
 
 # (end of the fetch family)
 

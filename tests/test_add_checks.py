@@ -99,7 +99,7 @@ def test_the_same_paper_under_another_id_becomes_an_alias(workdir, run):
     write_corpus(workdir, other, name="other.jsonl")
     result = run("add", "other.jsonl", "--no-compact")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("added 1 papers") and "2 already in the index" in result.stdout
+    assert result.stdout.startswith("added 1 paper ") and "2 already in the index" in result.stdout
     assert "warning: 2 duplicate papers kept once" in result.stderr
     assert listed(run) == ["new1", "rnn-a", "vid-a"]
     assert shown_id(run, "rnn-copy") == "rnn-a" and shown_id(run, "RNN-COPY") == "rnn-a"
@@ -118,7 +118,7 @@ def test_a_sync_replaces_a_paper_whose_text_changed(workdir, run):
     result = run("add", str(library), "--sync", "--no-compact")
     assert result.exit_code == 0, result.output
     assert (
-        result.output.startswith("added 1 papers")
+        result.output.startswith("added 1 paper ")
         and "replaced 1 changed, removed 0" in result.output
     )
     shown = json.loads(run("show", "dp1", "--format", "json").stdout)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import unicodedata
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
+from .identifiers import id_fault, shown_id
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
 
@@ -222,15 +222,21 @@ def scan_papers(
     for path in _expand_inputs(inputs):
         found, skipped, first_skipped = 0, 0, ""
         withdrawn: list[str] = []
+        odd: list[str] = []  # records whose ID has a control or text-direction character
         for record in read_records(path):
             found += 1
+            fault = _odd_id(record)
+            if fault:
+                odd.append(fault)
+                continue
             if condition is not None and not condition.matches(record):  # first: the cheap test
                 if not matched:
                     present |= condition.fields_present(record)
                 _count_left_out(left_out, record, "do not match the conditions")
                 continue
             if record.extra.get("withdrawn") and not keep_withdrawn:
-                withdrawn.append(record.where)
+                given = record.fields.get("id")
+                withdrawn.append(f"{given} ({record.where})" if given else record.where)
                 _count_left_out(left_out, record, "are withdrawn")
                 continue
             text_from = record.extra.get("text_from")
@@ -257,12 +263,20 @@ def scan_papers(
             if path.suffix.lower() == ".pdf":
                 continue  # a PDF that cannot be read: the reader said so in one line
             raise InputError(f"{path}: no papers found")
+        if odd and len(odd) == found:
+            raise InputError(odd[0])
+        if odd:
+            records = "record" if len(odd) == 1 else "records"
+            warnings.warn(
+                f"{path}: {len(odd)} {records} skipped for their ID (the first: {odd[0]})",
+                InputWarning,
+                stacklevel=2,
+            )
         if withdrawn:
             submissions = "submission" if len(withdrawn) == 1 else "submissions"
             warnings.warn(
-                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out "
-                f"(the first: {withdrawn[0]}); "
-                "they are indexed when withdrawn submissions are kept",
+                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out"
+                f" ({_named(withdrawn)}); `papers build --keep-withdrawn` keeps them",
                 InputWarning,
                 stacklevel=2,
             )
@@ -590,6 +604,21 @@ def _text_field(record: Record, name: str, numbers: bool = False) -> str:
     raise InputError(f"{record.where}: '{name}' must be text, got {type(value).__name__}")
 
 
+def _named(places: list[str], shown: int = 3) -> str:
+    """The first few of `places`, then how many more."""
+    named = ", ".join(places[:shown])
+    return named + (f" and {len(places) - shown} more" if len(places) > shown else "")
+
+
+def _odd_id(record: Record) -> str:
+    """The message for a record whose given ID breaks `id_fault`'s rule, else ""."""
+    value = record.fields.get("id")
+    if not isinstance(value, str):
+        return ""
+    fault = id_fault(value.strip())
+    return f"{record.where}: ID {shown_id(value.strip())} {fault}" if fault else ""
+
+
 def _given_id(record: Record) -> str:
     """The ID as given, kept as it is (surrounding spaces aside): one a lookup can be typed with."""
     value = record.fields.get("id")
@@ -598,23 +627,9 @@ def _given_id(record: Record) -> str:
             return ""
         raise InputError(f"{record.where}: 'id' must be text, got {type(value).__name__}")
     value = str(value).strip()
-    if _CONTROL.search(value) or any(character in value for character in "\t\n\r\v\f\u2028\u2029"):
-        raise InputError(
-            f"{record.where}: ID {value!r} contains a tab, line break or control character: give an"
-            " ID on one line"
-        )
-    hidden = next(
-        (character for character in value if unicodedata.category(character) == "Cf"), None
-    )
-    if hidden is not None:
-        # Bidirectional controls (U+202E) and zero-width characters (U+200B) make two IDs look
-        # alike.
-        shown = value.encode("unicode_escape").decode("ascii")
-        raise InputError(
-            f"{record.where}: ID '{shown}' contains an invisible or text-direction character"
-            f" (U+{ord(hidden):04X} {unicodedata.name(hidden, 'format character')}): give an ID of"
-            " visible characters"
-        )
+    fault = id_fault(value)
+    if fault:
+        raise InputError(f"{record.where}: ID {shown_id(value)} {fault}")
     from .identifiers import bare_arxiv_id
 
     return bare_arxiv_id(value)  # "arXiv:2401.00001" is the paper 2401.00001 names
