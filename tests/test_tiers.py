@@ -338,6 +338,17 @@ def test_on_a_cpu_without_amx_the_default_model_builds_int8_smooth_the_quality_t
     assert chosen(None, device="auto") == ("all-MiniLM-L6-v2", "fp32")
 
 
+def test_whether_queries_need_the_build_s_export_is_a_fact_of_the_encoder():
+    """An index's queries need its export where its papers were encoded at a reduced precision or by a
+    distilled table (the fast tier's), whatever the model is called (embed/models.py answers it)."""
+    from recommender.embed.models import MODELS, export_required
+
+    fast = next(facts for facts in MODELS if facts.tier == "fast")
+    assert export_required(fast.export, "fp32") and fast.exported_only
+    assert export_required("onnx", "int8-smooth") and export_required(None, "bf16")
+    assert not export_required("onnx", "fp32") and not export_required(None, "fp32")
+
+
 # ---------------------------------------------------------------- the model a rebuild keeps
 
 

@@ -231,6 +231,13 @@ def tier_advice(model: str, papers: int) -> TierAdvice | None:
     )
 
 
+def export_required(export: str | None, precision: str) -> bool:
+    """Whether the queries of an index need the export its build wrote (`export`, its manifest's
+    query_encoder, None where it records none): its papers were encoded at a reduced `precision`
+    or by a distilled table, which no full model reproduces."""
+    return precision != "fp32" or (export is not None and export != "onnx")
+
+
 def model_facts(model: str) -> ModelFacts:
     """The facts of `model`: a known model by its name or an alias, else those of any other
     model."""

@@ -35,9 +35,10 @@ def load_query_encoder(stored: StoredIndex, model: str) -> Encoder:
     the index's precision) or static embeddings when there are, else the full model (fp32 only)."""
     if stored.has(f"{QUERY_ENCODER}/model.onnx") or stored.has(f"{QUERY_ENCODER}/{STATIC_CONFIG}"):
         return loading.load_exported_encoder(stored.file(QUERY_ENCODER), model)
-    if (
-        stored.manifest.get("precision", "fp32") != "fp32"
-        or stored.manifest.get("query_encoder") == "static"
+    from ..embed.models import export_required
+
+    if export_required(
+        stored.manifest.get("query_encoder"), stored.manifest.get("precision", "fp32")
     ):
         raise corrupt(
             stored,
