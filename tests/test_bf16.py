@@ -182,5 +182,5 @@ def test_build_and_evaluate_offer_every_precision():
     from recommender.embed.quantisation import PRECISIONS
 
     for command in ("build", "evaluate"):
-        (option,) = [param for param in main.commands[command].params if param.name == "precision"]
+        (option,) = [param for param in main.get_command(None, command).params if param.name == "precision"]
         assert tuple(option.type.choices) == PRECISIONS, command

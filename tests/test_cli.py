@@ -223,7 +223,7 @@ def test_module_entry_point_runs():
 def test_every_command_help_shows_examples(run):
     from recommender.cli import main
 
-    for name in main.commands:
+    for name in main.list_commands(None):
         result = run(name, "--help")
         assert result.exit_code == 0
         assert "Examples:\n\n      papers " + name in result.output, name

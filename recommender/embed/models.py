@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import model_parts, openvino_encoding
+from . import model_parts
 from .model_parts import SplitModel
 
 #: The packaged model, used when no `--model` is given for a new index.
@@ -87,6 +87,8 @@ class ModelFacts:
 
     def cpu_precision(self) -> str:
         """The precision a new index of this model is built at on this machine's CPU."""
+        from . import openvino_encoding
+
         if self.amx_precision is not None and openvino_encoding.by_default():
             return self.amx_precision
         return self.default_precision
