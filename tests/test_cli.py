@@ -164,12 +164,13 @@ def test_list(built):
 def test_info(built):
     from recommender.embed.models import DEFAULT_MODEL, model_facts
 
-    cpu_precision = model_facts(DEFAULT_MODEL).cpu_precision  # bf16 with AMX, else int8-smooth
+    facts = model_facts(DEFAULT_MODEL)
+    precision = facts.precision_words(facts.cpu_precision())  # bf16 with AMX, else fast (int8-smooth)
     output = built("info").output
     assert re.sub(r"built:.*\n", "built: X\n", re.sub(r"fingerprint \w+", "fingerprint X", output)) == (
         "index:      indexes/default\n"
         "papers:     6\n"
-        f"model:      all-MiniLM-L6-v2 (256 dimensions, {cpu_precision()})\n"
+        f"model:      all-MiniLM-L6-v2 (256 dimensions, {precision})\n"
         "long texts: windows of 40 tokens, each starting with the title and ending at a sentence end, mean-pooled\n"
         "search:     flat: exact inner-product search: 6 papers <= 50,000\n"
         "lexical:    TF-IDF, 52 terms (single words, sublinear tf)\n"
