@@ -44,9 +44,12 @@ COMPILED: dict[str, str] = {}
 def wall(command: list[str], environment: dict | None = None) -> float:
     environment = {**(environment or os.environ), **COMPILED}
     started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env=environment)
-    return time.perf_counter() - started
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment)
+    seconds = time.perf_counter() - started
+    if done.returncode:
+        last = (done.stderr.decode(errors="replace").strip().splitlines() or ["(nothing on stderr)"])[-1]
+        sys.exit(f"{' '.join(command)} failed ({done.returncode}): {last}")
+    return seconds
 
 
 def main() -> None:
