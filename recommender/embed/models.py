@@ -279,7 +279,7 @@ def read_precisions() -> tuple[str, ...]:
     """Every precision name `--precision` reads: PRECISION_CHOICES, then each recipe some model is
     built at by default or as `fast` (fp32, int8-smooth, bf16, ...); a recipe that is the default
     nowhere is for the Python API only (the benchmarks)."""
-    recipes = [FULL_PRECISION]
+    recipes: list[str | None] = [FULL_PRECISION]
     for facts in MODELS:
         recipes += [facts.default_precision, facts.amx_precision, facts.fast_precision]
     return PRECISION_CHOICES + tuple(dict.fromkeys(r for r in recipes if r is not None))
