@@ -22,7 +22,7 @@ recommender/), in the same turns: a change's before and after in one run.
 case from the second query on), compiling it and keeping it (the first query of a new cache), and
 compiling it with nothing kept (a user cache that cannot be written).
 
-Quoted in: docs/performance.md (the cold `like` and `search` rows) and README.md's headline figures.
+Quoted in: docs/performance.md and docs/measured-overview.md (the cold `like` and `search` rows) and README.md's headline figures.
 """
 
 from __future__ import annotations

@@ -465,3 +465,65 @@ def test_no_test_module_imports_another():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.name}: {name}" for name in names if name.split(".")[0].startswith("test_")]
     assert not found, f"test modules import other test modules: {found}"
+
+
+# Renames onto a path: the one output mechanism is files.py (`replacing`, `output`: a FIFO, a device
+# or /proc/self/fd link is written into, never replaced). Modules that rename their own files into
+# place are listed, each with why it owns what it renames.
+RENAMING_OWNERS = {
+    "files": "the output mechanism itself",
+    "embed.model_parts": "its own part installs in the model cache folder",
+    "embed.quantisation": "its own quantised model files in the model cache folder",
+    "embed.onnx_encoder": "its own exported ONNX files in the model cache folder",
+    "embed.static_encoder": "its own static tables in the model cache folder",
+    "embed.user_cache": "its own cache folders, set aside before removal",
+    "embed.export_cache": "its own export entries in the cache folder",
+    "index.writer": "its own index version folders",
+    "index.catalogue": "its own index folders (mv, set aside)",
+    "index.segments": "its own index version folders",
+}
+RENAMING_CALLS = {("os", "rename"), ("os", "replace"), ("os", "renames"), ("shutil", "move")}
+
+
+def renames_onto_paths(root: Path, owners: dict[str, str]) -> list[str]:
+    """Each os.rename/os.replace/shutil.move call (also imported by name) and each one-argument
+    `.rename(x)`/`.replace(x)` (Path's; str.replace takes two) outside the modules of `owners`."""
+    found = []
+    for name, path in modules(root).items():
+        if name.split(".", 1)[-1] in owners:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {alias.asname or alias.name for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module in ("os", "shutil")
+                    for alias in node.names if (node.module, alias.name) in RENAMING_CALLS}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in imported:
+                found.append(f"{name}:{node.lineno} {func.id}")
+            elif isinstance(func, ast.Attribute):
+                owner = func.value.id if isinstance(func.value, ast.Name) else ""
+                if (owner, func.attr) in RENAMING_CALLS:
+                    found.append(f"{name}:{node.lineno} {owner}.{func.attr}")
+                elif func.attr in ("rename", "replace") and len(node.args) == 1 and not node.keywords:
+                    found.append(f"{name}:{node.lineno} .{func.attr}")
+    return found
+
+
+def test_only_the_output_module_renames_onto_a_path():
+    assert renames_onto_paths(PACKAGE, RENAMING_OWNERS) == []
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"corpus/__init__.py": "",
+      "corpus/fetch.py": "import os\ndef f(partial, out):\n    os.replace(partial, out)\n"},
+     ["pkg.corpus.fetch:3 os.replace"]),
+    ({"cli/__init__.py": "",
+      "cli/a.py": "from shutil import move as m\nfrom pathlib import Path\n"
+                  "def f(p, out):\n    Path(p).rename(out)\n    m(p, out)\n    return 'a'.replace('a', 'b')\n"},
+     ["pkg.cli.a:4 .rename", "pkg.cli.a:5 m"]),
+    ({"files.py": "import os\ndef f(a, b):\n    os.replace(a, b)\n"}, []),
+], ids=["a second output mechanism", "Path.rename and an imported move", "the output module"])
+def test_the_checker_finds_a_second_output_mechanism(tmp_path, files, expected):
+    assert renames_onto_paths(write_package(tmp_path, files), RENAMING_OWNERS) == expected

@@ -54,10 +54,11 @@ def test_like_table(built):
     result = built("like", "dp1", "-k", "3")
     assert result.exit_code == 0
     assert result.output == (
-        "rank  score  id    title                         snippet\n"
-        "   1  0.473  dp2   Private Fine-Tuning           Differentially private fine-tuning of language models with…\n"
-        "   2  0.217  rnn1  TFLA: Tiled Flash Linear At…  Linear recurrent networks with gating and fast kernels for…\n"
-        "   3  0.193  rnn2  Gated Linear RNNs             Gated linear recurrent networks compete with transformers f…\n"
+        # not a terminal: whole lines, as `ls` and `git` give a pipe (tests/test_table_output.py)
+        "rank  score  id    title                               snippet\n"
+        "   1  0.473  dp2   Private Fine-Tuning                 Differentially private fine-tuning of language models with low memory gradient clipping.\n"
+        "   2  0.217  rnn1  TFLA: Tiled Flash Linear Attention  Linear recurrent networks with gating and fast kernels for long sequence language modeling.\n"
+        "   3  0.193  rnn2  Gated Linear RNNs                   Gated linear recurrent networks compete with transformers for sequence modeling with fast kernels.\n"
     )
 
 
@@ -93,7 +94,7 @@ def test_like_jsonl_is_json_a_line(built):
     assert rows[0] == {
         "rank": 1, "id": "dp2", "score": 0.4735, "handle": "Private Fine-Tuning", "title": "Private Fine-Tuning",
         "authors": [], "year": None, "venue": "", "snippet": "Differentially private fine-tuning of language models with low memory gradient clipping.",
-        "url": "", "code_links": [], "why": [], "because": [],
+        "url": "", "code_links": [], "why": [], "because": [], "phrases": [], "sentences": [],
     }
     assert [row["id"] for row in rows] == ["dp2", "rnn1"]
 
@@ -112,11 +113,14 @@ def test_like_json_csv_markdown(built):
 
 
 def test_like_why(built):
-    assert built("like", "dp1", "-k", "2", "--why").output == (
-        "rank  score  id    title                         why\n"
-        "   1  0.473  dp2   Private Fine-Tuning           private; clipping; differentially\n"
-        "   2  0.217  rnn1  TFLA: Tiled Flash Linear At…  fast; language\n"
+    lines = built("like", "dp1", "-k", "2", "--why").output.splitlines()
+    assert lines[0] == "rank  score  id    title                               why"
+    assert lines[1].startswith(
+        "   1  0.473  dp2   Private Fine-Tuning                 "
+        "shares: differentially private, gradient clipping, language models; "
     )
+    assert lines[2].startswith("   2  0.217  rnn1  TFLA: Tiled Flash Linear Attention  shares: fast, language; ")
+    assert len(lines) == 3  # a pipe gets whole lines: one a result
 
 
 def test_like_several_with_not_and_exclude(built, workdir):
@@ -129,8 +133,8 @@ def test_like_several_with_not_and_exclude(built, workdir):
 def test_search_table(built):
     assert built("search", "video aesthetic", "-k", "2").output == (
         "rank  score  id    title                   snippet\n"
-        "   1  0.542  vid1  VADB: Video Aesthetics  A video aesthetic assessment database with professional ann…\n"
-        "   2  0.506  vid2  Video Quality Models    Video quality assessment models trained on aesthetic annota…\n"
+        "   1  0.542  vid1  VADB: Video Aesthetics  A video aesthetic assessment database with professional annotations and a dual-modal network.\n"
+        "   2  0.506  vid2  Video Quality Models    Video quality assessment models trained on aesthetic annotations of short videos.\n"
     )
 
 

@@ -120,8 +120,10 @@ def test_markdown_handout(open_index, built):
         lines = []
         for r in index.like(paper_id, k=2, why=True):
             lines.append(f"{r.rank}. **{r.paper.title}** ({r.score:.2f}): {r.paper.abstract}")
-            if r.why:
-                lines.append("   Shared terms: " + ", ".join(r.why))
+            if r.phrases or r.why:
+                lines.append("   Shares: " + ", ".join(r.phrases or r.why))
+            for pair in r.sentences:
+                lines.append(f"   “{pair.seed_sentence}” ~ “{pair.paper_sentence}” ({pair.cosine:.2f})")
         return "\n".join(lines)
 
     assert [r.id for r in index.like("dp1", k=2)] == ["dp2", "rnn1"]

@@ -263,10 +263,14 @@ def tier_advice_line(advice: TierAdvice) -> str:
 def add(inputs, index, no_compact, sync, quiet):
     """Add papers to an index without rebuilding it: only the new ones are encoded.
 
-    Papers whose ID the index holds are skipped, so adding a file twice adds nothing twice.
+    Papers the index holds are skipped, so adding a file twice adds nothing twice; a paper that is
+    the same as one it holds (the same text, arXiv ID or DOI) is skipped too, its ID kept as
+    another name of that paper, as a build does. With --sync, the index's papers from these files
+    become exactly theirs: those gone are removed, those whose text changed replaced.
     They are written as a segment beside the index; once the segments hold more than a tenth
     of its papers, the add starts `papers build --compact` in the background and returns.
-    `-` reads the papers (JSON lines) from standard input.
+    `-` reads the papers (JSON lines) from standard input. An index that does not exist yet is
+    built from them, as `papers build` would; an empty file adds nothing.
 
     Examples:
 
@@ -303,11 +307,21 @@ def add(inputs, index, no_compact, sync, quiet):
         compacted = "; a compaction of the index is running already"
     if sync:
         source = "them" if len(inputs) > 1 else "it"
-        compacted = f"; removed {report.removed} gone from {source}{compacted}"
+        compacted = (
+            f"; replaced {report.replaced} changed, removed {report.removed} gone from {source}"
+            f"{compacted}"
+        )
     from ..index.home import display_name
+    from ..render.tables import plural
 
+    if report.created:
+        click.echo(
+            f"added {plural(report.added, 'paper')} to {display_name(report.index_dir)}, a new"
+            f" index (encoded {report.encoded})"
+        )
+        return
     click.echo(
-        f"added {report.added} papers to {display_name(report.index_dir)} "
+        f"added {plural(report.added, 'paper')} to {display_name(report.index_dir)} "
         f"(encoded {report.encoded}; {report.skipped} already in the index){compacted}"
     )
 
@@ -329,8 +343,8 @@ def _stdin_file(stack) -> str:
 @index_option
 @library_errors
 def remove(ids, index):
-    """Remove papers from an index by ID (they are left out of every result until `papers build
-    --compact` drops them for good).
+    """Remove papers from an index by ID, or another ID of theirs (they are left out of every
+    result until `papers build --compact` drops them for good).
 
     Examples:
 

@@ -115,12 +115,17 @@ wide_option = click.option(
 
 
 def table_width(wide: bool) -> int | None:
-    """How wide a table may be: the terminal's width, 0 for --wide (no cuts), or None when
-    standard output is not a terminal (the fixed default widths)."""
+    """How wide a table may be, as `ls` and `git` decide: 0 (no cuts) for --wide, $COLUMNS when it
+    is set to a width, else the terminal's width, else 0: a pipe or a file gets whole lines."""
     if wide:
         return 0
+    import os
+
+    given = os.environ.get("COLUMNS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
     if not sys.stdout.isatty():
-        return None
+        return 0
     import shutil
 
     return shutil.get_terminal_size().columns
@@ -140,7 +145,15 @@ def ranking_options(command):
             help="Rank by embeddings, TF-IDF, or both fused.",
         ),
         click.option(
-            "--min-score", type=float, default=None, help="Drop papers scoring below this (-1..1)."
+            "--min-score",
+            type=float,
+            default=None,
+            help=(
+                "Drop papers scoring below this (-1..1). A score is the paper's similarity to the"
+                " query or seeds in the ranking's mode (a cosine for dense; higher is closer),"
+                " comparable within one answer; a table shows 3 decimals, more where different"
+                " scores would otherwise read alike, so equal scores shown are a real tie."
+            ),
         ),
         click.option(
             "--exclude",

@@ -271,7 +271,7 @@ def tier_advice(model: str, papers: int) -> TierAdvice | None:
         held_out=quality.held_out,
         instead_of=built.held_out,
         minutes=minutes,
-        installed=status(quality) != "not installed",
+        installed=status(quality, hashed=False) != "not installed",
     )
 
 
@@ -309,15 +309,15 @@ def model_facts(model: str) -> ModelFacts:
     )
 
 
-def status(model: ModelFacts) -> str:
+def status(model: ModelFacts, hashed: bool = True) -> str:
     """Whether it can be used: "installed", "installed, unpacked", "installed (unpacked on first
-    use)", "damaged", "not installed" or "made on first use" (looks only at package metadata and the
-    cache).
+    use)", "damaged", "not installed" or "made on first use" (looks at package metadata, the cache,
+    and the hashes of a split model's parts unless `hashed` is False).
     """
     if model.distilled_from is not None:
         return "made on first use"
     if model.parts is not None:
-        return model_parts.status(model.parts)
+        return model_parts.status(model.parts, hashed)
     if model.package is not None:
         return _package_status(model.package)
     return "not installed"

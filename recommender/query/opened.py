@@ -326,6 +326,13 @@ class OpenedIndex:
         vectors = encoder.encode([piece for piece, _ in pieces])
         return pool_windows(vectors, [count for _, count in pieces])
 
+    def encode_sentences(self, sentences: list[str]) -> np.ndarray:
+        """Short texts (sentences) as one vector each, by the query encoder (loaded on first use;
+        a text past the model's length is cut as the model cuts it)."""
+        if self._query_encoder is None:
+            self._query_encoder = self.new_query_encoder()
+        return self._query_encoder.encode(list(sentences))
+
     def new_query_encoder(self) -> Encoder:
         """Hook: the encoder of free texts, made on the first one (`PaperIndex` loads the
         index's own, `paper_index.load_query_encoder`)."""

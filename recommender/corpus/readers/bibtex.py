@@ -108,8 +108,8 @@ def _evaluate_values(library) -> None:
 
 def _evaluate(raw: str, macros: dict[str, str]) -> str:
     pieces = _pieces(raw.strip())
-    if pieces is None:  # not a BibTeX value we understand: kept as written, not refused
-        return raw.strip()
+    if pieces is None:  # not a BibTeX value we understand: kept as written, not refused, less
+        return _unwrapped(raw.strip())  # the quotes or braces around it
     out = []
     for kind, text in pieces:
         if kind == "macro":
@@ -119,6 +119,14 @@ def _evaluate(raw: str, macros: dict[str, str]) -> str:
         else:
             out.append(text)
     return "".join(out)
+
+
+def _unwrapped(raw: str) -> str:
+    """A value BibTeX cannot parse, without the delimiters around it (`"a } b"` -> `a } b`)."""
+    for opening, closing in (('"', '"'), ("{", "}")):
+        if len(raw) >= 2 and raw.startswith(opening) and raw.endswith(closing):
+            return raw[1:-1].strip()
+    return raw
 
 
 def _pieces(raw: str) -> list[tuple[str, str]] | None:
