@@ -252,6 +252,7 @@ LIKE_MODULES = {
     "recommender.index.segments", "recommender.index.stored",
     "recommender.query", "recommender.query.lookups", "recommender.query.opened", "recommender.query.paper_index",
     "recommender.query.pooling", "recommender.query.profiles", "recommender.query.ranking",
+    "recommender.query.reasons",  # the sentence pairs the candidates carry for --why
     "recommender.query.search", "recommender.query.segmented", "recommender.query.similarity",
     "recommender.render", "recommender.render.markdown", "recommender.render.tables",
 }
