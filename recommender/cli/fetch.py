@@ -26,7 +26,6 @@ def first_window_start(now: float | None = None) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(seconds - FIRST_WINDOW_DAYS * 86400))
 
 
-
 def bound_options(command):
     """The bounds of a fetch (`http.Bounds`), as options."""
     from ..corpus.fetch.http import Bounds

@@ -38,7 +38,7 @@ ID_LENGTH = 12
 LONG_ABSTRACT = 100_000
 # Files that name their formats in the message for a folder without papers.
 FORMAT_NAMES = ".txt, .jsonl, .json, .csv or .bib"
-K = TypeVar("K")  # how a caller of `same_paper` names a paper it holds
+K = TypeVar("K", covariant=True)  # how a caller of `same_paper` names a paper it holds
 # The input that names the default Zotero profile's database.
 ZOTERO = "zotero:"
 

@@ -43,9 +43,9 @@ from ..corpus.papers import (
 )
 from ..corpus.readers.base import source_file
 from ..errors import InputError
-from .keys import Keys
+from .keys import Keys, stored_keys
 from .layout import OFFSETS, PAPERS, check_index_folder
-from .stored import corrupt, open_stored
+from .stored import open_stored
 
 PaperTest = Callable[[Paper], bool]
 
@@ -132,12 +132,7 @@ class IndexPapers:
         self._parts = []
         for name, folder, removed in parts:
             stored = stack.enter_context(open_stored(folder))
-            keys = Keys(
-                lambda array, stored=stored: stored.load_array(f"keys/{array}.npy", mmap=True),
-                lambda array, stored=stored: stored.has(f"keys/{array}.npy"),
-                int(stored.manifest["paper_count"]),
-                lambda array, problem, stored=stored: corrupt(stored, f"keys/{array}.npy", problem),
-            )
+            keys = stored_keys(stored)
             self._parts.append(_Part(name, stored, keys, removed))
 
     def by_text(self, key: str) -> Held | None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import functools
 import json
 import os
 import time
@@ -53,7 +52,7 @@ from .layout import (
     VOCABULARY,
     remove_tree,
 )
-from .stored import StoredIndex, corrupt, is_index, live_version, open_stored
+from .stored import StoredIndex, is_index, live_version, open_stored
 
 # Past this share of the base's papers in segments, the next `add` compacts the index: lookups
 # then search one index again. Ten segments cost at most 1.2x a compacted index
@@ -90,7 +89,7 @@ class SegmentSet:
         )
 
     def to_dict(self) -> dict:
-        listed = {
+        listed: dict[str, object] = {
             "base": self.base,
             "segments": [
                 {"name": name, "papers": count} for name, count in zip(self.segments, self.counts)
@@ -100,7 +99,7 @@ class SegmentSet:
             },
         }
         if self.aliases:
-            listed["aliases"] = dict(sorted(self.aliases.items()))
+            listed["aliases"] = {alias: self.aliases[alias] for alias in sorted(self.aliases)}
         return listed
 
     def changed(self, **changes) -> SegmentSet:
@@ -186,7 +185,7 @@ def _publish(index_dir: Path, segments: SegmentSet, previous: SegmentSet | None 
 def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[str, list[str]]:
     """For each ID, the parts that hold it live (tombstoned copies left out), by binary search in
     each part's sorted IDs: an add reads no list of every ID of the base."""
-    from .keys import Keys
+    from .keys import stored_keys
 
     parts = {
         BASE: Path(index_dir),
@@ -196,29 +195,12 @@ def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[
     for part, folder in parts.items():
         removed = segments.removed(part)
         with open_stored(folder) as stored:
-            keys = Keys(
-                functools.partial(_key_array, stored),
-                functools.partial(_has_key_array, stored),
-                int(stored.manifest["paper_count"]),
-                functools.partial(_damaged_key_array, stored),
-            )
+            keys = stored_keys(stored)
             for paper_id, holders in found.items():
                 if paper_id not in removed and keys.row_of_id(paper_id) is not None:
                     holders.append(part)
             del keys
     return found
-
-
-def _key_array(stored: StoredIndex, name: str):
-    return stored.load_array(f"keys/{name}.npy", mmap=True)
-
-
-def _has_key_array(stored: StoredIndex, name: str) -> bool:
-    return stored.has(f"keys/{name}.npy")
-
-
-def _damaged_key_array(stored: StoredIndex, name: str, problem: str) -> Exception:
-    return corrupt(stored, f"keys/{name}.npy", problem)
 
 
 @dataclass(frozen=True)
@@ -266,13 +248,13 @@ def add_papers(
         # refuses a folder of something else as a build does).
         from .build import build_index
 
-        built = build_index(input_names, index=index_dir, progress=progress, notice=notice)
+        made = build_index(input_names, index=index_dir, progress=progress, notice=notice)
         return AddReport(
-            built.index_dir,
-            built.papers,
+            made.index_dir,
+            made.papers,
             0,
             None,
-            built.encoded,
+            made.encoded,
             False,
             time.perf_counter() - started,
             created=True,
@@ -280,9 +262,9 @@ def add_papers(
     # An empty file (a day's fetch with nothing new) adds nothing; a sync still reads it as a
     # source emptied.
     empty = [] if sync else [name for name in input_names if _is_empty_file(name)]
-    for name in empty:
+    for empty_name in empty:
         if notice is not None:
-            notice(f"{name} is empty: nothing to add from it")
+            notice(f"{empty_name} is empty: nothing to add from it")
     read = [name for name in input_names if name not in empty]
     papers = list(scan_papers(read)) if read else []
     failure = failed_compaction(index_dir)
@@ -311,11 +293,10 @@ def add_papers(
             gone.setdefault(part, set()).add(paper_id)
         aliases = {**current.aliases, **plan.aliases}
         if plan.new or gone or aliases != current.aliases:
-            name, built = (
-                _build_segment(index_dir, plan.new, index_dir, progress, notice)
-                if plan.new
-                else (None, None)
-            )
+            name: str | None = None
+            built = None
+            if plan.new:
+                name, built = _build_segment(index_dir, plan.new, index_dir, progress, notice)
             tombstones = {part: set(ids) for part, ids in current.tombstones.items()}
             for part, ids in gone.items():
                 tombstones.setdefault(part, set()).update(ids)

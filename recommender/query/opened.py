@@ -15,7 +15,7 @@ from ..corpus.papers import Paper
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, shell_command
 from ..index.home import resolve_index_dir
-from ..index.keys import Keys
+from ..index.keys import stored_keys
 from ..index.layout import (
     COLUMN_MAX,
     FAISS,
@@ -45,12 +45,7 @@ class OpenedIndex:
         self.manifest = stored.manifest
         self._size = int(self.manifest["paper_count"])
         # Memory-mapped and searched by bisection: opening reads no list of every key.
-        self.keys = Keys(
-            functools.partial(_load_key_array, stored),
-            lambda name: stored.has(f"keys/{name}.npy"),
-            self._size,
-            functools.partial(_damaged_key_array, stored),
-        )
+        self.keys = stored_keys(stored)
         self._offsets = stored.load_array(OFFSETS, mmap=True)
         if self._offsets.shape != (self._size + 1,):
             raise corrupt(stored, OFFSETS, "does not list every paper")
@@ -355,14 +350,6 @@ def check_text(text: str, what: str) -> None:
         raise InputError(
             f"{what} is not valid UTF-8{byte}: use a UTF-8 terminal or re-type the text"
         ) from None
-
-
-def _load_key_array(stored: StoredIndex, name: str) -> np.ndarray:
-    return stored.load_array(f"keys/{name}.npy", mmap=True)
-
-
-def _damaged_key_array(stored: StoredIndex, name: str, problem: str) -> Exception:
-    return corrupt(stored, f"keys/{name}.npy", problem)
 
 
 def _replaced_model_folder(model: str, built_identity: str | None) -> bool:

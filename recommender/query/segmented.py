@@ -293,9 +293,9 @@ class SegmentedIndex(PaperIndex):
                 f"paper '{reference}' was removed from the index (`papers remove`)"
             )
         kept = self.listed.alias_of(reference)  # another ID of a paper `papers add` left out
-        row = self.row_of_id(kept) if kept is not None else None
-        if row is not None:
-            return row
+        found = self.row_of_id(kept) if kept is not None else None
+        if found is not None:
+            return found
         return self.parts[0].resolve(reference)  # the base's message, with the names nearest
 
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:

@@ -373,8 +373,9 @@ def _collections(
         folders = _collection_folders(database, tables, libraries, skipped)
         query = "SELECT collectionID, itemID FROM collectionItems ORDER BY collectionID"
         for cid, item_id in _rows(database, skipped, "collections' items", query):
-            if folders.get(cid):
-                out.setdefault(item_id, []).append(folders[cid])
+            folder = folders.get(cid)
+            if folder:
+                out.setdefault(item_id, []).append(folder)
     names = _tag_names({folders for paths in out.values() for folders in paths}, path)
     return {item_id: tuple(sorted({names[one] for one in paths})) for item_id, paths in out.items()}
 
