@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
-from .identifiers import id_fault, shown_id
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
 
@@ -551,6 +550,8 @@ def _named(places: list[str], shown: int = 3) -> str:
 
 def _odd_id(record: Record) -> str:
     """The message for a record whose given ID breaks `id_fault`'s rule, else ""."""
+    from .identifiers import id_fault, shown_id  # here, not at import: `papers like` reads no file
+
     value = record.fields.get("id")
     if not isinstance(value, str):
         return ""
@@ -565,11 +566,12 @@ def _given_id(record: Record) -> str:
         if value is None:
             return ""
         raise InputError(f"{record.where}: 'id' must be text, got {type(value).__name__}")
+    from .identifiers import bare_arxiv_id, id_fault, shown_id
+
     value = str(value).strip()
     fault = id_fault(value)
     if fault:
         raise InputError(f"{record.where}: ID {shown_id(value)} {fault}")
-    from .identifiers import bare_arxiv_id
 
     return bare_arxiv_id(value)  # "arXiv:2401.00001" is the paper 2401.00001 names
 
