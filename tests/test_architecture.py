@@ -282,8 +282,9 @@ def test_the_checker_finds_each_kind_of_breach(tmp_path, files, expected):
 
 # ---------------------------------------------------------------- model names and module sizes
 
-#: Every name a known model goes by; "static" is also the name of an export kind (a manifest's
-#: query_encoder), which only a comparison with something called a model makes a model name.
+#: Every name a known model goes by, and every kind of export a build writes for queries (a
+#: manifest's query_encoder: "onnx", "static"): what an encoder can do is a fact embed/ answers
+#: (models.export_required), never a comparison with a model's name or its export's.
 MODEL_NAMES = {name for facts in MODELS for name in (facts.name, *facts.aliases)}
 EXPORT_KINDS = {facts.export for facts in MODELS}
 MODEL_CONSTANTS = {"STATIC_MODEL", "DEFAULT_MODEL"}
@@ -302,9 +303,13 @@ def _is_model_constant(node: ast.AST) -> bool:
     return False
 
 
+def _is_export_kind(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in EXPORT_KINDS
+
+
 def model_name_tests(root: Path) -> list[str]:
-    """Each place outside `embed/` that compares something with a model's name, or keys a table
-    by one."""
+    """Each place outside `embed/` that compares something with a model's name or an export's
+    kind, or keys a table by a model's name."""
     found = []
     for name, path in modules(root).items():
         if is_exempt(path) or name.split(".")[1:2] == ["embed"]:
@@ -312,11 +317,9 @@ def model_name_tests(root: Path) -> list[str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Compare):
                 operands = [node.left, *node.comparators]
-                named = [operand for operand in operands if _is_model_constant(operand)]
-                others = [ast.unparse(operand) for operand in operands if operand not in named]
-                literal_kinds = all(isinstance(op, ast.Constant) and op.value in EXPORT_KINDS
-                                    for op in named)
-                if named and (not literal_kinds or any("model" in other for other in others)):
+                named = [operand for operand in operands
+                         if _is_model_constant(operand) or _is_export_kind(operand)]
+                if named:
                     found.append(f"{name}:{node.lineno} tests a model's name: {ast.unparse(node)}")
             elif isinstance(node, ast.Dict):
                 keys = [key.value for key in node.keys if isinstance(key, ast.Constant)]
@@ -354,8 +357,11 @@ def test_no_module_is_over_the_size_limit():
     ({"query/__init__.py": "",
       "query/a.py": "def f(m):\n    return m['query_encoder'] == 'static'\n",
       "embed/__init__.py": "",
-      "embed/models.py": "def f(model):\n    return model == 'static'\n"}, []),
-], ids=["literal", "constant", "table", "export kind and embed"])
+      "embed/models.py": "def f(model):\n    return model == 'static'\n"},
+     ["pkg.query.a:2 tests a model's name: m['query_encoder'] == 'static'"]),
+    ({"embed/__init__.py": "",
+      "embed/models.py": "def f(model, kind):\n    return model == 'static' or kind != 'onnx'\n"}, []),
+], ids=["literal", "constant", "table", "export kind", "embed"])
 def test_the_checker_finds_model_name_tests(tmp_path, files, expected):
     assert model_name_tests(write_package(tmp_path, files)) == expected
 

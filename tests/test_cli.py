@@ -169,12 +169,13 @@ def test_list(built):
 def test_info(built):
     from recommender.embed.models import DEFAULT_MODEL, model_facts
 
-    cpu_precision = model_facts(DEFAULT_MODEL).cpu_precision  # bf16 with AMX, else int8-smooth
+    facts = model_facts(DEFAULT_MODEL)
+    precision = facts.precision_words(facts.cpu_precision())  # bf16 with AMX, else fast (int8-smooth)
     output = built("info").output
     assert re.sub(r"built:.*\n", "built: X\n", re.sub(r"fingerprint \w+", "fingerprint X", output)) == (
         "index:      indexes/default\n"
         "papers:     6\n"
-        f"model:      all-MiniLM-L6-v2 (256 dimensions, {cpu_precision()})\n"
+        f"model:      all-MiniLM-L6-v2 (256 dimensions, {precision})\n"
         "long texts: windows of 40 tokens, each starting with the title and ending at a sentence end, mean-pooled\n"
         "search:     flat: exact inner-product search: 6 papers <= 50,000\n"
         "lexical:    TF-IDF, 52 terms (single words, sublinear tf)\n"
@@ -228,10 +229,73 @@ def test_module_entry_point_runs():
 def test_every_command_help_shows_examples(run):
     from recommender.cli import main
 
-    for name in main.commands:
+    for name in main.list_commands(None):
         result = run(name, "--help")
         assert result.exit_code == 0
         assert "Examples:\n\n      papers " + name in result.output, name
+
+
+#: Every module of the package a cold `papers like` needs: the command, its options and rendering,
+#: and the query, index and model-table modules an opened index reads. A module outside this list
+#: costs every cold lookup its import (cold `like` <= 1.5x `import numpy, faiss`, measured by
+#: scripts/bench_cold_start.py): import it where it is used, or add it here with the reason.
+LIKE_MODULES = {
+    "recommender", "recommender.arrays", "recommender.digests", "recommender.errors", "recommender.files",
+    "recommender.cli", "recommender.cli.common", "recommender.cli.errors", "recommender.cli.lookups",
+    "recommender.corpus", "recommender.corpus.handles", "recommender.corpus.latex", "recommender.corpus.papers",
+    "recommender.corpus.readers", "recommender.corpus.readers.base", "recommender.corpus.summary",
+    "recommender.corpus.text",
+    # the model table (a model's dense weight), with the parts the quality tier's row names
+    "recommender.embed", "recommender.embed.models", "recommender.embed.model_parts",
+    "recommender.embed.user_cache", "recommender.embed.windows",
+    "recommender.index", "recommender.index.ann", "recommender.index.catalogue", "recommender.index.home",
+    "recommender.index.keys", "recommender.index.layout", "recommender.index.lexical",
+    "recommender.index.segments", "recommender.index.stored",
+    "recommender.query", "recommender.query.lookups", "recommender.query.opened", "recommender.query.paper_index",
+    "recommender.query.pooling", "recommender.query.profiles", "recommender.query.ranking",
+    "recommender.query.reasons",  # the sentence pairs the candidates carry for --why
+    "recommender.query.search", "recommender.query.segmented", "recommender.query.similarity",
+    "recommender.render", "recommender.render.markdown", "recommender.render.tables",
+}
+#: The standard library a cold `like` needs beyond what `import numpy, faiss, click` loads (and their
+#: C parts): the index's files (json, mmap, hashlib, shutil with its compressors), the output (csv), the
+#: user cache's folder (tempfile, random, shlex) and the papers (unicodedata, dataclasses, bisect, copy).
+LIKE_STANDARD_LIBRARY = {
+    "bisect", "_bisect", "bz2", "_bz2", "_compression", "copy", "csv", "_csv", "dataclasses", "hashlib",
+    "_hashlib", "_blake2", "_sha512", "json", "_json", "lzma", "_lzma", "mmap", "random", "_random", "shlex",
+    "shutil", "tempfile", "unicodedata", "zlib",
+}
+#: The libraries a cold `like` uses (any of their modules): the command line, the vectors, the search.
+LIKE_PACKAGES = {"click", "numpy", "faiss"}
+
+
+def test_a_cold_like_imports_nothing_outside_the_modules_it_needs(built, workdir, tmp_path):
+    """What a cold `like` imports beyond `import numpy, faiss, click` (measured here, in a fresh
+    interpreter as the command's) is in LIKE_MODULES, LIKE_STANDARD_LIBRARY and LIKE_PACKAGES: no
+    other command's module, no library a lookup does not use."""
+    index = workdir / "indexes" / "default"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    loaded = "print('MODULES', ' '.join(sorted(sys.modules)))\n"
+    like = (
+        "import sys; from recommender.cli import main\n"
+        f"sys.argv = ['papers', 'like', 'FlashDP', '--index', {str(index)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n" + loaded
+    )
+    environment = {name: value for name, value in os.environ.items() if name not in ("PAPERS_HOME", "PAPERS_INDEX")}
+
+    def modules(code: str) -> set[str]:
+        result = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=environment, capture_output=True,
+                                text=True)
+        (line,) = [line for line in result.stdout.splitlines() if line.startswith("MODULES ")]
+        return set(line.split()[1:])
+
+    baseline = modules("import sys, numpy, faiss, click\n" + loaded)
+    extra = modules(like) - baseline
+    outside = sorted(name for name in extra if not (name in LIKE_MODULES or (
+        name.split(".")[0] in LIKE_STANDARD_LIBRARY | LIKE_PACKAGES)))
+    assert outside == []
+    assert "recommender.query.segmented" in extra and "recommender.cli.lookups" in extra  # the lookup ran
 
 
 def test_like_imports_only_what_it_uses(built, workdir, tmp_path):

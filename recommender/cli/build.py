@@ -14,6 +14,7 @@ from .. import DISTRIBUTION
 from .common import (
     index_option,
     notice_to,
+    precision_option,
     progress_reporter,
     quiet_option,
     verbose_option,
@@ -41,26 +42,10 @@ DEFAULT_INPUT = "seeds"
         "their speed. A rebuild keeps the index's own unless given."
     ),
 )
-@click.option(
-    "--precision",
-    # embed.quantisation.PRECISIONS, spelled out: importing it would import numpy for every command
-    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "int8-static", "bf16"]),
-    default=None,
-    envvar="PAPERS_PRECISION",
-    help=(
-        "Weights the model encodes with ($PAPERS_PRECISION where not given). On a CPU with AMX"
-        " bf16 (Intel Xeon since 2023) a new index of the default model gets bf16 (its fp32 graph"
-        " run by OpenVINO with bf16 products: ~3x fp32's speed, vectors at cosine 0.99998 of"
-        " fp32's, docs/performance.md); on other CPUs int8-smooth (int8 after moving activation"
-        " outliers into the weights: ~2x fp32's speed, ranking level with it); with"
-        " all-mpnet-base-v2, int8, where it ranks as well; on a GPU, fp32. Or fp32, or int8 (~2x"
-        " faster, about 1 MAP point less with the default model, docs/tiers.md), or int8-mixed"
-        " (the default model: int8 but for the weights that cost the ranking), or int8-static"
-        " (int8 activations too, scales calibrated once, run by OpenVINO: ~1.3x int8-smooth's"
-        " speed on corpora of thousands of papers, ranking level with fp32 on CSFCube), or bf16"
-        " on a CPU with AVX-512 BF16 or AMX (with all-mpnet-base-v2 on AMX, its fp32 vectors a"
-        " little faster than its int8). A rebuild keeps the index's own unless given."
-    ),
+@precision_option(
+    "auto (the default): the model's own for this machine (a rebuild keeps the index's own);"
+    " full: fp32 weights; fast: the model's fastest int8 that ranks as fp32 does"
+    " (docs/tiers.md). $PAPERS_PRECISION where not given."
 )
 @click.option(
     "--upgrade",

@@ -31,6 +31,27 @@ verbose_option = click.option(
 )
 
 
+class PrecisionChoice(click.Choice):
+    """`--precision`: the choices embed.models offers (auto, full, fast); the name of a recipe some
+    model is built at by default (an index records it) still reads, unlisted."""
+
+    def __init__(self) -> None:
+        from ..embed.models import PRECISION_CHOICES, read_precisions
+
+        super().__init__(PRECISION_CHOICES)
+        self.read = read_precisions()
+
+    def convert(self, value, param, ctx):
+        return value if value in self.read else super().convert(value, param, ctx)
+
+
+def precision_option(help: str):
+    """`--precision` (and $PAPERS_PRECISION) for a command that builds an index."""
+    return click.option(
+        "--precision", type=PrecisionChoice(), default=None, envvar="PAPERS_PRECISION", help=help
+    )
+
+
 def progress_reporter(quiet: bool, unit: str = "papers"):
     """Progress on stderr: live on a terminal; elsewhere only for long work (PROGRESS_MIN items)."""
     from ..render.progress import ProgressReporter

@@ -633,6 +633,7 @@ def _given_id(record: Record) -> str:
     fault = id_fault(value)
     if fault:
         raise InputError(f"{record.where}: ID {shown_id(value)} {fault}")
+
     return bare_arxiv_id(value)  # "arXiv:2401.00001" is the paper 2401.00001 names
 
 

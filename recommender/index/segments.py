@@ -42,7 +42,6 @@ from ..errors import (
     shell_command,
 )
 from .catalogue import build_lock
-from .checks import IndexPapers, plan_add, synced_sources
 from .home import display_name, missing_index, resolve_index_dir
 from .layout import (
     CURRENT,
@@ -275,6 +274,8 @@ def add_papers(
             + shell_command("papers", "build", "--compact", "--index", display_name(index_dir))
             + "`"
         )
+    from .checks import IndexPapers, plan_add, synced_sources  # here: a lookup plans no add
+
     with build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
         _remove_unlisted(index_dir, current)

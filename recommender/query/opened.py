@@ -14,7 +14,6 @@ import numpy as np
 from ..corpus.papers import Paper
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, shell_command
-from ..index.catalogue import index_bytes
 from ..index.home import resolve_index_dir
 from ..index.keys import stored_keys
 from ..index.layout import (
@@ -285,6 +284,8 @@ class OpenedIndex:
         manifest = dict(self.manifest)
         manifest.pop("files", None)
         manifest["path"] = str(self.stored.index_dir)
+        from ..index.catalogue import index_bytes
+
         manifest["bytes"] = index_bytes(self.manifest)
         return manifest
 

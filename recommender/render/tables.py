@@ -359,6 +359,9 @@ def render_info(info: dict, fmt: str) -> str:
             )
             + "\n"
         )
+    from ..embed.models import model_facts
+
+    precision = model_facts(info["model"]).precision_words(info.get("precision", "fp32"))
     chunking = info.get("chunking", {})
     index = info.get("index", {})
     size = chunking.get("max_tokens") or "model-max"
@@ -385,7 +388,7 @@ def render_info(info: dict, fmt: str) -> str:
         ),
         (
             "model",
-            f"{info['model']} ({info['dimension']} dimensions, {info.get('precision', 'fp32')})",
+            f"{info['model']} ({info['dimension']} dimensions, {precision})",
         ),
         ("long texts", windows),
         ("search", f"{index.get('kind')}: {index.get('reason')}"),
