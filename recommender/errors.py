@@ -24,6 +24,15 @@ class OptionError(InputError):
         self.parameter = parameter
 
 
+class LimitError(RecommenderError):
+    """A bound on waiting or on size was reached (a fetch's longest wait, its deadline, its most
+    pages); `parameter` names the library's parameter that sets it, for the CLI to name its own."""
+
+    def __init__(self, message: str, parameter: str):
+        super().__init__(message)
+        self.parameter = parameter
+
+
 class IndexMissingError(RecommenderError):
     """No index exists where one was asked for."""
 

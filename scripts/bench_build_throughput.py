@@ -9,7 +9,7 @@ does, i.e. the ONNX export of the same model through `embed_texts`, long texts c
 into windows and pooled (more tokens encoded than the baseline). Rounds alternate
 the two so machine load hits both alike; the best round of each counts.
 
-Quoted in: docs/performance.md (the table's build-encoding row, and "Build throughput").
+Quoted in: docs/measured-overview.md (the table's build-encoding row, and "Build throughput").
 """
 
 from __future__ import annotations

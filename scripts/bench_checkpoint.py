@@ -25,7 +25,7 @@ vectors (N x 384 float32, which the index needs anyway) and the difference, the
 working memory of the stage. Run it with PYTHONPATH pointing at an older checkout
 to measure that one.
 
-Quoted in: docs/performance.md (the checkpoint and encoding-memory rows) and docs/guarantees.md (what a kill loses).
+Quoted in: docs/measured-overview.md (the checkpoint and encoding-memory rows) and docs/guarantees.md (what a kill loses).
 """
 
 from __future__ import annotations

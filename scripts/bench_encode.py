@@ -29,7 +29,7 @@ Usage: python scripts/bench_encode.py [--n-csfcube 500] [--repeats 2] [--cold-ru
        python scripts/bench_encode.py --limits [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
                                        [--n-csfcube 300] [--repeats 3]
 
-Quoted in: docs/performance.md ("Build throughput": the ONNX export against torch, the int8 variant
+Quoted in: docs/measured-overview.md ("Build throughput": the ONNX export against torch, the int8 variant
 not used; "Encoding against the hardware": the --limits table).
 """
 

@@ -32,7 +32,7 @@ are close (AVX-512 BF16 without AMX). --int8-static times the fp32 export (one t
 baseline), the int8 default (int8-smooth; with --quality, int8) and int8-static (OpenVINO, batches of
 1,024 tokens as builds use, and of 2,048).
 
-Quoted in: docs/performance.md ("One text a run, and the attention masks made once", "bf16 without
+Quoted in: docs/measured-int8-smooth.md and docs/measured-openvino.md ("One text a run, and the attention masks made once", "bf16 without
 AMX", "int8-static").
 """
 

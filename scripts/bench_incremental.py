@@ -11,7 +11,7 @@ cores, so the script measures the two parts of a build separately, in one run:
   build does), timed on the 38 real seed abstracts.
 A build's cost is then its measured overhead plus (papers encoded / rate).
 
-Quoted in: docs/performance.md (the add-1% row, and "Incremental builds").
+Quoted in: docs/measured-overview.md (the add-1% row, and "Incremental builds").
 """
 
 from __future__ import annotations

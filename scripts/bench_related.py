@@ -23,7 +23,7 @@ Each measurement runs in a fresh subprocess so that peak RSS (ru_maxrss) is its 
   = like         sampled papers whose related-work list is identical to `like`'s
                  (ids and scores); on an IVF index `like` itself is approximate
 
-Quoted in: docs/performance.md (the `related-work --all` rows, and "Batch related-work").
+Quoted in: docs/measured-overview.md (the `related-work --all` rows, and "Batch related-work").
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ Reported per row:
 faiss threads: default (= cores) unless --threads; faiss runs a single query on
 one thread for both flat and IVF, so latencies are effectively single-thread.
 
-Quoted in: docs/performance.md (the 1M recall, latency and build-memory rows, and "Scale") and README.md's headline figures.
+Quoted in: docs/performance.md and docs/measured-overview.md (the 1M recall, latency and build-memory rows, and "Scale") and README.md's headline figures.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ tar -x -C DIR`) on the same indexes, alternating: cold through the CLI, and warm
 Python API (median of 30 `PaperIndex.like` calls in one process). Each size appends one
 JSON line to --results; the table is printed at the end.
 
-Quoted in: docs/performance.md ("Lookups and builds from 10k to 1M papers": every table there) and README.md's headline figures.
+Quoted in: docs/measured-scale.md ("Lookups and builds from 10k to 1M papers": every table there) and README.md's headline figures.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ costs nothing, so every second measured is the index's own work), in one run:
 - agreement: the top 10 of each of those queries with segments against the compacted index
   (target: equal for at least 99% of queries); the rest are reported with their overlap.
 
-Quoted in: docs/performance.md ("Adding papers: segments").
+Quoted in: docs/measured-builds.md ("Adding papers: segments").
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ encodes it on this machine's CPU):
   mode compared (target: equal for at least 99% of queries); the others are reported with
   their overlap and why they differ.
 
-Quoted in: docs/performance.md ("Adding papers: segments").
+Quoted in: docs/measured-builds.md ("Adding papers: segments").
 """
 
 from __future__ import annotations

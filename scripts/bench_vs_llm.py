@@ -18,7 +18,7 @@ once) is measured separately, once per corpus, against an empty cache.
 --papers N keeps the first N records of a JSONL corpus (both tools get the same ones).
 Reported: median wall time, CPU time (user + system) and peak RSS of each, and their ratios.
 
-Quoted in: docs/performance.md ("Builds: where the time goes, and against `llm embed-multi`") and README.md's headline figures.
+Quoted in: docs/measured-builds.md ("Builds: where the time goes, and against `llm embed-multi`") and README.md's headline figures.
 """
 
 from __future__ import annotations

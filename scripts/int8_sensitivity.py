@@ -40,7 +40,7 @@ encoded once per precision (or a seeded sample, --throughput-papers), in interle
 papers/s and the ratio to fp32 (of the same texts, so of tokens/s too), in wall time and in this
 process's CPU time (which other jobs on a shared machine disturb less).
 
-Quoted in: docs/performance.md ("int8: which weights cost the ranking", "int8-smooth: activation
+Quoted in: docs/measured-encoding.md and docs/measured-int8-smooth.md ("int8: which weights cost the ranking", "int8-smooth: activation
 outliers moved into the weights", "int8-static") and docs/tiers.md (int8-mixed, int8-smooth,
 int8-static).
 """

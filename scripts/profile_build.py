@@ -8,7 +8,7 @@ phase its wall time, CPU time (all threads) and the process's peak RSS when it e
 are a phase of their own. The shared ONNX export is taken from the user cache as in a normal
 build, unless --cold-cache gives the build an empty cache (the first build with a model).
 
-Quoted in: docs/performance.md (the table of a build's phases).
+Quoted in: docs/measured-overview.md (the table of a build's phases).
 """
 
 from __future__ import annotations

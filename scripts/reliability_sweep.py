@@ -2949,16 +2949,455 @@ def _(cwd):
 # -- the library where it lives: Zotero read as a committed snapshot (family: zotero)
 
 
+def _zotero_library(cwd, change=None) -> Path:
+    """A zotero.sqlite made from Zotero's schema (tests/test_zotero.py), changed by `change(database)`."""
+    import sqlite3
+
+    from test_zotero import make_library
+
+    (cwd / "Zotero").mkdir()
+    library = make_library(cwd / "Zotero" / "zotero.sqlite")
+    if change:
+        database = sqlite3.connect(library)
+        change(database)
+        database.commit()
+        database.close()
+    return library
+
+
+def _zotero_files(library: Path) -> dict:
+    return {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in library.parent.iterdir()}
+
+
+def _zotero_built(cwd, library, expect: dict, *args) -> str | None:
+    """Built from the library, Zotero's folder untouched, each paper's fields as `expect` says."""
+    before = _zotero_files(library)
+    problem = expect_ok(cwd, "build", str(library), "--index", "zot", *args)
+    if problem:
+        return problem
+    if _zotero_files(library) != before:
+        return "a file of Zotero's folder changed"
+    for paper_id, fields in expect.items():
+        code, stdout, stderr = papers(cwd, "show", paper_id, "--index", "zot", "--format", "json")
+        if code:
+            return f"show {paper_id}: exit {code}: {stderr.strip()[-200:]}"
+        got = {name: json.loads(stdout).get(name) for name in fields}
+        if got != fields:
+            return f"{paper_id}: {got} instead of {fields}"
+    return None
+
+
+@case("zotero: a hot journal left by a killed Zotero (pages spilled): the committed titles are read")
+def _(cwd):
+    from test_zotero import kill, start_writer
+
+    library = _zotero_library(cwd)
+    kill(start_writer(library, "DELETE"))
+    if not library.with_name("zotero.sqlite-journal").exists():
+        raise Skip("no hot journal was left")
+    return _zotero_built(cwd, library, {"ABCD2345": {"title": "Private Training at Scale"}})
+
+
+@case("zotero: WAL under Zotero's exclusive lock: changes committed since the checkpoint are read")
+def _(cwd):
+    from test_zotero import kill, start_writer
+
+    library = _zotero_library(cwd)
+    writer = start_writer(library, "WAL", commit="New: ", lock="exclusive")
+    try:
+        return _zotero_built(cwd, library, {"ABCD2345": {"title": "New: Private Training at Scale"}})
+    finally:
+        kill(writer)
+
+
+@case("zotero: a Zotero taking its exclusive lock again and again during builds is never refused")
+def _(cwd):
+    from test_zotero import STARTING
+
+    library = _zotero_library(cwd, lambda database: database.execute(  # 20 MB: a read takes a while
+        "CREATE TABLE filler AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) "
+        "SELECT randomblob(10000) AS x FROM n"))
+    stop = cwd / "stop"
+    zotero = subprocess.Popen([sys.executable, "-c", STARTING, str(library), str(stop), "0.02"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        zotero.stdout.readline()
+        for number in range(5):
+            code, _, stderr = papers(cwd, "build", str(library), "--index", f"zot{number}")
+            if code or "Traceback" in stderr:
+                return f"exit {code}: {stderr.strip()[-200:]}"
+    finally:
+        stop.touch()
+        tries, refused = map(int, zotero.communicate(timeout=60)[0].split())
+    return None if refused == 0 else f"Zotero was refused {refused} times in {tries}"
+
+
+@case("zotero: a title with a byte that is not UTF-8: read with U+FFFD, not 'not a Zotero database'")
+def _(cwd):
+    library = _zotero_library(cwd, lambda database: database.execute(
+        "UPDATE itemDataValues SET value = CAST(X'436166E9' AS TEXT) WHERE value = 'Gated Linear Recurrences'"))
+    return _zotero_built(cwd, library, {"EFGH6789": {"title": "Caf\ufffd"}})
+
+
+@case("zotero: a group item with a user item's key, and RSS feed items: groups as Groups/NAME, feeds left out")
+def _(cwd):
+    from test_zotero import add_item
+
+    def groups_and_feeds(database):
+        database.executemany("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (?, ?, 1, 1)",
+                             [(2, "group"), (3, "feed")])
+        database.execute("INSERT INTO groups VALUES (12, 2, 'Lab', '', 0)")
+        add_item(database, 20, "FEED2345", 3, "A Feed Item", "An RSS item, not a paper of the user.")
+        database.execute("INSERT INTO feedItems (itemID, guid) VALUES (20, 'x')")
+        add_item(database, 21, "ABCD2345", 2, "The Group's Copy", "A group's item with the key of the user's.")
+
+    library = _zotero_library(cwd, groups_and_feeds)
+    problem = _zotero_built(cwd, library, {"group12-ABCD2345": {"categories": ["Groups/Lab"]},
+                                           "ABCD2345": {"title": "Private Training at Scale"}})
+    code, _, _ = papers(cwd, "show", "FEED2345", "--index", "zot")
+    return problem or (None if code else "a feed item was indexed")
+
+
+@case("zotero: a collection path over 200 characters and one with a text-direction override become tags")
+def _(cwd):
+    def odd_names(database):
+        database.executemany("INSERT INTO collections (collectionID, collectionName, parentCollectionID, libraryID,"
+                             " key) VALUES (?, ?, ?, 1, ?)", [(4, "x" * 150, None, "C4"), (5, "y" * 150, 4, "C5"),
+                                                              (6, "Evil\u202eexe", None, "C6")])
+        database.executemany("INSERT INTO collectionItems VALUES (?, ?, 0)", [(5, 1), (6, 2)])
+
+    library = _zotero_library(cwd, odd_names)
+    problem = _zotero_built(cwd, library, {})
+    code, stdout, stderr = papers(cwd, "tags", "--index", "zot", "--format", "json")
+    tags = {row["tag"] for row in json.loads(stdout)} if code == 0 else set()
+    missing = [name for name in ("Evilexe", "x" * 150) if not any(tag.startswith(name) for tag in tags)]
+    return problem or (f"no tag for {missing}" if missing else None)
+
+
+@case("zotero: two items with one citation key: BibTeX gets two keys (key, keya)")
+def _(cwd):
+    def shared_key(database):
+        database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (801, 'same2023')")
+        database.executemany("INSERT INTO itemData VALUES (?, 125, 801)", [(1,), (2,)])
+
+    library = _zotero_library(cwd, shared_key)
+    return _zotero_built(cwd, library, {"ABCD2345": {"citation_key": "same2023"},
+                                        "EFGH6789": {"citation_key": "same2023a"}})
+
+
+@case("zotero: a table a newer Zotero changed: left out with one warning, the rest built")
+def _(cwd):
+    library = _zotero_library(cwd, lambda database: database.execute(
+        "ALTER TABLE creators RENAME COLUMN fieldMode TO nameMode"))
+    return _zotero_built(cwd, library, {"ABCD2345": {"title": "Private Training at Scale", "authors": []}})
+
+
+@case("zotero: zotero: finds a data directory named with letters beyond ASCII in prefs.js (UTF-8 and \\u escapes)")
+def _(cwd):
+    for number, escaped in enumerate((False, True)):
+        home = cwd / f"home{number}"
+        folder = home / "Bibliothèque Zoë"
+        folder.mkdir(parents=True)
+        library = _zotero_library(cwd) if number == 0 else cwd / "Zotero" / "zotero.sqlite"
+        shutil.copy(library, folder / "zotero.sqlite")
+        profile = home / ".zotero" / "zotero" / "p.default"
+        profile.mkdir(parents=True)
+        name = json.dumps(str(folder))[1:-1] if escaped else str(folder)
+        (profile / "prefs.js").write_text(f'user_pref("extensions.zotero.dataDir", "{name}");\n', encoding="utf-8")
+        problem = expect_ok(cwd, "build", "zotero:", "--index", f"z{number}", extra_env={"HOME": str(home)})
+        if problem:
+            return problem
+    return None
+
+
 # (end of the zotero family)
 
 
 # -- add keeps every promise a build keeps (family: add)
 
 
+def _listed_ids(cwd: Path) -> list[str]:
+    code, stdout, _ = papers(cwd, "list", "--format", "json")
+    return sorted(row["id"] for row in json.loads(stdout)) if code == 0 else []
+
+
+@case("add: add DIR --sync leaves the papers of 'DIR old.jsonl' alone")
+def _(cwd):
+    write_corpus(cwd / "refs", PAPERS[:3])
+    write_corpus(cwd, PAPERS[3:], name="refs old.jsonl")
+    if papers(cwd, "build", "refs", "refs old.jsonl")[0]:
+        return "the build failed"
+    problem = expect_ok(cwd, "add", "refs", "--sync", "--no-compact")
+    if problem:
+        return problem
+    if _listed_ids(cwd) != sorted(paper["id"] for paper in PAPERS):
+        return f"papers of another source removed: {_listed_ids(cwd)}"
+    return None
+
+
+@case("add: the same file again, with a duplicate in it, adds no duplicate")
+def _(cwd):
+    twice = [*PAPERS[:2], {**PAPERS[0], "id": "dp1-copy"}]
+    write_corpus(cwd / "twice", twice)
+    if papers(cwd, "build", "twice")[0]:
+        return "the build failed"
+    code, stdout, stderr = papers(cwd, "add", "twice", "--no-compact")
+    if code or not stdout.startswith("added 0 papers"):
+        return f"exit {code}: {stdout.strip()} {stderr.strip()[-200:]}"
+    return None if _listed_ids(cwd) == ["dp1", "dp2"] else f"listed {_listed_ids(cwd)}"
+
+
+@case("add: --sync of a retitled paper replaces its text")
+def _(cwd):
+    write_corpus(cwd / "in", [{**PAPERS[0], "title": "Retitled"}, *PAPERS[1:]])
+    code, stdout, stderr = papers(cwd, "add", "in", "--sync", "--no-compact")
+    if code or "replaced 1 changed" not in stdout:
+        return f"exit {code}: {stdout.strip()} {stderr.strip()[-200:]}"
+    shown = papers(cwd, "show", "dp1", "--format", "json")[1]
+    return None if json.loads(shown)["title"] == "Retitled" else "the old text is kept"
+
+
+@case("add: a file with one ID for two papers is refused as build refuses it; remove takes an alias")
+def _(cwd):
+    clash = [{"id": "same", "title": "One", "abstract": "A paper about gradient clipping."},
+             {"id": "same", "title": "Two", "abstract": "A paper about video aesthetics."}]
+    write_corpus(cwd / "clash", clash)
+    problem = expect_error(cwd, "add", "clash", "--no-compact")
+    if problem:
+        return problem
+    write_corpus(cwd / "copy", [{**PAPERS[1], "id": "dp2-copy"}])
+    if papers(cwd, "add", "copy", "--no-compact")[0]:
+        return "the add failed"
+    code, stdout, stderr = papers(cwd, "remove", "dp2-copy")
+    if code:
+        return f"remove of an alias: exit {code}: {stderr.strip()[-200:]}"
+    return None if "dp2" not in _listed_ids(cwd) else "the paper is still listed"
+
+
+
 # (end of the add family)
 
 
 # -- papers fetch: bounded, one bad record never stops the routine; outputs (family: fetch)
+
+_OAI = ('<?xml version="1.0" encoding="UTF-8"?>\n<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/">'
+        '<responseDate>2025-06-02T00:00:00Z</responseDate><request verb="ListRecords">x</request><ListRecords>')
+
+
+def _oai_page(ids, token=""):
+    records = "".join(
+        f'<record><header><identifier>oai:arXiv.org:{i}</identifier><datestamp>2025-06-01</datestamp></header>'
+        f'<metadata><arXiv xmlns="http://arxiv.org/OAI/arXiv/"><id>{i}</id><title>Paper {i}</title>'
+        f'<abstract>The abstract of paper {i}.</abstract></arXiv></metadata></record>' for i in ids)
+    return _OAI + records + f"<resumptionToken>{token}</resumptionToken></ListRecords></OAI-PMH>"
+
+
+def _note(forum, **extra):
+    return {"id": forum, "forum": forum, "cdate": 1746000000000, "pdate": 1758000000000, **extra,
+            "content": {"title": {"value": f"Paper {forum}"}, "abstract": {"value": f"A study of differentially private training, number {forum}."},
+                        "venueid": {"value": "NeurIPS.cc/2025/Conference"}, "venue": {"value": "NeurIPS 2025"}}}
+
+
+@contextlib.contextmanager
+def _loopback(*steps, then=None):
+    """An HTTP server on 127.0.0.1: each request takes the next step (a body, or a callable that answers
+    itself), then `then` for ever."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    queue = list(steps)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            step = queue.pop(0) if queue else then
+            if callable(step):
+                return step(self)
+            body = (step or "").encode()
+            self.send_response(200 if step is not None else 400)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _arxiv(cwd, url, *extra, out="new.jsonl", timeout=120):
+    return papers(cwd, "fetch", "arxiv", "--quiet", "--category", "cs.LG", "--since", "2025-06-01", "--out", out,
+                  "--base-url", url, "--delay", "0", *extra, timeout=timeout)
+
+
+def _venue(cwd, url, *extra, out="venue.jsonl", timeout=120):
+    return papers(cwd, "fetch", "openreview", "--quiet", "NeurIPS.cc/2025/Conference", "--out", out, "--base-url", url,
+                  "--delay", "0", *extra, timeout=timeout)
+
+
+def _bounded_error(run, *words):
+    try:
+        code, _, stderr = run()
+    except subprocess.TimeoutExpired:
+        return "still running after its timeout: not bounded"
+    problem = one_error_line(code, stderr)
+    if problem:
+        return problem
+    return None if all(word in stderr for word in words) else f"message lacks {words}: {stderr.strip()[-200:]}"
+
+
+@case("fetch --out onto a FIFO, a /dev/null link and /dev/null: written into, never replaced")
+def _(cwd):
+    import threading
+    os.mkfifo(cwd / "fifo")
+    got = []
+    reader = threading.Thread(target=lambda: got.append((cwd / "fifo").read_bytes()), daemon=True)
+    reader.start()
+    with _loopback(_oai_page(["2506.00001"], "t1"), _oai_page(["2506.00002"])) as url:
+        code, _, stderr = _arxiv(cwd, url + "/oai", out="fifo")
+    with contextlib.suppress(OSError):
+        os.close(os.open(cwd / "fifo", os.O_WRONLY | os.O_NONBLOCK))
+    reader.join(10)
+    if code or not stat.S_ISFIFO(os.lstat(cwd / "fifo").st_mode) or b"2506.00002" not in b"".join(got):
+        return f"FIFO: exit {code}, still a FIFO: {stat.S_ISFIFO(os.lstat(cwd / 'fifo').st_mode)}: {stderr[-200:]}"
+    os.symlink("/dev/null", cwd / "sink")
+    for out in ("sink", "/dev/null"):
+        with _loopback(json.dumps({"notes": [_note("n1")], "count": 1})) as url:
+            code, _, stderr = _venue(cwd, url, out=out)
+        if code or not stat.S_ISCHR(os.stat("/dev/null").st_mode) or not os.path.islink(cwd / "sink"):
+            return f"{out}: exit {code}, replaced: {stderr[-200:]}"
+    return None
+
+
+@case("fetch: Retry-After of 31 years stops at once in one line; the pages fetched are kept for the rerun")
+def _(cwd):
+    def busy(handler):
+        handler.send_response(503)
+        handler.send_header("Retry-After", "999999999")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    with _loopback(_oai_page(["2506.00001"], "t1"), busy, _oai_page(["2506.00002"])) as url:
+        problem = _bounded_error(lambda: _arxiv(cwd, url + "/oai", timeout=60), "--longest-wait")
+        if problem:
+            return problem
+        if _arxiv(cwd, url + "/oai")[0]:  # the same request again: it resumes
+            return "the rerun failed"
+    return None if (cwd / "new.jsonl").read_text().count("\n") == 2 else "the first page was not kept"
+
+
+@case("fetch: a resumption token given again, and a redirect that drops it, stop in one line")
+def _(cwd):
+    with _loopback(then=_oai_page(["2506.00001"], "same")) as url:
+        problem = _bounded_error(lambda: _arxiv(cwd, url + "/oai", timeout=60), "given before")
+    if problem:
+        return problem
+
+    def redirect(handler):
+        handler.send_response(302)
+        handler.send_header("Location", "/oai?verb=ListRecords&metadataPrefix=arXiv&set=cs%3Acs%3ALG")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    with _loopback(_oai_page(["2506.00001"], "t1"), redirect, then=_oai_page(["2506.00001"], "t1")) as url:
+        return _bounded_error(lambda: _arxiv(cwd, url + "/oai", out="other.jsonl", timeout=60), "redirected")
+
+
+@case("fetch openreview: a count of 10^12, and a server ignoring the offset, stop in one line")
+def _(cwd):
+    page = json.dumps({"notes": [_note("n1")], "count": 10**12})
+    with _loopback(then=page) as url:
+        problem = _bounded_error(lambda: _venue(cwd, url, timeout=60), "--max-records")
+    if problem:
+        return problem
+    with _loopback(then=page.replace(str(10**12), "5")) as url:
+        return _bounded_error(lambda: _venue(cwd, url, timeout=60), "given before")
+
+
+@case("fetch: a server dripping a byte every 5 s meets the response deadline and the fetch's deadline")
+def _(cwd):
+    def drip(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Length", "100000")
+        handler.end_headers()
+        for _ in range(30):
+            try:
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+            except OSError:
+                return
+            time.sleep(5 if _ else 0)
+
+    with _loopback(then=drip) as url:
+        problem = _bounded_error(lambda: _arxiv(cwd, url + "/oai", "--response-timeout", "6", timeout=60),
+                                 "--response-timeout")
+        return problem or _bounded_error(lambda: _arxiv(cwd, url + "/oai", "--deadline", "6", timeout=60),
+                                         "--deadline")
+
+
+@case("fetch: a Content-Length larger than the body sent is one line")
+def _(cwd):
+    def short(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        handler.wfile.write(b"<OAI-PMH")
+        handler.close_connection = True
+
+    with _loopback(then=short) as url:
+        return _bounded_error(lambda: _arxiv(cwd, url + "/oai"), "ended after 8 bytes")
+
+
+@case("fetch: a damaged fetch-state.json (a list, a number) is as no state: one line for --since last")
+def _(cwd):
+    for damage in ("[1, 2]", "7"):
+        (cwd / "indexes" / "fetch-state.json").write_text(damage)
+        code, _, stderr = papers(cwd, "fetch", "arxiv", "--category", "cs.LG", "--since", "last")
+        problem = one_error_line(code, stderr, 2)
+        if problem:
+            return f"{damage}: {problem}"
+    return None
+
+
+@case("fetch openreview: pdate 1e300, NaN, Infinity; an ID with escapes and U+202E; a forum ID with & and #")
+def _(cwd):
+    notes = [_note("n1", pdate="@1e300@"), _note("n2", pdate="@NaN@"), _note("n3", pdate="@Infinity@"),
+             _note("bad\u001b[2J\u202e"), _note("x&id=evil#frag")]
+    body = json.dumps({"notes": notes, "count": 5})
+    for stamp in ("1e300", "NaN", "Infinity"):
+        body = body.replace(f'"@{stamp}@"', stamp)
+    with _loopback(body) as url:
+        code, _, stderr = _venue(cwd, url)
+    if code or "Traceback" in stderr or "1 skipped for their ID" not in stderr:
+        return f"exit {code}: {stderr[-300:]}"
+    text = (cwd / "venue.jsonl").read_text()
+    if "x%26id%3Devil%23frag" not in text or "\\u202e" in text:
+        return f"written: {text[-300:]}"
+    problem = expect_ok(cwd, "add", "venue.jsonl")  # the routine's next step reads what fetch wrote
+    return problem
+
+
+@case("build/add of OpenReview notes: pdate 1e300 or Infinity, keywords a number; an odd ID skipped")
+def _(cwd):
+    note = _note("k1", pdate="@1e300@")
+    note["content"].update(keywords={"value": 7}, venueid={"value": "TMLR"}, venue={"value": "TMLR"})
+    other = _note("k2", pdate="@Infinity@")
+    other["content"].update(venueid={"value": "TMLR"}, venue={"value": "TMLR"})
+    (cwd / "notes.json").write_text(json.dumps([note, other]).replace('"@1e300@"', "1e300")
+                                    .replace('"@Infinity@"', "Infinity"))
+    problem = expect_ok(cwd, "build", "notes.json", "--index", "notes")
+    if problem:
+        return problem
+    lines = [{"id": "q1", "abstract": "Sparse attention for long documents."},
+             {"id": "q\u202e2", "abstract": "An odd identifier's paper."}]
+    (cwd / "day.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return expect_ok(cwd, "add", "day.jsonl")
 
 
 # (end of the fetch family)
@@ -3039,6 +3478,113 @@ def _(cwd):
 
 
 # -- every item of the library: full texts, PDFs, text kinds (family: library)
+
+
+def _hostile_pdfs(folder: Path) -> dict[str, str]:
+    """PDFs no reader can take, each with the word its one warning line must hold."""
+    from pdfs import paper_pdf, pdf_bytes
+
+    folder.mkdir(parents=True, exist_ok=True)
+    good = paper_pdf(folder / "good.pdf", "Random Walks on Expanders",
+                     "We bound the mixing time of random walks on expanders by their spectral gap.")
+    (folder / "truncated.pdf").write_bytes(good.read_bytes()[:500])
+    (folder / "empty.pdf").write_bytes(b"")
+    (folder / "text.pdf").write_text("not a PDF at all\n")
+    (folder / "locked.pdf").write_bytes(pdf_bytes([["Words enough for a text layer, locked away."]], encrypted=True))
+    (folder / "scan.pdf").write_bytes(pdf_bytes([["x"]], image_only=True))
+    (folder / "huge.pdf").write_bytes(b"%PDF-1.4\n")
+    os.truncate(folder / "huge.pdf", 250 * 1024 * 1024)
+    os.mkfifo(folder / "pipe.pdf")  # never opened: not a regular file
+    return {"truncated.pdf": "damaged", "empty.pdf": "damaged", "text.pdf": "damaged", "locked.pdf": "encrypted",
+            "scan.pdf": "no text", "huge.pdf": "250 MB"}
+
+
+@case("library: a folder of hostile PDFs builds the readable one; each other is one warning line")
+def _(cwd):
+    expected = _hostile_pdfs(cwd / "pdfs")
+    code, stdout, stderr = papers(cwd, "build", "pdfs", "--index", "pdfs-index", timeout=120)
+    if code != 0 or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-300:]}"
+    if not stdout.startswith("indexed 1 papers") or "1 from PDFs" not in stdout:
+        return f"not the one readable PDF: {stdout!r}"
+    for name, why in expected.items():
+        lines = [line for line in stderr.splitlines() if name in line]
+        if len(lines) != 1 or why not in lines[0]:
+            return f"{name}: not one line saying {why!r}: {lines}"
+    if "pipe.pdf" in stderr:
+        return "the pipe was opened"
+    return None
+
+
+@case("library: only unreadable PDFs: one error line, no index")
+def _(cwd):
+    expected = _hostile_pdfs(cwd / "pdfs")
+    (cwd / "pdfs/good.pdf").unlink()
+    code, _, stderr = papers(cwd, "build", "pdfs", "--index", "pdfs-index", timeout=120)
+    errors = [line for line in stderr.splitlines() if line.startswith("Error:")]
+    if code != 1 or len(errors) != 1 or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-300:]}"
+    if len(stderr.strip().splitlines()) != len(expected) + 1:
+        return f"not one line a PDF and one error: {stderr!r}"
+    if (cwd / "indexes/pdfs-index").exists() and any((cwd / "indexes/pdfs-index").glob("v-*")):
+        return "an index was written"
+    return None
+
+
+@case("library: a .bib's file field naming a device, a folder, a pipe or nothing: title only, never opened")
+def _(cwd):
+    (cwd / "lib").mkdir()
+    os.mkfifo(cwd / "lib/pipe.pdf")
+    (cwd / "lib/folder.pdf").mkdir()
+    (cwd / "lib/library.bib").write_text(
+        "@book{zero, title = {Zero}, file = {:/dev/zero:PDF}}\n"
+        "@book{pipe, title = {Pipe}, file = {:pipe.pdf:PDF}}\n"
+        "@book{folder, title = {Folder}, file = {:folder.pdf:PDF}}\n"
+        "@book{none, title = {Nothing}, file = {:../../nowhere.pdf:PDF}}\n")
+    code, stdout, stderr = papers(cwd, "build", "lib/library.bib", "--index", "bib", timeout=60)
+    if code != 0 or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-300:]}"
+    if "4 title only" not in stdout:
+        return f"not 4 title-only papers: {stdout!r}"
+    return None
+
+
+@case("library: Zotero storage with a 1 GB full text and a garbage PDF: bounded, nothing written")
+def _(cwd):
+    import sqlite3
+
+    schema = (REPO / "tests/fixtures/zotero-schema.sql").read_text()
+    folder = cwd / "Zotero"
+    (folder / "storage/ATTA0001").mkdir(parents=True)
+    (folder / "storage/ATTB0001").mkdir(parents=True)
+    database = sqlite3.connect(folder / "zotero.sqlite")
+    database.executescript(schema)
+    database.execute("INSERT INTO version VALUES ('userdata', 129)")
+    database.execute("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (1, 'user', 1, 1)")
+    database.executemany("INSERT INTO itemTypesCombined VALUES (?, ?, 1, 0)", [(3, "attachment"), (7, "book")])
+    database.execute("INSERT INTO fieldsCombined VALUES (1, 'title', NULL, NULL, 0)")
+    for item_id, key, title in ((1, "BOOK0001", "A Long Book"), (2, "BOOK0002", "A Broken Book")):
+        database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, 7, 1, ?)", (item_id, key))
+        database.execute("INSERT INTO itemDataValues (valueID, value) VALUES (?, ?)", (item_id, title))
+        database.execute("INSERT INTO itemData VALUES (?, 1, ?)", (item_id, item_id))
+    for item_id, key, parent in ((3, "ATTA0001", 1), (4, "ATTB0001", 2)):
+        database.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, 3, 1, ?)", (item_id, key))
+        database.execute("INSERT INTO itemAttachments (itemID, parentItemID, linkMode, contentType, path) "
+                         "VALUES (?, ?, 0, 'application/pdf', 'storage:x.pdf')", (item_id, parent))
+    database.commit()
+    database.close()
+    with open(folder / "storage/ATTA0001/.zotero-ft-cache", "wb") as cache:
+        cache.write(b"Abstract\nA book so long its cached text is a gigabyte. " * 20 + b"\n1 Introduction\n")
+        cache.truncate(1024 ** 3)
+    (folder / "storage/ATTB0001/x.pdf").write_bytes(os.urandom(4096))
+    before = {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    code, stdout, stderr = papers(cwd, "build", "Zotero/zotero.sqlite", "--index", "z", timeout=120)
+    if code != 0 or "Traceback" in stderr:
+        return f"exit {code}: {stderr.strip()[-300:]}"
+    if "1 from full texts, 1 title only" not in stdout or "x.pdf: PDF damaged" not in stderr:
+        return f"not one full text and one title only: {stdout!r} {stderr!r}"
+    after = {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    return None if after == before else "a file of Zotero's changed"
 
 
 # (end of the library family)

@@ -309,8 +309,11 @@ def assert_built_and_queried_at(precision: str, name: str) -> None:
     build_index([SEEDS], name, precision=precision)
     with open_stored(resolve_index_dir(name), verify=True) as stored:
         assert stored.manifest["precision"] == precision
+    from recommender.embed.models import DEFAULT_MODEL, model_facts
+
     info = CliRunner().invoke(main, ["info", "--index", name])
-    assert info.exit_code == 0 and f"dimensions, {precision})" in info.output
+    words = model_facts(DEFAULT_MODEL).precision_words(precision)  # "fast (int8-smooth)", "bf16"
+    assert info.exit_code == 0 and f"dimensions, {words})" in info.output
     with paper_index.PaperIndex.open(name) as index:
         results = index.search("differentially private training of language models", k=3)
         assert index._query_encoder.variant == precision and results[0].paper.label == "FlashDP"

@@ -282,8 +282,9 @@ def test_the_checker_finds_each_kind_of_breach(tmp_path, files, expected):
 
 # ---------------------------------------------------------------- model names and module sizes
 
-#: Every name a known model goes by; "static" is also the name of an export kind (a manifest's
-#: query_encoder), which only a comparison with something called a model makes a model name.
+#: Every name a known model goes by, and every kind of export a build writes for queries (a
+#: manifest's query_encoder: "onnx", "static"): what an encoder can do is a fact embed/ answers
+#: (models.export_required), never a comparison with a model's name or its export's.
 MODEL_NAMES = {name for facts in MODELS for name in (facts.name, *facts.aliases)}
 EXPORT_KINDS = {facts.export for facts in MODELS}
 MODEL_CONSTANTS = {"STATIC_MODEL", "DEFAULT_MODEL"}
@@ -302,9 +303,13 @@ def _is_model_constant(node: ast.AST) -> bool:
     return False
 
 
+def _is_export_kind(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in EXPORT_KINDS
+
+
 def model_name_tests(root: Path) -> list[str]:
-    """Each place outside `embed/` that compares something with a model's name, or keys a table
-    by one."""
+    """Each place outside `embed/` that compares something with a model's name or an export's
+    kind, or keys a table by a model's name."""
     found = []
     for name, path in modules(root).items():
         if is_exempt(path) or name.split(".")[1:2] == ["embed"]:
@@ -312,11 +317,9 @@ def model_name_tests(root: Path) -> list[str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Compare):
                 operands = [node.left, *node.comparators]
-                named = [operand for operand in operands if _is_model_constant(operand)]
-                others = [ast.unparse(operand) for operand in operands if operand not in named]
-                literal_kinds = all(isinstance(op, ast.Constant) and op.value in EXPORT_KINDS
-                                    for op in named)
-                if named and (not literal_kinds or any("model" in other for other in others)):
+                named = [operand for operand in operands
+                         if _is_model_constant(operand) or _is_export_kind(operand)]
+                if named:
                     found.append(f"{name}:{node.lineno} tests a model's name: {ast.unparse(node)}")
             elif isinstance(node, ast.Dict):
                 keys = [key.value for key in node.keys if isinstance(key, ast.Constant)]
@@ -354,8 +357,11 @@ def test_no_module_is_over_the_size_limit():
     ({"query/__init__.py": "",
       "query/a.py": "def f(m):\n    return m['query_encoder'] == 'static'\n",
       "embed/__init__.py": "",
-      "embed/models.py": "def f(model):\n    return model == 'static'\n"}, []),
-], ids=["literal", "constant", "table", "export kind and embed"])
+      "embed/models.py": "def f(model):\n    return model == 'static'\n"},
+     ["pkg.query.a:2 tests a model's name: m['query_encoder'] == 'static'"]),
+    ({"embed/__init__.py": "",
+      "embed/models.py": "def f(model, kind):\n    return model == 'static' or kind != 'onnx'\n"}, []),
+], ids=["literal", "constant", "table", "export kind", "embed"])
 def test_the_checker_finds_model_name_tests(tmp_path, files, expected):
     assert model_name_tests(write_package(tmp_path, files)) == expected
 
@@ -444,6 +450,34 @@ def test_the_checker_finds_cli_words_in_library_errors(tmp_path, files, expected
     assert cli_words_in_library_errors(write_package(tmp_path, files)) == expected
 
 
+PDF_LIBRARIES = ("pypdfium2", "pypdf", "pdfminer", "fitz", "pymupdf")
+
+
+def pdf_readers(root: Path) -> list[str]:
+    """Modules other than corpus/fulltext.py that import a PDF library: every PDF is read there, with
+    its bounds on pages, time and size, and its one line for a PDF that cannot be read."""
+    found = []
+    for name, path in modules(root).items():
+        if name == f"{root.name}.corpus.fulltext":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{name}:{node.lineno} imports {imported}" for imported in names
+                      if imported.split(".")[0] in PDF_LIBRARIES]
+    return found
+
+
+def test_pdfs_are_read_only_where_they_are_bounded():
+    assert pdf_readers(PACKAGE) == []
+
+
+def test_the_checker_finds_a_pdf_read_elsewhere(tmp_path):
+    package = write_package(tmp_path, {"corpus/__init__.py": "", "corpus/fulltext.py": "import pypdfium2\n",
+                                       "corpus/other.py": "def f():\n    from pypdf import PdfReader\n"})
+    assert pdf_readers(package) == ["pkg.corpus.other:2 imports pypdf"]
+
+
 def test_no_test_module_imports_another():
     """Shared fixtures live in conftest.py and helpers in helper modules (corpus.py, fakes.py, ...):
     a test module importing another runs that module's fixtures and tests twice over, and breaks when
@@ -459,3 +493,65 @@ def test_no_test_module_imports_another():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.name}: {name}" for name in names if name.split(".")[0].startswith("test_")]
     assert not found, f"test modules import other test modules: {found}"
+
+
+# Renames onto a path: the one output mechanism is files.py (`replacing`, `output`: a FIFO, a device
+# or /proc/self/fd link is written into, never replaced). Modules that rename their own files into
+# place are listed, each with why it owns what it renames.
+RENAMING_OWNERS = {
+    "files": "the output mechanism itself",
+    "embed.model_parts": "its own part installs in the model cache folder",
+    "embed.quantisation": "its own quantised model files in the model cache folder",
+    "embed.onnx_encoder": "its own exported ONNX files in the model cache folder",
+    "embed.static_encoder": "its own static tables in the model cache folder",
+    "embed.user_cache": "its own cache folders, set aside before removal",
+    "embed.export_cache": "its own export entries in the cache folder",
+    "index.writer": "its own index version folders",
+    "index.catalogue": "its own index folders (mv, set aside)",
+    "index.segments": "its own index version folders",
+}
+RENAMING_CALLS = {("os", "rename"), ("os", "replace"), ("os", "renames"), ("shutil", "move")}
+
+
+def renames_onto_paths(root: Path, owners: dict[str, str]) -> list[str]:
+    """Each os.rename/os.replace/shutil.move call (also imported by name) and each one-argument
+    `.rename(x)`/`.replace(x)` (Path's; str.replace takes two) outside the modules of `owners`."""
+    found = []
+    for name, path in modules(root).items():
+        if name.split(".", 1)[-1] in owners:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {alias.asname or alias.name for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module in ("os", "shutil")
+                    for alias in node.names if (node.module, alias.name) in RENAMING_CALLS}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in imported:
+                found.append(f"{name}:{node.lineno} {func.id}")
+            elif isinstance(func, ast.Attribute):
+                owner = func.value.id if isinstance(func.value, ast.Name) else ""
+                if (owner, func.attr) in RENAMING_CALLS:
+                    found.append(f"{name}:{node.lineno} {owner}.{func.attr}")
+                elif func.attr in ("rename", "replace") and len(node.args) == 1 and not node.keywords:
+                    found.append(f"{name}:{node.lineno} .{func.attr}")
+    return found
+
+
+def test_only_the_output_module_renames_onto_a_path():
+    assert renames_onto_paths(PACKAGE, RENAMING_OWNERS) == []
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"corpus/__init__.py": "",
+      "corpus/fetch.py": "import os\ndef f(partial, out):\n    os.replace(partial, out)\n"},
+     ["pkg.corpus.fetch:3 os.replace"]),
+    ({"cli/__init__.py": "",
+      "cli/a.py": "from shutil import move as m\nfrom pathlib import Path\n"
+                  "def f(p, out):\n    Path(p).rename(out)\n    m(p, out)\n    return 'a'.replace('a', 'b')\n"},
+     ["pkg.cli.a:4 .rename", "pkg.cli.a:5 m"]),
+    ({"files.py": "import os\ndef f(a, b):\n    os.replace(a, b)\n"}, []),
+], ids=["a second output mechanism", "Path.rename and an imported move", "the output module"])
+def test_the_checker_finds_a_second_output_mechanism(tmp_path, files, expected):
+    assert renames_onto_paths(write_package(tmp_path, files), RENAMING_OWNERS) == expected

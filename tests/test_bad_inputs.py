@@ -58,12 +58,12 @@ BUILD_CASES = [
      "Error: bad/empty.txt: file is empty"),
     ("whitespace-only file", {"bad/blank.jsonl": " \n\t\n\n"}, ["bad/blank.jsonl"],
      "Error: bad/blank.jsonl: file is empty"),
-    ("folder with no readable papers", {"bad/paper.pdf": b"%PDF-1.4", "bad/notes.md": "notes",
+    ("folder with no readable papers", {"bad/paper.docx": b"PK\x03\x04", "bad/notes.md": "notes",
                                         "bad/.hidden/p.txt": ABSTRACT}, ["bad"],
-     "Error: bad: folder has no .txt, .jsonl, .json, .csv or .bib files of papers"),
-    ("unsupported file type", {"bad/paper.pdf": b"%PDF-1.4"}, ["bad/paper.pdf"],
-     "Error: bad/paper.pdf: unsupported file type '.pdf': use .txt (one abstract a paragraph), .jsonl, .json, .csv, "
-     ".bib or Zotero's zotero.sqlite (see docs/input-formats.md)"),
+     "Error: bad: folder has no .txt, .jsonl, .json, .csv, .bib or .pdf files of papers"),
+    ("unsupported file type", {"bad/paper.docx": b"PK\x03\x04"}, ["bad/paper.docx"],
+     "Error: bad/paper.docx: unsupported file type '.docx': use .txt (one abstract a paragraph), .jsonl, .json, .csv, "
+     ".bib, .pdf or Zotero's zotero.sqlite (see docs/input-formats.md)"),
     ("binary file", {"bad/model.txt": bytes(range(256)) * 4}, ["bad/model.txt"],
      "Error: bad/model.txt: looks like a binary file (contains NUL bytes): give a UTF-8 text file"),
     ("not UTF-8", {"bad/latin1.txt": f"Heading\n\n{ABSTRACT}\n\nCaf\u00e9 au lait and graph theory.\n".encode("latin-1")},

@@ -132,7 +132,7 @@ def test_a_cpu_with_amx_and_openvino_builds_the_default_model_at_bf16_else_int8_
             False,
             True,
             "encodes on CPUs with bf16 instructions (AVX-512 BF16 or AMX), and this one has none: "
-            "give int8-smooth or fp32",
+            "give fast or full",
         ),
         (True, False, "encodes with OpenVINO, which is not installed: pip install openvino"),
     ],
@@ -178,9 +178,12 @@ def test_the_bf16_export_links_the_fp32_files_and_leaves_them_as_they_are(tmp_pa
     assert json.loads((fp32 / onnx_encoder.CONFIG_FILE).read_text()) == config
 
 
-def test_build_and_evaluate_offer_every_precision():
-    from recommender.embed.quantisation import PRECISIONS
+def test_build_and_evaluate_offer_three_precisions():
+    """`--precision` offers auto, full and fast (embed.models.PRECISION_CHOICES), in a short help."""
+    from recommender.embed.models import PRECISION_CHOICES
 
+    assert PRECISION_CHOICES == ("auto", "full", "fast")
     for command in ("build", "evaluate"):
-        (option,) = [param for param in main.commands[command].params if param.name == "precision"]
-        assert tuple(option.type.choices) == PRECISIONS, command
+        (option,) = [param for param in main.get_command(None, command).params if param.name == "precision"]
+        assert tuple(option.type.choices) == PRECISION_CHOICES, command
+        assert len(option.help) < 300, command

@@ -116,3 +116,12 @@ def test_the_bib_readers_paper_keeps_what_bibtex_needs():
     assert (paper.citation_key, paper.entry_type) == ("smith2024private", "inproceedings")
     assert dict(paper.bibtex_fields)["booktitle"] == "Advances in Neural Information Processing Systems"
     assert Paper.from_dict(paper.to_dict(stored=True)) == paper
+
+
+def test_a_quoted_value_bibtex_cannot_parse_loses_its_quotes(tmp_path):
+    (tmp_path / "r.bib").write_text(
+        '@article{k1,\n  title = "Learning } with a stray brace",\n'
+        '  abstract = "An abstract {with an open brace",\n}\n', encoding="utf-8")
+    (paper,) = read_papers([tmp_path / "r.bib"])
+    assert (paper.title, paper.abstract) == (
+        "Learning } with a stray brace", "An abstract with an open brace")

@@ -54,10 +54,11 @@ def test_like_table(built):
     result = built("like", "dp1", "-k", "3")
     assert result.exit_code == 0
     assert result.output == (
-        "rank  score  id    title                         snippet\n"
-        "   1  0.473  dp2   Private Fine-Tuning           Differentially private fine-tuning of language models with…\n"
-        "   2  0.217  rnn1  TFLA: Tiled Flash Linear At…  Linear recurrent networks with gating and fast kernels for…\n"
-        "   3  0.193  rnn2  Gated Linear RNNs             Gated linear recurrent networks compete with transformers f…\n"
+        # not a terminal: whole lines, as `ls` and `git` give a pipe (tests/test_table_output.py)
+        "rank  score  id    title                               snippet\n"
+        "   1  0.473  dp2   Private Fine-Tuning                 Differentially private fine-tuning of language models with low memory gradient clipping.\n"
+        "   2  0.217  rnn1  TFLA: Tiled Flash Linear Attention  Linear recurrent networks with gating and fast kernels for long sequence language modeling.\n"
+        "   3  0.193  rnn2  Gated Linear RNNs                   Gated linear recurrent networks compete with transformers for sequence modeling with fast kernels.\n"
     )
 
 
@@ -93,7 +94,8 @@ def test_like_jsonl_is_json_a_line(built):
     assert rows[0] == {
         "rank": 1, "id": "dp2", "score": 0.4735, "handle": "Private Fine-Tuning", "title": "Private Fine-Tuning",
         "authors": [], "year": None, "venue": "", "snippet": "Differentially private fine-tuning of language models with low memory gradient clipping.",
-        "url": "", "code_links": [], "why": [], "because": [],
+        "url": "", "code_links": [], "text_from": "abstract", "why": [], "because": [], "phrases": [],
+        "sentences": [],
     }
     assert [row["id"] for row in rows] == ["dp2", "rnn1"]
 
@@ -112,11 +114,14 @@ def test_like_json_csv_markdown(built):
 
 
 def test_like_why(built):
-    assert built("like", "dp1", "-k", "2", "--why").output == (
-        "rank  score  id    title                         why\n"
-        "   1  0.473  dp2   Private Fine-Tuning           private; clipping; differentially\n"
-        "   2  0.217  rnn1  TFLA: Tiled Flash Linear At…  fast; language\n"
+    lines = built("like", "dp1", "-k", "2", "--why").output.splitlines()
+    assert lines[0] == "rank  score  id    title                               why"
+    assert lines[1].startswith(
+        "   1  0.473  dp2   Private Fine-Tuning                 "
+        "shares: differentially private, gradient clipping, language models; "
     )
+    assert lines[2].startswith("   2  0.217  rnn1  TFLA: Tiled Flash Linear Attention  shares: fast, language; ")
+    assert len(lines) == 3  # a pipe gets whole lines: one a result
 
 
 def test_like_several_with_not_and_exclude(built, workdir):
@@ -129,8 +134,8 @@ def test_like_several_with_not_and_exclude(built, workdir):
 def test_search_table(built):
     assert built("search", "video aesthetic", "-k", "2").output == (
         "rank  score  id    title                   snippet\n"
-        "   1  0.542  vid1  VADB: Video Aesthetics  A video aesthetic assessment database with professional ann…\n"
-        "   2  0.506  vid2  Video Quality Models    Video quality assessment models trained on aesthetic annota…\n"
+        "   1  0.542  vid1  VADB: Video Aesthetics  A video aesthetic assessment database with professional annotations and a dual-modal network.\n"
+        "   2  0.506  vid2  Video Quality Models    Video quality assessment models trained on aesthetic annotations of short videos.\n"
     )
 
 
@@ -164,12 +169,13 @@ def test_list(built):
 def test_info(built):
     from recommender.embed.models import DEFAULT_MODEL, model_facts
 
-    cpu_precision = model_facts(DEFAULT_MODEL).cpu_precision  # bf16 with AMX, else int8-smooth
+    facts = model_facts(DEFAULT_MODEL)
+    precision = facts.precision_words(facts.cpu_precision())  # bf16 with AMX, else fast (int8-smooth)
     output = built("info").output
     assert re.sub(r"built:.*\n", "built: X\n", re.sub(r"fingerprint \w+", "fingerprint X", output)) == (
         "index:      indexes/default\n"
         "papers:     6\n"
-        f"model:      all-MiniLM-L6-v2 (256 dimensions, {cpu_precision()})\n"
+        f"model:      all-MiniLM-L6-v2 (256 dimensions, {precision})\n"
         "long texts: windows of 40 tokens, each starting with the title and ending at a sentence end, mean-pooled\n"
         "search:     flat: exact inner-product search: 6 papers <= 50,000\n"
         "lexical:    TF-IDF, 52 terms (single words, sublinear tf)\n"
@@ -223,10 +229,73 @@ def test_module_entry_point_runs():
 def test_every_command_help_shows_examples(run):
     from recommender.cli import main
 
-    for name in main.commands:
+    for name in main.list_commands(None):
         result = run(name, "--help")
         assert result.exit_code == 0
         assert "Examples:\n\n      papers " + name in result.output, name
+
+
+#: Every module of the package a cold `papers like` needs: the command, its options and rendering,
+#: and the query, index and model-table modules an opened index reads. A module outside this list
+#: costs every cold lookup its import (cold `like` <= 1.5x `import numpy, faiss`, measured by
+#: scripts/bench_cold_start.py): import it where it is used, or add it here with the reason.
+LIKE_MODULES = {
+    "recommender", "recommender.arrays", "recommender.digests", "recommender.errors", "recommender.files",
+    "recommender.cli", "recommender.cli.common", "recommender.cli.errors", "recommender.cli.lookups",
+    "recommender.corpus", "recommender.corpus.handles", "recommender.corpus.latex", "recommender.corpus.papers",
+    "recommender.corpus.readers", "recommender.corpus.readers.base", "recommender.corpus.summary",
+    "recommender.corpus.text",
+    # the model table (a model's dense weight), with the parts the quality tier's row names
+    "recommender.embed", "recommender.embed.models", "recommender.embed.model_parts",
+    "recommender.embed.user_cache", "recommender.embed.windows",
+    "recommender.index", "recommender.index.ann", "recommender.index.catalogue", "recommender.index.home",
+    "recommender.index.keys", "recommender.index.layout", "recommender.index.lexical",
+    "recommender.index.segments", "recommender.index.stored",
+    "recommender.query", "recommender.query.lookups", "recommender.query.opened", "recommender.query.paper_index",
+    "recommender.query.pooling", "recommender.query.profiles", "recommender.query.ranking",
+    "recommender.query.reasons",  # the sentence pairs the candidates carry for --why
+    "recommender.query.search", "recommender.query.segmented", "recommender.query.similarity",
+    "recommender.render", "recommender.render.markdown", "recommender.render.tables",
+}
+#: The standard library a cold `like` needs beyond what `import numpy, faiss, click` loads (and their
+#: C parts): the index's files (json, mmap, hashlib, shutil with its compressors), the output (csv), the
+#: user cache's folder (tempfile, random, shlex) and the papers (unicodedata, dataclasses, bisect, copy).
+LIKE_STANDARD_LIBRARY = {
+    "bisect", "_bisect", "bz2", "_bz2", "_compression", "copy", "csv", "_csv", "dataclasses", "hashlib",
+    "_hashlib", "_blake2", "_sha512", "json", "_json", "lzma", "_lzma", "mmap", "random", "_random", "shlex",
+    "shutil", "tempfile", "unicodedata", "zlib",
+}
+#: The libraries a cold `like` uses (any of their modules): the command line, the vectors, the search.
+LIKE_PACKAGES = {"click", "numpy", "faiss"}
+
+
+def test_a_cold_like_imports_nothing_outside_the_modules_it_needs(built, workdir, tmp_path):
+    """What a cold `like` imports beyond `import numpy, faiss, click` (measured here, in a fresh
+    interpreter as the command's) is in LIKE_MODULES, LIKE_STANDARD_LIBRARY and LIKE_PACKAGES: no
+    other command's module, no library a lookup does not use."""
+    index = workdir / "indexes" / "default"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    loaded = "print('MODULES', ' '.join(sorted(sys.modules)))\n"
+    like = (
+        "import sys; from recommender.cli import main\n"
+        f"sys.argv = ['papers', 'like', 'FlashDP', '--index', {str(index)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n" + loaded
+    )
+    environment = {name: value for name, value in os.environ.items() if name not in ("PAPERS_HOME", "PAPERS_INDEX")}
+
+    def modules(code: str) -> set[str]:
+        result = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=environment, capture_output=True,
+                                text=True)
+        (line,) = [line for line in result.stdout.splitlines() if line.startswith("MODULES ")]
+        return set(line.split()[1:])
+
+    baseline = modules("import sys, numpy, faiss, click\n" + loaded)
+    extra = modules(like) - baseline
+    outside = sorted(name for name in extra if not (name in LIKE_MODULES or (
+        name.split(".")[0] in LIKE_STANDARD_LIBRARY | LIKE_PACKAGES)))
+    assert outside == []
+    assert "recommender.query.segmented" in extra and "recommender.cli.lookups" in extra  # the lookup ran
 
 
 def test_like_imports_only_what_it_uses(built, workdir, tmp_path):

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from corpus import HOSTILE_PAPERS, PAPERS, write_corpus
 
 NEW = [
@@ -119,8 +118,9 @@ def test_feed_refuses_a_bad_date_and_an_empty_tag_in_one_line(built):
     result = built("feed", "--tag", "mine", "--since", "yesterday")
     assert result.exit_code == 2 and "since 'yesterday'" in result.output
     assert len(result.output.strip().splitlines()) == 1
+    # A tag that holds no paper yet (a routine's first day): an empty feed that says why.
     result = built("feed", "--tag", "nobody")
-    assert result.exit_code != 0 and "holds no papers" in result.output
+    assert result.exit_code == 0 and "nobody holds no papers yet" in result.stderr
 
 
 def test_the_html_digest_is_self_contained_and_escapes_every_field(papers_cli, workdir):
@@ -128,8 +128,17 @@ def test_the_html_digest_is_self_contained_and_escapes_every_field(papers_cli, w
     assert papers_cli("build", "in").exit_code == 0
     assert papers_cli("tags", "add", "mine", "dp1", "vid1").exit_code == 0
     result = papers_cli(
-        "feed", "--tag", "mine", "--since", "2000-01-01", "--format", "html", "--out", "today.html",
-        "-k", "50"
+        "feed",
+        "--tag",
+        "mine",
+        "--since",
+        "2000-01-01",
+        "--format",
+        "html",
+        "--out",
+        "today.html",
+        "-k",
+        "50",
     )
     assert result.exit_code == 0, result.output
     page = (workdir / "today.html").read_text(encoding="utf-8")
@@ -193,8 +202,9 @@ def test_serve_feed_page_and_api_in_the_cli_order_with_seen_and_not_interested_b
     import urllib.parse
 
     from click.testing import CliRunner
-    from recommender.cli import main
     from serving import build_fake_index, start_server
+
+    from recommender.cli import main
 
     index_dir = build_fake_index(tmp_path / "index", PAPERS)
 
@@ -216,9 +226,10 @@ def test_serve_feed_page_and_api_in_the_cli_order_with_seen_and_not_interested_b
         assert [row["id"] for row in body][:2] in (["dp3", "dp4"], ["dp4", "dp3"])
         assert {row["id"] for row in body} == {"dp3", "dp4", "vid3"}
         assert server.json("/api/feed?tag=mine")[1] == body  # reading it over HTTP records no read
-        # The same JSON as the CLI's, which records the read: then nothing is new.
+        # The same JSON as the CLI's, which records the digest's read: the web app keeps its own.
         assert json.loads(cli("feed", "--tag", "mine", "--format", "json").stdout) == body
-        assert server.json("/api/feed?tag=mine") == (200, [])
+        assert json.loads(cli("feed", "--tag", "mine", "--format", "json").stdout) == []
+        assert server.json("/api/feed?tag=mine") == (200, body)
         since = server.json("/api/feed?tag=mine&since=2000-01-01")[1]
         assert {row["id"] for row in since} == {
             "dp3",
@@ -304,3 +315,134 @@ def test_feeds_made_at_once_record_each_part_once(tmp_path):
     assert sorted(store.arrived(since=1500.0)) == ["q1", "q2"]
     assert store.record_arrivals([*parts, ("segment:s-2", 3000.0, ["q2", "q3"])]) == 2
     assert store.arrived(after_generation=1) == ["q3"]  # q2 keeps its first arrival
+
+
+# -- each reader its own place, a look moves nothing; dates and counts as people read them; damaged
+# bookkeeping and dates out of range in one line (real processes: tests/build_launcher.py)
+
+
+def _papers(workdir, *args):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    launcher = Path(__file__).resolve().parent / "build_launcher.py"
+    return subprocess.run(
+        [sys.executable, str(launcher), *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def routine(workdir):
+    """An index of the six papers, mine tagged with dp1, then three papers added: a real process."""
+    write_corpus(workdir / "in", PAPERS)
+    for args in (("build", "in", "--index", "x"), ("tags", "add", "mine", "dp1", "--index", "x")):
+        assert _papers(workdir, *args).returncode == 0
+    write_corpus(workdir / "new", NEW)
+    added = _papers(workdir, "add", "new", "--index", "x", "--no-compact")
+    assert added.returncode == 0, added.stderr
+    return lambda *args: _papers(workdir, *args, "--index", "x")
+
+
+def _listed(result) -> set[str]:
+    assert result.returncode == 0, result.stderr
+    return {row["id"] for row in json.loads(result.stdout)}
+
+
+def test_a_look_with_since_and_other_readers_leave_the_digest_its_papers(routine, workdir):
+    new = {"dp3", "dp4", "vid3"}
+    # A person's look back, twice: it moves nothing.
+    for _ in range(2):
+        assert new <= _listed(
+            routine("feed", "--tag", "mine", "--since", "2000-01-01", "--format", "json")
+        )
+    # A reader of its own reads and moves only its own place.
+    assert _listed(routine("feed", "--tag", "mine", "--reader", "me", "--format", "json")) == new
+    assert _listed(routine("feed", "--tag", "mine", "--reader", "me", "--format", "json")) == set()
+    # The web app's feed has its own place too: reading it there moves nothing either.
+    from serving import start_server
+
+    server = start_server(workdir / "indexes" / "x")
+    try:
+        for _ in range(2):
+            status, rows = server.json("/api/feed?tag=mine")
+            assert status == 200 and {row["id"] for row in rows} == new
+    finally:
+        server.stop()
+    # The cron job's digest still has every new paper, once.
+    digest = routine("feed", "--tag", "mine", "--format", "html", "--out", "today.html")
+    assert digest.returncode == 0, digest.stderr
+    page = (workdir / "today.html").read_text(encoding="utf-8")
+    assert page.count("border:1px solid") == 3
+    assert _listed(routine("feed", "--tag", "mine", "--format", "json")) == set()
+
+
+def test_the_digest_heading_writes_the_date_as_people_read_it_and_counts_agree(routine, workdir):
+    result = routine("feed", "--tag", "mine", "--since", "2026-12-04T07:30:00Z", "--format", "html")
+    assert result.returncode == 0, result.stderr
+    assert "New papers for mine since 4 December 2026, 07:30 UTC" in result.stdout
+    result = routine("feed", "--tag", "mine", "--since", "2026-12-04", "--format", "html")
+    assert "since 4 December 2026</h1>" in result.stdout
+    marked = routine("tags", "not", "mine", "vid3")
+    assert marked.returncode == 0 and "mine: 1 paper marked not interested\n" == marked.stderr
+
+
+def test_add_counts_the_papers_it_kept_as_the_feed_does(routine, workdir):
+    assert routine("feed", "--tag", "mine").returncode == 0  # read: what is added next is new
+    gan = {"title": "Adversarial Nets", "abstract": "Generative adversarial networks for images."}
+    other = {"id": "flow1", "title": "Normalising Flows", "abstract": "Invertible density models."}
+    write_corpus(workdir / "more", [dict(gan, id="gan1"), other, dict(gan, id="gan1-again")])
+    added = routine("add", "more", "--no-compact")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("added 2 papers to x (encoded 2;"), added.stdout
+    assert "kept once" in added.stderr
+    feed = routine("feed", "--tag", "mine", "--format", "json")
+    assert len(_listed(feed)) == 2 and "2 new papers" in feed.stderr
+
+
+@pytest.mark.parametrize(
+    "since", ["0001-01-01T00:00:00+14:00", "0001-01-01", "9999-12-31T23:59:59-14:00"]
+)
+def test_a_date_at_the_ends_of_the_calendar_is_no_traceback(routine, workdir, since):
+    result = routine("feed", "--tag", "mine", "--since", since, "--format", "html")
+    assert result.returncode in (0, 2) and "Traceback" not in result.stderr, result.stderr
+    from urllib.parse import quote
+
+    from serving import start_server
+
+    server = start_server(workdir / "indexes" / "x")
+    try:
+        for path in (
+            f"/api/feed?tag=mine&since={quote(since)}",
+            f"/feed?tag=mine&since={quote(since)}",
+        ):
+            status, _, _ = server.get(path)
+            assert status in (200, 400, 422), (path, status)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "DROP TABLE arrivals; CREATE TABLE arrivals (paper TEXT)",
+        "UPDATE arrival_parts SET noticed = 'many'",
+        "DROP TABLE feed_places; CREATE TABLE feed_places (reader, tag, noticed, read);"
+        " INSERT INTO feed_places VALUES ('digest', 'mine', 'x', 'y')",
+    ],
+)
+def test_damaged_feed_records_are_one_line(routine, workdir, damage):
+    assert routine("feed", "--tag", "mine").returncode == 0  # the tables made
+    import sqlite3
+
+    database = sqlite3.connect(workdir / "indexes" / "x" / "tags.sqlite")
+    database.executescript(damage)
+    database.close()
+    result = routine("feed", "--tag", "mine")
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the feed's records are damaged" in lines[0], result.stderr

@@ -8,10 +8,8 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from conftest import SEEDS, assert_batched_and_each_vector_its_own, assert_built_and_queried_at
 
-from recommender.cli import main
 from recommender.corpus.papers import read_papers
 from recommender.embed import export_cache, loading, onnx_encoder, openvino_encoding, quantisation
 from recommender.embed.models import DEFAULT_MODEL
@@ -78,10 +76,12 @@ def test_an_index_built_at_int8_static_says_so_and_is_queried_at_it(workdir):
 
 def test_int8_static_without_openvino_is_refused_in_one_line(monkeypatch, workdir):
     monkeypatch.setattr(openvino_encoding, "installed", lambda: False)
-    result = CliRunner().invoke(main, ["build", str(SEEDS), "--precision", STATIC])
-    assert (result.exit_code, result.output) == (
-        2,
-        f"Error: Invalid value for '--precision': precision {STATIC} encodes with OpenVINO, which"
-        " is not installed: pip install openvino\n",
+    from recommender import build_index
+    from recommender.errors import OptionError
+
+    with pytest.raises(OptionError) as refused:  # int8-static: the Python API's, for the benchmarks
+        build_index([SEEDS], precision=STATIC)
+    assert str(refused.value) == (
+        f"precision {STATIC} encodes with OpenVINO, which is not installed: pip install openvino"
     )
     assert not (workdir / "indexes").exists() or not any((workdir / "indexes").iterdir())

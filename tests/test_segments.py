@@ -81,7 +81,7 @@ def test_remove_leaves_tombstones_in_base_and_segment(added):
     missing = added("show", "dp2")
     assert missing.exit_code != 0 and "removed" in missing.output
     again = added("add", "new", "--no-compact")  # a removed paper added again is found again
-    assert again.exit_code == 0 and "added 1 papers" in again.output
+    assert again.exit_code == 0 and "added 1 paper " in again.output
     assert json.loads(added("show", "dp3", "--format", "json").output)["id"] == "dp3"
     assert added("remove", "dp3").exit_code == 0
     unknown = added("remove", "nope")
@@ -123,11 +123,14 @@ def test_add_past_the_share_compacts(built, workdir):
     assert json.loads(built("info", "--format", "json").output)["paper_count"] == 8
 
 
-def test_add_to_a_missing_index_is_one_line(papers_cli, workdir):
+def test_add_to_a_missing_index_builds_it_and_says_so(papers_cli, workdir):
     write_corpus(workdir / "new", NEW)
     result = papers_cli("add", "new", "--index", "nothing-here")
-    assert result.exit_code != 0 and "no index at" in result.output
-    assert not (workdir / "indexes" / "nothing-here").exists()
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "added 2 papers to nothing-here, a new index (encoded 2)\n"
+    assert papers_cli("add", "new", "--index", "nothing-here").stdout.startswith(
+        "added 0 papers to nothing-here (encoded 0; 2 already in the index)"
+    )
 
 
 def test_serve_picks_up_an_add_and_a_remove_without_a_failed_request(tmp_path, fake_model):
@@ -255,7 +258,7 @@ def test_add_sync_removes_the_papers_gone_from_their_source(built, workdir):
     write_corpus(workdir / "library", [NEW[0], third])  # vid3 deleted from the library
     result = built("add", str(library), "--sync", "--no-compact")
     assert result.exit_code == 0, result.output
-    assert "added 1 papers" in result.output and "removed 1 gone from it" in result.output
+    assert "added 1 paper " in result.output and "removed 1 gone from it" in result.output
     listed = {row["id"] for row in json.loads(built("list", "--format", "json").output)}
     assert listed == {paper["id"] for paper in PAPERS} | {"dp3", "gnn3"}
     # The base's own source, rebuilt without rnn2: synced through its recorded path.

@@ -117,6 +117,7 @@ def test_inspect_gives_the_shared_terms_and_both_cosines(server):
     assert status == 200 and body["id"] == "dp2" and body["seed"] == "dp1"
     assert 0 < body["dense_cosine"] <= 1 and 0 < body["lexical_cosine"] <= 1
     assert "gradient clipping" in body["shared_terms"] or "clipping" in body["shared_terms"]
+    assert "gradient clipping" in body["phrases"] and body["sentences"][0]["seed"] == "dp1"
     status, body = server.json(query("/api/inspect", id="vid1", q="video aesthetics"))
     assert status == 200 and body["text"] == "video aesthetics" and body["shared_terms"]
     status, body = server.json(query("/api/inspect", id="vid1"))
@@ -438,3 +439,11 @@ def test_search_with_the_real_model_is_the_cli_json(tmp_path):
         assert body[0]["id"] in ("dp1", "dp2", "dp3")
     finally:
         assert server.stop() == STOPPED
+
+
+def test_the_inspect_page_escapes_the_sentences_it_shows(server):
+    text = "<script>alert(1)</script> video aesthetic assessment with professional annotations"
+    status, _, raw = server.get(query("/inspect", id="vid1", q=text))
+    page = raw.decode()
+    assert status == 200 and "Closest sentences" in page and "Shared phrases" in page
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; video" in page

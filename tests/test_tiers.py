@@ -70,6 +70,54 @@ def test_papers_precision_sets_the_precision_where_none_is_given(workdir, fake_m
     assert not (workdir / "indexes" / "c").exists()
 
 
+def test_a_precision_is_chosen_as_auto_full_or_fast_the_model_table_says_what_each_means(monkeypatch):
+    """`full` is fp32, `fast` each model's fastest recipe that keeps the ranking (the model table's), `auto`
+    the model's default (as none); a recipe's own name still reads; a model with no measured fast recipe
+    refuses `fast` in one line."""
+    from recommender.embed import openvino_encoding
+    from recommender.embed.choice import EncoderRequest, choose_encoder
+    from recommender.errors import OptionError
+
+    monkeypatch.setattr(openvino_encoding, "amx_bf16", lambda: False)
+
+    def chosen(model, precision):
+        return choose_encoder(EncoderRequest(model, precision, "cpu"), None).precision
+
+    assert [chosen(None, p) for p in ("auto", None, "full", "fast", "int8-smooth")] == [
+        "int8-smooth", "int8-smooth", "fp32", "int8-smooth", "int8-smooth"]
+    assert [chosen("all-mpnet-base-v2", p) for p in ("auto", "full", "fast")] == ["int8", "fp32", "int8"]
+    assert [chosen("static", p) for p in ("auto", "full", "fast")] == ["fp32", "fp32", "fp32"]
+    assert chosen("./my-model", "full") == "fp32"
+    with pytest.raises(OptionError, match="the model './my-model' has no precision measured to rank as fp32 "
+                                          "does: give auto or full") as refused:
+        chosen("./my-model", "fast")
+    assert refused.value.parameter == "precision"
+    with pytest.raises(OptionError, match="unknown precision 'fp16': use one of auto, full, fast"):
+        chosen(None, "fp16")
+
+
+def test_papers_build_precision_fast_and_full_and_info_says_them_in_those_words(workdir, fake_model, monkeypatch):
+    from recommender.embed import openvino_encoding
+
+    monkeypatch.setattr(openvino_encoding, "amx_bf16", lambda: False)
+    runner = CliRunner()
+    for name, precision, recipe, words in (("f", "fast", "int8-smooth", "fast (int8-smooth)"),
+                                           ("full", "full", "fp32", "full (fp32)"),
+                                           ("old", "int8", "int8", "int8")):  # an older name still reads
+        built = runner.invoke(main, ["build", str(SEEDS), "--quiet", "--index", name, "--precision", precision])
+        assert built.exit_code == 0, built.output
+        assert manifest(name)["precision"] == recipe
+        info = runner.invoke(main, ["info", "--index", name])
+        assert f"dimensions, {words})\n" in info.output
+    kept = runner.invoke(main, ["build", str(SEEDS), "--index", "old", "--precision", "auto"])
+    assert kept.exit_code == 0 and manifest("old")["precision"] == "int8"  # a rebuild keeps its recipe
+    assert "keeping this index's precision int8" in kept.output
+    refused = runner.invoke(main, ["build", str(SEEDS), "--index", "m", "--precision", "int8-mixed"])
+    assert (refused.exit_code, refused.output) == (2, "Error: Invalid value for '--precision': 'int8-mixed' is "
+                                                      "not one of 'auto', 'full', 'fast' (see `main build "
+                                                      "--help`)\n")
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
@@ -152,13 +200,13 @@ def test_a_gpu_build_is_fp32_and_an_int8_index_is_not_rebuilt_on_one_silently(wo
     with pytest.raises(InputError) as error:
         build_index([SEEDS], "cpu", device="cuda")
     assert str(error.value) == (f"index {resolve_index_dir('cpu')} is int8, which encodes on the CPU: encode "
-                                "on the CPU, or give precision fp32 to encode every paper again on the GPU")
+                                "on the CPU, or give precision full to encode every paper again on the GPU")
     assert error.value.parameter == "device"
 
 
 @pytest.mark.parametrize("arguments, message", [
     (["--precision", "int8", "--device", "cuda"],
-     "Invalid value for '--device': precision int8 encodes on the CPU (ONNX Runtime or OpenVINO): on a GPU give precision fp32"),
+     "Invalid value for '--device': precision int8 encodes on the CPU (ONNX Runtime or OpenVINO): on a GPU give precision full"),
     (["--model", "static", "--precision", "int8"],
      "Invalid value for '--precision': the model 'static' has one precision, fp32 (table lookups): give none, "
      "not int8"),
@@ -336,6 +384,17 @@ def test_on_a_cpu_without_amx_the_default_model_builds_int8_smooth_the_quality_t
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)  # auto on a GPU machine
     assert chosen("all-mpnet-base-v2", device="auto") == ("all-mpnet-base-v2", "fp32")
     assert chosen(None, device="auto") == ("all-MiniLM-L6-v2", "fp32")
+
+
+def test_whether_queries_need_the_build_s_export_is_a_fact_of_the_encoder():
+    """An index's queries need its export where its papers were encoded at a reduced precision or by a
+    distilled table (the fast tier's), whatever the model is called (embed/models.py answers it)."""
+    from recommender.embed.models import MODELS, export_required
+
+    fast = next(facts for facts in MODELS if facts.tier == "fast")
+    assert export_required(fast.export, "fp32") and fast.exported_only
+    assert export_required("onnx", "int8-smooth") and export_required(None, "bf16")
+    assert not export_required("onnx", "fp32") and not export_required(None, "fp32")
 
 
 # ---------------------------------------------------------------- the model a rebuild keeps

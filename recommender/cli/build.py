@@ -14,6 +14,7 @@ from .. import DISTRIBUTION
 from .common import (
     index_option,
     notice_to,
+    precision_option,
     progress_reporter,
     quiet_option,
     verbose_option,
@@ -41,26 +42,10 @@ DEFAULT_INPUT = "seeds"
         "their speed. A rebuild keeps the index's own unless given."
     ),
 )
-@click.option(
-    "--precision",
-    # embed.quantisation.PRECISIONS, spelled out: importing it would import numpy for every command
-    type=click.Choice(["fp32", "int8", "int8-mixed", "int8-smooth", "int8-static", "bf16"]),
-    default=None,
-    envvar="PAPERS_PRECISION",
-    help=(
-        "Weights the model encodes with ($PAPERS_PRECISION where not given). On a CPU with AMX"
-        " bf16 (Intel Xeon since 2023) a new index of the default model gets bf16 (its fp32 graph"
-        " run by OpenVINO with bf16 products: ~3x fp32's speed, vectors at cosine 0.99998 of"
-        " fp32's, docs/performance.md); on other CPUs int8-smooth (int8 after moving activation"
-        " outliers into the weights: ~2x fp32's speed, ranking level with it); with"
-        " all-mpnet-base-v2, int8, where it ranks as well; on a GPU, fp32. Or fp32, or int8 (~2x"
-        " faster, about 1 MAP point less with the default model, docs/tiers.md), or int8-mixed"
-        " (the default model: int8 but for the weights that cost the ranking), or int8-static"
-        " (int8 activations too, scales calibrated once, run by OpenVINO: ~1.3x int8-smooth's"
-        " speed on corpora of thousands of papers, ranking level with fp32 on CSFCube), or bf16"
-        " on a CPU with AVX-512 BF16 or AMX (with all-mpnet-base-v2 on AMX, its fp32 vectors a"
-        " little faster than its int8). A rebuild keeps the index's own unless given."
-    ),
+@precision_option(
+    "auto (the default): the model's own for this machine (a rebuild keeps the index's own);"
+    " full: fp32 weights; fast: the model's fastest int8 that ranks as fp32 does"
+    " (docs/tiers.md). $PAPERS_PRECISION where not given."
 )
 @click.option(
     "--upgrade",
@@ -278,10 +263,14 @@ def tier_advice_line(advice: TierAdvice) -> str:
 def add(inputs, index, no_compact, sync, quiet):
     """Add papers to an index without rebuilding it: only the new ones are encoded.
 
-    Papers whose ID the index holds are skipped, so adding a file twice adds nothing twice.
+    Papers the index holds are skipped, so adding a file twice adds nothing twice; a paper that is
+    the same as one it holds (the same text, arXiv ID or DOI) is skipped too, its ID kept as
+    another name of that paper, as a build does. With --sync, the index's papers from these files
+    become exactly theirs: those gone are removed, those whose text changed replaced.
     They are written as a segment beside the index; once the segments hold more than a tenth
     of its papers, the add starts `papers build --compact` in the background and returns.
-    `-` reads the papers (JSON lines) from standard input.
+    `-` reads the papers (JSON lines) from standard input. An index that does not exist yet is
+    built from them, as `papers build` would; an empty file adds nothing.
 
     Examples:
 
@@ -318,11 +307,21 @@ def add(inputs, index, no_compact, sync, quiet):
         compacted = "; a compaction of the index is running already"
     if sync:
         source = "them" if len(inputs) > 1 else "it"
-        compacted = f"; removed {report.removed} gone from {source}{compacted}"
+        compacted = (
+            f"; replaced {report.replaced} changed, removed {report.removed} gone from {source}"
+            f"{compacted}"
+        )
     from ..index.home import display_name
+    from ..render.tables import plural
 
+    if report.created:
+        click.echo(
+            f"added {plural(report.added, 'paper')} to {display_name(report.index_dir)}, a new"
+            f" index (encoded {report.encoded})"
+        )
+        return
     click.echo(
-        f"added {report.added} papers to {display_name(report.index_dir)} "
+        f"added {plural(report.added, 'paper')} to {display_name(report.index_dir)} "
         f"(encoded {report.encoded}; {report.skipped} already in the index){compacted}"
     )
 
@@ -344,8 +343,8 @@ def _stdin_file(stack) -> str:
 @index_option
 @library_errors
 def remove(ids, index):
-    """Remove papers from an index by ID (they are left out of every result until `papers build
-    --compact` drops them for good).
+    """Remove papers from an index by ID, or another ID of theirs (they are left out of every
+    result until `papers build --compact` drops them for good).
 
     Examples:
 

@@ -31,6 +31,27 @@ verbose_option = click.option(
 )
 
 
+class PrecisionChoice(click.Choice):
+    """`--precision`: the choices embed.models offers (auto, full, fast); the name of a recipe some
+    model is built at by default (an index records it) still reads, unlisted."""
+
+    def __init__(self) -> None:
+        from ..embed.models import PRECISION_CHOICES, read_precisions
+
+        super().__init__(PRECISION_CHOICES)
+        self.read = read_precisions()
+
+    def convert(self, value, param, ctx):
+        return value if value in self.read else super().convert(value, param, ctx)
+
+
+def precision_option(help: str):
+    """`--precision` (and $PAPERS_PRECISION) for a command that builds an index."""
+    return click.option(
+        "--precision", type=PrecisionChoice(), default=None, envvar="PAPERS_PRECISION", help=help
+    )
+
+
 def progress_reporter(quiet: bool, unit: str = "papers"):
     """Progress on stderr: live on a terminal; elsewhere only for long work (PROGRESS_MIN items)."""
     from ..render.progress import ProgressReporter
@@ -94,12 +115,17 @@ wide_option = click.option(
 
 
 def table_width(wide: bool) -> int | None:
-    """How wide a table may be: the terminal's width, 0 for --wide (no cuts), or None when
-    standard output is not a terminal (the fixed default widths)."""
+    """How wide a table may be, as `ls` and `git` decide: 0 (no cuts) for --wide, $COLUMNS when it
+    is set to a width, else the terminal's width, else 0: a pipe or a file gets whole lines."""
     if wide:
         return 0
+    import os
+
+    given = os.environ.get("COLUMNS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
     if not sys.stdout.isatty():
-        return None
+        return 0
     import shutil
 
     return shutil.get_terminal_size().columns
@@ -119,7 +145,15 @@ def ranking_options(command):
             help="Rank by embeddings, TF-IDF, or both fused.",
         ),
         click.option(
-            "--min-score", type=float, default=None, help="Drop papers scoring below this (-1..1)."
+            "--min-score",
+            type=float,
+            default=None,
+            help=(
+                "Drop papers scoring below this (-1..1). A score is the paper's similarity to the"
+                " query or seeds in the ranking's mode (a cosine for dense; higher is closer),"
+                " comparable within one answer; a table shows 3 decimals, more where different"
+                " scores would otherwise read alike, so equal scores shown are a real tie."
+            ),
         ),
         click.option(
             "--exclude",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import progress_reporter, quiet_option, verbose_option
+from .common import precision_option, progress_reporter, quiet_option, verbose_option
 from .errors import library_errors, stopped_builds
 
 
@@ -43,18 +43,7 @@ from .errors import library_errors, stopped_builds
     default=None,
     help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2), or 'static'.",
 )
-@click.option(
-    "--precision",
-    type=click.Choice(
-        ["fp32", "int8", "int8-mixed", "int8-smooth", "int8-static", "bf16"]
-    ),  # as build's
-    default=None,
-    envvar="PAPERS_PRECISION",
-    help=(
-        "Weights the model encodes with ($PAPERS_PRECISION where not given; default: as"
-        " `papers build`)."
-    ),
-)
+@precision_option("As `papers build`'s ($PAPERS_PRECISION where not given).")
 @click.option(
     "--chunking",
     type=click.Choice(["sentences", "windows", "truncate"]),

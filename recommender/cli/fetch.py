@@ -2,31 +2,127 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from ..errors import OptionError
-from .common import quiet_option
+from .common import output_file, quiet_option
 from .errors import library_errors
 
+_BOUND_FLAGS: dict[str, str] = {}  # a bound's parameter -> its option
+#: What a first `--since last` fetches: the records changed in the last this many days (UTC).
+FIRST_WINDOW_DAYS = 2
 
-def _fetched_to(out: str, fetch):
-    """Run `fetch(path)` into `out`; `-` fetches into a private temporary file (a fetch is written
-    whole, resumably) and then copies it to standard output. Returns the fetch's report."""
-    if out != "-":
-        return fetch(out)
-    import shutil
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="papers-fetch-") as folder:
-        report = fetch(Path(folder) / "records.jsonl")
-        with open(report.out, "rb") as records:
-            shutil.copyfileobj(records, sys.stdout.buffer)
-        sys.stdout.flush()
-    return report
+def first_window_start(now: float | None = None) -> str:
+    """The day (YYYY-MM-DD, UTC) a first `--since last` starts from: FIRST_WINDOW_DAYS ago."""
+    import time
+
+    seconds = time.time() if now is None else now
+    return time.strftime("%Y-%m-%d", time.gmtime(seconds - FIRST_WINDOW_DAYS * 86400))
+
+
+def bound_options(command):
+    """The bounds of a fetch (`http.Bounds`), as options."""
+    from ..corpus.fetch.http import Bounds
+
+    default = Bounds()
+    options = [
+        (
+            "--longest-wait",
+            "longest_wait",
+            click.FloatRange(min=0),
+            default.longest_wait,
+            "The longest pause a server may ask for (Retry-After) before the fetch stops instead.",
+        ),
+        (
+            "--response-timeout",
+            "response_seconds",
+            click.FloatRange(min=0.1),
+            default.response_seconds,
+            "The longest one answer may take, first byte to last.",
+        ),
+        (
+            "--deadline",
+            "total_seconds",
+            click.FloatRange(min=1),
+            default.total_seconds,
+            "The longest the whole fetch may take.",
+        ),
+        (
+            "--max-pages",
+            "max_pages",
+            click.IntRange(min=1),
+            default.max_pages,
+            "The most pages one fetch asks for.",
+        ),
+        (
+            "--max-records",
+            "max_records",
+            click.IntRange(min=1),
+            default.max_records,
+            "The most records one fetch takes.",
+        ),
+    ]
+    for flag, name, kind, value, text in reversed(options):
+        _BOUND_FLAGS[name] = flag
+        unit = "SECONDS" if isinstance(kind, click.FloatRange) else "N"
+        command = click.option(
+            flag, name, type=kind, default=value, show_default=True, metavar=unit, help=text
+        )(command)
+    return command
+
+
+@contextlib.contextmanager
+def _bounds_named():
+    """A bound reached, with the option that sets it."""
+    from ..errors import LimitError, RecommenderError
+
+    try:
+        yield
+    except LimitError as error:
+        flag = _BOUND_FLAGS.get(error.parameter, error.parameter)
+        raise RecommenderError(f"{error} (a larger {flag} goes further)") from None
+
+
+def _bounds(options: dict):
+    from ..corpus.fetch.http import Bounds
+
+    return Bounds(**{name: options.pop(name) for name in list(Bounds.__dataclass_fields__)})
+
+
+def _pages_root() -> Path:
+    from ..index.home import index_home
+
+    return index_home().path / "fetch-pages"
+
+
+def _target(out: str) -> str:
+    """What the records are for, as a fetch's resume remembers it."""
+    return "-" if out == "-" else os.path.abspath(out)
+
+
+def _deliver(records, out: str) -> None:
+    """The fetched records into `out` (`-`: standard output) through the one output mechanism of
+    every command (`output_file`: a file replaced whole, a FIFO or device written into); the
+    pages are forgotten only once delivered."""
+    with output_file(out, "wb") as stream:
+        records.deliver(stream if stream is not None else sys.stdout.buffer)
+    records.forget()
+
+
+def _fetch_state(path: Path) -> dict:
+    """What `--since last` remembers: {"arxiv CATEGORY": "YYYY-MM-DD"}; {} when missing or
+    damaged (not a JSON object)."""
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
 
 
 @click.group()
@@ -51,7 +147,8 @@ def fetch():
     metavar="DATE|last",
     help=(
         "Records changed since this day (YYYY-MM-DD), or since the last fetch of this category "
-        "('last'); default: every record of the category."
+        f"('last'; the first time: the last {FIRST_WINDOW_DAYS} days); default: every record of"
+        " the category."
     ),
 )
 @click.option(
@@ -74,9 +171,10 @@ def fetch():
     metavar="SECONDS",
     help="Seconds between requests (default 3, as arXiv asks).",
 )
+@bound_options
 @quiet_option
 @library_errors
-def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
+def fetch_arxiv_command(category, since, out, base_url, delay, quiet, **bounds):
     """The records of an arXiv category since a day, through arXiv's OAI-PMH interface.
 
     Examples:
@@ -91,27 +189,29 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
     state_path = index_home().path / "fetch-state.json"
     key = f"arxiv {category}"
     if since == "last":
-        try:
-            since = json.loads(state_path.read_text(encoding="utf-8")).get(key)
-        except (OSError, ValueError):
-            since = None
-        if since is None:
-            raise OptionError(
-                f"--since last: {category} was never fetched here: give --since YYYY-MM-DD the"
-                " first time"
-            )
+        since = _fetch_state(state_path).get(key)
+        if not isinstance(since, str):  # never fetched here: the last few days
+            since = first_window_start()
+            if not quiet:
+                click.echo(
+                    f"--since last: {category} was never fetched here: fetching the last "
+                    f"{FIRST_WINDOW_DAYS} days (since {since})",
+                    err=True,
+                )
     notice = None if quiet else (lambda message: click.echo(message, err=True))
-    options = dict(
-        since=since,
-        base_url=base_url or arxiv.BASE_URL,
-        notice=notice,
-        delay=arxiv.DELAY_SECONDS if delay is None else delay,
-    )
-    report = _fetched_to(out, lambda path: arxiv.fetch_arxiv(category, path, **options))
-    try:
-        state = json.loads(state_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        state = {}
+    with _bounds_named():
+        report = arxiv.fetch_arxiv(
+            category,
+            _pages_root(),
+            _target(out),
+            since=since,
+            base_url=base_url or arxiv.BASE_URL,
+            notice=notice,
+            delay=arxiv.DELAY_SECONDS if delay is None else delay,
+            bounds=_bounds(bounds),
+        )
+    _deliver(report.records, out)
+    state = _fetch_state(state_path)
     state[key] = report.until
     state_path.parent.mkdir(parents=True, exist_ok=True)
     from ..files import replacing
@@ -121,9 +221,13 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
     malformed = f", {report.malformed} malformed records skipped" if report.malformed else ""
     click.echo(
         f"fetched {report.written} {category} records in {report.pages} pages"
-        f"{'' if out == '-' else ' into ' + out}{malformed}",
+        f"{'' if out == '-' else ' into ' + out}{malformed}{_odd(report.odd)}",
         err=True,
     )
+
+
+def _odd(count: int) -> str:
+    return f", {count} skipped for their ID" if count else ""
 
 
 @fetch.command(name="openreview")
@@ -148,9 +252,10 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet):
     metavar="SECONDS",
     help="Seconds between requests (default 1).",
 )
+@bound_options
 @quiet_option
 @library_errors
-def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet):
+def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet, **bounds):
     """The accepted papers of an OpenReview venue (e.g. NeurIPS.cc/2025/Conference), by its
     public API.
 
@@ -163,17 +268,22 @@ def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet):
     from ..corpus.fetch import openreview
 
     notice = None if quiet else (lambda message: click.echo(message, err=True))
-    options = dict(
-        withdrawn=withdrawn,
-        base_url=base_url or openreview.BASE_URL,
-        notice=notice,
-        delay=openreview.DELAY_SECONDS if delay is None else delay,
-    )
-    report = _fetched_to(out, lambda path: openreview.fetch_openreview(venue, path, **options))
+    with _bounds_named():
+        report = openreview.fetch_openreview(
+            venue,
+            _pages_root(),
+            _target(out),
+            withdrawn=withdrawn,
+            base_url=base_url or openreview.BASE_URL,
+            notice=notice,
+            delay=openreview.DELAY_SECONDS if delay is None else delay,
+            bounds=_bounds(bounds),
+        )
+    _deliver(report.records, out)
     extra = f", {report.withdrawn} withdrawn" if withdrawn else ""
     malformed = f", {report.malformed} malformed notes skipped" if report.malformed else ""
     click.echo(
         f"fetched {report.accepted} accepted papers of {venue}{extra} in {report.pages} pages"
-        f"{'' if out == '-' else ' into ' + out}{malformed}",
+        f"{'' if out == '-' else ' into ' + out}{malformed}{_odd(report.odd)}",
         err=True,
     )

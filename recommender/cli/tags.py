@@ -39,6 +39,17 @@ from .errors import library_errors
     ),
 )
 @click.option(
+    "--reader",
+    default="digest",
+    show_default=True,
+    metavar="NAME",
+    help=(
+        "Whose place in the feed to read from and move (--since last): each reader has its own,"
+        " so a second digest or a person's own look does not empty the first. The web app has"
+        " its own too."
+    ),
+)
+@click.option(
     "-k", "k", type=int, default=20, show_default=True, help="How many new papers, best first."
 )
 @click.option(
@@ -54,11 +65,12 @@ from .errors import library_errors
 @click.option("--wide", is_flag=True, help="Do not fit the table to the terminal's width.")
 @quiet_option
 @library_errors
-def feed(tags, since, k, fmt, out, index, wide, quiet):
+def feed(tags, since, reader, k, fmt, out, index, wide, quiet):
     """The papers added since the tag's feed was last read, ranked as `like --tag` ranks them,
     without the tag's papers and those marked seen or not interested for it, each with the seeds
-    it is there because of. A feed counts as read once it is written; a second feed the same day
-    lists only what was added since.
+    it is there because of. A feed since the last read counts as read once it is written, for
+    its reader only (--reader): a second feed the same day lists only what was added since. A
+    look with --since DATE moves no reader's place.
 
     Examples:
 
@@ -66,26 +78,38 @@ def feed(tags, since, k, fmt, out, index, wide, quiet):
         papers feed --tag mine
         papers feed --tag mine --format html --out today.html
         papers feed --tag mine --since 2026-11-01 -k 50
+        papers feed --tag mine --reader me
     """
     from ..errors import InputError
     from ..reading.feed import feed as make_feed
     from ..reading.feed import mark_read, parse_since
-    from ..reading.tags import TagStore
-    from ..render.feed import render_feed
+    from ..reading.tags import TagStore, check_tag
+    from ..render.feed import feed_heading, render_feed
 
     try:
         parse_since(since)
     except InputError as error:
         raise click.BadParameter(str(error), param_hint="--since") from None
+    try:
+        check_tag(reader)
+    except InputError as error:
+        raise click.BadParameter(str(error).replace("tag", "reader", 1), "--reader") from None
     with opened_index(index) as recommender:
         store = TagStore(recommender.stored.index_dir)
-        made = make_feed(recommender, store, tags, since=since, k=k)
-        heading = f"New papers for {', '.join(made.tags)}"
-        heading += f" since {made.after}" if made.after else ""
+        made = make_feed(recommender, store, tags, since=since, k=k, reader=reader)
+        heading = feed_heading(made.tags, made.after)
         text = render_feed(made.results, fmt, heading, table_width(wide))
         with output_file(out) as partial:
             (sys.stdout if partial is None else partial).write(text)
         mark_read(store, made)
+    if made.unseeded:
+        # Said even with -q: the feed stays empty until the tag holds papers.
+        first = made.tags[0]
+        click.echo(
+            f"{first} holds no papers yet, so nothing ranks for it: tag some with"
+            f" `papers tags add {first} PAPER...`",
+            err=True,
+        )
     if not quiet:
         shown = plural(made.new, "new paper")
         if len(made.results) < made.new:
@@ -113,7 +137,7 @@ def tags(context, index, fmt):
         return
     import json
 
-    from ..reading.tags import TagStore
+    from ..reading.tags import TagStore, items_note
     from ..render.tables import render
 
     with opened_index(index) as recommender:
@@ -124,6 +148,8 @@ def tags(context, index, fmt):
                 "papers": ids,
                 "not": store.marked(name, "not"),
                 "seen": store.marked(name, "seen"),
+                # a collection some of whose items did not become papers: why
+                **({"left_out": store.left_out(name)} if store.left_out(name) else {}),
             }
             for name, ids in store.tags().items()
         ]
@@ -139,16 +165,15 @@ def tags(context, index, fmt):
                 "not interested": len(row["not"]),
                 "seen": len(row["seen"]),
                 "first papers": ", ".join(row["papers"][:3]),
+                "items": items_note(len(row["papers"]), row.get("left_out", {})),
             }
             for row in rows
         ]
+        columns = {"tag": 0, "papers": 0, "not interested": 0, "seen": 0, "first papers": 60}
+        if any(row["items"] for row in shown):  # a collection whose items did not all become papers
+            columns["items"] = 0
         click.echo(
-            render(
-                shown,
-                [],
-                fmt,
-                {"tag": 0, "papers": 0, "not interested": 0, "seen": 0, "first papers": 60},
-            ),
+            render(shown, list(columns), fmt, columns),
             nl=False,
         )
 
@@ -166,11 +191,10 @@ def _tag_command(name: str, summary: str, action):
             store = TagStore(recommender.stored.index_dir)
             for reference in papers:
                 held = action(recommender, store, tag, reference)
-        click.echo(
-            f"{tag}: {len(held)} papers "
-            f"{'' if name in ('add', 'remove') else 'marked ' + name}".rstrip(),
-            err=True,
-        )
+        from ..reading.tags import MARKS
+
+        marked = "" if name in ("add", "remove") else f" marked {MARKS[name]}"
+        click.echo(f"{tag}: {plural(len(held), 'paper')}{marked}", err=True)
 
     return command
 
@@ -200,13 +224,13 @@ for _name, _summary in (
 @library_errors
 def unmark(tag, papers, kind, index):
     """Take back papers' not-interested or seen mark for a tag."""
-    from ..reading.tags import TagStore, unmark_paper
+    from ..reading.tags import MARKS, TagStore, unmark_paper
 
     with opened_index(index) as recommender:
         store = TagStore(recommender.stored.index_dir)
         for reference in papers:
             held = unmark_paper(recommender, store, tag, reference, kind)
-    click.echo(f"{tag}: {len(held)} papers marked {kind}", err=True)
+    click.echo(f"{tag}: {plural(len(held), 'paper')} marked {MARKS[kind]}", err=True)
 
 
 def _tag_action(name: str):

@@ -18,6 +18,23 @@ __all__ = ["derive_handle", "unique_handles", "extract_code_links", "MAX_HANDLE_
 MAX_HANDLE_LEN = 40
 UNTITLED = "Untitled"
 
+
+class _Pattern:
+    """A regular expression compiled when first used, so that importing the module (as every
+    cold lookup does, naming no paper) compiles none of them."""
+
+    __slots__ = ("pattern", "flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.pattern, self.flags = pattern, flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str):
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return getattr(self._compiled, name)
+
+
 # --------------------------------------------------------------------------
 # Code links
 # --------------------------------------------------------------------------
@@ -29,7 +46,7 @@ _CODE_HOST = (
     r"(?:github\.com|gitlab\.com|huggingface\.co|hf\.co|bitbucket\.org|codeberg\.org"
     r"|[\w-]+\.github\.io|[\w-]+\.gitlab\.io|sites\.google\.com|anonymous\.4open\.science)"
 )
-_CODE_HOST_RE = re.compile(rf"(?:www\.)?{_CODE_HOST}", re.I)
+_CODE_HOST_RE = _Pattern(rf"(?:www\.)?{_CODE_HOST}", re.I)
 # Every link _URL_RE can match contains one of these (lower case).
 _LINK_MARKERS = (
     "http",
@@ -49,7 +66,7 @@ _NEEDS_PATH = set(
     anonymous.4open.science
     """.split()
 )
-_URL_RE = re.compile(
+_URL_RE = _Pattern(
     rf"\bhttps?://{_URL_CHAR}+" rf"|(?<![\w./@-])(?:www\.)?{_CODE_HOST}(?:/{_URL_CHAR}*)?",
     re.I,
 )
@@ -66,7 +83,7 @@ _LATEX_ESCAPES = [
     ("\\&", "&"),
     ("\\#", "#"),
 ]
-_LATEX_LINK_RE = re.compile(r"\\(?:url|href)\{([^{}]*)\}")
+_LATEX_LINK_RE = _Pattern(r"\\(?:url|href)\{([^{}]*)\}")
 
 
 def _unescape_latex(text: str) -> str:
@@ -114,15 +131,15 @@ def extract_code_links(text: str) -> tuple[str, ...]:
 # Text cleaning
 # --------------------------------------------------------------------------
 
-_FORMAT_CMD_RE = re.compile(
+_FORMAT_CMD_RE = _Pattern(
     r"\\(?:textbf|textit|textsc|texttt|textrm|textsf|text|emph|underline|mathrm|mathbf"
     r"|mathit|mathsf|mathtt|mathcal|mathbb|boldsymbol)\s*\{([^{}]*)\}"
 )
-_MATH_RE = re.compile(r"\$([^$]*)\$")
-_PLAIN_MATH_RE = re.compile(r"[\w\s.%+-]*")
-_ANY_URL_RE = re.compile(rf"\b(?:https?://|www\.)\S+|{_URL_RE.pattern}", re.I)
-_CITATION_RE = re.compile(r"\[[^\[\]]{1,60}\]")
-_ITALIC_RE = re.compile(
+_MATH_RE = _Pattern(r"\$([^$]*)\$")
+_PLAIN_MATH_RE = _Pattern(r"[\w\s.%+-]*")
+_ANY_URL_RE = _Pattern(rf"\b(?:https?://|www\.)\S+|{_URL_RE.pattern}", re.I)
+_CITATION_RE = _Pattern(r"\[[^\[\]]{1,60}\]")
+_ITALIC_RE = _Pattern(
     r"\\(?:emph|textit)\{([^{}]+)\}|(?<![*\w])\*(?!\*)([^*\n]+?)(?<!\s)\*(?![*\w])"
 )
 
@@ -166,9 +183,9 @@ _STOP_NAMES = set(
     acl neurips icml iclr cvpr usa covid-19
     """.split()
 )
-_MEASURE_RE = re.compile(r"\d+(?:\.\d+)?[A-Za-z]{1,2}")  # 3D, 13B, 2K, 1.79x
-_SIZE_SUFFIX_RE = re.compile(r"-\d+(?:\.\d+)?[BMK]$")  # GUI-G1-3B -> GUI-G1
-_TOKEN_RE = re.compile(r"[^\W_](?:[^\W_]|-(?=[^\W_])|\.(?=\d))*")
+_MEASURE_RE = _Pattern(r"\d+(?:\.\d+)?[A-Za-z]{1,2}")  # 3D, 13B, 2K, 1.79x
+_SIZE_SUFFIX_RE = _Pattern(r"-\d+(?:\.\d+)?[BMK]$")  # GUI-G1-3B -> GUI-G1
+_TOKEN_RE = _Pattern(r"[^\W_](?:[^\W_]|-(?=[^\W_])|\.(?=\d))*")
 
 
 def _namey_part(part: str) -> bool:
@@ -210,7 +227,7 @@ _INTRO_VERB = (
 _NAMING_VERB = (
     r"(?:call|calls|called|name|names|named|dub|dubs|dubbed|term|terms|termed|coin|coins|coined)"
 )
-_STRONG_CUE_RE = re.compile(
+_STRONG_CUE_RE = _Pattern(
     rf"\b{_INTRO_VERB}\s+(?:"
     r"(?:(?:the|a|an|our|new|novel|first)\s+)*"
     r"|(?:the\s+|a\s+|an\s+)?[^.;:()]{1,100}\(\s*"
@@ -219,13 +236,13 @@ _STRONG_CUE_RE = re.compile(
     rf"|\b{_NAMING_VERB}\s+(?:(?:it|them|this|as|the)\s+)*[\"“]?$",
     re.I,
 )
-_OUR_CUE_RE = re.compile(r"\bour\s+$", re.I)
-_APPOSITIVE_RE = re.compile(r"\s*(?:\([^()]*\)\s*)?,\s+(?:a|an|the)\b", re.I)
+_OUR_CUE_RE = _Pattern(r"\bour\s+$", re.I)
+_APPOSITIVE_RE = _Pattern(r"\s*(?:\([^()]*\)\s*)?,\s+(?:a|an|the)\b", re.I)
 # "a class of algorithms that we call Affine Risk Minimizers"
-_MULTIWORD_NAME_RE = re.compile(
+_MULTIWORD_NAME_RE = _Pattern(
     rf"\b(?i:{_NAMING_VERB})\s+(?:(?i:it|them|as)\s+)?((?:[A-Z][\w-]*\s+){{1,4}}[A-Z][\w-]*)"
 )
-_SENTENCE_END_RE = re.compile(r"[.!?]\s+")
+_SENTENCE_END_RE = _Pattern(r"[.!?]\s+")
 
 
 def _sentence_prefix(text: str, pos: int) -> str:
@@ -334,13 +351,13 @@ _GENERIC_HEADS = set(
     approach method framework algorithm technique scheme pipeline system
     """.split()
 )
-_WORD_RE = re.compile(r"[^\W_][\w'’-]*|[^\w\s]")
-_OUR_PHRASE_RE = re.compile(
+_WORD_RE = _Pattern(r"[^\W_][\w'’-]*|[^\w\s]")
+_OUR_PHRASE_RE = _Pattern(
     r"((?:[\w-]+\s+){1,4}?)(approach|method|framework|model|architecture|algorithm"
     r"|system|technique|scheme|pipeline|benchmark|dataset)\b",
     re.I,
 )
-_PROPOSAL_RE = re.compile(
+_PROPOSAL_RE = _Pattern(
     r"\b(?:we|this (?:paper|work|study))\s+(?:\w+ly\s+)?"
     r"(?:propose[sd]?|introduce[sd]?|present(?:s|ed)?|develop(?:s|ed)?|design(?:s|ed)?"
     r"|build|built|construct(?:s|ed)?|contribute[sd]?)\s+(?:a|an|the)\s+",
@@ -481,7 +498,7 @@ _TITLE_CUT_WORDS = set(
     of to as
     """.split()
 )
-_TITLE_SPLIT_RE = re.compile(r"\s*(?::|\s[-–—]{1,2}\s)\s*")
+_TITLE_SPLIT_RE = _Pattern(r"\s*(?::|\s[-–—]{1,2}\s)\s*")
 
 
 def _short_title(title: str) -> str:

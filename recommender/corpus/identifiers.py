@@ -9,9 +9,37 @@ the arXiv ID or the DOI, which the readers put in the URL (`arxiv.org/abs/...`,
 from __future__ import annotations
 
 import re
+import unicodedata
 from urllib.parse import unquote
 
-__all__ = ["bare_arxiv_id", "work_identifier"]
+__all__ = ["bare_arxiv_id", "id_fault", "shown_id", "work_identifier"]
+
+# C0 and C1 control characters (terminal escapes among them) and the lone surrogates a JSON
+# "\ud800" escape can produce, which UTF-8 cannot encode.
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def id_fault(paper_id: str) -> str:
+    """What makes `paper_id` unfit to be a paper's ID ("" if nothing): a tab, line break or
+    control character, or an invisible or text-direction character (U+202E, U+200B: two IDs that
+    look alike). The one rule for every reader and fetcher."""
+    if CONTROL.search(paper_id) or any(c in paper_id for c in "\t\n\r\v\f\u2028\u2029"):
+        return "contains a tab, line break or control character: give an ID on one line"
+    hidden = next((c for c in paper_id if unicodedata.category(c) == "Cf"), None)
+    if hidden is not None:
+        return (
+            f"contains an invisible or text-direction character (U+{ord(hidden):04X}"
+            f" {unicodedata.name(hidden, 'format character')}): give an ID of visible characters"
+        )
+    return ""
+
+
+def shown_id(paper_id: str) -> str:
+    """An ID as a message shows it: quoted, its control and invisible characters escaped."""
+    if id_fault(paper_id).startswith("contains a tab"):
+        return repr(paper_id)
+    return "'" + paper_id.encode("unicode_escape").decode("ascii") + "'"
+
 
 # arxiv.org/abs/2101.00001v2, /pdf/2101.00001.pdf, old style /abs/hep-th/9901001
 _ARXIV_URL = re.compile(

@@ -6,12 +6,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import unicodedata
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ..errors import InputError
 from .handles import derive_handle, extract_code_links, unique_handles
@@ -38,7 +37,8 @@ ID_LENGTH = 12
 # (~25,000 tokens, ~100 model windows), so the build warns that encoding it takes a while.
 LONG_ABSTRACT = 100_000
 # Files that name their formats in the message for a folder without papers.
-FORMAT_NAMES = ".txt, .jsonl, .json, .csv or .bib"
+FORMAT_NAMES = ".txt, .jsonl, .json, .csv, .bib or .pdf"
+K = TypeVar("K", covariant=True)  # how a caller of `same_paper` names a paper it holds
 # The input that names the default Zotero profile's database.
 ZOTERO = "zotero:"
 
@@ -72,18 +72,25 @@ class Paper:
     # The reference manager's folders holding the paper, as paths ("Thesis/Related work"): the
     # index records them, and its tag store shows each as a tag (reading/tags.py).
     collections: tuple[str, ...] = ()
+    # What `abstract` holds (corpus/fulltext.py): "abstract"; "full text" or "pdf", the abstract or
+    # opening of the paper's own text where the input gave no abstract; "title only" (empty).
+    text_from: str = "abstract"
 
     @property
     def text(self) -> str:
         """The text that is embedded: title and abstract together."""
         if not self.title:
             return self.abstract
+        if not self.abstract:
+            return self.title.rstrip()
         return f"{self.title.rstrip()}{self._separator()}{self.abstract}"
 
     @property
     def head(self) -> int:
         """How many characters of `text` the title takes (with its separator); 0 without a title."""
-        return len(self.title.rstrip()) + len(self._separator()) if self.title else 0
+        if not self.title:
+            return 0
+        return len(self.title.rstrip()) + (len(self._separator()) if self.abstract else 0)
 
     def _separator(self) -> str:
         return " " if self.title.rstrip()[-1:] in ".?!:" else ". "
@@ -119,6 +126,9 @@ class Paper:
                 {"bibtex_fields": dict(self.bibtex_fields)} if self.bibtex_fields and stored else {}
             ),
             **({"collections": list(self.collections)} if self.collections else {}),
+            # Every output says it; the index's copy only where it is not an abstract (the
+            # default: its papers, and those of indexes built before it was kept, are abstracts).
+            **({"text_from": self.text_from} if self.text_from != "abstract" or not stored else {}),
         }
 
     @classmethod
@@ -141,6 +151,7 @@ class Paper:
             entry_type=data.get("entry_type", ""),
             bibtex_fields=tuple((data.get("bibtex_fields") or {}).items()),
             collections=tuple(data.get("collections") or ()),
+            text_from=data.get("text_from") or "abstract",  # none in indexes built before
         )
 
 
@@ -193,28 +204,46 @@ def scan_papers(
     where: Sequence[str] | Where | None = None,
     without_abstract: list | None = None,
     keep_withdrawn: bool = False,
+    left_out: dict[str, dict[str, int]] | None = None,
 ) -> Generator[Paper, None, None]:
     """Every paper of the inputs as it is read, duplicates included and without handles (see
-    `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`)."""
+    `PaperSet`), with read_papers' warnings and errors (and its `without_abstract`).
+
+    Given a dict as `left_out`, each reference-manager collection some of whose items are not made
+    papers gets there how many were not, by reason: {"Thesis": {"have no title": 4}}."""
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
 
     condition = where if isinstance(where, Where) or where is None else parse_where(where)
     matched = 0
     read = 0
     present: set[str] = set()  # the fields of the conditions some record has a value for
+    pdf_names: set[str] = set()  # the IDs PDFs took from their file names
     for path in _expand_inputs(inputs):
         found, skipped, first_skipped = 0, 0, ""
         withdrawn: list[str] = []
+        odd: list[str] = []  # records whose ID has a control or text-direction character
         for record in read_records(path):
             found += 1
+            fault = _odd_id(record)
+            if fault:
+                odd.append(fault)
+                continue
             if condition is not None and not condition.matches(record):  # first: the cheap test
                 if not matched:
                     present |= condition.fields_present(record)
+                _count_left_out(left_out, record, "do not match the conditions")
                 continue
             if record.extra.get("withdrawn") and not keep_withdrawn:
-                withdrawn.append(record.where)
+                given = record.fields.get("id")
+                withdrawn.append(f"{given} ({record.where})" if given else record.where)
+                _count_left_out(left_out, record, "are withdrawn")
                 continue
-            if record.bulk and _lacks_abstract(record):
+            text_from = record.extra.get("text_from")
+            if (
+                record.bulk
+                and _lacks_abstract(record)
+                and (not text_from or without_abstract is not None)
+            ):
                 if without_abstract is not None:
                     without_abstract.append(
                         (_paper_from_record(record, empty_abstract=True), record.where)
@@ -222,17 +251,31 @@ def scan_papers(
                     continue
                 skipped += 1
                 first_skipped = first_skipped or record.where
+                titled = _text_field(record, "title") if "title" in record.fields else ""
+                _count_left_out(left_out, record, "have no abstract" if titled else "have no title")
                 continue
             matched += 1
+            if path.suffix.lower() == ".pdf":
+                _unique_pdf_id(record, path, pdf_names)
             yield _paper_from_record(record)
         if not found:
+            if path.suffix.lower() == ".pdf":
+                continue  # a PDF that cannot be read: the reader said so in one line
             raise InputError(f"{path}: no papers found")
+        if odd and len(odd) == found:
+            raise InputError(odd[0])
+        if odd:
+            records = "record" if len(odd) == 1 else "records"
+            warnings.warn(
+                f"{path}: {len(odd)} {records} skipped for their ID (the first: {odd[0]})",
+                InputWarning,
+                stacklevel=2,
+            )
         if withdrawn:
             submissions = "submission" if len(withdrawn) == 1 else "submissions"
             warnings.warn(
-                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out "
-                f"(the first: {withdrawn[0]}); "
-                "they are indexed when withdrawn submissions are kept",
+                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out"
+                f" ({_named(withdrawn)}); `papers build --keep-withdrawn` keeps them",
                 InputWarning,
                 stacklevel=2,
             )
@@ -250,11 +293,102 @@ def scan_papers(
                 stacklevel=2,
             )
         read += found
+    if condition is None and not matched and without_abstract is None:
+        # Every record was left out with a warning of its own (PDFs without text, withdrawn
+        # submissions): an index of nothing would find nothing.
+        raise InputError(
+            "no paper could be read: every record was left out (as said above): give PDFs with"
+            " a text layer, or other files of papers"
+        )
     if condition is not None and not matched:
         raise InputError(
             f"no paper matches the condition {condition} (of {read} read): "
             f"{condition.no_match_reason(present, read)}"
         )
+
+
+def _unique_pdf_id(record: Record, path: Path, taken: set[str]) -> None:
+    """A PDF named as another in another folder (`a/paper.pdf`, `b/paper.pdf`) takes its folder's
+    name too (`b/paper`), said in one line, rather than stopping the build on a shared ID."""
+    given = record.fields.get("id")
+    if given == path.stem and given in taken:
+        record.fields["id"] = f"{path.parent.name}/{path.stem}"
+        warnings.warn(
+            f"{path}: another PDF is named '{path.name}' too: its ID is '{record.fields['id']}'",
+            InputWarning,
+            stacklevel=3,
+        )
+    taken.add(str(record.fields.get("id")))
+
+
+def _count_left_out(left_out: dict | None, record: Record, reason: str) -> None:
+    """Count a record not made a paper under each of its collections (scan_papers' `left_out`)."""
+    if left_out is None:
+        return
+    for collection in record.extra.get("collections") or ():
+        name = _clean(collection)
+        if name:
+            reasons = left_out.setdefault(name, {})
+            reasons[reason] = reasons.get(reason, 0) + 1
+
+
+class HeldPapers(Protocol[K]):
+    """The papers a paper read is compared with (`same_paper`): each lookup gives the one held
+    under that key (in the caller's terms: a row, a part and ID), or None."""
+
+    def by_text(self, key: str) -> K | None:
+        """The paper held with this text key (`text_key`)."""
+
+    def by_work(self, work: str) -> K | None:
+        """The paper held with this arXiv ID or DOI (`identifiers.work_identifier`)."""
+
+    def by_id(self, paper_id: str) -> K | None:
+        """The paper held under this ID."""
+
+
+@dataclass(frozen=True)
+class SamePaper(Generic[K]):
+    """What `same_paper` found: `kind` "text" (the same title and abstract), "work" (the same
+    arXiv ID or DOI, named by `work`) or "id" (the same ID for a different paper: refused,
+    `id_conflict`), and the paper held (`kept`)."""
+
+    kind: str
+    kept: K
+    work: str = ""
+
+
+def same_paper(paper: Paper, held: HeldPapers[K]) -> SamePaper[K] | None:
+    """The rule for two records of one paper, which a build applies among the papers it reads and
+    `papers add` against the index too: the same text is the same paper, and so is the same work
+    (arXiv ID or DOI) under another text; else the same ID names a different paper. None: a new
+    paper."""
+    kept = held.by_text(text_key(paper.title, paper.abstract))
+    if kept is not None:
+        return SamePaper("text", kept)
+    from .identifiers import work_identifier  # here, not at import: `papers like` reads no file
+
+    work = work_identifier(paper.url, paper.id)
+    kept = held.by_work(work) if work else None
+    if kept is not None:
+        return SamePaper("work", kept, work)
+    kept = held.by_id(paper.id)
+    return None if kept is None else SamePaper("id", kept)
+
+
+def duplicate_message(paper: Paper, found: SamePaper, kept_source: str, kept_id: str) -> str:
+    """The warning for a record left out as the same paper as one kept (`same_paper`)."""
+    if found.kind == "text":
+        return f"{paper.source}: same paper as {kept_source}; kept once"
+    also = f", '{paper.id}' naming it too" if paper.id != kept_id else ""
+    return f"{paper.source}: same paper ({found.work}) as {kept_source}; kept once{also}"
+
+
+def id_conflict(paper: Paper, other_source: str) -> InputError:
+    """The error for an ID used for two different papers: the whole input is refused."""
+    return InputError(
+        f"{paper.source}: ID '{paper.id}' is also used by {other_source} for a"
+        " different paper: give each paper its own ID"
+    )
 
 
 class PaperSet:
@@ -264,8 +398,8 @@ class PaperSet:
     The same text twice is kept once, with a warning naming both places, and so is the same
     work (the same arXiv ID or DOI, `work_identifier`) under two texts; the ID of the record
     left out becomes an alias of the kept paper's (`aliases`). One ID for two different works
-    is an InputError. Texts and works are told apart by 128-bit hashes. `source_of(row)` gives
-    the source of the row-th paper kept, for those messages."""
+    is an InputError (`same_paper`). Texts and works are told apart by 128-bit hashes.
+    `source_of(row)` gives the source of the row-th paper kept, for those messages."""
 
     def __init__(self, source_of: Callable[[int], str]):
         self._source_of = source_of
@@ -276,51 +410,40 @@ class PaperSet:
         # The ID of a record left out as the same paper -> the kept paper's ID.
         self.aliases: dict[str, str] = {}
         self._bases: list[str] = []
+        self._asked = (b"", b"")  # the hashes of the text and work `same_paper` last asked for
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def add(self, paper: Paper) -> bool:
-        """Whether `paper` is kept (False for the same text again, with a warning)."""
-        key = hashlib.blake2b(
-            text_key(paper.title, paper.abstract).encode("utf-8", "surrogatepass"), digest_size=16
-        ).digest()
-        kept = self._by_text.get(key)
-        if kept is not None:
-            warnings.warn(
-                f"{paper.source}: same paper as {self._source_of(kept)}; kept once",
-                DuplicatePaperWarning,
-                stacklevel=3,
-            )
-            self._alias(paper.id, kept)
-            return False
-        from .identifiers import work_identifier  # here, not at import: `papers like` reads no file
+    def by_text(self, key: str) -> int | None:
+        self._asked = (_hashed(key), b"")  # kept for `add`: each key is hashed once
+        return self._by_text.get(self._asked[0])
 
-        work = work_identifier(paper.url, paper.id)
-        work_key = (
-            hashlib.blake2b(work.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-            if work
-            else b""
-        )
-        kept = self._by_work.get(work_key) if work else None
-        if kept is not None:
-            also = f", '{paper.id}' naming it too" if paper.id != self.ids[kept] else ""
+    def by_work(self, work: str) -> int | None:
+        self._asked = (self._asked[0], _hashed(work))
+        return self._by_work.get(self._asked[1])
+
+    def by_id(self, paper_id: str) -> int | None:
+        return self._by_id.get(paper_id)
+
+    def add(self, paper: Paper) -> bool:
+        """Whether `paper` is kept (False for the same paper again, with a warning)."""
+        found = same_paper(paper, self)
+        if found is not None and found.kind == "id":
+            raise id_conflict(paper, self._source_of(found.kept))
+        if found is not None:
+            kept = found.kept
             warnings.warn(
-                f"{paper.source}: same paper ({work}) as {self._source_of(kept)}; kept once{also}",
+                duplicate_message(paper, found, self._source_of(kept), self.ids[kept]),
                 DuplicatePaperWarning,
                 stacklevel=3,
             )
             self._alias(paper.id, kept)
             return False
-        other = self._by_id.get(paper.id)
-        if other is not None:
-            raise InputError(
-                f"{paper.source}: ID '{paper.id}' is also used by {self._source_of(other)} for a"
-                " different paper: give each paper its own ID"
-            )
-        self._by_text[key] = self._by_id[paper.id] = len(self.ids)
+        text, work = self._asked
+        self._by_text[text] = self._by_id[paper.id] = len(self.ids)
         if work:
-            self._by_work[work_key] = len(self.ids)
+            self._by_work[work] = len(self.ids)
         self.ids.append(paper.id)
         self._bases.append(derive_handle(paper.title, paper.abstract))
         return True
@@ -344,6 +467,10 @@ class PaperSet:
         for i, handle in zip(order, handles):
             out[i] = handle
         return out
+
+
+def _hashed(key: str) -> bytes:
+    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _lacks_abstract(record: Record) -> bool:
@@ -389,7 +516,7 @@ def _expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
         else:
             raise InputError(
                 f"{path}: unsupported file type '{path.suffix or '(none)'}': use .txt (one abstract"
-                " a paragraph), .jsonl, .json, .csv, .bib or Zotero's zotero.sqlite (see"
+                " a paragraph), .jsonl, .json, .csv, .bib, .pdf or Zotero's zotero.sqlite (see"
                 " docs/input-formats.md)"
             )
     return files
@@ -476,6 +603,23 @@ def _text_field(record: Record, name: str, numbers: bool = False) -> str:
     raise InputError(f"{record.where}: '{name}' must be text, got {type(value).__name__}")
 
 
+def _named(places: list[str], shown: int = 3) -> str:
+    """The first few of `places`, then how many more."""
+    named = ", ".join(places[:shown])
+    return named + (f" and {len(places) - shown} more" if len(places) > shown else "")
+
+
+def _odd_id(record: Record) -> str:
+    """The message for a record whose given ID breaks `id_fault`'s rule, else ""."""
+    from .identifiers import id_fault, shown_id  # here, not at import: `papers like` reads no file
+
+    value = record.fields.get("id")
+    if not isinstance(value, str):
+        return ""
+    fault = id_fault(value.strip())
+    return f"{record.where}: ID {shown_id(value.strip())} {fault}" if fault else ""
+
+
 def _given_id(record: Record) -> str:
     """The ID as given, kept as it is (surrounding spaces aside): one a lookup can be typed with."""
     value = record.fields.get("id")
@@ -483,34 +627,28 @@ def _given_id(record: Record) -> str:
         if value is None:
             return ""
         raise InputError(f"{record.where}: 'id' must be text, got {type(value).__name__}")
+    from .identifiers import bare_arxiv_id, id_fault, shown_id
+
     value = str(value).strip()
-    if _CONTROL.search(value) or any(character in value for character in "\t\n\r\v\f\u2028\u2029"):
-        raise InputError(
-            f"{record.where}: ID {value!r} contains a tab, line break or control character: give an"
-            " ID on one line"
-        )
-    hidden = next(
-        (character for character in value if unicodedata.category(character) == "Cf"), None
-    )
-    if hidden is not None:
-        # Bidirectional controls (U+202E) and zero-width characters (U+200B) make two IDs look
-        # alike.
-        shown = value.encode("unicode_escape").decode("ascii")
-        raise InputError(
-            f"{record.where}: ID '{shown}' contains an invisible or text-direction character"
-            f" (U+{ord(hidden):04X} {unicodedata.name(hidden, 'format character')}): give an ID of"
-            " visible characters"
-        )
-    from .identifiers import bare_arxiv_id
+    fault = id_fault(value)
+    if fault:
+        raise InputError(f"{record.where}: ID {shown_id(value)} {fault}")
 
     return bare_arxiv_id(value)  # "arXiv:2401.00001" is the paper 2401.00001 names
 
 
 def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
     data = record.fields
-    if "abstract" not in data and not empty_abstract:
+    if "abstract" not in data and not empty_abstract and not record.extra.get("text_from"):
         raise InputError(f"{record.where}: record has no 'abstract' field: every paper needs one")
     abstract = _text_field(record, "abstract")
+    text_from = record.extra.get("text_from") or "abstract"
+    if not abstract and (empty_abstract or text_from != "abstract"):
+        # A full text that cleaned to nothing, or a record kept for its title: its title alone.
+        text_from = "title only"
+    empty_abstract = empty_abstract or (
+        text_from == "title only" and bool(_text_field(record, "title"))
+    )
     if not abstract and not empty_abstract:
         raise InputError(f"{record.where}: abstract is empty: give the text or remove the record")
     if len(abstract) > LONG_ABSTRACT:
@@ -563,4 +701,5 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
                 _clean(name) for name in record.extra.get("collections") or () if _clean(name)
             )
         ),
+        text_from=text_from,
     )

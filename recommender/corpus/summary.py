@@ -91,4 +91,5 @@ def paper_brief(paper: Paper) -> dict:
         "snippet": summary(paper),
         "url": paper.url,
         "code_links": list(paper.code_links),
+        "text_from": paper.text_from,
     }

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import InputError, OptionError
 from . import openvino_encoding
-from .models import DEFAULT_MODEL, MODELS, ModelFacts, model_facts
+from .models import DEFAULT_MODEL, MODELS, PRECISION_CHOICES, ModelFacts, model_facts
 from .quantisation import PRECISIONS
 from .windows import Chunking, Encoder
 
@@ -122,32 +122,39 @@ def check_request(request: EncoderRequest) -> None:
         raise OptionError(
             f"unknown device {request.device!r}: use one of {', '.join(DEVICES)}", "device"
         )
-    if request.precision is not None and request.precision not in PRECISIONS:
+    if request.precision is not None and request.precision not in PRECISION_CHOICES + PRECISIONS:
         raise OptionError(
-            f"unknown precision {request.precision!r}: use one of {', '.join(PRECISIONS)}",
+            f"unknown precision {request.precision!r}: use one of {', '.join(PRECISION_CHOICES)}",
             "precision",
         )
-    if request.precision == openvino_encoding.BF16 and not openvino_encoding.runs_here():
+    _check_available(request.precision)
+    if request.model is not None:
+        facts = model_facts(request.model)
+        _check_fits(facts, facts.resolve_precision(request.precision), request.device)
+    elif request.device == "cuda":
+        facts = model_facts(DEFAULT_MODEL)
+        _check_fits(facts, facts.resolve_precision(request.precision), request.device)
+
+
+def _check_available(precision: str | None) -> None:
+    """A recipe that runs on this machine, or one line saying what to give instead."""
+    if precision == openvino_encoding.BF16 and not openvino_encoding.runs_here():
         raise OptionError(
             f"precision {openvino_encoding.BF16} "
             + (
                 f"encodes with OpenVINO, which is not installed: {openvino_encoding.INSTALL_HINT}"
                 if openvino_encoding.bf16_instructions()
                 else "encodes on CPUs with bf16 instructions (AVX-512 BF16 or AMX), and this one"
-                " has none: give int8-smooth or fp32"
+                " has none: give fast or full"
             ),
             "precision",
         )
-    if request.precision == openvino_encoding.INT8_STATIC and not openvino_encoding.installed():
+    if precision == openvino_encoding.INT8_STATIC and not openvino_encoding.installed():
         raise OptionError(
             f"precision {openvino_encoding.INT8_STATIC} encodes with OpenVINO, which is not"
             f" installed: {openvino_encoding.INSTALL_HINT}",
             "precision",
         )
-    if request.model is not None:
-        _check_fits(model_facts(request.model), request.precision, request.device)
-    elif request.device == "cuda":
-        _check_fits(model_facts(DEFAULT_MODEL), request.precision, request.device)
 
 
 def _check_fits(facts: ModelFacts, precision: str | None, device: str) -> None:
@@ -178,7 +185,7 @@ def _check_fits(facts: ModelFacts, precision: str | None, device: str) -> None:
         if precision is not None and precision != "fp32":
             raise OptionError(
                 f"precision {precision} encodes on the CPU (ONNX Runtime or OpenVINO): on a GPU"
-                " give precision fp32",
+                " give precision full",
                 "device",
             )
 
@@ -222,20 +229,23 @@ def choose_encoder(
                 "new indexes) would encode every paper again"
             )
     facts = model_facts(model)
+    asked = facts.resolve_precision(request.precision)
     if request.model is None:
-        _check_fits(facts, request.precision, request.device)
+        _check_fits(facts, asked, request.device)
+    if asked != request.precision:
+        _check_available(asked)
     same = record if record is not None and built_with == model else None
     chunking = request.chunking if request.chunking is not None else _kept_chunking(same, notice)
     kept = same.get("precision", "fp32") if same is not None else None
     if len(facts.precisions) == 1:
         precision = facts.precisions[0]
-    elif request.precision is not None:
-        precision = request.precision
+    elif asked is not None:
+        precision = asked
     elif request.device == "cuda":
         if kept is not None and kept != "fp32":
             raise OptionError(
                 f"index {index} is {kept}, which encodes on the CPU: encode on the CPU, "
-                "or give precision fp32 to encode every paper again on the GPU",
+                "or give precision full to encode every paper again on the GPU",
                 "device",
             )
         precision = "fp32"
@@ -353,4 +363,5 @@ def new_index_precision(model: str | None, precision: str | None) -> tuple[str, 
     facts = model_facts(model or DEFAULT_MODEL)
     if len(facts.precisions) == 1:
         return facts.name if model is None else model, facts.precisions[0]
-    return facts.name if model is None else model, precision or facts.cpu_precision()
+    asked = facts.resolve_precision(precision)
+    return facts.name if model is None else model, asked or facts.cpu_precision()

@@ -13,8 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import model_parts, openvino_encoding
+from ..errors import OptionError
+from . import model_parts
 from .model_parts import SplitModel
+
+#: What a precision is chosen by (`--precision`, the API and Python take the same names): `auto`,
+#: the model's default on this machine (as when none is given: a rebuild keeps its index's own);
+#: `full`, fp32 weights; `fast`, the model's fastest recipe measured to rank as fp32 does
+#: (`ModelFacts.fast_precision`). A recipe's own name (fp32, int8-smooth, ...) still reads: an
+#: index records the recipe it was built at.
+PRECISION_CHOICES = ("auto", "full", "fast")
+#: The recipe `full` means for every model.
+FULL_PRECISION = "fp32"
 
 #: The packaged model, used when no `--model` is given for a new index.
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -46,6 +56,8 @@ class ModelFacts:
     # The default instead on a CPU with AMX bf16 where OpenVINO is installed (openvino_encoding.py),
     # where it was measured faster than `default_precision` with the ranking kept; None: none.
     amx_precision: str | None = None
+    # Its fastest recipe measured to keep the ranking of fp32 (`fast`); None: none measured.
+    fast_precision: str | None = None
     dense_weights: dict = field(default_factory=dict)
     gpu: bool = True  # whether it can encode on a CUDA GPU
     export: str = (
@@ -87,9 +99,39 @@ class ModelFacts:
 
     def cpu_precision(self) -> str:
         """The precision a new index of this model is built at on this machine's CPU."""
+        from . import openvino_encoding
+
         if self.amx_precision is not None and openvino_encoding.by_default():
             return self.amx_precision
         return self.default_precision
+
+    def resolve_precision(self, name: str | None) -> str | None:
+        """The recipe precision `name` (a choice of PRECISION_CHOICES or a recipe's own name) means
+        for this model; None for `auto` or none (the default, decided by embed/choice.py)."""
+        if name is None or name == "auto":
+            return None
+        if name not in PRECISION_CHOICES:
+            return name
+        if len(self.precisions) == 1:
+            return self.precisions[0]
+        if name == "full":
+            return FULL_PRECISION
+        if self.fast_precision is None:
+            raise OptionError(
+                f"the model '{self.name}' has no precision measured to rank as fp32 does: "
+                "give auto or full",
+                "precision",
+            )
+        return self.fast_precision
+
+    def precision_words(self, recipe: str) -> str:
+        """How a recipe this model was built at reads to a user: "fast (int8-smooth)", "full
+        (fp32)", or the recipe alone where it is neither."""
+        if len(self.precisions) > 1 and recipe == FULL_PRECISION:
+            return f"full ({recipe})"
+        if recipe == self.fast_precision:
+            return f"fast ({recipe})"
+        return recipe
 
     def dense_weight(self, precision: str = "fp32") -> float | None:
         """Its own dense weight in the hybrid score at `precision` (else at fp32), None where it has
@@ -126,6 +168,7 @@ MODELS = (
         # 0.98 over the folds; per query +0.04, bootstrap 95% -0.27 to +0.36; NDCG%20 -0.06) and on
         # reviewers-dev (loss -0.0012), encoding at 2.4x fp32's speed: docs/performance.md.
         default_precision="int8-smooth",
+        fast_precision="int8-smooth",
         # bf16 on AMX (OpenVINO): vectors at cosine 0.99998 of fp32's, 1.45x int8-smooth's speed,
         # ranking level with fp32 (CV MAP -0.09, sd 0.49; reviewers-dev level): docs/performance.md.
         amx_precision="bf16",
@@ -163,6 +206,7 @@ MODELS = (
         # 43.5 / 62.7 in batches, against 43.2 / 62.4 at fp32) and encodes 3.6x as fast
         # (scripts/tune_relevance.py, scripts/bench_export_rewrite.py --quality, docs/models.md).
         default_precision="int8",
+        fast_precision="int8",
         precisions=("fp32", "int8", "int8-static", "bf16"),
         # int8 one text a run: 0.7 against 0.75 held out MAP +1.56, NDCG%20 -0.27 on CSFCube dev
         # (paired, 100 folds), reviewers-dev loss +0.0022 (scripts/tune_relevance.py --compare).
@@ -227,8 +271,25 @@ def tier_advice(model: str, papers: int) -> TierAdvice | None:
         held_out=quality.held_out,
         instead_of=built.held_out,
         minutes=minutes,
-        installed=status(quality) != "not installed",
+        installed=status(quality, hashed=False) != "not installed",
     )
+
+
+def read_precisions() -> tuple[str, ...]:
+    """Every precision name `--precision` reads: PRECISION_CHOICES, then each recipe some model is
+    built at by default or as `fast` (fp32, int8-smooth, bf16, ...); a recipe that is the default
+    nowhere is for the Python API only (the benchmarks)."""
+    recipes: list[str | None] = [FULL_PRECISION]
+    for facts in MODELS:
+        recipes += [facts.default_precision, facts.amx_precision, facts.fast_precision]
+    return PRECISION_CHOICES + tuple(dict.fromkeys(r for r in recipes if r is not None))
+
+
+def export_required(export: str | None, precision: str) -> bool:
+    """Whether the queries of an index need the export its build wrote (`export`, its manifest's
+    query_encoder, None where it records none): its papers were encoded at a reduced `precision`
+    or by a distilled table, which no full model reproduces."""
+    return precision != "fp32" or (export is not None and export != "onnx")
 
 
 def model_facts(model: str) -> ModelFacts:
@@ -248,15 +309,15 @@ def model_facts(model: str) -> ModelFacts:
     )
 
 
-def status(model: ModelFacts) -> str:
+def status(model: ModelFacts, hashed: bool = True) -> str:
     """Whether it can be used: "installed", "installed, unpacked", "installed (unpacked on first
-    use)", "damaged", "not installed" or "made on first use" (looks only at package metadata and the
-    cache).
+    use)", "damaged", "not installed" or "made on first use" (looks at package metadata, the cache,
+    and the hashes of a split model's parts unless `hashed` is False).
     """
     if model.distilled_from is not None:
         return "made on first use"
     if model.parts is not None:
-        return model_parts.status(model.parts)
+        return model_parts.status(model.parts, hashed)
     if model.package is not None:
         return _package_status(model.package)
     return "not installed"

@@ -18,8 +18,9 @@ import numpy as np
 
 from .. import __version__
 from ..corpus.citation import citation_key
+from ..corpus.fulltext import TextKinds
 from ..corpus.identifiers import work_identifier
-from ..corpus.papers import Paper, PaperSet, scan_papers, text_key
+from ..corpus.papers import Paper, scan_papers, text_key
 from ..embed import export_cache, loading
 from ..embed.choice import EncoderRequest, check_request, check_upgradable, choose_encoder
 from ..embed.choice import exported_only as _exported_only
@@ -28,10 +29,12 @@ from ..embed.models import TierAdvice, tier_advice
 from ..embed.windows import Chunking, embed_texts, text_cache_key
 from ..errors import EncodingInterrupted
 from .changes import BuildChanges, build_changes, previous_papers
+from .checks import run_checks
 from .home import resolve_index_dir
 from .keys import ALIASES, digest_records, key_tables
 from .layout import (
     COLLECTIONS,
+    COLLECTIONS_LEFT_OUT,
     COLUMN_MAX,
     FAISS,
     KEY_ARRAYS,
@@ -68,6 +71,8 @@ class BuildReport:
     # A tier that may serve this corpus better (embed.models.tier_advice): given on the first build
     # of an index with the default model where no model was asked for, else None.
     advice: TierAdvice | None = None
+    # How many papers' texts are of each kind (Paper.text_from; fulltext.TextKinds)
+    text_from: tuple[tuple[str, int], ...] = ()
 
 
 def build_time() -> str:
@@ -101,6 +106,7 @@ def build_index(
     own_papers: Callable[[], Generator[Paper, None, None]] | None = None,
     lexical_terms=None,
     map_layout: bool | None = None,
+    aliases: dict[str, str] | None = None,
 ) -> BuildReport:
     """Read papers, embed them (reusing cached vectors), and write a new index atomically.
 
@@ -134,6 +140,9 @@ def build_index(
     `map_layout` stores the whole index's map layout (index/map_layout.py: UMAP of every vector,
     which can cost more than the rest of the build) for `papers map --all` and the server's /map to
     read; None keeps the setting of the index being rebuilt (off for a new one).
+
+    `aliases` ({other ID: kept ID}) are kept with those of the papers read twice (a compaction:
+    the aliases of the base and its segments).
 
     Vectors reach the embedding cache in groups as they are encoded, so a build
     that is killed or interrupted keeps its work: the next one resumes, and tells
@@ -177,6 +186,7 @@ def build_index(
     phase("reading papers", None)
     embedded = None
     count = 0
+    left_out: dict[str, dict[str, int]] = {}  # collections' items not made papers: the tags say so
     with writing(index_dir, wait=wait) as writer, contextlib.ExitStack() as files:
         spool = _PaperSpool(
             files.enter_context(writer.scratch_file("papers.jsonl")), chunk_size or STREAM_PAPERS
@@ -185,13 +195,13 @@ def build_index(
         reading = (
             _stored_papers(index_dir)
             if upgrade and not inputs
-            else scan_papers(inputs, where=list(where), keep_withdrawn=keep_withdrawn)
+            else scan_papers(inputs, list(where), keep_withdrawn=keep_withdrawn, left_out=left_out)
         )
         # Read under the lock: no `add` publishes a segment this build would miss.
         if own_papers is not None:
             reading = own_papers()
         with contextlib.closing(reading):  # a failed spool write leaves no input file open
-            ids, handles = spool.read(reading)
+            ids, handles = spool.read(reading, index_dir)
         count = len(ids)
         previous = _live_build(index_dir)
         first_build = previous is None
@@ -220,6 +230,8 @@ def build_index(
             written = _write_papers(writer, spool, handles, tfidf)
             if written.collections:  # a reference manager's folders: tags (reading/tags.py)
                 writer.save_json(COLLECTIONS, written.collections)
+            if left_out:
+                writer.save_json(COLLECTIONS_LEFT_OUT, left_out)
             changes = build_changes(previous_texts, ids, written.text_digests)
             # The ONNX export encodes ~1.7x faster than torch with the same vectors
             # (scripts/bench_encode.py), so a build uses it for the papers too.
@@ -279,8 +291,9 @@ def build_index(
                 writer.save_array(f"lexical/{name}.npy", arrays[name])
             writer.save_array(COLUMN_MAX, arrays["column_max"])
             writer.save_json(VOCABULARY, vocabulary)
-            if spool.aliases:  # the other IDs of papers read twice (index/keys.py)
-                writer.save_json(ALIASES, spool.aliases)
+            kept_aliases = {**aliases, **spool.aliases} if aliases else spool.aliases
+            if kept_aliases:  # the other IDs of papers read twice (index/keys.py)
+                writer.save_json(ALIASES, kept_aliases)
             writer.save_json(STOP_WORDS, stop_words)
             del arrays
             projection: str | None = None
@@ -350,6 +363,7 @@ def build_index(
         time.perf_counter() - started,
         changes,
         advice,
+        spool.kinds.counts(),
     )
 
 
@@ -372,16 +386,19 @@ class _PaperSpool:
         self.offsets = array.array("q", [0])
         self.aliases: dict[str, str] = {}
         self._block: tuple[int, list[str]] = (-1, [])
+        self.kinds = TextKinds()  # how many papers kept have texts of each kind
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def read(self, papers: Iterable[Paper]) -> tuple[list[str], list[str]]:
+    def read(self, papers: Iterable[Paper], index_dir: Path) -> tuple[list[str], list[str]]:
         """Spool the papers as read (`scan_papers`: read_papers' choice of papers, warnings and
-        errors); returns the IDs and handles of the papers kept, in order."""
-        chosen = PaperSet(self.source_of)
+        errors) that pass the checks of an index's inputs (checks.CHECKS); returns the IDs and
+        handles of the papers kept, in order."""
+        accept, chosen = run_checks(index_dir, self.source_of)
         for paper in papers:
-            if chosen.add(paper):
+            if accept(paper):
+                self.kinds.add(paper.text_from)
                 line = (json.dumps(paper.to_dict(stored=True), ensure_ascii=False) + "\n").encode(
                     "utf-8"
                 )

@@ -31,8 +31,12 @@ import bisect
 import functools
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .stored import StoredIndex
 
 ALIASES = "aliases.json"
 DIGESTS = ("text", "identifier")  # the digest tables, each <name>_digests and <name>_digest_rows
@@ -357,3 +361,17 @@ class Keys:
             rows.update(self.ids.rows_equal(value))
             rows.update(self.folded_handles.rows_equal(value.casefold()))
         return rows
+
+
+def stored_keys(stored: StoredIndex) -> Keys:
+    """The key tables (keys/) of one stored index version, memory-mapped and searched by
+    bisection: opening reads no list of every key. The one way every reader of an index, an add
+    and a remove look papers up."""
+    from .stored import corrupt
+
+    return Keys(
+        lambda name: stored.load_array(f"keys/{name}.npy", mmap=True),
+        lambda name: stored.has(f"keys/{name}.npy"),
+        int(stored.manifest["paper_count"]),
+        lambda name, problem: corrupt(stored, f"keys/{name}.npy", problem),
+    )

@@ -89,6 +89,9 @@ STOP_WORDS = "lexical/stop_words.json"
 # A reference manager's collections (Zotero's folders) and their papers' IDs, {path: [ID, ...]}:
 # absent when no paper came from one. The tag store shows each collection as a tag.
 COLLECTIONS = "collections.json"
+# The collections some of whose items did not become papers, {path: {reason: count}}
+# ({"Thesis": {"have no title": 4}}): absent when every item did.
+COLLECTIONS_LEFT_OUT = "collections-left-out.json"
 QUERY_ENCODER = "query-encoder"
 
 

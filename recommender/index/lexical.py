@@ -361,14 +361,20 @@ def english_stop_words() -> frozenset[str]:
 _TOKEN = re.compile(TOKEN_PATTERN)
 
 
-def analyse(text: str, stop_words: frozenset[str]) -> list[str]:
-    """The vectorizer's analyser: strip accents, lowercase, tokenise, drop stop words, n-grams of
-    NGRAM_RANGE."""
+def words(text: str) -> list[str]:
+    """The vectorizer's tokens, stop words kept: accents stripped, lowercased, words of 2+
+    characters."""
     text = text.lower()
     normalised = unicodedata.normalize("NFKD", text)
     if normalised != text:
         text = "".join(c for c in normalised if not unicodedata.combining(c))
-    tokens = [t for t in _TOKEN.findall(text) if t not in stop_words]
+    return _TOKEN.findall(text)
+
+
+def analyse(text: str, stop_words: frozenset[str]) -> list[str]:
+    """The vectorizer's analyser: strip accents, lowercase, tokenise, drop stop words, n-grams of
+    NGRAM_RANGE."""
+    tokens = [t for t in words(text) if t not in stop_words]
     low, high = NGRAM_RANGE
     grams: list[str] = []
     for n in range(low, high + 1):
@@ -664,6 +670,13 @@ class LexicalIndex:
         wanted = sorted_union(rows[best_rows(scores, k)], also)
         return wanted, scores[np.searchsorted(rows, wanted)]
 
+    def document_counts(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """How many papers use each of these terms (0 for a term the index does not know), and how
+        many papers there are."""
+        if self._columns is None:
+            self._columns = {term: column for column, term in enumerate(self.vocabulary)}
+        return column_counts(self._columns, np.diff(self.csc_indptr), terms), self.size
+
     def shared_terms(self, query: SparseVector, row: int, limit: int = 3) -> list[str]:
         """The terms that contribute most to the query's score for this row."""
         document = self.row(row)
@@ -680,6 +693,13 @@ class LexicalIndex:
         order = np.lexsort((common, -contribution))[:limit]
         vocabulary = self.vocabulary
         return [vocabulary[common[i]] for i in order]
+
+
+def column_counts(
+    columns: dict[str, int], counts: np.ndarray, terms: Sequence[str]
+) -> dict[str, int]:
+    """Each term's count by its column (0 for a term without a column)."""
+    return {term: 0 if columns.get(term) is None else int(counts[columns[term]]) for term in terms}
 
 
 def _leading(scores: np.ndarray, k: int, stride: int = 64) -> np.ndarray:

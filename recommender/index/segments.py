@@ -4,7 +4,8 @@
         CURRENT, v-<build>/ ...   the base: a complete build (writer.py)
         SEGMENTS                  the segment list, replaced atomically (files.replacing):
                                   {"base": "v-<build>", "segments": [{"name", "papers"}],
-                                   "tombstones": {"base" or segment name: [IDs removed]}}
+                                   "tombstones": {"base" or segment name: [IDs removed]},
+                                   "aliases": {ID of a record added as the same paper: kept ID}}
         segments/s-<id>/          one segment: a small index of its own (CURRENT, v-*/), built
                                   by build.build_index from the added papers only
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import functools
 import json
 import os
 import time
@@ -52,7 +52,7 @@ from .layout import (
     VOCABULARY,
     remove_tree,
 )
-from .stored import StoredIndex, corrupt, is_index, live_version, open_stored
+from .stored import StoredIndex, is_index, live_version, open_stored
 
 # Past this share of the base's papers in segments, the next `add` compacts the index: lookups
 # then search one index again. Ten segments cost at most 1.2x a compacted index
@@ -70,6 +70,8 @@ class SegmentSet:
     segments: tuple[str, ...] = ()
     counts: tuple[int, ...] = ()
     tombstones: dict[str, frozenset[str]] = field(default_factory=dict)
+    # The IDs of records `papers add` kept as the same paper as one of the index: {alias: kept}.
+    aliases: dict[str, str] = field(default_factory=dict)
 
     @property
     def added(self) -> int:
@@ -78,8 +80,16 @@ class SegmentSet:
     def removed(self, part: str) -> frozenset[str]:
         return self.tombstones.get(part, frozenset())
 
+    def alias_of(self, reference: str) -> str | None:
+        """The kept ID an alias added by `papers add` names (any case), if it is one."""
+        folded = reference.strip().casefold()
+        return next(
+            (kept for alias, kept in sorted(self.aliases.items()) if alias.casefold() == folded),
+            None,
+        )
+
     def to_dict(self) -> dict:
-        return {
+        listed: dict[str, object] = {
             "base": self.base,
             "segments": [
                 {"name": name, "papers": count} for name, count in zip(self.segments, self.counts)
@@ -88,6 +98,12 @@ class SegmentSet:
                 part: sorted(ids) for part, ids in sorted(self.tombstones.items()) if ids
             },
         }
+        if self.aliases:
+            listed["aliases"] = {alias: self.aliases[alias] for alias in sorted(self.aliases)}
+        return listed
+
+    def changed(self, **changes) -> SegmentSet:
+        return dataclasses.replace(self, **changes)
 
 
 def read_segments(index_dir: Path) -> SegmentSet:
@@ -118,6 +134,7 @@ def read_segments(index_dir: Path) -> SegmentSet:
         tombstones = {
             str(part): frozenset(str(i) for i in ids) for part, ids in data["tombstones"].items()
         }
+        aliases = {str(alias): str(kept) for alias, kept in data.get("aliases", {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError):
         raise IndexCorruptError(
             f"index file {path} is damaged: run "
@@ -128,7 +145,7 @@ def read_segments(index_dir: Path) -> SegmentSet:
             f"index file {path} names a segment outside {SEGMENT_FOLDER}/: run "
             f"`papers build --compact --index {Path(index_dir).name}`"
         )
-    return SegmentSet(live, names, counts, tombstones)
+    return SegmentSet(live, names, counts, tombstones, aliases)
 
 
 def reader_version(index_dir: Path) -> str | None:
@@ -168,7 +185,7 @@ def _publish(index_dir: Path, segments: SegmentSet, previous: SegmentSet | None 
 def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[str, list[str]]:
     """For each ID, the parts that hold it live (tombstoned copies left out), by binary search in
     each part's sorted IDs: an add reads no list of every ID of the base."""
-    from .keys import Keys
+    from .keys import stored_keys
 
     parts = {
         BASE: Path(index_dir),
@@ -178,29 +195,12 @@ def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[
     for part, folder in parts.items():
         removed = segments.removed(part)
         with open_stored(folder) as stored:
-            keys = Keys(
-                functools.partial(_key_array, stored),
-                functools.partial(_has_key_array, stored),
-                int(stored.manifest["paper_count"]),
-                functools.partial(_damaged_key_array, stored),
-            )
+            keys = stored_keys(stored)
             for paper_id, holders in found.items():
                 if paper_id not in removed and keys.row_of_id(paper_id) is not None:
                     holders.append(part)
             del keys
     return found
-
-
-def _key_array(stored: StoredIndex, name: str):
-    return stored.load_array(f"keys/{name}.npy", mmap=True)
-
-
-def _has_key_array(stored: StoredIndex, name: str) -> bool:
-    return stored.has(f"keys/{name}.npy")
-
-
-def _damaged_key_array(stored: StoredIndex, name: str, problem: str) -> Exception:
-    return corrupt(stored, f"keys/{name}.npy", problem)
 
 
 @dataclass(frozen=True)
@@ -217,6 +217,8 @@ class AddReport:
     # Set when the segments passed their share but a compaction was running already.
     compaction_running: bool = False
     removed: int = 0  # papers removed as gone from their source (`sync`)
+    replaced: int = 0  # papers whose text changed in their source, replaced (`sync`)
+    created: bool = False  # there was no index: this add built it from its inputs
 
 
 def add_papers(
@@ -240,10 +242,31 @@ def add_papers(
 
     started = time.perf_counter()
     index_dir = resolve_index_dir(index)
-    if not is_index(index_dir):
-        raise missing_index(index_dir)
     input_names = [str(path) for path in inputs]
-    papers = list(scan_papers(input_names))
+    if not is_index(index_dir):
+        # No index yet (a routine's first day): the add builds it, as `papers build` would (and
+        # refuses a folder of something else as a build does).
+        from .build import build_index
+
+        made = build_index(input_names, index=index_dir, progress=progress, notice=notice)
+        return AddReport(
+            made.index_dir,
+            made.papers,
+            0,
+            None,
+            made.encoded,
+            False,
+            time.perf_counter() - started,
+            created=True,
+        )
+    # An empty file (a day's fetch with nothing new) adds nothing; a sync still reads it as a
+    # source emptied.
+    empty = [] if sync else [name for name in input_names if _is_empty_file(name)]
+    for empty_name in empty:
+        if notice is not None:
+            notice(f"{empty_name} is empty: nothing to add from it")
+    read = [name for name in input_names if name not in empty]
+    papers = list(scan_papers(read)) if read else []
     failure = failed_compaction(index_dir)
     if failure is not None and notice is not None:
         notice(
@@ -251,44 +274,52 @@ def add_papers(
             + shell_command("papers", "build", "--compact", "--index", display_name(index_dir))
             + "`"
         )
+    from .checks import IndexPapers, plan_add, synced_sources  # here: a lookup plans no add
+
     with build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
         _remove_unlisted(index_dir, current)
-        held = _holders(index_dir, current, {paper.id for paper in papers})
-        new: dict[str, Paper] = {}
-        for paper in papers:
-            if not held[paper.id]:
-                new.setdefault(
-                    paper.id, paper
-                )  # the first of duplicates in the input, as a build keeps
-        skipped = len(papers) - len(new)
-        report = AddReport(index_dir, 0, skipped, None, 0, False, 0.0)
-        gone = _gone_from_sources(index_dir, current, input_names, papers) if sync else {}
-        if new or gone:
-            name, built = (
-                _build_segment(index_dir, new.values(), index_dir, progress, notice)
-                if new
-                else (None, None)
-            )
+        ours = synced_sources(input_names) if sync else None
+        with contextlib.ExitStack() as stack:
+            parts = [(BASE, Path(index_dir), current.removed(BASE))] + [
+                (name, segment_dir(index_dir, name), current.removed(name))
+                for name in current.segments
+            ]
+            held = IndexPapers(parts, stack)
+            plan = plan_add(index_dir, papers, held, ours)
+        report = AddReport(index_dir, 0, plan.skipped, None, 0, False, 0.0)
+        gone = _gone_from_sources(index_dir, current, ours, papers) if ours is not None else {}
+        for part, paper_id in plan.replaced:
+            gone.setdefault(part, set()).add(paper_id)
+        aliases = {**current.aliases, **plan.aliases}
+        if plan.new or gone or aliases != current.aliases:
+            name: str | None = None
+            built = None
+            if plan.new:
+                name, built = _build_segment(index_dir, plan.new, index_dir, progress, notice)
             tombstones = {part: set(ids) for part, ids in current.tombstones.items()}
             for part, ids in gone.items():
                 tombstones.setdefault(part, set()).update(ids)
+            # The segment's papers: a build keeps the same paper twice in the input once.
+            kept = built.papers if built else 0
             updated = SegmentSet(
                 current.base,
                 current.segments + ((name,) if name else ()),
-                current.counts + ((len(new),) if name else ()),
+                current.counts + ((kept,) if name else ()),
                 {part: frozenset(ids) for part, ids in tombstones.items() if ids},
+                aliases,
             )
             _publish(index_dir, updated)
             report = AddReport(
                 index_dir,
-                len(new),
-                skipped,
+                kept,
+                plan.skipped,
                 name,
                 built.encoded if built else 0,
                 False,
                 0.0,
-                removed=sum(len(ids) for ids in gone.values()),
+                removed=sum(len(ids) for ids in gone.values()) - len(plan.replaced),
+                replaced=len(plan.replaced),
             )
             current = updated
     compacted, compacting, running = False, None, False
@@ -312,20 +343,19 @@ def add_papers(
     )
 
 
+def _is_empty_file(name: str) -> bool:
+    try:
+        return files.is_plain_file(name) and os.path.getsize(name) == 0
+    except OSError:
+        return False
+
+
 def _gone_from_sources(
-    index_dir: Path, current: SegmentSet, inputs: Sequence[str], papers: Sequence[Paper]
+    index_dir: Path, current: SegmentSet, ours: Callable[[str], bool], papers: Sequence[Paper]
 ) -> dict[str, set[str]]:
-    """For each part, the IDs of its live papers read from one of `inputs` (their recorded
-    source names the file, as given or as an absolute path) that `papers` no longer hold."""
-    names = set()
-    for given in inputs:
-        if not files.is_plain_file(given) and not Path(given).is_dir():
-            raise InputError(
-                f"{given} is not a file or folder: a sync compares the papers of a named source"
-            )
-        names.update({given.rstrip("/"), os.path.abspath(given)})
+    """For each part, the IDs of its live papers read from the sync's inputs (`ours` of their
+    recorded source) that `papers` no longer hold."""
     kept = {paper.id for paper in papers}
-    prefixes = tuple(name + suffix for name in names for suffix in (":", " ", "/"))
     gone: dict[str, set[str]] = {}
     parts = [(BASE, Path(index_dir))] + [
         (name, segment_dir(index_dir, name)) for name in current.segments
@@ -338,7 +368,7 @@ def _gone_from_sources(
                 source, paper_id = str(record.get("source", "")), str(record["id"])
                 if paper_id in kept or paper_id in removed:
                     continue
-                if source in names or source.startswith(prefixes):
+                if ours(source):
                     gone.setdefault(part, set()).add(paper_id)
     return gone
 
@@ -376,6 +406,19 @@ def _build_segment(
         remove_tree(folder)
         raise
     return name, built
+
+
+def index_aliases(index_dir: Path, listed: SegmentSet) -> dict[str, str]:
+    """Every alias of the index, {other ID: kept ID}: the base's and each segment's (aliases.json)
+    and those `papers add` kept in the list."""
+    from .keys import ALIASES
+
+    found: dict[str, str] = {}
+    for folder in [Path(index_dir)] + [segment_dir(index_dir, name) for name in listed.segments]:
+        with open_stored(folder) as stored:
+            if stored.has(ALIASES):
+                found.update({str(a): str(k) for a, k in stored.load_json(ALIASES).items()})
+    return {**found, **listed.aliases}
 
 
 def _segment_papers(index_dir: Path, name: str) -> list[Paper]:
@@ -429,8 +472,14 @@ def remove_papers(
     with build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
         held = _holders(index_dir, current, wanted)
+        unheld = [paper_id for paper_id in wanted if not held[paper_id]]
+        if unheld:  # another ID of a paper (an alias), resolved as lookups resolve it
+            named = _aliased(index_dir, current, unheld)
+            held.update(_holders(index_dir, current, set(named.values())))
+            held.update({paper_id: held[kept] for paper_id, kept in named.items()})
+            wanted = [named.get(paper_id, paper_id) for paper_id in wanted]
         tombstones = {part: set(current.removed(part)) for part in (BASE, *current.segments)}
-        for paper_id in wanted:
+        for paper_id in dict.fromkeys(wanted):
             parts = held[paper_id]
             if not parts:
                 raise PaperNotFoundError(
@@ -446,9 +495,27 @@ def remove_papers(
                 current.segments,
                 current.counts,
                 {part: frozenset(ids) for part, ids in tombstones.items() if ids},
+                current.aliases,
             ),
         )
-    return len(wanted)
+    return len(dict.fromkeys(wanted))
+
+
+def _aliased(index_dir: Path, current: SegmentSet, references: Sequence[str]) -> dict[str, str]:
+    """The kept ID each reference names as another ID of a paper: "arXiv:ID" for the arXiv ID, or
+    an alias (any case) of the base, a segment or `papers add` (query/lookups.py resolves so)."""
+    from ..corpus.identifiers import bare_arxiv_id
+
+    folded = {alias.casefold(): kept for alias, kept in index_aliases(index_dir, current).items()}
+    named = {}
+    for reference in references:
+        bare = bare_arxiv_id(reference)
+        kept = bare if bare != reference else None
+        if kept is None or not _holders(index_dir, current, [kept])[kept]:
+            kept = folded.get(reference.casefold()) or folded.get(bare.casefold())
+        if kept is not None:
+            named[reference] = kept
+    return named
 
 
 def live_papers(index_dir: Path, listed: SegmentSet | None = None) -> Generator[Paper, None, None]:
@@ -558,6 +625,7 @@ def compact(
             own_papers=lambda: live_papers(index_dir, snapshot),
             export_query_encoder=bool(manifest.get("query_encoder")),
             map_layout=bool(manifest.get(LAYOUT_KEY)),  # the new base keeps the index's setting
+            aliases=index_aliases(index_dir, snapshot),
         )
         with build_lock(index_dir, wait=True):
             _swap_in(index_dir, staging, snapshot)
@@ -596,6 +664,7 @@ def _swap_in(index_dir: Path, staging: Path, snapshot: SegmentSet) -> None:
         tuple(later),
         current.counts[merged:],
         {part: ids for part, ids in tombstones.items() if ids},
+        {alias: kept for alias, kept in current.aliases.items() if alias not in snapshot.aliases},
     )
     # Readers keep the old list until CURRENT names the new base, then read the new one.
     _publish(index_dir, following, previous=current)
@@ -679,7 +748,12 @@ def _remove_unlisted(index_dir: Path, current: SegmentSet) -> None:
     """Remove what the live list does not name (the lock is held): the segments of a stale list, and
     those of an `add` killed before it published; a segment a reader still holds stays for later."""
     listed = set(current.segments)
-    if not current.segments and not current.tombstones and (Path(index_dir) / SEGMENTS).is_file():
+    if (
+        not current.segments
+        and not current.tombstones
+        and not current.aliases
+        and (Path(index_dir) / SEGMENTS).is_file()
+    ):
         (Path(index_dir) / SEGMENTS).unlink(missing_ok=True)
     folder = Path(index_dir) / SEGMENT_FOLDER
     if not folder.is_dir() or folder.is_symlink():

@@ -29,7 +29,7 @@ from ..errors import (
     RecommenderError,
 )
 from .home import missing_index, rebuild_hint
-from .layout import COLLECTIONS, CURRENT, FORMAT_VERSION, MANIFEST
+from .layout import COLLECTIONS, COLLECTIONS_LEFT_OUT, CURRENT, FORMAT_VERSION, MANIFEST
 
 # Every load checks the size of every file and re-hashes the smallest ones, up to this
 # many bytes in all: a few milliseconds whatever the corpus size (a six-paper index is
@@ -59,6 +59,7 @@ def live_version(index_dir: Path) -> str | None:
 # The collections of the live versions read so far, by (index folder, version): a version never
 # changes.
 _collections_read: dict[tuple[str, str], dict[str, list[str]]] = {}
+_left_out_read: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
 
 
 def collection_memberships(index_dir: Path) -> dict[str, list[str]]:
@@ -79,6 +80,29 @@ def collection_memberships(index_dir: Path) -> dict[str, list[str]]:
             _collections_read[(str(index_dir), stored.folder.name)] = found
         return found
     return _collections_read[key]
+
+
+def collections_left_out(index_dir: Path) -> dict[str, dict[str, int]]:
+    """The collections some of whose items the live version's build did not make papers, each with
+    how many by reason (index/layout.py COLLECTIONS_LEFT_OUT); empty when every item became one."""
+    version = live_version(index_dir)
+    if version is None:
+        return {}
+    key = (str(index_dir), version)
+    if key not in _left_out_read:
+        with open_stored(index_dir) as stored:
+            found = (
+                stored.load_json(COLLECTIONS_LEFT_OUT) if stored.has(COLLECTIONS_LEFT_OUT) else {}
+            )
+            if not isinstance(found, dict) or not all(
+                isinstance(reasons, dict)
+                and all(isinstance(n, int) and not isinstance(n, bool) for n in reasons.values())
+                for reasons in found.values()
+            ):
+                raise corrupt(stored, COLLECTIONS_LEFT_OUT, "is not a map of collections to counts")
+            _left_out_read[(str(index_dir), stored.folder.name)] = found
+        return found
+    return _left_out_read[key]
 
 
 def _read_current(index_dir: Path) -> tuple[str | None, str | None]:

@@ -3,6 +3,7 @@ citation key; a paper shown, listed, paged through or explained."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
@@ -16,6 +17,19 @@ from ..corpus.summary import paper_brief
 from ..errors import InputError, OptionError, PaperNotFoundError
 from ..index.stored import StoredIndex
 from .opened import OpenedIndex, check_text
+from .reasons import (
+    SentencePair,
+    best_pair,
+    merge_phrases,
+    reason_text,
+    sentences_of,
+    shared_phrases,
+)
+
+# The seeds a recommendation's phrases are given against when it names none (`with_reasons`).
+REASON_SEEDS = 3
+# Sentence vectors an opened index keeps (`closest_sentences`): 3 MB of 384 dimensions.
+SENTENCES_KEPT = 2048
 
 
 class IndexLookups(OpenedIndex):
@@ -28,11 +42,15 @@ class IndexLookups(OpenedIndex):
         self._aliases: dict[str, str] | None = (
             None  # nor the other IDs of papers (read on first use)
         )
+        # sentence -> its vector (`closest_sentences`): a seed's sentences are encoded once for
+        # every page of its results, up to SENTENCES_KEPT sentences
+        self._sentence_vectors: dict[str, np.ndarray] = {}
 
     def close(self) -> None:
         """Release the index files, and the lookups' tables; safe to call twice."""
         self._rows_by_key = {}
         self._rows_by_citation_key = None
+        self._sentence_vectors = {}
         super().close()
 
     def list_papers(self, where: Sequence[str] = (), limit: int | None = None) -> list[Paper]:
@@ -258,15 +276,82 @@ class IndexLookups(OpenedIndex):
         dense_cosine = float(self.cosines(np.array([row]), dense)[0])
         lexical_cosine = float(self.lexical.scores_at(lexical, np.array([row]))[0])
         shared = tuple(self.lexical.shared_terms(lexical, row, limit))
+        paper = self.papers_at([row])[0]
+        seed_paper = against if against is not None else Paper("", "", text or "")
+        (reasoned,) = self.with_reasons(
+            [_Reasoned(paper)], [(None if against is None else against.id, seed_paper)]
+        )
         return Explanation(
-            self.papers_at([row])[0],
+            paper,
             against,
             text,
             round(dense_cosine, 4),
             round(lexical_cosine, 4),
             shared,
             top,
+            reasoned.phrases,
+            reasoned.sentences,
         )
+
+    def shared_phrases(self, first: str, second: str) -> list[tuple[str, float]]:
+        """The phrases two texts share that are specific to them, heaviest first, with their
+        weights (`reasons.shared_phrases`, weighed by this index's document counts)."""
+        lexical = self.lexical
+        return shared_phrases(first, second, lexical.stop_words, lexical.document_counts)
+
+    def closest_sentences(
+        self, pairs: Sequence[tuple[str | None, str, str]]
+    ) -> list[SentencePair | None]:
+        """For each (seed ID, seed's text, paper's text), the pair of their sentences closest by
+        the model (`reasons.best_pair`), every sentence encoded once in one batch; None where a
+        text has no sentence. Loads the query encoder."""
+        split = {text: sentences_of(text) for _, *texts in pairs for text in texts}
+        known = self._sentence_vectors
+        missing = list(
+            dict.fromkeys(s for sentences in split.values() for s in sentences if s not in known)
+        )
+        if missing:
+            known.update(zip(missing, [row.copy() for row in self.encode_sentences(missing)]))
+        found: list[SentencePair | None] = []
+        for seed, first_text, second_text in pairs:
+            first, second = split[first_text], split[second_text]
+            if not first or not second:
+                found.append(None)
+                continue
+            i, j, cosine = best_pair(
+                np.stack([known[s] for s in first]), np.stack([known[s] for s in second])
+            )
+            found.append(SentencePair(seed, first[i], second[j], cosine))
+        while len(known) > SENTENCES_KEPT:  # the oldest first
+            known.pop(next(iter(known)))
+        return found
+
+    def with_reasons(self, results: Sequence, seeds: Sequence[tuple[str | None, Paper]]) -> list:
+        """Recommendations with their reasons: the phrases they share with the seeds each is there
+        because of (the first REASON_SEEDS seeds when it names none), and the closest pair of
+        sentences with the first of those (the closest seed). `seeds`: (ID, paper) of each seed; a
+        search text is one seed of ID None, its paper the text as an abstract."""
+        by_id = {seed_id: paper for seed_id, paper in seeds}
+        chosen = [
+            [(seed_id, by_id[seed_id]) for seed_id, _, _ in result.because if seed_id in by_id]
+            or list(seeds)[:REASON_SEEDS]
+            for result in results
+        ]
+        pairs = [
+            (against[0][0], reason_text(against[0][1]), reason_text(result.paper))
+            for result, against in zip(results, chosen)
+        ]
+        explained = []
+        for result, against, pair in zip(results, chosen, self.closest_sentences(pairs)):
+            phrases = merge_phrases(
+                [self.shared_phrases(seed.text, result.paper.text) for _, seed in against]
+            )
+            explained.append(
+                dataclasses.replace(
+                    result, phrases=tuple(phrases), sentences=() if pair is None else (pair,)
+                )
+            )
+        return explained
 
     def excluded_rows(self, exclude: Sequence[str]) -> set[int]:
         """Hook: the rows a query leaves out for these IDs (`exclude=`); an index with segments
@@ -290,6 +375,9 @@ class Explanation:
     lexical_cosine: float | None
     shared_terms: tuple[str, ...]
     top_terms: tuple[str, ...]  # the paper's own highest TF-IDF terms
+    # the phrases the two share and their closest pair of sentences (`with_reasons`)
+    phrases: tuple[str, ...] = ()
+    sentences: tuple[SentencePair, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -300,7 +388,19 @@ class Explanation:
             "lexical_cosine": self.lexical_cosine,
             "shared_terms": list(self.shared_terms),
             "top_terms": list(self.top_terms),
+            "phrases": list(self.phrases),
+            "sentences": [pair.to_dict() for pair in self.sentences],
         }
+
+
+@dataclass(frozen=True)
+class _Reasoned:
+    """A paper to give reasons for outside a result list (`explain`)."""
+
+    paper: Paper
+    because: tuple = ()
+    phrases: tuple[str, ...] = ()
+    sentences: tuple[SentencePair, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,8 @@ import numpy as np
 from ..corpus.papers import Paper
 from ..embed.windows import Chunking, Encoder, pool_windows, split_windows
 from ..errors import IndexMismatchError, InputError, shell_command
-from ..index.catalogue import index_bytes
 from ..index.home import resolve_index_dir
-from ..index.keys import Keys
+from ..index.keys import stored_keys
 from ..index.layout import (
     COLUMN_MAX,
     FAISS,
@@ -46,12 +45,7 @@ class OpenedIndex:
         self.manifest = stored.manifest
         self._size = int(self.manifest["paper_count"])
         # Memory-mapped and searched by bisection: opening reads no list of every key.
-        self.keys = Keys(
-            functools.partial(_load_key_array, stored),
-            lambda name: stored.has(f"keys/{name}.npy"),
-            self._size,
-            functools.partial(_damaged_key_array, stored),
-        )
+        self.keys = stored_keys(stored)
         self._offsets = stored.load_array(OFFSETS, mmap=True)
         if self._offsets.shape != (self._size + 1,):
             raise corrupt(stored, OFFSETS, "does not list every paper")
@@ -290,6 +284,8 @@ class OpenedIndex:
         manifest = dict(self.manifest)
         manifest.pop("files", None)
         manifest["path"] = str(self.stored.index_dir)
+        from ..index.catalogue import index_bytes
+
         manifest["bytes"] = index_bytes(self.manifest)
         return manifest
 
@@ -325,6 +321,13 @@ class OpenedIndex:
         vectors = encoder.encode([piece for piece, _ in pieces])
         return pool_windows(vectors, [count for _, count in pieces])
 
+    def encode_sentences(self, sentences: list[str]) -> np.ndarray:
+        """Short texts (sentences) as one vector each, by the query encoder (loaded on first use;
+        a text past the model's length is cut as the model cuts it)."""
+        if self._query_encoder is None:
+            self._query_encoder = self.new_query_encoder()
+        return self._query_encoder.encode(list(sentences))
+
     def new_query_encoder(self) -> Encoder:
         """Hook: the encoder of free texts, made on the first one (`PaperIndex` loads the
         index's own, `paper_index.load_query_encoder`)."""
@@ -347,14 +350,6 @@ def check_text(text: str, what: str) -> None:
         raise InputError(
             f"{what} is not valid UTF-8{byte}: use a UTF-8 terminal or re-type the text"
         ) from None
-
-
-def _load_key_array(stored: StoredIndex, name: str) -> np.ndarray:
-    return stored.load_array(f"keys/{name}.npy", mmap=True)
-
-
-def _damaged_key_array(stored: StoredIndex, name: str, problem: str) -> Exception:
-    return corrupt(stored, f"keys/{name}.npy", problem)
 
 
 def _replaced_model_folder(model: str, built_identity: str | None) -> bool:

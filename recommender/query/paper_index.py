@@ -8,8 +8,6 @@ similarity queries (`similarity.py`) and text search (`search.py`), both ranked 
 
 from __future__ import annotations
 
-from ..embed import loading
-from ..embed.static_encoder import CONFIG_FILE as STATIC_CONFIG
 from ..embed.windows import Encoder
 from ..index.layout import QUERY_ENCODER
 from ..index.stored import StoredIndex, corrupt
@@ -33,11 +31,14 @@ __all__ = [
 def load_query_encoder(stored: StoredIndex, model: str) -> Encoder:
     """The encoder the index's papers were encoded with, light where it can be: its ONNX export (at
     the index's precision) or static embeddings when there are, else the full model (fp32 only)."""
+    from ..embed import loading
+    from ..embed.models import export_required
+    from ..embed.static_encoder import CONFIG_FILE as STATIC_CONFIG
+
     if stored.has(f"{QUERY_ENCODER}/model.onnx") or stored.has(f"{QUERY_ENCODER}/{STATIC_CONFIG}"):
         return loading.load_exported_encoder(stored.file(QUERY_ENCODER), model)
-    if (
-        stored.manifest.get("precision", "fp32") != "fp32"
-        or stored.manifest.get("query_encoder") == "static"
+    if export_required(
+        stored.manifest.get("query_encoder"), stored.manifest.get("precision", "fp32")
     ):
         raise corrupt(
             stored,

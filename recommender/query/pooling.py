@@ -16,6 +16,7 @@ from ..index.lexical import SparseVector, best_rows
 from .opened import OpenedIndex
 from .profiles import best_topic, profile_scores
 from .ranking import POOL, check_options, fuse, order_by_score, select
+from .reasons import SentencePair
 
 # The seeds "because of" names at most (`Recommendation.because`): those with the best scores of a
 # paper.
@@ -35,6 +36,10 @@ class Recommendation:
     # With several seeds: the one to three seeds whose scores made this paper's (its best), each
     # (ID, handle, embedding cosine with this paper), closest first.
     because: tuple[tuple[str, str, float], ...] = ()
+    # With `why`: the phrases this paper shares with its seeds (or the search text), heaviest
+    # first, and the closest pair of sentences with each seed (query/reasons.py).
+    phrases: tuple[str, ...] = ()
+    sentences: tuple[SentencePair, ...] = ()
 
     @property
     def id(self) -> str:
@@ -52,6 +57,8 @@ class Recommendation:
                 {"id": seed, "handle": handle, "cosine": round(cosine, 4)}
                 for seed, handle, cosine in self.because
             ],
+            "phrases": list(self.phrases),
+            "sentences": [pair.to_dict() for pair in self.sentences],
         }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..corpus.papers import Paper
 from ..errors import InputError
 from .lookups import IndexLookups, printable
 from .opened import check_text
@@ -33,7 +34,7 @@ class TextSearch(IndexLookups):
         lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
         if mode == "lexical" and lexical_query is not None and len(lexical_query.indices) == 0:
             raise InputError(self._nothing_to_match(text))
-        return rank_candidates(
+        results = rank_candidates(
             self,
             [Query(dense_query, lexical_query)],
             k,
@@ -44,6 +45,9 @@ class TextSearch(IndexLookups):
             why,
             mode,
         )
+        if not why or not results:
+            return results
+        return self.with_reasons(results, [(None, Paper("", "", text))])
 
     def _nothing_to_match(self, text: str) -> str:
         """Why a text has no TF-IDF terms: stop words only (`the of and`), or words no paper has."""

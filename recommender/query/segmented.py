@@ -26,7 +26,7 @@ from ..errors import IndexBusyError, IndexMissingError, PaperNotFoundError
 from ..index import segments as segment_store
 from ..index.ann import search_index
 from ..index.home import resolve_index_dir
-from ..index.lexical import LexicalIndex, SparseVector, best_rows
+from ..index.lexical import LexicalIndex, SparseVector, best_rows, column_counts
 from ..index.stored import corrupt
 from . import paper_index as single
 from .paper_index import PaperIndex
@@ -41,7 +41,7 @@ def open_index(
     for _ in range(5):
         listed = segment_store.read_segments(index_dir) if index_dir.is_dir() else None
         base = PaperIndex.open(index, model=model, verify=verify)
-        if listed is None or not listed.segments and not listed.tombstones:
+        if listed is None or not (listed.segments or listed.tombstones or listed.aliases):
             return base
         if (
             base.stored.folder.name != listed.base
@@ -292,6 +292,10 @@ class SegmentedIndex(PaperIndex):
             raise PaperNotFoundError(
                 f"paper '{reference}' was removed from the index (`papers remove`)"
             )
+        kept = self.listed.alias_of(reference)  # another ID of a paper `papers add` left out
+        found = self.row_of_id(kept) if kept is not None else None
+        if found is not None:
+            return found
         return self.parts[0].resolve(reference)  # the base's message, with the names nearest
 
     def find_papers(self, papers: Sequence[Paper]) -> list[int | None]:
@@ -393,6 +397,8 @@ class _UnionLexical:
         for row in sorted(union.removed_rows()):
             frequencies[self.row_as_stored(row).indices] -= 1
         live = len(union) - len(union.removed_rows())
+        self.frequencies, self.live = np.maximum(frequencies, 0), live
+        self._columns: dict[str, int] | None = None
         rebuilt = np.log((1 + live) / (1 + np.maximum(frequencies, 0))) + 1
         self.ratio = (rebuilt / np.asarray(self.base.idf, dtype=np.float64)).astype(np.float64)
         based = len(union.parts[0])  # the segments' IDF of a word the base lacks (FixedTerms)
@@ -529,6 +535,11 @@ class _UnionLexical:
             rows, lambda part, own: part.lexical.scores_at(stored_query, own)
         )
         return (np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32)
+
+    def document_counts(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        if self._columns is None:
+            self._columns = {term: column for column, term in enumerate(self.vocabulary)}
+        return column_counts(self._columns, self.frequencies, terms), self.live
 
     def shared_terms(self, query: SparseVector, row: int, limit: int = 3) -> list[str]:
         part, own = self._locate(row)

@@ -121,7 +121,7 @@ class SimilarQueries(IndexLookups):
             named = [(self.ids[row], handles[row]) for row in positives] + [
                 (paper.id, paper.handle or paper.id) for paper in outside
             ]
-        return rank_candidates(
+        results = rank_candidates(
             self,
             queries,
             k,
@@ -135,6 +135,11 @@ class SimilarQueries(IndexLookups):
             named,
             centroid,
             candidates,
+        )
+        if not why or not results:
+            return results
+        return self.with_reasons(
+            results, [(paper.id, paper) for paper in [*self.papers_at(positives), *outside]]
         )
 
     def like_each(
@@ -163,11 +168,13 @@ class SimilarQueries(IndexLookups):
             for i, scores in zip(batch, lexical):
                 query = queries[i]
                 query.dense_found, query.batched, query.lexical_scores = found[i], True, scores
-                results.append(
-                    rank_candidates(
-                        self, [query], k, {rows[i]}, {rows[i]}, None, None, why, "hybrid"
-                    )
+                ranked = rank_candidates(
+                    self, [query], k, {rows[i]}, {rows[i]}, None, None, why, "hybrid"
                 )
+                if why and ranked:
+                    seed = self.papers_at([rows[i]])[0]
+                    ranked = self.with_reasons(ranked, [(seed.id, seed)])
+                results.append(ranked)
                 # its scores of every paper are not kept past its list (the slot is not read again)
                 queries[i] = None  # type: ignore[call-overload]
         return results

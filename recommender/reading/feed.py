@@ -10,7 +10,9 @@ by one with each new part recorded. A paper keeps its first arrival: a rebuild o
 makes only the papers that were not in the index before new. `since` "last" lists the papers of
 later generations than the tag's last read (a tag never read: those whose part was made after
 its first paper was tagged); a date lists those whose part was made on or after it. A feed's
-read is recorded only once it was written (`mark_read`).
+read is recorded only once it was written (`mark_read`), and only for a feed since the last read:
+each reader (the digest `papers feed` writes, the web app, one named with `--reader`) has its own
+place, and a look since a date moves none.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from pathlib import Path
 from ..errors import InputError
 from ..index.layout import MANIFEST
 from ..query.paper_index import PaperIndex, Recommendation
-from .tags import TagStore, check_tag, recommend_for_tags
+from .tags import DIGEST, TagStore, check_tag, recommend_for_tags
 
 LAST = "last"
+#: The web app's place in each feed (`papers serve`): its own, apart from the digest's.
+WEB = "web"
 # A feed scores each new paper against each seed of the profile (no candidate pool): past this many
 # new papers that is the work of ranking the whole index, which `like` does with its pool instead.
 MOST_NEW = 200_000
@@ -43,6 +47,14 @@ class Feed:
     results: list[Recommendation]
     generation: int  # the arrival generation the feed covers
     made: float  # when the feed was made (seconds since the epoch)
+    reader: str = DIGEST  # whose place in the feed it was read from
+    unseeded: bool = False  # its tags hold no paper yet: nothing ranks for them
+
+    @property
+    def moves(self) -> bool:
+        """Whether reading this feed moves its reader's place: a feed since the last read does,
+        a look since a date does not."""
+        return self.since == LAST
 
 
 def parse_since(since: str | None) -> float | None:
@@ -58,6 +70,10 @@ def parse_since(since: str | None) -> float | None:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
+    try:
+        when.astimezone(dt.timezone.utc)
+    except OverflowError:  # before the year 1 in UTC (0001-01-01T00:00+14:00): as early as can be
+        when = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
     return when.timestamp()
 
 
@@ -92,10 +108,13 @@ def feed(
     since: str | None = LAST,
     k: int = 10,
     mode: str = "hybrid",
+    reader: str = DIGEST,
 ) -> Feed:
     """The papers new for these tags (as one profile), best first, each with the seeds it is there
-    because of. Records the index's parts' arrivals; records no read (`mark_read` does, once
-    written).
+    because of: with `since` "last", new since this reader last read them (each reader of a feed,
+    the digest, the web app, has its own place). Records the index's parts' arrivals; records no
+    read (`mark_read` does, once written). Tags that hold no paper yet make an empty feed
+    (`Feed.unseeded`): nothing ranks for them.
     """
     names = tuple(dict.fromkeys(check_tag(name) for name in names))
     if not names:
@@ -109,7 +128,7 @@ def feed(
         arrived_set: set[str] = set()
         starts = []
         for name in names:
-            read = tags.feed_read(name)
+            read = tags.feed_read(name, reader)
             if read is not None:
                 arrived_set.update(tags.arrived(after_generation=read[0]))
                 starts.append(read[1])
@@ -123,6 +142,7 @@ def feed(
     else:
         arrived = tags.arrived(since=after_date)
         after = _iso(after_date)
+    shown_since = LAST if after_date is None else str(since).strip()
     if len(arrived) > MOST_NEW:
         raise InputError(
             f"{len(arrived):,} papers arrived since {after}: more than a feed ranks "
@@ -140,19 +160,13 @@ def feed(
         for row in _rows_of(recommender, [paper for paper in arrived if paper not in left_out])
         if row not in removed
     ]
+    if not any(tags.papers(name) for name in names):
+        return Feed(names, shown_since, after, 0, [], generation, made, reader, unseeded=True)
     results = recommend_for_tags(
         recommender, tags, names, k=k, mode=mode, why=True, exclude_seen=names, candidates=rows
     )
     results = _with_the_one_seed(recommender, tags, names, results)
-    return Feed(
-        names,
-        LAST if after_date is None else str(since).strip(),
-        after,
-        len(rows),
-        results,
-        generation,
-        made,
-    )
+    return Feed(names, shown_since, after, len(rows), results, generation, made, reader)
 
 
 def _with_the_one_seed(
@@ -188,11 +202,28 @@ def _with_the_one_seed(
     ]
 
 
-def mark_read(tags: TagStore, made: Feed) -> None:
-    """Record that a feed was read: the next `last` feed of its tags lists only papers newer than
-    it."""
-    tags.mark_feed_read(made.tags, made.generation, made.made)
+def mark_read(tags: TagStore, made: Feed) -> bool:
+    """Record that a feed since the last read was read: its reader's next `last` feed of its tags
+    lists only papers newer than it. A look since a date moves nothing. Returns whether the place
+    moved."""
+    if not made.moves:
+        return False
+    tags.mark_feed_read(made.tags, made.generation, made.made, made.reader)
+    return True
 
 
 def _iso(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def mark_read_up_to(
+    recommender: PaperIndex, tags: TagStore, names: Sequence[str], generation: int, reader: str
+) -> None:
+    """Record that a reader read these tags' feeds as they stood at an arrival generation (one
+    shown earlier, as the web app's "Mark all read" sends it back): papers that arrived after it
+    stay new."""
+    names = [check_tag(name) for name in names]
+    current = tags.record_arrivals(index_parts(recommender))
+    if not 0 <= generation <= current:
+        raise InputError(f"feed generation {generation} is not one shown: reload the feed")
+    tags.mark_feed_read(names, generation, time.time(), reader)

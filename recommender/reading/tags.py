@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import files
 from ..errors import InputError, PaperNotFoundError, RecommenderError
 from ..index.layout import tags_path
-from ..index.stored import collection_memberships
+from ..index.stored import collection_memberships, collections_left_out
 from ..query.paper_index import PaperIndex, Recommendation
 
 #: How long a tag's change waits for another process changing the tags (SQLite's busy timeout).
@@ -22,6 +22,8 @@ TAG_RULE = (
     "without a space or '/' at either end or an empty folder ('//')"
 )
 UNIX_EPOCH_JULIAN_DAY = 2440587.5  # SQLite's julianday('now') of 1970-01-01T00:00Z
+#: The reader of a feed whose place `papers feed` reads and moves unless told another.
+DIGEST = "digest"
 PAPERS_A_TAG = 10_000  # a tag is a reading list, not a corpus: bounds what a profile averages
 
 
@@ -56,12 +58,22 @@ class TagStore:
         self.path = tags_path(self.index_dir)
 
     def collections(self) -> dict[str, list[str]]:
-        """The index's collections with their paper IDs (those with a valid tag name)."""
-        return {
+        """The index's collections with their paper IDs (those with a valid tag name), those none
+        of whose items became papers included, with none."""
+        found = {
             name: ids
             for name, ids in collection_memberships(self.index_dir).items()
             if _valid_tag(name)
         }
+        for name in collections_left_out(self.index_dir):
+            if _valid_tag(name):
+                found.setdefault(name, [])
+        return found
+
+    def left_out(self, tag: str) -> dict[str, int]:
+        """How many of a collection's items did not become papers, by reason ({} for a tag that is
+        not a collection, or one all of whose items did)."""
+        return dict(collections_left_out(self.index_dir).get(tag, {}))
 
     @contextlib.contextmanager
     def _connection(self, write: bool = False) -> Iterator:
@@ -206,21 +218,22 @@ class TagStore:
                 )
             ]
 
-    # -- the feed's bookkeeping (reading/feed.py): when each paper arrived, when each tag's feed
-    # was read
+    # -- the feed's bookkeeping (reading/feed.py): when each paper arrived, where each reader of
+    # each tag's feed has read to
 
     def record_arrivals(self, parts: Sequence[tuple[str, float, Sequence[str]]]) -> int:
         """Record the papers of index parts (name, when the part was made, its IDs) not recorded
         before; a paper keeps its first arrival (a rebuild or compaction does not make it new).
         Returns the arrival generation now current: it grows by one each time new parts are
         recorded."""
-        with self._connection(write=True) as connection:
-            _create_feed_tables(connection)
+        with self._feed_records(write=True) as connection:
             connection.execute("BEGIN IMMEDIATE")  # two feeds at once: one records, then the other
             known = {name for (name,) in connection.execute("SELECT part FROM arrival_parts")}
-            generation = connection.execute(
-                "SELECT coalesce(max(noticed), 0) FROM arrival_parts"
-            ).fetchone()[0]
+            generation = _whole(
+                connection.execute(
+                    "SELECT coalesce(max(noticed), 0) FROM arrival_parts"
+                ).fetchone()[0]
+            )
             fresh = [part for part in parts if part[0] not in known]
             if fresh:
                 generation += 1
@@ -233,19 +246,13 @@ class TagStore:
                         "INSERT OR IGNORE INTO arrival_parts (part, noticed) VALUES (?, ?)",
                         (name, generation),
                     )
-            return int(generation)
+            return generation
 
     def arrived(self, after_generation: int | None = None, since: float | None = None) -> list[str]:
         """IDs recorded after an arrival generation, or made at or after `since` (seconds since
         the epoch)."""
-        with self._connection() as connection:
-            if (
-                connection is None
-                or connection.execute(
-                    "SELECT 1 FROM sqlite_master WHERE name = 'arrivals'"
-                ).fetchone()
-                is None
-            ):
+        with self._feed_records() as connection:
+            if connection is None or not _has(connection, "arrivals"):
                 return []
             if since is not None:
                 rows = connection.execute("SELECT paper FROM arrivals WHERE added >= ?", (since,))
@@ -253,7 +260,7 @@ class TagStore:
                 rows = connection.execute(
                     "SELECT paper FROM arrivals WHERE noticed > ?", (after_generation or 0,)
                 )
-            return [paper for (paper,) in rows]
+            return [str(paper) for (paper,) in rows]
 
     def first_tagged(self, tag: str) -> float | None:
         """When the tag's first paper was tagged (seconds since the epoch), None if it holds
@@ -267,32 +274,65 @@ class TagStore:
             ).fetchone()
             return None if day is None else (float(day) - UNIX_EPOCH_JULIAN_DAY) * 86400.0
 
-    def feed_read(self, tag: str) -> tuple[int, float] | None:
-        """(arrival generation, when: seconds since the epoch) of a tag's last feed read, None if
-        never."""
+    def feed_read(self, tag: str, reader: str = DIGEST) -> tuple[int, float] | None:
+        """(arrival generation, when: seconds since the epoch) of a reader's last read of a tag's
+        feed, None if never. Each reader has its own place: the digest `papers feed` writes, the
+        web app's feed page, a reader named with `papers feed --reader`."""
         check_tag(tag)
-        with self._connection() as connection:
-            if (
-                connection is None
-                or connection.execute(
-                    "SELECT 1 FROM sqlite_master WHERE name = 'feed_reads'"
-                ).fetchone()
-                is None
-            ):
+        with self._feed_records() as connection:
+            if connection is None:
                 return None
-            found = connection.execute(
-                "SELECT noticed, read FROM feed_reads WHERE tag = ?", (tag,)
-            ).fetchone()
-            return None if found is None else (int(found[0]), float(found[1]))
+            found = None
+            if _has(connection, "feed_places"):
+                found = connection.execute(
+                    "SELECT noticed, read FROM feed_places WHERE reader = ? AND tag = ?",
+                    (reader, tag),
+                ).fetchone()
+            if found is None and reader == DIGEST and _has(connection, "feed_reads"):
+                # Kept from before readers had places: the CLI's digest read these
+                found = connection.execute(
+                    "SELECT noticed, read FROM feed_reads WHERE tag = ?", (tag,)
+                ).fetchone()
+            return None if found is None else (_whole(found[0]), _number(found[1]))
 
-    def mark_feed_read(self, tags: Sequence[str], generation: int, when: float) -> None:
-        """Record that these tags' feeds were read up to an arrival generation."""
-        with self._connection(write=True) as connection:
-            _create_feed_tables(connection)
+    def mark_feed_read(
+        self, tags: Sequence[str], generation: int, when: float, reader: str = DIGEST
+    ) -> None:
+        """Record that a reader read these tags' feeds up to an arrival generation."""
+        rows = [(reader, check_tag(tag), generation, when) for tag in tags]
+        with self._feed_records(write=True) as connection:
             connection.executemany(
-                "INSERT OR REPLACE INTO feed_reads (tag, noticed, read) VALUES (?, ?, ?)",
-                ((check_tag(tag), generation, when) for tag in tags),
+                "INSERT OR REPLACE INTO feed_places (reader, tag, noticed, read)"
+                " VALUES (?, ?, ?, ?)",
+                rows,
             )
+
+    @contextlib.contextmanager
+    def _feed_records(self, write: bool = False) -> Iterator:
+        """A connection to the feed's tables (created when writing); a damaged one (a table of
+        another shape, values of another type) is one error that says how to start them again."""
+        import sqlite3
+
+        with self._connection(write=write) as connection:
+            try:
+                if write:
+                    _create_feed_tables(connection)
+                yield connection
+            except (sqlite3.OperationalError, sqlite3.IntegrityError) as error:
+                if isinstance(error, sqlite3.OperationalError) and not any(
+                    word in str(error) for word in ("column", "already exists", "no such table")
+                ):
+                    raise  # locked, I/O: the connection's own message
+                raise self._damaged_feed(error) from None
+            except (ValueError, TypeError, OverflowError) as error:
+                raise self._damaged_feed(error) from None
+
+    def _damaged_feed(self, error: Exception) -> RecommenderError:
+        return RecommenderError(
+            f"tags {self.path}: the feed's records are damaged ({str(error)[:120]}): drop its"
+            f" tables ({', '.join(FEED_TABLES)}) with sqlite3; the tags are kept, and every paper"
+            " is new once more"
+        )
 
     @staticmethod
     def _has_table(connection) -> bool:
@@ -318,6 +358,32 @@ def _create_marks(connection) -> None:
     )
 
 
+#: The feed's own tables in the tags database.
+FEED_TABLES = ("arrivals", "arrival_parts", "feed_places", "feed_reads")
+
+
+def _has(connection, table: str) -> bool:
+    return (
+        connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone()
+        is not None
+    )
+
+
+def _whole(value) -> int:
+    """A generation read back: a whole number (a damaged table's text or real is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"generation {str(value)[:20]!r} is not a whole number")
+    return value
+
+
+def _number(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise ValueError(f"time {str(value)[:20]!r} is not a number")
+    return float(value)
+
+
 def _create_feed_tables(connection) -> None:
     # noticed: the arrival generation that recorded a paper or part (a counter, so no clock is
     # trusted); added: when its part was made, for `since` a date.
@@ -328,10 +394,22 @@ def _create_feed_tables(connection) -> None:
     connection.execute(
         "CREATE TABLE IF NOT EXISTS arrival_parts (part TEXT PRIMARY KEY, noticed INTEGER NOT NULL)"
     )
+    # Where each reader (the digest, the web app, one named with --reader) has read each tag's
+    # feed to; feed_reads, the digest's places before readers had their own, is only read.
     connection.execute(
-        "CREATE TABLE IF NOT EXISTS feed_reads (tag TEXT PRIMARY KEY, "
-        "noticed INTEGER NOT NULL, read REAL NOT NULL)"
+        "CREATE TABLE IF NOT EXISTS feed_places (reader TEXT NOT NULL, tag TEXT NOT NULL, "
+        "noticed INTEGER NOT NULL, read REAL NOT NULL, PRIMARY KEY (reader, tag))"
     )
+
+
+def items_note(papers: int, left_out: dict[str, int]) -> str:
+    """What a collection's tag says of its items ("3 of 7 items; 4 have no title"), "" when every
+    item became a paper."""
+    if not left_out:
+        return ""
+    total = papers + sum(left_out.values())
+    reasons = "; ".join(f"{count} {reason}" for reason, count in left_out.items())
+    return f"{papers} of {total} items; {reasons}"
 
 
 def tag_paper(recommender: PaperIndex, tags: TagStore, tag: str, reference: str) -> list[str]:
@@ -393,6 +471,12 @@ def recommend_for_tags(
         raise InputError("no tag given: name at least one tag")
     tagged = [paper for name in names for paper in tags.papers(name)]
     if not tagged:
+        left_out = tags.left_out(names[0]) if len(names) == 1 else {}
+        if left_out:  # a collection none of whose items became a paper
+            raise PaperNotFoundError(
+                f"collection '{names[0]}' holds no papers ({items_note(0, left_out)}): give its"
+                " items titles in the library and build again, or tag some papers"
+            )
         raise PaperNotFoundError(
             f"tag '{names[0]}' holds no papers: tag some first"
             if len(names) == 1

@@ -19,6 +19,27 @@ AUTHORS_SHOWN = 6  # more are "et al." in the digest, as digests show them
 ABSTRACT_CHARACTERS = 1200  # longer abstracts end in "…" in the digest; the link has the rest
 
 
+def reading_date(iso: str) -> str:
+    """An ISO time (UTC) as people read it: "4 December 2026", with the time of day ("4 December
+    2026, 07:00 UTC") unless it is midnight."""
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(dt.timezone.utc)
+    except (ValueError, OverflowError):
+        return iso
+    day = f"{when.day} {when.strftime('%B')} {when.year}"
+    if (when.hour, when.minute) == (0, 0):
+        return day
+    return f"{day}, {when.strftime('%H:%M')} UTC"
+
+
+def feed_heading(tags: Sequence[str], after: str | None) -> str:
+    """A feed's heading: "New papers for mine since 4 December 2026, 07:00 UTC"."""
+    heading = f"New papers for {', '.join(tags)}"
+    return heading + (f" since {reading_date(after)}" if after else "")
+
+
 def render_feed(results: Sequence, fmt: str, heading: str = "", width: int | None = None) -> str:
     """A feed's results: `like --tag --why`'s table, JSON or Markdown, or the HTML digest."""
     if fmt == "html":
@@ -75,15 +96,19 @@ def _card(result) -> str:
     if paper.venue:
         facts.append(_text(paper.venue))
     because = ", ".join(f"{_text(handle)} ({cosine:.2f})" for _, handle, cosine in result.because)
-    terms = ", ".join(_text(term) for term in result.why)
+    terms = ", ".join(_text(term) for term in result.phrases or result.why)
     why = "; ".join(
         part
         for part in (
             f"because of {because}" if because else "",
-            f"shared terms: {terms}" if terms else "",
+            f"shares: {terms}" if terms else "",
         )
         if part
     )
+    sentences = [
+        f"“{_text(pair.seed_sentence)}” ~ “{_text(pair.paper_sentence)}” ({pair.cosine:.2f})"
+        for pair in result.sentences
+    ]
     lines = [
         f'<div style="{_CARD}">',
         f"<div>{heading}</div>",
@@ -97,6 +122,7 @@ def _card(result) -> str:
         )
         + "</p>",
         f'<p style="{_SMALL}"><b>Why:</b> {why}</p>' if why else "",
+        *(f'<p style="{_SMALL}">{sentence}</p>' for sentence in sentences),
         (
             f'<p style="{_ABSTRACT}">{_text(shorten(paper.abstract, ABSTRACT_CHARACTERS))}</p>'
             if paper.abstract

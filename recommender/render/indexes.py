@@ -75,6 +75,15 @@ def render_build_summary(report) -> str:
         f"encoded {report.encoded}, reused {report.reused} from the cache "
         f"({report.index_kind} search)"
     )
+    kinds = dict(report.text_from)
+    if set(kinds) - {"abstract"}:  # only where some text is not an abstract
+        words = {
+            "abstract": "with abstracts",
+            "full text": "from full texts",
+            "pdf": "from PDFs",
+            "title only": "title only",
+        }
+        line += "; " + ", ".join(f"{count} {words[kind]}" for kind, count in kinds.items())
     changes = report.changes
     if changes is not None and (changes.added or changes.changed or changes.removed):
         line += (

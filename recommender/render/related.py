@@ -134,7 +134,8 @@ def related_record(item: RelatedList, why: bool) -> dict:
     row = item.to_dict()
     if not why:
         for related in row["related"]:
-            related.pop("why")
+            for key in ("why", "phrases", "sentences"):
+                related.pop(key)
     return row
 
 
@@ -160,8 +161,12 @@ def _markdown(item: RelatedList, why: bool) -> str:
         if other.code_links:
             line += f" Code: {code_links(other)}"
         lines.append(line)
-        if why and related.why:
-            lines.append(f"   Shared terms: {md(', '.join(related.why))}")
+        if why and (related.phrases or related.why):
+            lines.append(f"   Shares: {md(', '.join(related.phrases or related.why))}")
+        for pair in related.sentences if why else ():
+            lines.append(
+                f"   “{md(pair.seed_sentence)}” ~ “{md(pair.paper_sentence)}” ({pair.cosine:.2f})"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -203,6 +203,24 @@ def result_records(results: Sequence) -> list[dict]:
     return [result.to_dict() for result in results]
 
 
+SCORE_DECIMALS = 3  # a score's decimals in a table, more where fewer would show a false tie
+MOST_SCORE_DECIMALS = 6
+
+
+def score_texts(scores: Sequence[float]) -> list[str]:
+    """Scores as a table shows them: 3 decimals, or as many more (up to 6) as it takes for
+    different scores to read differently and a score below 1 never reads as 1, so that two
+    equal scores shown are a tie, not a rounding (two papers at 1.000 read as duplicates)."""
+    values = [float(score) for score in scores]
+    for decimals in range(SCORE_DECIMALS, MOST_SCORE_DECIMALS + 1):
+        texts = [f"{value:.{decimals}f}" for value in values]
+        if len(set(texts)) == len(set(values)) and not any(
+            value < 1 and float(text) >= 1 for value, text in zip(values, texts)
+        ):
+            break
+    return texts
+
+
 def render_results(results: Sequence, fmt: str, why: bool = False, width: int | None = None) -> str:
     """Recommendations as a readable table or a machine format."""
     rows = result_records(results)
@@ -210,13 +228,16 @@ def render_results(results: Sequence, fmt: str, why: bool = False, width: int | 
     table = {"rank": 0, "score": 0, "id": 0, "title": LABEL_WIDTH, "snippet": SNIPPET_WIDTH}
     if why:
         table = {"rank": 0, "score": 0, "id": 0, "title": LABEL_WIDTH, "why": 40}
-    for row in rows:
-        row["score"] = f"{row['score']:.3f}" if fmt in ("table", "markdown") else row["score"]
+    shown = score_texts([row["score"] for row in rows])
+    for row, text in zip(rows, shown):
+        row["score"] = text if fmt in ("table", "markdown") else row["score"]
         if (
             why and row.get("because") and fmt in ("table", "markdown")
         ):  # the seeds first, then the terms
             seeds = ", ".join(f"{seed['handle']} ({seed['cosine']:.2f})" for seed in row["because"])
             row["why"] = [f"because of {seeds}", *row["why"]]
+        if why and fmt in ("table", "markdown"):
+            row["why"] = reason_lines(row)
     if fmt == "table" and not rows:
         return "no papers found\n"
     if fmt == "markdown":
@@ -233,6 +254,26 @@ def render_results(results: Sequence, fmt: str, why: bool = False, width: int | 
         ]
         return markdown_table(rows, shown + (["why"] if why else []), _MARKDOWN_CELLS)
     return render(rows, columns, fmt, table, width)
+
+
+REASON_SENTENCE_WIDTH = 90  # a sentence of a reason longer than this is cut, with "…"
+
+
+def reason_lines(row: dict) -> list[str]:
+    """A result's reasons as the table and Markdown show them: the seeds it is there because of,
+    the phrases it shares with them (its shared terms when it shares no phrase), and the closest
+    pair of sentences."""
+    lines = [line for line in row["why"] if line.startswith("because of ")]
+    terms = [line for line in row["why"] if not line.startswith("because of ")]
+    phrases = row.get("phrases") or terms
+    if phrases:
+        lines.append("shares: " + ", ".join(phrases))
+    for pair in row.get("sentences") or ():
+        lines.append(
+            f"“{shorten(pair['seed_sentence'], REASON_SENTENCE_WIDTH)}” ~"
+            f" “{shorten(pair['paper_sentence'], REASON_SENTENCE_WIDTH)}” ({pair['cosine']:.2f})"
+        )
+    return lines
 
 
 def paper_record(paper) -> dict:
@@ -284,6 +325,7 @@ def render_paper(paper, fmt: str) -> str:
         ("url", paper.url),
         ("code", LIST_SEPARATOR.join(paper.code_links)),
         ("source", paper.source),
+        ("text", "" if paper.text_from == "abstract" else paper.text_from),
     ]
     for name, value in fields:
         if value not in ("", None):
@@ -302,6 +344,7 @@ def _paper_markdown(paper) -> str:
         ("handle", md(paper.handle)),
         ("code", ", ".join(md_link(link) for link in paper.code_links)),
         ("source", md(paper.source)),
+        ("text", "" if paper.text_from == "abstract" else md(paper.text_from)),
     ]
     lines += [f"- **{name}**: {value}" for name, value in fields if value]
     return "\n".join(lines + ["", md_latex(paper.abstract)]) + "\n"
@@ -316,6 +359,9 @@ def render_info(info: dict, fmt: str) -> str:
             )
             + "\n"
         )
+    from ..embed.models import model_facts
+
+    precision = model_facts(info["model"]).precision_words(info.get("precision", "fp32"))
     chunking = info.get("chunking", {})
     index = info.get("index", {})
     size = chunking.get("max_tokens") or "model-max"
@@ -342,7 +388,7 @@ def render_info(info: dict, fmt: str) -> str:
         ),
         (
             "model",
-            f"{info['model']} ({info['dimension']} dimensions, {info.get('precision', 'fp32')})",
+            f"{info['model']} ({info['dimension']} dimensions, {precision})",
         ),
         ("long texts", windows),
         ("search", f"{index.get('kind')}: {index.get('reason')}"),

@@ -114,7 +114,11 @@ def like(
     diverse: float | None = Query(
         None, ge=0, le=1, description="Maximal marginal relevance (1 = relevance only)."
     ),
-    why: bool = Query(False, description="The terms that tie each paper to the query."),
+    why: bool = Query(
+        False,
+        description="The reasons that tie each paper to the query: shared terms (why), phrases"
+        " and the closest pair of sentences.",
+    ),
     exclude: list[str] = Query([], description="Paper IDs to leave out (repeatable)."),
 ):
     check_count("id", id)
@@ -280,8 +284,17 @@ def check_tag_segment(request: Request, tag: str, position: int = 3) -> None:
 
 @router.get("/tags", summary="Every tag with its paper IDs (the index's collections among them)")
 def tags(request: Request):
+    store = request.app.state.tags
     return JSONResponse(
-        [{"tag": name, "papers": ids} for name, ids in request.app.state.tags.tags().items()]
+        [
+            {
+                "tag": name,
+                "papers": ids,
+                # a collection some of whose items did not become papers: why
+                **({"left_out": store.left_out(name)} if store.left_out(name) else {}),
+            }
+            for name, ids in store.tags().items()
+        ]
     )
 
 
@@ -367,12 +380,15 @@ def feed(
     since: str = Query("last", max_length=40, description="last, or a date: 2026-12-01."),
     k: int = k_parameter(20),
 ):
+    from ..reading.feed import WEB
     from ..reading.feed import feed as make_feed
 
     check_count("tag", tag, 20)
-    # Reading records no read: `papers feed` and the Seen buttons do.
+    # The web app's own place in the feed; reading moves it not: the page's "Mark all read" does.
     with lease(request) as opened:
-        made = make_feed(opened.recommender, request.app.state.tags, tag, since=since, k=k)
+        made = make_feed(
+            opened.recommender, request.app.state.tags, tag, since=since, k=k, reader=WEB
+        )
         return JSONResponse(result_records(made.results))
 
 

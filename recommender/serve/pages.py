@@ -24,6 +24,7 @@ from ..reading.tags import (
     recommend_for_tags,
     unmark_paper,
 )
+from ..render.feed import reading_date
 from .api import (
     MAX_ID,
     MAX_K,
@@ -66,6 +67,7 @@ def templates():
         undefined=jinja2.StrictUndefined,
     )
     environment.filters["web_link"] = web_link
+    environment.filters["reading_date"] = reading_date
     # Every character but letters, digits and "-._~" escaped, "/" too: an ID such as "a/../b" stays
     # one
     # path segment that a browser cannot fold into another path.
@@ -326,12 +328,17 @@ def tag_names(request: Request) -> list[str]:
 
 @router.get("/tags", response_class=HTMLResponse)
 def tags_page(request: Request):
-    return render(request, "tags.html", {"tags": request.app.state.tags.tags()})
+    from ..reading.tags import items_note
+
+    store = request.app.state.tags
+    found = store.tags()
+    notes = {name: items_note(len(ids), store.left_out(name)) for name, ids in found.items()}
+    return render(request, "tags.html", {"tags": found, "notes": notes})
 
 
 def because_card(result) -> dict:
     """A recommendation's card with the seeds it is there because of, each linked to the page
-    that shows why (the shared terms)."""
+    that shows why, and its reasons (the phrases and closest sentences it shares with them)."""
     return dict(
         card(result.paper, result.score),
         because=[
@@ -343,6 +350,8 @@ def because_card(result) -> dict:
             }
             for seed, handle, cosine in result.because
         ],
+        phrases=list(result.phrases),
+        sentences=list(result.sentences),
     )
 
 
@@ -360,7 +369,7 @@ def tag_page(
     tag: str = PathParameter(..., max_length=MAX_TAG),
     k: int = Query(10, ge=1, le=MAX_K),
 ):
-    from ..reading.tags import check_tag
+    from ..reading.tags import check_tag, items_note
 
     store = request.app.state.tags
     with lease(request) as opened:
@@ -395,6 +404,7 @@ def tag_page(
                     for kind in ("not", "seen")
                 ],
                 "collected": collected_ids(request, tag),
+                "items_note": items_note(len(ids), store.left_out(tag)),
             },
         )
 
@@ -407,10 +417,15 @@ def feed_page(
     k: int = Query(20, ge=1, le=MAX_K),
 ):
     """A tag's feed (`papers feed`), with the tag page's "Seen" and "Not interested" buttons."""
+    from ..reading.feed import WEB
     from ..reading.feed import feed as make_feed
 
-    with lease(request) as opened:  # reading records no read: the buttons take papers away
-        made = make_feed(opened.recommender, request.app.state.tags, [tag], since=since, k=k)
+    # The web app's own place in the feed (apart from the digest's): reading it moves nothing;
+    # "Mark all read" moves it, the buttons take papers away.
+    with lease(request) as opened:
+        made = make_feed(
+            opened.recommender, request.app.state.tags, [tag], since=since, k=k, reader=WEB
+        )
         cards = [because_card(r) for r in made.results]
         return render(
             request,
@@ -530,6 +545,23 @@ def resolved_id(request: Request, reference: str) -> str:
             return opened.recommender.id_of(opened.recommender.resolve(reference))
         except PaperNotFoundError:
             return reference
+
+
+@router.post("/feed/read")
+def feed_read_form(
+    request: Request,
+    tag: str = Form(..., max_length=MAX_TAG),
+    generation: int = Form(..., ge=0),
+    csrf: str = Form(""),
+):
+    """The feed page's "Mark all read": the web app's place in the tag's feed moves to what the
+    page showed (papers that arrived since stay new)."""
+    from ..reading.feed import WEB, mark_read_up_to
+
+    check_form(request, csrf)
+    with lease(request) as opened:
+        mark_read_up_to(opened.recommender, request.app.state.tags, [tag], generation, WEB)
+    return RedirectResponse(local_path(f"/feed?{urlencode({'tag': tag})}"), status_code=303)
 
 
 def check_form(request: Request, csrf: str | None) -> None:

@@ -13,18 +13,20 @@ from the snapshot. A stopped fetch resumes from its last page (`<out>.resume`).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
+import warnings
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import files
-from ...errors import InputError, RecommenderError
-from .http import PoliteClient
+from ...errors import InputError, LimitError, RecommenderError
+from ..identifiers import id_fault, shown_id
+from ..readers import InputWarning
+from .http import RESUMES, Bounds, PoliteClient
+from .pages import Pages, fingerprint, folder_for
 
 BASE_URL = "https://oaipmh.arxiv.org/oai"
 DELAY_SECONDS = 3.0  # arXiv's documented politeness: one request every three seconds
@@ -37,11 +39,12 @@ DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 @dataclass(frozen=True)
 class FetchReport:
-    out: Path
+    records: Pages  # the fetched records, to deliver
     written: int
     malformed: int
     pages: int
     until: str  # the date the next `--since last` starts from
+    odd: int = 0  # records skipped for an ID with control or text-direction characters
 
 
 def oai_set(category: str) -> str:
@@ -64,76 +67,101 @@ def oai_set(category: str) -> str:
 
 def fetch_arxiv(
     category: str,
-    out: str | os.PathLike,
+    pages_root: str | os.PathLike,
+    target: str = "-",
     since: str | None = None,
     base_url: str = BASE_URL,
     delay: float = DELAY_SECONDS,
     retries: int = RETRIES,
     notice: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    bounds: Bounds | None = None,
 ) -> FetchReport:
-    """Every record of `category` changed since `since` (YYYY-MM-DD; None: all) into `out`, written
-    whole or not at all; a stopped fetch resumes from the page it stopped at."""
+    """Every record of `category` changed since `since` (YYYY-MM-DD; None: all), fetched page by
+    page into a folder under `pages_root` (see `pages`; `target` names the output the records are
+    for). A stopped fetch resumes from the page it stopped at; the report's `records` are then
+    delivered by the caller (`Pages.deliver`)."""
     if since is not None and not DATE.match(since):
         raise InputError(f"'{since}' is not a date: give it as YYYY-MM-DD, or 'last'")
-    out = Path(out)
-    resume = out.with_name(out.name + ".resume")
-    partial = out.with_name(out.name + ".partial")
-    wanted = {"category": category, "since": since, "base_url": base_url}
-    state = _read_resume(resume)
-    if state.get("wanted") != wanted or not partial.is_file():
-        state = {"wanted": wanted, "token": None, "pages": 0, "written": 0, "malformed": 0}
-        partial.unlink(missing_ok=True)
-    client = PoliteClient(base_url, delay, retries, notice, sleep)
-    ids = set()
-    if partial.is_file():  # the records of the pages before: not written twice
-        for line in partial.read_text(encoding="utf-8").splitlines():
-            ids.add(json.loads(line)["id"])
+    bounds = bounds or Bounds()
+    wanted = {
+        "service": "arxiv",
+        "category": category,
+        "since": since,
+        "base_url": base_url,
+        "target": target,
+    }
+    fresh: dict = {"token": None, "pages": 0, "written": 0, "malformed": 0, "odd": 0, "seen": []}
+    store = Pages(folder_for(Path(pages_root), wanted), wanted, fresh)
+    state = store.state
+    client = PoliteClient(base_url, delay, retries, notice, sleep, bounds)
     until = time.strftime("%Y-%m-%d", time.gmtime())
-    with open(partial, "a", encoding="utf-8") as sink:
-        while True:
-            if state["token"]:
-                query = {"verb": "ListRecords", "resumptionToken": state["token"]}
-            else:
-                query = {"verb": "ListRecords", "metadataPrefix": "arXiv", "set": oai_set(category)}
-                if since:
-                    query["from"] = since
-            root = _parse(client.get(query), base_url)
-            if root is None:  # noRecordsMatch
-                break
-            records, malformed = _records(root)
-            for record in records:
-                if record["id"] not in ids:
-                    ids.add(record["id"])
-                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    state["written"] += 1
-            sink.flush()
-            os.fsync(sink.fileno())
-            state["malformed"] += malformed
-            state["pages"] += 1
-            token = root.find(f"{OAI}ListRecords/{OAI}resumptionToken")
-            state["token"] = (token.text or "").strip() if token is not None else ""
-            _write_resume(resume, state)
-            if notice is not None:
-                notice(f"page {state['pages']}: {state['written']} records")
-            if not state["token"]:
-                break
-    os.replace(partial, out)
-    resume.unlink(missing_ok=True)
-    return FetchReport(out, state["written"], state["malformed"], state["pages"], until)
+    while True:
+        if state["pages"] >= bounds.max_pages:
+            raise LimitError(
+                f"{base_url} still had pages after the most pages of {bounds.max_pages}: stopped;"
+                f" {RESUMES}",
+                "max_pages",
+            )
+        if state["token"]:
+            query = {"verb": "ListRecords", "resumptionToken": state["token"]}
+        else:
+            query = {"verb": "ListRecords", "metadataPrefix": "arXiv", "set": oai_set(category)}
+            if since:
+                query["from"] = since
+        root = _parse(client.get(query), base_url)
+        if root is None:  # noRecordsMatch
+            break
+        records, malformed = _records(root)
+        token = root.find(f"{OAI}ListRecords/{OAI}resumptionToken")
+        token_text = (token.text or "").strip() if token is not None else ""
+        _check_new_page(state, root, token_text, base_url)
+        kept = [record for record in records if not id_fault(record["id"])]
+        if len(kept) < len(records) and not state["odd"]:
+            first = next(record["id"] for record in records if id_fault(record["id"]))
+            warnings.warn(
+                f"skipped a record whose ID {shown_id(first)} {id_fault(first)}",
+                InputWarning,
+                stacklevel=2,
+            )
+        state["odd"] += len(records) - len(kept)
+        state["written"] += store.add_page(kept)
+        state["malformed"] += malformed
+        state["pages"] += 1
+        state["token"] = token_text
+        store.save()
+        if notice is not None:
+            notice(f"page {state['pages']}: {state['written']} records")
+        if state["written"] > bounds.max_records:
+            raise LimitError(
+                f"{base_url} gave more than the most records of {bounds.max_records}: stopped;"
+                f" {RESUMES}",
+                "max_records",
+            )
+        if not state["token"]:
+            break
+    store.finish()
+    return FetchReport(
+        store, state["written"], state["malformed"], state["pages"], until, state["odd"]
+    )
 
 
-def _read_resume(path: Path) -> dict:
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) else {}
-
-
-def _write_resume(path: Path, state: dict) -> None:
-    with files.replacing(path) as handle:
-        handle.write(json.dumps(state, sort_keys=True))
+def _check_new_page(state: dict, root: ElementTree.Element, token: str, base_url: str) -> None:
+    """A page seen before (the same records and resumption token), or a resumption token given
+    twice, would be followed for ever: stop."""
+    names = [
+        (item.findtext(f"{OAI}header/{OAI}identifier") or "")
+        for item in root.iterfind(f"{OAI}ListRecords/{OAI}record")
+    ]
+    marks = [fingerprint(["page", token, *names])]
+    if token:
+        marks.append(fingerprint(["token", token]))
+    if any(mark in state["seen"] for mark in marks):
+        raise RecommenderError(
+            f"{base_url} answered a page it had given before (resumption token {token!r}): the"
+            f" pages would never end; stopped ({RESUMES} when the service is mended)"
+        )
+    state["seen"].extend(marks)
 
 
 def _parse(body: bytes, base_url: str) -> ElementTree.Element | None:

@@ -8,6 +8,8 @@ pages through the notes whose venue ID is V, each `{"id", "forum", "cdate", "pda
 (`NeurIPS.cc/2025/Conference`); withdrawn submissions `<venue>/Withdrawn_Submission`. Records
 are written as our own JSON lines (id `openreview:<forum>`, title, abstract, authors, year,
 venue, url), withdrawn ones only with `withdrawn=True` and then with "(withdrawn)" in their venue.
+Pages are kept for a resume and bounded as arXiv's are (`pages`, `http.Bounds`): a `count` above
+the largest number of records is refused before paging, and a page answered twice stops the fetch.
 """
 
 from __future__ import annotations
@@ -15,13 +17,18 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
-from ... import files
-from ...errors import InputError, RecommenderError
-from .http import PoliteClient
+from ...errors import InputError, LimitError, RecommenderError
+from ..identifiers import id_fault, shown_id
+from ..readers import InputWarning
+from ..readers.openreview import forum_url
+from .http import RESUMES, Bounds, PoliteClient
+from .pages import Pages, fingerprint, folder_for
 
 BASE_URL = "https://api2.openreview.net"
 DELAY_SECONDS = 1.0
@@ -31,16 +38,18 @@ WITHDRAWN = "Withdrawn_Submission"
 
 @dataclass(frozen=True)
 class VenueReport:
-    out: Path
+    records: Pages  # the fetched records, to deliver
     accepted: int
     withdrawn: int
     malformed: int
     pages: int
+    odd: int = 0  # notes skipped for an ID with control or text-direction characters
 
 
 def fetch_openreview(
     venue: str,
-    out: str | os.PathLike,
+    pages_root: str | os.PathLike,
+    target: str = "-",
     withdrawn: bool = False,
     base_url: str = BASE_URL,
     delay: float = DELAY_SECONDS,
@@ -48,56 +57,132 @@ def fetch_openreview(
     notice: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     page: int = PAGE,
+    bounds: Bounds | None = None,
 ) -> VenueReport:
-    """The accepted papers of `venue` (and its withdrawn ones with `withdrawn`) into `out`, written
-    whole."""
+    """The accepted papers of `venue` (and its withdrawn ones with `withdrawn`), fetched page by
+    page into a folder under `pages_root` (see `pages`; `target` names the output they are for);
+    a stopped fetch resumes from its last page. The caller delivers the report's `records`."""
     venue = venue.strip().strip("/")
     if not venue or " " in venue or venue.count("/") < 1:
         raise InputError(
             f"'{venue}' is not an OpenReview venue ID: give one such as NeurIPS.cc/2025/Conference"
         )
-    client = PoliteClient(base_url.rstrip("/"), delay, retries, notice, sleep)
-    records, counts, pages = [], {"accepted": 0, "withdrawn": 0, "malformed": 0}, 0
-    wanted = [(venue, "accepted")] + ([(f"{venue}/{WITHDRAWN}", "withdrawn")] if withdrawn else [])
-    for venue_id, status in wanted:
-        offset = 0
-        while True:
-            body = client.get(
-                {"content.venueid": venue_id, "offset": offset, "limit": page}, "/notes"
+    bounds = bounds or Bounds()
+    base_url = base_url.rstrip("/")
+    client = PoliteClient(base_url, delay, retries, notice, sleep, bounds)
+    wanted = {
+        "service": "openreview",
+        "venue": venue,
+        "withdrawn": withdrawn,
+        "base_url": base_url,
+        "target": target,
+    }
+    fresh = {
+        "part": 0,
+        "offset": 0,
+        "pages": 0,
+        "accepted": 0,
+        "withdrawn": 0,
+        "malformed": 0,
+        "odd": 0,
+        "seen": [],
+    }
+    store = Pages(folder_for(Path(pages_root), wanted), wanted, fresh)
+    state = store.state
+    parts = [(venue, "accepted")] + ([(f"{venue}/{WITHDRAWN}", "withdrawn")] if withdrawn else [])
+    while state["part"] < len(parts):
+        venue_id, status = parts[state["part"]]
+        if state["pages"] >= bounds.max_pages:
+            raise LimitError(
+                f"{base_url} still had pages of {venue_id} after the most pages of"
+                f" {bounds.max_pages}: stopped; {RESUMES}",
+                "max_pages",
             )
-            pages += 1
-            try:
-                answer = json.loads(body)
-                notes = answer["notes"]
-                if not isinstance(notes, list):
-                    raise TypeError
-            except (ValueError, KeyError, TypeError):
-                raise RecommenderError(
-                    f"{base_url} answered something that is not a page of notes: try again later"
-                ) from None
-            for note in notes:
-                record = _record(note, status)
-                if record is None:
-                    counts["malformed"] += 1
-                else:
-                    records.append(record)
-                    counts[status] += 1
-            if notice is not None:
-                notice(f"{venue_id}: {offset + len(notes)} notes")
-            offset += len(notes)
-            total = answer.get("count")
-            if not notes or (offset >= total if isinstance(total, int) else len(notes) < page):
-                break  # the last page: by the count the API gives, else a short page
-    out = Path(out)
-    with files.replacing(out) as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return VenueReport(out, counts["accepted"], counts["withdrawn"], counts["malformed"], pages)
+        body = client.get(
+            {"content.venueid": venue_id, "offset": state["offset"], "limit": page}, "/notes"
+        )
+        try:
+            answer = json.loads(body)
+            notes = answer["notes"]
+            if not isinstance(notes, list):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            raise RecommenderError(
+                f"{base_url} answered something that is not a page of notes: try again later"
+            ) from None
+        total = answer.get("count")
+        if isinstance(total, bool) or not isinstance(total, int):
+            total = None
+        if total is not None and total > bounds.max_records:
+            raise LimitError(
+                f"{base_url} says {venue_id} has {total} notes, more than the most records of"
+                f" {bounds.max_records}: not fetched",
+                "max_records",
+            )
+        names = [str(note.get("id")) if isinstance(note, dict) else "?" for note in notes]
+        mark = fingerprint([venue_id, *names])
+        if notes and mark in state["seen"]:
+            raise RecommenderError(
+                f"{base_url} answered a page of {venue_id} it had given before (at offset"
+                f" {state['offset']}): the pages would never end; stopped ({RESUMES})"
+            )
+        state["seen"].append(mark)
+        records = []
+        for note in notes:
+            record = _record(note, status)
+            if record is None:
+                state["malformed"] += 1
+            elif id_fault(record["id"]):
+                if not state["odd"]:
+                    warnings.warn(
+                        f"skipped a note whose ID {shown_id(record['id'])}"
+                        f" {id_fault(record['id'])}",
+                        InputWarning,
+                        stacklevel=2,
+                    )
+                state["odd"] += 1
+            else:
+                records.append(record)
+        state[status] += store.add_page(records)
+        state["pages"] += 1
+        state["offset"] += len(notes)
+        if notice is not None:
+            notice(f"{venue_id}: {state['offset']} notes")
+        if state["accepted"] + state["withdrawn"] > bounds.max_records:
+            raise LimitError(
+                f"{base_url} gave more than the most records of {bounds.max_records}: stopped;"
+                f" {RESUMES}",
+                "max_records",
+            )
+        if not notes or (state["offset"] >= total if total is not None else len(notes) < page):
+            # the last page of this part: by the count the API gives, else a short page
+            state["part"] += 1
+            state["offset"] = 0
+        store.save()
+    store.finish()
+    return VenueReport(
+        store,
+        state["accepted"],
+        state["withdrawn"],
+        state["malformed"],
+        state["pages"],
+        state["odd"],
+    )
 
 
 def _value(content: dict, name: str):
     field = content.get(name)
     return field.get("value") if isinstance(field, dict) else field
+
+
+def _year(stamp) -> int | None:
+    """The year of a time stamp in milliseconds, or None for one that is not a date."""
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+        return None
+    try:
+        return datetime.fromtimestamp(stamp / 1000, tz=timezone.utc).year
+    except (OverflowError, OSError, ValueError):  # 1e300, NaN, Infinity
+        return None
 
 
 def _record(note, status: str) -> dict | None:
@@ -111,12 +196,13 @@ def _record(note, status: str) -> dict | None:
         isinstance(forum, str)
         and isinstance(title, str)
         and isinstance(abstract, str)
+        and forum.strip()
         and title.strip()
         and abstract.strip()
     ):
         return None
+    forum = forum.strip()
     authors = _value(content, "authors")
-    stamp = note.get("pdate") or note.get("cdate")
     venue = _value(content, "venue")
     venue = (
         venue if isinstance(venue, str) and venue.strip() else str(_value(content, "venueid") or "")
@@ -130,7 +216,7 @@ def _record(note, status: str) -> dict | None:
             if isinstance(authors, list)
             else []
         ),
-        "year": time.gmtime(stamp / 1000).tm_year if isinstance(stamp, (int, float)) else None,
+        "year": _year(note.get("pdate")) or _year(note.get("cdate")),
         "venue": venue + (" (withdrawn)" if status == "withdrawn" else ""),
-        "url": f"https://openreview.net/forum?id={forum}",
+        "url": forum_url(forum),
     }

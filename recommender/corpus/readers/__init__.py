@@ -6,6 +6,7 @@ file's extension and, for .json and .jsonl, by what the records hold.
             conference and library tools write (UID, keywords)    tabular
     .bib    BibTeX                                                 bibtex
     .sqlite a Zotero database (named, never found in a folder)     zotero
+    .pdf    one paper, its text from its first pages               pdf
     .jsonl  JSON lines; .json a JSON document or JSON lines:
             our own records                                        own_json
             the arXiv metadata snapshot                            arxiv
@@ -26,7 +27,7 @@ from .base import InputWarning, Record, decode, iter_lines, parse_json_line
 
 __all__ = ["InputWarning", "Record", "SUPPORTED_SUFFIXES", "read_records"]
 
-SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv", ".json", ".bib")
+SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv", ".json", ".bib", ".pdf")
 
 # The format modules are imported on the first read, not with this package: every
 # command imports it (through corpus.papers), and `papers like` reads no file.
@@ -47,6 +48,11 @@ def read_records(path: Path) -> Iterator[Record]:
         from . import zotero
 
         yield from zotero.read(path)
+        return
+    if suffix == ".pdf":
+        from . import pdf
+
+        yield from pdf.read(path)
         return
     if suffix in (".jsonl", ".json"):
         yield from _read_json(path, lines=suffix == ".jsonl")

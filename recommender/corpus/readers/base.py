@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,18 @@ class Record:
     @property
     def where(self) -> str:
         return self.label or self.source
+
+
+# A source is its file's path and where in the file: ":LINE" or ":KEY" (a Zotero item key, a
+# line), or " item N" (an item of a JSON array); the locator holds no colon, space or slash.
+_SOURCE = re.compile(r"(.+)(?::[^:\s/]+| item [0-9]+)", re.DOTALL)
+
+
+def source_file(source: str) -> str:
+    """The path of the file a paper's recorded source names (`Record.source`), whole: "refs
+    old.jsonl:3" is of "refs old.jsonl", never of "refs"; "" when it names none."""
+    found = _SOURCE.fullmatch(source)
+    return found.group(1) if found else ""
 
 
 def decode(path: Path) -> str:

@@ -108,8 +108,8 @@ def _evaluate_values(library) -> None:
 
 def _evaluate(raw: str, macros: dict[str, str]) -> str:
     pieces = _pieces(raw.strip())
-    if pieces is None:  # not a BibTeX value we understand: kept as written, not refused
-        return raw.strip()
+    if pieces is None:  # not a BibTeX value we understand: kept as written, not refused, less
+        return _unwrapped(raw.strip())  # the quotes or braces around it
     out = []
     for kind, text in pieces:
         if kind == "macro":
@@ -119,6 +119,14 @@ def _evaluate(raw: str, macros: dict[str, str]) -> str:
         else:
             out.append(text)
     return "".join(out)
+
+
+def _unwrapped(raw: str) -> str:
+    """A value BibTeX cannot parse, without the delimiters around it (`"a } b"` -> `a } b`)."""
+    for opening, closing in (('"', '"'), ("{", "}")):
+        if len(raw) >= 2 and raw.startswith(opening) and raw.endswith(closing):
+            return raw[1:-1].strip()
+    return raw
 
 
 def _pieces(raw: str) -> list[tuple[str, str]] | None:
@@ -242,11 +250,11 @@ def _record(path: Path, entry, fields_of: dict[str, dict], written: dict[str, li
     year = values.get("year") or values.get("date", "")[:4]
     fields = {
         "id": entry.key,
-        "title": strip_braces(values["title"]) if "title" in values else None,
-        "abstract": strip_braces(values["abstract"]) if "abstract" in values else None,
+        "title": text_of(values["title"]) if "title" in values else None,
+        "abstract": text_of(values["abstract"]) if "abstract" in values else None,
         "authors": _authors(label, authors),
         "year": year.strip() or None,
-        "venue": strip_braces(venue),
+        "venue": text_of(venue),
         "url": url,
     }
     keywords = values.get("keywords", "")
@@ -256,7 +264,93 @@ def _record(path: Path, entry, fields_of: dict[str, dict], written: dict[str, li
         "entry_type": entry.entry_type,
         "bibtex_fields": tuple(as_written.items()),
     }
+    attached = file_paths(values.get("file", ""), path.parent)
+    if values.get("file", "").strip():  # a reference manager's entry with its files: a paper
+        from ..fulltext import complete
+
+        extra["text_from"] = complete(
+            fields, [], [file for file in attached if file.is_file()], label
+        )
     return Record(fields, source, label, bulk=True, categories=categories, extra=extra)
+
+
+# A letter a command makes (`\\ss`, `{\\o}`, `\\textbackslash{}`), and a letter with an accent
+# (`\\"u`, `{\\'e}`, `\\v{c}`, `\\c c`).
+_SYMBOL = re.compile(r"(\{)?\\([A-Za-z]+)(?![A-Za-z])(?(1)\s*\}|(?:\{\}| ?))")
+_ACCENT = re.compile(
+    r"(\{)?\\(?:(['\"^`~=.])\s*(?:\{(\w)\}|(\w))|([uvHcdbkr])(?:\s*\{(\w)\}|\s+(\w)))(?(1)\})"
+)
+_COMBINING = {
+    "'": "\u0301", "`": "\u0300", "^": "\u0302", '"': "\u0308", "~": "\u0303", "=": "\u0304",
+    ".": "\u0307", "u": "\u0306", "v": "\u030c", "H": "\u030b", "c": "\u0327", "k": "\u0328",
+    "r": "\u030a", "d": "\u0323", "b": "\u0331",
+}  # fmt: skip
+_BACKSLASH = "\uf8ff"  # a backslash decoded, kept apart from the LaTeX around it until the end
+_ESCAPE_AGAIN = {"{": "\\{", "}": "\\}", "%": "\\%", "&": "\\&", "#": "\\#", "_": "\\_", "$": "\\$"}
+
+
+def text_of(value: str) -> str:
+    """A title, abstract or venue as the reader keeps it: the letters and symbols that LaTeX
+    commands make decoded (`M{\\"u}ller` -> `Müller`, `{\\textbackslash}` -> `\\`), as author names
+    are (pylatexenc's table), maths and every other command kept as written, less the braces that
+    only protect case (`strip_braces`)."""
+    from ..latex import split_maths
+
+    decoded = "".join(piece if maths else _characters(piece) for piece, maths in split_maths(value))
+    return strip_braces(decoded).replace(_BACKSLASH, "\\")
+
+
+def _characters(text: str) -> str:
+    import unicodedata
+
+    def symbol(match: re.Match) -> str:
+        made = _symbols().get(match.group(2))
+        if made is None:
+            return match.group()
+        return _BACKSLASH if made == "\\" else _ESCAPE_AGAIN.get(made, made)
+
+    def accent(match: re.Match) -> str:
+        mark = match.group(2) or match.group(5)
+        letter = match.group(3) or match.group(4) or match.group(6) or match.group(7)
+        return unicodedata.normalize("NFC", letter + _COMBINING[mark])
+
+    return _SYMBOL.sub(symbol, _ACCENT.sub(accent, text))
+
+
+_SYMBOL_TABLE: dict[str, str] = {}
+
+
+def _symbols() -> dict[str, str]:
+    """The commands of no argument that make one character, from pylatexenc's tables."""
+    if not _SYMBOL_TABLE:
+        from pylatexenc import latex2text, latexwalker
+
+        parsing = latexwalker.get_default_latex_context_db()
+        for spec in latex2text.get_default_latex_context_db().iter_macro_specs():
+            made = getattr(spec, "simplify_repl", None)
+            parsed = parsing.get_macro_spec(spec.macroname)
+            arguments = getattr(getattr(parsed, "args_parser", None), "argspec", "")
+            if isinstance(made, str) and len(made) == 1 and not arguments:
+                _SYMBOL_TABLE[spec.macroname] = made
+    return _SYMBOL_TABLE
+
+
+def file_paths(value: str, folder: Path) -> list[Path]:
+    """The PDFs a `file` field names, as JabRef (`:papers/x.pdf:PDF`) and Better BibTeX
+    (`Full Text:/home/me/x.pdf:application/pdf`, or the path alone) write it: `;` between files,
+    `:` between description, path and type, `\\:` a colon of the path; relative to the .bib's
+    folder."""
+    out = []
+    for item in re.split(r"(?<!\\);", value):
+        parts = [
+            part.replace("\\:", ":").replace("\\;", ";") for part in re.split(r"(?<!\\):", item)
+        ]
+        if len(parts) >= 3:
+            parts = parts[1:-1]
+        name = ":".join(parts).strip().replace("\\\\", "\\")
+        if name.lower().endswith(".pdf"):
+            out.append(folder / name)
+    return out
 
 
 def _authors(label: str, authors) -> list[str]:

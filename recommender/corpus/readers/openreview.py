@@ -11,6 +11,7 @@ marked, so that the build leaves them out (or keeps them when asked)."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 from datetime import datetime, timezone
 
 from ...errors import InputError
@@ -18,9 +19,27 @@ from .base import Record, expect, year_from_text
 
 NAME = "OpenReview"
 DESCRIPTION = "a JSON object (an OpenReview note)"
-FORUM_URL = "https://openreview.net/forum?id="
-# venueid / invitation / venue text of a submission that is not a paper of the venue.
+# The last part of the venue ID (or invitation, or the decision) of a submission that is not a
+# paper of the venue: ".../Withdrawn_Submission", ".../-/Desk_Rejected_Submission", "Desk Reject".
 _WITHDRAWN = re.compile(r"withdrawn|desk[ _-]?reject", re.IGNORECASE)
+_WITHDRAWN_ID = re.compile(
+    r"(?:withdrawn|desk[ _-]?reject(?:ed)?)(?:[ _-]submissions?)?", re.IGNORECASE
+)
+
+
+def forum_url(forum: str) -> str:
+    """The forum page of a note, its ID percent-encoded (`x&id=evil#frag` is not forum `x`)."""
+    return "https://openreview.net/forum?" + urllib.parse.urlencode({"id": forum})
+
+
+def is_withdrawn(venue_id: str, invitation: str = "", decision: str = "") -> bool:
+    """Whether a note is a withdrawn or desk-rejected submission: decided by its venue ID
+    (`ICLR.cc/2024/Conference/Withdrawn_Submission`), else (API v1) by its invitation or its
+    decision; never by the venue's display name (a workshop may be called "Withdrawn ...")."""
+    if venue_id:
+        return bool(_WITHDRAWN_ID.fullmatch(venue_id.rstrip("/").rsplit("/", 1)[-1]))
+    last = invitation.rstrip("/").rsplit("/", 1)[-1]
+    return bool(_WITHDRAWN_ID.fullmatch(last) or _WITHDRAWN.search(decision))
 
 
 def looks_like(data: dict) -> bool:
@@ -92,6 +111,12 @@ def record(data: dict, source: str, label: str = "") -> Record:
     keywords = _value(content, "keywords") or []
     if isinstance(keywords, str):
         keywords = re.split(r"[,;]", keywords)
+    elif isinstance(keywords, (int, float)) and not isinstance(keywords, bool):
+        keywords = [keywords]  # a keyword given as a number: the number, as text
+    elif not isinstance(keywords, list) or not all(
+        isinstance(word, (str, int, float)) for word in keywords
+    ):
+        raise InputError(f"{where}: OpenReview 'keywords' must be a list of words")
     # Grouping fields conferences set on a note: its primary area, its track.
     groups = [
         _text(where, content, name, lists=True)
@@ -105,9 +130,9 @@ def record(data: dict, source: str, label: str = "") -> Record:
         "authors": [name for name in authors if name.strip()],
         "year": _year(data, content),
         "venue": venue,
-        "url": FORUM_URL + note_id,
+        "url": forum_url(note_id),
     }
-    withdrawn = any(_WITHDRAWN.search(text) for text in (venue_id, invitation, venue, decision))
+    withdrawn = is_withdrawn(venue_id, invitation, decision)
     return Record(
         fields, source, label, bulk=True, categories=categories, extra={"withdrawn": withdrawn}
     )
@@ -123,5 +148,8 @@ def _year(data: dict, content: dict) -> int | None:
     for key in ("pdate", "odate", "cdate", "tcdate"):
         stamp = data.get(key)
         if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and stamp > 0:
-            return datetime.fromtimestamp(stamp / 1000, tz=timezone.utc).year
+            try:
+                return datetime.fromtimestamp(stamp / 1000, tz=timezone.utc).year
+            except (OverflowError, OSError, ValueError):  # 1e300, Infinity: not a date
+                continue
     return year_from_text(_value(content, "year"))
