@@ -5,6 +5,9 @@ never from a layer above. Imports inside functions count too (the CLI imports la
 cycles, and no `_private` name imported or used from another module. No module outside `embed/`
 tests a model's name (it asks embed.models.model_facts), and no module is over MAX_LINES lines.
 The library raises in its own words: no `--option` of the CLI in a message outside cli/ and serve/.
+Each mechanism every command shares (writing a file, a user's output, reading the user's papers,
+the index lock, the encoder, the ranking options, HTTP, failing in one line) is done in its one
+home only (docs/architecture.md, "One home for each mechanism").
 """
 
 from __future__ import annotations
@@ -857,6 +860,12 @@ ENCODER_RUNTIMES = ("onnxruntime", "sentence_transformers", "transformers", "tor
                     "tokenizers", "optimum", "onnx")
 
 
+# What makes an encoder: the runtimes' sessions and models, and embed/'s own encoder classes (made
+# by embed/loading.py and embed/choice.py from what a build asks and an index records).
+ENCODER_MAKERS = ("InferenceSession", "SentenceTransformer", "OnnxEncoder", "StaticEncoder",
+                  "SentenceTransformerEncoder", "RayEncoder", "LazyEncoder")
+
+
 def encoders(tree: ast.AST):
     """An encoder made or a model runtime imported outside embed/ (which chooses the encoder:
     embed/choice.py, embed/models.py)."""
@@ -864,7 +873,7 @@ def encoders(tree: ast.AST):
         if module.split(".")[0] in ENCODER_RUNTIMES:
             yield line, "runtime", f"loads a model itself: imports {module}"
     for node, name in calls(tree):
-        if name.rsplit(".", 1)[-1] in ("InferenceSession", "SentenceTransformer"):
+        if name.rsplit(".", 1)[-1] in ENCODER_MAKERS:
             yield node.lineno, "runtime", f"loads a model itself: {name}"
 
 
@@ -879,13 +888,16 @@ def test_the_checker_finds_an_encoder_made_elsewhere(tmp_path):
         "query/__init__.py": "",
         "query/search.py": "def f(ort):\n"
                            "    from sentence_transformers import SentenceTransformer\n"
-                           "    return SentenceTransformer('m'), ort.InferenceSession('m.onnx')\n"})
+                           "    return SentenceTransformer('m'), ort.InferenceSession('m.onnx')\n"
+                           "def g(folder):\n    from ..embed.onnx_encoder import OnnxEncoder\n"
+                           "    return OnnxEncoder(folder)\n"})
     assert home_breaches(package, encoders, {"embed"}, {}) == [
         "pkg.query.search:2 loads a model itself: imports sentence_transformers",
         "pkg.query.search:2 loads a model itself: imports"
         " sentence_transformers.SentenceTransformer",
         "pkg.query.search:3 loads a model itself: ort.InferenceSession",
-        "pkg.query.search:3 loads a model itself: sentence_transformers.SentenceTransformer"]
+        "pkg.query.search:3 loads a model itself: sentence_transformers.SentenceTransformer",
+        "pkg.query.search:6 loads a model itself: embed.onnx_encoder.OnnxEncoder"]
 
 
 RANKING_FUNCTIONS = ("fuse", "mmr", "select", "order_by_score", "check_options", "seed_weights",
