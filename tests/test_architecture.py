@@ -835,10 +835,9 @@ def file_locks(tree: ast.AST):
 
 
 LOCK_OWNERS = {
-    "index.writer",  # the build lock of a build, and a version tested unheld before removal
-    "index.stored",  # a reader's pin: the live version's manifest locked shared
-    "index.catalogue",  # the build lock of `add`, `remove`, rename and removal; pins tested
-    "index.segments",  # the compaction's own lock; segments tested unheld before removal
+    "index.writer",  # the build lock (`writing`, and `build_lock` for add, remove, rename)
+    "index.stored",  # a reader's pin on the live version, and `unpinned` before a removal
+    "index.segments",  # the compaction's own lock, beside the build lock
 }
 
 
