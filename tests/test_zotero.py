@@ -649,20 +649,6 @@ def test_items_sharing_a_citation_key_get_letters_as_bibtex_tools_give(workdir, 
         assert done.returncode < 2 and "Repeated entry" not in done.stdout, done.stdout
 
 
-def test_the_library_is_opened_only_as_its_committed_copy():
-    """What keeps the class out: no reader opens a database another program writes with SQLite in
-    place (a lock that program meets, a journal or log not applied); `snapshot.committed_copy` copies
-    it and opens the copy."""
-    import recommender.corpus.readers as readers
-
-    folder = Path(readers.__file__).parent
-    for module in folder.glob("*.py"):
-        text = module.read_text(encoding="utf-8")
-        assert "immutable" not in text, module.name
-        if module.name != "snapshot.py":
-            assert "sqlite3.connect" not in text and ".connect(" not in text, module.name
-
-
 def test_a_daily_sync_does_not_add_a_duplicate_item_again(workdir, run, library):
     """A library holding one paper twice (the same DOI, a second item retitled): the build keeps it
     once, and `add --sync` of the same library adds nothing, the second item's key naming it."""
