@@ -45,7 +45,8 @@ def write_related(
     keys: Callable[[Paper], str] | None = None,
 ) -> int:
     """Write the lists to `out` as they come (nothing is held back); returns how many were written.
-    "miniconf" is the similar-papers file of a Mini-Conf conference site (`paper_recs.json`).
+    "miniconf" is the similar-papers file (`paper_recs.json`) that conference sites built on
+    Mini-Conf read (ICLR 2020's, ACL 2020's, EMNLP 2020's; Mini-Conf itself reads none).
 
     `keys` gives each paper's BibTeX key ("bibtex"): `BibtexKeys` over the index, so that the
     keys are unique; without it, each paper's own `citation_key`. Entries written without a year
