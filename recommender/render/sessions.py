@@ -81,9 +81,9 @@ def overflow_line(plan: SessionPlan, session: Session, escape=str, name=None) ->
     escaped, by default)."""
     name = name or (lambda paper: escape(paper.label))
     names = "; ".join(
-        f"{name(item.paper)} (nearest: session {item.overflowed_from},"
-        f" {escape(plan.session(item.overflowed_from).title)})"
+        f"{name(item.paper)} (nearest: session {full}, {escape(plan.session(full).title)})"
         for item in session.overflow
+        if (full := item.overflowed_from) is not None
     )
     capacity = f" (at most {plural(plan.capacity, 'paper')} a session)" if plan.capacity else ""
     whose = "its" if len(session.overflow) == 1 else "their"
