@@ -285,3 +285,23 @@ def test_the_overflow_line_in_markdown_json_and_the_web_page(workdir, papers_cli
     links = re.findall(r'<a href="/paper/([\w-]+)">([^<]+)</a> \(nearest: session (\d)', " ".join(shown))
     assert {paper: (title, int(nearest)) for paper, title, nearest in links} == {
         paper: (titles[paper], nearest) for paper, (_, nearest) in moved.items()}
+
+
+def test_the_overflow_line_escapes_titles_and_labels_for_its_reader(workdir, papers_cli):
+    """Titles that try to run a script or break the Markdown are written as text in the line under
+    the session, in the Markdown plan and in the web app's plan."""
+    pytest.importorskip("jinja2", reason="the web app's pages need the serve extra")
+    from corpus import ATTACK
+    from recommender.serve.pages import compute_sessions_page
+
+    uneven = [dict(paper, title=f"{ATTACK} *{paper['title']}*") for paper in topic_papers(16)
+              if paper["id"].startswith("privacy") or int(paper["id"].split("-")[1]) < 4]
+    write_corpus(workdir / "in", uneven)
+    assert papers_cli("build", "in").exit_code == 0
+    text = papers_cli("sessions", "--n", "4").stdout
+    line = " ".join(re.findall(r"^Here because .+$", text, re.M))
+    assert "\\*Gradient" in line or "\\*Budget" in line
+    assert not re.search(r"(?<!\\)[*<>]", line)  # every star and bracket escaped
+    page = compute_sessions_page(str(workdir / "indexes" / "default"), 4)
+    paragraph = " ".join(re.findall(r'<p class="overflow">.*?</p>', page))
+    assert "<script>" not in paragraph and "&lt;/script&gt;&lt;script&gt;" in paragraph
