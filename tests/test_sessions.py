@@ -1,5 +1,7 @@
 """sessions: groups of similar papers, sizes, labels, order, output and errors."""
 
+import csv
+import io
 import json
 import re
 
@@ -260,6 +262,9 @@ def test_the_overflow_line_in_markdown_json_and_the_web_page(workdir, papers_cli
         assert flagged == {item["id"] for item in session["overflow"]}
     capacity = 8  # 1.25 times the average, rounded up
     assert all(plan["sessions"][nearest - 1]["size"] == capacity for _, nearest in moved.values())
+    rows = list(csv.DictReader(io.StringIO(papers_cli("sessions", "--n", "4", "--format", "csv").stdout)))
+    assert {row["id"]: (int(row["session"]), int(row["nearest_session"]))
+            for row in rows if row["role"] == "paper" and row["nearest_session"]} == moved
     titles = {paper["id"]: paper["title"] for paper in uneven}
     text = papers_cli("sessions", "--n", "4").stdout
     line = re.compile(r"^Here because (?:its|their) nearest session was full "

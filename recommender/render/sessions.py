@@ -26,6 +26,7 @@ CSV_COLUMNS = (
     "url",
     "code_links",
     "in_session",
+    "nearest_session",
 )
 
 
@@ -110,4 +111,5 @@ def _csv_rows(plan: SessionPlan):
                     paper.url,
                     LIST_SEPARATOR.join(paper.code_links),
                     item.session if role == "background" else session.number,
+                    item.overflowed_from if role == "paper" else None,
                 )
