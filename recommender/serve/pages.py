@@ -652,8 +652,20 @@ def compute_sessions_page(index_dir: str, n: int) -> str:
     """The plan's part of the /sessions page (`papers sessions --n`), run in the background process
     with the plan: a plan of thousands of papers takes seconds to render, which on the server's
     event loop would hold every other request of that worker for as long."""
+    from markupsafe import Markup, escape
+
+    from ..render.sessions import overflow_line
+
     plan = compute_sessions(index_dir, n)
-    return templates().get_template("sessions_plan.html").render(plan=plan, n=n)
+
+    def overflow(session) -> Markup:
+        def name(paper) -> str:
+            link = templates().filters["paper_url"](paper.id)
+            return f'<a href="{escape(link)}">{escape(paper.title or paper.handle)}</a>'
+
+        return Markup(overflow_line(plan, session, escape, name))
+
+    return templates().get_template("sessions_plan.html").render(plan=plan, n=n, overflow=overflow)
 
 
 @router.get("/sessions", response_class=HTMLResponse)
