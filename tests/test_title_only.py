@@ -21,11 +21,14 @@ def test_the_shift_is_the_gap_between_the_kinds_means_over_the_pool():
     assert np.all(title_only_shift(scores, short, pool, 0.0) == 0.0)
 
 
-@pytest.mark.parametrize("short", [
-    np.array([False] * 10),  # no title-only paper
-    np.array([True] * 4 + [False] * 6),  # too few of them in the pool to measure a gap
-    np.array([False] * 4 + [True] * 6),  # too few papers with a text
-])
+@pytest.mark.parametrize(
+    "short",
+    [
+        np.array([False] * 10),  # no title-only paper
+        np.array([True] * 4 + [False] * 6),  # too few of them in the pool to measure a gap
+        np.array([False] * 4 + [True] * 6),  # too few papers with a text
+    ],
+)
 def test_no_shift_without_enough_of_each_kind(short):
     scores = np.linspace(0, 1, 10)
     assert ranking.TITLE_ONLY_MIN_GROUP == 5
@@ -48,47 +51,78 @@ def test_a_full_correction_undoes_a_kind_wide_drop_in_both_cosines():
     truth = fuse(dense, lexical, "hybrid", pool, 1.0)
     buried = fuse(dropped_dense, dropped_lexical, "hybrid", pool, 1.0)
     assert order(buried) != order(truth)
-    assert order(fuse(dropped_dense, dropped_lexical, "hybrid", pool, 1.0, short, 1.0)) == order(truth)
+    assert order(fuse(dropped_dense, dropped_lexical, "hybrid", pool, 1.0, short, 1.0)) == order(
+        truth
+    )
     # Both: each cosine's spread changed by the drop, so the mix is not quite the same, but the
     # title-only papers stand where they stood.
     truth = fuse(dense, lexical, "hybrid", pool, 0.7)
     buried = fuse(dropped_dense, dropped_lexical, "hybrid", pool, 0.7)
     corrected = fuse(dropped_dense, dropped_lexical, "hybrid", pool, 0.7, short, 1.0)
-    assert abs(standing(corrected) - standing(truth)) < 0.1 * abs(standing(buried) - standing(truth))
+    assert abs(standing(corrected) - standing(truth)) < 0.1 * abs(
+        standing(buried) - standing(truth)
+    )
     # Half the strength: half way, title-only papers ranked between the two.
     halfway = fuse(dropped_dense, dropped_lexical, "hybrid", pool, 0.7, short, 0.5)
     assert standing(corrected) < standing(halfway) < standing(buried)
     # No mask, or the strength 0: the fusion as it was.
-    assert np.array_equal(fuse(dropped_dense, dropped_lexical, "hybrid", pool, 0.7, short, 0.0), buried)
+    assert np.array_equal(
+        fuse(dropped_dense, dropped_lexical, "hybrid", pool, 0.7, short, 0.0), buried
+    )
     assert np.array_equal(fuse(dense, lexical, "dense", pool, 0.7, short, 1.0), dense)
 
 
 ABSTRACTS = {
-    "walks": ("Mixing of Random Walks", "We bound the mixing time of random walks on expander graphs."),
-    "cover": ("Cover Times of Random Walks", "Cover times of random walks on graphs are bounded by spectra."),
-    "sparse": ("Sparse Attention", "Attention is made sparse by routing each token to a few others."),
-    "private": ("Private Training", "Private training with gradient clipping protects each example."),
-    "graphs": ("Spectral Graph Theory", "Eigenvalues of graph Laplacians bound cuts and expansion."),
-    "nets": ("Deep Networks", "Deep networks learn representations of images and text by gradient descent."),
+    "walks": (
+        "Mixing of Random Walks",
+        "We bound the mixing time of random walks on expander graphs.",
+    ),
+    "cover": (
+        "Cover Times of Random Walks",
+        "Cover times of random walks on graphs are bounded by spectra.",
+    ),
+    "sparse": (
+        "Sparse Attention",
+        "Attention is made sparse by routing each token to a few others.",
+    ),
+    "private": (
+        "Private Training",
+        "Private training with gradient clipping protects each example.",
+    ),
+    "graphs": (
+        "Spectral Graph Theory",
+        "Eigenvalues of graph Laplacians bound cuts and expansion.",
+    ),
+    "nets": (
+        "Deep Networks",
+        "Deep networks learn representations of images and text by gradient descent.",
+    ),
 }
 TITLES = {"spectra": "Random Walks and Spectra of Graphs", "tokens": "Routing Tokens in Attention"}
 
 
 def write_bib(path, title_only: bool) -> None:
-    entries = [f"@article{{{key}, title = {{{title}}}, abstract = {{{abstract}}}}}"
-               for key, (title, abstract) in ABSTRACTS.items()]
+    entries = [
+        f"@article{{{key}, title = {{{title}}}, abstract = {{{abstract}}}}}"
+        for key, (title, abstract) in ABSTRACTS.items()
+    ]
     if title_only:  # a reference manager's entries whose file is gone: read by their title alone
-        entries += [f"@article{{{key}, title = {{{title}}}, file = {{:papers/{key}.pdf:PDF}}}}"
-                    for key, title in TITLES.items()]
+        entries += [
+            f"@article{{{key}, title = {{{title}}}, file = {{:papers/{key}.pdf:PDF}}}}"
+            for key, title in TITLES.items()
+        ]
     else:
-        entries += [f"@article{{{key}, title = {{{title}}}, abstract = {{{title} in full.}}}}"
-                    for key, title in TITLES.items()]
+        entries += [
+            f"@article{{{key}, title = {{{title}}}, abstract = {{{title} in full.}}}}"
+            for key, title in TITLES.items()
+        ]
     path.write_text("\n".join(entries) + "\n")
 
 
 @pytest.mark.parametrize("title_only", [True, False])
-def test_the_ranking_reads_the_title_only_papers_from_the_index(workdir, fake_model, open_index, monkeypatch,
-                                                                title_only):
+def test_the_ranking_reads_the_title_only_papers_from_the_index(
+    workdir, fake_model, open_index, monkeypatch, title_only
+):
     from recommender.index.build import build_index
 
     write_bib(workdir / "library.bib", title_only)
@@ -100,7 +134,9 @@ def test_the_ranking_reads_the_title_only_papers_from_the_index(workdir, fake_mo
         expected[[rows[key] for key in TITLES]] = True
         assert np.array_equal(index.title_only, expected)
         assert [paper.text_from for paper in index.papers_at([rows["spectra"], rows["walks"]])] == [
-            "title only", "abstract"]
+            "title only",
+            "abstract",
+        ]
     else:  # records without `text_from`, as every record of an index built before it was kept
         assert index.title_only is None
     # The pooling hands the mask to the fusion: a shift moves the title-only papers against the
