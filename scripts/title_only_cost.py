@@ -98,12 +98,14 @@ class Csfcube:
         self.qrels = metrics.read_qrels(data / "qrels.txt")
         self.papers = read(self.corpus)
         self.seeds = {paper_id for _, paper_id, _ in self.queries}
+        self.short: set[str] = set()  # the papers of the index being measured made title-only
 
     def rows(self, recommender: PaperIndex) -> dict[str, int]:
         """Each paper's row, found by its text where the build kept another paper of that text (two
         papers of one title, both made title-only)."""
-        return {paper.id: row for paper, row in zip(self.papers, recommender.find_papers(self.papers))
-                if row is not None}
+        built = [dataclasses.replace(paper, abstract="", text_from=TITLE_ONLY) if paper.id in self.short
+                 else paper for paper in self.papers]
+        return {paper.id: row for paper, row in zip(built, recommender.find_papers(built)) if row is not None}
 
     def figures(self, recommender: PaperIndex, strength: float) -> np.ndarray:
         """[queries, 2]: MAP and NDCG%20 (x100) of each query, as `papers evaluate` ranks it."""
@@ -230,6 +232,8 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=Path(".scratch/title-only"))
     parser.add_argument("--seeds", default="0,1,2", help="the random halves' seeds")
     parser.add_argument("--repeats", type=int, default=50, help="2-fold splits (each gives 2 folds)")
+    parser.add_argument("--reviewer-seeds", default="0",
+                        help="the random halves' seeds on the reviewer set (each a few minutes)")
     parser.add_argument("--only", choices=("csfcube", "reviewers"), help="measure one set only")
     args = parser.parse_args()
     seed_list = [int(seed) for seed in args.seeds.split(",")]
@@ -237,13 +241,15 @@ def main() -> None:
     if args.only != "reviewers":
         report_csfcube(Csfcube(args.csfcube), args.scratch, seed_list, args.repeats)
     if args.only != "csfcube":
-        report_reviewers(Reviewers(args.reviewers), args.scratch, seed_list, args.repeats)
+        report_reviewers(Reviewers(args.reviewers), args.scratch,
+                         [int(seed) for seed in args.reviewer_seeds.split(",")], args.repeats)
 
 
 def report_csfcube(csf: Csfcube, scratch: Path, seed_list, repeats: int) -> None:
     figures: dict[str, np.ndarray] = {}  # name -> [strengths, queries, 2]
     pairs: dict[str, dict] = {}
     for name, short in variants(csf.papers, csf.seeds, seed_list):
+        csf.short = short
         with build(csf.papers, short, scratch / ("csf-" + name.replace(", ", "-").replace(" ", "-"))) as index:
             figures[name] = np.stack([csf.figures(index, s) for s in STRENGTHS])
             if name in ("full", f"half, seed {seed_list[0]}"):
@@ -295,8 +301,12 @@ def report_reviewers(rev: Reviewers, scratch: Path, seed_list, repeats: int) -> 
     cells: dict[str, list] = {}
     for name, short in variants(rev.papers, rev.seeds, seed_list):
         with build(rev.papers, short, scratch / ("rev-" + name.replace(", ", "-").replace(" ", "-"))) as index:
-            cells[name] = [rev.costs(index, s) for s in REVIEWER_STRENGTHS]
+            if index.title_only is None or name == "all, seeds too":  # nothing the shift can move
+                cells[name] = [rev.costs(index, 0.0)] * len(REVIEWER_STRENGTHS)
+            else:
+                cells[name] = [rev.costs(index, s) for s in REVIEWER_STRENGTHS]
             losses[name] = [loss(*c) for c in cells[name]]
+            print(f"# {name}: " + ", ".join(f"{v:.4f}" for v in losses[name]), file=sys.stderr, flush=True)
     ranking.TITLE_ONLY_STRENGTH = 0.0
     researchers = cells["full"][0][0].shape[1]
     print(f"\nreviewers dev, {researchers} researchers, pair loss (lower is better), by correction strength:")

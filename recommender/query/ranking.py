@@ -26,7 +26,7 @@ POOL = 200
 # gap between the two kinds' means over the query's pool (`title_only_shift`), measured with at
 # least TITLE_ONLY_MIN_GROUP papers of each kind. Chosen by cross-validation on CSFCube dev with
 # part of the corpus made title-only (scripts/title_only_cost.py; docs/ranking.md).
-TITLE_ONLY_STRENGTH = 0.0
+TITLE_ONLY_STRENGTH = 1.0
 TITLE_ONLY_MIN_GROUP = 5
 
 
