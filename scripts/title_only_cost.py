@@ -49,7 +49,7 @@ from tune_relevance import folds  # scripts/, beside this file: the same repeate
 
 SHARED = Path(__file__).resolve().parents[2] / "shared/eval"
 STRENGTHS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25)
-REVIEWER_STRENGTHS = (0.0, 0.5, 1.0)  # each a pass over every profile of every index: minutes
+REVIEWER_STRENGTHS = (0.0, 1.0)  # each a pass over every profile of every index: minutes
 
 
 def read(path: Path) -> list[Paper]:
@@ -58,13 +58,15 @@ def read(path: Path) -> list[Paper]:
         return read_papers([path])
 
 
-def shortened(papers: list[Paper], keep: set[str], fraction: float, seed: int) -> set[str]:
-    """The IDs of `fraction` of the papers not in `keep`, drawn with `seed`."""
+def shortened(papers: list[Paper], keep: set[str], fraction: float, seed: int,
+              of_drawable: bool = False) -> set[str]:
+    """The IDs of `fraction` of the papers (`of_drawable`: of those not in `keep`), drawn with
+    `seed` from those not in `keep`."""
     drawable = sorted(paper.id for paper in papers if paper.id not in keep)
     if fraction >= 1.0:
         return set(drawable)
     rng = np.random.default_rng(seed)
-    count = round(fraction * len(papers))
+    count = round(fraction * len(drawable if of_drawable else papers))
     return {drawable[i] for i in rng.permutation(len(drawable))[:count]}
 
 
@@ -169,9 +171,10 @@ def fmt(cells) -> str:
     return f"{cells[0]:5.2f} / {cells[1]:5.2f}"
 
 
-def variants(papers, seeds: set[str], seed_list) -> list[tuple[str, set[str]]]:
+def variants(papers, seeds: set[str], seed_list, of_drawable=False) -> list[tuple[str, set[str]]]:
+    """CSFCube: half the corpus; reviewers (most papers are some profile's): half the others."""
     out = [("full", set())]
-    out += [(f"half, seed {seed}", shortened(papers, seeds, 0.5, seed)) for seed in seed_list]
+    out += [(f"half, seed {seed}", shortened(papers, seeds, 0.5, seed, of_drawable)) for seed in seed_list]
     out.append(("all", shortened(papers, seeds, 1.0, 0)))
     out.append(("all, seeds too", {paper.id for paper in papers}))
     return out
@@ -299,7 +302,7 @@ def report_csfcube(csf: Csfcube, scratch: Path, seed_list, repeats: int) -> None
 def report_reviewers(rev: Reviewers, scratch: Path, seed_list, repeats: int) -> None:
     losses: dict[str, list[float]] = {}
     cells: dict[str, list] = {}
-    for name, short in variants(rev.papers, rev.seeds, seed_list):
+    for name, short in variants(rev.papers, rev.seeds, seed_list, of_drawable=True):
         with build(rev.papers, short, scratch / ("rev-" + name.replace(", ", "-").replace(" ", "-"))) as index:
             if index.title_only is None or name == "all, seeds too":  # nothing the shift can move
                 cells[name] = [rev.costs(index, 0.0)] * len(REVIEWER_STRENGTHS)
