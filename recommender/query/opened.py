@@ -362,6 +362,9 @@ def title_only_rows(stored: StoredIndex, count: int) -> np.ndarray:
     from ..corpus.fulltext import TITLE_ONLY
 
     mask = np.zeros(count, dtype=bool)
+    kinds = stored.manifest.get("text_from")
+    if not isinstance(kinds, dict) or not kinds.get(TITLE_ONLY):
+        return mask  # none (an index built before texts had kinds had abstracts only)
     with open(stored.file(PAPERS), "rb") as handle:
         for row, line in enumerate(handle):
             if row >= count:
