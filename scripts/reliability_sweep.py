@@ -3354,14 +3354,15 @@ def _(cwd):
         return _bounded_error(lambda: _arxiv(cwd, url + "/oai"), "ended after 8 bytes")
 
 
-@case("fetch: a damaged fetch-state.json (a list, a number) is as no state: one line for --since last")
+@case("fetch: a damaged fetch-state.json (a list, a number) is as no state: --since last fetches the first window")
 def _(cwd):
     for damage in ("[1, 2]", "7"):
         (cwd / "indexes" / "fetch-state.json").write_text(damage)
-        code, _, stderr = papers(cwd, "fetch", "arxiv", "--category", "cs.LG", "--since", "last")
-        problem = one_error_line(code, stderr, 2)
-        if problem:
-            return f"{damage}: {problem}"
+        with _loopback(then=_oai_page(["2506.00001"])) as url:
+            code, _, stderr = papers(cwd, "fetch", "arxiv", "--category", "cs.LG", "--since", "last",
+                                     "--out", "new.jsonl", "--base-url", url, "--delay", "0")
+        if code or "Traceback" in stderr or "never fetched here: fetching the last 2 days" not in stderr:
+            return f"{damage}: exit {code}: {stderr.strip()[-300:]}"
     return None
 
 

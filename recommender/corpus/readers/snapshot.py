@@ -19,7 +19,7 @@ and again, 50 ms apart: opened in place (before), 36 reads, 7 of them failed, 1 
 two transactions, and the writer was refused 2,974 times in 3,024 tries; copied (now), 29
 reads, none failed or mixed, the writer never refused (63 transactions). With 5 ms between
 transactions (the journal present 90% of the time) no still moment is found: the read gives up
-with one line after about 5 s, the writer is still never refused.
+with one line after about 30 s, the writer is still never refused.
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ from pathlib import Path
 from ...errors import InputError
 from ...files import open_exclusive
 
-COPY_ATTEMPTS = 10  # about 5 s of copying again, backing off, before giving up
+# Copying again, backing off (at most a second between tries), for at most this long before
+# giving up: long enough to find a still moment on a loaded machine while Zotero syncs.
+COPY_SECONDS = 30.0
+COPY_ATTEMPTS = 60
 #: The files SQLite keeps beside a database: its rollback journal and write-ahead log. The WAL's
 #: index (`-shm`) is not copied: SQLite rebuilds it from the log.
 BESIDE = ("-journal", "-wal")
@@ -72,6 +75,7 @@ def committed_copy(path: Path, writer: str) -> Iterator:
 def _copy_still(path: Path, folder: Path, writer: str) -> Path:
     """The database and the files beside it copied into `folder`, as they were at one moment."""
     real = Path(os.path.realpath(path))  # SQLite keeps the journal beside the file a link names
+    deadline = time.monotonic() + COPY_SECONDS
     for attempt in range(COPY_ATTEMPTS):
         before = _states(real)
         if before[0] is None:
@@ -92,6 +96,8 @@ def _copy_still(path: Path, folder: Path, writer: str) -> Path:
             ) from None
         if copied is not None and _states(real) == before:
             return copied
+        if time.monotonic() > deadline:
+            break
         time.sleep(min(0.02 * 2**attempt, 1.0))
     raise InputError(
         f"{path}: {writer} kept writing to the database while it was read: try again in a moment,"
