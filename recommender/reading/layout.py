@@ -150,11 +150,7 @@ def build_map(
     from .related import related_work
     from .sessions import group_papers, label_sessions
 
-    rows = (
-        list(range(len(recommender)))
-        if rows is None
-        else list(dict.fromkeys(int(row) for row in rows))
-    )
+    rows = live_rows(recommender) if rows is None else list(dict.fromkeys(int(row) for row in rows))
     if not rows:
         raise InputError("no papers to map: the index is empty")
     related = related_work(recommender, rows, k=k)  # checks k before the slow work
@@ -224,6 +220,13 @@ def build_map(
         for i, ((x, y), group, paper, near) in enumerate(zip(xy, groups, papers, neighbours))
     )
     return CorpusMap(points, tuple(group_marks), projection, point_radius(len(points)))
+
+
+def live_rows(recommender: PaperIndex) -> list[int]:
+    """Every paper the index answers with: the base's and its segments' (`papers add`), the ones
+    `papers remove` removed left out."""
+    removed = recommender.excluded_rows(())
+    return [row for row in range(len(recommender)) if row not in removed]
 
 
 def stores_whole_index_layout(recommender: PaperIndex) -> bool:

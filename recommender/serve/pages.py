@@ -495,8 +495,9 @@ async def sessions_page(request: Request, n: int = Query(6, ge=1, le=50)):
 
 @router.get("/map", response_class=HTMLResponse)
 async def map_page(request: Request):
-    """The explorable map `papers map --out map.html` writes, its script served as a file (no inline
-    script); drawn in the background on the first request."""
+    """The explorable map `papers map --out map.html` writes, of every live paper, inside the app's
+    page, its script served as a file (no inline script); drawn in the background on the first
+    request."""
     # With the layout stored by the build, what is left to draw takes seconds, not minutes: the
     # first request waits for it (off the request path still) rather than show the waiting page.
     with lease(request) as opened:
@@ -505,10 +506,17 @@ async def map_page(request: Request):
     outcome = await wait_for(prepared(request, "map", compute_map), waited)
     if outcome is None:
         return preparing(request, "The map")
-    kind, page = outcome
+    kind, parts = outcome
     if kind == "refused":
-        raise Refused(503, page)
-    return HTMLResponse(page)
+        raise Refused(503, parts)
+    from markupsafe import Markup
+
+    # The map inside the app's page (its header, search and footer): its style and body as drawn.
+    return render(
+        request,
+        "map.html",
+        {"parts": {"title": parts.title, "style": Markup(parts.style), "body": Markup(parts.body)}},
+    )
 
 
 @router.get("/favicon.ico")

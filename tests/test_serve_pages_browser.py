@@ -1,0 +1,132 @@
+"""The web app's pages in a real headless browser (Debian's chromium driven by Playwright) against a
+real server on 127.0.0.1: the map as a page of the app (its header and search, links both ways, every
+live paper: those `papers add` added since the build, not those `papers remove` removed), and a
+screenshot of every page into docs/images/pages/ for a person to look at (scripts/compare_screenshots.py
+shows what changed; no test compares pixels). Skipped with the reason when chromium is missing, except
+on CI (CI=true)."""
+
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+
+from corpus import write_corpus  # noqa: E402
+from serving import build_fake_index, start_server  # noqa: E402
+from test_serve_browser import prepared, reader_papers  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+PAGES = HERE.parent / "docs" / "images" / "pages"
+LAUNCHER = HERE / "build_launcher.py"  # the real CLI in its own process, with the fake encoder
+
+
+def papers_cli(*args: str) -> None:
+    done = subprocess.run([sys.executable, str(LAUNCHER), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def watched(browser):
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    problems = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on("console", lambda message: problems.append(f"console: {message.text}") if message.type == "error" else None)
+    yield page, problems
+    context.close()
+
+
+def map_ready(server) -> None:
+    prepared(server, "/map")
+
+
+def test_the_map_is_a_page_of_the_app_linked_both_ways(watched, tmp_path):
+    page, problems = watched
+    papers = reader_papers()
+    index_dir = build_fake_index(tmp_path / "index", papers)
+    server = start_server(index_dir)
+    try:
+        map_ready(server)
+        seed = papers[3]
+        page.goto(server.url + "paper/" + urllib.parse.quote(seed["id"], safe=""))
+        page.click("a.open-map")
+        page.wait_for_url("**/map#*")
+        page.wait_for_selector("#pinned h2")
+        # The app's header: its navigation (the map marked as the page shown) and its search box.
+        assert page.locator("header nav a.brand").inner_text() == "papers"
+        assert page.locator("header nav a[aria-current=page]").inner_text() == "Map"
+        assert page.locator("header form.search input#q").is_visible()
+        assert page.title().endswith(index_dir.name)
+        # The pinned paper links to its page in the app, and the link leads there.
+        assert page.inner_text("#pinned h2") == seed["title"]
+        own = page.locator("#pinned a.app-page")
+        assert own.get_attribute("href") == "/paper/" + urllib.parse.quote(seed["id"], safe="")
+        own.click()
+        page.wait_for_url("**/paper/*")
+        assert page.locator("h1.title").inner_text() == seed["title"]
+        # The header's search works from the map.
+        page.goto(server.url + "map")
+        page.fill("header input#q", "privacy")
+        page.press("header input#q", "Enter")
+        page.wait_for_url("**/?q=privacy")
+    finally:
+        server.stop()
+    assert problems == []
+
+
+def test_the_map_shows_every_live_paper_added_and_not_removed(watched, tmp_path):
+    page, problems = watched
+    papers = reader_papers()
+    index_dir = build_fake_index(tmp_path / "index", papers)
+    server = start_server(index_dir)
+    try:
+        map_ready(server)
+        page.goto(server.url + "map")
+        assert page.locator("#points circle").count() == len(papers)
+        added = {"id": "added-1", "title": "Federated privacy for added papers",
+                 "abstract": "We study privacy with federated gradient clipping, added after the build."}
+        papers_cli("add", str(write_corpus(tmp_path / "new", [added])), "--index", str(index_dir), "--no-compact")
+        papers_cli("remove", papers[0]["id"], "--index", str(index_dir))
+        map_ready(server)
+        page.goto(server.url + "paper/added-1")
+        page.click("a.open-map")
+        page.wait_for_url("**/map#*")
+        page.wait_for_selector("#pinned h2")
+        assert page.inner_text("#pinned h2") == added["title"]
+        ids = page.eval_on_selector_all("#points circle", "cs => cs.map(c => c.dataset.id)")
+        assert "added-1" in ids and papers[0]["id"] not in ids and len(ids) == len(papers)
+        assert page.inner_text("#map-head h1") == f"Map of {len(papers)} papers"
+    finally:
+        server.stop()
+    assert problems == []
+
+
+def test_the_names_shown_round_a_pinned_paper_never_overlap(watched, tmp_path):
+    """The pinned paper's name and its nearest papers' names (bold) are placed apart as drawn; a name
+    with no free place round its point is hidden, never drawn over another."""
+    page, problems = watched
+    papers = reader_papers()
+    for paper in papers:  # long names, crowded together: the case where they used to overlap
+        paper["title"] = "A rather long title about " + paper["title"]
+    index_dir = build_fake_index(tmp_path / "index", papers)
+    server = start_server(index_dir)
+    try:
+        map_ready(server)
+        page.goto(server.url + "map")
+        for paper in papers:
+            page.evaluate("id => { location.hash = encodeURIComponent(id); }", paper["id"])
+            page.wait_for_function("title => (document.querySelector('#pinned h2') || {}).textContent === title",
+                                   arg=paper["title"])
+            boxes = page.eval_on_selector_all(
+                "#names text.show:not(.covered)",
+                "ts => ts.map(t => { const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })")
+            assert len(boxes) >= 2, paper["id"]
+            for i, a in enumerate(boxes):
+                for b in boxes[i + 1:]:
+                    assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (paper["id"], a, b)
+    finally:
+        server.stop()
+    assert problems == []
