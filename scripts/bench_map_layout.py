@@ -183,9 +183,8 @@ def main() -> None:
         if "error" in row:
             print(f"| {row['data']} | {row['method']} | failed | |")
         else:
-            print(
-                f"| {row['data']} | {row['method']} | {row['seconds']:.1f} | {row['knn_kept']:.2f} |"
-            )
+            seconds, kept = row["seconds"], row["knn_kept"]
+            print(f"| {row['data']} | {row['method']} | {seconds:.1f} | {kept:.2f} |")
 
 
 if __name__ == "__main__":

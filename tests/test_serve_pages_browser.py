@@ -1,9 +1,9 @@
-"""The web app's pages in a real headless browser (Debian's chromium driven by Playwright) against a
-real server on 127.0.0.1: the map as a page of the app (its header and search, links both ways, every
-live paper: those `papers add` added since the build, not those `papers remove` removed), and a
-screenshot of every page into docs/images/pages/ for a person to look at (scripts/compare_screenshots.py
-shows what changed; no test compares pixels). Skipped with the reason when chromium is missing, except
-on CI (CI=true)."""
+"""The web app's pages in a real headless browser (Debian's chromium driven by Playwright) against
+a real server on 127.0.0.1: the map as a page of the app (its header and search, links both ways,
+every live paper: those `papers add` added since the build, not those `papers remove` removed), and
+a screenshot of every page into docs/images/pages/ for a person to look at
+(scripts/compare_screenshots.py shows what changed; no test compares pixels). Skipped with the
+reason when chromium is missing, except on CI (CI=true)."""
 
 import subprocess
 import sys
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
+pytest.importorskip(
+    "fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'"
+)
 
 from corpus import write_corpus  # noqa: E402
 from serving import build_fake_index, start_server  # noqa: E402
@@ -24,7 +26,9 @@ LAUNCHER = HERE / "build_launcher.py"  # the real CLI in its own process, with t
 
 
 def papers_cli(*args: str) -> None:
-    done = subprocess.run([sys.executable, str(LAUNCHER), *args], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(LAUNCHER), *args], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -34,7 +38,12 @@ def watched(browser):
     page = context.new_page()
     problems = []
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.on("console", lambda message: problems.append(f"console: {message.text}") if message.type == "error" else None)
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(f"console: {message.text}") if message.type == "error" else None
+        ),
+    )
     yield page, problems
     context.close()
 
@@ -86,9 +95,18 @@ def test_the_map_shows_every_live_paper_added_and_not_removed(watched, tmp_path)
         map_ready(server)
         page.goto(server.url + "map")
         assert page.locator("#points circle").count() == len(papers)
-        added = {"id": "added-1", "title": "Federated privacy for added papers",
-                 "abstract": "We study privacy with federated gradient clipping, added after the build."}
-        papers_cli("add", str(write_corpus(tmp_path / "new", [added])), "--index", str(index_dir), "--no-compact")
+        added = {
+            "id": "added-1",
+            "title": "Federated privacy for added papers",
+            "abstract": "We study privacy with federated gradient clipping, added after the build.",
+        }
+        papers_cli(
+            "add",
+            str(write_corpus(tmp_path / "new", [added])),
+            "--index",
+            str(index_dir),
+            "--no-compact",
+        )
         papers_cli("remove", papers[0]["id"], "--index", str(index_dir))
         map_ready(server)
         page.goto(server.url + "paper/added-1")
@@ -105,8 +123,8 @@ def test_the_map_shows_every_live_paper_added_and_not_removed(watched, tmp_path)
 
 
 def test_the_names_shown_round_a_pinned_paper_never_overlap(watched, tmp_path):
-    """The pinned paper's name and its nearest papers' names (bold) are placed apart as drawn; a name
-    with no free place round its point is hidden, never drawn over another."""
+    """The pinned paper's name and its nearest papers' names (bold) are placed apart as drawn; a
+    name with no free place round its point is hidden, never drawn over another."""
     page, problems = watched
     papers = reader_papers()
     for paper in papers:  # long names, crowded together: the case where they used to overlap
@@ -118,15 +136,23 @@ def test_the_names_shown_round_a_pinned_paper_never_overlap(watched, tmp_path):
         page.goto(server.url + "map")
         for paper in papers:
             page.evaluate("id => { location.hash = encodeURIComponent(id); }", paper["id"])
-            page.wait_for_function("title => (document.querySelector('#pinned h2') || {}).textContent === title",
-                                   arg=paper["title"])
+            page.wait_for_function(
+                "title => (document.querySelector('#pinned h2') || {}).textContent === title",
+                arg=paper["title"],
+            )
             boxes = page.eval_on_selector_all(
                 "#names text.show:not(.covered)",
-                "ts => ts.map(t => { const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })")
+                "ts => ts.map(t => { const r = t.getBoundingClientRect();"
+                " return [r.left, r.top, r.right, r.bottom]; })",
+            )
             assert len(boxes) >= 2, paper["id"]
             for i, a in enumerate(boxes):
-                for b in boxes[i + 1:]:
-                    assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (paper["id"], a, b)
+                for b in boxes[i + 1 :]:
+                    assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (
+                        paper["id"],
+                        a,
+                        b,
+                    )
     finally:
         server.stop()
     assert problems == []

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import html
 import json
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO, cast
 
 from ..errors import InputError

@@ -225,7 +225,8 @@ def prepared(request: Request, kind: str, function, *args):
     index_dir = request.app.state.live.index_dir
     try:
         # The version with its segments: a paper added (`papers add`) makes a new map and plan.
-        return JOBS.result((reader_version(index_dir), kind, *args), function, str(index_dir), *args)
+        key = (reader_version(index_dir), kind, *args)
+        return JOBS.result(key, function, str(index_dir), *args)
     except Busy as error:
         raise Refused(503, f"the server is busy ({error}): try again in a minute") from None
 

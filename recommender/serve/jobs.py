@@ -50,7 +50,8 @@ def compute_map(index_dir: str) -> tuple[str, Any]:
                 ),
             )
         return "page", map_parts(
-            build_map(recommender, rows), paper_link=lambda paper_id: address("/paper", paper_id, "id")
+            build_map(recommender, rows),
+            paper_link=lambda paper_id: address("/paper", paper_id, "id"),
         )
 
 
