@@ -23,9 +23,10 @@ Methods:
   pca            the first two principal components
   opentsne       openTSNE (BSD-3-Clause), PCA init, perplexity 30, one thread, its default
                  250 + 500 iterations
-  opentsne-fast  the same with 125 + 250 iterations
+  opentsne-fast  the same with perplexity 15 and 50 + 100 iterations
   pacmap         PaCMAP (Apache-2.0), PCA init, defaults
-  layout         what recommender/index/map_layout.py's project_2d does now
+  layout         what recommender/index/map_layout.py's project_2d does now (t-SNE as opentsne-fast
+                 when openTSNE is installed)
 
 Quoted in docs/performance.md ("Reading groups and the map").
 """
@@ -94,7 +95,11 @@ def project(method: str, vectors: np.ndarray, seed: int = 0) -> np.ndarray:
     if method.startswith("opentsne"):
         from openTSNE import TSNE
 
-        fewer = dict(early_exaggeration_iter=125, n_iter=250) if method == "opentsne-fast" else {}
+        fewer = (
+            dict(perplexity=15, early_exaggeration_iter=50, n_iter=100)
+            if method == "opentsne-fast"
+            else {}
+        )
         tsne = TSNE(metric="cosine", n_jobs=1, random_state=seed, initialization="pca", **fewer)
         return np.asarray(tsne.fit(vectors))
     if method == "pacmap":

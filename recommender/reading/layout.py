@@ -1,6 +1,6 @@
 """A 2-D map of the collection: every paper a point, near its similar papers, coloured by session.
 
-The projection is UMAP (umap-learn, if installed) or else PCA, both seeded; the
+The projection is t-SNE (openTSNE; index/map_layout.py), UMAP or PCA, seeded; the
 colours are the sessions `papers sessions --n N` would plan. Each point carries
 its paper's related-work list (the k papers `papers related-work` lists) and,
 for the explorable HTML map, the zoom level from which its name fits on screen
@@ -120,7 +120,7 @@ class MapGroup:
 class CorpusMap:
     points: tuple[MapPoint, ...]
     groups: tuple[MapGroup, ...]
-    projection: str  # "UMAP" or "PCA"
+    projection: str  # "t-SNE", "UMAP" or "PCA"
     radius: float = POINT_RADIUS
     width: int = WIDTH
     height: int = HEIGHT
@@ -161,7 +161,7 @@ def build_map(
     whole = seed == 0 and rows == list(range(len(recommender)))
     stored = whole_index_layout(recommender) if whole else None
     coordinates, projection = stored or project_2d(recommender.vectors_at(rows), seed, on_phase)
-    if on_phase is not None and projection == "UMAP":
+    if on_phase is not None and projection != "PCA":
         on_phase("placing the names")
     xy = _fit_to_canvas(coordinates)
     papers = recommender.papers_at(rows)
