@@ -59,14 +59,12 @@ def synthetic(n: int, seed: int = 0) -> np.ndarray:
 
 
 def real(n: int) -> np.ndarray:
-    from sentence_transformers import SentenceTransformer
-
-    from recommender.embed.models import DEFAULT_MODEL  # type: ignore[attr-defined]
+    from recommender.embed.loading import load_encoder
+    from recommender.embed.models import DEFAULT_MODEL
 
     rows = [json.loads(line) for line in CSFCUBE.read_text(encoding="utf-8").splitlines()][:n]
     texts = [f"{row.get('title', '')}. {row.get('abstract', '')}" for row in rows]
-    model = SentenceTransformer(DEFAULT_MODEL, device="cpu")
-    return np.asarray(model.encode(texts, normalize_embeddings=True), dtype=np.float32)
+    return np.asarray(load_encoder(DEFAULT_MODEL).encode(texts), dtype=np.float32)
 
 
 def project(method: str, vectors: np.ndarray, seed: int = 0) -> np.ndarray:

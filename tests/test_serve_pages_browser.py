@@ -156,3 +156,64 @@ def test_the_names_shown_round_a_pinned_paper_never_overlap(watched, tmp_path):
     finally:
         server.stop()
     assert problems == []
+
+
+# name -> (path, what to do on the page before the picture); taken at a fixed window size over the
+# seed papers, so that a change in a picture is a change of the page.
+SCREENS = {
+    "home": ("", None),
+    "search": ("?q=differential%20privacy", None),
+    "paper": ("paper/FlashDP", None),
+    "tag": ("tags/reading", None),
+    "feed": ("feed?tag=reading&since=2000-01-01", None),
+    "map": ("map#{pinned}", "#pinned h2"),
+    "sessions": ("sessions?n=4", "ol, table, section"),
+}
+PHONE = {"home-phone": "", "paper-phone": "paper/FlashDP", "map-phone": "map#{pinned}"}
+
+
+def test_screenshots_of_every_page(browser, tmp_path):
+    """docs/images/pages/*.png: every page of the app as a reader sees it (docs/serve.md shows
+    them); scripts/compare_screenshots.py puts them beside the previous ones for a person to look
+    at. Each page loads without a script error or a refused resource."""
+    from conftest import SEEDS
+    from recommender.corpus.papers import read_papers
+
+    seeds = [paper.to_dict() for paper in read_papers([SEEDS])]
+    index_dir = build_fake_index(tmp_path / "seeds", seeds)
+    server = start_server(index_dir)
+    PAGES.mkdir(parents=True, exist_ok=True)
+    try:
+        status, pinned = server.json("/api/papers/FlashDP")
+        assert status == 200
+        for handle in ("FlashDP", seeds[1]["id"]):
+            status, paper = server.json(f"/api/papers/{urllib.parse.quote(handle, safe='')}")
+            path = f"/api/tags/reading/{urllib.parse.quote(paper['id'], safe='')}"
+            assert server.json(path, method="PUT")[0] == 200
+        prepared(server, "/map", "/sessions?n=4")
+        shots = [(name, path, wait, 1200, 800) for name, (path, wait) in SCREENS.items()]
+        shots += [(name, path, None, 390, 844) for name, path in PHONE.items()]
+        for name, path, wait, width, height in shots:
+            context = browser.new_context(viewport={"width": width, "height": height})
+            page = context.new_page()
+            problems = []
+            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+            page.on(
+                "console",
+                lambda message: problems.append(message.text) if message.type == "error" else None,
+            )
+            url = server.url + path.format(pinned=urllib.parse.quote(pinned["id"], safe=""))
+            response = page.goto(url)
+            assert response.status == 200, (name, response.status)
+            page.wait_for_load_state("load")
+            if wait or "map" in name:
+                page.wait_for_selector(wait or "#pinned h2")
+            page.screenshot(path=str(PAGES / f"{name}.png"))
+            context.close()
+            assert problems == [], (name, problems)
+        if "tag" in SCREENS:  # the tag page shows why each paper is recommended
+            status, body = server.get("/tags/reading")[0], server.get("/tags/reading")[2]
+            assert status == 200 and b"Because of" in body
+    finally:
+        server.stop()
+    assert sorted(p.stem for p in PAGES.glob("*.png")) == sorted([*SCREENS, *PHONE])

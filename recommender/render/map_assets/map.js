@@ -101,10 +101,13 @@ function declutter() {
   const kept = [];
   const labels = Array.from(groupsLayer.querySelectorAll("text"));
   labels.forEach(t => t.classList.remove("covered"));
+  const frame = svg.getBoundingClientRect();
   labels.map((t, k) => [t, DATA.groups[k].size, k]).sort((a, b) => b[1] - a[1] || a[2] - b[2]).forEach(([t]) => {
     const r = t.getBoundingClientRect();
     if (!drawn(r)) return;  // a session turned off
-    if (kept.some(k => overlap(k, r)) || shown.some(k => overlap(k, r))) t.classList.add("covered");
+    // cut by the map's edge (a narrow window: the labels keep their size, the map does not)
+    const cut = r.left < frame.left || r.right > frame.right;
+    if (cut || kept.some(k => overlap(k, r)) || shown.some(k => overlap(k, r))) t.classList.add("covered");
     else kept.push(r);
   });
   if (!kept.length) return;
