@@ -105,8 +105,9 @@ function declutter() {
   labels.map((t, k) => [t, DATA.groups[k].size, k]).sort((a, b) => b[1] - a[1] || a[2] - b[2]).forEach(([t]) => {
     const r = t.getBoundingClientRect();
     if (!drawn(r)) return;  // a session turned off
-    // cut by the map's edge (a narrow window: the labels keep their size, the map does not)
-    const cut = r.left < frame.left || r.right > frame.right;
+    // cut by the map's edge (a narrow window: the labels keep their size, the map does not); the
+    // biggest session keeps its label
+    const cut = kept.length > 0 && (r.left < frame.left || r.right > frame.right);
     if (cut || kept.some(k => overlap(k, r)) || shown.some(k => overlap(k, r))) t.classList.add("covered");
     else kept.push(r);
   });
