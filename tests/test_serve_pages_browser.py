@@ -16,13 +16,27 @@ pytest.importorskip(
     "fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'"
 )
 
-from corpus import write_corpus  # noqa: E402
-from serving import build_fake_index, start_server  # noqa: E402
-from test_serve_browser import prepared, reader_papers  # noqa: E402
+from corpus import topic_papers, write_corpus  # noqa: E402
+from serving import build_fake_index, start_server, wait_until  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PAGES = HERE.parent / "docs" / "images" / "pages"
 LAUNCHER = HERE / "build_launcher.py"  # the real CLI in its own process, with the fake encoder
+
+
+def reader_papers():
+    papers = topic_papers(per_topic=6)
+    for number, paper in enumerate(papers):
+        paper["authors"] = ["Ada Lovelace", "Grace Hopper"] if number % 2 else ["Alan Turing"]
+        paper["year"], paper["venue"] = 2020 + number % 5, ["ICML", "NeurIPS", "ACL"][number % 3]
+        paper["url"] = f"https://example.org/{paper['id']}"
+    return papers
+
+
+def prepared(server, *paths: str) -> None:
+    """Wait until the map and plans are made (until then their pages say "being prepared")."""
+    for path in paths:
+        wait_until(lambda path=path: server.get(path)[0] == 200, seconds=120, step=0.5)
 
 
 def papers_cli(*args: str) -> None:
@@ -177,6 +191,7 @@ def test_screenshots_of_every_page(browser, tmp_path):
     them); scripts/compare_screenshots.py puts them beside the previous ones for a person to look
     at. Each page loads without a script error or a refused resource."""
     from conftest import SEEDS
+
     from recommender.corpus.papers import read_papers
 
     seeds = [paper.to_dict() for paper in read_papers([SEEDS])]
@@ -197,10 +212,12 @@ def test_screenshots_of_every_page(browser, tmp_path):
             context = browser.new_context(viewport={"width": width, "height": height})
             page = context.new_page()
             problems = []
-            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+            page.on("pageerror", problems.append)
             page.on(
                 "console",
-                lambda message: problems.append(message.text) if message.type == "error" else None,
+                lambda message, seen=problems: (
+                    seen.append(message.text) if message.type == "error" else None
+                ),
             )
             url = server.url + path.format(pinned=urllib.parse.quote(pinned["id"], safe=""))
             response = page.goto(url)

@@ -37,7 +37,7 @@ def compute_map(index_dir: str) -> tuple[str, Any]:
     from ..query.segmented import open_index
     from ..reading.layout import build_map, live_rows
     from ..render.map import map_parts
-    from .pages import address
+    from .links import address
 
     with open_index(Path(index_dir)) as recommender:  # the base and what `papers add` added since
         rows = live_rows(recommender)

@@ -9,7 +9,7 @@ import logging
 import secrets
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi import Path as PathParameter
@@ -38,6 +38,7 @@ from .api import (
     write_tag,
 )
 from .jobs import compute_map, compute_sessions
+from .links import address, url_part
 from .security import (
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -75,20 +76,6 @@ def templates():
     environment.filters["paper_url"] = lambda paper_id: address("/paper", paper_id, "id")
     environment.filters["tag_url"] = lambda tag: address("/tags/", tag, "name")
     return environment
-
-
-def url_part(value) -> str:
-    return quote(str(value), safe="")
-
-
-def address(prefix: str, name: str, parameter: str) -> str:
-    """The page of a paper or tag: `prefix/NAME`, or `prefix?parameter=NAME` for a name that is a
-    dot segment ("." or ".."), which a browser would fold into another path even when
-    percent-encoded.
-    """
-    if name in (".", ".."):
-        return f"{prefix}?{parameter}={url_part(name)}"
-    return f"{prefix.rstrip('/')}/{url_part(name)}"
 
 
 def web_link(url: str | None) -> str | None:
