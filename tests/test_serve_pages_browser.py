@@ -212,7 +212,7 @@ def test_screenshots_of_every_page(browser, tmp_path):
             context = browser.new_context(viewport={"width": width, "height": height})
             page = context.new_page()
             problems = []
-            page.on("pageerror", problems.append)
+            page.on("pageerror", lambda error, seen=problems: seen.append(f"page error: {error}"))
             page.on(
                 "console",
                 lambda message, seen=problems: (
