@@ -11,7 +11,9 @@ library such as umap-learn pays its compilation there, as a first map does).
 
 Vectors: clustered synthetic 384-d embeddings (scripts/bench_scale.py's Mixture, 120 sub-topics), or
 with --real, the CSFCube abstracts (/work/shared/eval/csfcube-dev, first 1,500) encoded by the
-packaged all-MiniLM-L6-v2.
+packaged all-MiniLM-L6-v2 (or, with --vectors, read from the vectors.npy of an index built of them
+with that model: `papers build`; only the CSFCube rows are measured then, with --sizes for the
+synthetic ones).
 
 Neighbour preservation ("kNN kept"): for every paper, the share of its 10 nearest papers by cosine
 of the vectors that are among its 10 nearest on the map (Euclidean), averaged. Chance is 10/n.
@@ -142,6 +144,11 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--real", action="store_true", help="CSFCube with the real model (1,500)")
     parser.add_argument(
+        "--vectors",
+        default="",
+        help="instead of encoding (--real): the vectors.npy of an index built of CSFCube",
+    )
+    parser.add_argument(
         "--extra-path", default="", help="a folder with openTSNE/pacmap installed (--target)"
     )
     parser.add_argument("--json", default="")
@@ -156,11 +163,14 @@ def main() -> None:
 
     rows = []
     datasets = [(f"synthetic {n:,}", n, False) for n in args.sizes]
-    if args.real:
+    if args.real or args.vectors:
         datasets.insert(0, ("CSFCube 1,500 (real model)", 1500, True))
     with tempfile.TemporaryDirectory() as folder:
         for name, n, is_real in datasets:
-            vectors = real(n) if is_real else synthetic(n)
+            if is_real and args.vectors:
+                vectors = np.asarray(np.load(args.vectors)[:n], dtype=np.float32)
+            else:
+                vectors = real(n) if is_real else synthetic(n)
             path = os.path.join(folder, f"{n}-{is_real}.npy")
             np.save(path, vectors)
             for method in args.methods:
