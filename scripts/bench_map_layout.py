@@ -140,7 +140,7 @@ def worker(method: str, path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1500, 5000, 20000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1500, 5000, 20000])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--real", action="store_true", help="CSFCube with the real model (1,500)")
     parser.add_argument(
