@@ -103,11 +103,17 @@ function declutter() {
   labels.forEach(t => t.classList.remove("covered"));
   const frame = svg.getBoundingClientRect();
   labels.map((t, k) => [t, DATA.groups[k].size, k]).sort((a, b) => b[1] - a[1] || a[2] - b[2]).forEach(([t]) => {
-    const r = t.getBoundingClientRect();
+    t.removeAttribute("dx");
+    let r = t.getBoundingClientRect();
     if (!drawn(r)) return;  // a session turned off
-    // cut by the map's edge (a narrow window: the labels keep their size, the map does not); the
-    // biggest session keeps its label
-    const cut = kept.length > 0 && (r.left < frame.left || r.right > frame.right);
+    // Cut by the map's edge (a narrow window: the labels keep their size, the map does not): moved
+    // inside it; one wider than the map is hidden, but for the biggest session's.
+    const inside = r.left < frame.left ? frame.left - r.left : r.right > frame.right ? frame.right - r.right : 0;
+    if (inside && r.width <= frame.width) {
+      t.setAttribute("dx", (inside / scale()).toFixed(3));
+      r = t.getBoundingClientRect();
+    }
+    const cut = kept.length > 0 && (r.left < frame.left - 1 || r.right > frame.right + 1);
     if (cut || kept.some(k => overlap(k, r)) || shown.some(k => overlap(k, r))) t.classList.add("covered");
     else kept.push(r);
   });
