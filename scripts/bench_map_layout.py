@@ -30,7 +30,7 @@ Methods:
   layout         what recommender/index/map_layout.py's project_2d does now (t-SNE as opentsne-fast
                  when openTSNE is installed)
 
-Quoted in docs/performance.md ("Reading groups and the map").
+Quoted in: docs/performance.md ("Reading groups and the map") and docs/measured-overview.md.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ over a faded copy of the new one, with the share of pixels that changed (a pictu
 all stay within 16 of 255 of the old ones is the same to the eye: left out). Nothing here passes or
 fails: a changed page is for a person to judge (a test never compares pixels). Open
 OUT/index.html; it prints the pictures that changed, one a line, and exits 0.
+
+Quoted in: docs/serve.md ("The pages").
 """
 
 from __future__ import annotations
