@@ -38,6 +38,7 @@ if os.environ.get("PAPERS_TEST_REAL_MODEL") != "1":
     hooked = os.environ.get("PAPERS_TEST_HOOKS") == "1"
     query.load_query_encoder = lambda stored, model: (HookedEncoder if hooked else FakeEncoder)(name=model)
     sys.modules["umap"] = None  # reading.layout then projects by PCA
+    sys.modules["openTSNE"] = None
 
 if os.environ.get("PAPERS_TEST_SLOW_MAP"):
     from recommender.reading import layout

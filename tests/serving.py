@@ -39,6 +39,7 @@ def build_fake_index(index_dir: Path, papers: list[dict], **options) -> Path:
         patch.setattr(loading, "load_encoder", lambda model, device="auto": encoder)
         patch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
         patch.setitem(sys.modules, "umap", None)  # the map's projection: PCA, no numba compile
+        patch.setitem(sys.modules, "openTSNE", None)
         folder = index_dir.parent / f"{index_dir.name}-input"
         build_index([write_corpus(folder, papers)], index=index_dir, **options)
     return index_dir

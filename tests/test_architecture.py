@@ -1022,3 +1022,32 @@ def test_the_checker_finds_a_second_way_to_fail(tmp_path):
         "pkg.index.build:3 ends the process or prints a traceback itself: traceback.print_exc",
         "pkg.index.build:4 ends the process or prints a traceback itself: sys.exit",
         "pkg.index.build:5 ends the process itself: raise SystemExit"]
+
+
+# The web app's pages are drawn in its own layout (templates extending base.html: its header,
+# navigation and search box), through pages.render; a page of its own is named here with its reason.
+OWN_LAYOUT_PAGES = {"docs.html"}  # Swagger UI's page: a tool of its own, not one of the app's pages
+
+
+def test_every_page_of_the_app_has_its_header_and_navigation():
+    templates = PACKAGE / "serve" / "templates"
+    whole = sorted(
+        path.name
+        for path in templates.glob("*.html")
+        if path.name != "base.html" and "<html" in path.read_text(encoding="utf-8").lower()
+        and "{% extends \"base.html\" %}" not in path.read_text(encoding="utf-8")
+    )
+    assert whole == sorted(OWN_LAYOUT_PAGES), f"pages without the app's header: {whole}"
+    found = []
+    for path in sorted((PACKAGE / "serve").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id == "HTMLResponse" and function.name != "render"):
+                    text = ast.unparse(node)
+                    if not any(page in text for page in OWN_LAYOUT_PAGES):
+                        found.append(f"{path.name}: {function.name}: {text}")
+    assert not found, f"HTML answered outside pages.render (no header, no navigation): {found}"

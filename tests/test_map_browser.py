@@ -48,6 +48,7 @@ def written(tmp_path_factory):
         patch.setattr(paper_index, "load_query_encoder", lambda stored, model: encoder)
         patch.setattr(build, "prepare_query_encoder", lambda model, writer, previous, on_phase=None, precision="fp32": None)
         patch.setitem(sys.modules, "umap", None)
+        patch.setitem(sys.modules, "openTSNE", None)
         build_index([write_corpus(folder / "in", map_papers())], index=folder / "index")
         with PaperIndex.open(folder / "index") as index:
             corpus_map = build_map(index, n=3)

@@ -373,6 +373,7 @@ CSV_COMMANDS = [
 @pytest.mark.parametrize("args", CSV_COMMANDS, ids=[" ".join(args[:2]) for args in CSV_COMMANDS])
 def test_no_csv_cell_is_a_formula(hostile, workdir, monkeypatch, args):
     monkeypatch.setitem(__import__("sys").modules, "umap", None)  # PCA: fast and deterministic
+    monkeypatch.setitem(__import__("sys").modules, "openTSNE", None)
     result = hostile(*args)
     assert result.exit_code == 0, result.output
     text = (workdir / "points.csv").read_text(encoding="utf-8") if args[0] == "map" else result.stdout
@@ -414,6 +415,7 @@ def test_a_hint_is_one_command_to_the_shell(run, workdir, name):
 
 def test_sessions_csv_and_map_points_agree(hostile, workdir, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "umap", None)
+    monkeypatch.setitem(__import__("sys").modules, "openTSNE", None)
     plan = json.loads(hostile("sessions", "--n", "3", "--seed", "2", "--format", "json").stdout)
     sessions = {paper["id"]: session["session"] for session in plan["sessions"] for paper in session["papers"]}
     rows = list(csv.DictReader(io.StringIO(hostile("sessions", "--n", "3", "--seed", "2", "--format", "csv").stdout)))

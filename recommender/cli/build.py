@@ -120,7 +120,7 @@ DEFAULT_INPUT = "seeds"
     default=None,
     help=(
         "Store the map's layout of every paper, read by `papers map --all` and `papers serve`'s"
-        " /map instead of projecting on request (UMAP: several times an unchanged rebuild's time,"
+        " /map instead of projecting on request (t-SNE: seconds for thousands of papers,"
         " docs/performance.md). A rebuild keeps the index's own unless given."
     ),
 )

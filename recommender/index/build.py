@@ -137,8 +137,8 @@ def build_index(
     (a compaction: the live papers of the base and its segments, index/segments.py). `lexical_terms`
     (lexical.FixedTerms): weigh the TF-IDF rows in another index's vocabulary and IDF (a segment's).
 
-    `map_layout` stores the whole index's map layout (index/map_layout.py: UMAP of every vector,
-    which can cost more than the rest of the build) for `papers map --all` and the server's /map to
+    `map_layout` stores the whole index's map layout (index/map_layout.py: t-SNE of every vector,
+    seconds for thousands of papers) for `papers map --all` and the server's /map to
     read; None keeps the setting of the index being rebuilt (off for a new one).
 
     `aliases` ({other ID: kept ID}) are kept with those of the papers read twice (a compaction:
@@ -370,7 +370,7 @@ def build_index(
     )
 
 
-# A stored map layout holds every vector in memory for UMAP: past this many papers it is not made.
+# A stored map layout holds every vector in memory for t-SNE: past this many papers it is not made.
 MAP_LAYOUT_PAPERS = 100_000
 # Papers read back from the build's spool at a time (texts for the encoder, rows of papers.jsonl).
 STREAM_PAPERS = 4096

@@ -1,5 +1,8 @@
-"""The 2-D layout of an index's map: every paper's vector projected to a point (UMAP on cosine
-distance if umap-learn is installed, else PCA, both seeded), computed from the vectors alone.
+"""The 2-D layout of an index's map: every paper's vector projected to a point, computed from the
+vectors alone, seeded: t-SNE (openTSNE) on cosine distance, else UMAP if only umap-learn is
+installed, else PCA. t-SNE with a PCA start and few iterations keeps more of each paper's nearest
+papers near it on the map than UMAP did, in a fraction of UMAP's time (docs/performance.md, "Reading
+groups and the map"; scripts/bench_map_layout.py).
 
 `papers build --map-layout` stores the layout of all the index's papers in the version
 (MAP_LAYOUT, and the projection's name in the manifest), so that the whole index's map
@@ -18,7 +21,12 @@ from .layout import MAP_LAYOUT
 from .stored import StoredIndex, corrupt
 
 UMAP_PHASE = "projecting with UMAP (its first run compiles it: 20-45 s)"
-MANIFEST_KEY = "map_layout"  # the projection's name ("UMAP" or "PCA") in the manifest
+MANIFEST_KEY = "map_layout"  # the projection's name ("t-SNE", "UMAP" or "PCA") in the manifest
+# t-SNE's settings, chosen by scripts/bench_map_layout.py: a perplexity of 15 (45 neighbours a
+# paper), PCA start, 50 early-exaggeration and 100 further iterations (openTSNE's defaults: 30,
+# 250 and 500 keep no more neighbours and take several times as long).
+TSNE_PERPLEXITY = 15.0
+TSNE_ITERATIONS = (50, 100)
 
 
 def project_2d(
@@ -26,12 +34,18 @@ def project_2d(
     seed: int = 0,
     on_phase: Callable[[str], None] | None = None,
 ) -> tuple[np.ndarray, str]:
-    """(n, 2) coordinates and the method: UMAP on cosine distance if umap-learn is installed, else
-    PCA. `on_phase(UMAP_PHASE)` is called before UMAP starts: however few the papers, it may take a
-    while.
+    """(n, 2) coordinates and the method: t-SNE on cosine distance if openTSNE is installed, else
+    UMAP if umap-learn is, else PCA. `on_phase(UMAP_PHASE)` is called before UMAP starts: however
+    few the papers, it may take a while.
     """
     vectors = np.asarray(vectors, dtype=np.float32)
     if len(vectors) >= 10:
+        try:
+            import openTSNE
+        except ImportError:
+            openTSNE = None
+        if openTSNE is not None:
+            return tsne_2d(vectors, seed), "t-SNE"
         try:
             import umap
         except ImportError:
@@ -53,6 +67,26 @@ def project_2d(
     return pca_2d(vectors), "PCA"
 
 
+def tsne_2d(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
+    """openTSNE's t-SNE on cosine distance, from the PCA start, with the settings above; one
+    thread (the server's background process leaves the other cores to lookups)."""
+    from openTSNE import TSNE
+
+    tsne = TSNE(
+        perplexity=min(TSNE_PERPLEXITY, (len(vectors) - 1) / 3),
+        metric="cosine",
+        initialization="pca",
+        early_exaggeration_iter=TSNE_ITERATIONS[0],
+        n_iter=TSNE_ITERATIONS[1],
+        n_jobs=1,
+        random_state=seed,
+        verbose=False,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.asarray(tsne.fit(np.asarray(vectors, dtype=np.float64)), dtype=np.float64)
+
+
 def pca_2d(vectors: np.ndarray) -> np.ndarray:
     """The first two principal components (signs fixed so reruns agree)."""
     centred = np.asarray(vectors, dtype=np.float64) - np.mean(vectors, axis=0)
@@ -70,7 +104,8 @@ def pca_2d(vectors: np.ndarray) -> np.ndarray:
 
 
 def stored_projection(stored: StoredIndex) -> str | None:
-    """The projection of the layout the version stores ("UMAP" or "PCA"), or None (none stored)."""
+    """The projection of the layout the version stores ("t-SNE", "UMAP" or "PCA"), or None (none
+    stored)."""
     projection = stored.manifest.get(MANIFEST_KEY)
     return str(projection) if projection and stored.has(MAP_LAYOUT) else None
 

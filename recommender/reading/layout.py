@@ -1,6 +1,6 @@
 """A 2-D map of the collection: every paper a point, near its similar papers, coloured by session.
 
-The projection is UMAP (umap-learn, if installed) or else PCA, both seeded; the
+The projection is t-SNE (openTSNE; index/map_layout.py), UMAP or PCA, seeded; the
 colours are the sessions `papers sessions --n N` would plan. Each point carries
 its paper's related-work list (the k papers `papers related-work` lists) and,
 for the explorable HTML map, the zoom level from which its name fits on screen
@@ -120,7 +120,7 @@ class MapGroup:
 class CorpusMap:
     points: tuple[MapPoint, ...]
     groups: tuple[MapGroup, ...]
-    projection: str  # "UMAP" or "PCA"
+    projection: str  # "t-SNE", "UMAP" or "PCA"
     radius: float = POINT_RADIUS
     width: int = WIDTH
     height: int = HEIGHT
@@ -150,11 +150,7 @@ def build_map(
     from .related import related_work
     from .sessions import group_papers, label_sessions
 
-    rows = (
-        list(range(len(recommender)))
-        if rows is None
-        else list(dict.fromkeys(int(row) for row in rows))
-    )
+    rows = live_rows(recommender) if rows is None else list(dict.fromkeys(int(row) for row in rows))
     if not rows:
         raise InputError("no papers to map: the index is empty")
     related = related_work(recommender, rows, k=k)  # checks k before the slow work
@@ -165,7 +161,7 @@ def build_map(
     whole = seed == 0 and rows == list(range(len(recommender)))
     stored = whole_index_layout(recommender) if whole else None
     coordinates, projection = stored or project_2d(recommender.vectors_at(rows), seed, on_phase)
-    if on_phase is not None and projection == "UMAP":
+    if on_phase is not None and projection != "PCA":
         on_phase("placing the names")
     xy = _fit_to_canvas(coordinates)
     papers = recommender.papers_at(rows)
@@ -224,6 +220,13 @@ def build_map(
         for i, ((x, y), group, paper, near) in enumerate(zip(xy, groups, papers, neighbours))
     )
     return CorpusMap(points, tuple(group_marks), projection, point_radius(len(points)))
+
+
+def live_rows(recommender: PaperIndex) -> list[int]:
+    """Every paper the index answers with: the base's and its segments' (`papers add`), the ones
+    `papers remove` removed left out."""
+    removed = recommender.excluded_rows(())
+    return [row for row in range(len(recommender)) if row not in removed]
 
 
 def stores_whole_index_layout(recommender: PaperIndex) -> bool:

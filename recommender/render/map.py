@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import html
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
 
@@ -94,23 +96,47 @@ def map_script() -> str:
     return _asset("map.js")
 
 
+@dataclass(frozen=True)
+class MapParts:
+    """The map page's pieces, for a page that puts them inside its own (`papers serve`): its title,
+    its style sheet and its body (SVG, side panel, data; no script)."""
+
+    title: str
+    style: str
+    body: str
+
+
 def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
     """One offline HTML file: the map as inline SVG (a <title> on every point, so it reads without
     JavaScript), the papers as JSON, and a script for search, pinning, zoom, pan and session
     toggles. `script_url`: load the script from there instead of inlining it (a page served under a
-    Content-Security-Policy that forbids inline scripts: `papers serve`)."""
+    Content-Security-Policy that forbids inline scripts)."""
+    e = html.escape
+    parts = map_parts(corpus_map)
+    script = (
+        f"<script>\n{_asset('map.js')}\n</script>"
+        if script_url is None
+        else f'<script src="{e(script_url)}"></script>'
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en" class="no-js"><head><meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{e(parts.title)}</title>\n<style>\n{parts.style}\n</style></head><body>\n"
+        f"{parts.body}\n{script}</body></html>\n"
+    )
+
+
+def map_parts(corpus_map: CorpusMap, paper_link: Callable[[str], str] | None = None) -> MapParts:
+    """The map's title, style and body. `paper_link(id)`: the address of a paper's own page, which
+    the pinned paper's panel links to (a server's paper page)."""
     e = html.escape
     count = len(corpus_map.points)
     top = (
         TOP - 8
     )  # the page has its own heading: the SVG starts below the band the PNG keeps for it
     view = f"0 {top} {corpus_map.width} {corpus_map.height - top}"
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en" class="no-js"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Map of {count} papers</title>",
-        "<style>",
+    style = [
         _asset("map.css").replace("@FONT@", f"{FONT:g}").replace("@GROUP_FONT@", f"{GROUP_FONT:g}"),
         # Level-0 names show without JavaScript; the script shows the others as one zooms in.
         ",".join(f"#names.z{level} text.lv{level}" for level in range(len(ZOOM_LEVELS)))
@@ -119,15 +145,16 @@ def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
             f"svg.hide-g{group.number} .g{group.number}," for group in corpus_map.groups
         ).rstrip(",")
         + "{display:none!important}",
-        "</style></head><body>",
-        "<header>",
+    ]
+    parts = [
+        '<div id="map-head">',
         f"<h1>Map of {count} papers</h1>",
         (
             f'<p class="caption">{e(corpus_map.caption)} <span class="js-only">Search, click a'
             " point for its nearest papers, scroll or use the buttons to zoom, drag to"
             " pan.</span></p>"
         ),
-        "</header>",
+        "</div>",
         '<div id="app">',
         '<div id="map">',
         (
@@ -193,21 +220,16 @@ def render_html(corpus_map: CorpusMap, script_url: str | None = None) -> str:
         )
     parts.append("</ul></aside></div>")
     parts.append('<script type="application/json" id="map-data">')
-    parts.append(_json_for_script(_page_data(corpus_map)))
+    parts.append(_json_for_script(_page_data(corpus_map, paper_link)))
     parts.append("</script>")
-    if script_url is None:
-        parts.append("<script>")
-        parts.append(_asset("map.js"))
-        parts.append("</script></body></html>")
-    else:
-        parts.append(f'<script src="{e(script_url)}"></script></body></html>')
-    return "\n".join(parts) + "\n"
+    return MapParts(f"Map of {count} papers", "\n".join(style), "\n".join(parts))
 
 
-def _page_data(corpus_map: CorpusMap) -> dict:
+def _page_data(corpus_map: CorpusMap, paper_link: Callable[[str], str] | None = None) -> dict:
     papers = [
         {
             "id": point.id,
+            "page": paper_link(point.id) if paper_link is not None else "",
             "handle": point.handle,
             "title": point.title,
             "authors": list(point.authors),

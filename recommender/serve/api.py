@@ -220,11 +220,13 @@ def inspect(
 def prepared(request: Request, kind: str, function, *args):
     """The future result of long work on the live version of the index (see jobs: off the request
     path)."""
-    from ..index.stored import live_version
+    from ..index.segments import reader_version
 
     index_dir = request.app.state.live.index_dir
     try:
-        return JOBS.result((live_version(index_dir), kind, *args), function, str(index_dir), *args)
+        # The version with its segments: a paper added (`papers add`) makes a new map and plan.
+        key = (reader_version(index_dir), kind, *args)
+        return JOBS.result(key, function, str(index_dir), *args)
     except Busy as error:
         raise Refused(503, f"the server is busy ({error}): try again in a minute") from None
 

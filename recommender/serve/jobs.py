@@ -31,22 +31,28 @@ def _start_child(parent: int) -> None:
     os.nice(10)
 
 
-def compute_map(index_dir: str) -> tuple[str, str]:
-    """("page", the map's HTML) or ("refused", why), as `papers map --out map.html` writes it."""
-    from ..query.paper_index import PaperIndex
-    from ..reading.layout import build_map
-    from ..render.map import render_html
+def compute_map(index_dir: str) -> tuple[str, Any]:
+    """("page", the map's parts: render.map.MapParts) or ("refused", why): the map of every live
+    paper, as `papers map --out map.html` draws it."""
+    from ..query.segmented import open_index
+    from ..reading.layout import build_map, live_rows
+    from ..render.map import map_parts
+    from .links import address
 
-    with PaperIndex.open(Path(index_dir)) as recommender:
-        if len(recommender) > MAP_PAPERS:
+    with open_index(Path(index_dir)) as recommender:  # the base and what `papers add` added since
+        rows = live_rows(recommender)
+        if len(rows) > MAP_PAPERS:
             return (
                 "refused",
                 (
-                    f"a map of {len(recommender):,} papers takes too long to draw on request (at"
+                    f"a map of {len(rows):,} papers takes too long to draw on request (at"
                     f" most {MAP_PAPERS:,}): write it once with `papers map --out map.html`"
                 ),
             )
-        return "page", render_html(build_map(recommender), script_url="/map.js")
+        return "page", map_parts(
+            build_map(recommender, rows),
+            paper_link=lambda paper_id: address("/paper", paper_id, "id"),
+        )
 
 
 def compute_sessions(index_dir: str, n: int):

@@ -9,7 +9,7 @@ import logging
 import secrets
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi import Path as PathParameter
@@ -38,6 +38,7 @@ from .api import (
     write_tag,
 )
 from .jobs import compute_map, compute_sessions
+from .links import address, url_part
 from .security import (
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -75,20 +76,6 @@ def templates():
     environment.filters["paper_url"] = lambda paper_id: address("/paper", paper_id, "id")
     environment.filters["tag_url"] = lambda tag: address("/tags/", tag, "name")
     return environment
-
-
-def url_part(value) -> str:
-    return quote(str(value), safe="")
-
-
-def address(prefix: str, name: str, parameter: str) -> str:
-    """The page of a paper or tag: `prefix/NAME`, or `prefix?parameter=NAME` for a name that is a
-    dot segment ("." or ".."), which a browser would fold into another path even when
-    percent-encoded.
-    """
-    if name in (".", ".."):
-        return f"{prefix}?{parameter}={url_part(name)}"
-    return f"{prefix.rstrip('/')}/{url_part(name)}"
 
 
 def web_link(url: str | None) -> str | None:
@@ -683,8 +670,9 @@ async def sessions_page(request: Request, n: int = Query(6, ge=1, le=50)):
 
 @router.get("/map", response_class=HTMLResponse)
 async def map_page(request: Request):
-    """The explorable map `papers map --out map.html` writes, its script served as a file (no inline
-    script); drawn in the background on the first request."""
+    """The explorable map `papers map --out map.html` writes, of every live paper, inside the app's
+    page, its script served as a file (no inline script); drawn in the background on the first
+    request."""
     # With the layout stored by the build, what is left to draw takes seconds, not minutes: the
     # first request waits for it (off the request path still) rather than show the waiting page.
     with lease(request) as opened:
@@ -693,10 +681,17 @@ async def map_page(request: Request):
     outcome = await wait_for(prepared(request, "map", compute_map), waited)
     if outcome is None:
         return preparing(request, "The map")
-    kind, page = outcome
+    kind, parts = outcome
     if kind == "refused":
-        raise Refused(503, page)
-    return HTMLResponse(page)
+        raise Refused(503, parts)
+    from markupsafe import Markup
+
+    # The map inside the app's page (its header, search and footer): its style and body as drawn.
+    return render(
+        request,
+        "map.html",
+        {"parts": {"title": parts.title, "style": Markup(parts.style), "body": Markup(parts.body)}},
+    )
 
 
 @router.get("/favicon.ico")

@@ -56,16 +56,65 @@ function apply() {
 // level that would touch a label left is hidden (it shows again further in).
 function overlap(a, b) { return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom; }
 function drawn(r) { return r.width > 0 || r.height > 0; }
+// The names shown in bold (the pinned paper, its nearest papers, the matches of a search) are placed
+// again as drawn, in that order: each at its own place if it touches no name placed before it nor a
+// shown point, else at the first free place round its point, else hidden (the side panel names it).
+// The other names that would touch one of them are hidden.
+names.forEach(t => { t.dataset.home = [t.getAttribute("dx"), t.getAttribute("dy"), t.getAttribute("text-anchor")].join(" "); });
+const GAP = (DATA.radius + 3) / DATA.font, PLACES = [  // [dx, dy, anchor] in em, round the point
+  [GAP, 0.35, "start"], [-GAP, 0.35, "end"], [0, -GAP - 0.1, "middle"], [0, GAP + 0.8, "middle"],
+  [GAP, -GAP, "start"], [-GAP, -GAP, "end"], [GAP, GAP + 0.6, "start"], [-GAP, GAP + 0.6, "end"],
+  [0, -GAP - 1.3, "middle"], [0, GAP + 2, "middle"]];
+let shownOrder = [];
+function placeAt(t, place) {
+  t.setAttribute("dx", typeof place[0] === "number" ? place[0].toFixed(3) + "em" : place[0]);
+  t.setAttribute("dy", typeof place[1] === "number" ? place[1].toFixed(3) + "em" : place[1]);
+  t.setAttribute("text-anchor", place[2]);
+}
+function placeShown() {
+  const taken = shownOrder.map(i => circles[i].getBoundingClientRect()).filter(drawn);
+  const placed = [];
+  shownOrder.forEach(i => {
+    const t = names[i];
+    const home = t.dataset.home.split(" ");
+    for (const place of [home].concat(PLACES)) {
+      placeAt(t, place);
+      const r = t.getBoundingClientRect();
+      if (!drawn(r)) return;  // a session turned off
+      if (!taken.some(k => overlap(k, r))) { taken.push(r); placed.push(r); return; }
+    }
+    placeAt(t, home);
+    t.classList.add("covered");
+  });
+  return placed;
+}
 function declutter() {
   names.forEach(t => t.classList.remove("covered"));
-  const shown = names.filter(t => t.classList.contains("show")).map(t => t.getBoundingClientRect());
+  const shown = placeShown();
+  if (shown.length) {
+    names.forEach(t => {
+      if (t.classList.contains("show")) return;
+      const r = t.getBoundingClientRect();
+      if (drawn(r) && shown.some(k => overlap(k, r))) t.classList.add("covered");
+    });
+  }
   const kept = [];
   const labels = Array.from(groupsLayer.querySelectorAll("text"));
   labels.forEach(t => t.classList.remove("covered"));
+  const frame = svg.getBoundingClientRect();
   labels.map((t, k) => [t, DATA.groups[k].size, k]).sort((a, b) => b[1] - a[1] || a[2] - b[2]).forEach(([t]) => {
-    const r = t.getBoundingClientRect();
+    t.removeAttribute("dx");
+    let r = t.getBoundingClientRect();
     if (!drawn(r)) return;  // a session turned off
-    if (kept.some(k => overlap(k, r)) || shown.some(k => overlap(k, r))) t.classList.add("covered");
+    // Cut by the map's edge (a narrow window: the labels keep their size, the map does not): moved
+    // inside it; one wider than the map is hidden, but for the biggest session's.
+    const inside = r.left < frame.left ? frame.left - r.left : r.right > frame.right ? frame.right - r.right : 0;
+    if (inside && r.width <= frame.width) {
+      t.setAttribute("dx", (inside / scale()).toFixed(3));
+      r = t.getBoundingClientRect();
+    }
+    const cut = kept.length > 0 && (r.left < frame.left - 1 || r.right > frame.right + 1);
+    if (cut || kept.some(k => overlap(k, r)) || shown.some(k => overlap(k, r))) t.classList.add("covered");
     else kept.push(r);
   });
   if (!kept.length) return;
@@ -217,12 +266,15 @@ function paperButton(parent, i, extra) {
   return b;
 }
 function refreshShown() {
-  names.forEach(t => t.classList.remove("show"));
-  if (hits.length && hits.length <= 40) hits.forEach(i => names[i].classList.add("show"));
+  names.forEach(t => { t.classList.remove("show"); placeAt(t, t.dataset.home.split(" ")); });
+  shownOrder = [];
   if (pinned >= 0) {
-    names[pinned].classList.add("show");
-    P[pinned].near.forEach(n => { if (n[0] >= 0) names[n[0]].classList.add("show"); });
+    shownOrder.push(pinned);
+    P[pinned].near.forEach(n => { if (n[0] >= 0) shownOrder.push(n[0]); });
   }
+  if (hits.length && hits.length <= 40) shownOrder = shownOrder.concat(hits);
+  shownOrder = Array.from(new Set(shownOrder));
+  shownOrder.forEach(i => names[i].classList.add("show"));
   declutter();
 }
 
@@ -253,8 +305,12 @@ function pin(i) {
   add(panel, "p", meta.join(" \u00b7 "), "meta");
   if (p.authors.length) add(panel, "p", p.authors.join(", "), "meta authors");
   if (p.published) add(panel, "p", p.published, "meta published");
-  if (p.url || p.code.length) {
+  if (p.page || p.url || p.code.length) {
     const row = add(panel, "p", undefined, "links");
+    if (p.page && p.page.startsWith("/")) {  // its page in the app that serves this map
+      const a = add(row, "a", "Open its page", "app-page");
+      a.href = p.page;
+    }
     if (p.url) link(row, p.url, "Paper");
     p.code.forEach((c, k) => link(row, c, p.code.length > 1 ? "Code " + (k + 1) : "Code"));
   }
