@@ -333,9 +333,7 @@ def build_index(
                 "query_encoder": query_encoder,
                 "encoded": embedded.encoded,
                 "reused": embedded.reused,
-                # How many papers' texts are of each kind: a reader scans the papers records for
-                # the title-only ones only when there are some.
-                "text_from": dict(spool.kinds.counts()),
+                "text_from": dict(spool.kinds.counts()),  # readers look for title-only ones
             }
             if projection is not None:
                 manifest[LAYOUT_KEY] = projection
