@@ -234,3 +234,27 @@ def test_screenshots_of_every_page(browser, tmp_path):
     finally:
         server.stop()
     assert sorted(p.stem for p in PAGES.glob("*.png")) == sorted([*SCREENS, *PHONE])
+
+
+def test_the_session_plans_cover_every_live_paper_added_and_not_removed(tmp_path):
+    """/api/sessions plans the papers `papers add` added since the build, not those removed."""
+    papers = reader_papers()
+    index_dir = build_fake_index(tmp_path / "index", papers)
+    added = {
+        "id": "added-1",
+        "title": "Federated privacy for added papers",
+        "abstract": "We study privacy with federated gradient clipping, added after the build.",
+    }
+    papers_cli("add", str(write_corpus(tmp_path / "new", [added])), "--index", str(index_dir),
+               "--no-compact")  # fmt: skip
+    papers_cli("remove", papers[0]["id"], "--index", str(index_dir))
+    server = start_server(index_dir)
+    try:
+        prepared(server, "/api/sessions?n=2")
+        status, plan = server.json("/api/sessions?n=2")
+    finally:
+        server.stop()
+    assert status == 200, plan
+    planned = {paper["id"] for session in plan["sessions"] for paper in session["papers"]}
+    assert "added-1" in planned and papers[0]["id"] not in planned
+    assert len(planned) == len(papers)

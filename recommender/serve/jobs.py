@@ -57,11 +57,12 @@ def compute_map(index_dir: str) -> tuple[str, Any]:
 
 def compute_sessions(index_dir: str, n: int):
     """The plan of every paper in `n` sessions (`papers sessions --n`)."""
-    from ..query.paper_index import PaperIndex
+    from ..query.segmented import open_index
+    from ..reading.layout import live_rows
     from ..reading.sessions import plan_sessions
 
-    with PaperIndex.open(Path(index_dir)) as recommender:
-        return plan_sessions(recommender, range(len(recommender)), n=n)
+    with open_index(Path(index_dir)) as recommender:  # the base and what `papers add` added since
+        return plan_sessions(recommender, live_rows(recommender), n=n)
 
 
 def compute_sessions_json(index_dir: str, n: int) -> bytes:
