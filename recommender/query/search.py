@@ -18,18 +18,19 @@ class TextSearch(IndexLookups):
     def search(
         self,
         text: str,
-        k: int = 10,
         exclude: Sequence[str] = (),
-        min_score: float | None = None,
-        diverse: float | None = None,
-        why: bool = False,
-        mode: str = "hybrid",
+        *,
+        ranking: RankingRequest | None = None,
+        **options,
     ) -> list[Recommendation]:
-        """Papers about a free text."""
+        """Papers about a free text, never those of `exclude`, ranked as `ranking` says, else as the
+        keywords `options` say (query.ranking.RankingRequest: k=10, mode="hybrid", min_score,
+        diverse, why)."""
         if not text or not text.strip():
             raise InputError("empty search text: give some words to search for")
         check_text(text, "search text")
-        ranking = RankingRequest.of(k=k, mode=mode, min_score=min_score, diverse=diverse, why=why)
+        ranking = RankingRequest.of(ranking, **options)
+        mode, why = ranking.mode, ranking.why
         dense_query = self.encode_query(text) if mode != "lexical" else None
         lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
         if mode == "lexical" and lexical_query is not None and len(lexical_query.indices) == 0:
