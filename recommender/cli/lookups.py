@@ -98,11 +98,9 @@ def like(
                 recommender,
                 TagStore(recommender.stored.index_dir),
                 tags,
-                k=ranking.k,
-                mode=ranking.mode,
-                why=why,
                 exclude_seen=exclude_seen,
                 not_=not_,
+                ranking=ranking,  # neither a minimum score nor diversity (refused above)
             )
         click.echo(render_results(results, fmt, why, table_width(wide)), nl=False)
         return
