@@ -13,7 +13,7 @@ For each command its exit status, stdout, stderr and every file it wrote (the fi
 included) are compared; the differences are printed, and the last line says how many commands
 gave identical outputs ("54 of 54 identical"). Exit status 1 when any differ.
 
-Quoted in: CONTRIBUTING.md ("The house's counts").
+Quoted in: docs/architecture.md ("Settings as values").
 """
 
 from __future__ import annotations
