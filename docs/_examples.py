@@ -58,6 +58,8 @@ def _environment(cwd: Path) -> dict:
     # on AMX) scores and orders differed between an AMX Xeon and an AMD EPYC, at int8-smooth every
     # example printed the same on both.
     env["PAPERS_PRECISION"] = "int8-smooth"
+    # Shown as a terminal 100 columns wide shows them (a pipe would get whole lines).
+    env["COLUMNS"] = "100"
     return env
 
 

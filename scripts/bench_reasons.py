@@ -15,6 +15,8 @@ a ratio or a difference against its baseline of the same run; nothing here is a 
 The build-time alternative: for `--build-sample` papers, the sentences a pair may show
 (`reasons.sentences_of`), the time to encode them against the time to encode the papers as a build
 does, and their size as float32 vectors against the papers' own vectors.
+
+Quoted in: docs/ranking.md ("Reasons": what they cost a page of ten).
 """
 
 from __future__ import annotations

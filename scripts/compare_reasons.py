@@ -3,6 +3,8 @@ pairs the tool recommends: each of `--pairs` papers spread evenly over the index
 `papers like` result. Prints a Markdown table (docs/ranking.md, "Reasons").
 
     python scripts/compare_reasons.py INDEX [--pairs 20] [--label NAME]
+
+Quoted in: docs/ranking.md ("Reasons": the side-by-side tables).
 """
 
 from __future__ import annotations

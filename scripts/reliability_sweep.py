@@ -3406,10 +3406,239 @@ def _(cwd):
 # -- the server's background work (family: serve)
 
 
+def _background_of(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split():
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(int(child))
+    return found
+
+
+@case("serve: the background process killed while idle: /map and /api/sessions still answer")
+def _(cwd):
+    import signal
+    import time
+
+    with served(cwd) as server:
+        if server.get("/api/sessions?n=2")[0] != 200:
+            return "the first plan failed"
+        for pid in _background_of(server.process.pid):
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(1)
+        status = server.get("/api/sessions?n=3")[0]
+        if status != 200:
+            return f"/api/sessions answered {status} after the background process died"
+        deadline = time.monotonic() + 90
+        while (status := server.get("/map")[0]) == 202 and time.monotonic() < deadline:
+            time.sleep(1)
+        return None if status == 200 else f"/map answered {status} after the background process died"
+
+
+@case("serve: --token-file /dev/zero, a FIFO with no writer: one line, exit 2, at once")
+def _(cwd):
+    import resource
+
+    os.mkfifo(cwd / "token.fifo")
+    for path in ("/dev/zero", str(cwd / "token.fifo")):
+        try:
+            problem = expect_error(cwd, "serve", "--port", "0", "--token-file", path, code=2, timeout=60,
+                                   preexec=ulimit(resource.RLIMIT_AS, 4 << 30))
+        except subprocess.TimeoutExpired:
+            return f"--token-file {path}: still running a minute later"
+        if problem:
+            return f"--token-file {path}: {problem}"
+    return None
+
+
+@case("serve: a tag written after `papers indexes mv` of the served index lands in the renamed index")
+def _(cwd):
+    with served(cwd) as server:
+        code, _, stderr = papers(cwd, "indexes", "mv", "default", "renamed")
+        if code != 0:
+            return f"indexes mv: {stderr.strip()[-200:]}"
+        status = server.get("/api/tags/after-mv/dp1", method="PUT")[0]
+        if status != 200:
+            return f"the tag write answered {status}"
+    import sqlite3
+
+    tags = cwd / "indexes" / "renamed" / "tags.sqlite"
+    with contextlib.closing(sqlite3.connect(tags)) as connection:
+        rows = list(connection.execute("SELECT tag, paper FROM tags WHERE tag = 'after-mv'"))
+    return None if rows == [("after-mv", "dp1")] else f"the renamed index holds {rows}"
+
+
 # (end of the serve family)
 
 
 # -- the daily routine and the feed (family: day)
+
+
+def _day(cwd, server, *, fetch_extra=()):
+    """The routine's three steps (fetch --since last, add, feed of `mine` as HTML): [(code, out, err)]."""
+    done = [papers(cwd, "fetch", "arxiv", "--category", "cs.LG", "--since", "last", "--out", "today.jsonl",
+                   "--base-url", server.url, "--delay", "0", *fetch_extra)]
+    if done[-1][0] == 0:
+        done.append(papers(cwd, "add", "today.jsonl", "--index", "arxiv"))
+    if done[-1][0] == 0:
+        done.append(papers(cwd, "feed", "--tag", "mine", "--index", "arxiv", "--format", "html", "--out", "today.html"))
+    return done
+
+
+def _failed_step(done) -> str | None:
+    for code, _, stderr in done:
+        if code != 0 or "Traceback" in stderr:
+            return f"a step exited {code}: {stderr.strip()[-300:]}"
+    return None
+
+
+def _routine_index(cwd):
+    """The six papers in indexes/default, mine tagged with dp1, then three papers added (the feed's new ones)."""
+    if papers(cwd, "tags", "add", "mine", "dp1")[0]:
+        raise AssertionError("cannot tag dp1")
+    write_corpus(cwd / "new", [
+        {"id": "dp3", "title": "Private Language Model Training at Scale",
+         "abstract": "Differentially private training of language models with gradient clipping."},
+        {"id": "vid3", "title": "Aesthetic Video Assessment", "abstract": "Video aesthetic assessment models."},
+        {"id": "dp4", "title": "Clipping for Private Training", "abstract": "Per-sample gradient clipping and noise."},
+    ])
+    code, _, stderr = papers(cwd, "add", "new", "--no-compact")
+    if code:
+        raise AssertionError(f"cannot add: {stderr.strip()[-200:]}")
+
+
+def _feed_ids(cwd, *args) -> tuple[int, set, str]:
+    code, stdout, stderr = papers(cwd, "feed", "--tag", "mine", "--format", "json", *args)
+    return code, ({row["id"] for row in json.loads(stdout)} if code == 0 else set()), stderr
+
+
+@case("day one from nothing: fetch --since last (loopback OAI-PMH), add to a missing index, feed of an empty tag")
+def _(cwd):
+    from test_daily_routine import Server, page, record
+
+    server = Server()
+    try:
+        server.today = page(record("2506.00001", "Private Training at Scale", "Differentially private training."),
+                            record("2506.00002", "Video Aesthetics", "Video aesthetic assessment models."))
+        done = _day(cwd, server)
+        first_from = server.queries[-1].get("from") if server.queries else None
+    finally:
+        server.close()
+    problem = _failed_step(done)
+    if problem or len(done) != 3:
+        return problem or "the routine stopped"
+    window = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 2 * 86400))
+    if f"(since {window})" not in done[0][2] or first_from != window:
+        return f"the first --since last did not fetch the stated window from {window}: {done[0][2].strip()!r}, from={first_from}"
+    if "added 2 papers to arxiv, a new index" not in done[1][1]:
+        return f"add to a missing index: {done[1][1].strip()!r}"
+    if "papers tags add mine" not in done[2][2] or not (cwd / "today.html").is_file():
+        return f"the feed of an empty tag: {done[2][2].strip()!r}"
+    return None
+
+
+@case("a day with nothing new after day one: --since last starts from the last fetch, the digest says so")
+def _(cwd):
+    from test_daily_routine import Server, page, record
+
+    server = Server()
+    try:
+        server.today = page(record("2506.00001", "Private Training at Scale", "Differentially private training."))
+        first = _day(cwd, server)
+        if papers(cwd, "tags", "add", "mine", "2506.00001", "--index", "arxiv")[0]:
+            return "cannot tag the first paper"
+        server.today = page()
+        second = _day(cwd, server)
+        second_from = server.queries[-1].get("from")
+    finally:
+        server.close()
+    problem = _failed_step(first + second)
+    if problem or len(second) != 3:
+        return problem or "the second day stopped"
+    if second_from != time.strftime("%Y-%m-%d", time.gmtime()):
+        return f"the second fetch started from {second_from}, not the first's end"
+    if "No new papers." not in (cwd / "today.html").read_text(encoding="utf-8"):
+        return "the digest of a day with nothing new does not say so"
+    return None
+
+
+@case("a look with --since moves nothing: the digest still gets every new paper, once")
+def _(cwd):
+    _routine_index(cwd)
+    new = {"dp3", "dp4", "vid3"}
+    for _ in range(2):
+        code, seen, stderr = _feed_ids(cwd, "--since", "2000-01-01")
+        if code or not new <= seen:
+            return f"the look: exit {code}, {sorted(seen)} {stderr.strip()[-200:]}"
+    code, digest, stderr = _feed_ids(cwd)
+    if code or digest != new:
+        return f"the digest after two looks: exit {code}, {sorted(digest)} {stderr.strip()[-200:]}"
+    code, again, _ = _feed_ids(cwd)
+    return None if code == 0 and again == set() else f"the digest read twice: exit {code}, {sorted(again)}"
+
+
+@case("feed --since at the ends of the calendar (0001-01-01T00:00:00+14:00, 9999-12-31T23:59:59-14:00): no traceback")
+def _(cwd):
+    _routine_index(cwd)
+    for since in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"):
+        for fmt in ("json", "html"):
+            code, _, stderr = papers(cwd, "feed", "--tag", "mine", "--since", since, "--format", fmt)
+            if code == 0 and "Traceback" not in stderr:
+                continue
+            problem = one_error_line(code, stderr, 2)
+            if problem:
+                return f"--since {since} --format {fmt}: {problem}"
+    code, digest, _ = _feed_ids(cwd)  # the looks moved nothing
+    return None if code == 0 and digest == {"dp3", "dp4", "vid3"} else f"the digest after the looks: {sorted(digest)}"
+
+
+@case("damaged arrivals and feed tables in tags.sqlite: one line, exit 1, tags and index untouched")
+def _(cwd):
+    import sqlite3
+
+    for damage in ("DROP TABLE arrivals; CREATE TABLE arrivals (paper TEXT)",
+                   "DROP TABLE feed_places; CREATE TABLE feed_places (reader, tag, noticed, read);"
+                   " INSERT INTO feed_places VALUES ('digest', 'mine', 'x', 'y')"):
+        case_dir = cwd / f"damaged-{len(damage)}"
+        shutil.copytree(cwd / "in", case_dir / "in")
+        (case_dir / "indexes").mkdir()
+        if papers(case_dir, "build", "in")[0]:
+            return "cannot build"
+        _routine_index(case_dir)
+        if papers(case_dir, "feed", "--tag", "mine")[0]:
+            return "the first feed failed"
+        database = sqlite3.connect(case_dir / "indexes" / "default" / "tags.sqlite")
+        database.executescript(damage)
+        database.close()
+        tags_before = papers(case_dir, "tags", "--format", "json")[:2]
+        problem = expect_error(case_dir, "feed", "--tag", "mine")
+        if problem:
+            return f"{damage.split(';')[0]}: {problem}"
+        code, _, stderr = papers(case_dir, "feed", "--tag", "mine")
+        if "the feed's records are damaged" not in stderr:
+            return f"the line does not say what is damaged: {stderr.strip()!r}"
+        if papers(case_dir, "tags", "--format", "json")[:2] != tags_before:
+            return "the tags changed"
+    return None
+
+
+@case("a day's paper with no search terms (title 'n1', abstract 'Abstract of n1.'): added, found, compacted")
+def _(cwd):
+    write_corpus(cwd / "day", [{"id": "n1", "title": "n1", "abstract": "Abstract of n1."}])
+    before = readers_view(cwd)[0]
+    problem = expect_ok(cwd, "add", "day", "--no-compact")
+    if problem:
+        return problem
+    code, stdout, _ = papers(cwd, "show", "n1", "--format", "json")
+    if code or json.loads(stdout)["id"] != "n1":
+        return f"show n1: exit {code}"
+    problem = expect_ok(cwd, "search", "private training", "--mode", "lexical") or expect_ok(
+        cwd, "build", "--compact")
+    if problem:
+        return problem
+    after = readers_view(cwd)[0]
+    ids = lambda view: {row["id"] for row in json.loads(view[1])}  # noqa: E731
+    return None if ids(after) == ids(before) | {"n1"} else f"the index holds {sorted(ids(after))}"
 
 
 # (end of the day family)

@@ -5,6 +5,9 @@ never from a layer above. Imports inside functions count too (the CLI imports la
 cycles, and no `_private` name imported or used from another module. No module outside `embed/`
 tests a model's name (it asks embed.models.model_facts), and no module is over MAX_LINES lines.
 The library raises in its own words: no `--option` of the CLI in a message outside cli/ and serve/.
+Each mechanism every command shares (writing a file, a user's output, reading the user's papers,
+the index lock, the encoder, the ranking options, HTTP, failing in one line) is done in its one
+home only (docs/architecture.md, "One home for each mechanism").
 """
 
 from __future__ import annotations
@@ -555,3 +558,467 @@ def test_only_the_output_module_renames_onto_a_path():
 ], ids=["a second output mechanism", "Path.rename and an imported move", "the output module"])
 def test_the_checker_finds_a_second_output_mechanism(tmp_path, files, expected):
     assert renames_onto_paths(write_package(tmp_path, files), RENAMING_OWNERS) == expected
+
+
+# ---------------------------------------------------------------- one home for each mechanism
+#
+# Each mechanism every command shares has one home (docs/architecture.md, "One home for each
+# mechanism"). A detector below finds, in a module's source, the signs of a module doing that job
+# its own way; `home_breaches` reports each one outside the home and the allowed places, each
+# allowed place (module, what it does) with the reason it owns what it does.
+
+
+def bindings(tree: ast.AST) -> dict[str, str]:
+    """Local name -> dotted name of what an import binds (`np` -> numpy, `replace` -> os.replace,
+    `files` -> files for `from .. import files`: relative imports lose their dots)."""
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                bound[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                bound[alias.asname or alias.name] = ".".join(filter(None, (node.module,
+                                                                          alias.name)))
+    return bound
+
+
+def dotted(node: ast.AST, bound: dict[str, str]) -> str:
+    """`os.path.join` for a call's function, its first name resolved through the imports ("" for a
+    call on anything but names and attributes, `.write_text` for a method of a value)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(bound.get(node.id, node.id))
+    else:
+        parts.append("")
+    return ".".join(reversed(parts))
+
+
+def calls(tree: ast.AST):
+    """(call node, its dotted name) for every call in `tree`."""
+    bound = bindings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield node, dotted(node.func, bound)
+
+
+def imported_modules(tree: ast.AST):
+    """(line, module) for each absolute import, `from x import y` giving x.y too."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.lineno, node.module
+            yield from ((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+
+
+def home_breaches(root: Path, detect, home: set[str],
+                  allowed: dict[tuple[str, str], str]) -> list[str]:
+    """`module:line what` for each (line, kind, what) `detect` finds in a module of the package at
+    `root` outside `home` (module names below the package; a folder's name covers its modules)
+    and not allowed as (module, kind)."""
+    found = []
+    for name, path in modules(root).items():
+        short = name.split(".", 1)[1] if "." in name else ""
+        if any(short == owner or short.startswith(owner + ".") for owner in home):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{name}:{line} {what}" for line, kind, what in sorted(set(detect(tree)))
+                  if (short, kind) not in allowed]
+    return found
+
+
+def _argument(node: ast.Call, position: int, keyword: str):
+    if len(node.args) > position:
+        return node.args[position]
+    return next((k.value for k in node.keywords if k.arg == keyword), None)
+
+
+WRITING_MODE = re.compile(r"[wax+]")
+WRITING_FLAGS = {"O_CREAT", "O_WRONLY", "O_RDWR", "O_APPEND", "O_TRUNC"}
+COPIES = {"shutil.copyfile", "shutil.copy", "shutil.copy2", "shutil.copytree"}
+
+
+def _flags(node: ast.AST, assigned: dict[str, list[ast.AST]], depth: int = 0) -> set[str]:
+    """The os.O_* names in a flags expression, a name followed to what the module assigns it."""
+    found = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Attribute) and child.attr.startswith("O_"):
+            found.add(child.attr)
+        elif isinstance(child, ast.Name) and child.id.startswith("O_"):
+            found.add(child.id)
+        elif isinstance(child, ast.Name) and depth < 3:
+            for value in assigned.get(child.id, ()):
+                found |= _flags(value, assigned, depth + 1)
+    return found
+
+
+def file_writes(tree: ast.AST):
+    """Files written other than through files.py: open() for writing (or with a mode not written
+    out), Path.open/write_text/write_bytes, os.open creating or writing, shutil's copies."""
+    assigned: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assigned.setdefault(target.id, []).append(node.value)
+    for node, name in calls(tree):
+        if name in ("open", "io.open") or (name.startswith(".") and name.endswith(".open")):
+            mode = _argument(node, 1 if name in ("open", "io.open") else 0, "mode")
+            constant = isinstance(mode, ast.Constant)
+            if mode is None or (constant and not WRITING_MODE.search(str(mode.value))):
+                continue
+            if name.startswith(".") and not isinstance(mode, ast.Constant):
+                continue  # zipfile's open(member), a reader's open(path)
+            yield node.lineno, "open", f"opens for writing: {ast.unparse(node)}"
+        elif name.endswith((".write_text", ".write_bytes")) and name.split(".")[0] != "files":
+            yield node.lineno, name.rsplit(".", 1)[1], f"writes a file: {ast.unparse(node.func)}"
+        elif (name == "os.open"
+              and _flags(_argument(node, 1, "flags") or ast.Constant(0), assigned) & WRITING_FLAGS):
+            yield node.lineno, "os.open", f"opens for writing: {ast.unparse(node)}"
+        elif name in COPIES:
+            yield node.lineno, name, f"copies onto a path: {name}"
+
+
+WRITING_ALLOWED = {
+    ("cli.errors", "os.open"): "standard output pointed at /dev/null once its reader has gone",
+    ("corpus.fetch.pages", "os.open"): "appends a page's records to its own file, made by"
+                                       " files.write_text, never created here nor through a link",
+    ("embed.export_cache", "shutil.copyfile"): "a model file copied into its own staging folder,"
+                                               " where a hard link is not allowed",
+    ("embed.quantisation", "shutil.copyfile"): "the tokenizer copied into its own temporary folder",
+}
+
+
+def test_every_file_is_written_through_the_files_module():
+    assert home_breaches(PACKAGE, file_writes, {"files"}, WRITING_ALLOWED) == []
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"index/__init__.py": "",
+      "index/a.py": "import os\nfrom pathlib import Path\nFLAGS = os.O_WRONLY | os.O_CREAT\n"
+                    "def f(p, mode):\n    open(p, 'w').close()\n    Path(p).write_text('x')\n"
+                    "    os.close(os.open(p, FLAGS))\n    open(p, mode)\n    Path(p).open('ab')\n"},
+     ["pkg.index.a:5 opens for writing: open(p, 'w')",
+      "pkg.index.a:6 writes a file: Path(p).write_text",
+      "pkg.index.a:7 opens for writing: os.open(p, FLAGS)",
+      "pkg.index.a:8 opens for writing: open(p, mode)",
+      "pkg.index.a:9 opens for writing: Path(p).open('ab')"]),
+    ({"corpus/__init__.py": "",
+      "corpus/a.py": "import os, shutil\nfrom .. import files\ndef f(p, q, z):\n"
+                     "    open(p).read()\n"
+                     "    open(p, 'rb').read()\n    os.open(p, os.O_RDONLY | os.O_NOFOLLOW)\n"
+                     "    files.write_text(p, 'x')\n    z.open(q)\n    shutil.copyfile(p, q)\n"},
+     ["pkg.corpus.a:9 copies onto a path: shutil.copyfile"]),
+    ({"files.py": "import os\ndef f(p):\n    return open(p, 'x'), os.open(p, os.O_CREAT)\n"}, []),
+], ids=["a second writer", "reads and the files module", "the files module"])
+def test_the_checker_finds_a_second_way_to_write_a_file(tmp_path, files, expected):
+    package = write_package(tmp_path, files)
+    assert home_breaches(package, file_writes, {"files"}, WRITING_ALLOWED) == expected
+
+
+def user_outputs(tree: ast.AST):
+    """A user-given output opened other than by cli/common.py's output_file (files.output: a file
+    replaced whole, a FIFO or device written into, never an index's own file): files.output or
+    stream_target called, click's File or open_file for writing."""
+    for node, name in calls(tree):
+        if name in ("files.output", "files.stream_target"):
+            yield node.lineno, name, f"opens a user's output itself: {name}"
+        elif name in ("click.open_file", "click.File"):
+            mode = _argument(node, 1 if name == "click.open_file" else 0, "mode")
+            if isinstance(mode, ast.Constant) and WRITING_MODE.search(str(mode.value)):
+                yield node.lineno, name, f"opens a user's output itself: {ast.unparse(node)}"
+
+
+OUTPUT_ALLOWED = {
+    ("render.map", "files.output"): "write_map of the Python API, given a path rather than a stream"
+                                    " (the CLI hands it output_file's stream)",
+}
+
+
+def test_every_user_given_output_is_written_by_output_file():
+    assert home_breaches(PACKAGE, user_outputs, {"files", "cli.common"}, OUTPUT_ALLOWED) == []
+
+
+def test_the_checker_finds_a_second_way_to_write_a_user_s_output(tmp_path):
+    package = write_package(tmp_path, {
+        "cli/__init__.py": "",
+        "cli/fetch.py": "import click\nfrom ..files import output\n"
+                        "@click.option('--out', type=click.File('wb'))\n"
+                        "def f(out):\n    with output(out) as stream:\n        pass\n",
+        "cli/common.py": "from ..files import output\ndef output_file(p):\n    return output(p)\n"})
+    assert home_breaches(package, user_outputs, {"files", "cli.common"}, OUTPUT_ALLOWED) == [
+        "pkg.cli.fetch:3 opens a user's output itself: click.File('wb')",
+        "pkg.cli.fetch:5 opens a user's output itself: files.output"]
+
+
+FORMAT_PARSERS = ("bibtexparser", "pybtex", "rispy", "csv.reader", "csv.DictReader", "csv.Sniffer")
+
+
+def format_reads(tree: ast.AST):
+    """A file format of the user's papers parsed other than by a reader of corpus/readers/."""
+    for line, module in imported_modules(tree):
+        if module.split(".")[0] in FORMAT_PARSERS:
+            yield line, module.split(".")[0], f"parses a user's file itself: imports {module}"
+    for node, name in calls(tree):
+        if name in FORMAT_PARSERS:
+            yield node.lineno, name, f"parses a user's file itself: {name}"
+
+
+READING_ALLOWED = {
+    ("evaluation.reviewers", "csv.reader"): "the reviewer-expertise evaluation set's ratings table,"
+                                            " an evaluation's input rather than a user's papers",
+}
+
+
+def test_the_user_s_papers_are_read_only_by_the_readers():
+    assert home_breaches(PACKAGE, format_reads, {"corpus.readers"}, READING_ALLOWED) == []
+
+
+def test_the_checker_finds_a_second_reader(tmp_path):
+    package = write_package(tmp_path, {
+        "corpus/__init__.py": "", "corpus/readers/__init__.py": "",
+        "corpus/readers/tabular.py": "import csv\ndef f(t):\n    return csv.reader(t)\n",
+        "serve/__init__.py": "",
+        "serve/upload.py": "import csv\ndef f(t):\n    import bibtexparser\n"
+                           "    return csv.DictReader(t)\n"})
+    assert home_breaches(package, format_reads, {"corpus.readers"}, READING_ALLOWED) == [
+        "pkg.serve.upload:3 parses a user's file itself: imports bibtexparser",
+        "pkg.serve.upload:4 parses a user's file itself: csv.DictReader"]
+
+
+def databases(tree: ast.AST):
+    """An SQLite database opened (sqlite3.connect, apsw) other than by the module owning it, or
+    opened in place as immutable (a journal or log another program keeps, not applied)."""
+    for node, name in calls(tree):
+        if name in ("sqlite3.connect", "apsw.Connection"):
+            yield node.lineno, name, f"opens a database itself: {name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and "immutable=" in str(node.value):
+            yield node.lineno, "immutable", "opens a database in place as immutable"
+
+
+DATABASE_OWNERS = {
+    "reading.tags",  # the tags of an index (tags.sqlite)
+    "embed.embedding_cache",  # the embedding cache every index of the user shares
+    "corpus.readers.snapshot",  # a committed copy of a database another program writes (Zotero's)
+}
+
+
+def test_each_database_is_opened_only_by_its_module():
+    assert home_breaches(PACKAGE, databases, DATABASE_OWNERS, {}) == []
+
+
+def test_the_checker_finds_a_database_opened_elsewhere(tmp_path):
+    package = write_package(tmp_path, {
+        "corpus/__init__.py": "", "corpus/readers/__init__.py": "",
+        "corpus/readers/snapshot.py": "import sqlite3\ndef f(p):\n    return sqlite3.connect(p)\n",
+        "corpus/readers/zotero.py": "from sqlite3 import connect\ndef f(p):\n"
+                                    "    return connect(f'file:{p}?immutable=1', uri=True)\n"})
+    assert home_breaches(package, databases, DATABASE_OWNERS, {}) == [
+        "pkg.corpus.readers.zotero:3 opens a database in place as immutable",
+        "pkg.corpus.readers.zotero:3 opens a database itself: sqlite3.connect"]
+
+
+def file_locks(tree: ast.AST):
+    """A file lock taken (fcntl, or a package doing it) other than by the index's lock modules."""
+    for line, module in imported_modules(tree):
+        if module.split(".")[0] in ("fcntl", "filelock", "portalocker"):
+            yield line, "lock", f"takes a lock itself: imports {module}"
+    for node, name in calls(tree):
+        if name in ("fcntl.flock", "fcntl.lockf", "os.lockf"):
+            yield node.lineno, "lock", f"takes a lock itself: {name}"
+
+
+LOCK_OWNERS = {
+    "index.writer",  # the build lock (`writing`, and `build_lock` for add, remove, rename)
+    "index.stored",  # a reader's pin on the live version, and `unpinned` before a removal
+    "index.segments",  # the compaction's own lock, beside the build lock
+}
+
+
+def test_locks_are_taken_only_by_the_index_s_lock_modules():
+    assert home_breaches(PACKAGE, file_locks, LOCK_OWNERS, {}) == []
+
+
+def test_the_checker_finds_a_second_lock(tmp_path):
+    package = write_package(tmp_path, {
+        "index/__init__.py": "",
+        "index/writer.py": "import fcntl\ndef f(h):\n    fcntl.flock(h, fcntl.LOCK_EX)\n",
+        "reading/__init__.py": "",
+        "reading/tags.py": "import os\ndef f(h):\n    os.lockf(h, os.F_LOCK, 0)\n"})
+    assert home_breaches(package, file_locks, LOCK_OWNERS, {}) == [
+        "pkg.reading.tags:3 takes a lock itself: os.lockf"]
+
+
+ENCODER_RUNTIMES = ("onnxruntime", "sentence_transformers", "transformers", "torch", "openvino",
+                    "tokenizers", "optimum", "onnx")
+
+
+# What makes an encoder: the runtimes' sessions and models, and embed/'s own encoder classes (made
+# by embed/loading.py and embed/choice.py from what a build asks and an index records).
+ENCODER_MAKERS = ("InferenceSession", "SentenceTransformer", "OnnxEncoder", "StaticEncoder",
+                  "SentenceTransformerEncoder", "RayEncoder", "LazyEncoder")
+
+
+def encoders(tree: ast.AST):
+    """An encoder made or a model runtime imported outside embed/ (which chooses the encoder:
+    embed/choice.py, embed/models.py)."""
+    for line, module in imported_modules(tree):
+        if module.split(".")[0] in ENCODER_RUNTIMES:
+            yield line, "runtime", f"loads a model itself: imports {module}"
+    for node, name in calls(tree):
+        if name.rsplit(".", 1)[-1] in ENCODER_MAKERS:
+            yield node.lineno, "runtime", f"loads a model itself: {name}"
+
+
+def test_encoders_are_made_only_in_embed():
+    assert home_breaches(PACKAGE, encoders, {"embed"}, {}) == []
+
+
+def test_the_checker_finds_an_encoder_made_elsewhere(tmp_path):
+    package = write_package(tmp_path, {
+        "embed/__init__.py": "",
+        "embed/onnx_encoder.py": "import onnxruntime as ort\nS = ort.InferenceSession('m')\n",
+        "query/__init__.py": "",
+        "query/search.py": "def f(ort):\n"
+                           "    from sentence_transformers import SentenceTransformer\n"
+                           "    return SentenceTransformer('m'), ort.InferenceSession('m.onnx')\n"
+                           "def g(folder):\n    from ..embed.onnx_encoder import OnnxEncoder\n"
+                           "    return OnnxEncoder(folder)\n"})
+    assert home_breaches(package, encoders, {"embed"}, {}) == [
+        "pkg.query.search:2 loads a model itself: imports sentence_transformers",
+        "pkg.query.search:2 loads a model itself: imports"
+        " sentence_transformers.SentenceTransformer",
+        "pkg.query.search:3 loads a model itself: ort.InferenceSession",
+        "pkg.query.search:3 loads a model itself: sentence_transformers.SentenceTransformer",
+        "pkg.query.search:6 loads a model itself: embed.onnx_encoder.OnnxEncoder"]
+
+
+RANKING_FUNCTIONS = ("fuse", "mmr", "select", "order_by_score", "check_options", "seed_weights",
+                     "combine_dense", "dense_weight_for")
+
+
+def ranking_options(tree: ast.AST):
+    """The ranking modes listed (two of them or more in one literal), or a function of
+    query/ranking.py (score fusion, MMR, the options' checks) defined again, outside it."""
+    from recommender.query.ranking import MODES
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            listed = [e.value for e in node.elts
+                      if isinstance(e, ast.Constant) and e.value in MODES]
+            if len(set(listed)) >= 2:
+                yield node.lineno, "modes", f"lists the ranking modes itself: {ast.unparse(node)}"
+        elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and node.name in RANKING_FUNCTIONS):
+            yield node.lineno, "function", f"ranks itself: defines {node.name}"
+
+
+RANKING_ALLOWED = {
+    ("cli.common", "modes"): "the --mode choices, kept off numpy at start (checked equal to MODES"
+                             " by test_the_modes_offered_are_the_ranking_s)",
+    ("serve.api", "modes"): "FastAPI reads the mode's choices from a Literal type (checked equal)",
+}
+
+
+def test_ranking_options_live_in_the_ranking_module():
+    assert home_breaches(PACKAGE, ranking_options, {"query.ranking"}, RANKING_ALLOWED) == []
+
+
+def test_the_modes_offered_are_the_ranking_s():
+    from typing import get_args
+
+    from recommender.cli.lookups import like
+    from recommender.query.ranking import MODES
+    from recommender.serve.api import Mode
+
+    choices = next(param.type.choices for param in like.params if param.name == "mode")
+    assert sorted(choices) == sorted(get_args(Mode)) == sorted(MODES)
+
+
+def test_the_checker_finds_a_second_ranking(tmp_path):
+    package = write_package(tmp_path, {
+        "query/__init__.py": "",
+        "query/ranking.py": "MODES = ('dense', 'lexical', 'hybrid')\ndef mmr():\n    pass\n",
+        "reading/__init__.py": "",
+        "reading/feed.py": "def f(mode='hybrid'):\n    if mode not in ['hybrid', 'dense']:\n"
+                           "        raise ValueError\n"
+                           "def mmr(scores, lam):\n    return scores\n"})
+    assert home_breaches(package, ranking_options, {"query.ranking"}, RANKING_ALLOWED) == [
+        "pkg.reading.feed:2 lists the ranking modes itself: ['hybrid', 'dense']",
+        "pkg.reading.feed:4 ranks itself: defines mmr"]
+
+
+HTTP_CLIENTS = ("urllib.request", "http.client", "requests", "httpx", "urllib3", "aiohttp",
+                "urllib.request.urlopen", "urllib.request.Request")
+
+
+def http_requests(tree: ast.AST):
+    """A request to a service made other than through corpus/fetch/http.py (its User-Agent, delay,
+    retries and bounds on every wait)."""
+    for line, module in imported_modules(tree):
+        if module in HTTP_CLIENTS or module.split(".")[0] in HTTP_CLIENTS:
+            yield line, "http", f"speaks HTTP itself: imports {module}"
+    for node, name in calls(tree):
+        if name in ("urllib.request.urlopen", "http.client.HTTPConnection",
+                    "http.client.HTTPSConnection"):
+            yield node.lineno, "http", f"speaks HTTP itself: {name}"
+
+
+def test_services_are_asked_only_through_the_fetch_client():
+    assert home_breaches(PACKAGE, http_requests, {"corpus.fetch.http"}, {}) == []
+
+
+def test_the_checker_finds_a_second_http_client(tmp_path):
+    package = write_package(tmp_path, {
+        "corpus/__init__.py": "", "corpus/fetch/__init__.py": "",
+        "corpus/fetch/http.py": "import urllib.request\n",
+        "corpus/fetch/semantic.py": "from . import http\nfrom urllib import request\n"
+                                    "import urllib.parse\n"
+                                    "def f(u):\n    return request.urlopen(u)\n"})
+    assert home_breaches(package, http_requests, {"corpus.fetch.http"}, {}) == [
+        "pkg.corpus.fetch.semantic:2 speaks HTTP itself: imports urllib.request",
+        "pkg.corpus.fetch.semantic:5 speaks HTTP itself: urllib.request.urlopen"]
+
+
+def process_exits(tree: ast.AST):
+    """The process ended or a traceback printed other than by cli/errors.py (every failure one
+    line, its exit status)."""
+    for node, name in calls(tree):
+        if name in ("sys.exit", "os._exit", "os.abort", "exit", "quit") or name.startswith(
+                "traceback."):
+            yield node.lineno, name, f"ends the process or prints a traceback itself: {name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(raised, ast.Name) and raised.id == "SystemExit":
+                yield node.lineno, "SystemExit", "ends the process itself: raise SystemExit"
+
+
+EXIT_ALLOWED = {
+    ("serve.app", "os._exit"): "the server's process ends at once after its last words, its"
+                               " threads (uvicorn's, a job's) left to the system",
+    ("serve.server", "SystemExit"): "SIGTERM becomes SystemExit, so uvicorn shuts down cleanly",
+}
+
+
+def test_only_the_error_module_ends_the_process():
+    assert home_breaches(PACKAGE, process_exits, {"cli.errors"}, EXIT_ALLOWED) == []
+
+
+def test_the_checker_finds_a_second_way_to_fail(tmp_path):
+    package = write_package(tmp_path, {
+        "cli/__init__.py": "", "cli/errors.py": "import sys\ndef f():\n    sys.exit(1)\n",
+        "index/__init__.py": "",
+        "index/build.py": "import sys, traceback\ndef f():\n    traceback.print_exc()\n"
+                          "    sys.exit(2)\n"
+                          "    raise SystemExit(1)\n"})
+    assert home_breaches(package, process_exits, {"cli.errors"}, EXIT_ALLOWED) == [
+        "pkg.index.build:3 ends the process or prints a traceback itself: traceback.print_exc",
+        "pkg.index.build:4 ends the process or prints a traceback itself: sys.exit",
+        "pkg.index.build:5 ends the process itself: raise SystemExit"]

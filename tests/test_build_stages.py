@@ -159,13 +159,13 @@ def test_the_manifest_describes_what_the_stages_built():
     search = stages.SearchIndex("flat", {}, "small", "IndexFlatIP", 6)
     built = stages.Built({"model": "m", "model_identity": "fake:m", "precision": "fp32",
                           "chunking": {"strategy": "sentences"}}, 256, 6, "abc", search, 40, None,
-                         4, 2, None)
+                         4, 2, None, {"abstract": 6})
     manifest = stages.manifest_of(BuildRequest(built_by="evaluate"), built, "2026-01-01")
     assert (manifest["built_by"], manifest["paper_count"], manifest["dimension"]) == (
         "evaluate", 6, 256)
     assert manifest["index"]["description"] == "IndexFlatIP"
     assert (manifest["encoded"], manifest["reused"], manifest["lexical"]["terms"]) == (4, 2, 40)
-    assert "map_layout" not in manifest
+    assert "map_layout" not in manifest and manifest["text_from"] == {"abstract": 6}
 
 
 def test_build_index_takes_a_request_or_its_keywords_alike(workdir, fake_model):

@@ -367,3 +367,46 @@ def test_recommender_methods(small):
     (item,) = related_work(small, select_rows(small, ["VADB"]), k=1)
     assert as_tuples(item.related) == as_tuples(small.like("vid1", k=1))
     assert len(plan_sessions(small, select_rows(small, ["dp1", "dp2", "vid1", "vid2"]), n=2).sessions) == 2
+
+
+def test_bibtex_entries_without_a_year_or_author_are_named_once_on_stderr(workdir, fake_model):
+    """A real `papers related-work --format bibtex` process over papers some of which lack a year
+    and authors: every entry is written, and each missing field is named once on stderr, with how
+    many entries lack it and a few of their keys."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    papers = [
+        {"id": f"p{number}", "title": f"Private training {number}",
+         "abstract": f"Differentially private training with gradient clipping, variant {number}.",
+         **({"year": 2020, "authors": ["Ada Lovelace"]} if number < 2 else {}),
+         **({"year": 2021} if number == 2 else {})}
+        for number in range(6)
+    ]
+    build_index([write_corpus(workdir / "in", papers)])
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "build_launcher.py"), "related-work", "--all",
+         "-k", "2", "--format", "bibtex"], cwd=workdir, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    entries = parse_bibtex(done.stdout)
+    assert len(entries) == 6  # nothing dropped
+    without_year = sorted(key for key, (_, fields) in entries.items() if "year" not in fields)
+    without_author = sorted(key for key, (_, fields) in entries.items() if "author" not in fields)
+    assert (len(without_year), len(without_author)) == (3, 4)
+    lines = done.stderr.splitlines()
+    year = [line for line in lines if "no year" in line]
+    author = [line for line in lines if "no author" in line]
+    assert year == [f"warning: 3 of 6 BibTeX entries have no year ({', '.join(_in_order(done.stdout, without_year))}):"
+                    " BibTeX styles print them without one"]
+    assert len(author) == 1 and author[0].startswith("warning: 4 of 6 BibTeX entries have no author (")
+    assert author[0].endswith(", ...): BibTeX styles print them without one and sort them by title")
+    for fmt in ("markdown", "json"):  # only BibTeX has these fields to miss
+        other = subprocess.run(
+            [sys.executable, str(Path(__file__).parent / "build_launcher.py"), "related-work", "--all",
+             "--format", fmt], cwd=workdir, capture_output=True, text=True, timeout=300)
+        assert (other.returncode, other.stderr) == (0, "")
+
+
+def _in_order(text: str, keys: list[str]) -> list[str]:
+    return sorted(keys, key=lambda key: text.index("{" + key + ",\n"))

@@ -192,3 +192,69 @@ def test_the_hostile_corpus_runs_no_script_on_any_page(watched, tmp_path):
     finally:
         server.stop()
     assert problems == []
+
+
+def test_every_action_says_what_it_did_and_can_be_undone(watched, tmp_path):
+    """Tagging says it worked (once, after the redirect) and offers an undo; "Because of" and the mark
+    buttons are part of their card; papers marked not interested or seen are listed on the tag page and
+    taken back there (a collection's papers: tests/test_zotero.py)."""
+    page, problems = watched
+    papers = reader_papers()
+    index_dir = build_fake_index(tmp_path / "index", papers)
+    server = start_server(index_dir)
+    flash = page.locator(".flash[role=status]")
+    try:
+        # Tag from a card: the page says so, with an undo; a reload does not say it again
+        page.goto(server.url + "paper/" + papers[0]["id"])
+        page.locator(".seed form.tag input[name=tag]").fill("<b>mine</b>")
+        page.locator(".seed form.tag button").click()
+        page.wait_for_load_state()
+        assert flash.locator(".flash-text").inner_text() == f"Tagged “{papers[0]['title']}” “<b>mine</b>”."
+        assert flash.locator("b").count() == 0  # escaped
+        flash.locator("button", has_text="Undo").click()
+        page.wait_for_load_state()
+        assert flash.inner_text().startswith(f"Removed the tag “<b>mine</b>” from “{papers[0]['title']}”.")
+        assert server.json("/api/tags")[1] == []
+        flash.locator("button", has_text="Undo").click()
+        page.wait_for_load_state()
+        assert server.json("/api/tags")[1][0] == {"tag": "<b>mine</b>", "papers": [papers[0]["id"]]}
+        page.reload()
+        assert flash.count() == 0
+
+        # "Because of" and the mark buttons inside their card, above its separator
+        for paper in papers[:3]:
+            server.get(f"/api/tags/mine/{paper['id']}", method="PUT")
+        page.goto(server.url + "tags/mine")
+        cards = page.locator("ol.papers > li")
+        assert cards.count() >= 3
+        for number in range(3):
+            card = cards.nth(number).locator("article.paper")
+            assert card.locator("p.because").count() == 1 and card.locator("form.mark").count() == 2
+            box, below = card.bounding_box(), card.locator(".marks").bounding_box()
+            assert below["y"] + below["height"] <= box["y"] + box["height"]
+        title = cards.first.locator(".title a").inner_text()
+
+        # Not interested: said, listed, taken back from the list
+        cards.first.locator("form.mark button.not").click()
+        page.wait_for_url("**/tags/mine")
+        assert flash.locator(".flash-text").inner_text().startswith(f"Marked “{title}” not interested for “mine”")
+        listed = page.locator("section.marked.not li")
+        assert listed.all_inner_texts() and title in listed.first.inner_text()
+        listed.first.locator("button", has_text="take back").click()
+        page.wait_for_url("**/tags/mine")
+        assert flash.locator(".flash-text").inner_text() == f"Took back the not interested mark of “{title}” for “mine”."
+        assert server.json("/api/marks/not/mine")[1]["papers"] == []
+        assert page.locator("section.marked.not").count() == 0
+
+        # Seen: said, listed, undone from the message
+        page.locator("ol.papers > li").first.locator("form.mark button.seen").click()
+        page.wait_for_url("**/tags/mine")
+        assert len(server.json("/api/marks/seen/mine")[1]["papers"]) == 1
+        assert page.locator("section.marked.seen li").count() == 1
+        flash.locator("button", has_text="Undo").click()
+        page.wait_for_url("**/tags/mine")
+        assert server.json("/api/marks/seen/mine")[1]["papers"] == []
+
+    finally:
+        server.stop()
+    assert problems == []

@@ -10,6 +10,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus import PAPERS
+from corpus import PAPERS, synthetic_papers
 from serving import build_fake_index, start_server, wait_until
 
 pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
@@ -398,3 +399,137 @@ def test_a_tag_write_waiting_on_a_locked_tags_file_holds_up_no_lookup(server, in
     write.join(30)
     server.get("/api/tags/locked/dp1", method="DELETE")
     server.get("/api/tags/locked/dp2", method="DELETE")
+
+
+# ---------------------------------------------------------------- the background process
+
+
+def background_processes(pid: int) -> list[int]:
+    """The server's background process (multiprocessing's spawned children, less its resource tracker)."""
+    return [child for child in children_of(pid)
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
+
+
+def test_a_background_process_killed_while_idle_is_replaced_for_the_next_request(index_dir):
+    """The background process dies while idle (SIGKILL, as the kernel's out-of-memory killer sends):
+    the next /map and /api/sessions are answered by a new one, not 500 until a restart."""
+    server = start_server(index_dir, env=HOOKS)
+    try:
+        assert server.json("/api/sessions?n=2")[0] == 200
+        for attempt in range(2):  # killed twice: each time a new process takes over
+            (background,) = background_processes(server.process.pid)
+            os.kill(background, signal.SIGKILL)
+            wait_until(lambda pid=background: not alive(pid))
+            time.sleep(0.5)  # the pool's own thread has seen it gone by now
+            status, body = server.json(f"/api/sessions?n={3 + attempt}")
+            assert status == 200 and body["sessions"], body
+            status, _, page = wait_until(
+                lambda: (lambda got: got if got[0] != 202 else None)(server.get("/map")), seconds=90, step=1)
+            assert status == 200 and b"/map.js" in page, page[:300]
+            server.get("/api/papers?limit=1")
+            (replacement,) = background_processes(server.process.pid)
+            assert replacement != background
+    finally:
+        assert server.stop() == 0
+    assert not any("Traceback" in line for line in server.errors), server.errors[-20:]
+
+
+def test_a_stop_with_long_work_in_flight_is_bounded_and_says_what_it_cut(tmp_path):
+    """3,000 papers, a cold /map and seven cold session plans in flight (pages and API), SIGTERM: the
+    server stops within the shutdown bound whatever the background process is doing, and one line on
+    stderr names what was cut (the server used to run on, a minute and more, after every client had
+    its answer)."""
+    index = build_fake_index(tmp_path / "index", synthetic_papers(0, 3000))
+    server = start_server(index)
+    paths = ["/map"] + [f"/sessions?n={n}" for n in (2, 3, 4)] + [f"/api/sessions?n={n}" for n in (5, 6, 7, 8)]
+    got: list = []
+    threads = [threading.Thread(target=lambda path=path: got.append((path, server.get(path)[0])), daemon=True)
+               for path in paths]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: len(got) >= 4, seconds=60)  # the pages said "being prepared": the work is under way
+    assert background_processes(server.process.pid)
+    server.process.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    try:
+        code = server.process.wait(30)  # the bound is 10 s; this is a loaded machine's margin
+    except subprocess.TimeoutExpired:
+        server.stop(signal.SIGKILL)
+        raise AssertionError("the server still ran 30 s after SIGTERM") from None
+    took = time.monotonic() - started
+    for thread in threads:
+        thread.join(10)
+    server.stop()
+    assert code == 0
+    notes = [line for line in server.errors if line.startswith("stopped:")]
+    assert len(notes) == 1 and "background work cut" in notes[0] and "the map" in notes[0], server.errors
+    assert "sessions" in notes[0]
+    assert not any("Traceback" in line or "leaked" in line for line in server.errors), server.errors
+    print(f"stopped {took:.1f} s after SIGTERM")
+
+
+def serve_exit(index_dir, *args: str, seconds: float = 30) -> tuple[int, str]:
+    """(exit code, stderr) of `papers serve ARGS` that must not start: a real process, its address space
+    bounded (a server reading a device for ever fails here, not the machine)."""
+    from serving import LAUNCHER
+
+    def bounded():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    process = subprocess.Popen([sys.executable, str(LAUNCHER), "serve", "--index", str(index_dir), "--port", "0",
+                                *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=bounded)
+    try:
+        out, err = process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise AssertionError(f"papers serve {' '.join(args)} still ran {seconds} s later") from None
+    return process.returncode, out + err
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "large"])
+def test_a_token_file_is_a_small_regular_file(index_dir, tmp_path, kind):
+    """--token-file /dev/zero used to be read for ever (500 MB a second), a FIFO with no writer waited on
+    for ever: each is refused in one line, exit 2, before anything starts."""
+    if kind == "device":
+        path = "/dev/zero"
+    elif kind == "fifo":
+        path = str(tmp_path / "token.fifo")
+        os.mkfifo(path)
+    elif kind == "large":
+        path = str(tmp_path / "token")
+        Path(path).write_text("a" * 100_000)
+    code, output = serve_exit(index_dir, "--token-file", path)
+    lines = output.strip().splitlines()
+    assert code == 2 and len(lines) == 1, output[-2000:]
+    assert path in lines[0] and "small regular file" in lines[0], lines
+
+
+def test_a_tag_written_after_the_served_index_is_renamed_lands_in_the_renamed_index(tmp_path):
+    """`papers indexes mv` of the index being served: the server follows it, its tags too (they used to be
+    written where the index had been)."""
+    from serving import LAUNCHER
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    build_fake_index(old, PAPERS)
+    server = start_server(old)
+    try:
+        assert server.get("/api/tags/before/dp1", method="PUT")[0] == 200
+        moved = subprocess.run([sys.executable, str(LAUNCHER), "indexes", "mv", str(old), str(new)],
+                               capture_output=True, text=True, timeout=120)
+        assert moved.returncode == 0, moved.stderr
+        status, body = server.json("/api/tags/after/dp2", method="PUT")
+        assert status == 200 and body["papers"] == ["dp2"], body
+        status, body = server.json("/api/marks/not?tag=after&paper=rnn1", method="PUT")
+        assert status == 200, body
+        status, body = server.json("/api/tags")
+        assert {"tag": "after", "papers": ["dp2"]} in body and {"tag": "before", "papers": ["dp1"]} in body
+    finally:
+        assert server.stop() == 0
+    assert not old.exists(), sorted(old.rglob("*"))
+    with sqlite3.connect(new / "tags.sqlite") as connection:
+        assert sorted(connection.execute("SELECT tag, paper FROM tags")) == [("after", "dp2"), ("before", "dp1")]
+        assert list(connection.execute("SELECT tag, paper, kind FROM marks")) == [("after", "rnn1", "not")]

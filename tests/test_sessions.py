@@ -1,5 +1,7 @@
 """sessions: groups of similar papers, sizes, labels, order, output and errors."""
 
+import csv
+import io
 import json
 import re
 
@@ -7,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import opened_fake_index
-from corpus import TOPICS, topic_papers, write_corpus
+from corpus import TOPICS, synthetic_papers, topic_papers, write_corpus
 from recommender.errors import InputError
 from recommender.reading.sessions import assign_with_capacity, chain_order, plan_sessions, session_labels, word_key
 
@@ -169,9 +171,10 @@ def test_json_plan_and_determinism(run):
     assert [s["session"] for s in plan["sessions"]] == [1, 2, 3]
     assert sum(s["size"] for s in plan["sessions"]) == 24
     assert set(plan["sessions"][0]["papers"][0]) == {"id", "handle", "title", "authors", "year", "venue", "snippet", "url",
-                                                     "code_links", "similarity"}
+                                                     "code_links", "similarity", "text_from"}
     assert set(plan["sessions"][0]["background"][0]) == {
-        "id", "handle", "title", "authors", "year", "venue", "snippet", "url", "code_links", "similarity", "session"}
+        "id", "handle", "title", "authors", "year", "venue", "snippet", "url", "code_links", "similarity", "session",
+        "text_from"}
 
 
 def test_chosen_papers_and_out_file(run, workdir):
@@ -200,3 +203,110 @@ def test_a_word_joins_the_word_it_is_a_phrase_with():
              "machine translation translation speech", "image style transfer", "style transfer paintings", "image style"]
     labels = session_labels(texts, [0, 0, 0, 1, 1, 1], STOP)
     assert "machine translation" in labels[0] and "machine" not in labels[0] and "translation" not in labels[0]
+
+
+# ---------------------------------------------------------------- a paper whose session is full
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """120 papers of random words: sessions that fill up, so some papers overflow."""
+    with opened_fake_index(tmp_path_factory.mktemp("mixed"), synthetic_papers(0, 120)) as opened:
+        yield opened
+
+
+@pytest.mark.parametrize("iterations", [0, 1, None], ids=["k-means centres", "one step", "default"])
+@pytest.mark.parametrize("n, capacity, seed", [(4, 31, 0), (5, 25, 2), (6, 21, 0), (8, 16, 2)])
+def test_a_paper_whose_session_is_full_joins_the_next_nearest_with_room_and_the_plan_says_so(
+        mixed, monkeypatch, iterations, n, capacity, seed):
+    """By its cosine to the sessions' centres, each paper is in its nearest session or, that one
+    full, in the nearest that had room: every session nearer than its own is full. The plan names
+    exactly the papers not in their nearest session, with that session, however many capacity steps
+    were taken before."""
+    from recommender.reading import sessions
+
+    if iterations is not None:
+        monkeypatch.setattr(sessions, "CAPACITY_ITERATIONS", iterations)
+    rows = list(range(len(mixed)))
+    groups, centres = sessions.group_papers(mixed, rows, n, capacity, seed)
+    similarity = mixed.vectors_at(rows) @ centres.T
+    sizes = np.bincount(groups, minlength=len(centres))
+    for paper, group in enumerate(groups):
+        nearer = np.flatnonzero(similarity[paper] > similarity[paper, group] + 1e-6)
+        assert all(sizes[other] == capacity for other in nearer), (paper, group, nearer, sizes)
+    plan = plan_sessions(mixed, rows, n=n, max_per_session=capacity, seed=seed)
+    overflowed = {
+        mixed.papers_at([row])[0].id: int(np.argmax(similarity[row])) + 1
+        for row in rows if similarity[row].max() > similarity[row, groups[row]] + 1e-6
+    }
+    assert overflowed  # the case is one with overflow
+    assert {item.paper.id: item.overflowed_from for s in plan.sessions for item in s.overflow} == overflowed
+    for session in plan.sessions:
+        assert all(plan.session(item.overflowed_from).number != session.number for item in session.overflow)
+
+
+def test_the_overflow_line_in_markdown_json_and_the_web_page(workdir, papers_cli):
+    """Sixteen papers on privacy, four on video, four on graphs, in four sessions of at most eight:
+    the privacy papers that do not fit are named under the session they joined, with the full one
+    nearest to them, in the Markdown plan, its JSON and the web app's /sessions page."""
+    uneven = [paper for paper in topic_papers(16)
+              if paper["id"].startswith("privacy") or int(paper["id"].split("-")[1]) < 4]
+    write_corpus(workdir / "in", uneven)
+    assert papers_cli("build", "in").exit_code == 0
+    plan = json.loads(papers_cli("sessions", "--n", "4", "--format", "json").stdout)
+    moved = {item["id"]: (session["session"], item["nearest_session"])
+             for session in plan["sessions"] for item in session["overflow"]}
+    assert moved and all(paper.startswith("privacy") for paper in moved)
+    for session in plan["sessions"]:
+        flagged = {paper["id"] for paper in session["papers"] if "nearest_session" in paper}
+        assert flagged == {item["id"] for item in session["overflow"]}
+    capacity = 8  # 1.25 times the average, rounded up
+    assert all(plan["sessions"][nearest - 1]["size"] == capacity for _, nearest in moved.values())
+    rows = list(csv.DictReader(io.StringIO(papers_cli("sessions", "--n", "4", "--format", "csv").stdout)))
+    assert {row["id"]: (int(row["session"]), int(row["nearest_session"]))
+            for row in rows if row["role"] == "paper" and row["nearest_session"]} == moved
+    titles = {paper["id"]: paper["title"] for paper in uneven}
+    text = papers_cli("sessions", "--n", "4").stdout
+    line = re.compile(r"^Here because (?:its|their) nearest session was full "
+                      rf"\(at most {capacity} papers a session\): (.+)\.$", re.M)
+    assert len(line.findall(text)) == len({number for number, _ in moved.values()})
+    for paper, (number, nearest) in moved.items():  # each under the papers of its own session
+        section = text.split(f"## Session {number}: ")[1].split("## Session")[0]
+        nearest_title = plan["sessions"][nearest - 1]["label"]
+        assert f"{titles[paper]} (nearest: session {nearest}, {', '.join(nearest_title)})" in \
+            " ".join(line.findall(section))
+    pytest.importorskip("fastapi", reason="papers serve needs the serve extra")
+    from serving import start_server, wait_until
+
+    server = start_server(workdir / "indexes" / "default")
+    try:
+        status, _, body = wait_until(
+            lambda: (lambda got: got if got[0] == 200 else None)(server.get("/sessions?n=4")), 120)
+    finally:
+        assert server.stop() == 0
+    shown = re.findall(r'<p class="overflow">Here because (?:its|their) nearest session was full'
+                       rf' \(at most {capacity} papers a session\): (.+?)\.</p>', body.decode())
+    assert shown, body.decode()[-3000:]
+    links = re.findall(r'<a href="/paper/([\w-]+)">([^<]+)</a> \(nearest: session (\d)', " ".join(shown))
+    assert {paper: (title, int(nearest)) for paper, title, nearest in links} == {
+        paper: (titles[paper], nearest) for paper, (_, nearest) in moved.items()}
+
+
+def test_the_overflow_line_escapes_titles_and_labels_for_its_reader(workdir, papers_cli):
+    """Titles that try to run a script or break the Markdown are written as text in the line under
+    the session, in the Markdown plan and in the web app's plan."""
+    pytest.importorskip("jinja2", reason="the web app's pages need the serve extra")
+    from corpus import ATTACK
+    from recommender.serve.pages import compute_sessions_page
+
+    uneven = [dict(paper, title=f"{ATTACK} *{paper['title']}*") for paper in topic_papers(16)
+              if paper["id"].startswith("privacy") or int(paper["id"].split("-")[1]) < 4]
+    write_corpus(workdir / "in", uneven)
+    assert papers_cli("build", "in").exit_code == 0
+    text = papers_cli("sessions", "--n", "4").stdout
+    line = " ".join(re.findall(r"^Here because .+$", text, re.M))
+    assert "\\*Gradient" in line or "\\*Budget" in line
+    assert not re.search(r"(?<!\\)[*<>]", line)  # every star and bracket escaped
+    page = compute_sessions_page(str(workdir / "indexes" / "default"), 4)
+    paragraph = " ".join(re.findall(r'<p class="overflow">.*?</p>', page))
+    assert "<script>" not in paragraph and "&lt;/script&gt;&lt;script&gt;" in paragraph

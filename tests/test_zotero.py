@@ -319,7 +319,8 @@ def test_a_large_change_names_the_first_papers_and_counts_the_rest(workdir, run)
 
 
 def test_a_collection_s_tag_page_in_a_browser(workdir, run, library, browser):
-    """The tags page links the collection's page; its "Not interested" button comes back to it."""
+    """The tags page links the collection's page; its "Not interested" button comes back to it; its papers
+    show no "remove" button (the collection is the library's), a tag of the user's on the same paper does."""
     from serving import start_server
 
     built = run("build", str(library))
@@ -339,7 +340,15 @@ def test_a_collection_s_tag_page_in_a_browser(workdir, run, library, browser):
         page.locator("ol.papers > li").first.locator("form.mark button.not").click()
         page.wait_for_url("**/tags/Thesis%2FRelated%20work")
         assert server.json("/api/marks/not/Thesis/Related%20work")[1]["papers"] == ["EFGH6789"]
-        assert "EFGH6789" in page.locator("p.not-interested").inner_text()
+        assert page.locator("section.marked.not li").count() == 1
+        # The collection's papers cannot be removed here: no "remove" button, on the tag page or theirs
+        assert page.locator("ul.tagged form.untag").count() == 0
+        assert page.locator("ul.tagged .collection").count() == 2
+        assert server.get("/api/tags/mine/ABCD2345", method="PUT")[0] == 200
+        page.goto(server.url + "paper/ABCD2345")
+        tags = page.locator("ul.tags li")
+        assert tags.filter(has_text="Thesis/Related work").locator("form.untag").count() == 0
+        assert tags.filter(has_text="mine").locator("form.untag").count() == 1
     finally:
         context.close()
         server.stop()
@@ -638,20 +647,6 @@ def test_items_sharing_a_citation_key_get_letters_as_bibtex_tools_give(workdir, 
         (workdir / "doc.aux").write_text("\\citation{*}\n\\bibdata{refs}\n\\bibstyle{min}\n")
         done = subprocess.run(["bibtex", "-terse", "doc"], cwd=workdir, capture_output=True, text=True)
         assert done.returncode < 2 and "Repeated entry" not in done.stdout, done.stdout
-
-
-def test_the_library_is_opened_only_as_its_committed_copy():
-    """What keeps the class out: no reader opens a database another program writes with SQLite in
-    place (a lock that program meets, a journal or log not applied); `snapshot.committed_copy` copies
-    it and opens the copy."""
-    import recommender.corpus.readers as readers
-
-    folder = Path(readers.__file__).parent
-    for module in folder.glob("*.py"):
-        text = module.read_text(encoding="utf-8")
-        assert "immutable" not in text, module.name
-        if module.name != "snapshot.py":
-            assert "sqlite3.connect" not in text and ".connect(" not in text, module.name
 
 
 def test_a_daily_sync_does_not_add_a_duplicate_item_again(workdir, run, library):

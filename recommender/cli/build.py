@@ -345,9 +345,11 @@ def _stdin_file(stack) -> str:
     import shutil
     import tempfile
 
+    from ..files import open_exclusive
+
     folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="papers-add-"))
     path = os.path.join(folder, "stdin.jsonl")
-    with open(path, "wb") as handle:
+    with open_exclusive(path, "wb") as handle:
         shutil.copyfileobj(sys.stdin.buffer, handle)
     return path
 

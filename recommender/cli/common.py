@@ -132,6 +132,11 @@ def table_width(wide: bool) -> int | None:
     return shutil.get_terminal_size().columns
 
 
+# query.ranking.MODES in the order `--mode` shows them (written out: the CLI starts without numpy;
+# tests/test_architecture.py checks they are the same).
+MODE_CHOICES = ("hybrid", "dense", "lexical")
+
+
 def ranking_options(command):
     """Options shared by `like` and `search`: -k, --mode, --min-score, --diverse and --why reach
     the command as one `ranking` (query.ranking.RankingRequest, checked where it is used)."""
@@ -149,7 +154,7 @@ def ranking_options(command):
         ),
         click.option(
             "--mode",
-            type=click.Choice(["hybrid", "dense", "lexical"]),
+            type=click.Choice(MODE_CHOICES),
             default="hybrid",
             show_default=True,
             help="Rank by embeddings, TF-IDF, or both fused.",

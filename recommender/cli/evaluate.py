@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from .common import precision_option, progress_reporter, quiet_option, verbose_option
+from .common import (
+    MODE_CHOICES,
+    precision_option,
+    progress_reporter,
+    quiet_option,
+    verbose_option,
+)
 from .errors import library_errors, stopped_builds
 
 
@@ -56,7 +62,7 @@ from .errors import library_errors, stopped_builds
 )
 @click.option(
     "--mode",
-    type=click.Choice(["hybrid", "dense", "lexical"]),
+    type=click.Choice(MODE_CHOICES),
     default="hybrid",
     show_default=True,
     help="Rank by embeddings, TF-IDF, or both fused.",

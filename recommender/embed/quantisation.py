@@ -27,6 +27,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from ..errors import ModelError
+from ..files import write_text
 from . import onnx_encoder
 from .openvino_encoding import BF16, INT8_STATIC
 
@@ -104,8 +105,8 @@ def quantise_export(fp32_folder: Path, out_dir: Path, precision: str = "int8") -
         shutil.copyfile(
             fp32_folder / onnx_encoder.TOKENIZER_FILE, Path(tmp) / onnx_encoder.TOKENIZER_FILE
         )
-        (Path(tmp) / onnx_encoder.CONFIG_FILE).write_text(
-            json.dumps(config, indent=2) + "\n", encoding="utf-8"
+        write_text(
+            Path(tmp) / onnx_encoder.CONFIG_FILE, json.dumps(config, indent=2) + "\n", durable=False
         )
         for name in (
             onnx_encoder.MODEL_FILE,

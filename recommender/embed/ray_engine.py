@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineError, install_command
+from ..files import write_bytes
 from .windows import Encoder
 
 RAY_EXTRA = install_command("ray")
@@ -234,7 +235,7 @@ class _EncodeWorker:
 
                 self.folder = tempfile.TemporaryDirectory(prefix="papers-model-")
                 for name, data in ray.get(shipped).items():
-                    (Path(self.folder.name) / name).write_bytes(data)
+                    write_bytes(Path(self.folder.name) / name, data, durable=False)
                 spec = dataclasses.replace(spec, onnx_folder=self.folder.name)
             self.encoder = spec()
         except Exception as error:  # noqa: BLE001 - reported back to the driver

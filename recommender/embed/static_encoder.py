@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError
+from ..files import write_text
 
 #: The model name that selects the fast tier (distilled from the default model).
 STATIC_MODEL = "static"
@@ -82,7 +83,7 @@ def _distill(source_model: str, out_dir: Path) -> Path:
             "dimension": int(static.embedding_dim),
             "vocabulary": int(static.num_embeddings),
         }
-        (Path(tmp) / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        write_text(Path(tmp) / CONFIG_FILE, json.dumps(config, indent=2) + "\n", durable=False)
         for name in FILES:
             os.replace(Path(tmp) / name, out_dir / name)
     return out_dir

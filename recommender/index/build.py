@@ -229,6 +229,7 @@ def _build_files(
         embedded.encoded,
         embedded.reused,
         projection,
+        dict(spool.kinds.counts()),
     )
     return request, built, changes
 

@@ -5,26 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import files
-from ..errors import IndexBusyError, InputError, OptionError, RecommenderError
+from ..errors import InputError, OptionError, RecommenderError
 from .home import index_folders, index_home, missing_index, resolve_index_dir
 from .layout import (
     CURRENT,
-    LOCK,
-    MANIFEST,
     is_index_folder,
     is_own_version,
     made_by_a_build,
     remove_tree,
     tags_path,
 )
-from .stored import is_index, open_stored
+from .stored import is_index, open_stored, unpinned
+from .writer import build_lock
 
 
 @dataclass(frozen=True)
@@ -107,26 +105,6 @@ def _refuse_non_index(index_dir: Path, what: str) -> None:
         )
 
 
-@contextlib.contextmanager
-def _locked(index_dir: Path) -> Iterator[None]:
-    """The build lock of an index, taken without waiting: no build runs while it is removed or
-    renamed."""
-    try:
-        lock = files.open_lock_file(index_dir / LOCK)  # never through a link, as a build's
-    except OSError as error:
-        raise RecommenderError(
-            f"cannot change index {index_dir}: {error.strerror or error}"
-        ) from None
-    with lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise IndexBusyError(
-                f"index {index_dir} is being built by another process: wait for it to finish"
-            ) from None
-        yield
-
-
 # A version a reader still had open when its index was removed waits beside the index folders,
 # under this prefix, until the reader lets go (see remove_released_versions).
 REMOVED_PREFIX = ".removed-"
@@ -136,18 +114,11 @@ def _remove_version(version: Path, aside: Path) -> None:
     """Remove a version folder; while a reader holds it (its manifest locked shared:
     open_stored), move it aside instead, where the reader keeps reading it (it reads through
     the open folder)."""
-    try:
-        pin = open(version / MANIFEST, "rb")
-    except OSError:  # never committed: no reader can hold it
-        remove_tree(version)
-        return
-    with pin:
-        try:
-            fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with unpinned(version) as free:  # None: never committed, no reader can hold it
+        if free is False:
             os.rename(version, aside.with_name(f"{aside.name}-{os.urandom(3).hex()}"))
-            return
-        remove_tree(version)
+        else:
+            remove_tree(version)
 
 
 def remove_released_versions(home: Path) -> None:
@@ -159,35 +130,9 @@ def remove_released_versions(home: Path) -> None:
     for path in candidates:
         if path.is_symlink() or not path.is_dir() or not is_own_version(path):
             continue  # what does not look like a version of ours is not ours to remove
-        try:
-            pin = open(path / MANIFEST, "rb")
-        except OSError:
-            continue
-        with pin:
-            try:
-                fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # still read
-            remove_tree(path)
-
-
-@contextlib.contextmanager
-def build_lock(index_dir: Path, wait: bool = False) -> Iterator[None]:
-    """The build lock of an existing index (`papers add`, `papers remove`): no build runs
-    meanwhile."""
-    if not wait:
-        with _locked(index_dir):
-            yield
-        return
-    try:
-        lock = files.open_lock_file(index_dir / LOCK)
-    except OSError as error:
-        raise RecommenderError(
-            f"cannot change index {index_dir}: {error.strerror or error}"
-        ) from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        with unpinned(path) as free:
+            if free:  # not while still read, nor without a manifest
+                remove_tree(path)
 
 
 @dataclass(frozen=True)
@@ -242,7 +187,7 @@ def remove_index(
         # (else: the tags an earlier removal kept, now asked for)
         _refuse_non_index(index_dir, "removed")
     remove_tags = bool(tags) and (with_tags or (confirm_tags is not None and confirm_tags(tags[0])))
-    with _locked(index_dir):
+    with build_lock(index_dir):
         # CURRENT first: from here on the index is missing to every new reader.
         (index_dir / CURRENT).unlink(missing_ok=True)
         kept = []
@@ -270,7 +215,7 @@ def rename_index(old: str | os.PathLike, new: str | os.PathLike) -> tuple[Path, 
     if new_dir.exists() or new_dir.is_symlink():
         raise InputError(f"{new_dir} already exists: choose another name, or remove it first")
     new_dir.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(old_dir):
+    with build_lock(old_dir):
         try:
             os.rename(old_dir, new_dir)
         except OSError as error:

@@ -269,6 +269,8 @@ class TfidfBuilder:
                 first, last = int(blocks[block]), int(blocks[block + 1])
                 # the runs with postings here
                 present = np.flatnonzero(starts_at[:, block + 1] > starts_at[:, block])
+                if not len(present):  # no text has a term of these columns (texts with no terms)
+                    continue
                 starts = starts_at[present, block].tolist()
                 stops = starts_at[present, block + 1].tolist()
                 terms = np.concatenate([runs[0].read(a, b) for a, b in zip(starts, stops)])

@@ -41,18 +41,17 @@ from ..errors import (
     PaperNotFoundError,
     shell_command,
 )
-from .catalogue import build_lock
 from .home import display_name, missing_index, resolve_index_dir
 from .layout import (
     CURRENT,
-    MANIFEST,
     PAPERS,
     SEGMENT_FOLDER,
     SEGMENTS,
     VOCABULARY,
     remove_tree,
 )
-from .stored import StoredIndex, is_index, live_version, open_stored
+from .stored import StoredIndex, is_index, live_version, open_stored, unpinned
+from .writer import build_lock
 
 # Past this share of the base's papers in segments, the next `add` compacts the index: lookups
 # then search one index again. Ten segments cost at most 1.2x a compacted index
@@ -783,13 +782,5 @@ def _unheld(segment: Path) -> bool:
         return True
     if live is None:
         return True
-    try:
-        pin = open(segment / live / MANIFEST, "rb")
-    except OSError:
-        return True
-    with pin:
-        try:
-            fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-    return True
+    with unpinned(segment / live) as free:
+        return free is not False

@@ -222,6 +222,7 @@ class Built:
     encoded: int
     reused: int
     projection: str | None
+    text_from: dict[str, int]  # how many papers' texts are of each kind (Paper.text_from)
 
 
 def manifest_of(request: BuildRequest, built: Built, built_at: str) -> dict:
@@ -242,6 +243,9 @@ def manifest_of(request: BuildRequest, built: Built, built_at: str) -> dict:
         "query_encoder": built.query_encoder,
         "encoded": built.encoded,
         "reused": built.reused,
+        # How many papers' texts are of each kind: a reader scans the papers records for the
+        # title-only ones only when there are some.
+        "text_from": built.text_from,
     }
     if built.projection is not None:
         manifest[LAYOUT_KEY] = built.projection

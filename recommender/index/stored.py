@@ -542,6 +542,29 @@ def _pin_live_version(index_dir: Path):
     )
 
 
+@contextlib.contextmanager
+def unpinned(version: Path) -> Iterator[bool | None]:
+    """Whether no reader pins `version` (its manifest locked shared: `_pin_live_version`): True
+    with its manifest locked exclusively until the block ends, so that no reader pins it while it
+    is removed; False while a reader holds it; None when it has no manifest that can be opened
+    (never committed: no reader can hold it)."""
+    try:
+        pin = open(version / MANIFEST, "rb")
+    except OSError:
+        pin = None
+    if pin is None:
+        yield None
+        return
+    with pin:
+        try:
+            fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            free = False
+        else:
+            free = True
+        yield free
+
+
 class IndexFolder:
     """An index folder held open by a long-running reader (`papers serve`), so that it can
     tell where the index went: renamed, it is followed; removed, that is said in one line."""

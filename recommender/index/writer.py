@@ -39,7 +39,7 @@ from .layout import (
     is_own_version,
     remove_tree,
 )
-from .stored import live_version
+from .stored import live_version, unpinned
 
 
 class IndexWriter:
@@ -325,6 +325,27 @@ def _fsync_tree(folder: Path) -> None:
 
 
 @contextlib.contextmanager
+def build_lock(index_dir: Path, wait: bool = False) -> Iterator[None]:
+    """The build lock of an existing index, the one a build holds (`writing`): no build runs while
+    papers are added or removed (`papers add`, `papers remove`) or the index is removed or renamed.
+    Without `wait`, IndexBusyError while another process holds it."""
+    try:
+        lock = files.open_lock_file(index_dir / LOCK)  # never through a link, as a build's
+    except OSError as error:
+        raise RecommenderError(
+            f"cannot change index {index_dir}: {error.strerror or error}"
+        ) from None
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise IndexBusyError(
+                f"index {index_dir} is being built by another process: wait for it to finish"
+            ) from None
+        yield
+
+
+@contextlib.contextmanager
 def writing(index_dir: Path, wait: bool = False) -> Iterator[IndexWriter]:
     """Lock the index, hand out a private build folder, clean up whatever happens.
 
@@ -423,17 +444,11 @@ def _remove_old_versions(index_dir: Path) -> None:
         # add beside a large index), and a first build or a segment has no old version.
         gc.collect()
     for path in old:
-        try:
-            pin = open(path / MANIFEST, "rb")
-        except OSError:  # marked, but never committed: no reader can hold it
-            remove_tree(path)
-            continue
-        with pin:
-            try:
-                fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # still open in a reader (see open_stored): a later build removes it
-            remove_tree(path)
+        # None: marked, but never committed (no reader can hold it); False: still open in a reader
+        # (see open_stored), a later build removes it
+        with unpinned(path) as free:
+            if free is not False:
+                remove_tree(path)
 
 
 def link_checked(source: Path, target: Path, expected: dict[str, dict]) -> bool:

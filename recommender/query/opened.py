@@ -55,6 +55,7 @@ class OpenedIndex:
         self._faiss = None
         self._lexical: LexicalIndex | None = None
         self._query_encoder: Encoder | None = None
+        self._title_only: np.ndarray | None = None
         # The hybrid ranking's weight of the dense cosine: the fast tier has its own.
         self.dense_weight = dense_weight_for(
             self.manifest.get("model", ""), self.manifest.get("precision", "fp32")
@@ -134,6 +135,20 @@ class OpenedIndex:
         self.close()
 
     # -- stored data, loaded on first use
+
+    @property
+    def title_only(self) -> np.ndarray | None:
+        """A mask of the rows whose paper has its title alone for text (`Paper.text_from` "title
+        only"), read once on first use; None when no paper of the index has (the ranking then has
+        nothing to correct, `ranking.title_only_shift`)."""
+        if self._title_only is None:
+            self._title_only = self.title_only_rows()
+        return self._title_only if self._title_only.any() else None
+
+    def title_only_rows(self) -> np.ndarray:
+        """Every row's "title only", from the papers records (one without `text_from`, as every
+        record of an index built before it was kept, has an abstract)."""
+        return title_only_rows(self.stored, len(self))
 
     @property
     def vectors(self) -> np.ndarray:
@@ -337,6 +352,30 @@ class OpenedIndex:
         return Chunking.from_dict(
             {key: value for key, value in self.manifest["chunking"].items() if key != "max_tokens"}
         )
+
+
+def title_only_rows(stored: StoredIndex, count: int) -> np.ndarray:
+    """[count] bools: the papers records (PAPERS) whose `text_from` is "title only". Only the lines
+    naming the field are parsed (the stored record leaves it out for an abstract)."""
+    import json
+
+    from ..corpus.fulltext import TITLE_ONLY
+
+    mask = np.zeros(count, dtype=bool)
+    kinds = stored.manifest.get("text_from")
+    if not isinstance(kinds, dict) or not kinds.get(TITLE_ONLY):
+        return mask  # none (an index built before texts had kinds had abstracts only)
+    with open(stored.file(PAPERS), "rb") as handle:
+        for row, line in enumerate(handle):
+            if row >= count:
+                break
+            if b'"text_from"' in line:
+                try:
+                    text_from = json.loads(line).get("text_from")
+                except ValueError:
+                    raise corrupt(stored, PAPERS, f"row {row} cannot be read") from None
+                mask[row] = text_from == TITLE_ONLY
+    return mask
 
 
 def check_text(text: str, what: str) -> None:

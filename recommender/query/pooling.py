@@ -191,7 +191,8 @@ def query_scores(
 ) -> np.ndarray:
     """The score each of `rows` is ranked by (-1..1). In hybrid mode both cosines are normalised
     over the query's pool (POOL papers from each side, seeds left out) and fused (`ranking.fuse`),
-    so a paper's score does not depend on which other papers are ranked with it."""
+    so a paper's score does not depend on which other papers are ranked with it; papers with a title
+    only are moved as `ranking.title_only_shift` says (`OpenedIndex.title_only`)."""
     if mode == "dense":
         return query_cosines(index, query, rows)
     if mode == "lexical":
@@ -201,12 +202,14 @@ def query_scores(
     pool = sorted_union(dense_rows, lexical_rows)
     everything = sorted_union(pool, rows)
     found, lexical = lexical_candidates(index, query, 1, everything)
+    title_only = index.title_only
     fused = fuse(
         query_cosines(index, query, everything),
         lexical[np.searchsorted(found, everything)],
         mode,
         np.searchsorted(everything, pool),
         index.dense_weight if dense_weight is None else dense_weight,
+        None if title_only is None else title_only[everything],
     )
     return fused[np.searchsorted(everything, rows)]
 

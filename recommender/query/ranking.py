@@ -22,6 +22,13 @@ MODES = ("dense", "lexical", "hybrid")
 # papers (scripts/tune_relevance.py; docs/ranking.md).
 DENSE_WEIGHT = 0.7
 POOL = 200
+# Papers whose text is their title alone (Paper.text_from "title only") score differently from
+# papers with an abstract: in hybrid mode each of their two cosines is moved by this fraction of the
+# gap between the two kinds' means over the query's pool (`title_only_shift`), measured with at
+# least TITLE_ONLY_MIN_GROUP papers of each kind. Chosen by cross-validation on CSFCube dev with
+# part of the corpus made title-only (scripts/title_only_cost.py; docs/ranking.md).
+TITLE_ONLY_STRENGTH = 1.0
+TITLE_ONLY_MIN_GROUP = 5
 
 
 def dense_weight_for(model: str, precision: str = "fp32") -> float:
@@ -58,6 +65,8 @@ def fuse(
     mode: str,
     pool: np.ndarray,
     dense_weight: float = DENSE_WEIGHT,
+    title_only: np.ndarray | None = None,
+    strength: float | None = None,
 ) -> np.ndarray:
     """The score a mode ranks by: a cosine, or in hybrid mode the z-fusion of the two, in -1..1.
 
@@ -66,20 +75,48 @@ def fuse(
     window cosine's scale over the pool: a paper whose mix stands s standard deviations above
     the pool's mean scores the pool's mean window cosine + s of their standard deviations
     (clipped to -1..1). So the order is the z-fusion's, and a paper's score depends on its own
-    cosines and the pool only, never on the other papers ranked with it."""
+    cosines and the pool only, never on the other papers ranked with it.
+
+    `title_only` (a mask over the scores): papers whose text is their title alone, each cosine's
+    standing corrected by `title_only_shift` with `strength` (None: TITLE_ONLY_STRENGTH)."""
     if mode == "dense":
         return dense
     if mode == "lexical":
         return lexical
     dense = np.asarray(dense, dtype=np.float64)
-    mixed = dense_weight * _standardised(dense, pool) + (1.0 - dense_weight) * _standardised(
-        lexical, pool
-    )
+    dense_z, lexical_z = _standardised(dense, pool), _standardised(lexical, pool)
+    if title_only is not None:
+        strength = TITLE_ONLY_STRENGTH if strength is None else strength
+        dense_z = dense_z + title_only_shift(dense_z, title_only, pool, strength)
+        lexical_z = lexical_z + title_only_shift(lexical_z, title_only, pool, strength)
+    mixed = dense_weight * dense_z + (1.0 - dense_weight) * lexical_z
     standing = _standardised(mixed, pool)
     sample = dense[pool] if len(pool) else dense
     return np.clip(float(sample.mean()) + standing * float(sample.std()), -1.0, 1.0).astype(
         np.float32
     )
+
+
+def title_only_shift(
+    scores: np.ndarray, title_only: np.ndarray, pool: np.ndarray, strength: float
+) -> np.ndarray:
+    """What to add to each of `scores` so that papers with a title only stand where papers with a
+    text would: `strength` times the gap between the mean score of the pool's papers with a text
+    and that of its title-only papers, added to the title-only ones (0 elsewhere). Nothing is moved
+    when either kind has fewer than TITLE_ONLY_MIN_GROUP papers in the pool (no gap to measure).
+    `pool`: positions of the query's candidate pool in `scores` and `title_only`."""
+    scores = np.asarray(scores, dtype=np.float64)
+    title_only = np.asarray(title_only, dtype=bool)
+    shift = np.zeros(len(scores), dtype=np.float64)
+    if strength == 0.0 or not title_only.any():
+        return shift
+    pool = np.asarray(pool, dtype=np.int64) if len(pool) else np.arange(len(scores))
+    short = title_only[pool]
+    if short.sum() < TITLE_ONLY_MIN_GROUP or (~short).sum() < TITLE_ONLY_MIN_GROUP:
+        return shift
+    gap = float(scores[pool][~short].mean()) - float(scores[pool][short].mean())
+    shift[title_only] = strength * gap
+    return shift
 
 
 def _standardised(scores: np.ndarray, pool: np.ndarray) -> np.ndarray:

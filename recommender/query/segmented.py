@@ -237,6 +237,9 @@ class SegmentedIndex(PaperIndex):
                 found[position] = paper
         return found  # type: ignore[return-value]
 
+    def title_only_rows(self) -> np.ndarray:
+        return np.concatenate([part.title_only_rows() for part in self.parts])
+
     def papers(self) -> Iterator[Paper]:
         for name, part in zip(self.part_names, self.parts):
             removed = self.listed.removed(name)

@@ -54,6 +54,9 @@ class SessionPaper:
     paper: Paper
     similarity: float  # cosine to the session's centre
     session: int | None = None  # for background reading: the session it is in, if any
+    # A paper whose nearest session was full: that session's number (it joined the next nearest
+    # session with room).
+    overflowed_from: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,11 @@ class Session:
     def title(self) -> str:
         return ", ".join(self.label) or f"session {self.number}"
 
+    @property
+    def overflow(self) -> tuple[SessionPaper, ...]:
+        """The papers here because their nearest session was full."""
+        return tuple(item for item in self.papers if item.overflowed_from is not None)
+
 
 @dataclass(frozen=True)
 class SessionPlan:
@@ -74,6 +82,10 @@ class SessionPlan:
     method: str
     rows: tuple[int, ...]  # index rows of the chosen papers
     assignment: tuple[int, ...]  # session number of each chosen paper, in `rows` order
+    capacity: int = 0  # the most papers a session holds
+
+    def session(self, number: int) -> Session:
+        return self.sessions[number - 1]
 
     def to_dict(self) -> dict:
         from ..corpus.summary import paper_brief
@@ -82,6 +94,8 @@ class SessionPlan:
             data = {**paper_brief(item.paper), "similarity": round(item.similarity, 4)}
             if background:
                 data["session"] = item.session
+            elif item.overflowed_from is not None:
+                data["nearest_session"] = item.overflowed_from  # full: the paper joined this one
             return data
 
         return {
@@ -93,6 +107,14 @@ class SessionPlan:
                     "label": list(session.label),
                     "size": len(session.papers),
                     "papers": [entry(item) for item in session.papers],
+                    "overflow": [
+                        {
+                            "id": item.paper.id,
+                            "title": item.paper.label,
+                            "nearest_session": item.overflowed_from,
+                        }
+                        for item in session.overflow
+                    ],
                     "background": [entry(item, True) for item in session.background],
                 }
                 for session in self.sessions
@@ -411,6 +433,14 @@ def group_papers(
         assignment = relabelled
     used = sorted(set(assignment.tolist()))
     centres = unit_rows(np.stack([vectors[assignment == group].sum(axis=0) for group in used]))
+    # The sessions are these centres: assigned once more under them, every paper is in its nearest
+    # session, or (that one full) in the nearest with room when its turn came. A session left
+    # empty is nobody's nearest and is dropped.
+    assignment = assign_with_capacity(vectors @ centres.T, capacity)
+    used = sorted(set(assignment.tolist()))
+    centres = centres[used]
+    assignment = np.searchsorted(used, assignment)
+    used = list(range(len(used)))
     sizes = np.array([(assignment == group).sum() for group in used], dtype=np.float32)
     order = chain_order(centres, sizes)
     renumber = {used[old]: new for new, old in enumerate(order)}
@@ -433,7 +463,11 @@ def plan_sessions(
     groups, centres = group_papers(recommender, rows, n, max_per_session, seed)
     labels = label_sessions(recommender, rows, groups)
     vectors = recommender.vectors_at(rows)
-    fit = np.einsum("ij,ij->i", vectors, centres[groups])
+    similarity = vectors @ centres.T
+    fit = similarity[np.arange(len(rows)), groups]
+    nearest = np.argmax(similarity, axis=1)
+    # a paper not in its nearest session (beyond rounding): that session was full
+    overflowed = (nearest != groups) & (similarity[np.arange(len(rows)), nearest] > fit + 1e-6)
     session_of = dict(zip(rows, (groups + 1).tolist()))
     tiebreak = recommender.tiebreak
     fetch = min(len(recommender), max(len(rows) // len(centres) * 2, 16) + background)
@@ -464,7 +498,15 @@ def plan_sessions(
             Session(
                 number + 1,
                 labels.get(number, ()),
-                tuple(SessionPaper(papers[rows[p]], float(fit[p]), number + 1) for p in positions),
+                tuple(
+                    SessionPaper(
+                        papers[rows[p]],
+                        float(fit[p]),
+                        number + 1,
+                        int(nearest[p]) + 1 if overflowed[p] else None,
+                    )
+                    for p in positions
+                ),
                 tuple(
                     SessionPaper(papers[row], float(s), session_of.get(row))
                     for row, s in zip(extra, extra_similarity)
@@ -477,6 +519,7 @@ def plan_sessions(
         _method(len(rows), len(sessions), capacity, seed, background),
         tuple(rows),
         tuple((groups + 1).tolist()),
+        capacity,
     )
 
 

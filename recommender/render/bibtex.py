@@ -16,7 +16,15 @@ from urllib.parse import quote
 from ..corpus.latex import latex_text, split_maths
 from ..corpus.papers import Paper
 
-__all__ = ["arxiv_id", "bibtex_entry", "bibtex_escape", "entry_type"]
+__all__ = [
+    "EntryGaps",
+    "IncompleteEntriesWarning",
+    "arxiv_id",
+    "bibtex_entry",
+    "bibtex_escape",
+    "entry_type",
+    "missing_fields",
+]
 
 _SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -170,6 +178,62 @@ def bibtex_entry(paper: Paper, key: str) -> str:
     ]
     body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
     return f"@{kind}{{{key},\n{body}\n}}\n\n"
+
+
+# The fields an entry may lack that a reader of the bibliography misses, and what BibTeX does then.
+REPORTED_GAPS = {
+    "year": "BibTeX styles print them without one",
+    "author": "BibTeX styles print them without one and sort them by title",
+}
+
+
+class IncompleteEntriesWarning(UserWarning):
+    """Entries written without a field a bibliography shows (a year, an author)."""
+
+
+def missing_fields(paper: Paper) -> tuple[str, ...]:
+    """The fields of REPORTED_GAPS that `bibtex_entry(paper, ...)` writes no value for."""
+    given = {name.lower() for name, value in paper.bibtex_fields if value.strip()}
+    if paper.entry_type and "title" in given:  # written as it was read
+        has = {"year": bool(given & {"year", "date"}), "author": bool(given & {"author", "editor"})}
+    else:
+        has = {"year": bool(paper.year), "author": bool(paper.authors)}
+    return tuple(name for name in REPORTED_GAPS if not has[name])
+
+
+class EntryGaps:
+    """Counts the entries written and those lacking each field of REPORTED_GAPS; `warn` names
+    each gap once, with a few of its entries' keys."""
+
+    SHOWN = 3
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.without: dict[str, list[str]] = {name: [] for name in REPORTED_GAPS}
+
+    def note(self, paper: Paper, key: str) -> None:
+        self.entries += 1
+        for name in missing_fields(paper):
+            self.without[name].append(key)
+
+    def messages(self) -> list[str]:
+        messages = []
+        for name, keys in self.without.items():
+            if not keys:
+                continue
+            shown = ", ".join(keys[: self.SHOWN]) + (", ..." if len(keys) > self.SHOWN else "")
+            entries = "entry has" if self.entries == 1 else "entries have"
+            messages.append(
+                f"{len(keys)} of {self.entries} BibTeX {entries} no {name} ({shown}):"
+                f" {REPORTED_GAPS[name]}"
+            )
+        return messages
+
+    def warn(self) -> None:
+        import warnings
+
+        for message in self.messages():
+            warnings.warn(message, IncompleteEntriesWarning, stacklevel=3)
 
 
 def _as_written(value: str) -> str:

@@ -11,7 +11,7 @@ from ..corpus.citation import citation_key, unique_citation_key
 from ..corpus.papers import Paper
 from ..errors import OptionError
 from ..reading.related import RelatedList
-from .bibtex import bibtex_entry
+from .bibtex import EntryGaps, bibtex_entry
 from .markdown import code_links, md, md_latex, reference, snippet
 from .tables import LIST_SEPARATOR, csv_writer
 
@@ -45,10 +45,12 @@ def write_related(
     keys: Callable[[Paper], str] | None = None,
 ) -> int:
     """Write the lists to `out` as they come (nothing is held back); returns how many were written.
-    "miniconf" is the similar-papers file of a Mini-Conf conference site (`paper_recs.json`).
+    "miniconf" is the similar-papers file (`paper_recs.json`) that conference sites built on
+    Mini-Conf read (ICLR 2020's, ACL 2020's, EMNLP 2020's; Mini-Conf itself reads none).
 
     `keys` gives each paper's BibTeX key ("bibtex"): `BibtexKeys` over the index, so that the
-    keys are unique; without it, each paper's own `citation_key`."""
+    keys are unique; without it, each paper's own `citation_key`. Entries written without a year
+    or an author are named once a field, as an IncompleteEntriesWarning, once all are written."""
     if fmt not in RELATED_FORMATS:
         raise OptionError(f"unknown format '{fmt}': use one of {', '.join(RELATED_FORMATS)}", "fmt")
     count = 0
@@ -62,6 +64,7 @@ def write_related(
     elif fmt == "markdown":
         out.write(_MARKDOWN_INTRO)
     seen: set[str] = set()
+    gaps = EntryGaps()
     for item in lists:
         if fmt == "json":
             text = json.dumps(related_record(item, why), ensure_ascii=False, indent=2)
@@ -104,12 +107,16 @@ def write_related(
             for paper in (item.paper, *(related.paper for related in item.related)):
                 if paper.id not in seen:
                     seen.add(paper.id)
-                    out.write(bibtex_entry(paper, (keys or citation_key)(paper)))
+                    key = (keys or citation_key)(paper)
+                    out.write(bibtex_entry(paper, key))
+                    gaps.note(paper, key)
         count += 1
     if fmt == "json":
         out.write("\n]\n" if count else "]\n")
     elif fmt == "miniconf":
         out.write("\n}\n" if count else "}\n")
+    elif fmt == "bibtex":
+        gaps.warn()  # each field some entries lack, named once (IncompleteEntriesWarning)
     return count
 
 

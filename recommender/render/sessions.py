@@ -6,7 +6,7 @@ import io
 import json
 
 from ..errors import OptionError
-from ..reading.sessions import SessionPlan
+from ..reading.sessions import Session, SessionPlan
 from .markdown import code_links, md, md_latex, reference, snippet
 from .tables import LIST_SEPARATOR, plural, write_csv
 
@@ -26,6 +26,7 @@ CSV_COLUMNS = (
     "url",
     "code_links",
     "in_session",
+    "nearest_session",
 )
 
 
@@ -63,6 +64,8 @@ def render_plan(plan: SessionPlan, fmt: str) -> str:
             if paper.code_links:
                 line += f" Code: {code_links(paper)}"
             lines.append(line)
+        if session.overflow:
+            lines += ["", overflow_line(plan, session, md, lambda paper: md_latex(paper.label))]
         if session.background:
             names = [
                 f"{md_latex(item.paper.label)}"
@@ -71,6 +74,21 @@ def render_plan(plan: SessionPlan, fmt: str) -> str:
             ]
             lines += ["", "Background reading: " + "; ".join(names) + "."]
     return "\n".join(lines) + "\n"
+
+
+def overflow_line(plan: SessionPlan, session: Session, escape=str, name=None) -> str:
+    """The sentence under a session naming the papers that are in it because their nearest session
+    was full: `escape` escapes a session's label for the reader, `name` writes a paper (its label,
+    escaped, by default)."""
+    name = name or (lambda paper: escape(paper.label))
+    names = "; ".join(
+        f"{name(item.paper)} (nearest: session {full}, {escape(plan.session(full).title)})"
+        for item in session.overflow
+        if (full := item.overflowed_from) is not None
+    )
+    capacity = f" (at most {plural(plan.capacity, 'paper')} a session)" if plan.capacity else ""
+    whose = "its" if len(session.overflow) == 1 else "their"
+    return f"Here because {whose} nearest session was full{capacity}: {names}."
 
 
 def _csv_rows(plan: SessionPlan):
@@ -93,4 +111,5 @@ def _csv_rows(plan: SessionPlan):
                     paper.url,
                     LIST_SEPARATOR.join(paper.code_links),
                     item.session if role == "background" else session.number,
+                    item.overflowed_from if role == "paper" else None,
                 )

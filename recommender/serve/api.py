@@ -20,7 +20,7 @@ from ..reading.tags import (
 )
 from ..render.related import related_record
 from ..render.tables import paper_list_records, paper_record, result_records
-from .jobs import JOBS, Busy, compute_sessions_json
+from .jobs import JOBS, BackgroundDied, Busy, compute_sessions_json
 from .security import TOKEN_COOKIE, Refused, cookie_name, same_origin
 
 MAX_K = 100
@@ -237,6 +237,8 @@ async def wait_for(future, seconds: float):
         return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), seconds)
     except asyncio.TimeoutError:
         return None
+    except BackgroundDied as error:
+        raise Refused(503, str(error)) from None
 
 
 @router.get(

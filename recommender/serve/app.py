@@ -29,9 +29,8 @@ from ..errors import (
     PaperNotFoundError,
     RecommenderError,
 )
-from ..reading.tags import TagStore
 from .security import TOKEN_COOKIE, Access, Refused, cookie_name, local_path, response_headers
-from .state import LiveIndex
+from .state import FollowedTags, LiveIndex
 
 HERE = Path(__file__).resolve().parent
 # How `papers serve` hands its settings to uvicorn's worker processes.
@@ -222,7 +221,7 @@ def create_app(
         ),
     )
     app.state.live = LiveIndex(Path(index_dir))
-    app.state.tags = TagStore(Path(index_dir))
+    app.state.tags = FollowedTags(app.state.live)
     app.state.access = Access(token, loopback)
     app.include_router(api.router)
     app.include_router(pages.router)
@@ -270,30 +269,38 @@ def create_app(
 @contextlib.asynccontextmanager
 async def stopping(app: PapersAPI):
     """At the start, errors of accepting connections counted, not logged one by one. At the end of a
-    stop: what was cut (requests past the shutdown bound), then exit at once rather than wait for
-    their threads; the background work is stopped too."""
+    stop: the background work stopped at once, what was cut said in one line (requests past the
+    shutdown bound, the background work), then exit at once rather than wait for their threads."""
     from .protocol import quiet_server_errors
 
     quiet_server_errors(asyncio.get_running_loop())
     yield
     from .jobs import stop_jobs
 
-    stop_jobs()
+    background = stop_jobs()
     cut = app.guard.cut() if app.guard is not None else []
-    if cut:
-        shown = ", ".join(cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
-        log.error(
-            "stopped: %d request%s still running past the shutdown bound %s cut (answered 503): %s",
-            len(cut),
-            "s" if len(cut) != 1 else "",
-            "were" if len(cut) != 1 else "was",
-            shown,
-        )
+    if cut or background:
+        log.error("stopped: %s", stop_note(cut, background))
         for handler in logging.getLogger().handlers + log.handlers:
             handler.flush()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def stop_note(cut: list[str], background: list[str]) -> str:
+    """One line: the requests cut past the shutdown bound, and the background work cut."""
+    parts = []
+    if cut:
+        shown = ", ".join(cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
+        parts.append(
+            f"{len(cut)} request{'s' if len(cut) != 1 else ''} still running past the shutdown"
+            f" bound {'were' if len(cut) != 1 else 'was'} cut (answered 503): {shown}"
+        )
+    if background:
+        unique = list(dict.fromkeys(background))
+        parts.append(f"background work cut (made again on request): {', '.join(unique)}")
+    return "; ".join(parts)
 
 
 def describe_validation(error: RequestValidationError) -> str:

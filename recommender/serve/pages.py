@@ -107,6 +107,7 @@ def render(request: Request, template: str, context: dict, status: int = 200) ->
     """A page, with the form token (CSRF) its forms send back; the token cookie set on first
     visit."""
     csrf = cookie(request, CSRF_COOKIE) or secrets.token_urlsafe(24)
+    flash = read_flash(cookie(request, FLASH_COOKIE))
     access = request.app.state.access
     can_write = access.token is None or access.may_write(None, cookie(request, TOKEN_COOKIE))
     page = (
@@ -123,11 +124,14 @@ def render(request: Request, template: str, context: dict, status: int = 200) ->
             here=(request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
             + (f"?{request.url.query}" if request.url.query else ""),
             index_name=request.app.state.live.index_dir.name,
+            flash=flash,
         )
     )
     response = HTMLResponse(page, status_code=status)
+    server = request.scope.get("server")
+    if cookie(request, FLASH_COOKIE) is not None:  # said once: a reload does not say it again
+        response.delete_cookie(cookie_name(FLASH_COOKIE, server[1] if server else None))
     if cookie(request, CSRF_COOKIE) != csrf:
-        server = request.scope.get("server")
         response.set_cookie(
             cookie_name(CSRF_COOKIE, server[1] if server else None),
             csrf,
@@ -250,6 +254,7 @@ def paper_page(request: Request, paper_id: str = PathParameter(..., max_length=M
         similar = recommender.like(paper.id, k=10)
         every = all_tags(request)
         tagged = [name for name, ids in every.items() if paper.id in ids]
+        collections = collections_of(request)
         return render(
             request,
             "paper.html",
@@ -257,6 +262,8 @@ def paper_page(request: Request, paper_id: str = PathParameter(..., max_length=M
                 "item": card(paper),
                 "cards": [card(r.paper, r.score, seed=paper.id) for r in similar],
                 "tagged": tagged,
+                # a collection of the library the index was built from: not removable here
+                "in_collection": [name for name in tagged if paper.id in collections.get(name, ())],
                 "tag_names": list(every),
             },
         )
@@ -288,6 +295,31 @@ def all_tags(request: Request) -> dict[str, list[str]]:
     except RecommenderError as error:
         log.warning("tags unavailable: %s", error)
         return {}
+
+
+def collections_of(request: Request) -> dict[str, list[str]]:
+    """The index's collections (tags the user cannot edit here), none when they cannot be read."""
+    from ..errors import RecommenderError
+
+    try:
+        return request.app.state.tags.collections()
+    except RecommenderError as error:
+        log.warning("collections unavailable: %s", error)
+        return {}
+
+
+def collected_ids(request: Request, tag: str) -> list[str]:
+    return collections_of(request).get(tag, [])
+
+
+def marked_rows(recommender, ids: list[str]) -> list[dict]:
+    """Marked papers as a page lists them: ID and title (the ID alone for one a rebuild dropped)."""
+    rows = []
+    for paper_id in ids:
+        row = recommender.row_of_id(paper_id)
+        paper = recommender.papers_at([row])[0] if row is not None else None
+        rows.append({"id": paper_id, "title": (paper.title or paper.handle) if paper else paper_id})
+    return rows
 
 
 def tag_names(request: Request) -> list[str]:
@@ -367,8 +399,11 @@ def tag_page(
                 "missing": missing,
                 "cards": cards,
                 "tag_names": tag_names(request),
-                "not_interested": store.marked(tag, "not"),
-                "seen": len(store.marked(tag, "seen")),
+                "marks": [
+                    (kind, MARK_WORDS[kind], marked_rows(recommender, store.marked(tag, kind)))
+                    for kind in ("not", "seen")
+                ],
+                "collected": collected_ids(request, tag),
                 "items_note": items_note(len(ids), store.left_out(tag)),
             },
         )
@@ -397,6 +432,119 @@ def feed_page(
             "feed.html",
             {"tag": tag, "cards": cards, "feed": made, "tag_names": tag_names(request)},
         )
+
+
+FLASH_COOKIE = "papers_flash"
+FLASH_BYTES = (
+    3000  # a cookie holds about 4 KB: past this, the message names no paper and offers no undo
+)
+MARK_WORDS = {"not": "not interested", "seen": "seen"}
+
+
+def flash_message(did: str, tag: str, title: str, kind: str | None = None) -> str:
+    """What a form's action did, in words: made here from the action, never read from a request."""
+    shown = f"“{title}”" if title else "the paper"
+    mark = MARK_WORDS.get(kind or "", kind or "")
+    return {
+        "tagged": f"Tagged {shown} “{tag}”.",
+        "untagged": f"Removed the tag “{tag}” from {shown}.",
+        "already tagged": f"{shown} already had the tag “{tag}”: nothing changed.",
+        "not tagged": f"{shown} did not have the tag “{tag}”: nothing changed.",
+        "marked": f"Marked {shown} {mark} for “{tag}”"
+        + (
+            ": its recommendations are now unlike it."
+            if kind == "not"
+            else ": it is left out of its recommendations."
+        ),
+        "unmarked": f"Took back the {mark} mark of {shown} for “{tag}”.",
+        "already marked": f"{shown} was already marked {mark} for “{tag}”: nothing changed.",
+        "not marked": f"{shown} was not marked {mark} for “{tag}”: nothing changed.",
+    }[did]
+
+
+# The action that undoes each: the form it posts (and whether it is a mark taken back).
+UNDO = {
+    "tagged": ("/tags/remove", False),
+    "untagged": ("/tags/add", False),
+    "marked": ("/tags/mark", True),
+    "unmarked": ("/tags/mark", False),
+}
+
+
+def set_flash(
+    response: Response,
+    request: Request,
+    did: str,
+    tag: str,
+    paper_id: str,
+    title: str,
+    kind: str | None = None,
+) -> None:
+    """Say on the next page what an action did (a cookie read once, after the redirect: a link
+    cannot make the page say anything), with the form that undoes it."""
+    import base64
+    import json
+
+    fields = {"did": did, "tag": tag, "id": paper_id, "title": title[:120], "kind": kind}
+    value = json.dumps(fields, ensure_ascii=False).encode("utf-8")
+    if len(value) > FLASH_BYTES:  # an ID of thousands of characters: say it, without an undo
+        fields = {"did": did, "tag": tag[:200], "id": None, "title": "", "kind": kind}
+        value = json.dumps(fields, ensure_ascii=False).encode("utf-8")
+    server = request.scope.get("server")
+    response.set_cookie(
+        cookie_name(FLASH_COOKIE, server[1] if server else None),
+        base64.urlsafe_b64encode(value).decode("ascii"),
+        httponly=True,
+        samesite="strict",
+    )
+
+
+def read_flash(value: str | None) -> dict | None:
+    """The message of the flash cookie and its undo form, or None (none, or not one we wrote)."""
+    import base64
+    import binascii
+    import json
+
+    if not value:
+        return None
+    try:
+        fields = json.loads(base64.urlsafe_b64decode(value.encode("ascii")))
+        did, tag, kind = fields["did"], str(fields["tag"]), fields.get("kind")
+        paper_id, title = fields.get("id"), str(fields.get("title") or "")
+        text = flash_message(did, tag, title, kind)
+        text = text[:1].upper() + text[1:]
+    except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error):
+        return None
+    undo = None
+    if did in UNDO and isinstance(paper_id, str):
+        action, taking_back = UNDO[did]
+        undo = {"action": action, "tag": tag, "id": paper_id, "kind": kind, "undo": taking_back}
+    return {"text": text, "undo": undo}
+
+
+def paper_title(request: Request, paper_id: str) -> str:
+    """A paper's title (or handle) for a message; its ID when this index does not hold it."""
+    from ..errors import PaperNotFoundError
+
+    with lease(request) as opened:
+        recommender = opened.recommender
+        try:
+            paper = recommender.show(paper_id)
+        except PaperNotFoundError:
+            return paper_id
+        return paper.title or paper.handle or paper_id
+
+
+def resolved_id(request: Request, reference: str) -> str:
+    """The ID of the paper a form names; as given when this index does not hold it (a tagged
+    paper a rebuild dropped can still be untagged)."""
+    from ..errors import PaperNotFoundError
+
+    with lease(request) as opened:
+        try:
+            return opened.recommender.id_of(opened.recommender.resolve(reference))
+        except PaperNotFoundError:
+            return reference
 
 
 @router.post("/feed/read")
@@ -433,8 +581,14 @@ def add_tag_form(
     next: str = Form("/"),
 ):
     check_form(request, csrf)
-    write_tag(request, tag.strip(), id)
-    return RedirectResponse(local_path(next), status_code=303)
+    tag = tag.strip()
+    paper_id = resolved_id(request, id)
+    before = request.app.state.tags.papers(tag) if tag else []
+    write_tag(request, tag, paper_id)
+    response = RedirectResponse(local_path(next), status_code=303)
+    did = "already tagged" if paper_id in before else "tagged"
+    set_flash(response, request, did, tag, paper_id, paper_title(request, paper_id))
+    return response
 
 
 @router.post("/tags/remove")
@@ -446,8 +600,14 @@ def remove_tag_form(
     next: str = Form("/"),
 ):
     check_form(request, csrf)
-    write_tag(request, tag.strip(), id, remove=True)
-    return RedirectResponse(local_path(next), status_code=303)
+    tag = tag.strip()
+    paper_id = resolved_id(request, id)
+    before = request.app.state.tags.papers(tag) if tag else []
+    write_tag(request, tag, paper_id, remove=True)
+    response = RedirectResponse(local_path(next), status_code=303)
+    did = "untagged" if paper_id in before else "not tagged"
+    set_flash(response, request, did, tag, paper_id, paper_title(request, paper_id))
+    return response
 
 
 def preparing(request: Request, what: str) -> HTMLResponse:
@@ -469,21 +629,43 @@ def mark_form(
     next: str = Form("/"),
 ):
     """A tag page's "not interested" and "seen" buttons (`papers tags not|seen`), and taking them
-    back."""
+    back (`papers tags unmark`)."""
     check_form(request, csrf)
+    tag = tag.strip()
+    store = request.app.state.tags
     with lease(request) as opened:
-        (unmark_paper if undo else mark_paper)(
-            opened.recommender, request.app.state.tags, tag.strip(), id, kind
-        )
-    return RedirectResponse(local_path(next), status_code=303)
+        before = store.marked(tag, kind) if kind in MARK_WORDS and tag else []
+        after = (unmark_paper if undo else mark_paper)(opened.recommender, store, tag, id, kind)
+    paper_id = resolved_id(request, id)
+    changed = (paper_id in before) != (paper_id in after)
+    did = (
+        ("unmarked" if changed else "not marked")
+        if undo
+        else ("marked" if changed else "already marked")
+    )
+    response = RedirectResponse(local_path(next), status_code=303)
+    set_flash(response, request, did, tag, paper_id, paper_title(request, paper_id), kind)
+    return response
 
 
 def compute_sessions_page(index_dir: str, n: int) -> str:
     """The plan's part of the /sessions page (`papers sessions --n`), run in the background process
     with the plan: a plan of thousands of papers takes seconds to render, which on the server's
     event loop would hold every other request of that worker for as long."""
+    from markupsafe import Markup, escape
+
+    from ..render.sessions import overflow_line
+
     plan = compute_sessions(index_dir, n)
-    return templates().get_template("sessions_plan.html").render(plan=plan, n=n)
+
+    def overflow(session) -> Markup:
+        def name(paper) -> str:
+            link = templates().filters["paper_url"](paper.id)
+            return f'<a href="{escape(link)}">{escape(paper.title or paper.handle)}</a>'
+
+        return Markup(overflow_line(plan, session, escape, name))
+
+    return templates().get_template("sessions_plan.html").render(plan=plan, n=n, overflow=overflow)
 
 
 @router.get("/sessions", response_class=HTMLResponse)

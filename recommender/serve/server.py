@@ -52,20 +52,58 @@ def url_of(listener: socket.socket) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
+TOKEN_FILE_BYTES = 4096  # a token file is a small text file: its first line is the token
+
+
 def read_token_file(path: str) -> str:
     """The token in the first line of a file (kept out of the process list, which anyone on the host
-    reads)."""
+    reads). Only a small regular file is read: a device (/dev/zero) would be read for ever, a FIFO
+    with no writer waited on for ever; either is refused in one line, as bad usage."""
+    import stat
+
+    def refused(reason: str) -> OptionError:
+        return OptionError(
+            f"token file {path}: {reason}: give a small regular file whose first line is the token"
+        )
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            token = handle.readline().strip()
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-        raise InputError(
-            f"token file {path}: {reason}: give a readable file whose first line is the token"
-        ) from None
+        # O_NONBLOCK: opening a FIFO with no writer returns at once (and is then refused)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as error:
+        raise refused(error.strerror or "cannot be opened") from None
+    with open(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise refused(f"is {file_kind(status.st_mode)}, not a regular file")
+        if status.st_size > TOKEN_FILE_BYTES:
+            raise refused(
+                f"holds {status.st_size:,} bytes (a token file holds at most {TOKEN_FILE_BYTES:,})"
+            )
+        data = handle.read(TOKEN_FILE_BYTES + 1)
+    if len(data) > TOKEN_FILE_BYTES:
+        raise refused(f"holds more than {TOKEN_FILE_BYTES:,} bytes")
+    try:
+        token = data.split(b"\n", 1)[0].decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise refused("not UTF-8 text") from None
     if not token:
-        raise InputError(f"token file {path} is empty: write the token on its first line")
+        raise OptionError(f"token file {path} is empty: write the token on its first line")
     return token
+
+
+def file_kind(mode: int) -> str:
+    import stat
+
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
+        if test(mode):
+            return name
+    return "not a plain file"
 
 
 def serve(

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from ..errors import RecommenderError
 from ..index import segments
+from ..index.layout import tags_path
 from ..index.stored import IndexFolder
 from ..query.paper_index import PaperIndex
 from ..query.segmented import open_index
+from ..reading.tags import TagStore
 
 
 @dataclass(eq=False)
@@ -70,8 +72,14 @@ class LiveIndex:
             finally:
                 self._release(opened)
 
+    def where(self) -> Path:
+        """The index folder now: renamed (`papers indexes mv`), followed; removed,
+        IndexMissingError."""
+        self.index_dir = self._folder.where()
+        return self.index_dir
+
     def _acquire(self) -> OpenedVersion:
-        self.index_dir = self._folder.where()  # renamed: followed; removed: IndexMissingError
+        self.where()  # renamed: followed; removed: IndexMissingError
         live = segments.reader_version(self.index_dir)  # a rebuild, an add or a remove
         with self._lock:
             current = self._current
@@ -121,3 +129,20 @@ class LiveIndex:
                 if self._current.users == 0:
                     self._current.recommender.close()
                 self._current = None
+
+
+class FollowedTags(TagStore):
+    """The tags of the live index: `tags.sqlite` in the index folder where it is now, so that a tag
+    written after `papers indexes mv` lands in the renamed index, and one written after it was
+    removed is refused (IndexMissingError) rather than kept where no index reads it."""
+
+    def __init__(self, live: LiveIndex):
+        self.live = live
+
+    @property
+    def index_dir(self) -> Path:  # type: ignore[override]
+        return self.live.where()
+
+    @property
+    def path(self) -> Path:  # type: ignore[override]
+        return tags_path(self.index_dir)
