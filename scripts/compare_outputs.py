@@ -139,7 +139,7 @@ def prepare(work: Path, tree: Path) -> None:
 # An index's version and segment folders are named by the time, the process and a random tail.
 FOLDER_NAME = re.compile(rb"\b([vs])-\d{8}T\d{6}-\d+-[0-9a-f]+")
 # Times a tags database records: seconds since the epoch or a Julian day, as SQL dumps floats.
-EPOCH_TIME = re.compile(r"\b\d\.\d+e\+0[69]\b|\b1[6-9]\d{8}\.\d+")
+EPOCH_TIME = re.compile(r"\b\d\.\d+e\+0[69]\b|\b(?:1[6-9]\d{8}|24\d{5})\.\d+")
 
 
 def normalised(data: bytes) -> bytes:
