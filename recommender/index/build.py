@@ -155,9 +155,9 @@ def build_index(
     # Only where no model was asked for (naming the default is a choice too), on the index's first
     # build, and for a CPU build: the projected cost is a CPU's.
     encoder = asked.encoder
-    chosen = encoder.model is not None or encoder.upgrade or encoder.device == "cuda"
-    model = made.encoder.model
-    advice = tier_advice(model, built.count) if first_build and not chosen else None
+    asked_for = encoder.model is not None or encoder.upgrade or encoder.device == "cuda"
+    model = built.encoder["model"]
+    advice = tier_advice(model, built.count) if first_build and not asked_for else None
     return BuildReport(
         index_dir,
         built.count,

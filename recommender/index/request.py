@@ -5,12 +5,16 @@ that value: :func:`kept_from_index`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..corpus.papers import Paper
 from ..embed.choice import EncoderChoice, EncoderRequest, check_request, choose_encoder
+
+if TYPE_CHECKING:
+    from .lexical import FixedTerms
 
 # The settings of a build that choose its encoder (embed.choice.EncoderRequest's fields).
 ENCODER_SETTINGS = tuple(setting.name for setting in fields(EncoderRequest))
@@ -49,8 +53,8 @@ class BuildRequest:
     built_by: str = "build"
     export_query_encoder: bool = True
     chunk_size: int | None = None
-    own_papers: Callable[[], Iterator[Paper]] | None = None
-    lexical_terms: object = None
+    own_papers: Callable[[], Generator[Paper, None, None]] | None = None
+    lexical_terms: FixedTerms | None = None
     aliases: Mapping[str, str] | None = None
 
     @classmethod

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +48,7 @@ def read_inputs(request: BuildRequest, index_dir: Path, spool: PaperSpool) -> tu
     inputs, else its inputs. Returns the papers kept, and the items of reference managers'
     collections not made papers ({collection: {reason: count}}, the tags say so)."""
     left_out: dict[str, dict[str, int]] = {}
-    reading: Iterator[Paper]
+    reading: Generator[Paper, None, None]
     if request.own_papers is not None:
         reading = request.own_papers()
     elif request.encoder.upgrade and not request.inputs:
@@ -64,7 +64,7 @@ def read_inputs(request: BuildRequest, index_dir: Path, spool: PaperSpool) -> tu
         return spool.read(reading, index_dir), left_out
 
 
-def stored_papers(index_dir: Path) -> Iterator[Paper]:
+def stored_papers(index_dir: Path) -> Generator[Paper, None, None]:
     """The papers of the index's live version, as it stores them, one at a time (the inputs of an
     upgrade)."""
     with (
@@ -85,7 +85,7 @@ class Kept:
     aliases: dict[str, str]
 
 
-def merge_duplicates(chosen: PaperSet, aliases: dict[str, str] | None = None) -> Kept:
+def merge_duplicates(chosen: PaperSet, aliases: Mapping[str, str] | None = None) -> Kept:
     """Stage 2, merge duplicates: the same paper read twice (the same text, arXiv ID or DOI) is kept
     once, its other ID an alias (with the `aliases` given, a compaction's); each paper kept gets
     its handle."""
