@@ -21,8 +21,10 @@ _EXPORTS = {
     "Chunking": "embed.windows",
     "build_index": "index.build",
     "BuildReport": "index.build",
+    "BuildRequest": "index.request",  # a build's settings, as one value
     "PaperIndex": "query.paper_index",
     "Recommendation": "query.paper_index",
+    "RankingRequest": "query.ranking",  # k, mode, min_score, diverse, why, as one value
     "related_work": "reading.related",
     "select_rows": "reading.related",
     "plan_sessions": "reading.sessions",

@@ -293,7 +293,7 @@ def build_child(corpus: str, index: str, report: str) -> None:
     if hasattr(build, "read_papers"):  # code before the streaming build (--compare-code, bench_build_memory.py --code)
         build.read_papers = timed("read_s", build.read_papers)
     else:  # the papers are read into the build's spool
-        build._PaperSpool.read = timed("read_s", build._PaperSpool.read)
+        build.PaperSpool.read = timed("read_s", build.PaperSpool.read)
     started, cpu = time.perf_counter(), time.process_time()
     result = build.build_index([corpus], index=index, model="fake-384")
     total, total_cpu = time.perf_counter() - started, time.process_time() - cpu

@@ -110,7 +110,7 @@ def test_the_streamed_index_holds_what_the_in_memory_functions_make(workdir, fak
             assert np.array_equal(stored.load_array(f"keys/{name}.npy"), keys[name]), name
         assert stored.path(FAISS).read_bytes() == faiss.serialize_index(faiss_index).tobytes()
         assert [json.loads(line) for line in stored.path(PAPERS).read_text().splitlines()] == \
-            [paper.to_dict() for paper in papers]
+            [paper.to_dict(stored=True) for paper in papers]  # as an index stores them
         assert stored.manifest["inputs_fingerprint"] == inputs_fingerprint(papers)
     index = open_index(str(workdir / "index"))
     assert [p.handle for p in index.papers()] == [p.handle for p in papers]

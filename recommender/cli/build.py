@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,8 +26,41 @@ from .errors import library_errors, stopped_builds
 
 if TYPE_CHECKING:
     from ..embed.models import TierAdvice
+    from ..index.request import BuildRequest
 
 DEFAULT_INPUT = "seeds"
+
+
+# The options of `build` that are settings of the build: given to it as one BuildRequest.
+REQUEST_OPTIONS = (
+    "model",
+    "precision",
+    "upgrade",
+    "index_type",
+    "wait",
+    "where",
+    "keep_withdrawn",
+    "engine",
+    "device",
+    "map_layout",
+)
+
+
+def settings_as_request(command: Callable) -> Callable:
+    """`command` given its options that are settings of the build as one BuildRequest (made here,
+    once, and checked by build_index before any paper is read)."""
+
+    @functools.wraps(command)
+    def given(inputs, index, chunking, **options):
+        from ..embed.windows import Chunking
+        from ..index.request import BuildRequest
+
+        settings = {name: options.pop(name) for name in REQUEST_OPTIONS}
+        strategy = Chunking(strategy=chunking) if chunking else None
+        request = BuildRequest.of(list(inputs), index, chunking=strategy, **settings)
+        return command(request, **options)
+
+    return given
 
 
 @click.command()
@@ -127,24 +163,8 @@ DEFAULT_INPUT = "seeds"
 @quiet_option
 @verbose_option
 @library_errors
-def build(
-    inputs,
-    index,
-    model,
-    precision,
-    upgrade,
-    chunking,
-    index_type,
-    wait,
-    compact,
-    where,
-    keep_withdrawn,
-    engine,
-    device,
-    map_layout,
-    quiet,
-    verbose,
-):
+@settings_as_request
+def build(request: BuildRequest, compact, quiet, verbose):
     """Build an index from files or folders of papers (default: seeds/ in a checkout).
 
     Reads .bib (BibTeX), .json/.jsonl (our records, the arXiv metadata snapshot,
@@ -167,57 +187,33 @@ def build(
         papers build --compact --index arxiv
         RAY_ADDRESS=10.0.0.5:6379 papers build corpus/ --engine ray
     """
-    from ..embed.windows import Chunking
     from ..errors import InputError
     from ..index.build import build_index
 
+    encoder = request.encoder
     if compact:
-        if inputs or upgrade or where or model or precision or chunking or map_layout is not None:
+        given = (request.inputs, encoder.upgrade, request.where, encoder.model, encoder.precision)
+        if any(given) or encoder.chunking or request.map_layout is not None:
             raise InputError(
                 "--compact rebuilds the index from its own papers with its own settings: "
                 "give no INPUTS, --upgrade, --where, --model, --precision, --chunking or"
                 " --map-layout with it"
             )
-        from ..index.segments import compact as compact_index
-
-        with stopped_builds(), progress_reporter(quiet) as reporter:
-            report = compact_index(
-                index,
-                wait=wait,
-                progress=reporter.update,
-                notice=notice_to(reporter),
-                on_phase=reporter.phase,
-            )
-        click.echo(
-            f"compacted {report.papers} papers into {report.index_dir}: encoded {report.encoded},"
-            f" reused {report.reused} from the cache ({report.index_kind} search)"
-        )
+        _compact(request, quiet)
         return
-    if not inputs and not upgrade:
+    if not request.inputs and not encoder.upgrade:
         if not Path(DEFAULT_INPUT).is_dir():
             raise InputError(
                 "no input given: name a file or folder of papers, e.g. `papers build my-papers.bib`"
             )
-        inputs = (DEFAULT_INPUT,)
+        request = dataclasses.replace(request, inputs=(DEFAULT_INPUT,))
 
     with stopped_builds(), progress_reporter(quiet) as reporter:
         report = build_index(
-            list(inputs),
-            index=index,
-            model=model,
-            chunking=Chunking(strategy=chunking) if chunking else None,
-            index_type=index_type,
+            request=request,
             progress=reporter.update,
-            wait=wait,
             on_phase=reporter.phase,
-            where=where,
-            keep_withdrawn=keep_withdrawn,
             notice=notice_to(reporter),
-            engine=engine,
-            device=device,
-            precision=precision,
-            upgrade=upgrade,
-            map_layout=map_layout,
         )
     from ..render.indexes import render_build_changes, render_build_summary
 
@@ -226,6 +222,24 @@ def build(
     click.echo(render_build_summary(report), nl=False)
     if report.advice is not None and not quiet:
         click.echo(tier_advice_line(report.advice), err=True)
+
+
+def _compact(request: BuildRequest, quiet: bool) -> None:
+    """`papers build --compact`: the index rebuilt from its own live papers."""
+    from ..index.segments import compact as compact_index
+
+    with stopped_builds(), progress_reporter(quiet) as reporter:
+        report = compact_index(
+            request.index,
+            wait=request.wait,
+            progress=reporter.update,
+            notice=notice_to(reporter),
+            on_phase=reporter.phase,
+        )
+    click.echo(
+        f"compacted {report.papers} papers into {report.index_dir}: encoded {report.encoded},"
+        f" reused {report.reused} from the cache ({report.index_kind} search)"
+    )
 
 
 def tier_advice_line(advice: TierAdvice) -> str:

@@ -4,6 +4,7 @@ given, opening the index, progress on stderr and writing an output file whole.""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import warnings
@@ -137,7 +138,16 @@ MODE_CHOICES = ("hybrid", "dense", "lexical")
 
 
 def ranking_options(command):
-    """Options shared by `like` and `search`."""
+    """Options shared by `like` and `search`: -k, --mode, --min-score, --diverse and --why reach
+    the command as one `ranking` (query.ranking.RankingRequest, checked where it is used)."""
+
+    @functools.wraps(command)
+    def ranked(k, mode, min_score, diverse, why, **options):
+        from ..query.ranking import RankingRequest
+
+        ranking = RankingRequest(k=k, mode=mode, min_score=min_score, diverse=diverse, why=why)
+        return command(ranking=ranking, **options)
+
     options = [
         click.option(
             "-k", "k", type=int, default=10, show_default=True, help="How many papers to return."
@@ -180,8 +190,8 @@ def ranking_options(command):
         wide_option,
     ]
     for option in reversed(options):
-        command = option(command)
-    return command
+        ranked = option(ranked)
+    return ranked
 
 
 def _read_id_file(path: str | None, option: str, required: bool = False) -> list[str]:

@@ -54,12 +54,8 @@ def like(
     tags,
     exclude_seen,
     paper_file,
-    k,
-    mode,
-    min_score,
+    ranking,
     exclude_file,
-    diverse,
-    why,
     wide,
     index,
     model,
@@ -78,8 +74,13 @@ def like(
     """
     from ..render.tables import render_results
 
+    why = ranking.why
     if tags and (
-        papers or paper_file or min_score is not None or diverse is not None or exclude_file
+        papers
+        or paper_file
+        or ranking.min_score is not None
+        or ranking.diverse is not None
+        or exclude_file
     ):
         raise click.UsageError(
             "--tag takes its seeds from the tag: give no papers, --from-file, --min-score, "
@@ -97,11 +98,9 @@ def like(
                 recommender,
                 TagStore(recommender.stored.index_dir),
                 tags,
-                k=k,
-                mode=mode,
-                why=why,
                 exclude_seen=exclude_seen,
                 not_=not_,
+                ranking=ranking,  # neither a minimum score nor diversity (refused above)
             )
         click.echo(render_results(results, fmt, why, table_width(wide)), nl=False)
         return
@@ -109,14 +108,10 @@ def like(
         outside = read_paper_file(recommender, paper_file)
         results = recommender.like(
             *papers,
-            k=k,
             not_=not_,
             exclude=read_exclusions(exclude_file),
-            min_score=min_score,
-            diverse=diverse,
-            why=why,
-            mode=mode,
             papers=outside,
+            ranking=ranking,
         )
         report_found(recommender, outside, paper_file)
     click.echo(render_results(results, fmt, why, table_width(wide)), nl=False)
@@ -129,7 +124,7 @@ def like(
 @model_option
 @format_option
 @library_errors
-def search(text, k, mode, min_score, exclude_file, diverse, why, wide, index, model, fmt):
+def search(text, ranking, exclude_file, wide, index, model, fmt):
     """Papers about a free text.
 
     Examples:
@@ -141,16 +136,8 @@ def search(text, k, mode, min_score, exclude_file, diverse, why, wide, index, mo
     from ..render.tables import render_results
 
     with opened_index(index, model) as recommender:
-        results = recommender.search(
-            text,
-            k=k,
-            exclude=read_exclusions(exclude_file),
-            min_score=min_score,
-            diverse=diverse,
-            why=why,
-            mode=mode,
-        )
-    click.echo(render_results(results, fmt, why, table_width(wide)), nl=False)
+        results = recommender.search(text, read_exclusions(exclude_file), ranking=ranking)
+    click.echo(render_results(results, fmt, ranking.why, table_width(wide)), nl=False)
 
 
 @click.command()

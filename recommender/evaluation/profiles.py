@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..query.ranking import select
+from ..query.ranking import RankingRequest, select
 from . import metrics
 
 MIN_RELEVANT = 3
@@ -131,16 +131,17 @@ def score_profile(
     relevant_at: int = 2,
     *,
     pool: str = "judged",
-    mode: str = "hybrid",
     dense_weight: float | None = None,
-    min_score: float | None = None,
-    diverse: float | None = None,
     scorer: Callable | None = None,
+    **ranking,
 ) -> metrics.QueryScores:
     """Rank the profile's pool (or, with pool="all", every paper but the seeds) from its seeds, and
     score it. `scorer(seed_rows, rows) -> scores` replaces `like`'s scoring
-    (scripts/tune_profiles.py compares them).
+    (scripts/tune_profiles.py compares them). `ranking`: the mode, min_score and diverse of a
+    query.ranking.RankingRequest, by keyword.
     """
+    options = RankingRequest(**ranking)
+    mode, min_score, diverse = options.mode, options.min_score, options.diverse
     seed_rows = [
         rows_by_id[doc] for doc in profile.seeds
     ]  # drawn from the index's papers (`one_topic`)

@@ -15,7 +15,7 @@ from ..corpus.summary import paper_brief
 from ..index.lexical import SparseVector, best_rows
 from .opened import OpenedIndex
 from .profiles import best_topic, profile_scores
-from .ranking import POOL, check_options, fuse, order_by_score, select
+from .ranking import POOL, RankingRequest, fuse, order_by_score, select
 from .reasons import SentencePair
 
 # The seeds "because of" names at most (`Recommendation.because`): those with the best scores of a
@@ -214,27 +214,32 @@ def query_scores(
     return fused[np.searchsorted(everything, rows)]
 
 
+@dataclass(frozen=True)
+class SeedProfile:
+    """What several seeds add to their ranking: `terms`, the TF-IDF terms `why` shows (default: the
+    first query's); `named`, (ID, handle) of each query's seed, to say which seeds each paper is
+    there because of; `centroid`, the seeds' centroid's query, mixed in
+    (`profiles.profile_scores`) and its candidates ranked too."""
+
+    terms: SparseVector | None = None
+    named: list[tuple[str, str]] | None = None
+    centroid: Query | None = None
+
+
 def rank_candidates(
     index: OpenedIndex,
     queries: list[Query],
-    k: int,
+    ranking: RankingRequest,
     seeds: set[int],
     excluded: set[int],
-    min_score: float | None,
-    diverse: float | None,
-    why: bool,
-    mode: str,
-    terms: SparseVector | None = None,
-    named: list[tuple[str, str]] | None = None,
-    centroid: Query | None = None,
+    profile: SeedProfile = SeedProfile(),
     candidates: Sequence[int] | None = None,
 ) -> list[Recommendation]:
-    """The top `k` papers for one query, or for several (a profile's seeds, mixed with their
-    centroid by `profiles.profile_scores`, over the candidates of them all). `terms`: the TF-IDF
-    terms `why` shows (default: the first query's); `named`: (ID, handle) of each query's seed, to
-    say which seeds each paper is there because of; `centroid`: the seeds' centroid's query, mixed
-    in (`profiles.profile_scores`) and its candidates ranked too."""
-    check_options(k, min_score, diverse, mode)
+    """The top `ranking.k` papers for one query, or for several (a profile's seeds, mixed with
+    their centroid by `profiles.profile_scores`, over the candidates of them all), never the
+    `excluded` rows; `candidates`: rank these rows only."""
+    ranking.check()
+    k, mode, why, centroid = ranking.k, ranking.mode, ranking.why, profile.centroid
     fetch = max(POOL, 4 * (k + len(excluded)))
     found: set[int] = set()
     pooled = queries + ([centroid] if centroid is not None else [])
@@ -256,9 +261,11 @@ def rank_candidates(
         else:
             scores = best_topic(per_seed)
     all_rows = rows
-    rows, scores = select(rows, scores, index.tiebreak, index.vectors, k, min_score, diverse)
+    rows, scores = select(
+        rows, scores, index.tiebreak, index.vectors, k, ranking.min_score, ranking.diverse
+    )
     papers = index.papers_at(rows.tolist())
-    terms = terms if terms is not None or not why else queries[0].lexical
+    terms = profile.terms if profile.terms is not None or not why else queries[0].lexical
     results = []
     for rank, (row, score, paper) in enumerate(zip(rows, scores, papers), start=1):
         shared: tuple[str, ...] = ()
@@ -266,9 +273,13 @@ def rank_candidates(
             assert terms is not None  # `why` queries always carry their TF-IDF terms
             shared = tuple(index.lexical.shared_terms(terms, int(row)))
         because: tuple[tuple[str, str, float], ...] = ()
-        if named is not None and per_seed is not None:
+        if profile.named is not None and per_seed is not None:
             because = seeds_behind(
-                index, queries, per_seed[:, int(np.searchsorted(all_rows, row))], int(row), named
+                index,
+                queries,
+                per_seed[:, int(np.searchsorted(all_rows, row))],
+                int(row),
+                profile.named,
             )
         results.append(Recommendation(rank, float(score), paper, shared, because))
     return results

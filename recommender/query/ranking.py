@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -193,3 +194,33 @@ def check_options(k: int, min_score: float | None, diverse: float | None, mode: 
         raise OptionError(
             f"diverse must be between 0 and 1 (1 = relevance only), got {diverse:g}", "diverse"
         )
+
+
+@dataclass(frozen=True)
+class RankingRequest:
+    """How a list of papers is ranked, one value from where a lookup is asked for (`papers like`
+    and `search`, the HTTP API, `PaperIndex.like`'s keywords) to `pooling.rank_candidates`.
+
+    `k` papers, best first; `mode` "hybrid" (the dense and TF-IDF cosines fused), "dense" or
+    "lexical"; `min_score` drops papers scoring below it (-1..1); `diverse` (0..1, 1 = relevance
+    only) re-ranks by maximal marginal relevance; `why` gives each paper the terms (and, for
+    several seeds, the seeds) that tie it to the query."""
+
+    k: int = 10
+    mode: str = "hybrid"
+    min_score: float | None = None
+    diverse: float | None = None
+    why: bool = False
+
+    @classmethod
+    def of(cls, ranking: RankingRequest | None = None, **options) -> RankingRequest:
+        """`ranking`, else the request of these keywords (k, mode, min_score, diverse, why),
+        checked (OptionError, before any work is done); an unknown keyword is a TypeError."""
+        if ranking is not None and options:
+            raise TypeError(f"give a ranking or its options, not both: {', '.join(options)}")
+        made = ranking if ranking is not None else cls(**options)
+        made.check()
+        return made
+
+    def check(self) -> None:
+        check_options(self.k, self.min_score, self.diverse, self.mode)

@@ -9,7 +9,7 @@ from ..errors import InputError
 from .lookups import IndexLookups, printable
 from .opened import check_text
 from .pooling import Query, Recommendation, rank_candidates
-from .ranking import check_options
+from .ranking import RankingRequest
 
 
 class TextSearch(IndexLookups):
@@ -18,33 +18,25 @@ class TextSearch(IndexLookups):
     def search(
         self,
         text: str,
-        k: int = 10,
         exclude: Sequence[str] = (),
-        min_score: float | None = None,
-        diverse: float | None = None,
-        why: bool = False,
-        mode: str = "hybrid",
+        *,
+        ranking: RankingRequest | None = None,
+        **options,
     ) -> list[Recommendation]:
-        """Papers about a free text."""
+        """Papers about a free text, never those of `exclude`, ranked as `ranking` says, else as the
+        keywords `options` say (query.ranking.RankingRequest: k=10, mode="hybrid", min_score,
+        diverse, why)."""
         if not text or not text.strip():
             raise InputError("empty search text: give some words to search for")
         check_text(text, "search text")
-        check_options(k, min_score, diverse, mode)
+        ranking = RankingRequest.of(ranking, **options)
+        mode, why = ranking.mode, ranking.why
         dense_query = self.encode_query(text) if mode != "lexical" else None
         lexical_query = self.lexical.transform(text) if (mode != "dense" or why) else None
         if mode == "lexical" and lexical_query is not None and len(lexical_query.indices) == 0:
             raise InputError(self._nothing_to_match(text))
-        results = rank_candidates(
-            self,
-            [Query(dense_query, lexical_query)],
-            k,
-            set(),
-            self.excluded_rows(exclude),
-            min_score,
-            diverse,
-            why,
-            mode,
-        )
+        queries = [Query(dense_query, lexical_query)]
+        results = rank_candidates(self, queries, ranking, set(), self.excluded_rows(exclude))
         if not why or not results:
             return results
         return self.with_reasons(results, [(None, Paper("", "", text))])

@@ -12,9 +12,16 @@ from ..corpus.papers import Paper, normalise_text
 from ..errors import OptionError, PaperNotFoundError
 from ..index.lexical import SparseVector, combine
 from .lookups import IndexLookups
-from .pooling import POOL_MARGIN, Query, Recommendation, query_scores, rank_candidates
+from .pooling import (
+    POOL_MARGIN,
+    Query,
+    Recommendation,
+    SeedProfile,
+    query_scores,
+    rank_candidates,
+)
 from .profiles import best_topic, profile_scores, seed_clusters
-from .ranking import POOL, check_options, combine_dense, seed_weights
+from .ranking import POOL, RankingRequest, check_options, combine_dense, seed_weights
 
 # How `score_rows` scores several papers: as `like` does (grouped into topics), or as one centroid.
 PROFILES = ("seeds", "topics", "centroid")
@@ -28,18 +35,17 @@ class SimilarQueries(IndexLookups):
     def like(
         self,
         *references: str,
-        k: int = 10,
         not_: Sequence[str] = (),
         exclude: Sequence[str] = (),
-        min_score: float | None = None,
-        diverse: float | None = None,
-        why: bool = False,
-        mode: str = "hybrid",
         papers: Sequence[Paper] = (),
         candidates: Sequence[int] | None = None,
+        ranking: RankingRequest | None = None,
+        **options,
     ) -> list[Recommendation]:
         """Papers like the given ones (and unlike those in `not_`), never the seeds themselves;
         `candidates`: rank these rows only (a feed's new papers), each scored as it would be anyway.
+        Ranked as `ranking` says, else as the keywords `options` say (query.ranking.RankingRequest:
+        k=10, mode="hybrid", min_score, diverse, why).
 
         `papers` are more seeds as `Paper` records (`read_papers(["reading-list.bib"])`):
         those the index holds (same ID or same text, see `find_papers`) count as
@@ -49,7 +55,7 @@ class SimilarQueries(IndexLookups):
             raise PaperNotFoundError(
                 "no paper given: name at least one paper ID or handle, or give papers from a file"
             )
-        check_options(k, min_score, diverse, mode)
+        ranking = RankingRequest.of(ranking, **options)
         papers = list(papers)
         found = self.find_papers(papers) if papers else []
         positives = list(
@@ -71,28 +77,22 @@ class SimilarQueries(IndexLookups):
         return self.like_rows(
             positives,
             negatives,
-            k=k,
             excluded=self.excluded_rows(exclude),
-            min_score=min_score,
-            diverse=diverse,
-            why=why,
-            mode=mode,
             outside=outside,
             candidates=candidates,
+            ranking=ranking,
         )
 
     def like_rows(
         self,
         positives: Sequence[int],
         negatives: Sequence[int] = (),
-        k: int = 10,
+        *,
         excluded: Collection[int] = frozenset(),
-        min_score: float | None = None,
-        diverse: float | None = None,
-        why: bool = False,
-        mode: str = "hybrid",
         outside: Sequence[Paper] = (),
         candidates: Sequence[int] | None = None,
+        ranking: RankingRequest | None = None,
+        **options,
     ) -> list[Recommendation]:
         """`like` for papers given by row, and papers not in the index (`outside`, embedded now).
 
@@ -100,8 +100,10 @@ class SimilarQueries(IndexLookups):
         Rocchio), and a candidate's score mixes the mean of its PROFILE_TOP_K best seeds' scores
         with the seeds' centroid's (`profiles.profile_scores`): a profile on several topics finds
         papers of each, and a paper close to a couple of seeds beats one vaguely near all
-        (docs/profiles.md). `why`: also the seeds behind each paper (`Recommendation.because`)."""
-        check_options(k, min_score, diverse, mode)
+        (docs/profiles.md). `why`: also the seeds behind each paper (`Recommendation.because`).
+        Ranked as `ranking` (or the keywords `options`) says, as `like`."""
+        ranking = RankingRequest.of(ranking, **options)
+        mode, why = ranking.mode, ranking.why
         positives, negatives, outside = list(positives), list(negatives), list(outside)
         seeds = set(positives) | set(negatives)
         queries = self._per_seed_queries(positives, negatives, mode, why, outside)
@@ -110,32 +112,17 @@ class SimilarQueries(IndexLookups):
             # the per-seed queries of papers from outside the index, each with its vector
             extra = [query.seed for query in queries[len(positives) :] if query.seed is not None]
             centroid = self._seed_query(positives, negatives, mode, why, outside, extra)
-        terms = None
-        if (
-            why and len(queries) > 1
-        ):  # the terms `why` shows: those shared with the seeds as a whole
-            terms = self._seed_query(positives, negatives, "lexical", why, outside).lexical
-        named = None
+        profile = SeedProfile(centroid=centroid)
         if why and len(queries) > 1:
+            # the terms `why` shows: those shared with the seeds as a whole, and who each seed is
+            terms = self._seed_query(positives, negatives, "lexical", why, outside).lexical
             handles = self.handles
             named = [(self.ids[row], handles[row]) for row in positives] + [
                 (paper.id, paper.handle or paper.id) for paper in outside
             ]
-        results = rank_candidates(
-            self,
-            queries,
-            k,
-            seeds,
-            set(excluded) | seeds,
-            min_score,
-            diverse,
-            why,
-            mode,
-            terms,
-            named,
-            centroid,
-            candidates,
-        )
+            profile = SeedProfile(terms, named, centroid)
+        excluding = set(excluded) | seeds
+        results = rank_candidates(self, queries, ranking, seeds, excluding, profile, candidates)
         if not why or not results:
             return results
         return self.with_reasons(
@@ -148,7 +135,7 @@ class SimilarQueries(IndexLookups):
         """`like_rows([row], k=k, why=why)` for each of `rows`: the same lists, with the dense
         candidates of all of them found by one batched FAISS search (related-work); each list is
         then re-ranked over its own candidates only."""
-        check_options(k, None, None, "hybrid")
+        ranking = RankingRequest.of(k=k, why=why)
         rows = [int(row) for row in rows]
         if not rows:
             return []
@@ -168,9 +155,7 @@ class SimilarQueries(IndexLookups):
             for i, scores in zip(batch, lexical):
                 query = queries[i]
                 query.dense_found, query.batched, query.lexical_scores = found[i], True, scores
-                ranked = rank_candidates(
-                    self, [query], k, {rows[i]}, {rows[i]}, None, None, why, "hybrid"
-                )
+                ranked = rank_candidates(self, [query], ranking, {rows[i]}, {rows[i]})
                 if why and ranked:
                     seed = self.papers_at([rows[i]])[0]
                     ranked = self.with_reasons(ranked, [(seed.id, seed)])

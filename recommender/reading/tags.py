@@ -455,17 +455,16 @@ def recommend_for_tags(
     recommender: PaperIndex,
     tags: TagStore,
     names: Sequence[str],
-    k: int = 10,
-    mode: str = "hybrid",
-    why: bool = False,
     exclude_seen: Sequence[str] = (),
     not_: Sequence[str] = (),
     candidates: Sequence[int] | None = None,
+    **ranking,
 ) -> list[Recommendation]:
     """Papers like the papers of these tags (all of them as one profile), the tagged papers left
     out, unlike the papers marked not interested for them (and those in `not_`), without the papers
     marked seen for the tags in `exclude_seen`; `candidates`: rank only these rows. Tagged IDs this
-    index no longer holds (a rebuild dropped them) are passed over."""
+    index no longer holds (a rebuild dropped them) are passed over. Ranked as `PaperIndex.like`
+    ranks: `ranking` its RankingRequest, or its keywords (k, mode, why, ...)."""
     names = list(dict.fromkeys(check_tag(name) for name in names))
     if not names:
         raise InputError("no tag given: name at least one tag")
@@ -501,10 +500,8 @@ def recommend_for_tags(
     ]
     return recommender.like(
         *held,
-        k=k,
-        mode=mode,
-        why=why,
         not_=[*negatives, *not_],
         exclude=seen,
         candidates=candidates,
+        **ranking,
     )
