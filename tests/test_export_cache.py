@@ -168,3 +168,12 @@ def test_no_build_imports_torch_in_its_own_process(tmp_path):
     finally:
         for stored in vectors:
             stored.close()
+
+
+def test_an_export_process_that_dies_is_one_error_not_a_hang():
+    # `apart` runs the export in a child: one killed (out of memory, a signal) is a ModelError
+    # the command line words in one line, not a traceback or a build waiting for ever.
+    from recommender.errors import ModelError
+
+    with pytest.raises(ModelError, match="ended before it was done"):
+        export_cache.apart(os._exit, 9)
