@@ -38,15 +38,18 @@ def test_a_first_conference_sized_build_names_the_quality_tier_once(papers_cli, 
     assert first.exit_code == 0
     assert first.stdout == (f"indexed {LOW} papers in indexes/default: encoded {LOW}, "
                             "reused 0 from the cache (flat search)\n")
-    minutes = LOW / models.model_facts("all-mpnet-base-v2").papers_per_minute
+    rate, measured = models.model_facts("all-mpnet-base-v2").build_rate
+    minutes = LOW / rate
     [line] = advice_lines(first)
     assert line.startswith(
         f"{ADVICE} (43.4 against 40.6 MAP, 64.8 against 61.0 NDCG%20 on held-out CSFCube "
         "queries; about ")
-    cost = re.search(r"; about (a minute|\d+ min) of encoding here, projected from 2 CPU cores",
-                     line)
+    cost = re.search(r"; about (a minute|\d+ min) of encoding on 2 idle CPU cores, at the "
+                     r"([\d,]+) papers a minute measured building ([\d,]+) papers, longer on a "
+                     r"busy machine", line)
     assert cost is not None
     assert cost[1] == ("a minute" if minutes < 1.5 else f"{round(minutes)} min")
+    assert (cost[2], cost[3]) == (f"{rate:,.0f}", f"{measured:,}")
     assert first.stderr.rstrip("\n").endswith(line)  # the last line, after the summary
     # A rebuild of the index (its papers changed or not) is not its first build.
     assert advice_lines(papers_cli("build", str(conference_file))) == []
@@ -74,8 +77,10 @@ def test_the_library_reports_the_facts_not_the_wording(workdir, fake_model, conf
 
 def test_the_advice_covers_conference_sizes_with_the_default_model_only():
     assert tier_advice("all-MiniLM-L6-v2", LOW - 1) is None
-    assert tier_advice("all-MiniLM-L6-v2", LOW).minutes == pytest.approx(
-        LOW / models.model_facts("all-mpnet-base-v2").papers_per_minute)
+    quality = models.model_facts("all-mpnet-base-v2")
+    advice = tier_advice("all-MiniLM-L6-v2", LOW)
+    assert advice.minutes == pytest.approx(LOW / quality.build_rate[0])
+    assert (advice.papers_per_minute, advice.measured_papers) == quality.build_rate
     assert tier_advice("all-MiniLM-L6-v2", HIGH) is not None
     assert tier_advice("all-MiniLM-L6-v2", HIGH + 1) is None
     for model in ("static", "all-mpnet-base-v2", "./my-model"):

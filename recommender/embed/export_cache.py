@@ -168,7 +168,7 @@ def shared_export(
     fp32 = cached_entry(
         cache_home() / EXPORTS_FOLDER / name,
         _FILES,
-        lambda staging: onnx_encoder.export_onnx(str(folder), staging),
+        lambda staging: apart(onnx_encoder.export_onnx, str(folder), staging),
         str(folder),
         exporting,
     )
@@ -184,7 +184,7 @@ def shared_export(
     return cached_entry(
         cache_home() / EXPORTS_FOLDER / f"{name}-{precision}",
         _FILES,
-        lambda staging: quantisation.quantise_export(fp32, staging, precision),
+        lambda staging: apart(quantisation.quantise_export, fp32, staging, precision),
         str(fp32),
         quantising,
     )
@@ -263,14 +263,50 @@ def export_into(
         return
     exporting()
     if precision == "fp32":
-        onnx_encoder.export_onnx(resolve_model_path(model), target)
+        apart(onnx_encoder.export_onnx, resolve_model_path(model), target)
         return
-    onnx_encoder.export_onnx(resolve_model_path(model), staging)
+    apart(onnx_encoder.export_onnx, resolve_model_path(model), staging)
     if precision == openvino_encoding.BF16:
         bf16_export(staging, target)
         return
     quantising()
-    quantisation.quantise_export(staging, target, precision)
+    apart(quantisation.quantise_export, staging, target, precision)
+
+
+def apart(make: Callable[..., Path], *args) -> Path:
+    """`make(*args)` run in a child process of its own, which ends with it: an export or a
+    quantisation loads the whole model (torch and ~0.4 GB of fp32 weights for the quality tier)
+    and the memory it takes is not given back to the system, so a build that made it in its own
+    process would encode every paper at ~2.2 GB instead of ~0.6 (docs/measured-encoding.md). Its
+    error is raised here as the child raised it; a function a child cannot import by its name (a
+    stand-in defined inside another) runs here."""
+    import sys
+
+    if getattr(sys.modules.get(make.__module__), make.__qualname__, None) is not make:
+        return make(*args)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(_made, make, *args).result()
+        except BrokenProcessPool as exc:  # killed: out of memory, a signal
+            raise ModelError(
+                f"the process making the model's export for {args[0]} ended before it was done "
+                "(out of memory?): free memory and build again"
+            ) from exc
+
+
+def _made(make: Callable[..., Path], *args) -> Path:
+    """`make(*args)` in the child of `apart`, an unwritable cache raised as the OSError it is (a
+    cause does not cross processes: cached_entry tells that case apart by it)."""
+    try:
+        return make(*args)
+    except ModelError as error:
+        if isinstance(error.__cause__, OSError):
+            raise error.__cause__ from None
+        raise
 
 
 def static_export(source_model: str, distilling: Callable[[], None] | None = None) -> Path | None:

@@ -74,6 +74,10 @@ class ModelFacts:
     # MAP and NDCG%20 (x100) of the full pipeline on the held-out CSFCube queries (measured
     # elsewhere, on the half no setting was tuned on); None where not measured.
     held_out: tuple[float, float] | None = None
+    # What a whole CPU build encodes here, where measured: (papers a minute of 2 cores' CPU time,
+    # the corpus size it was measured on), on BUILDS_MEASURED_ON by timing `papers build`
+    # (docs/measured-encoding.md); a build's tip projects from it rather than `papers_per_minute`.
+    build_rate: tuple[float, int] | None = None
 
     @property
     def exported_only(self) -> bool:
@@ -86,10 +90,16 @@ class ModelFacts:
 
     def build_minutes(self, papers: int) -> float | None:
         """The projected minutes a CPU build spends encoding `papers` new papers at this model's
-        measured rate (None where it has none): a projection from MEASURED_ON, not a promise."""
-        if self.papers_per_minute is None:
-            return None
-        return papers / self.papers_per_minute
+        measured rate (None where it has none): a projection from BUILDS_MEASURED_ON where a whole
+        build was measured (`build_rate`), else from MEASURED_ON; not a promise."""
+        rate = self.encoding_rate
+        return None if rate is None else papers / rate
+
+    @property
+    def encoding_rate(self) -> float | None:
+        """The papers a minute `build_minutes` projects from: `build_rate`'s, else
+        `papers_per_minute`."""
+        return self.build_rate[0] if self.build_rate is not None else self.papers_per_minute
 
     @property
     def measured_precision(self) -> str:
@@ -141,6 +151,8 @@ class ModelFacts:
 
 #: Where `papers_per_minute` was measured: a build's encoding time scales with the cores.
 MEASURED_ON = "2 cores of an Intel Xeon (AVX-512, AMX), from the CPU time spent on a shared machine"
+#: Where `build_rate` was measured: whole builds, the encoding's CPU time spread over 2 cores.
+BUILDS_MEASURED_ON = "2 cores of an AMD EPYC (AVX-512, no AMX), a shared machine"
 #: The corpus sizes the projections of `papers models` are given for: a conference, a large
 #: archive.
 PROJECTED_PAPERS = (5_000, 1_000_000)
@@ -212,6 +224,9 @@ MODELS = (
         # (paired, 100 folds), reviewers-dev loss +0.0022 (scripts/tune_relevance.py --compare).
         dense_weights={"fp32": 0.8, "int8": 0.7},
         papers_per_minute=1400,
+        # 700 CSFCube dev papers, `papers build --model all-mpnet-base-v2` at int8 with its export
+        # cached: 129 s of CPU time encoding (~650 papers a minute of 2 cores; 300 papers: ~670).
+        build_rate=(650, 700),
         held_out=(43.4, 64.8),
         parts=model_parts.MPNET,
         aliases=(f"sentence-transformers/{model_parts.MPNET.name}",),
@@ -237,8 +252,10 @@ class TierAdvice:
     tier: str
     held_out: tuple[float, float]  # its MAP and NDCG%20 on the held-out CSFCube queries
     instead_of: tuple[float, float]  # those of the model the corpus was built with
-    minutes: float  # projected encoding minutes of this corpus with it (MEASURED_ON)
+    minutes: float  # projected encoding minutes of this corpus with it (ModelFacts.build_minutes)
     installed: bool
+    papers_per_minute: float  # the rate projected from
+    measured_papers: int | None  # the corpus size a whole build measured it on (None: the encoder)
 
     def to_dict(self) -> dict:
         return {
@@ -248,6 +265,8 @@ class TierAdvice:
             "instead_of": {"map": self.instead_of[0], "ndcg_pct_20": self.instead_of[1]},
             "projected_minutes": round(self.minutes, 1),
             "installed": self.installed,
+            "papers_per_minute": self.papers_per_minute,
+            "measured_papers": self.measured_papers,
         }
 
 
@@ -272,6 +291,8 @@ def tier_advice(model: str, papers: int) -> TierAdvice | None:
         instead_of=built.held_out,
         minutes=minutes,
         installed=status(quality, hashed=False) != "not installed",
+        papers_per_minute=quality.encoding_rate or 0.0,
+        measured_papers=quality.build_rate[1] if quality.build_rate is not None else None,
     )
 
 

@@ -189,6 +189,12 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
                 opset_version=17,
                 do_constant_folding=True,
             )
+        # The torch model's weights (0.44 GB for the quality tier) are not needed past here: the
+        # graph is simplified and checked from the file, against `reference`.
+        del st, transformer, hf_model, hf_tokenizer, body
+        import gc
+
+        gc.collect()
 
         from .attention_masks import simplify_attention_masks
 
