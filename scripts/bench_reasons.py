@@ -16,7 +16,7 @@ The build-time alternative: for `--build-sample` papers, the sentences a pair ma
 (`reasons.sentences_of`), the time to encode them against the time to encode the papers as a build
 does, and their size as float32 vectors against the papers' own vectors.
 
-Quoted in: docs/ranking.md ("Reasons": what they cost a page of ten).
+Quoted in: docs/measured-ranking.md ("Reasons": what they cost a page of ten).
 """
 
 from __future__ import annotations

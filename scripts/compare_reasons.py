@@ -1,10 +1,10 @@
 """Today's shared terms and the reasons beside them (phrases, the closest pair of sentences), for
 pairs the tool recommends: each of `--pairs` papers spread evenly over the index, with its first
-`papers like` result. Prints a Markdown table (docs/ranking.md, "Reasons").
+`papers like` result. Prints a Markdown table (docs/measured-ranking.md, "Reasons").
 
     python scripts/compare_reasons.py INDEX [--pairs 20] [--label NAME]
 
-Quoted in: docs/ranking.md ("Reasons": the side-by-side tables).
+Quoted in: docs/measured-ranking.md ("Reasons": the side-by-side tables).
 """
 
 from __future__ import annotations

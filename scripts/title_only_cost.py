@@ -23,7 +23,7 @@ cross-validation over the query papers of the half indexes (the gain over no cor
 its sd over folds); and whether half the corpus title-only loses at most half of what the
 all-title-only index loses.
 
-Quoted in: docs/ranking.md ("Papers with a title only").
+Quoted in: docs/measured-ranking.md ("Papers with a title only"), summed up in docs/ranking.md.
 """
 
 from __future__ import annotations
