@@ -75,7 +75,7 @@ def child(corpus: str, index: str, report: str, encoder: str, map_layout: str) -
         fake.token_spans = timed(fake.token_spans)
         fake.encoded_texts = _Discard()  # the fake keeps every text otherwise
         loading.load_encoder = lambda model, *args, **kwargs: fake
-        loading.encoder_spec = lambda model, *args, **kwargs: (lambda: fake)
+        loading.encoder_spec = lambda model, *args, **kwargs: lambda: fake
         prepare = build.prepare_query_encoder  # the real model's query encoder, as a build links
         build.prepare_query_encoder = lambda model, writer, previous, on_phase=None, *rest: prepare(
             DEFAULT_MODEL, writer, previous, on_phase, *rest
@@ -87,7 +87,11 @@ def child(corpus: str, index: str, report: str, encoder: str, map_layout: str) -
     def mark(name: str, total=None) -> None:
         wall, cpu = time.perf_counter(), time.process_time()
         phases.append(
-            {"name": current["name"], "wall_s": wall - current["wall"], "cpu_s": cpu - current["cpu"]}
+            {
+                "name": current["name"],
+                "wall_s": wall - current["wall"],
+                "cpu_s": cpu - current["cpu"],
+            }
         )
         current.update(name=name, wall=wall, cpu=cpu)
 
@@ -117,7 +121,9 @@ class _Discard(list):
         pass
 
 
-def run_build(corpus: Path, out: Path, name: str, encoder: str, map_layout: bool, env: dict) -> dict:
+def run_build(
+    corpus: Path, out: Path, name: str, encoder: str, map_layout: bool, env: dict
+) -> dict:
     index, report = out / f"index-{name}", out / f"{name}.json"
     subprocess.run(["rm", "-rf", str(index)], check=True)
     print(f"[{time.strftime('%H:%M:%S')}] {name}: building {corpus.name}", flush=True)

@@ -33,6 +33,7 @@ from .checks import run_checks
 from .home import resolve_index_dir
 from .keys import ALIASES, digest_records, key_tables
 from .layout import (
+    ADDED_TERMS,
     COLLECTIONS,
     COLLECTIONS_LEFT_OUT,
     COLUMN_MAX,
@@ -291,6 +292,8 @@ def build_index(
                 writer.save_array(f"lexical/{name}.npy", arrays[name])
             writer.save_array(COLUMN_MAX, arrays["column_max"])
             writer.save_json(VOCABULARY, vocabulary)
+            if lexical_terms is not None:  # a segment: the terms its base lacks
+                writer.save_json(ADDED_TERMS, vocabulary[len(lexical_terms.vocabulary) :])
             kept_aliases = {**aliases, **spool.aliases} if aliases else spool.aliases
             if kept_aliases:  # the other IDs of papers read twice (index/keys.py)
                 writer.save_json(ALIASES, kept_aliases)
