@@ -172,9 +172,8 @@ def build_index(
         require_ray()
     phase: Callable[[str, int | None], None] = on_phase or (lambda name, total: None)
     index_dir = resolve_index_dir(index)
-    check_index_folder(
-        index_dir
-    )  # before the model is hashed: a folder of the user's is refused at once
+    # Before the model is hashed: a folder of the user's is refused at once.
+    check_index_folder(index_dir)
     if upgrade:
         if where and not inputs:
             raise OptionError(
@@ -375,8 +374,7 @@ MAP_LAYOUT_PAPERS = 100_000
 # Papers read back from the build's spool at a time (texts for the encoder, rows of papers.jsonl).
 STREAM_PAPERS = 4096
 # With a `chunk_size`, the TF-IDF postings handled at once are this many a paper (an abstract has
-# ~60 distinct
-# terms), else lexical.CHUNK_POSTINGS.
+# ~60 distinct terms), else lexical.CHUNK_POSTINGS.
 POSTINGS_A_PAPER = 64
 
 
