@@ -154,7 +154,22 @@ class SegmentedIndex(PaperIndex):
         return self._gather(rows, lambda part, own: part.vectors_at(own))
 
     def candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-        return self._gather(rows, lambda part, own: part.cosines(own, query)).astype(np.float32)
+        """`cosines`: the small parts' rows from their vectors in memory (`_small_parts`), the
+        others read part by part."""
+        rows = np.asarray(rows, dtype=np.int64)
+        small_rows, small_vectors = self._small_parts()
+        at = np.searchsorted(small_rows, rows)
+        inside = at < len(small_rows)
+        inside[inside] = small_rows[at[inside]] == rows[inside]
+        out = np.empty(len(rows), dtype=np.float32)
+        if not inside.all():
+            out[~inside] = self._gather(rows[~inside], lambda part, own: part.cosines(own, query))
+        if inside.any():
+            found = small_vectors[at[inside]].astype(np.float64) @ np.asarray(query, np.float64)
+            if not np.isfinite(found).all():
+                self._gather(rows[inside], lambda part, own: part.cosines(own, query))  # names it
+            out[inside] = found
+        return out
 
     def cosines(self, rows: np.ndarray, query: np.ndarray, read_rows=None) -> np.ndarray:
         if read_rows is not None:
@@ -438,6 +453,7 @@ class _UnionLexical:
         based = len(union.parts[0])  # a segment's IDF of a word the base lacks (FixedTerms)
         self.unseen_ratio = (np.log((1 + live) / 2) + 1) / (np.log((1 + based) / 2) + 1)
         self._norms = np.zeros(len(union), dtype=np.float64)
+        self._small_block: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None
 
     @property
     def vocabulary(self) -> list[str]:
@@ -530,14 +546,12 @@ class _UnionLexical:
         removed = np.array(sorted(self.union.removed_rows()), dtype=np.int64)
         deeper = int(k) + max(10, int(k) // 2) + len(removed)
         all_rows, all_scores = [], []
-        small = []
         for number, (part, start, stop) in enumerate(
             zip(self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist())
         ):
-            own_query = self._own_query(query, number)
             if len(part) <= SMALL_PART:
-                small.append((part, own_query))
                 continue
+            own_query = self._own_query(query, number)
             own_also = also[(also >= start) & (also < stop)] - start
             rows, scores = part.lexical.top(own_query, min(deeper, len(part)), own_also)
             rows = np.asarray(rows, dtype=np.int64) + start
@@ -553,10 +567,7 @@ class _UnionLexical:
         if len(small_rows):
             # Every row of the small parts scored at once, with the rebuild's scores (less than
             # the pruned top's steps cost): their best `k` exactly, removed papers left out.
-            every = np.concatenate(
-                [part.lexical.scores_many([own_query])[0] for part, own_query in small]
-            )
-            exact = (every / self._norm(small_rows)).astype(np.float32)
+            exact = self._small_scores(query)
             ranked = np.where(np.isin(small_rows, removed), -np.inf, exact)
             best = best_rows(ranked, min(int(k), len(small_rows)))
             at = sorted_union(
@@ -567,6 +578,40 @@ class _UnionLexical:
         rows, scores = np.concatenate(all_rows), np.concatenate(all_scores)
         order = np.argsort(rows, kind="stable")
         return rows[order], scores[order]
+
+    def _small_scores(self, query: SparseVector) -> np.ndarray:
+        """The rebuild's scores of every row of the small parts (`_small_parts`' rows), from
+        their rows weighed as a rebuild would and kept by column in memory (made once)."""
+        if self._small_block is None:
+            columns, rows, weights = [], [], []
+            first = 0
+            for number, part in enumerate(self.union.parts):
+                if len(part) > SMALL_PART:
+                    continue
+                lexical = part.lexical
+                indptr = np.asarray(lexical.csr_indptr, dtype=np.int64)
+                own = np.asarray(lexical.csr_indices[: indptr[-1]], dtype=np.int64)
+                owners = np.repeat(np.arange(len(part)), np.diff(indptr))
+                start = int(self.union.starts[number])
+                norms = self._norm(np.arange(start, start + len(part)))
+                weighed = np.asarray(lexical.csr_data[: indptr[-1]], dtype=np.float64)
+                weighed = weighed * self.ratios[number][own] / norms[owners]
+                columns.append(self.maps[number][own])
+                rows.append(owners + first)
+                weights.append(weighed.astype(np.float32))
+                first += len(part)
+            column, row, weight = (np.concatenate(parts) for parts in (columns, rows, weights))
+            order = np.argsort(column, kind="stable")  # rows ascend within a column
+            indptr = np.zeros(len(self.idf) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(column, minlength=len(self.idf)), out=indptr[1:])
+            self._small_block = (indptr, row[order], weight[order], first)
+        indptr, block_rows, block_weights, size = self._small_block
+        out = np.zeros(size, dtype=np.float32)
+        terms = np.asarray(query.indices, dtype=np.int64)
+        starts, lengths = indptr[terms], indptr[terms + 1] - indptr[terms]
+        at = csr_ranges(starts, lengths)
+        np.add.at(out, block_rows[at], block_weights[at] * np.repeat(query.values, lengths))
+        return out
 
     def scores(self, query: SparseVector) -> np.ndarray:
         scores = np.concatenate(
