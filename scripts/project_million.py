@@ -125,6 +125,9 @@ def run_build(
     corpus: Path, out: Path, name: str, encoder: str, map_layout: bool, env: dict
 ) -> dict:
     index, report = out / f"index-{name}", out / f"{name}.json"
+    if report.exists():  # measured by an earlier run with this OUT (delete it to measure again)
+        print(f"{name}: measured already ({report})", flush=True)
+        return json.loads(report.read_text())
     subprocess.run(["rm", "-rf", str(index)], check=True)
     print(f"[{time.strftime('%H:%M:%S')}] {name}: building {corpus.name}", flush=True)
     command = [sys.executable, __file__, "--child", str(corpus), str(index), str(report), encoder]
