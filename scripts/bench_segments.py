@@ -1,11 +1,12 @@
 """`papers add` as segments: what an add costs, what segments cost lookups, and whether they rank
 as a rebuild does.
 
-    python scripts/bench_segments.py [--papers 100000] [--added 1000] [--segments 10] [--queries
-    200] [--repeats 5]
+    python scripts/bench_segments.py [--papers 40000 100000] [--added 1000] [--segments 10]
+                                     [--queries 200] [--repeats 5]
 
 On the stand-in encoder of scripts/bench_incremental.py (a hash of the text, no model: encoding
-costs nothing, so every second measured is the index's own work), in one run:
+costs nothing, so every second measured is the index's own work), in one run, for each size of
+`--papers` in turn:
 - the add: `--added` papers added to a `--papers` index as one segment, their vectors already in
   the embedding cache, so the time is the add's cost beyond encoding (target: at most 5 s), against
   a rebuild of the whole index from the same cache;
@@ -57,8 +58,9 @@ def run_queries(
     """Seconds for every query on an opened index (opening and first loads excluded), and the top
     10s."""
     with open_index(index_dir) as index:
-        index.like(likes[0], k=10, mode=mode), index.search(
-            searches[0], k=10, mode=mode
+        (
+            index.like(likes[0], k=10, mode=mode),
+            index.search(searches[0], k=10, mode=mode),
         )  # first loads, not timed
         tops: list[list[str]] = []
         started = time.perf_counter()
@@ -94,20 +96,32 @@ def paired_ratio(first: Path, second: Path, likes: list[str], searches: list[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--papers", type=int, default=100_000)
+    parser.add_argument("--papers", type=int, nargs="+", default=[40_000, 100_000])
     parser.add_argument("--added", type=int, default=1_000)
     parser.add_argument("--segments", type=int, default=10)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    loading.load_encoder = lambda model, device="auto": HashEncoder()
+    # Every build encodes with the stand-in, whatever encoder (ONNX, a precision) it would choose.
+    loading.encoder_spec = lambda model, *args, **kwargs: lambda: HashEncoder()
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    for papers in args.papers:
+        started_load = os.getloadavg()[0]
+        report(papers, args, measure(papers, args), started_load)
+
+
+def measure(papers: int, args) -> dict:
+    """Every figure of one size (see the module's docstring)."""
     work = Path(tempfile.mkdtemp(prefix="bench-segments-"))
     os.environ["PAPERS_CACHE"] = str(work / "cache")  # this run's own embedding cache
-    loading.load_encoder = lambda model, device="auto": HashEncoder()
     options = dict(model="all-MiniLM-L6-v2", export_query_encoder=False)
     rng = np.random.default_rng(33)
     try:
-        base = write(work / "base.jsonl", synthetic(0, args.papers))
-        added = synthetic(args.papers, args.added)
+        base = write(work / "base.jsonl", synthetic(0, papers))
+        added = synthetic(papers, args.added)
         extra = write(work / "extra.jsonl", added)
         build_index(
             [base, extra], index=work / "warm", **options
@@ -127,7 +141,7 @@ def main() -> None:
         compacted = work / "compacted"
         build_index([base, extra], index=compacted, **options)
 
-        ids = [f"p{i:07d}" for i in range(args.papers + args.added)]
+        ids = [f"p{i:07d}" for i in range(papers + args.added)]
         half = args.queries // 2
         likes = [ids[i] for i in rng.choice(len(ids), half, replace=False)]
         words = np.array(VOCABULARY)
@@ -135,8 +149,6 @@ def main() -> None:
         expected = run_queries(compacted, likes, searches)[1]
         found = run_queries(segmented, likes, searches)[1]
         runs = [paired_ratio(compacted, segmented, likes, searches) for _ in range(args.repeats)]
-        ratios = [run["cpu"] for run in runs]
-        wall_ratios = [run["wall"] for run in runs]
         by_mode = {}
         for mode in ("dense", "lexical"):
             tops = (
@@ -146,7 +158,21 @@ def main() -> None:
             by_mode[mode] = sum(a == b for a, b in zip(*tops)) / len(tops[0])
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return {
+        "add": add_seconds,
+        "rebuild": rebuild_seconds,
+        "ratios": [run["cpu"] for run in runs],
+        "wall_ratios": [run["wall"] for run in runs],
+        "found": found,
+        "expected": expected,
+        "half": half,
+        "by_mode": by_mode,
+    }
 
+
+def report(papers: int, args, figures: dict, load: float) -> None:
+    found, expected, half = figures["found"], figures["expected"], figures["half"]
+    ratios, wall_ratios = figures["ratios"], figures["wall_ratios"]
     same = [a == b for a, b in zip(found, expected)]
     overlaps = [
         len(set(a) & set(b)) / max(1, len(b))
@@ -154,13 +180,11 @@ def main() -> None:
         if not equal
     ]
     like_same, search_same = sum(same[:half]), sum(same[half:])
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    )
-    print(f"| {args.papers:,} papers + {args.added:,} | seconds | target |")
+    print(f"\n{papers:,} papers + {args.added:,} (load average {load:.1f} as it started)")
+    print(f"| {papers:,} papers + {args.added:,} | seconds | target |")
     print("|---|---|---|")
-    print(f"| add as one segment (beyond encoding) | {add_seconds:.2f} | at most 5 |")
-    print(f"| rebuild of the whole index (beyond encoding) | {rebuild_seconds:.1f} | |")
+    print(f"| add as one segment (beyond encoding) | {figures['add']:.2f} | at most 5 |")
+    print(f"| rebuild of the whole index (beyond encoding) | {figures['rebuild']:.1f} | |")
     print(
         f"lookups with {args.segments} segments: "
         f"{statistics.median(ratios):.2f}x the compacted index in CPU time "
@@ -170,12 +194,12 @@ def main() -> None:
     )
     print(
         f"top 10 equal to the compacted index: like {like_same}/{half}, "
-        f"search {search_same}/{len(searches)} "
+        f"search {search_same}/{len(same) - half} "
         f"({100 * sum(same) / len(same):.1f}%; target: at least 99%)"
     )
     print(
         "equal in the other modes: "
-        + ", ".join(f"{mode} {100 * share:.1f}%" for mode, share in by_mode.items())
+        + ", ".join(f"{mode} {100 * share:.1f}%" for mode, share in figures["by_mode"].items())
     )
     if overlaps:
         print(

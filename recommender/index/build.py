@@ -211,7 +211,7 @@ def _build_files(
         vectors = embedded.vectors
         search = build_search_index(writer, vectors, request.index_type, previous, hooks)
         hooks.phase("TF-IDF")
-        terms = write_lexical(writer, tfidf, files, kept.aliases)
+        terms = write_lexical(writer, tfidf, files, kept.aliases, request.lexical_terms)
         projection = write_map_layout(writer, vectors, bool(request.map_layout), hooks)
     except KeyboardInterrupt as interrupt:
         if embedded is None or isinstance(interrupt, EncodingInterrupted):

@@ -86,6 +86,10 @@ LEXICAL_ARRAYS = (
 COLUMN_MAX = "lexical/column_max.npy"
 VOCABULARY = "lexical/vocabulary.json"
 STOP_WORDS = "lexical/stop_words.json"
+# A segment's terms its base's vocabulary lacks (`papers add`), in their column order after the
+# base's columns: the union of base and segments gives them a rebuild's IDF (query/segmented.py).
+# Absent from a base, and from segments written before such terms were stored.
+ADDED_TERMS = "lexical/added_terms.json"
 # A reference manager's collections (Zotero's folders) and their papers' IDs, {path: [ID, ...]}:
 # absent when no paper came from one. The tag store shows each collection as a tag.
 COLLECTIONS = "collections.json"

@@ -113,9 +113,10 @@ def build_tfidf(texts: Iterable[str], chunk_postings: int | None = None):
 @dataclass(frozen=True)
 class FixedTerms:
     """The vocabulary and IDF of another index (a segment's base, index/segments.py): the rows are
-    weighed in its column space, so one query vector scores both. A term it lacks is not stored but
-    counts in its row's norm with `unseen_idf` (the IDF of a term in one text), as a rebuild weighs
-    it.
+    weighed in its column space, so one query vector scores both. The terms it lacks get columns
+    after its own (sorted among themselves; a segment lists them in ADDED_TERMS, layout.py), weighed
+    with `unseen_idf` (the IDF of a term in one of its texts): a reader of both gives them the IDF
+    of a rebuild from their counts (query/segmented.py).
     """
 
     vocabulary: list[str]
@@ -137,9 +138,6 @@ class TfidfBuilder:
     ):
         self.stop_words = english_stop_words()
         self.fixed = fixed
-        self._unseen = array.array(
-            "d"
-        )  # each text's squared weight of terms the fixed vocabulary lacks
         self.chunk = max(1, int(chunk_postings or CHUNK_POSTINGS))
         self._scratch = scratch
         self._files = contextlib.ExitStack()
@@ -163,12 +161,6 @@ class TfidfBuilder:
     def add(self, text: str) -> None:
         columns = self._columns
         terms = Counter(analyse(text, self.stop_words))
-        if self.fixed is not None:
-            unseen = [count for term, count in terms.items() if term not in columns]
-            self._unseen.append(
-                sum(((math.log(count) + 1) * self.fixed.unseen_idf) ** 2 for count in unseen)
-            )
-            terms = Counter({term: count for term, count in terms.items() if term in columns})
         self._pending_terms.extend(columns.setdefault(term, len(columns)) for term in terms)
         self._pending_counts.extend(terms.values())
         self._indptr.append(self._indptr[-1] + len(terms))
@@ -195,7 +187,12 @@ class TfidfBuilder:
         """Write csr_indices, csr_data, csc_indices and csc_data through `output`; returns (the
         other arrays to store, the vocabulary in column order, the stop words)."""
         self._flush()
-        vocabulary = self.fixed.vocabulary if self.fixed is not None else sorted(self._columns)
+        if self.fixed is None:
+            vocabulary = sorted(self._columns)
+        else:  # the fixed columns, then the terms they lack (columns in order of first use)
+            known = len(self.fixed.vocabulary)
+            added = sorted(term for term, column in self._columns.items() if column >= known)
+            vocabulary = [*self.fixed.vocabulary, *added]
         rank = np.zeros(len(vocabulary), dtype=np.int32)  # first-use column -> sorted column
         rank[[self._columns[term] for term in vocabulary]] = np.arange(
             len(vocabulary), dtype=np.int32
@@ -207,10 +204,13 @@ class TfidfBuilder:
         self._indptr = array.array("q")
         total = int(indptr[-1])
         idf = (np.log((1 + len(indptr) - 1) / (1 + documents)) + 1).astype(np.float32)
-        unseen = np.zeros(len(indptr) - 1)
         if self.fixed is not None:
-            idf = np.asarray(self.fixed.idf, dtype=np.float32)
-            unseen = np.frombuffer(self._unseen, dtype=np.float64)
+            idf = np.concatenate(
+                [
+                    np.asarray(self.fixed.idf, dtype=np.float32),
+                    np.full(len(vocabulary) - known, self.fixed.unseen_idf, dtype=np.float32),
+                ]
+            )
         csc_indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
         np.cumsum(documents, out=csc_indptr[1:])
         blocks = np.array(
@@ -241,7 +241,6 @@ class TfidfBuilder:
                 weights = (np.log(self._counts.read(low, high)) + 1) * idf[terms]
                 norms = np.sqrt(
                     np.bincount(local_rows, weights=weights * weights, minlength=last - first)
-                    + unseen[first:last]
                 )
                 weights /= np.where(norms == 0, 1, norms)[local_rows]
                 order = np.lexsort(

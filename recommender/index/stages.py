@@ -17,6 +17,7 @@ from .. import __version__
 from ..corpus.papers import Paper, PaperSet, scan_papers
 from .keys import ALIASES, key_tables
 from .layout import (
+    ADDED_TERMS,
     COLLECTIONS,
     COLLECTIONS_LEFT_OUT,
     COLUMN_MAX,
@@ -162,11 +163,16 @@ def build_search_index(
 
 
 def write_lexical(
-    writer: IndexWriter, tfidf, files: contextlib.ExitStack, aliases: dict[str, str]
+    writer: IndexWriter,
+    tfidf,
+    files: contextlib.ExitStack,
+    aliases: dict[str, str],
+    base_terms=None,
 ) -> int:
     """Stage 6, the lexical index: the TF-IDF matrices of the texts the builder was given, its
-    vocabulary and stop words, and the aliases of the papers read twice. Returns the number of
-    terms."""
+    vocabulary and stop words, and the aliases of the papers read twice; for a segment weighed in
+    its base's terms (`base_terms`, lexical.FixedTerms), the terms the base lacks. Returns the
+    number of terms."""
 
     def array_file(name: str, length: int, dtype) -> ArrayFile:
         return files.enter_context(
@@ -178,6 +184,8 @@ def write_lexical(
         writer.save_array(f"lexical/{name}.npy", arrays[name])
     writer.save_array(COLUMN_MAX, arrays["column_max"])
     writer.save_json(VOCABULARY, vocabulary)
+    if base_terms is not None:  # a segment: the terms its base lacks
+        writer.save_json(ADDED_TERMS, vocabulary[len(base_terms.vocabulary) :])
     if aliases:  # the other IDs of papers read twice (index/keys.py)
         writer.save_json(ALIASES, aliases)
     writer.save_json(STOP_WORDS, stop_words)

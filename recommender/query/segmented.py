@@ -13,6 +13,7 @@ of the added papers' terms (measured by scripts/bench_segments.py, docs/performa
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import cast
@@ -26,7 +27,8 @@ from ..errors import IndexBusyError, IndexMissingError, PaperNotFoundError
 from ..index import segments as segment_store
 from ..index.ann import search_index
 from ..index.home import resolve_index_dir
-from ..index.lexical import LexicalIndex, SparseVector, best_rows, column_counts
+from ..index.layout import ADDED_TERMS
+from ..index.lexical import LexicalIndex, SparseVector, analyse, best_rows, column_counts
 from ..index.stored import corrupt
 from . import paper_index as single
 from .paper_index import PaperIndex
@@ -71,6 +73,8 @@ def open_index(
 # Parts this small are searched with numpy (vectors and TF-IDF), not FAISS and the pruned TF-IDF
 # top.
 SMALL_PART = 4096
+# What the stored weights of a row leave of 1 below this is float32 rounding, not a term unstored.
+UNSEEN_ROUNDING = 1e-5
 
 
 def _exact_search(
@@ -150,7 +154,22 @@ class SegmentedIndex(PaperIndex):
         return self._gather(rows, lambda part, own: part.vectors_at(own))
 
     def candidate_cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-        return self._gather(rows, lambda part, own: part.cosines(own, query)).astype(np.float32)
+        """`cosines`: the small parts' rows from their vectors in memory (`_small_parts`), the
+        others read part by part."""
+        rows = np.asarray(rows, dtype=np.int64)
+        small_rows, small_vectors = self._small_parts()
+        at = np.searchsorted(small_rows, rows)
+        inside = at < len(small_rows)
+        inside[inside] = small_rows[at[inside]] == rows[inside]
+        out = np.empty(len(rows), dtype=np.float32)
+        if not inside.all():
+            out[~inside] = self._gather(rows[~inside], lambda part, own: part.cosines(own, query))
+        if inside.any():
+            found = small_vectors[at[inside]].astype(np.float64) @ np.asarray(query, np.float64)
+            if not np.isfinite(found).all():
+                self._gather(rows[inside], lambda part, own: part.cosines(own, query))  # names it
+            out[inside] = found
+        return out
 
     def cosines(self, rows: np.ndarray, query: np.ndarray, read_rows=None) -> np.ndarray:
         if read_rows is not None:
@@ -375,66 +394,97 @@ class _UnionLexical:
     """The TF-IDF of every part by row, as `PaperIndex` reads it, weighed as a rebuild would weigh
     it.
 
-    The parts store their rows in the base's vocabulary and IDF. The document frequencies of the
-    union (the base's, plus the segments', less the removed papers') give the IDF a rebuild would
-    compute; a stored weight times the ratio of the two IDFs, the row then normalised again, is the
-    rebuild's weight. So a query is scored against the stored rows with its weights times that
-    ratio, and each score divided by its row's norm under the ratio: the rebuild's scores, but for
-    the terms only added papers use (a segment stores no column for them) until `papers build
-    --compact`."""
+    The parts store their rows in the base's vocabulary and IDF, a segment's terms the base lacks
+    in columns of its own after the base's (ADDED_TERMS, weighed with the IDF of a term in one of
+    the base's papers). The union's columns are the base's, then every segment's added terms (a
+    term once, however many segments use it). The document frequencies of the union (the base's,
+    plus the segments', less the removed papers') give the IDF a rebuild would compute; a stored
+    weight times the ratio of the two IDFs, the row then normalised again, is the rebuild's weight.
+    So a query (in the union's columns) is scored against each part's stored rows with its weights
+    times that part's ratios, in the part's columns, and each score divided by its row's norm under
+    the ratios: the rebuild's scores. (Segments written before added terms were stored hold no
+    column for them: their share of a row's norm is counted, as a rebuild counts it, but they match
+    nothing until `papers build --compact`.)"""
 
     def __init__(self, union: SegmentedIndex):
         self.union = union
         self.base = union.parts[0].lexical
         self.stop_words = self.base.stop_words
         self.size = len(union)
-        self.idf = self.base.idf
         columns = len(self.base.idf)
-        frequencies = np.zeros(columns, dtype=np.int64)
+        # Each part's own columns -> the union's: the base's columns alike, its added terms after.
+        added: dict[str, int] = {}
+        self.maps: list[np.ndarray] = []
         for part in union.parts:
-            if len(part.lexical.idf) != columns:  # cannot happen to segments this papers wrote
+            own = len(part.lexical.idf)
+            terms: list[str] = []
+            if part is not union.parts[0] and part.stored.has(ADDED_TERMS):
+                terms = [str(term) for term in part.stored.load_json(ADDED_TERMS)]
+            if own != columns + len(terms):  # cannot happen to segments this papers wrote
                 raise corrupt(
                     part.stored, "lexical/idf.npy", "is not in the vocabulary of its base"
                 )
-            frequencies += np.diff(np.asarray(part.lexical.csc_indptr))
+            extra = [added.setdefault(term, columns + len(added)) for term in terms]
+            self.maps.append(
+                np.concatenate([np.arange(columns), np.array(extra, dtype=np.int64)]).astype(
+                    np.int64
+                )
+            )
+        self.added_terms = list(added)
+        width = columns + len(added)
+        # The union's column -> each part's own (-1 where the part has none), for the added terms.
+        self._own_added: list[np.ndarray] = []
+        for mapped in self.maps:
+            own_added = np.full(len(added), -1, dtype=np.int64)
+            own_added[mapped[columns:] - columns] = np.arange(columns, len(mapped))
+            self._own_added.append(own_added)
+        frequencies = np.zeros(width, dtype=np.int64)
+        for part, mapped in zip(union.parts, self.maps):
+            np.add.at(frequencies, mapped, np.diff(np.asarray(part.lexical.csc_indptr)))
         for row in sorted(union.removed_rows()):
-            frequencies[self.row_as_stored(row).indices] -= 1
+            frequencies[self._stored_columns(row)] -= 1
         live = len(union) - len(union.removed_rows())
         self.frequencies, self.live = np.maximum(frequencies, 0), live
+        self.columns = columns
         self._columns: dict[str, int] | None = None
-        rebuilt = np.log((1 + live) / (1 + np.maximum(frequencies, 0))) + 1
-        self.ratio = (rebuilt / np.asarray(self.base.idf, dtype=np.float64)).astype(np.float64)
-        based = len(union.parts[0])  # the segments' IDF of a word the base lacks (FixedTerms)
+        self.idf = np.log((1 + live) / (1 + self.frequencies)) + 1  # the rebuild's, float64
+        # Each part's stored weight -> the rebuild's (before the row's norm), by its own column.
+        self.ratios = [
+            self.idf[mapped] / np.asarray(part.lexical.idf, dtype=np.float64)
+            for part, mapped in zip(union.parts, self.maps)
+        ]
+        based = len(union.parts[0])  # a segment's IDF of a word the base lacks (FixedTerms)
         self.unseen_ratio = (np.log((1 + live) / 2) + 1) / (np.log((1 + based) / 2) + 1)
         self._norms = np.zeros(len(union), dtype=np.float64)
+        self._small_block: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None
 
     @property
     def vocabulary(self) -> list[str]:
-        return self.base.vocabulary
+        return [*self.base.vocabulary, *self.added_terms]
 
-    def _locate(self, row: int) -> tuple[PaperIndex, int]:
+    def _locate(self, row: int) -> tuple[int, PaperIndex, int]:
         union = self.union
         number = int(np.searchsorted(union.starts, row, side="right") - 1)
-        return union.parts[number], int(row - union.starts[number])
+        return number, union.parts[number], int(row - union.starts[number])
 
-    def row_as_stored(self, row: int) -> SparseVector:
-        part, own = self._locate(row)
-        return part.lexical.row(own)
+    def _stored_columns(self, row: int) -> np.ndarray:
+        number, part, own = self._locate(row)
+        return self.maps[number][np.asarray(part.lexical.row(own).indices, dtype=np.int64)]
 
-    def _reweighed(self, vector: SparseVector) -> SparseVector:
-        if len(vector.indices) == 0:
-            return vector
-        values = np.asarray(vector.values, dtype=np.float64) * self.ratio[vector.indices]
-        norm = float(np.linalg.norm(values))
-        return SparseVector(
-            vector.indices, (values / (norm if norm > 0 else 1.0)).astype(np.float32)
-        )
-
-    def _as_stored(self, query: SparseVector) -> SparseVector:
-        """The query whose dot product with a stored row is the rebuild's score times the row's
-        norm."""
-        values = np.asarray(query.values, dtype=np.float64) * self.ratio[query.indices]
-        return SparseVector(query.indices, values.astype(np.float32))
+    def _own_query(self, query: SparseVector, number: int) -> SparseVector:
+        """The query in part `number`'s columns, its weights times the part's ratios: its dot
+        product with a stored row is the rebuild's score times the row's norm."""
+        indices = np.asarray(query.indices, dtype=np.int64)
+        values = np.asarray(query.values, dtype=np.float64)
+        if len(indices) and indices[-1] >= self.columns:  # added terms: to the part's own columns
+            own = indices.copy()
+            at = indices >= self.columns
+            own[at] = self._own_added[number][indices[at] - self.columns]
+            kept = own >= 0
+            order = np.argsort(own[kept], kind="stable")
+            indices, values = own[kept][order], values[kept][order]
+        values = values * self.ratios[number][indices]
+        return SparseVector(indices.astype(np.int32), values.astype(np.float32))
 
     def _norm(self, rows: np.ndarray) -> np.ndarray:
         """Each row's norm with its stored weights times the ratio of the IDFs (1 for an unchanged
@@ -442,31 +492,52 @@ class _UnionLexical:
         rows = np.asarray(rows, dtype=np.int64)
         known = self._norms  # by row, 0 where not computed yet
         missing = np.unique(rows[known[rows] == 0])
-        for _, part, positions, own in self.union._split(missing):
+        for number, part, positions, own in self.union._split(missing):
             lexical = part.lexical
             starts = np.asarray(lexical.csr_indptr[own], dtype=np.int64)
             lengths = np.asarray(lexical.csr_indptr[own + 1], dtype=np.int64) - starts
             at = csr_ranges(starts, lengths)
             stored = np.asarray(lexical.csr_data[at], dtype=np.float64)
-            weights = stored * self.ratio[lexical.csr_indices[at]]
+            weights = stored * self.ratios[number][lexical.csr_indices[at]]
             owners = np.repeat(np.arange(len(own)), lengths)
             sums = np.bincount(owners, weights=weights * weights, minlength=len(own))
-            # A segment's row was normalised with the terms its base lacks (index/lexical.py,
-            # FixedTerms), which it does not store: their share of the norm is what the stored
-            # weights leave of 1 (none in the base's own rows), and counts as after a rebuild.
-            # Those words' IDF was that of a word in one of the base's papers; a rebuild's is that
-            # of a word in one of every live paper (exact for a word one added paper uses).
+            # A segment written before added terms were stored normalised its rows with terms it
+            # does not store: their share of the norm is what the stored weights leave of 1, and
+            # counts as after a rebuild (their IDF was that of a word in one of the base's papers;
+            # a rebuild's is that of a word in one of every live paper). Elsewhere what is left is
+            # rounding, not counted.
             unseen = 1.0 - np.bincount(owners, weights=stored * stored, minlength=len(own))
-            unseen *= self.unseen_ratio**2
-            norms = np.sqrt(sums + np.where(lengths > 0, np.maximum(unseen, 0.0), 0.0))
+            unseen = np.where(unseen > UNSEEN_ROUNDING, unseen, 0.0) * self.unseen_ratio**2
+            norms = np.sqrt(sums + np.where(lengths > 0, unseen, 0.0))
             known[missing[positions]] = np.where(norms > 0, norms, 1.0)
         return known[rows]
 
     def transform(self, text: str) -> SparseVector:
-        return self._reweighed(self.base.transform(text))
+        """A free text as the rebuild's l2-normalised TF-IDF vector, in the union's columns."""
+        if self._columns is None:
+            self._columns = {term: column for column, term in enumerate(self.vocabulary)}
+        counts = Counter(
+            self._columns[gram] for gram in analyse(text, self.stop_words) if gram in self._columns
+        )
+        if not counts:
+            return SparseVector.empty()
+        indices = np.array(sorted(counts), dtype=np.int64)
+        values = (1.0 + np.log([counts[i] for i in indices.tolist()])) * self.idf[indices]
+        values /= np.linalg.norm(values)
+        return SparseVector(indices.astype(np.int32), values.astype(np.float32))
 
     def row(self, row: int) -> SparseVector:
-        return self._reweighed(self.row_as_stored(row))
+        """The rebuild's row, in the union's columns."""
+        number, part, own = self._locate(row)
+        stored = part.lexical.row(own)
+        if len(stored.indices) == 0:
+            return stored
+        indices = np.asarray(stored.indices, dtype=np.int64)
+        values = np.asarray(stored.values, dtype=np.float64) * self.ratios[number][indices]
+        values /= self._norm(np.array([row]))[0]
+        mapped = self.maps[number][indices]
+        order = np.argsort(mapped, kind="stable")
+        return SparseVector(mapped[order].astype(np.int32), values[order].astype(np.float32))
 
     def top(
         self, query: SparseVector, k: int, also=(), stats: dict | None = None
@@ -475,17 +546,17 @@ class _UnionLexical:
         superset of the union's best `k` (each part asked for more, as the norms move scores a
         little)."""
         also = np.asarray(sorted(set(np.asarray(also, dtype=np.int64).tolist())), dtype=np.int64)
-        stored_query = self._as_stored(query)
         removed = np.array(sorted(self.union.removed_rows()), dtype=np.int64)
         deeper = int(k) + max(10, int(k) // 2) + len(removed)
         all_rows, all_scores = [], []
-        for part, start, stop in zip(
-            self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist()
+        for number, (part, start, stop) in enumerate(
+            zip(self.union.parts, self.union.starts[:-1].tolist(), self.union.starts[1:].tolist())
         ):
             if len(part) <= SMALL_PART:
                 continue
+            own_query = self._own_query(query, number)
             own_also = also[(also >= start) & (also < stop)] - start
-            rows, scores = part.lexical.top(stored_query, min(deeper, len(part)), own_also)
+            rows, scores = part.lexical.top(own_query, min(deeper, len(part)), own_also)
             rows = np.asarray(rows, dtype=np.int64) + start
             kept = ~np.isin(rows, removed) | np.isin(
                 rows, also
@@ -499,14 +570,7 @@ class _UnionLexical:
         if len(small_rows):
             # Every row of the small parts scored at once, with the rebuild's scores (less than
             # the pruned top's steps cost): their best `k` exactly, removed papers left out.
-            every = np.concatenate(
-                [
-                    part.lexical.scores_many([stored_query])[0]
-                    for part in self.union.parts
-                    if len(part) <= SMALL_PART
-                ]
-            )
-            exact = (every / self._norm(small_rows)).astype(np.float32)
+            exact = self._small_scores(query)
             ranked = np.where(np.isin(small_rows, removed), -np.inf, exact)
             best = best_rows(ranked, min(int(k), len(small_rows)))
             at = sorted_union(
@@ -518,9 +582,47 @@ class _UnionLexical:
         order = np.argsort(rows, kind="stable")
         return rows[order], scores[order]
 
+    def _small_scores(self, query: SparseVector) -> np.ndarray:
+        """The rebuild's scores of every row of the small parts (`_small_parts`' rows), from
+        their rows weighed as a rebuild would and kept by column in memory (made once)."""
+        if self._small_block is None:
+            columns, rows, weights = [], [], []
+            first = 0
+            for number, part in enumerate(self.union.parts):
+                if len(part) > SMALL_PART:
+                    continue
+                lexical = part.lexical
+                indptr = np.asarray(lexical.csr_indptr, dtype=np.int64)
+                own = np.asarray(lexical.csr_indices[: indptr[-1]], dtype=np.int64)
+                owners = np.repeat(np.arange(len(part)), np.diff(indptr))
+                start = int(self.union.starts[number])
+                norms = self._norm(np.arange(start, start + len(part)))
+                weighed = np.asarray(lexical.csr_data[: indptr[-1]], dtype=np.float64)
+                weighed = weighed * self.ratios[number][own] / norms[owners]
+                columns.append(self.maps[number][own])
+                rows.append(owners + first)
+                weights.append(weighed.astype(np.float32))
+                first += len(part)
+            column, row, weight = (np.concatenate(parts) for parts in (columns, rows, weights))
+            order = np.argsort(column, kind="stable")  # rows ascend within a column
+            indptr = np.zeros(len(self.idf) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(column, minlength=len(self.idf)), out=indptr[1:])
+            self._small_block = (indptr, row[order], weight[order], first)
+        indptr, block_rows, block_weights, size = self._small_block
+        out = np.zeros(size, dtype=np.float32)
+        terms = np.asarray(query.indices, dtype=np.int64)
+        starts, lengths = indptr[terms], indptr[terms + 1] - indptr[terms]
+        at = csr_ranges(starts, lengths)
+        np.add.at(out, block_rows[at], block_weights[at] * np.repeat(query.values, lengths))
+        return out
+
     def scores(self, query: SparseVector) -> np.ndarray:
-        stored_query = self._as_stored(query)
-        scores = np.concatenate([part.lexical.scores(stored_query) for part in self.union.parts])
+        scores = np.concatenate(
+            [
+                part.lexical.scores(self._own_query(query, number))
+                for number, part in enumerate(self.union.parts)
+            ]
+        )
         touched = np.flatnonzero(scores)
         scores[touched] = (scores[touched] / self._norm(touched)).astype(np.float32)
         return scores
@@ -533,10 +635,10 @@ class _UnionLexical:
         )
 
     def scores_at(self, query: SparseVector, rows: np.ndarray, read=None) -> np.ndarray:
-        stored_query = self._as_stored(query)
-        scores = self.union._gather(
-            rows, lambda part, own: part.lexical.scores_at(stored_query, own)
-        )
+        rows = np.asarray(rows, dtype=np.int64)
+        scores = np.zeros(len(rows), dtype=np.float32)
+        for number, part, positions, own in self.union._split(rows):
+            scores[positions] = part.lexical.scores_at(self._own_query(query, number), own)
         return (np.asarray(scores, dtype=np.float64) / self._norm(rows)).astype(np.float32)
 
     def document_counts(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
@@ -545,8 +647,8 @@ class _UnionLexical:
         return column_counts(self._columns, self.frequencies, terms), self.live
 
     def shared_terms(self, query: SparseVector, row: int, limit: int = 3) -> list[str]:
-        part, own = self._locate(row)
-        return part.lexical.shared_terms(self._as_stored(query), own, limit)
+        number, part, own = self._locate(row)
+        return part.lexical.shared_terms(self._own_query(query, number), own, limit)
 
 
 class _SharedEncoder:
