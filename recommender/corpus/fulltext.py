@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .readers.base import InputWarning
-from .text import collapse_spaces
+from .text import ABSTRACT, FULL_TEXT, PDF, TEXT_FROM, TITLE_ONLY, collapse_spaces
 
 __all__ = [
     "ABSTRACT",
@@ -39,9 +39,6 @@ __all__ = [
     "text_of_files",
 ]
 
-# What a paper's text is (Paper.text_from), in the order they are tried.
-ABSTRACT, FULL_TEXT, PDF, TITLE_ONLY = "abstract", "full text", "pdf", "title only"
-TEXT_FROM = (ABSTRACT, FULL_TEXT, PDF, TITLE_ONLY)
 
 # At most this many characters of an abstract found in a full text, or of a body's opening.
 OPENING = 2_000

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 
+# What a paper's text is (Paper.text_from), in the order a reader tries them (corpus/fulltext.py).
+ABSTRACT, FULL_TEXT, PDF, TITLE_ONLY = "abstract", "full text", "pdf", "title only"
+TEXT_FROM = (ABSTRACT, FULL_TEXT, PDF, TITLE_ONLY)
+
 # A sentence ends at . ! or ? followed by space and something that can start a sentence.
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 

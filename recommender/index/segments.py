@@ -51,7 +51,6 @@ from .layout import (
     remove_tree,
 )
 from .stored import StoredIndex, is_index, live_version, open_stored, unpinned
-from .writer import build_lock
 
 # Past this share of the base's papers in segments, the next `add` compacts the index: lookups
 # then search one index again. Ten segments cost at most 1.2x a compacted index
@@ -179,6 +178,14 @@ def _publish(index_dir: Path, segments: SegmentSet, previous: SegmentSet | None 
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def build_lock(index_dir: Path, wait: bool):
+    """The index's build lock (writer.build_lock), imported when taken: a lookup, which imports this
+    module, never loads the writer."""
+    from .writer import build_lock as lock
+
+    return lock(index_dir, wait=wait)
 
 
 def _holders(index_dir: Path, segments: SegmentSet, ids: Iterable[str]) -> dict[str, list[str]]:

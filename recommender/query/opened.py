@@ -359,7 +359,7 @@ def title_only_rows(stored: StoredIndex, count: int) -> np.ndarray:
     naming the field are parsed (the stored record leaves it out for an abstract)."""
     import json
 
-    from ..corpus.fulltext import TITLE_ONLY
+    from ..corpus.text import TITLE_ONLY
 
     mask = np.zeros(count, dtype=bool)
     kinds = stored.manifest.get("text_from")
