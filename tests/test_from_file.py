@@ -106,10 +106,10 @@ def test_a_digest_shared_by_other_papers_is_confirmed_on_their_text(workdir, fak
 def test_an_index_built_before_the_text_digests_is_scanned(workdir, fake_model, open_index, monkeypatch):
     from corpus import write_corpus
     from recommender import build_index
-    from recommender.index import build
+    from recommender.index import stages
     from recommender.index.layout import KEY_ARRAYS
 
-    monkeypatch.setattr(build, "KEY_ARRAYS", tuple(n for n in KEY_ARRAYS if "_digest" not in n))
+    monkeypatch.setattr(stages, "KEY_ARRAYS", tuple(n for n in KEY_ARRAYS if "_digest" not in n))
     build_index([write_corpus(workdir / "in")])
     recommender = open_index()
     assert "keys/text_digests.npy" not in recommender.manifest["files"]

@@ -97,18 +97,6 @@ def test_the_best_pair_is_the_highest_cosine():
     assert (i, j) == (1, 1) and cosine == pytest.approx(2.0 / np.sqrt(4.01))
 
 
-def test_a_boilerplate_pair_loses_to_one_about_both_papers():
-    """Axis 0 is the papers' shared subject, axis 1 boilerplate ("our code is available"), axes 2
-    and 3 each paper's own angle on it: the boilerplate pair matches best on its own (cosine
-    1.0), but a pair about the subject matches the papers, so it is the one shown."""
-    angle = np.sqrt(1 - 0.9**2)
-    first = np.array([[0.0, 1.0, 0.0, 0.0]] + [[0.9, 0.0, angle, 0.0]] * 4)
-    second = np.array([[0.0, 1.0, 0.0, 0.0]] + [[0.9, 0.0, 0.0, angle]] * 4)
-    assert best_pair(first[:1], second[:1])[2] == pytest.approx(1.0)
-    i, j, cosine = best_pair(first, second)
-    assert (i, j) == (1, 1) and cosine == pytest.approx(0.81)
-
-
 def test_the_pair_chosen_with_the_fake_encoder_shares_the_topic():
     encoder = FakeEncoder()
     seed = sentences_of(

@@ -300,11 +300,11 @@ KEYED_TITLES = ["Notes", "Notes again", "Notesa", "Engine", "Notes", "The notes"
 
 @pytest.mark.parametrize("with_table", [True, False])
 def test_bibtex_keys_of_an_index_are_looked_up(workdir, fake_model, open_index, monkeypatch, with_table):
-    from recommender.index import build
+    from recommender.index import stages
     from recommender.index.layout import KEY_ARRAYS
 
     if not with_table:  # an index built before the table of citation keys: scanned, same keys
-        monkeypatch.setattr(build, "KEY_ARRAYS", tuple(n for n in KEY_ARRAYS if not n.startswith("citation")))
+        monkeypatch.setattr(stages, "KEY_ARRAYS", tuple(n for n in KEY_ARRAYS if not n.startswith("citation")))
     (workdir / "in.jsonl").write_text("".join(json.dumps({
         "id": f"p{i}", "title": title, "abstract": f"Paper {i} is about {title.lower()} {i * 'and more '}.",
         "authors": ["Ada Lovelace"], "year": 1843}) + "\n" for i, title in enumerate(KEYED_TITLES)))

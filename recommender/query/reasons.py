@@ -142,21 +142,12 @@ def sentences_of(text: str) -> list[str]:
 
 
 def best_pair(first: np.ndarray, second: np.ndarray) -> tuple[int, int, float]:
-    """(i, j, cosine): the pair of sentences, one a row of each array of sentence vectors, that
-    match each other and the other paper best, and their cosine. A pair scores its cosine plus
-    each sentence's cosine to the other paper (the mean of its sentences' vectors): a sentence
-    any two papers could share ("our code is available") matches its pair but not the other
-    paper's subject, so a pair about what the two papers are about wins over it. Ties go to the
-    first pair in row order."""
-    a = _unit(np.asarray(first, dtype=np.float64))
-    b = _unit(np.asarray(second, dtype=np.float64))
+    """(i, j, cosine): the rows of the two arrays of sentence vectors whose cosine is highest (the
+    first such pair in row order)."""
+    a = np.asarray(first, dtype=np.float64)
+    b = np.asarray(second, dtype=np.float64)
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
     cosines = a @ b.T
-    to_second = a @ _unit(b.mean(axis=0, keepdims=True)).T  # each of first's, to the second paper
-    to_first = b @ _unit(a.mean(axis=0, keepdims=True)).T
-    score = cosines + to_second + to_first.T
-    i, j = np.unravel_index(int(np.argmax(score)), score.shape)
+    i, j = np.unravel_index(int(np.argmax(cosines)), cosines.shape)
     return int(i), int(j), float(cosines[i, j])
-
-
-def _unit(rows: np.ndarray) -> np.ndarray:
-    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
