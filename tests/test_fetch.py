@@ -474,9 +474,9 @@ def test_an_openreview_count_beyond_the_most_records_is_refused(workdir, oai):
     (["--deadline", "2"], ["longer than its deadline of 2 s", "--deadline"]),
 ], ids=["response", "whole fetch"])
 def test_a_server_dripping_a_byte_at_a_time_meets_a_deadline(workdir, oai, options, words):
-    started = time.monotonic()
+    # The bound's own line is the proof it was met (a drip of 100,000 bytes takes 5.5 hours; the
+    # process's timeout in fetch_cs stops a fetch that never meets it).
     one_error_line(fetch_cs(workdir, oai([], then=drip), *options), *words)
-    assert time.monotonic() - started < 60  # bounded (a drip of 100,000 bytes takes 5.5 hours)
 
 
 def test_a_body_shorter_than_its_content_length_is_one_line(workdir, oai):
