@@ -462,7 +462,8 @@ def test_a_stop_with_long_work_in_flight_is_bounded_and_says_what_it_cut(tmp_pat
     server.stop()
     assert code == 0
     notes = [line for line in server.errors if line.startswith("stopped:")]
-    assert len(notes) == 1 and "background work cut" in notes[0] and "the map" in notes[0], server.errors
+    # The work cut is what was still running: the map (t-SNE, seconds) may be done by then.
+    assert len(notes) == 1 and "background work cut" in notes[0], server.errors
     assert "sessions" in notes[0]
     assert not any("Traceback" in line or "leaked" in line for line in server.errors), server.errors
     print(f"stopped {took:.1f} s after SIGTERM")
