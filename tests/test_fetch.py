@@ -533,11 +533,15 @@ def test_a_fetch_stopped_at_the_most_records_resumes_after_that_page(workdir, oa
     # after it (arXiv and OpenReview page through one loop), counting each record once.
     venue = "NeurIPS.cc/2025/Conference"
     accepted = json.dumps({"notes": [note("n1", "T1", "A one.", venue, "V")]})
-    withdrawn = json.dumps({"notes": [note("n2", "T2", "A two.", f"{venue}/Withdrawn_Submission",
-                                           "V")]})
+    withdrawn = json.dumps(
+        {"notes": [note("n2", "T2", "A two.", f"{venue}/Withdrawn_Submission", "V")]}
+    )
     server = oai([accepted, withdrawn], then=withdrawn)
-    one_error_line(fetch_venue(workdir, server, "--withdrawn", "--max-records", "1"),
-                   "most records of 1", "--max-records")
+    one_error_line(
+        fetch_venue(workdir, server, "--withdrawn", "--max-records", "1"),
+        "most records of 1",
+        "--max-records",
+    )
     resumed = fetch_venue(workdir, server, "--withdrawn")
     assert resumed.returncode == 0, resumed.stderr
     assert f"fetched 1 accepted papers of {venue}, 1 withdrawn in 2 pages" in resumed.stderr
