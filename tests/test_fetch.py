@@ -526,3 +526,31 @@ def test_an_arxiv_record_with_a_direction_override_in_its_id_is_skipped(workdir,
     assert "warning: skipped a record whose ID '2506.0000\\u202e2' contains an invisible" in done.stderr
     ids = [json.loads(line)["id"] for line in (workdir / "new.jsonl").read_text().splitlines()]
     assert ids == ["2506.00001", "2506.00003"]
+
+
+def test_a_fetch_stopped_at_the_most_records_resumes_after_that_page(workdir, oai):
+    # The page that passed the bound is kept with its count: a rerun with a larger bound goes on
+    # after it (arXiv and OpenReview page through one loop), counting each record once.
+    venue = "NeurIPS.cc/2025/Conference"
+    accepted = json.dumps({"notes": [note("n1", "T1", "A one.", venue, "V")]})
+    withdrawn = json.dumps(
+        {"notes": [note("n2", "T2", "A two.", f"{venue}/Withdrawn_Submission", "V")]}
+    )
+    server = oai([accepted, withdrawn], then=withdrawn)
+    one_error_line(
+        fetch_venue(workdir, server, "--withdrawn", "--max-records", "1"),
+        "most records of 1",
+        "--max-records",
+    )
+    resumed = fetch_venue(workdir, server, "--withdrawn")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"fetched 1 accepted papers of {venue}, 1 withdrawn in 2 pages" in resumed.stderr
+    lines = (workdir / "venue.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["openreview:n1", "openreview:n2"]
+    server = oai([PAGE_ONE], then=PAGE_TWO)
+    one_error_line(fetch_cs(workdir, server, "--max-records", "1"), "most records of 1")
+    resumed = fetch_cs(workdir, server)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "fetched 2 cs.LG records in 2 pages into new.jsonl, 1 malformed" in resumed.stderr
+    ids = [json.loads(line)["id"] for line in (workdir / "new.jsonl").read_text().splitlines()]
+    assert ids == ["2506.00001", "2506.00003"]
