@@ -45,6 +45,8 @@ PALETTE = (
     "#D62728",
     "#1F77B4",
 )
+PNG_DPI = 100  # the PNG's figure is laid out in pixels at this resolution
+PT = 0.75  # points per pixel at 100 dpi
 
 
 def check_map_path(path: str | Path) -> Path:
@@ -349,10 +351,6 @@ def render_png(corpus_map: CorpusMap, path: str | Path | BinaryIO) -> None:
     _png_legend(figure, corpus_map)
     figure.savefig(path, format="png", dpi=150, facecolor="white", metadata={"Software": None})
     plt.close(figure)
-
-
-PNG_DPI = 100
-PT = 0.75  # points per pixel at 100 dpi
 
 
 def _png_canvas(corpus_map: CorpusMap, plt):
