@@ -3470,11 +3470,12 @@ def _feed_ids(cwd, *args) -> tuple[int, set, str]:
 
 @case("day one from nothing: fetch --since last (loopback OAI-PMH), add to a missing index, feed of an empty tag")
 def _(cwd):
-    from test_daily_routine import Server, page, record
+    from fetching import OaiServer
+    from test_daily_routine import page, record
 
-    server = Server()
+    server = OaiServer()
     try:
-        server.today = page(record("2506.00001", "Private Training at Scale", "Differentially private training."),
+        server.then = page(record("2506.00001", "Private Training at Scale", "Differentially private training."),
                             record("2506.00002", "Video Aesthetics", "Video aesthetic assessment models."))
         done = _day(cwd, server)
         first_from = server.queries[-1].get("from") if server.queries else None
@@ -3495,15 +3496,16 @@ def _(cwd):
 
 @case("a day with nothing new after day one: --since last starts from the last fetch, the digest says so")
 def _(cwd):
-    from test_daily_routine import Server, page, record
+    from fetching import OaiServer
+    from test_daily_routine import page, record
 
-    server = Server()
+    server = OaiServer()
     try:
-        server.today = page(record("2506.00001", "Private Training at Scale", "Differentially private training."))
+        server.then = page(record("2506.00001", "Private Training at Scale", "Differentially private training."))
         first = _day(cwd, server)
         if papers(cwd, "tags", "add", "mine", "2506.00001", "--index", "arxiv")[0]:
             return "cannot tag the first paper"
-        server.today = page()
+        server.then = page()
         second = _day(cwd, server)
         second_from = server.queries[-1].get("from")
     finally:

@@ -1,4 +1,4 @@
-"""A loopback server for `papers fetch` (arXiv's OAI-PMH, OpenReview's notes) on 127.0.0.1, answering
+"""A loopback server for `papers fetch` (arXiv's OAI-PMH, OpenReview's notes) on 127.0.0.1 answering
 from a script, and the misbehaviours of servers met in the wild: for tests/test_fetch.py,
 tests/test_daily_routine.py and the fetch family of scripts/reliability_sweep.py."""
 
