@@ -988,6 +988,29 @@ def test_the_checker_finds_a_second_way_to_fail(tmp_path):
         "pkg.index.build:5 ends the process itself: raise SystemExit"]
 
 
+def warning_places(tree: ast.AST):
+    """A warning whose place is a fixed count of frames up: right from one caller, a line of the
+    package's own from another (a build's stages, a generator); errors.caller_stacklevel names the
+    first line outside the package, whoever called."""
+    for node, name in calls(tree):
+        if name in ("warnings.warn", "warnings.warn_explicit"):
+            level = next((k.value for k in node.keywords if k.arg == "stacklevel"), None)
+            if not (isinstance(level, ast.Call) and isinstance(level.func, ast.Name)
+                    and level.func.id == "caller_stacklevel"):
+                yield node.lineno, "warning", "warns with a place of its own, not caller_stacklevel()"
+
+
+def test_the_checker_finds_a_warning_placed_by_a_count(tmp_path):
+    package = write_package(tmp_path, {
+        "stages.py": "import warnings\nfrom .errors import caller_stacklevel\n"
+                     "def f():\n    warnings.warn('a', stacklevel=2)\n"
+                     "    warnings.warn('b')\n"
+                     "    warnings.warn('c', stacklevel=caller_stacklevel())\n"})
+    assert home_breaches(package, *HOMES["a warning names the caller's line"]) == [
+        "pkg.stages:4 warns with a place of its own, not caller_stacklevel()",
+        "pkg.stages:5 warns with a place of its own, not caller_stacklevel()"]
+
+
 # Each mechanism's check: what finds it, the modules it lives in, and where else it may be (with
 # the reason), under the sentence it checks.
 HOMES = {
@@ -1003,6 +1026,7 @@ HOMES = {
         ranking_options, {"query.ranking"}, RANKING_ALLOWED),
     "services are asked only through the fetch client": (http_requests, {"corpus.fetch.http"}, {}),
     "only the error module ends the process": (process_exits, {"cli.errors"}, EXIT_ALLOWED),
+    "a warning names the caller's line": (warning_places, set(), {}),
 }
 
 

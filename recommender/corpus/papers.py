@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from ..errors import InputError
+from ..errors import InputError, caller_stacklevel
 from .handles import derive_handle, extract_code_links, unique_handles
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
@@ -269,7 +269,7 @@ def scan_papers(
             warnings.warn(
                 f"{path}: {len(odd)} {records} skipped for their ID (the first: {odd[0]})",
                 InputWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
         if withdrawn:
             submissions = "submission" if len(withdrawn) == 1 else "submissions"
@@ -277,7 +277,7 @@ def scan_papers(
                 f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out"
                 f" ({_named(withdrawn)}); `papers build --keep-withdrawn` keeps them",
                 InputWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
         if skipped == found and without_abstract is None:
             raise InputError(
@@ -290,7 +290,7 @@ def scan_papers(
                 f"{path}: {skipped} {records} without an abstract skipped (the first:"
                 f" {first_skipped})",
                 InputWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
         read += found
     if condition is None and not matched and without_abstract is None:
@@ -316,7 +316,7 @@ def _unique_pdf_id(record: Record, path: Path, taken: set[str]) -> None:
         warnings.warn(
             f"{path}: another PDF is named '{path.name}' too: its ID is '{record.fields['id']}'",
             InputWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
     taken.add(str(record.fields.get("id")))
 
@@ -436,7 +436,7 @@ class PaperSet:
             warnings.warn(
                 duplicate_message(paper, found, self._source_of(kept), self.ids[kept]),
                 DuplicatePaperWarning,
-                stacklevel=3,
+                stacklevel=caller_stacklevel(),
             )
             self._alias(paper.id, kept)
             return False
@@ -545,7 +545,7 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
                 warnings.warn(
                     f"{here / name}: a link to a folder, not followed: give the folder itself",
                     InputWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),
                 )
             elif _is_index_folder(here / name):
                 # An index kept among its own inputs (`papers build s --index s/idx`) would be read
@@ -553,7 +553,7 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
                 warnings.warn(
                     f"{here / name}: an index folder, not papers: skipped",
                     InputWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),
                 )
                 folders.remove(name)
         for name in names:
@@ -656,7 +656,7 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
             f"{record.where}: abstract is {len(abstract):,} characters long (a whole paper?): "
             "encoding it takes minutes with the real model",
             InputWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
     title = _text_field(record, "title")
     given_id = _given_id(record)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import InputError, LimitError, RecommenderError
+from ...errors import InputError, LimitError, RecommenderError, caller_stacklevel
 from ..identifiers import id_fault, shown_id
 from ..readers import InputWarning
 from .http import RESUMES, Bounds, PoliteClient
@@ -122,7 +122,7 @@ def fetch_arxiv(
             warnings.warn(
                 f"skipped a record whose ID {shown_id(first)} {id_fault(first)}",
                 InputWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
         state["odd"] += len(records) - len(kept)
         state["written"] += store.add_page(kept)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ...errors import InputError, LimitError, RecommenderError
+from ...errors import InputError, LimitError, RecommenderError, caller_stacklevel
 from ..identifiers import id_fault, shown_id
 from ..readers import InputWarning
 from ..readers.openreview import forum_url
@@ -138,7 +138,7 @@ def fetch_openreview(
                         f"skipped a note whose ID {shown_id(record['id'])}"
                         f" {id_fault(record['id'])}",
                         InputWarning,
-                        stacklevel=2,
+                        stacklevel=caller_stacklevel(),
                     )
                 state["odd"] += 1
             else:
