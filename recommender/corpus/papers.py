@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from ..errors import InputError
+from ..errors import InputError, caller_stacklevel
 from .handles import derive_handle, extract_code_links, unique_handles
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
@@ -328,7 +328,7 @@ def _check_file(path: Path, tally: _FileTally, without_abstract: list | None) ->
         warnings.warn(
             f"{path}: {len(tally.odd)} {records} skipped for their ID (the first: {tally.odd[0]})",
             InputWarning,
-            stacklevel=4,
+            stacklevel=caller_stacklevel(),
         )
     if tally.withdrawn:
         submissions = "submission" if len(tally.withdrawn) == 1 else "submissions"
@@ -336,7 +336,7 @@ def _check_file(path: Path, tally: _FileTally, without_abstract: list | None) ->
             f"{path}: {len(tally.withdrawn)} withdrawn or desk-rejected {submissions} left out"
             f" ({_named(tally.withdrawn)}); `papers build --keep-withdrawn` keeps them",
             InputWarning,
-            stacklevel=4,
+            stacklevel=caller_stacklevel(),
         )
     if tally.skipped == tally.found and without_abstract is None:
         raise InputError(
@@ -349,7 +349,7 @@ def _check_file(path: Path, tally: _FileTally, without_abstract: list | None) ->
             f"{path}: {tally.skipped} {records} without an abstract skipped (the first:"
             f" {tally.first_skipped})",
             InputWarning,
-            stacklevel=4,
+            stacklevel=caller_stacklevel(),
         )
 
 
@@ -362,7 +362,7 @@ def _unique_pdf_id(record: Record, path: Path, taken: set[str]) -> None:
         warnings.warn(
             f"{path}: another PDF is named '{path.name}' too: its ID is '{record.fields['id']}'",
             InputWarning,
-            stacklevel=5,
+            stacklevel=caller_stacklevel(),
         )
     taken.add(str(record.fields.get("id")))
 
@@ -482,7 +482,7 @@ class PaperSet:
             warnings.warn(
                 duplicate_message(paper, found, self._source_of(kept), self.ids[kept]),
                 DuplicatePaperWarning,
-                stacklevel=3,
+                stacklevel=caller_stacklevel(),
             )
             self._alias(paper.id, kept)
             return False
@@ -591,7 +591,7 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
                 warnings.warn(
                     f"{here / name}: a link to a folder, not followed: give the folder itself",
                     InputWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),
                 )
             elif _is_index_folder(here / name):
                 # An index kept among its own inputs (`papers build s --index s/idx`) would be read
@@ -599,7 +599,7 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
                 warnings.warn(
                     f"{here / name}: an index folder, not papers: skipped",
                     InputWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),
                 )
                 folders.remove(name)
         for name in names:
@@ -736,7 +736,7 @@ def _abstract(record: Record, empty_abstract: bool) -> tuple[str, str]:
             f"{record.where}: abstract is {len(abstract):,} characters long (a whole paper?): "
             "encoding it takes minutes with the real model",
             InputWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
     return abstract, text_from
 

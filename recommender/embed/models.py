@@ -368,8 +368,10 @@ def _package_status(name: str) -> str:
 
 def list_models() -> list[dict]:
     """Every known model as a JSON-ready dict: its description, install state, measured costs and
-    encoding speed (papers a minute at its default precision on a CPU), and the encoding minutes
-    that speed projects for each of PROJECTED_PAPERS."""
+    encoding speed (papers a minute at its default precision on a CPU: `encoding_rate`, what a
+    build's projections use; `measured_papers`, the size of the whole build it was measured on,
+    None where the encoders' benchmark gave it), and the encoding minutes that speed projects for
+    each of PROJECTED_PAPERS."""
     return [
         {
             "name": model.name,
@@ -380,13 +382,20 @@ def list_models() -> list[dict]:
             "window_tokens": model.window_tokens,
             "install": model.install,
             "costs": dict(model.costs),
-            "papers_per_minute": model.papers_per_minute,
+            "papers_per_minute": model.encoding_rate,
             "projected_minutes": (
                 None
-                if model.papers_per_minute is None
-                else {str(n): round(n / model.papers_per_minute, 1) for n in PROJECTED_PAPERS}
+                if model.encoding_rate is None
+                else {str(n): round(model.build_minutes(n) or 0.0, 2) for n in PROJECTED_PAPERS}
             ),
-            "measured_on": MEASURED_ON if model.papers_per_minute is not None else None,
+            "measured_on": (
+                None
+                if model.encoding_rate is None
+                else BUILDS_MEASURED_ON
+                if model.build_rate is not None
+                else MEASURED_ON
+            ),
+            "measured_papers": model.build_rate[1] if model.build_rate is not None else None,
             "status": status(model),
         }
         for model in MODELS

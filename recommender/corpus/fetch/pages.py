@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ... import files
-from ...errors import LimitError
+from ...errors import LimitError, caller_stacklevel
 from ..identifiers import id_fault, shown_id
 from ..readers import InputWarning
 from .http import RESUMES, PoliteClient
@@ -194,7 +194,7 @@ def _without_odd_ids(records: list[dict], state: dict, noun: str) -> list[dict]:
         warnings.warn(
             f"skipped a {noun} whose ID {shown_id(first)} {id_fault(first)}",
             InputWarning,
-            stacklevel=4,
+            stacklevel=caller_stacklevel(),
         )
     state["odd"] += len(records) - len(kept)
     return kept

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import InputError
+from ...errors import InputError, caller_stacklevel
 from .base import InputWarning, Record
 from .snapshot import committed_copy
 from .zotero_attachments import attachments
@@ -145,7 +145,7 @@ def read(path: Path) -> list[Record]:
                     f" known to papers (it knows {KNOWN_SCHEMA.start} to"
                     f" {KNOWN_SCHEMA.stop - 1}): read as far as it goes",
                     InputWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),
                 )
             return _records(path, database, tables)
         except sqlite3.Error as error:
@@ -216,7 +216,7 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
             f"{path}: from a Zotero whose database papers cannot read whole; left out: "
             + "; ".join(skipped),
             InputWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
     data = _ItemData(
         libraries, files, values, creators, collections, tags, _better_bibtex_keys(path)
@@ -498,7 +498,7 @@ def _tag_names(paths: set[tuple[str, ...]], path: Path) -> dict[tuple[str, ...],
             f" other invisible characters (left out), {len(shortened)} over {MAX_TAG} characters"
             + (f" (shortened, e.g. '{min(shortened)}')" if shortened else ""),
             InputWarning,
-            stacklevel=4,
+            stacklevel=caller_stacklevel(),
         )
     return names
 
@@ -530,7 +530,7 @@ def _better_bibtex_keys(path: Path) -> dict[tuple, str]:
             f"{beside}: Better BibTeX's citation keys cannot be read ({error}): items keep"
             " Zotero's own",
             InputWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
         return {}
 
@@ -561,7 +561,7 @@ def _unique_citation_keys(path: Path, records: list[Record]) -> None:
             f" given a letter after it: {', '.join(shared[:5])}"
             + (f" and {len(shared) - 5} more" if len(shared) > 5 else ""),
             InputWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
 
 
