@@ -379,6 +379,51 @@ def test_a_stop_landing_where_python_ignores_exceptions_still_stops_the_command(
     assert sys.unraisablehook is hook  # put back once the command ends
 
 
+def test_a_stop_lost_again_while_its_last_delivery_is_ending_is_delivered_once_more(
+        workdir, fake_model, monkeypatch):
+    """On a loaded machine the thread that delivered a lost stop can still be ending when the stop is
+    lost again (in the next collection): it is delivered once more, not dropped."""
+    import _thread
+    import threading
+    from types import SimpleNamespace
+
+    from recommender.render import related
+
+    build_index([write_corpus(workdir / "in")])
+    real_interrupt, real_write = _thread.interrupt_main, related.write_related
+    deliveries = []
+
+    def interrupt_slowly(signum):
+        deliveries.append(signum)
+        if len(deliveries) == 1:  # lost where it lands (as in a finalizer); the thread lingers
+            time.sleep(1.0)
+        else:
+            real_interrupt(signum)
+
+    def write_then_lost_twice(lists, handle, *args):
+        real_write(lists, handle, *args)
+        lost = SimpleNamespace(exc_type=KeyboardInterrupt, exc_value=KeyboardInterrupt(), exc_traceback=None,
+                               err_msg=None, object=None)
+        sys.unraisablehook(lost)
+        deadline = time.monotonic() + 10
+        while not deliveries and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert [t for t in threading.enumerate() if t.daemon and t.is_alive()]  # the first still ending
+        sys.unraisablehook(lost)  # lost again
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    monkeypatch.setattr(_thread, "interrupt_main", interrupt_slowly)
+    monkeypatch.setattr(related, "write_related", write_then_lost_twice)
+    interactive = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = run("related-work", "--all", "--out", "r.md")
+    finally:
+        signal.signal(signal.SIGINT, interactive)
+    assert len(deliveries) == 2 and result.exit_code == 130, (deliveries, result.output)
+    assert sorted(p.name for p in workdir.iterdir()) == ["in", "indexes"]
+
+
 def test_a_memory_limit_gives_one_line(workdir, fake_model):
     build_index([write_corpus(workdir / "in")])
     import resource

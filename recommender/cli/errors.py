@@ -130,10 +130,18 @@ def _terminate_unwinds():
 
     reported = sys.unraisablehook
     later: list[threading.Timer] = []
+    on_its_way: list[int] = []  # the stop a timer is about to deliver, until it delivers it
+
+    def deliver(signum: int) -> None:
+        # Cleared before the stop is raised: should it be lost again at once, a new delivery is
+        # made, even while this timer's thread is still ending (under load, it can outlive it).
+        on_its_way.clear()
+        _thread.interrupt_main(signum)
 
     def deliver_later(signum: int) -> None:
-        if not (later and later[-1].is_alive()):
-            later.append(threading.Timer(DELIVER_AGAIN_SECONDS, _thread.interrupt_main, (signum,)))
+        if not on_its_way:
+            on_its_way.append(signum)
+            later.append(threading.Timer(DELIVER_AGAIN_SECONDS, deliver, (signum,)))
             later[-1].daemon = True
             later[-1].start()
 
