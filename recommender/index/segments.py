@@ -287,13 +287,7 @@ def add_papers(
     )
 
 
-def _first_build(
-    input_names: list[str],
-    index_dir: Path,
-    progress: Callable[[int, int], None] | None,
-    notice: Callable[[str], None] | None,
-    started: float,
-) -> AddReport:
+def _first_build(input_names, index_dir: Path, progress, notice, started: float) -> AddReport:
     """No index yet (a routine's first day): the add builds it, as `papers build` would (and
     refuses a folder of something else as a build does)."""
     from .build import build_index
@@ -325,26 +319,20 @@ def _read_added(
 
 
 def _add_segment(
-    index_dir: Path,
-    current: SegmentSet,
-    papers: list[Paper],
-    ours: Callable[[str], bool] | None,
-    progress: Callable[[int, int], None] | None,
-    notice: Callable[[str], None] | None,
+    index_dir: Path, current: SegmentSet, papers: list[Paper], ours, progress, notice
 ) -> tuple[AddReport, SegmentSet]:
     """Under the index's lock: plan the add of `papers` against the live index `current` (with a
     sync, `ours` tells the sources it makes exactly theirs), build the new papers as a segment and
     publish it with the tombstones of the papers replaced or gone. Returns the add's report and the
     index's segments after it."""
-    from .checks import IndexPapers, plan_add  # here: a lookup plans no add
+    from .checks import IndexPapers, gone_from_sources, plan_add  # here: a lookup plans no add
 
+    parts = [(BASE, Path(index_dir), current.removed(BASE))] + [
+        (name, segment_dir(index_dir, name), current.removed(name)) for name in current.segments
+    ]
     with contextlib.ExitStack() as stack:
-        parts = [(BASE, Path(index_dir), current.removed(BASE))] + [
-            (name, segment_dir(index_dir, name), current.removed(name)) for name in current.segments
-        ]
-        held = IndexPapers(parts, stack)
-        plan = plan_add(index_dir, papers, held, ours)
-    gone = _gone_from_sources(index_dir, current, ours, papers) if ours is not None else {}
+        plan = plan_add(index_dir, papers, IndexPapers(parts, stack), ours)
+    gone = gone_from_sources(parts, ours, papers) if ours is not None else {}
     for part, paper_id in plan.replaced:
         gone.setdefault(part, set()).add(paper_id)
     aliases = {**current.aliases, **plan.aliases}
@@ -372,13 +360,7 @@ def _add_segment(
     return report, updated
 
 
-def _with_segment(
-    current: SegmentSet,
-    name: str | None,
-    kept: int,
-    gone: dict[str, set[str]],
-    aliases: dict[str, str],
-) -> SegmentSet:
+def _with_segment(current: SegmentSet, name: str | None, kept: int, gone: dict, aliases: dict):
     """`current` with the segment `name` of `kept` papers (None: no segment), the papers `gone`
     tombstoned and its aliases `aliases`."""
     tombstones = {part: set(ids) for part, ids in current.tombstones.items()}
@@ -398,29 +380,6 @@ def _is_empty_file(name: str) -> bool:
         return files.is_plain_file(name) and os.path.getsize(name) == 0
     except OSError:
         return False
-
-
-def _gone_from_sources(
-    index_dir: Path, current: SegmentSet, ours: Callable[[str], bool], papers: Sequence[Paper]
-) -> dict[str, set[str]]:
-    """For each part, the IDs of its live papers read from the sync's inputs (`ours` of their
-    recorded source) that `papers` no longer hold."""
-    kept = {paper.id for paper in papers}
-    gone: dict[str, set[str]] = {}
-    parts = [(BASE, Path(index_dir))] + [
-        (name, segment_dir(index_dir, name)) for name in current.segments
-    ]
-    for part, folder in parts:
-        removed = current.removed(part)
-        with open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
-            for line in rows:
-                record = json.loads(line)
-                source, paper_id = str(record.get("source", "")), str(record["id"])
-                if paper_id in kept or paper_id in removed:
-                    continue
-                if ours(source):
-                    gone.setdefault(part, set()).add(paper_id)
-    return gone
 
 
 def _build_segment(
