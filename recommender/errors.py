@@ -85,3 +85,17 @@ def shell_command(*words: str) -> str:
     import shlex
 
     return shlex.join(str(word) for word in words)
+
+
+def caller_stacklevel() -> int:
+    """The `stacklevel` that makes a warning name the first line outside this package: the user's
+    call (`build_index(...)`, `read_papers(...)`), however deep in the package's stages the warning
+    is raised, rather than a line of the package's own (what Python 3.12's `skip_file_prefixes`
+    does). Called in the function that calls `warnings.warn`."""
+    import sys
+
+    package = __name__.split(".")[0]
+    frame, level = sys._getframe(1), 1  # stacklevel 1: the function that warns
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").split(".")[0] == package:
+        frame, level = frame.f_back, level + 1
+    return level

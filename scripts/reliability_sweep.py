@@ -3199,36 +3199,13 @@ def _note(forum, **extra):
 
 
 @contextlib.contextmanager
-def _loopback(*steps, then=None):
-    """An HTTP server on 127.0.0.1: each request takes the next step (a body, or a callable that answers
-    itself), then `then` for ever."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+def _loopback(*steps, then="fail"):
+    """tests/fetching.py's server on 127.0.0.1 (each request takes the next step, then `then`): its
+    address."""
+    from fetching import OaiServer
 
-    queue = list(steps)
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            step = queue.pop(0) if queue else then
-            if callable(step):
-                return step(self)
-            body = (step or "").encode()
-            self.send_response(200 if step is not None else 400)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with OaiServer(steps, then) as server:
+        yield server.base
 
 
 def _arxiv(cwd, url, *extra, out="new.jsonl", timeout=120):
@@ -3277,12 +3254,9 @@ def _(cwd):
 
 @case("fetch: Retry-After of 31 years stops at once in one line; the pages fetched are kept for the rerun")
 def _(cwd):
-    def busy(handler):
-        handler.send_response(503)
-        handler.send_header("Retry-After", "999999999")
-        handler.send_header("Content-Length", "0")
-        handler.end_headers()
+    from fetching import answer
 
+    busy = answer("", 503, [("Retry-After", "999999999")])
     with _loopback(_oai_page(["2506.00001"], "t1"), busy, _oai_page(["2506.00002"])) as url:
         problem = _bounded_error(lambda: _arxiv(cwd, url + "/oai", timeout=60), "--longest-wait")
         if problem:
@@ -3298,13 +3272,9 @@ def _(cwd):
         problem = _bounded_error(lambda: _arxiv(cwd, url + "/oai", timeout=60), "given before")
     if problem:
         return problem
+    from fetching import answer
 
-    def redirect(handler):
-        handler.send_response(302)
-        handler.send_header("Location", "/oai?verb=ListRecords&metadataPrefix=arXiv&set=cs%3Acs%3ALG")
-        handler.send_header("Content-Length", "0")
-        handler.end_headers()
-
+    redirect = answer("", 302, [("Location", "/oai?verb=ListRecords&metadataPrefix=arXiv&set=cs%3Acs%3ALG")])
     with _loopback(_oai_page(["2506.00001"], "t1"), redirect, then=_oai_page(["2506.00001"], "t1")) as url:
         return _bounded_error(lambda: _arxiv(cwd, url + "/oai", out="other.jsonl", timeout=60), "redirected")
 
@@ -3322,19 +3292,9 @@ def _(cwd):
 
 @case("fetch: a server dripping a byte every 5 s meets the response deadline and the fetch's deadline")
 def _(cwd):
-    def drip(handler):
-        handler.send_response(200)
-        handler.send_header("Content-Length", "100000")
-        handler.end_headers()
-        for _ in range(30):
-            try:
-                handler.wfile.write(b" ")
-                handler.wfile.flush()
-            except OSError:
-                return
-            time.sleep(5 if _ else 0)
+    from fetching import dripping
 
-    with _loopback(then=drip) as url:
+    with _loopback(then=dripping(every=5, most=30)) as url:
         problem = _bounded_error(lambda: _arxiv(cwd, url + "/oai", "--response-timeout", "6", timeout=60),
                                  "--response-timeout")
         return problem or _bounded_error(lambda: _arxiv(cwd, url + "/oai", "--deadline", "6", timeout=60),
@@ -3343,14 +3303,9 @@ def _(cwd):
 
 @case("fetch: a Content-Length larger than the body sent is one line")
 def _(cwd):
-    def short(handler):
-        handler.send_response(200)
-        handler.send_header("Content-Length", "1000")
-        handler.end_headers()
-        handler.wfile.write(b"<OAI-PMH")
-        handler.close_connection = True
+    from fetching import short_body
 
-    with _loopback(then=short) as url:
+    with _loopback(then=short_body(b"<OAI-PMH")) as url:
         return _bounded_error(lambda: _arxiv(cwd, url + "/oai"), "ended after 8 bytes")
 
 
@@ -3515,11 +3470,12 @@ def _feed_ids(cwd, *args) -> tuple[int, set, str]:
 
 @case("day one from nothing: fetch --since last (loopback OAI-PMH), add to a missing index, feed of an empty tag")
 def _(cwd):
-    from test_daily_routine import Server, page, record
+    from fetching import OaiServer
+    from test_daily_routine import page, record
 
-    server = Server()
+    server = OaiServer()
     try:
-        server.today = page(record("2506.00001", "Private Training at Scale", "Differentially private training."),
+        server.then = page(record("2506.00001", "Private Training at Scale", "Differentially private training."),
                             record("2506.00002", "Video Aesthetics", "Video aesthetic assessment models."))
         done = _day(cwd, server)
         first_from = server.queries[-1].get("from") if server.queries else None
@@ -3540,15 +3496,16 @@ def _(cwd):
 
 @case("a day with nothing new after day one: --since last starts from the last fetch, the digest says so")
 def _(cwd):
-    from test_daily_routine import Server, page, record
+    from fetching import OaiServer
+    from test_daily_routine import page, record
 
-    server = Server()
+    server = OaiServer()
     try:
-        server.today = page(record("2506.00001", "Private Training at Scale", "Differentially private training."))
+        server.then = page(record("2506.00001", "Private Training at Scale", "Differentially private training."))
         first = _day(cwd, server)
         if papers(cwd, "tags", "add", "mine", "2506.00001", "--index", "arxiv")[0]:
             return "cannot tag the first paper"
-        server.today = page()
+        server.then = page()
         second = _day(cwd, server)
         second_from = server.queries[-1].get("from")
     finally:

@@ -249,6 +249,12 @@ def small_disk(monkeypatch):
     """A 64 MB tmpfs as the work folder; `fill()` (tests/system.py) uses up all its space."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
+    # A model export runs in a child process (export_cache.apart); the resource tracker that
+    # multiprocessing starts with the first child lives as long as this process, in the folder it
+    # was started from: started here, it cannot hold the tmpfs busy when the test unmounts it.
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
     mount = Path(tempfile.mkdtemp(prefix="papers-disk-"))
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True, text=True)
     if done.returncode != 0:

@@ -694,10 +694,6 @@ WRITING_ALLOWED = {
 }
 
 
-def test_every_file_is_written_through_the_files_module():
-    assert home_breaches(PACKAGE, file_writes, {"files"}, WRITING_ALLOWED) == []
-
-
 @pytest.mark.parametrize("files, expected", [
     ({"index/__init__.py": "",
       "index/a.py": "import os\nfrom pathlib import Path\nFLAGS = os.O_WRONLY | os.O_CREAT\n"
@@ -740,10 +736,6 @@ OUTPUT_ALLOWED = {
 }
 
 
-def test_every_user_given_output_is_written_by_output_file():
-    assert home_breaches(PACKAGE, user_outputs, {"files", "cli.common"}, OUTPUT_ALLOWED) == []
-
-
 def test_the_checker_finds_a_second_way_to_write_a_user_s_output(tmp_path):
     package = write_package(tmp_path, {
         "cli/__init__.py": "",
@@ -773,10 +765,6 @@ READING_ALLOWED = {
     ("evaluation.reviewers", "csv.reader"): "the reviewer-expertise evaluation set's ratings table,"
                                             " an evaluation's input rather than a user's papers",
 }
-
-
-def test_the_user_s_papers_are_read_only_by_the_readers():
-    assert home_breaches(PACKAGE, format_reads, {"corpus.readers"}, READING_ALLOWED) == []
 
 
 def test_the_checker_finds_a_second_reader(tmp_path):
@@ -809,10 +797,6 @@ DATABASE_OWNERS = {
 }
 
 
-def test_each_database_is_opened_only_by_its_module():
-    assert home_breaches(PACKAGE, databases, DATABASE_OWNERS, {}) == []
-
-
 def test_the_checker_finds_a_database_opened_elsewhere(tmp_path):
     package = write_package(tmp_path, {
         "corpus/__init__.py": "", "corpus/readers/__init__.py": "",
@@ -839,10 +823,6 @@ LOCK_OWNERS = {
     "index.stored",  # a reader's pin on the live version, and `unpinned` before a removal
     "index.segments",  # the compaction's own lock, beside the build lock
 }
-
-
-def test_locks_are_taken_only_by_the_index_s_lock_modules():
-    assert home_breaches(PACKAGE, file_locks, LOCK_OWNERS, {}) == []
 
 
 def test_the_checker_finds_a_second_lock(tmp_path):
@@ -874,10 +854,6 @@ def encoders(tree: ast.AST):
     for node, name in calls(tree):
         if name.rsplit(".", 1)[-1] in ENCODER_MAKERS:
             yield node.lineno, "runtime", f"loads a model itself: {name}"
-
-
-def test_encoders_are_made_only_in_embed():
-    assert home_breaches(PACKAGE, encoders, {"embed"}, {}) == []
 
 
 def test_the_checker_finds_an_encoder_made_elsewhere(tmp_path):
@@ -926,10 +902,6 @@ RANKING_ALLOWED = {
 }
 
 
-def test_ranking_options_live_in_the_ranking_module():
-    assert home_breaches(PACKAGE, ranking_options, {"query.ranking"}, RANKING_ALLOWED) == []
-
-
 def test_the_modes_offered_are_the_ranking_s():
     from typing import get_args
 
@@ -970,10 +942,6 @@ def http_requests(tree: ast.AST):
             yield node.lineno, "http", f"speaks HTTP itself: {name}"
 
 
-def test_services_are_asked_only_through_the_fetch_client():
-    assert home_breaches(PACKAGE, http_requests, {"corpus.fetch.http"}, {}) == []
-
-
 def test_the_checker_finds_a_second_http_client(tmp_path):
     package = write_package(tmp_path, {
         "corpus/__init__.py": "", "corpus/fetch/__init__.py": "",
@@ -1007,10 +975,6 @@ EXIT_ALLOWED = {
 }
 
 
-def test_only_the_error_module_ends_the_process():
-    assert home_breaches(PACKAGE, process_exits, {"cli.errors"}, EXIT_ALLOWED) == []
-
-
 def test_the_checker_finds_a_second_way_to_fail(tmp_path):
     package = write_package(tmp_path, {
         "cli/__init__.py": "", "cli/errors.py": "import sys\ndef f():\n    sys.exit(1)\n",
@@ -1022,6 +986,54 @@ def test_the_checker_finds_a_second_way_to_fail(tmp_path):
         "pkg.index.build:3 ends the process or prints a traceback itself: traceback.print_exc",
         "pkg.index.build:4 ends the process or prints a traceback itself: sys.exit",
         "pkg.index.build:5 ends the process itself: raise SystemExit"]
+
+
+def warning_places(tree: ast.AST):
+    """A warning whose place is a fixed count of frames up: right from one caller, a line of the
+    package's own from another (a build's stages, a generator); errors.caller_stacklevel names the
+    first line outside the package, whoever called."""
+    for node, name in calls(tree):
+        if name in ("warnings.warn", "warnings.warn_explicit"):
+            level = next((k.value for k in node.keywords if k.arg == "stacklevel"), None)
+            if not (isinstance(level, ast.Call) and isinstance(level.func, ast.Name)
+                    and level.func.id == "caller_stacklevel"):
+                yield node.lineno, "warning", "warns with a place of its own, not caller_stacklevel()"
+
+
+def test_the_checker_finds_a_warning_placed_by_a_count(tmp_path):
+    package = write_package(tmp_path, {
+        "stages.py": "import warnings\nfrom .errors import caller_stacklevel\n"
+                     "def f():\n    warnings.warn('a', stacklevel=2)\n"
+                     "    warnings.warn('b')\n"
+                     "    warnings.warn('c', stacklevel=caller_stacklevel())\n"})
+    assert home_breaches(package, *HOMES["a warning names the caller's line"]) == [
+        "pkg.stages:4 warns with a place of its own, not caller_stacklevel()",
+        "pkg.stages:5 warns with a place of its own, not caller_stacklevel()"]
+
+
+# Each mechanism's check: what finds it, the modules it lives in, and where else it may be (with
+# the reason), under the sentence it checks.
+HOMES = {
+    "files are written through the files module": (file_writes, {"files"}, WRITING_ALLOWED),
+    "a user's output is written by output_file": (
+        user_outputs, {"files", "cli.common"}, OUTPUT_ALLOWED),
+    "the user's papers are read only by the readers": (
+        format_reads, {"corpus.readers"}, READING_ALLOWED),
+    "each database is opened only by its module": (databases, DATABASE_OWNERS, {}),
+    "locks are taken only by the index's lock modules": (file_locks, LOCK_OWNERS, {}),
+    "encoders are made only in embed": (encoders, {"embed"}, {}),
+    "ranking options live in the ranking module": (
+        ranking_options, {"query.ranking"}, RANKING_ALLOWED),
+    "services are asked only through the fetch client": (http_requests, {"corpus.fetch.http"}, {}),
+    "only the error module ends the process": (process_exits, {"cli.errors"}, EXIT_ALLOWED),
+    "a warning names the caller's line": (warning_places, set(), {}),
+}
+
+
+@pytest.mark.parametrize("home", HOMES)
+def test_each_mechanism_lives_in_its_home(home):
+    detect, modules_of_home, allowed = HOMES[home]
+    assert home_breaches(PACKAGE, detect, modules_of_home, allowed) == []
 
 
 # The web app's pages are drawn in its own layout (templates extending base.html: its header,

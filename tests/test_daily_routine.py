@@ -10,13 +10,11 @@ import shlex
 import stat
 import subprocess
 import sys
-import threading
 import time
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from fetching import OaiServer
 
 TESTS = Path(__file__).resolve().parent
 DOCS = TESTS.parent / "docs" / "commands.md"
@@ -44,36 +42,6 @@ def page(*records: str) -> str:
     return OAI_HEAD + "<ListRecords>" + "".join(records) + "</ListRecords></OAI-PMH>"
 
 
-class Server:
-    """Answers every ListRecords with today's page; keeps each request's query."""
-
-    def __init__(self):
-        self.today, self.queries = page(), []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                query = urllib.parse.urlsplit(self.path).query
-                server.queries.append(dict(urllib.parse.parse_qsl(query)))
-                body = server.today.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/xml")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_port}/oai"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.http.shutdown()
-        self.http.server_close()
-
-
 def routine_commands() -> dict[str, str]:
     """The routine's three forms as docs/commands.md prints them: the one-liner, the cron line's
     command (its five schedule fields taken off) and the systemd service's ExecStart command."""
@@ -92,7 +60,7 @@ def routine_commands() -> dict[str, str]:
 def new_user(tmp_path):
     """A new user's home (no index, no fetch state) and the environment the routine runs in, with
     `papers` on PATH running this checkout against the test's server."""
-    server = Server()
+    server = OaiServer(then=page())  # every ListRecords answered with today's page
     home = tmp_path / "home"
     (home / "papers").mkdir(parents=True)
     bin_folder = tmp_path / "bin"
@@ -139,7 +107,7 @@ def test_the_documented_routine_runs_from_nothing_day_after_day(new_user):
     digest = home / "papers" / "today.html"
 
     # Day one, the one-line form: no fetch before, no index.
-    server.today = page(
+    server.then = page(
         record("2506.00001", "Private Training at Scale", "Differentially private training."),
         record("2506.00002", "Video Aesthetics", "Video aesthetic assessment models."),
     )
@@ -156,7 +124,7 @@ def test_the_documented_routine_runs_from_nothing_day_after_day(new_user):
     assert "mine: 1 paper\n" in tagging.stderr
 
     # Day two, the cron line: what arrived is in the digest; the fetch starts from the last one.
-    server.today = page(
+    server.then = page(
         record("2506.00003", "Private Clipping of Gradients", "Differentially private clipping."),
         record("2506.00004", "Aesthetic Video Models", "Video aesthetic assessment at scale."),
     )
@@ -169,7 +137,7 @@ def test_the_documented_routine_runs_from_nothing_day_after_day(new_user):
     assert "since 20" not in page_two and "T0" not in page_two  # a date as people read it
 
     # A day with nothing new, the systemd unit's command: the routine still succeeds, saying so.
-    server.today = page()
+    server.then = page()
     third = sh(shlex.split(commands["systemd"]), home, env)
     assert third.returncode == 0, third.stderr
     assert "No new papers." in digest.read_text(encoding="utf-8")

@@ -8,11 +8,9 @@ import stat
 import subprocess
 import sys
 import threading
-import time
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fetching import OaiServer, answer, dripping, short_body
 
 OAI_HEAD = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/">'
@@ -55,51 +53,6 @@ PAGE_TWO = (
     + record("2506.00004", "", "", status="deleted")
     + '<resumptionToken cursor="2" completeListSize="4"></resumptionToken></ListRecords></OAI-PMH>'
 )
-
-
-class OaiServer:
-    """Answers from a script: each request takes the next step ("503", "drop", "fail", or a
-    page)."""
-
-    def __init__(self, steps, then="fail"):
-        self.steps, self.requests, self.then = list(steps), [], then
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
-                server.requests.append((query, self.headers.get("User-Agent", "")))
-                step = server.steps.pop(0) if server.steps else server.then
-                if callable(step):  # a misbehaviour of its own: it answers
-                    step(self)
-                    return
-                if step == "drop":
-                    self.connection.close()
-                    return
-                if step in ("503", "fail"):
-                    self.send_response(503 if step == "503" else 400)
-                    if step == "503":
-                        self.send_header("Retry-After", "0")
-                    self.end_headers()
-                    return
-                body = step.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/xml")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_port}/oai"
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.http.shutdown()
-        self.http.server_close()
 
 
 @pytest.fixture
@@ -352,43 +305,6 @@ def one_error_line(result, *words):
     assert last.startswith("Error: ") and all(word in last for word in words), last
 
 
-def answer(body: str, status: int = 200, headers=()):
-    def respond(handler):
-        data = body.encode()
-        handler.send_response(status)
-        for name, value in headers:
-            handler.send_header(name, value)
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
-
-    return respond
-
-
-def drip(handler):
-    """Headers, then one byte of a long body every 0.2 s (at most 600: bounded)."""
-    handler.send_response(200)
-    handler.send_header("Content-Length", "100000")
-    handler.end_headers()
-    for _ in range(600):
-        try:
-            handler.wfile.write(b" ")
-            handler.wfile.flush()
-        except OSError:
-            return
-        time.sleep(0.2)
-
-
-def short_body(handler):
-    """A Content-Length larger than the body sent."""
-    handler.send_response(200)
-    handler.send_header("Content-Length", "1000")
-    handler.end_headers()
-    handler.wfile.write(b"<OAI-PMH x")
-    handler.wfile.flush()
-    handler.close_connection = True
-
-
 def fifo_reader(path):
     """Read a FIFO in a thread, as a consumer would; (thread, chunks)."""
     chunks = []
@@ -476,11 +392,11 @@ def test_an_openreview_count_beyond_the_most_records_is_refused(workdir, oai):
 def test_a_server_dripping_a_byte_at_a_time_meets_a_deadline(workdir, oai, options, words):
     # The bound's own line is the proof it was met (a drip of 100,000 bytes takes 5.5 hours; the
     # process's timeout in fetch_cs stops a fetch that never meets it).
-    one_error_line(fetch_cs(workdir, oai([], then=drip), *options), *words)
+    one_error_line(fetch_cs(workdir, oai([], then=dripping(every=0.2, most=600)), *options), *words)
 
 
 def test_a_body_shorter_than_its_content_length_is_one_line(workdir, oai):
-    one_error_line(fetch_cs(workdir, oai([], then=short_body)), "cannot reach",
+    one_error_line(fetch_cs(workdir, oai([], then=short_body(b"<OAI-PMH x"))), "cannot reach",
                    "ended after 10 bytes")
 
 
@@ -524,5 +440,33 @@ def test_an_arxiv_record_with_a_direction_override_in_its_id_is_skipped(workdir,
     done = fetch_cs(workdir, oai([page, PAGE_TWO]), "--quiet")  # a warning is shown even so
     assert done.returncode == 0, done.stderr
     assert "warning: skipped a record whose ID '2506.0000\\u202e2' contains an invisible" in done.stderr
+    ids = [json.loads(line)["id"] for line in (workdir / "new.jsonl").read_text().splitlines()]
+    assert ids == ["2506.00001", "2506.00003"]
+
+
+def test_a_fetch_stopped_at_the_most_records_resumes_after_that_page(workdir, oai):
+    # The page that passed the bound is kept with its count: a rerun with a larger bound goes on
+    # after it (arXiv and OpenReview page through one loop), counting each record once.
+    venue = "NeurIPS.cc/2025/Conference"
+    accepted = json.dumps({"notes": [note("n1", "T1", "A one.", venue, "V")]})
+    withdrawn = json.dumps(
+        {"notes": [note("n2", "T2", "A two.", f"{venue}/Withdrawn_Submission", "V")]}
+    )
+    server = oai([accepted, withdrawn], then=withdrawn)
+    one_error_line(
+        fetch_venue(workdir, server, "--withdrawn", "--max-records", "1"),
+        "most records of 1",
+        "--max-records",
+    )
+    resumed = fetch_venue(workdir, server, "--withdrawn")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"fetched 1 accepted papers of {venue}, 1 withdrawn in 2 pages" in resumed.stderr
+    lines = (workdir / "venue.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["openreview:n1", "openreview:n2"]
+    server = oai([PAGE_ONE], then=PAGE_TWO)
+    one_error_line(fetch_cs(workdir, server, "--max-records", "1"), "most records of 1")
+    resumed = fetch_cs(workdir, server)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "fetched 2 cs.LG records in 2 pages into new.jsonl, 1 malformed" in resumed.stderr
     ids = [json.loads(line)["id"] for line in (workdir / "new.jsonl").read_text().splitlines()]
     assert ids == ["2506.00001", "2506.00003"]

@@ -37,6 +37,28 @@ def test_adding_a_file_encodes_only_the_new_papers(workdir, fake_model):
     assert (report.papers, report.encoded, report.reused) == (7, 1, 6)
 
 
+def test_a_duplicate_paper_warning_names_the_callers_line(workdir, fake_model):
+    """A Python caller sees the warning at its own call (build_index, read_papers, add_papers), not
+    at a line of the package's stages that it never wrote."""
+    import warnings
+
+    from recommender import read_papers
+    from recommender.corpus.papers import DuplicatePaperWarning
+    from recommender.index.segments import add_papers
+
+    twice = [dict(PAPERS[0], id="first"), dict(PAPERS[0], id="again")]
+    corpus = write_corpus(workdir / "in", twice)
+    later = write_corpus(workdir / "in", [dict(PAPERS[0], id="later")], "later.jsonl")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        build_index([corpus])
+        read_papers([corpus])
+        add_papers([later])
+    shown = [(w.filename, w.lineno) for w in seen if issubclass(w.category, DuplicatePaperWarning)]
+    assert len(shown) == 3, [str(w.message) for w in seen]
+    assert {filename for filename, _ in shown} == {__file__}, shown
+
+
 def test_index_round_trip(index):
     assert len(index) == 6
     assert index.ids == [p["id"] for p in PAPERS]

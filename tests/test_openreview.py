@@ -16,6 +16,16 @@ def build(workdir, run, name, *options):
     return run("build", name, *options)
 
 
+def run_on(workdir, run, command, name, text):
+    """`papers COMMAND NAME` over `text` written as NAME in the work folder."""
+    (workdir / name).write_text(text)
+    return run(command, name)
+
+
+def json_lines(records) -> str:
+    return "".join(json.dumps(record) + "\n" for record in records)
+
+
 def shown(run, paper_id):
     result = run("show", paper_id, "--format", "json")
     assert result.exit_code == 0, result.output
@@ -69,8 +79,7 @@ def test_a_venue_sites_notes_by_id(workdir, run):
 
 def test_a_plain_list_of_notes(workdir, run):
     notes = json.loads((FIXTURES / "openreview-v2.json").read_text())["notes"][:2]
-    (workdir / "notes.json").write_text(json.dumps(notes))
-    result = run("build", "notes.json")
+    result = run_on(workdir, run, "build", "notes.json", json.dumps(notes))
     assert result.exit_code == 0 and result.stderr == "", result.output
     assert shown(run, "Kq9LmN2pR4")["venue"] == "ICLR 2024 spotlight"
 
@@ -85,8 +94,7 @@ def test_a_plain_list_of_notes(workdir, run):
 def test_bad_notes_are_one_line(workdir, run, change, message):
     notes = json.loads((FIXTURES / "openreview-v2.json").read_text())["notes"][:2]
     change(notes[0])
-    (workdir / "notes.json").write_text(json.dumps(notes))
-    result = run("build", "notes.json")
+    result = run_on(workdir, run, "build", "notes.json", json.dumps(notes))
     assert (result.exit_code, result.stderr) == (1, f"Error: {message}\n")
     assert not list(workdir.glob("indexes/*/CURRENT"))  # no index made
 
@@ -106,8 +114,7 @@ def test_the_withdrawn_warning_names_the_papers_and_the_option(workdir, run):
         v2_note(f"gone{i}", f"{venue}/Withdrawn_Submission", "ICLR 2024 Withdrawn") for i in range(5)]
     # a workshop whose name says "Withdrawn": its accepted papers are its papers
     notes.append(v2_note("ws1", "ICLR.cc/2024/Workshop/WithdrawnTalk", "Withdrawn Ideas Workshop"))
-    (workdir / "notes.json").write_text(json.dumps(notes))
-    result = run("build", "notes.json")
+    result = run_on(workdir, run, "build", "notes.json", json.dumps(notes))
     assert result.exit_code == 0, result.output
     assert result.stderr == (
         "warning: notes.json: 5 withdrawn or desk-rejected submissions left out (gone0 (notes.json "
@@ -118,8 +125,8 @@ def test_the_withdrawn_warning_names_the_papers_and_the_option(workdir, run):
 
 
 def test_forum_links_are_percent_encoded(workdir, run):
-    (workdir / "notes.json").write_text(json.dumps([v2_note("x&id=evil#frag", "TMLR", "TMLR")]))
-    assert run("build", "notes.json").exit_code == 0
+    notes = [v2_note("x&id=evil#frag", "TMLR", "TMLR")]
+    assert run_on(workdir, run, "build", "notes.json", json.dumps(notes)).exit_code == 0
     listed = json.loads(run("list", "--format", "json").stdout)
     assert shown(run, listed[0]["id"])["url"] == "https://openreview.net/forum?id=x%26id%3Devil%23frag"
 
@@ -128,19 +135,19 @@ def test_forum_links_are_percent_encoded(workdir, run):
 def test_an_odd_publication_date_is_no_date(workdir, run, stamp):
     note = v2_note("d1", "TMLR", "TMLR")
     note["pdate"] = "@stamp@"
-    (workdir / "notes.json").write_text(json.dumps([note]).replace('"@stamp@"', stamp))
-    result = run("build", "notes.json")
+    text = json.dumps([note]).replace('"@stamp@"', stamp)
+    result = run_on(workdir, run, "build", "notes.json", text)
     assert result.exit_code == 0, result.output
     assert shown(run, "d1")["year"] == 2025  # the creation date's
 
 
 def test_keywords_given_as_a_number(workdir, run):
-    (workdir / "notes.json").write_text(json.dumps([v2_note("k1", "TMLR", "TMLR", keywords={"value": 42})]))
-    result = run("build", "notes.json")
+    notes = [v2_note("k1", "TMLR", "TMLR", keywords={"value": 42})]
+    result = run_on(workdir, run, "build", "notes.json", json.dumps(notes))
     assert result.exit_code == 0, result.output
     assert "42" in shown(run, "k1")["categories"]
-    (workdir / "notes.json").write_text(json.dumps([v2_note("k1", "TMLR", "TMLR", keywords={"value": {"a": 1}})]))
-    result = run("build", "notes.json")
+    notes = [v2_note("k1", "TMLR", "TMLR", keywords={"value": {"a": 1}})]
+    result = run_on(workdir, run, "build", "notes.json", json.dumps(notes))
     assert (result.exit_code, result.stderr) == (
         1, "Error: notes.json item 1: OpenReview 'keywords' must be a list of words\n")
 
@@ -149,8 +156,7 @@ def test_one_record_with_an_odd_id_is_skipped_by_build_and_add(workdir, run):
     good = {"title": "Good", "abstract": "Differentially private training of language models."}
     odd = {"title": "Odd", "abstract": "An abstract about video aesthetics and models."}
     lines = [{"id": "p1", **good}, {"id": "p\u202e2", **odd}]
-    (workdir / "day1.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    result = run("build", "day1.jsonl")
+    result = run_on(workdir, run, "build", "day1.jsonl", json_lines(lines))
     assert result.exit_code == 0, result.output
     assert result.stderr == (
         "warning: day1.jsonl: 1 record skipped for their ID (the first: day1.jsonl:2: ID "
@@ -158,8 +164,7 @@ def test_one_record_with_an_odd_id_is_skipped_by_build_and_add(workdir, run):
         "OVERRIDE): give an ID of visible characters)\n")
     lines = [{"id": "p3", **good, "abstract": "Sparse attention for long documents."},
              {"id": "p\x1b[31m4", **odd}]
-    (workdir / "day2.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    result = run("add", "day2.jsonl")
+    result = run_on(workdir, run, "add", "day2.jsonl", json_lines(lines))
     assert result.exit_code == 0, result.output
     assert "day2.jsonl:2: ID 'p\\x1b[31m4' contains a tab, line break or control character" in result.stderr
     assert sorted(row["id"] for row in json.loads(run("list", "--format", "json").stdout)) == ["p1", "p3"]

@@ -11,38 +11,22 @@ import pytest
 
 pytest.importorskip("fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'")
 
-from corpus import HOSTILE_PAPERS, topic_papers  # noqa: E402
+from browsing import reader_papers, watched_page  # noqa: E402
+from corpus import HOSTILE_PAPERS  # noqa: E402
 from serving import build_fake_index, start_server, wait_until  # noqa: E402
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "serve.png"
 
 
-def reader_papers():
-    papers = topic_papers(per_topic=6)
-    for number, paper in enumerate(papers):
-        paper["authors"] = ["Ada Lovelace", "Grace Hopper"] if number % 2 else ["Alan Turing"]
-        paper["year"], paper["venue"] = 2020 + number % 5, ["ICML", "NeurIPS", "ACL"][number % 3]
-        paper["url"] = f"https://example.org/{paper['id']}"
-        paper["categories"] = ["cs.CR", "cs.LG"] if paper["id"].startswith("privacy") else ["cs.CV"]
-    return papers
-
-
 @pytest.fixture
 def watched(browser):
-    """A page whose script errors, console errors (a CSP violation is one) and dialogs are all collected."""
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-    problems = []
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.on("console", lambda message: problems.append(f"console: {message.text}") if message.type == "error" else None)
-    page.on("dialog", lambda dialog: (problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
-    yield page, problems
-    context.close()
+    with watched_page(browser, height=900) as watched:
+        yield watched
 
 
 def test_a_reader_searches_opens_similar_tags_two_papers_and_gets_recommendations(watched, tmp_path):
     page, problems = watched
-    index_dir = build_fake_index(tmp_path / "index", reader_papers())
+    index_dir = build_fake_index(tmp_path / "index", reader_papers(categories=True))
     server = start_server(index_dir)
     requests = []
     page.on("request", lambda request: requests.append(request.url))
@@ -199,7 +183,7 @@ def test_every_action_says_what_it_did_and_can_be_undone(watched, tmp_path):
     buttons are part of their card; papers marked not interested or seen are listed on the tag page and
     taken back there (a collection's papers: tests/test_zotero.py)."""
     page, problems = watched
-    papers = reader_papers()
+    papers = reader_papers(categories=True)
     index_dir = build_fake_index(tmp_path / "index", papers)
     server = start_server(index_dir)
     flash = page.locator(".flash[role=status]")

@@ -5,6 +5,7 @@ a screenshot of every page into docs/images/pages/ for a person to look at
 (scripts/compare_screenshots.py shows what changed; no test compares pixels). Skipped with the
 reason when chromium is missing, except on CI (CI=true)."""
 
+import contextlib
 import subprocess
 import sys
 import urllib.parse
@@ -16,21 +17,13 @@ pytest.importorskip(
     "fastapi", reason="papers serve needs the serve extra: pip install -e '.[serve]'"
 )
 
-from corpus import topic_papers, write_corpus  # noqa: E402
+from browsing import reader_papers, watched_page  # noqa: E402
+from corpus import write_corpus  # noqa: E402
 from serving import build_fake_index, start_server, wait_until  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PAGES = HERE.parent / "docs" / "images" / "pages"
 LAUNCHER = HERE / "build_launcher.py"  # the real CLI in its own process, with the fake encoder
-
-
-def reader_papers():
-    papers = topic_papers(per_topic=6)
-    for number, paper in enumerate(papers):
-        paper["authors"] = ["Ada Lovelace", "Grace Hopper"] if number % 2 else ["Alan Turing"]
-        paper["year"], paper["venue"] = 2020 + number % 5, ["ICML", "NeurIPS", "ACL"][number % 3]
-        paper["url"] = f"https://example.org/{paper['id']}"
-    return papers
 
 
 def prepared(server, *paths: str) -> None:
@@ -48,18 +41,21 @@ def papers_cli(*args: str) -> None:
 
 @pytest.fixture
 def watched(browser):
-    context = browser.new_context(viewport={"width": 1200, "height": 800})
-    page = context.new_page()
-    problems = []
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.on(
-        "console",
-        lambda message: (
-            problems.append(f"console: {message.text}") if message.type == "error" else None
-        ),
-    )
-    yield page, problems
-    context.close()
+    with watched_page(browser, height=800) as watched:
+        yield watched
+
+
+@contextlib.contextmanager
+def serving_map(tmp_path, papers):
+    """(server, index folder) of these papers (the fake encoder), once its map is drawn; stopped at
+    the end."""
+    index_dir = build_fake_index(tmp_path / "index", papers)
+    server = start_server(index_dir)
+    try:
+        map_ready(server)
+        yield server, index_dir
+    finally:
+        server.stop()
 
 
 def map_ready(server) -> None:
@@ -69,10 +65,7 @@ def map_ready(server) -> None:
 def test_the_map_is_a_page_of_the_app_linked_both_ways(watched, tmp_path):
     page, problems = watched
     papers = reader_papers()
-    index_dir = build_fake_index(tmp_path / "index", papers)
-    server = start_server(index_dir)
-    try:
-        map_ready(server)
+    with serving_map(tmp_path, papers) as (server, index_dir):
         seed = papers[3]
         page.goto(server.url + "paper/" + urllib.parse.quote(seed["id"], safe=""))
         page.click("a.open-map")
@@ -95,18 +88,13 @@ def test_the_map_is_a_page_of_the_app_linked_both_ways(watched, tmp_path):
         page.fill("header input#q", "privacy")
         page.press("header input#q", "Enter")
         page.wait_for_url("**/?q=privacy")
-    finally:
-        server.stop()
     assert problems == []
 
 
 def test_the_map_shows_every_live_paper_added_and_not_removed(watched, tmp_path):
     page, problems = watched
     papers = reader_papers()
-    index_dir = build_fake_index(tmp_path / "index", papers)
-    server = start_server(index_dir)
-    try:
-        map_ready(server)
+    with serving_map(tmp_path, papers) as (server, index_dir):
         page.goto(server.url + "map")
         assert page.locator("#points circle").count() == len(papers)
         added = {
@@ -131,8 +119,6 @@ def test_the_map_shows_every_live_paper_added_and_not_removed(watched, tmp_path)
         ids = page.eval_on_selector_all("#points circle", "cs => cs.map(c => c.dataset.id)")
         assert "added-1" in ids and papers[0]["id"] not in ids and len(ids) == len(papers)
         assert page.inner_text("#map-head h1") == f"Map of {len(papers)} papers"
-    finally:
-        server.stop()
     assert problems == []
 
 
@@ -143,10 +129,7 @@ def test_the_names_shown_round_a_pinned_paper_never_overlap(watched, tmp_path):
     papers = reader_papers()
     for paper in papers:  # long names, crowded together: the case where they used to overlap
         paper["title"] = "A rather long title about " + paper["title"]
-    index_dir = build_fake_index(tmp_path / "index", papers)
-    server = start_server(index_dir)
-    try:
-        map_ready(server)
+    with serving_map(tmp_path, papers) as (server, _):
         page.goto(server.url + "map")
         for paper in papers:
             page.evaluate("id => { location.hash = encodeURIComponent(id); }", paper["id"])
@@ -167,8 +150,6 @@ def test_the_names_shown_round_a_pinned_paper_never_overlap(watched, tmp_path):
                         a,
                         b,
                     )
-    finally:
-        server.stop()
     assert problems == []
 
 

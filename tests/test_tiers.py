@@ -354,13 +354,13 @@ def test_only_a_fast_index_can_be_upgraded(workdir, fake_model):
            "own papers are upgraded as they are\n")
 
 
-def test_each_model_ranks_with_the_dense_weight_its_cross_validation_chose():
+def test_each_model_ranks_with_the_dense_weight_its_measurements_chose():
     assert ranking.dense_weight_for("all-MiniLM-L6-v2") == ranking.DENSE_WEIGHT == 0.7
     assert ranking.dense_weight_for("all-MiniLM-L6-v2", "int8") == 0.7
     assert ranking.dense_weight_for("./my-model") == 0.7
     assert ranking.dense_weight_for("static") == 0.4
     assert (ranking.dense_weight_for("all-mpnet-base-v2"), ranking.dense_weight_for("all-mpnet-base-v2", "int8")) == (
-        0.8, 0.7)
+        0.8, 0.75)
 
 
 def test_on_a_cpu_without_amx_the_default_model_builds_int8_smooth_the_quality_tier_int8_and_others_fp32(

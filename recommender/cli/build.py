@@ -73,7 +73,7 @@ def settings_as_request(command: Callable) -> Callable:
         "sentence-transformers model name or folder (default: all-MiniLM-L6-v2, packaged); "
         "'static': the fast tier, static embeddings distilled from it (~8x faster to build, "
         "ranking about as well as TF-IDF alone: docs/tiers.md); 'all-mpnet-base-v2': the quality "
-        "tier (its parts installed first; ~4x the encoding time at int8, its default; 43.4 against "
+        "tier (its parts installed first; ~4x the encoding time at int8, its default; 42.6 against "
         "40.6 MAP on held-out CSFCube queries: docs/models.md). `papers models` lists them with "
         "their speed. A rebuild keeps the index's own unless given."
     ),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import OptionError
+from ..errors import OptionError, caller_stacklevel
 from ..render.tables import FORMATS
 
 # Encoding fewer papers than this takes a few seconds: no progress bar...
@@ -72,7 +72,7 @@ def _slow_phase_seconds() -> float | None:
         warnings.warn(
             f"${SLOW_PHASE_VARIABLE}={value!r} is neither seconds nor 'off': using"
             f" {SLOW_PHASE_SECONDS:g} s",
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
         return SLOW_PHASE_SECONDS
 

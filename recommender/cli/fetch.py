@@ -13,7 +13,25 @@ import click
 from .common import output_file, quiet_option
 from .errors import library_errors
 
-_BOUND_FLAGS: dict[str, str] = {}  # a bound's parameter -> its option
+#: The bounds of a fetch as options: (option, its `http.Bounds` field, its least value, help).
+_BOUND_OPTIONS = (
+    (
+        "--longest-wait",
+        "longest_wait",
+        0,
+        "The longest pause a server may ask for (Retry-After) before the fetch stops instead.",
+    ),
+    (
+        "--response-timeout",
+        "response_seconds",
+        0.1,
+        "The longest one answer may take, first byte to last.",
+    ),
+    ("--deadline", "total_seconds", 1, "The longest the whole fetch may take."),
+    ("--max-pages", "max_pages", 1, "The most pages one fetch asks for."),
+    ("--max-records", "max_records", 1, "The most records one fetch takes."),
+)
+_BOUND_FLAGS = {name: flag for flag, name, _, _ in _BOUND_OPTIONS}  # a bound's field -> its option
 #: What a first `--since last` fetches: the records changed in the last this many days (UTC).
 FIRST_WINDOW_DAYS = 2
 
@@ -27,52 +45,23 @@ def first_window_start(now: float | None = None) -> str:
 
 
 def bound_options(command):
-    """The bounds of a fetch (`http.Bounds`), as options."""
+    """The bounds of a fetch (`http.Bounds`), as options: a float bound in seconds, an integer
+    bound a count."""
     from ..corpus.fetch.http import Bounds
 
     default = Bounds()
-    options = [
-        (
-            "--longest-wait",
-            "longest_wait",
-            click.FloatRange(min=0),
-            default.longest_wait,
-            "The longest pause a server may ask for (Retry-After) before the fetch stops instead.",
-        ),
-        (
-            "--response-timeout",
-            "response_seconds",
-            click.FloatRange(min=0.1),
-            default.response_seconds,
-            "The longest one answer may take, first byte to last.",
-        ),
-        (
-            "--deadline",
-            "total_seconds",
-            click.FloatRange(min=1),
-            default.total_seconds,
-            "The longest the whole fetch may take.",
-        ),
-        (
-            "--max-pages",
-            "max_pages",
-            click.IntRange(min=1),
-            default.max_pages,
-            "The most pages one fetch asks for.",
-        ),
-        (
-            "--max-records",
-            "max_records",
-            click.IntRange(min=1),
-            default.max_records,
-            "The most records one fetch takes.",
-        ),
-    ]
-    for flag, name, kind, value, text in reversed(options):
-        _BOUND_FLAGS[name] = flag
-        unit = "SECONDS" if isinstance(kind, click.FloatRange) else "N"
+    for flag, name, least, text in reversed(_BOUND_OPTIONS):
+        value = getattr(default, name)
+        seconds = isinstance(value, float)
+        kind = click.FloatRange(min=least) if seconds else click.IntRange(min=least)
         command = click.option(
-            flag, name, type=kind, default=value, show_default=True, metavar=unit, help=text
+            flag,
+            name,
+            type=kind,
+            default=value,
+            show_default=True,
+            metavar="SECONDS" if seconds else "N",
+            help=text,
         )(command)
     return command
 
@@ -89,10 +78,13 @@ def _bounds_named():
         raise RecommenderError(f"{error} (a larger {flag} goes further)") from None
 
 
-def _bounds(options: dict):
-    from ..corpus.fetch.http import Bounds
+def _service(base_url: str, delay: float, quiet: bool, bounds: dict):
+    """How the service is asked: at `base_url`, `delay` seconds between requests, within the
+    bounds the options gave, each page and retry said unless `quiet`."""
+    from ..corpus.fetch.http import Bounds, Service
 
-    return Bounds(**{name: options.pop(name) for name in list(Bounds.__dataclass_fields__)})
+    notice = None if quiet else (lambda message: click.echo(message, err=True))
+    return Service(base_url, delay, bounds=Bounds(**bounds), notice=notice)
 
 
 def _pages_root() -> Path:
@@ -198,18 +190,11 @@ def fetch_arxiv_command(category, since, out, base_url, delay, quiet, **bounds):
                     f"{FIRST_WINDOW_DAYS} days (since {since})",
                     err=True,
                 )
-    notice = None if quiet else (lambda message: click.echo(message, err=True))
+    service = _service(
+        base_url or arxiv.BASE_URL, arxiv.DELAY_SECONDS if delay is None else delay, quiet, bounds
+    )
     with _bounds_named():
-        report = arxiv.fetch_arxiv(
-            category,
-            _pages_root(),
-            _target(out),
-            since=since,
-            base_url=base_url or arxiv.BASE_URL,
-            notice=notice,
-            delay=arxiv.DELAY_SECONDS if delay is None else delay,
-            bounds=_bounds(bounds),
-        )
+        report = arxiv.fetch_arxiv(category, _pages_root(), _target(out), since, service)
     _deliver(report.records, out)
     state = _fetch_state(state_path)
     state[key] = report.until
@@ -267,18 +252,14 @@ def fetch_openreview_command(venue, withdrawn, out, base_url, delay, quiet, **bo
     """
     from ..corpus.fetch import openreview
 
-    notice = None if quiet else (lambda message: click.echo(message, err=True))
+    service = _service(
+        base_url or openreview.BASE_URL,
+        openreview.DELAY_SECONDS if delay is None else delay,
+        quiet,
+        bounds,
+    )
     with _bounds_named():
-        report = openreview.fetch_openreview(
-            venue,
-            _pages_root(),
-            _target(out),
-            withdrawn=withdrawn,
-            base_url=base_url or openreview.BASE_URL,
-            notice=notice,
-            delay=openreview.DELAY_SECONDS if delay is None else delay,
-            bounds=_bounds(bounds),
-        )
+        report = openreview.fetch_openreview(venue, _pages_root(), _target(out), withdrawn, service)
     _deliver(report.records, out)
     extra = f", {report.withdrawn} withdrawn" if withdrawn else ""
     malformed = f", {report.malformed} malformed notes skipped" if report.malformed else ""

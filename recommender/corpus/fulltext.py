@@ -18,6 +18,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import caller_stacklevel
 from .readers.base import InputWarning
 from .text import ABSTRACT, FULL_TEXT, PDF, TEXT_FROM, TITLE_ONLY, collapse_spaces
 
@@ -214,7 +215,11 @@ def text_of_files(
             )
             return None
         except PdfUnreadable as error:
-            warnings.warn(f"{where}: {error}: read by its title only", InputWarning, stacklevel=3)
+            warnings.warn(
+                f"{where}: {error}: read by its title only",
+                InputWarning,
+                stacklevel=caller_stacklevel(),
+            )
             continue
         return abstract_of(read.text), PDF, read.title
     return None
@@ -224,7 +229,7 @@ def say_once(message: str) -> None:
     """An InputWarning given once a process (the same cause for every PDF)."""
     if message not in _said:
         _said.add(message)
-        warnings.warn(message, InputWarning, stacklevel=4)
+        warnings.warn(message, InputWarning, stacklevel=caller_stacklevel())
 
 
 def complete(fields: dict, full_texts: list[Path], pdfs: list[Path], where: str) -> str | None:

@@ -8,11 +8,11 @@ import os
 import re
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from ..errors import InputError
+from ..errors import InputError, caller_stacklevel
 from .handles import derive_handle, extract_code_links, unique_handles
 from .readers import SUPPORTED_SUFFIXES, InputWarning, Record, read_records
 from .text import collapse_spaces, first_sentence
@@ -214,96 +214,142 @@ def scan_papers(
     from .where import Where, parse_where  # here, not at import: `papers like` reads no file
 
     condition = where if isinstance(where, Where) or where is None else parse_where(where)
-    matched = 0
-    read = 0
-    present: set[str] = set()  # the fields of the conditions some record has a value for
-    pdf_names: set[str] = set()  # the IDs PDFs took from their file names
+    scan = _Scan(condition, without_abstract, keep_withdrawn, left_out)
     for path in _expand_inputs(inputs):
-        found, skipped, first_skipped = 0, 0, ""
-        withdrawn: list[str] = []
-        odd: list[str] = []  # records whose ID has a control or text-direction character
+        yield from scan.file(path)
+    scan.check_matched()
+
+
+@dataclass
+class _FileTally:
+    """What one file's records came to, for the warnings and errors said after it."""
+
+    found: int = 0
+    skipped: int = 0  # records of a bulk export without an abstract
+    first_skipped: str = ""
+    withdrawn: list[str] = field(default_factory=list)
+    odd: list[str] = field(default_factory=list)  # records whose ID has a control character
+
+
+@dataclass
+class _Scan:
+    """`scan_papers` from file to file: its settings, and how many records it read and matched."""
+
+    condition: Where | None
+    without_abstract: list | None
+    keep_withdrawn: bool
+    left_out: dict[str, dict[str, int]] | None
+    matched: int = 0
+    read: int = 0
+    present: set[str] = field(default_factory=set)  # the conditions' fields some record has
+    pdf_names: set[str] = field(default_factory=set)  # the IDs PDFs took from their file names
+
+    def file(self, path: Path) -> Iterator[Paper]:
+        """The papers of one file, then what it left out said (or an error where it left out
+        every one)."""
+        tally = _FileTally()
         for record in read_records(path):
-            found += 1
-            fault = _odd_id(record)
-            if fault:
-                odd.append(fault)
-                continue
-            if condition is not None and not condition.matches(record):  # first: the cheap test
-                if not matched:
-                    present |= condition.fields_present(record)
-                _count_left_out(left_out, record, "do not match the conditions")
-                continue
-            if record.extra.get("withdrawn") and not keep_withdrawn:
-                given = record.fields.get("id")
-                withdrawn.append(f"{given} ({record.where})" if given else record.where)
-                _count_left_out(left_out, record, "are withdrawn")
-                continue
-            text_from = record.extra.get("text_from")
-            if (
-                record.bulk
-                and _lacks_abstract(record)
-                and (not text_from or without_abstract is not None)
-            ):
-                if without_abstract is not None:
-                    without_abstract.append(
-                        (_paper_from_record(record, empty_abstract=True), record.where)
-                    )
-                    continue
-                skipped += 1
-                first_skipped = first_skipped or record.where
-                titled = _text_field(record, "title") if "title" in record.fields else ""
-                _count_left_out(left_out, record, "have no abstract" if titled else "have no title")
-                continue
-            matched += 1
-            if path.suffix.lower() == ".pdf":
-                _unique_pdf_id(record, path, pdf_names)
-            yield _paper_from_record(record)
-        if not found:
-            if path.suffix.lower() == ".pdf":
-                continue  # a PDF that cannot be read: the reader said so in one line
-            raise InputError(f"{path}: no papers found")
-        if odd and len(odd) == found:
-            raise InputError(odd[0])
-        if odd:
-            records = "record" if len(odd) == 1 else "records"
-            warnings.warn(
-                f"{path}: {len(odd)} {records} skipped for their ID (the first: {odd[0]})",
-                InputWarning,
-                stacklevel=2,
+            tally.found += 1
+            paper = self._paper(record, path, tally)
+            if paper is not None:
+                yield paper
+        if tally.found or path.suffix.lower() != ".pdf":  # a PDF that cannot be read: said
+            _check_file(path, tally, self.without_abstract)
+        self.read += tally.found
+
+    def _paper(self, record: Record, path: Path, tally: _FileTally) -> Paper | None:
+        """The record's paper; None for one left out (counted in `tally`)."""
+        fault = _odd_id(record)
+        if fault:
+            tally.odd.append(fault)
+            return None
+        if self.condition is not None and not self.condition.matches(record):  # the cheap test
+            if not self.matched:
+                self.present |= self.condition.fields_present(record)
+            _count_left_out(self.left_out, record, "do not match the conditions")
+            return None
+        if record.extra.get("withdrawn") and not self.keep_withdrawn:
+            given = record.fields.get("id")
+            tally.withdrawn.append(f"{given} ({record.where})" if given else record.where)
+            _count_left_out(self.left_out, record, "are withdrawn")
+            return None
+        text_from = record.extra.get("text_from")
+        if (
+            record.bulk
+            and _lacks_abstract(record)
+            and (not text_from or self.without_abstract is not None)
+        ):
+            self._without_abstract(record, tally)
+            return None
+        self.matched += 1
+        if path.suffix.lower() == ".pdf":
+            _unique_pdf_id(record, path, self.pdf_names)
+        return _paper_from_record(record)
+
+    def _without_abstract(self, record: Record, tally: _FileTally) -> None:
+        """A bulk export's record without an abstract: given to `without_abstract`, else
+        skipped."""
+        if self.without_abstract is not None:
+            self.without_abstract.append(
+                (_paper_from_record(record, empty_abstract=True), record.where)
             )
-        if withdrawn:
-            submissions = "submission" if len(withdrawn) == 1 else "submissions"
-            warnings.warn(
-                f"{path}: {len(withdrawn)} withdrawn or desk-rejected {submissions} left out"
-                f" ({_named(withdrawn)}); `papers build --keep-withdrawn` keeps them",
-                InputWarning,
-                stacklevel=2,
-            )
-        if skipped == found and without_abstract is None:
+            return
+        tally.skipped += 1
+        tally.first_skipped = tally.first_skipped or record.where
+        titled = _text_field(record, "title") if "title" in record.fields else ""
+        _count_left_out(self.left_out, record, "have no abstract" if titled else "have no title")
+
+    def check_matched(self) -> None:
+        """An error when no paper was read, or none matched the conditions."""
+        if self.condition is None and not self.matched and self.without_abstract is None:
+            # Every record was left out with a warning of its own (PDFs without text, withdrawn
+            # submissions): an index of nothing would find nothing.
             raise InputError(
-                f"{path}: none of its {found} records has an abstract: papers are found by their"
-                " abstracts"
+                "no paper could be read: every record was left out (as said above): give PDFs"
+                " with a text layer, or other files of papers"
             )
-        if skipped:
-            records = "record" if skipped == 1 else "records"
-            warnings.warn(
-                f"{path}: {skipped} {records} without an abstract skipped (the first:"
-                f" {first_skipped})",
-                InputWarning,
-                stacklevel=2,
+        if self.condition is not None and not self.matched:
+            raise InputError(
+                f"no paper matches the condition {self.condition} (of {self.read} read): "
+                f"{self.condition.no_match_reason(self.present, self.read)}"
             )
-        read += found
-    if condition is None and not matched and without_abstract is None:
-        # Every record was left out with a warning of its own (PDFs without text, withdrawn
-        # submissions): an index of nothing would find nothing.
-        raise InputError(
-            "no paper could be read: every record was left out (as said above): give PDFs with"
-            " a text layer, or other files of papers"
+
+
+def _check_file(path: Path, tally: _FileTally, without_abstract: list | None) -> None:
+    """The warnings and errors of one file read: no records, every one with an odd ID or (unless
+    kept in a `without_abstract` list) without an abstract, and how many were left out, by
+    reason."""
+    if not tally.found:
+        raise InputError(f"{path}: no papers found")
+    if tally.odd and len(tally.odd) == tally.found:
+        raise InputError(tally.odd[0])
+    if tally.odd:
+        records = "record" if len(tally.odd) == 1 else "records"
+        warnings.warn(
+            f"{path}: {len(tally.odd)} {records} skipped for their ID (the first: {tally.odd[0]})",
+            InputWarning,
+            stacklevel=caller_stacklevel(),
         )
-    if condition is not None and not matched:
+    if tally.withdrawn:
+        submissions = "submission" if len(tally.withdrawn) == 1 else "submissions"
+        warnings.warn(
+            f"{path}: {len(tally.withdrawn)} withdrawn or desk-rejected {submissions} left out"
+            f" ({_named(tally.withdrawn)}); `papers build --keep-withdrawn` keeps them",
+            InputWarning,
+            stacklevel=caller_stacklevel(),
+        )
+    if tally.skipped == tally.found and without_abstract is None:
         raise InputError(
-            f"no paper matches the condition {condition} (of {read} read): "
-            f"{condition.no_match_reason(present, read)}"
+            f"{path}: none of its {tally.found} records has an abstract: papers are found by their"
+            " abstracts"
+        )
+    if tally.skipped:
+        records = "record" if tally.skipped == 1 else "records"
+        warnings.warn(
+            f"{path}: {tally.skipped} {records} without an abstract skipped (the first:"
+            f" {tally.first_skipped})",
+            InputWarning,
+            stacklevel=caller_stacklevel(),
         )
 
 
@@ -316,7 +362,7 @@ def _unique_pdf_id(record: Record, path: Path, taken: set[str]) -> None:
         warnings.warn(
             f"{path}: another PDF is named '{path.name}' too: its ID is '{record.fields['id']}'",
             InputWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
     taken.add(str(record.fields.get("id")))
 
@@ -436,7 +482,7 @@ class PaperSet:
             warnings.warn(
                 duplicate_message(paper, found, self._source_of(kept), self.ids[kept]),
                 DuplicatePaperWarning,
-                stacklevel=3,
+                stacklevel=caller_stacklevel(),
             )
             self._alias(paper.id, kept)
             return False
@@ -545,7 +591,7 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
                 warnings.warn(
                     f"{here / name}: a link to a folder, not followed: give the folder itself",
                     InputWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),
                 )
             elif _is_index_folder(here / name):
                 # An index kept among its own inputs (`papers build s --index s/idx`) would be read
@@ -553,7 +599,7 @@ def _files_in_folder(folder: Path) -> Iterator[Path]:
                 warnings.warn(
                     f"{here / name}: an index folder, not papers: skipped",
                     InputWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),
                 )
                 folders.remove(name)
         for name in names:
@@ -638,47 +684,11 @@ def _given_id(record: Record) -> str:
 
 
 def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
-    data = record.fields
-    if "abstract" not in data and not empty_abstract and not record.extra.get("text_from"):
-        raise InputError(f"{record.where}: record has no 'abstract' field: every paper needs one")
-    abstract = _text_field(record, "abstract")
-    text_from = record.extra.get("text_from") or "abstract"
-    if not abstract and (empty_abstract or text_from != "abstract"):
-        # A full text that cleaned to nothing, or a record kept for its title: its title alone.
-        text_from = "title only"
-    empty_abstract = empty_abstract or (
-        text_from == "title only" and bool(_text_field(record, "title"))
-    )
-    if not abstract and not empty_abstract:
-        raise InputError(f"{record.where}: abstract is empty: give the text or remove the record")
-    if len(abstract) > LONG_ABSTRACT:
-        warnings.warn(
-            f"{record.where}: abstract is {len(abstract):,} characters long (a whole paper?): "
-            "encoding it takes minutes with the real model",
-            InputWarning,
-            stacklevel=2,
-        )
+    abstract, text_from = _abstract(record, empty_abstract)
     title = _text_field(record, "title")
     given_id = _given_id(record)
-    authors = data.get("authors") or ()
-    if isinstance(authors, str):
-        authors = [
-            name for name in (part.strip() for part in re.split(r";|\band\b", authors)) if name
-        ]
-    elif not isinstance(authors, (list, tuple)):
-        raise InputError(f"{record.where}: 'authors' must be a list or a string")
-    if not all(name is None or isinstance(name, str) for name in authors):
-        raise InputError(f"{record.where}: 'authors' must be a list of names (strings)")
-    year = data.get("year")
-    if year in ("", None):
-        year = None
-    else:
-        try:
-            year = int(str(year).strip())
-        except ValueError:
-            raise InputError(
-                f"{record.where}: year {str(year)!r} is not a whole number"
-            ) from None  # repr: one line
+    authors = _authors(record)
+    year = _year(record)
     return Paper(
         id=given_id or derive_id(title, abstract),
         title=title,
@@ -703,3 +713,56 @@ def _paper_from_record(record: Record, empty_abstract: bool = False) -> Paper:
         ),
         text_from=text_from,
     )
+
+
+def _abstract(record: Record, empty_abstract: bool) -> tuple[str, str]:
+    """The record's abstract, cleaned, and what it holds (`Paper.text_from`): an error where there
+    is none and the record is not kept for its title (`empty_abstract`, or a full text that
+    cleaned to nothing); a warning for one as long as a whole paper."""
+    if "abstract" not in record.fields and not empty_abstract and not record.extra.get("text_from"):
+        raise InputError(f"{record.where}: record has no 'abstract' field: every paper needs one")
+    abstract = _text_field(record, "abstract")
+    text_from = record.extra.get("text_from") or "abstract"
+    if not abstract and (empty_abstract or text_from != "abstract"):
+        # A full text that cleaned to nothing, or a record kept for its title: its title alone.
+        text_from = "title only"
+    empty_abstract = empty_abstract or (
+        text_from == "title only" and bool(_text_field(record, "title"))
+    )
+    if not abstract and not empty_abstract:
+        raise InputError(f"{record.where}: abstract is empty: give the text or remove the record")
+    if len(abstract) > LONG_ABSTRACT:
+        warnings.warn(
+            f"{record.where}: abstract is {len(abstract):,} characters long (a whole paper?): "
+            "encoding it takes minutes with the real model",
+            InputWarning,
+            stacklevel=caller_stacklevel(),
+        )
+    return abstract, text_from
+
+
+def _authors(record: Record) -> list | tuple:
+    """The record's authors as given: a list, or one string split at ';' and 'and'."""
+    authors = record.fields.get("authors") or ()
+    if isinstance(authors, str):
+        authors = [
+            name for name in (part.strip() for part in re.split(r";|\band\b", authors)) if name
+        ]
+    elif not isinstance(authors, (list, tuple)):
+        raise InputError(f"{record.where}: 'authors' must be a list or a string")
+    if not all(name is None or isinstance(name, str) for name in authors):
+        raise InputError(f"{record.where}: 'authors' must be a list of names (strings)")
+    return authors
+
+
+def _year(record: Record) -> int | None:
+    """The record's year as a whole number; None where it gives none."""
+    year = record.fields.get("year")
+    if year in ("", None):
+        return None
+    try:
+        return int(str(year).strip())
+    except ValueError:
+        raise InputError(
+            f"{record.where}: year {str(year)!r} is not a whole number"
+        ) from None  # repr: one line

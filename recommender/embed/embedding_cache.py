@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import files
-from ..errors import RecommenderError
+from ..errors import RecommenderError, caller_stacklevel
 
 #: How long a build waits for another process writing the cache (SQLite's busy timeout).
 BUSY_SECONDS = 60
@@ -123,7 +123,7 @@ class EmbeddingCache:
             warnings.warn(
                 f"embedding cache {self.path} was damaged ({error}) and is started afresh: every"
                 " paper is encoded again",
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
             self._connect()
 
@@ -255,7 +255,7 @@ def _remove_leftovers(home: Path) -> None:
 
     notice = leftovers_notice(remove_stale_leftovers(home), home)
     if notice:
-        warnings.warn(notice, stacklevel=3)
+        warnings.warn(notice, stacklevel=caller_stacklevel())
 
 
 def embedding_cache_info(folder: Path | None = None) -> dict:

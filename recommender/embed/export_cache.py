@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..digests import file_digest
-from ..errors import ModelError, OptionError
+from ..errors import ModelError, OptionError, caller_stacklevel
 from ..files import open_exclusive, write_text
 from . import model_parts, onnx_encoder, openvino_encoding, quantisation, static_encoder
 from .models import model_facts
@@ -382,7 +382,7 @@ def _report_leftovers(home: Path) -> None:
     """Remove what killed exports and unpackings left in the cache, and say so (a warning line)."""
     notice = leftovers_notice(remove_stale_leftovers(home), home)
     if notice:
-        warnings.warn(notice, stacklevel=3)
+        warnings.warn(notice, stacklevel=caller_stacklevel())
 
 
 def entry_files(entry: Path) -> dict[str, dict]:

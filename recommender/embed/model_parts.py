@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..digests import file_digest
-from ..errors import ModelError
+from ..errors import ModelError, caller_stacklevel
 from ..files import open_exclusive
 from .user_cache import (
     cache_home,
@@ -213,7 +213,7 @@ def model_folder(model: SplitModel) -> Path:
         home = entry.parent.parent
         notice = leftovers_notice(remove_stale_leftovers(home), home)
         if notice:
-            warnings.warn(notice, stacklevel=2)
+            warnings.warn(notice, stacklevel=caller_stacklevel())
         staging = staging_folder(entry.parent, f".unpack-{model.name}-")
     except OSError as error:
         raise _write_error(model, entry.parent, error, needed) from None

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..embed.windows import Chunking
-from ..errors import InputError, OptionError, RecommenderError
+from ..errors import InputError, OptionError, RecommenderError, caller_stacklevel
 from ..index.home import resolve_index_dir
 from ..index.layout import is_index_folder
 from ..index.request import BuildHooks, BuildRequest
@@ -221,7 +221,7 @@ def evaluate(
             f"{evaluation.missing} judgements name papers that are not in the index "
             "(a build keeps duplicate papers once): those count as never retrieved",
             EvaluationWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
     return evaluation
 

@@ -20,7 +20,7 @@ from ..embed.choice import exported_only as _exported_only
 from ..embed.embedding_cache import CacheUnavailable, EmbeddingCache, read_legacy_vectors
 from ..embed.models import TierAdvice, tier_advice
 from ..embed.windows import embed_texts, text_cache_key
-from ..errors import EncodingInterrupted
+from ..errors import EncodingInterrupted, caller_stacklevel
 from .changes import BuildChanges, build_changes, previous_papers
 from .layout import (
     KEY_ARRAYS,
@@ -292,7 +292,7 @@ def _embed(encoder, texts, encoding, index_dir, hooks, heads=None, allocate=None
     try:
         opened = EmbeddingCache(owner=str(index_dir.resolve()))
     except CacheUnavailable as unavailable:
-        warnings.warn(str(unavailable), stacklevel=2)
+        warnings.warn(str(unavailable), stacklevel=caller_stacklevel())
         opened = contextlib.nullcontext(None)  # encoded without a cache: nothing to resume from
     identity = encoding.identity
     resuming = False
@@ -450,7 +450,8 @@ def prepare_query_encoder(
             model
         )  # a model that cannot be loaded at all is the error to report, not a warning
         warnings.warn(
-            f"{error}; papers and free-text queries will use the full model (slower)", stacklevel=3
+            f"{error}; papers and free-text queries will use the full model (slower)",
+            stacklevel=caller_stacklevel(),
         )
         return None
     return kind

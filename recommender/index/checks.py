@@ -43,7 +43,7 @@ from ..corpus.papers import (
     text_key,
 )
 from ..corpus.readers.base import source_file
-from ..errors import InputError
+from ..errors import InputError, caller_stacklevel
 from .keys import Keys, stored_keys
 from .layout import OFFSETS, PAPERS, check_index_folder
 from .stored import open_stored
@@ -286,7 +286,7 @@ def plan_add(
         warnings.warn(
             duplicate_message(paper, found, found.kept.source, found.kept.id),
             DuplicatePaperWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
         if paper.id != found.kept.id:
             aliases[paper.id] = found.kept.id

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..corpus.papers import InputWarning, Paper, text_key
 from ..corpus.summary import paper_brief
-from ..errors import InputError, OptionError, PaperNotFoundError
+from ..errors import InputError, OptionError, PaperNotFoundError, caller_stacklevel
 from ..index.stored import StoredIndex
 from .opened import OpenedIndex, check_text
 from .reasons import (
@@ -175,7 +175,7 @@ class IndexLookups(OpenedIndex):
                 f"{path}: {len(skipped)} {records} without an abstract and not in the index skipped"
                 f" (the first: {skipped[0]})",
                 InputWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
         # Those with abstracts, then those without that the index holds.
         kept = {id(paper) for (paper, _), row in zip(lacking, found) if row is not None}

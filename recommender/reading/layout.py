@@ -12,8 +12,9 @@ self-contained HTML file or as a PNG.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,10 @@ from ..corpus.text import shorten
 from ..errors import InputError
 from ..index.map_layout import project_2d, stored_layout, stored_projection
 from ..query.paper_index import PaperIndex
+
+if TYPE_CHECKING:
+    from ..corpus.papers import Paper
+    from .related import RelatedList
 
 WIDTH, HEIGHT, MARGIN = 1100, 760, 28
 TOP = 64  # title and caption above the map (PNG)
@@ -146,7 +151,6 @@ def build_map(
     """Lay the papers out in 2-D, coloured by session, names placed where they do not collide;
     each point carries its k most related papers (`related_work`, over the whole index).
     `on_phase(name)` is told what it is doing ("projecting with UMAP ...", `project_2d`)."""
-    from ..corpus.summary import summary
     from .related import related_work
     from .sessions import group_papers, label_sessions
 
@@ -156,15 +160,46 @@ def build_map(
     related = related_work(recommender, rows, k=k)  # checks k before the slow work
     groups, _ = group_papers(recommender, rows, n, max_per_session, seed)
     labels = label_sessions(recommender, rows, groups)
-    # The whole index's layout, stored by `papers build --map-layout`, is what projecting would
-    # give (the same function of the same vectors): read, not computed again.
-    whole = seed == 0 and rows == list(range(len(recommender)))
-    stored = whole_index_layout(recommender) if whole else None
-    coordinates, projection = stored or project_2d(recommender.vectors_at(rows), seed, on_phase)
+    coordinates, projection = _coordinates(recommender, rows, seed, on_phase)
     if on_phase is not None and projection != "PCA":
         on_phase("placing the names")
     xy = _fit_to_canvas(coordinates)
     papers = recommender.papers_at(rows)
+    # On a crowded map a session label may cover points (its halo keeps it legible); on a sparse one
+    # it must not.
+    group_marks = _place_group_labels(
+        _group_marks(xy, groups, labels), xy if len(rows) <= NAMED_POINTS else xy[:0]
+    )
+    # The names the map writes beside its points (render/map.py): measured as they are written.
+    shown = [paper.handle or paper.title for paper in papers]
+    names = _place_names(xy, shown, group_marks) if len(rows) <= NAMED_POINTS else {}
+    zoomed = zoom_labels(xy, shown, group_marks, names)
+    neighbours = _map_neighbours(related, papers)
+    points = tuple(
+        _map_point(x, y, int(group) + 1, paper, names.get(i), zoomed[i], near)
+        for i, ((x, y), group, paper, near) in enumerate(zip(xy, groups, papers, neighbours))
+    )
+    return CorpusMap(points, tuple(group_marks), projection, point_radius(len(points)))
+
+
+def _coordinates(
+    recommender: PaperIndex,
+    rows: list[int],
+    seed: int,
+    on_phase: Callable[[str], None] | None,
+) -> tuple[np.ndarray, str]:
+    """The papers' 2-D coordinates and the projection's name. The whole index's layout, stored by
+    `papers build --map-layout`, is what projecting would give (the same function of the same
+    vectors): read, not computed again."""
+    whole = seed == 0 and rows == list(range(len(recommender)))
+    stored = whole_index_layout(recommender) if whole else None
+    return stored or project_2d(recommender.vectors_at(rows), seed, on_phase)
+
+
+def _group_marks(
+    xy: np.ndarray, groups: np.ndarray, labels: dict[int, tuple[str, ...]]
+) -> list[MapGroup]:
+    """Each session's mark: its number and label at the median of its points."""
     group_marks = []
     for number in range(int(groups.max()) + 1):
         members = xy[groups == number]
@@ -178,15 +213,15 @@ def build_map(
                 float(np.median(members[:, 1])),
             )
         )
-    # On a crowded map a session label may cover points (its halo keeps it legible); on a sparse one
-    # it must not.
-    group_marks = _place_group_labels(group_marks, xy if len(rows) <= NAMED_POINTS else xy[:0])
-    # The names the map writes beside its points (render/map.py): measured as they are written.
-    shown = [paper.handle or paper.title for paper in papers]
-    names = _place_names(xy, shown, group_marks) if len(rows) <= NAMED_POINTS else {}
-    zoomed = zoom_labels(xy, shown, group_marks, names)
+    return group_marks
+
+
+def _map_neighbours(
+    related: Iterable[RelatedList], papers: Sequence[Paper]
+) -> list[tuple[MapNeighbour, ...]]:
+    """Each paper's related papers as the map carries them: by position when on the map."""
     position = {paper.id: i for i, paper in enumerate(papers)}
-    neighbours = [
+    return [
         tuple(
             MapNeighbour(
                 item.paper.id,
@@ -198,28 +233,38 @@ def build_map(
         )
         for listed in related
     ]
-    points = tuple(
-        MapPoint(
-            round(float(x), 2),
-            round(float(y), 2),
-            int(group) + 1,
-            paper.id,
-            paper.handle,
-            paper.title or paper.handle,
-            summary(paper),
-            names.get(i),
-            paper.authors,
-            paper.year,
-            paper.venue,
-            paper.url,
-            paper.code_links,
-            paper.abstract,
-            zoomed[i],
-            near,
-        )
-        for i, ((x, y), group, paper, near) in enumerate(zip(xy, groups, papers, neighbours))
+
+
+def _map_point(
+    x: float,
+    y: float,
+    group: int,
+    paper: Paper,
+    name: tuple[float, float, str] | None,
+    zoomed: MapLabel,
+    near: tuple[MapNeighbour, ...],
+) -> MapPoint:
+    """One paper's point on the map."""
+    from ..corpus.summary import summary
+
+    return MapPoint(
+        round(float(x), 2),
+        round(float(y), 2),
+        group,
+        paper.id,
+        paper.handle,
+        paper.title or paper.handle,
+        summary(paper),
+        name,
+        paper.authors,
+        paper.year,
+        paper.venue,
+        paper.url,
+        paper.code_links,
+        paper.abstract,
+        zoomed,
+        near,
     )
-    return CorpusMap(points, tuple(group_marks), projection, point_radius(len(points)))
 
 
 def live_rows(recommender: PaperIndex) -> list[int]:

@@ -216,8 +216,21 @@ def session_labels(
     if len(texts) != len(groups):
         raise ValueError(f"{len(texts)} texts for {len(groups)} group numbers")
     numbers = sorted(set(groups.tolist()))
+    columns, pairs = _term_uses(texts, stop_words)
+    if not pairs:
+        return {number: () for number in numbers}
+    ranked, found = _weighted_terms(columns, pairs, np.searchsorted(numbers, groups), len(numbers))
+    chosen = _choose_labels(ranked, found, len(numbers), count)
+    return {number: tuple(chosen[g]) for g, number in enumerate(numbers)}
+
+
+def _term_uses(
+    texts: Sequence[str], stop_words: frozenset[str]
+) -> tuple[dict[str, int], list[tuple[int, int, int]]]:
+    """The terms (single words and two-word phrases) by column, and (paper, term column, uses in
+    the paper) for each term a paper uses."""
     columns: dict[str, int] = {}
-    pairs: list[tuple[int, int, int]] = []  # (paper, term column, uses in the paper)
+    pairs: list[tuple[int, int, int]] = []
     for paper, text in enumerate(texts):
         words = analyse(text, stop_words)
         term_uses = Counter(words)
@@ -225,29 +238,37 @@ def session_labels(
         pairs.extend(
             (paper, columns.setdefault(term, len(columns)), n) for term, n in term_uses.items()
         )
-    labels: dict[int, tuple[str, ...]] = {number: () for number in numbers}
-    if not pairs:
-        return labels
+    return columns, pairs
+
+
+def _weighted_terms(
+    columns: dict[str, int],
+    pairs: list[tuple[int, int, int]],
+    paper_group: np.ndarray,
+    group_count: int,
+) -> tuple[list[tuple[int, str, float]], dict[tuple[int, str], tuple[float, float]]]:
+    """The (group, term, weight) cells a label may take, best weight first (then group, then term
+    column), and each such cell's (uses, weight) by (group, term). `paper_group`: each paper's
+    group, numbered 0 .. `group_count` - 1."""
     vocabulary = np.array(list(columns), dtype=object)
     pair_paper, pair_column, pair_uses = (
         np.array(values, dtype=np.int64) for values in zip(*pairs)
     )
-    klass = np.searchsorted(numbers, groups[pair_paper])
-    key = klass * len(columns) + pair_column  # (group, term) pairs, as one number
+    key = paper_group[pair_paper] * len(columns) + pair_column  # (group, term) pairs, as one number
     cells, where = np.unique(key, return_inverse=True)
     frequency = np.bincount(where, weights=pair_uses)  # uses of each term in each group
     papers_using = np.bincount(
         where
     )  # papers of the group that use it (a paper counts each term once)
     cell_group, cell_term = np.divmod(cells, len(columns))
-    group_words = np.bincount(cell_group, weights=frequency, minlength=len(numbers))
+    group_words = np.bincount(cell_group, weights=frequency, minlength=group_count)
     overall = np.bincount(cell_term, weights=frequency, minlength=len(columns))
     # BERTopic's ClassTfidfTransformer(bm25_weighting=True, reduce_frequent_words=True): with a
     # handful of
     # sessions its plain idf, log(1 + A / f), barely lowers a word every session uses ("network").
     idf = np.log1p((group_words.mean() - overall + 0.5) / (overall + 0.5))
     weight = np.sqrt(frequency / group_words[cell_group]) * idf[cell_term]
-    sizes = np.bincount(np.searchsorted(numbers, groups), minlength=len(numbers))
+    sizes = np.bincount(paper_group, minlength=group_count)
     wanted = np.flatnonzero((papers_using >= 2) | (sizes[cell_group] < 3))
     found = {
         (int(g), vocabulary[t]): (f, w)
@@ -255,6 +276,22 @@ def session_labels(
             cell_group[wanted], cell_term[wanted], frequency[wanted], weight[wanted]
         )
     }  # uses, weight
+    order = wanted[np.lexsort((cell_term[wanted], cell_group[wanted], -weight[wanted]))]
+    ranked = [
+        (int(cell_group[cell]), vocabulary[cell_term[cell]], weight[cell])
+        for cell in order.tolist()
+    ]
+    return ranked, found
+
+
+def _choose_labels(
+    ranked: list[tuple[int, str, float]],
+    found: dict[tuple[int, str], tuple[float, float]],
+    group_count: int,
+    count: int,
+) -> dict[int, list[str]]:
+    """Up to `count` label terms for each group, taken in `ranked` order: no word in two labels, a
+    phrase for its word when most of the word's uses are in it."""
     phrases: dict[tuple[int, str], list[str]] = {}  # (group, word) -> the phrases holding it
     for g, term in found:
         if (
@@ -262,15 +299,12 @@ def session_labels(
         ):  # "models llms" reads badly
             for word in term.split():
                 phrases.setdefault((g, word), []).append(term)
-    chosen: dict[int, list[str]] = {g: [] for g in range(len(numbers))}
+    chosen: dict[int, list[str]] = {g: [] for g in range(group_count)}
     used: set[str] = set()
-    for cell in wanted[
-        np.lexsort((cell_term[wanted], cell_group[wanted], -weight[wanted]))
-    ].tolist():
-        g, term = int(cell_group[cell]), vocabulary[cell_term[cell]]
+    for g, term, weight in ranked:
         if (
             len(chosen[g]) == count
-            or weight[cell] <= 0
+            or weight <= 0
             or " " in term
             or not _readable(term)
             or term in FILLER
@@ -290,7 +324,7 @@ def session_labels(
             continue
         chosen[g].append(term)
         used |= keys
-    return {number: tuple(chosen[g]) for g, number in enumerate(numbers)}
+    return chosen
 
 
 PHRASE_SHARE = 0.5
@@ -457,42 +491,20 @@ def plan_sessions(
 ) -> SessionPlan:
     """Split the papers at `rows` into `n` sessions of similar papers, labelled, ordered, with
     background reading."""
-    from ..index.ann import search_index
-
     rows = list(dict.fromkeys(int(row) for row in rows))
     groups, centres = group_papers(recommender, rows, n, max_per_session, seed)
     labels = label_sessions(recommender, rows, groups)
-    vectors = recommender.vectors_at(rows)
-    similarity = vectors @ centres.T
-    fit = similarity[np.arange(len(rows)), groups]
-    nearest = np.argmax(similarity, axis=1)
-    # a paper not in its nearest session (beyond rounding): that session was full
-    overflowed = (nearest != groups) & (similarity[np.arange(len(rows)), nearest] > fit + 1e-6)
-    session_of = dict(zip(rows, (groups + 1).tolist()))
-    tiebreak = recommender.tiebreak
-    fetch = min(len(recommender), max(len(rows) // len(centres) * 2, 16) + background)
-    _, neighbours = search_index(recommender.faiss_index, centres, fetch)
-    members_by_session, background_rows = [], []
-    for number in range(len(centres)):
-        positions = np.flatnonzero(groups == number)
-        positions = positions[
-            np.lexsort((tiebreak[np.asarray(rows)[positions]], -np.round(fit[positions], 6)))
-        ]
-        members_by_session.append(positions)
-        members = {rows[p] for p in positions}
-        outside = [int(row) for row in neighbours[number] if row >= 0 and int(row) not in members]
-        if len(outside) < background:  # a big session: look at every paper
-            similarity = np.asarray(recommender.vectors, dtype=np.float32) @ centres[number]
-            everyone = np.lexsort((tiebreak, -np.round(similarity, 6)))
-            outside = [int(row) for row in everyone if int(row) not in members]
-        background_rows.append(outside[:background])
+    fit, nearest, overflowed = _session_fit(recommender.vectors_at(rows), groups, centres)
+    members_by_session, background_rows = _session_rows(
+        recommender, rows, groups, fit, centres, background
+    )
     wanted = sorted(set(rows) | {row for chosen in background_rows for row in chosen})
     papers = dict(zip(wanted, recommender.papers_at(wanted)))
+    session_of = dict(zip(rows, (groups + 1).tolist()))
     sessions = []
     for number, (positions, extra) in enumerate(zip(members_by_session, background_rows)):
-        centre = centres[number]
         extra_similarity: np.ndarray | list[float] = (
-            recommender.cosines(np.asarray(extra, dtype=np.int64), centre) if extra else []
+            recommender.cosines(np.asarray(extra, dtype=np.int64), centres[number]) if extra else []
         )
         sessions.append(
             Session(
@@ -521,6 +533,51 @@ def plan_sessions(
         tuple((groups + 1).tolist()),
         capacity,
     )
+
+
+def _session_fit(
+    vectors: np.ndarray, groups: np.ndarray, centres: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each paper (unit `vectors`, session numbers 0.. in `groups`, unit `centres`): its cosine
+    to its session's centre, its nearest session, and whether it is not in that one (beyond
+    rounding: that session was full)."""
+    similarity = vectors @ centres.T
+    fit = similarity[np.arange(len(vectors)), groups]
+    nearest = np.argmax(similarity, axis=1)
+    overflowed = (nearest != groups) & (similarity[np.arange(len(vectors)), nearest] > fit + 1e-6)
+    return fit, nearest, overflowed
+
+
+def _session_rows(
+    recommender: PaperIndex,
+    rows: list[int],
+    groups: np.ndarray,
+    fit: np.ndarray,
+    centres: np.ndarray,
+    background: int,
+) -> tuple[list[np.ndarray], list[list[int]]]:
+    """For each session, the positions in `rows` of its papers, most typical first, and the rows
+    of its `background` papers: those outside it closest to its centre."""
+    from ..index.ann import search_index
+
+    tiebreak = recommender.tiebreak
+    fetch = min(len(recommender), max(len(rows) // len(centres) * 2, 16) + background)
+    _, neighbours = search_index(recommender.faiss_index, centres, fetch)
+    members_by_session, background_rows = [], []
+    for number in range(len(centres)):
+        positions = np.flatnonzero(groups == number)
+        positions = positions[
+            np.lexsort((tiebreak[np.asarray(rows)[positions]], -np.round(fit[positions], 6)))
+        ]
+        members_by_session.append(positions)
+        members = {rows[p] for p in positions}
+        outside = [int(row) for row in neighbours[number] if row >= 0 and int(row) not in members]
+        if len(outside) < background:  # a big session: look at every paper
+            similarity = np.asarray(recommender.vectors, dtype=np.float32) @ centres[number]
+            everyone = np.lexsort((tiebreak, -np.round(similarity, 6)))
+            outside = [int(row) for row in everyone if int(row) not in members]
+        background_rows.append(outside[:background])
+    return members_by_session, background_rows
 
 
 def _method(papers: int, sessions: int, capacity: int, seed: int, background: int) -> str:

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from ..corpus.latex import latex_text, split_maths
 from ..corpus.papers import Paper
+from ..errors import caller_stacklevel
 
 __all__ = [
     "EntryGaps",
@@ -233,7 +234,7 @@ class EntryGaps:
         import warnings
 
         for message in self.messages():
-            warnings.warn(message, IncompleteEntriesWarning, stacklevel=3)
+            warnings.warn(message, IncompleteEntriesWarning, stacklevel=caller_stacklevel())
 
 
 def _as_written(value: str) -> str:

@@ -43,7 +43,10 @@ def render_models(models: Sequence[dict], fmt: str) -> str:
             "download": human_size(model["download_bytes"]),
             "window": f"{model['window_tokens']} tokens",
             "papers/min": (
-                "" if model["papers_per_minute"] is None else f"{model['papers_per_minute']:,.0f}"
+                ""
+                if model["papers_per_minute"] is None
+                else f"{model['papers_per_minute']:,.0f}"
+                + ("*" if model["measured_papers"] else "")
             ),
             **{
                 column: duration((model["projected_minutes"] or {}).get(str(papers)))
@@ -59,12 +62,20 @@ def render_models(models: Sequence[dict], fmt: str) -> str:
     text = render(rows, COLUMNS, fmt, {c: 0 for c in COLUMNS})
     if fmt != "table":
         return text
-    measured_on = next((model["measured_on"] for model in models if model["measured_on"]), None)
-    if measured_on:
-        text += (
-            f"papers/min: encoding at each model's default precision on {measured_on};"
-            " the build times are projections from it\n"
+    benched = [m for m in models if m["measured_on"] and not m["measured_papers"]]
+    built = [m for m in models if m["measured_on"] and m["measured_papers"]]
+    notes = []
+    if benched:
+        notes.append(
+            f"papers/min: encoding at each model's default precision on {benched[0]['measured_on']}"
         )
+    notes += [
+        f"* measured building {model['measured_papers']:,} papers with {model['name']} on"
+        f" {model['measured_on']}"
+        for model in built
+    ]
+    if notes:
+        text += "; ".join(notes) + "; the build times are projections from it\n"
     hints = [
         f"to {'reinstall' if model['status'] == 'damaged' else 'install'} {model['name']}: "
         f"{model['install']}"

@@ -53,71 +53,92 @@ def write_related(
     or an author are named once a field, as an IncompleteEntriesWarning, once all are written."""
     if fmt not in RELATED_FORMATS:
         raise OptionError(f"unknown format '{fmt}': use one of {', '.join(RELATED_FORMATS)}", "fmt")
+    writer = _RelatedWriter(out, fmt, why, keys)
     count = 0
-    if fmt == "json":
-        out.write("[")
-    elif fmt == "miniconf":
-        out.write("{")
-    elif fmt == "csv":
-        write_row = csv_writer(out)
-        write_row(CSV_COLUMNS if why else CSV_COLUMNS[:-1])
-    elif fmt == "markdown":
-        out.write(_MARKDOWN_INTRO)
-    seen: set[str] = set()
-    gaps = EntryGaps()
     for item in lists:
-        if fmt == "json":
-            text = json.dumps(related_record(item, why), ensure_ascii=False, indent=2)
-            out.write(
-                ("\n" if count == 0 else ",\n")
-                + "\n".join("  " + line for line in text.splitlines())
-            )
-        elif fmt == "jsonl":
-            out.write(json.dumps(related_record(item, why), ensure_ascii=False) + "\n")
-        elif fmt == "csv":
-            for related in item.related:
-                other = related.paper
-                row = [
-                    item.paper.id,
-                    item.paper.handle,
-                    related.rank,
-                    related.id,
-                    other.handle,
-                    other.label,
-                    LIST_SEPARATOR.join(other.authors),
-                    other.year,
-                    other.venue,
-                    f"{related.score:.4f}",
-                    snippet(other, 10_000),
-                    other.url,
-                    LIST_SEPARATOR.join(other.code_links),
-                ]
-                write_row(row + [LIST_SEPARATOR.join(related.why)] if why else row)
-        elif fmt == "markdown":
-            out.write(_markdown(item, why))
-        elif fmt == "miniconf":
-            out.write(
-                ("\n" if count == 0 else ",\n")
-                + "  "
-                + json.dumps(item.paper.id, ensure_ascii=False)
-                + ": "
-                + json.dumps(miniconf_similar(item), ensure_ascii=False)
-            )
-        else:
-            for paper in (item.paper, *(related.paper for related in item.related)):
-                if paper.id not in seen:
-                    seen.add(paper.id)
-                    key = (keys or citation_key)(paper)
-                    out.write(bibtex_entry(paper, key))
-                    gaps.note(paper, key)
+        writer.write(item, count)
         count += 1
-    if fmt == "json":
-        out.write("\n]\n" if count else "]\n")
-    elif fmt == "miniconf":
-        out.write("\n}\n" if count else "}\n")
-    elif fmt == "bibtex":
-        gaps.warn()  # each field some entries lack, named once (IncompleteEntriesWarning)
+    writer.close(count)
     return count
+
+
+class _RelatedWriter:
+    """Writes one related-work list at a time in one format, after the format's opening."""
+
+    def __init__(self, out: TextIO, fmt: str, why: bool, keys: Callable[[Paper], str] | None):
+        self.out, self.why = out, why
+        self.key = keys or citation_key
+        self.seen: set[str] = set()  # papers already written as BibTeX entries
+        self.gaps = EntryGaps()
+        if fmt == "json":
+            out.write("[")
+        elif fmt == "miniconf":
+            out.write("{")
+        elif fmt == "csv":
+            self.write_row = csv_writer(out)
+            self.write_row(CSV_COLUMNS if why else CSV_COLUMNS[:-1])
+        elif fmt == "markdown":
+            out.write(_MARKDOWN_INTRO)
+        self.fmt = fmt
+        self.write: Callable[[RelatedList, int], None] = getattr(self, f"_write_{fmt}")
+
+    def close(self, count: int) -> None:
+        """End the format's text after `count` lists."""
+        if self.fmt == "json":
+            self.out.write("\n]\n" if count else "]\n")
+        elif self.fmt == "miniconf":
+            self.out.write("\n}\n" if count else "}\n")
+        elif self.fmt == "bibtex":
+            self.gaps.warn()  # each field some entries lack, named once (IncompleteEntriesWarning)
+
+    def _write_json(self, item: RelatedList, count: int) -> None:
+        text = json.dumps(related_record(item, self.why), ensure_ascii=False, indent=2)
+        self.out.write(
+            ("\n" if count == 0 else ",\n") + "\n".join("  " + line for line in text.splitlines())
+        )
+
+    def _write_jsonl(self, item: RelatedList, count: int) -> None:
+        self.out.write(json.dumps(related_record(item, self.why), ensure_ascii=False) + "\n")
+
+    def _write_csv(self, item: RelatedList, count: int) -> None:
+        for related in item.related:
+            other = related.paper
+            row = [
+                item.paper.id,
+                item.paper.handle,
+                related.rank,
+                related.id,
+                other.handle,
+                other.label,
+                LIST_SEPARATOR.join(other.authors),
+                other.year,
+                other.venue,
+                f"{related.score:.4f}",
+                snippet(other, 10_000),
+                other.url,
+                LIST_SEPARATOR.join(other.code_links),
+            ]
+            self.write_row(row + [LIST_SEPARATOR.join(related.why)] if self.why else row)
+
+    def _write_markdown(self, item: RelatedList, count: int) -> None:
+        self.out.write(_markdown(item, self.why))
+
+    def _write_miniconf(self, item: RelatedList, count: int) -> None:
+        self.out.write(
+            ("\n" if count == 0 else ",\n")
+            + "  "
+            + json.dumps(item.paper.id, ensure_ascii=False)
+            + ": "
+            + json.dumps(miniconf_similar(item), ensure_ascii=False)
+        )
+
+    def _write_bibtex(self, item: RelatedList, count: int) -> None:
+        for paper in (item.paper, *(related.paper for related in item.related)):
+            if paper.id not in self.seen:
+                self.seen.add(paper.id)
+                key = self.key(paper)
+                self.out.write(bibtex_entry(paper, key))
+                self.gaps.note(paper, key)
 
 
 def miniconf_similar(item: RelatedList) -> list[str]:

@@ -362,35 +362,15 @@ def render_info(info: dict, fmt: str) -> str:
     from ..embed.models import model_facts
 
     precision = model_facts(info["model"]).precision_words(info.get("precision", "fp32"))
-    chunking = info.get("chunking", {})
     index = info.get("index", {})
-    size = chunking.get("max_tokens") or "model-max"
-    windows = {
-        "sentences": (
-            f"windows of {size} tokens, each starting with the title and ending at a sentence end,"
-            " mean-pooled"
-        ),
-        "windows": f"windows of {size} tokens, {chunking.get('overlap')} overlap, mean-pooled",
-    }.get(chunking.get("strategy"), "truncated at the model's window")
     lines = [
         ("index", info["path"]),
-        (
-            "papers",
-            (
-                info["paper_count"]
-                if "segments" not in info
-                else (
-                    f"{info['paper_count']} ({info['base_paper_count']} built,"
-                    f" {info['added_papers']} added in {info['segments']} segments,"
-                    f" {info['removed_papers']} removed: `papers build --compact` merges them)"
-                )
-            ),
-        ),
+        ("papers", _info_papers(info)),
         (
             "model",
             f"{info['model']} ({info['dimension']} dimensions, {precision})",
         ),
-        ("long texts", windows),
+        ("long texts", _info_windows(info)),
         ("search", f"{index.get('kind')}: {index.get('reason')}"),
         (
             "lexical",
@@ -417,6 +397,30 @@ def render_info(info: dict, fmt: str) -> str:
         ("size", human_size(info["bytes"])),
     ]
     return "".join(f"{name + ':':12}{value}\n" for name, value in lines)
+
+
+def _info_papers(info: dict) -> int | str:
+    """The index's paper count, with its segments' adds and removals when it has any."""
+    if "segments" not in info:
+        return info["paper_count"]
+    return (
+        f"{info['paper_count']} ({info['base_paper_count']} built,"
+        f" {info['added_papers']} added in {info['segments']} segments,"
+        f" {info['removed_papers']} removed: `papers build --compact` merges them)"
+    )
+
+
+def _info_windows(info: dict) -> str:
+    """How the index read texts longer than the model's window."""
+    chunking = info.get("chunking", {})
+    size = chunking.get("max_tokens") or "model-max"
+    return {
+        "sentences": (
+            f"windows of {size} tokens, each starting with the title and ending at a sentence end,"
+            " mean-pooled"
+        ),
+        "windows": f"windows of {size} tokens, {chunking.get('overlap')} overlap, mean-pooled",
+    }.get(chunking.get("strategy"), "truncated at the model's window")
 
 
 def human_size(size: float) -> str:

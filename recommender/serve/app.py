@@ -83,6 +83,23 @@ def error_response(request: Request, status: int, message: str):
     return render(request, "error.html", {"status": status, "message": message}, status=status)
 
 
+class GuardedSend:
+    """A request's `send`, through the guard: the security headers added to the response's start,
+    the body left out for HEAD, and whether the response has started."""
+
+    def __init__(self, send, extra: list[tuple[bytes, bytes]], head: bool):
+        self.send, self.extra, self.head = send, extra, head
+        self.started = False
+
+    async def __call__(self, message):
+        if message["type"] == "http.response.start":
+            self.started = True
+            message["headers"] = list(message.get("headers", [])) + self.extra
+        elif self.head and message["type"] == "http.response.body":
+            message = dict(message, body=b"")
+        await self.send(message)
+
+
 class Guard:
     """Pure ASGI middleware, outside everything else (the catch-all 500 handler included): the Host
     check on loopback, `?token=` sign-in, HEAD as GET without a body, the security headers on every
@@ -97,66 +114,68 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = dict(scope["headers"])
-        host = headers.get(b"host", b"").decode("latin-1")
-        path = scope["path"]
-        extra = response_headers(path)
+        extra = response_headers(scope["path"])
         head = scope["method"] == "HEAD"
         if head:  # RFC 9110: HEAD is GET without the body, wherever GET is allowed
             scope = dict(scope, method="GET")
-        started = False
+        guarded = GuardedSend(send, extra, head)
+        answer = self.refused(scope)
+        if answer is None:
+            answer = self.signed_in(scope)
+        if answer is not None:
+            return await answer(scope, receive, guarded)
+        await self.run_request(scope, receive, guarded)
 
-        async def send_guarded(message):
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                message["headers"] = list(message.get("headers", [])) + extra
-            elif head and message["type"] == "http.response.body":
-                message = dict(message, body=b"")
-            await send(message)
+    def refused(self, scope) -> PlainTextResponse | JSONResponse | None:
+        """The answer to a request for a host that is not this server's, else None."""
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        if self.access.host_allowed(host):
+            return None
+        message = (
+            f"host '{host[:100]}' is not this server's: open it as http://127.0.0.1 or"
+            " http://localhost"
+        )
+        return (
+            JSONResponse({"error": message}, 400)
+            if scope["path"].startswith("/api/")
+            else PlainTextResponse(message, 400)
+        )
 
-        if not self.access.host_allowed(host):
-            message = (
-                f"host '{host[:100]}' is not this server's: open it as http://127.0.0.1 or"
-                " http://localhost"
-            )
-            response = (
-                JSONResponse({"error": message}, 400)
-                if path.startswith("/api/")
-                else PlainTextResponse(message, 400)
-            )
-            return await response(scope, receive, send_guarded)
+    def signed_in(self, scope) -> PlainTextResponse | RedirectResponse | None:
+        """The answer to a GET with `?token=`: the address without it, the token set as a cookie,
+        or a refusal of a token that is not this server's; else None."""
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = [value for name, value in query if name == "token"]
-        if given and scope["method"] == "GET":
-            if not self.access.token_matches(given[0]):
-                response = PlainTextResponse(
-                    "that token is not this server's: use the URL `papers serve` printed", 403
-                )
-                return await response(scope, receive, send_guarded)
-            rest = urlencode([(name, value) for name, value in query if name != "token"])
-            response = RedirectResponse(
-                local_path(path) + (f"?{rest}" if rest else ""), status_code=303
+        if not given or scope["method"] != "GET":
+            return None
+        if not self.access.token_matches(given[0]):
+            return PlainTextResponse(
+                "that token is not this server's: use the URL `papers serve` printed", 403
             )
-            response.set_cookie(
-                cookie_name(TOKEN_COOKIE, server_port(scope)),
-                given[0],
-                httponly=True,
-                samesite="strict",
-            )
-            return await response(scope, receive, send_guarded)
-        # The request runs as a task of its own so that a stop past the shutdown bound can answer
-        # for it
-        # at once: the thread of a synchronous endpoint cannot be interrupted, and uvicorn's cancel
-        # would
-        # otherwise wait for it and then write a bare "Internal Server Error".
-        work = asyncio.ensure_future(self.app(scope, receive, send_guarded))
+        rest = urlencode([(name, value) for name, value in query if name != "token"])
+        response = RedirectResponse(
+            local_path(scope["path"]) + (f"?{rest}" if rest else ""), status_code=303
+        )
+        response.set_cookie(
+            cookie_name(TOKEN_COOKIE, server_port(scope)),
+            given[0],
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    async def run_request(self, scope, receive, guarded: GuardedSend) -> None:
+        """Run the request as a task of its own, so that a stop past the shutdown bound can answer
+        for it at once: the thread of a synchronous endpoint cannot be interrupted, and uvicorn's
+        cancel would otherwise wait for it and then write a bare "Internal Server Error"."""
+        path = scope["path"]
+        work = asyncio.ensure_future(self.app(scope, receive, guarded))
         self.running[work] = f"{scope['method']} {path[:200]}"
         work.add_done_callback(lambda task: self.running.pop(task, None))
         try:
             await asyncio.shield(work)
         except asyncio.CancelledError:
-            if not started:
+            if not guarded.started:
                 await JSONResponse(
                     {
                         "error": (
@@ -166,11 +185,11 @@ class Guard:
                     },
                     503,
                     headers={"Connection": "close", "Retry-After": "10"},
-                )(scope, receive, send_guarded)
+                )(scope, receive, guarded)
         except (
             Exception
         ) as error:  # the catch-all handler has answered and logged it; else answer here
-            if not started:
+            if not guarded.started:
                 log.error("unexpected error on %s", path, exc_info=error)
                 await JSONResponse(
                     {
@@ -180,7 +199,7 @@ class Guard:
                         )
                     },
                     500,
-                )(scope, receive, send_guarded)
+                )(scope, receive, guarded)
 
     def cut(self) -> list[str]:
         """The requests still running (their threads cannot be stopped)."""

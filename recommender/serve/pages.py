@@ -180,51 +180,71 @@ def index_page(
             "seed": None,
         }
         if q:
-            with_encoder(opened)
-            results = recommender.search(q, k=k)
-            context.update(
-                heading=f"Papers about “{q}”",
-                cards=[card(r.paper, r.score, text=q) for r in results],
-            )
+            context.update(_search_view(opened, q, k))
         elif pid:
-            results = recommender.like(pid, k=k)
-            seed = recommender.show(pid)
-            context.update(
-                heading="Papers like",
-                seed=card(seed),
-                cards=[card(r.paper, r.score, seed=seed.id) for r in results],
-            )
+            context.update(_like_view(recommender, pid, k))
         elif tags:
-            known = tag_names(request)
-            # A tag whose name has a comma (a collection "Smith, Jones") is one tag, not two.
-            names = (
-                known
-                if tags.strip() == "*"
-                else (
-                    [tags.strip()]
-                    if tags.strip() in known
-                    else [name.strip() for name in tags.split(",") if name.strip()]
-                )
-            )
-            results = recommend_for_tags(recommender, request.app.state.tags, names, k=k)
-            context["tag_list"] = names
-            context.update(
-                heading=(
-                    "Recommended for all tags"
-                    if tags.strip() == "*"
-                    else f"Recommended for {', '.join(names)}"
-                ),
-                cards=[card(r.paper, r.score) for r in results],
-            )
+            context.update(_tags_view(request, recommender, tags, k))
         else:
-            papers, following = recommender.papers_page((page - 1) * PAGE_SIZE, PAGE_SIZE)
-            context.update(
-                heading=f"{len(recommender):,} papers",
-                cards=[card(paper) for paper in papers],
-                next_page=page + 1 if following is not None else None,
-            )
+            context.update(_browse_view(recommender, page))
         context["tag_names"] = tag_names(request)
         return render(request, "index.html", context)
+
+
+def _search_view(opened, q: str, k: int) -> dict[str, Any]:
+    """The home page's heading and cards for a search."""
+    with_encoder(opened)
+    results = opened.recommender.search(q, k=k)
+    return dict(
+        heading=f"Papers about “{q}”",
+        cards=[card(r.paper, r.score, text=q) for r in results],
+    )
+
+
+def _like_view(recommender, pid: str, k: int) -> dict[str, Any]:
+    """The home page's heading, seed and cards for the papers like one."""
+    results = recommender.like(pid, k=k)
+    seed = recommender.show(pid)
+    return dict(
+        heading="Papers like",
+        seed=card(seed),
+        cards=[card(r.paper, r.score, seed=seed.id) for r in results],
+    )
+
+
+def _tags_view(request: Request, recommender, tags: str, k: int) -> dict[str, Any]:
+    """The home page's heading, tags and cards for the papers recommended for tags."""
+    known = tag_names(request)
+    # A tag whose name has a comma (a collection "Smith, Jones") is one tag, not two.
+    names = (
+        known
+        if tags.strip() == "*"
+        else (
+            [tags.strip()]
+            if tags.strip() in known
+            else [name.strip() for name in tags.split(",") if name.strip()]
+        )
+    )
+    results = recommend_for_tags(recommender, request.app.state.tags, names, k=k)
+    return dict(
+        tag_list=names,
+        heading=(
+            "Recommended for all tags"
+            if tags.strip() == "*"
+            else f"Recommended for {', '.join(names)}"
+        ),
+        cards=[card(r.paper, r.score) for r in results],
+    )
+
+
+def _browse_view(recommender, page: int) -> dict[str, Any]:
+    """The home page's heading, cards and next page for one page of the collection."""
+    papers, following = recommender.papers_page((page - 1) * PAGE_SIZE, PAGE_SIZE)
+    return dict(
+        heading=f"{len(recommender):,} papers",
+        cards=[card(paper) for paper in papers],
+        next_page=page + 1 if following is not None else None,
+    )
 
 
 @router.get("/paper", response_class=HTMLResponse)

@@ -123,42 +123,16 @@ def serve(
     PaperIndex.open(
         index_dir
     ).close()  # a missing or damaged index is one line now, not in every request
-    if token_file is not None:
-        token = read_token_file(token_file)
-    token = token or os.environ.get(TOKEN_ENVIRONMENT) or None
     loopback = is_loopback(host)
-    generated = token is None and not loopback
-    if generated:
-        token = new_token()
+    token, generated = _server_token(token, token_file, loopback)
     import uvicorn
-    from uvicorn.supervisors import Multiprocess
 
-    from .protocol import HEAD_BYTES, GuardedH11Protocol, fit_descriptor_limit
+    from .protocol import fit_descriptor_limit
 
     fit_descriptor_limit()  # before the workers start: they inherit it
     listener = bind(host, port)
-    os.environ.update(
-        {
-            INDEX_VARIABLE: str(index_dir),
-            TOKEN_VARIABLE: token or "",
-            LOOPBACK_VARIABLE: "1" if loopback else "0",
-        }
-    )
-    if workers > 1:
-        os.environ[SUPERVISOR_VARIABLE] = str(os.getpid())
-    else:
-        os.environ.pop(SUPERVISOR_VARIABLE, None)
-    config = uvicorn.Config(
-        "recommender.serve.app:app_from_environment",
-        factory=True,
-        workers=workers,
-        http=GuardedH11Protocol,
-        h11_max_incomplete_event_size=HEAD_BYTES,
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
-    )
+    _hand_settings(index_dir, token, loopback, workers)
+    config = _uvicorn_config(workers)
     address = url_of(listener)
     announce(
         f"serving {index_dir} at {address} with {workers} worker{'s' if workers != 1 else ''}"
@@ -171,9 +145,64 @@ def serve(
             if generated
             else "writes (tags) need the token given with --token or $PAPERS_TOKEN"
         )
-    # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again for whoever
-    # handled it before: here, a stop that has already been carried out, so the command ends
-    # with status 0.
+    _run_until_stopped(uvicorn, config, listener, workers)
+
+
+def _server_token(
+    token: str | None, token_file: str | None, loopback: bool
+) -> tuple[str | None, bool]:
+    """The token writes need (from `token_file`, given, $PAPERS_TOKEN, or generated off loopback)
+    and whether it was generated."""
+    if token_file is not None:
+        token = read_token_file(token_file)
+    token = token or os.environ.get(TOKEN_ENVIRONMENT) or None
+    generated = token is None and not loopback
+    if generated:
+        token = new_token()
+    return token, generated
+
+
+def _hand_settings(index_dir: Path, token: str | None, loopback: bool, workers: int) -> None:
+    """The server's settings as the environment uvicorn's workers inherit."""
+    os.environ.update(
+        {
+            INDEX_VARIABLE: str(index_dir),
+            TOKEN_VARIABLE: token or "",
+            LOOPBACK_VARIABLE: "1" if loopback else "0",
+        }
+    )
+    if workers > 1:
+        os.environ[SUPERVISOR_VARIABLE] = str(os.getpid())
+    else:
+        os.environ.pop(SUPERVISOR_VARIABLE, None)
+
+
+def _uvicorn_config(workers: int):
+    """uvicorn's settings: the app made in each worker from the environment, the guarded HTTP
+    protocol, no access log, no server header, the shutdown bound."""
+    import uvicorn
+
+    from .protocol import HEAD_BYTES, GuardedH11Protocol
+
+    return uvicorn.Config(
+        "recommender.serve.app:app_from_environment",
+        factory=True,
+        workers=workers,
+        http=GuardedH11Protocol,
+        h11_max_incomplete_event_size=HEAD_BYTES,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+    )
+
+
+def _run_until_stopped(uvicorn, config, listener, workers: int) -> None:
+    """Serve on `listener` until a stop. uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises
+    the signal again for whoever handled it before: here, a stop that has already been carried
+    out, so the command ends with status 0."""
+    from uvicorn.supervisors import Multiprocess
+
     previous = signal.signal(signal.SIGTERM, _stopped)
     try:
         if workers > 1:

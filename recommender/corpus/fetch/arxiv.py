@@ -16,17 +16,13 @@ from __future__ import annotations
 import os
 import re
 import time
-import warnings
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import InputError, LimitError, RecommenderError
-from ..identifiers import id_fault, shown_id
-from ..readers import InputWarning
-from .http import RESUMES, Bounds, PoliteClient
-from .pages import Pages, fingerprint, folder_for
+from ...errors import InputError, RecommenderError
+from .http import RESUMES, PoliteClient, Service
+from .pages import Page, Pages, fingerprint, folder_for, page_through
 
 BASE_URL = "https://oaipmh.arxiv.org/oai"
 DELAY_SECONDS = 3.0  # arXiv's documented politeness: one request every three seconds
@@ -70,80 +66,71 @@ def fetch_arxiv(
     pages_root: str | os.PathLike,
     target: str = "-",
     since: str | None = None,
-    base_url: str = BASE_URL,
-    delay: float = DELAY_SECONDS,
-    retries: int = RETRIES,
-    notice: Callable[[str], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    bounds: Bounds | None = None,
+    service: Service | None = None,
 ) -> FetchReport:
     """Every record of `category` changed since `since` (YYYY-MM-DD; None: all), fetched page by
-    page into a folder under `pages_root` (see `pages`; `target` names the output the records are
-    for). A stopped fetch resumes from the page it stopped at; the report's `records` are then
-    delivered by the caller (`Pages.deliver`)."""
+    page from `service` (default: arXiv's, one request every three seconds) into a folder under
+    `pages_root` (see `pages`; `target` names the output the records are for). A stopped fetch
+    resumes from the page it stopped at; the report's `records` are then delivered by the caller
+    (`Pages.deliver`)."""
     if since is not None and not DATE.match(since):
         raise InputError(f"'{since}' is not a date: give it as YYYY-MM-DD, or 'last'")
-    bounds = bounds or Bounds()
+    service = service or Service(BASE_URL, DELAY_SECONDS, RETRIES)
     wanted = {
         "service": "arxiv",
         "category": category,
         "since": since,
-        "base_url": base_url,
+        "base_url": service.base_url,
         "target": target,
     }
     fresh: dict = {"token": None, "pages": 0, "written": 0, "malformed": 0, "odd": 0, "seen": []}
     store = Pages(folder_for(Path(pages_root), wanted), wanted, fresh)
-    state = store.state
-    client = PoliteClient(base_url, delay, retries, notice, sleep, bounds)
     until = time.strftime("%Y-%m-%d", time.gmtime())
-    while True:
-        if state["pages"] >= bounds.max_pages:
-            raise LimitError(
-                f"{base_url} still had pages after the most pages of {bounds.max_pages}: stopped;"
-                f" {RESUMES}",
-                "max_pages",
-            )
-        if state["token"]:
-            query = {"verb": "ListRecords", "resumptionToken": state["token"]}
-        else:
-            query = {"verb": "ListRecords", "metadataPrefix": "arXiv", "set": oai_set(category)}
-            if since:
-                query["from"] = since
-        root = _parse(client.get(query), base_url)
-        if root is None:  # noRecordsMatch
-            break
-        records, malformed = _records(root)
-        token = root.find(f"{OAI}ListRecords/{OAI}resumptionToken")
-        token_text = (token.text or "").strip() if token is not None else ""
-        _check_new_page(state, root, token_text, base_url)
-        kept = [record for record in records if not id_fault(record["id"])]
-        if len(kept) < len(records) and not state["odd"]:
-            first = next(record["id"] for record in records if id_fault(record["id"]))
-            warnings.warn(
-                f"skipped a record whose ID {shown_id(first)} {id_fault(first)}",
-                InputWarning,
-                stacklevel=2,
-            )
-        state["odd"] += len(records) - len(kept)
-        state["written"] += store.add_page(kept)
-        state["malformed"] += malformed
-        state["pages"] += 1
-        state["token"] = token_text
-        store.save()
-        if notice is not None:
-            notice(f"page {state['pages']}: {state['written']} records")
-        if state["written"] > bounds.max_records:
-            raise LimitError(
-                f"{base_url} gave more than the most records of {bounds.max_records}: stopped;"
-                f" {RESUMES}",
-                "max_records",
-            )
-        if not state["token"]:
-            break
-    store.finish()
+    page_through(store, PoliteClient(service), _Category(category, since))
+    state = store.state
     return FetchReport(
         store, state["written"], state["malformed"], state["pages"], until, state["odd"]
     )
+
+
+@dataclass(frozen=True)
+class _Category:
+    """A category's records as OAI-PMH lists them, page by page (`pages.Listing`)."""
+
+    category: str
+    since: str | None
+    noun: str = "record"
+    counts: tuple[str, ...] = ("written",)
+
+    def more(self, state: dict) -> bool:
+        return state["token"] != ""  # None before the first page; "" after the last
+
+    def of(self, state: dict) -> str:
+        return ""
+
+    def page(self, client: PoliteClient, state: dict) -> Page | None:
+        if state["token"]:
+            query = {"verb": "ListRecords", "resumptionToken": state["token"]}
+        else:
+            query = {
+                "verb": "ListRecords",
+                "metadataPrefix": "arXiv",
+                "set": oai_set(self.category),
+            }
+            if self.since:
+                query["from"] = self.since
+        root = _parse(client.get(query), client.base_url)
+        if root is None:  # noRecordsMatch
+            return None
+        records, malformed = _records(root)
+        token = root.find(f"{OAI}ListRecords/{OAI}resumptionToken")
+        token_text = (token.text or "").strip() if token is not None else ""
+        _check_new_page(state, root, token_text, client.base_url)
+        return Page(records, malformed, "written", {"token": token_text})
+
+    def after(self, state: dict, page: Page) -> str:
+        state["token"] = page.next["token"]
+        return f"page {state['pages']}: {state['written']} records"
 
 
 def _check_new_page(state: dict, root: ElementTree.Element, token: str, base_url: str) -> None:

@@ -14,7 +14,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ... import __version__
 from ...errors import LimitError, RecommenderError
@@ -34,19 +35,33 @@ class Bounds:
     max_records: int = 1_000_000
 
 
+@dataclass(frozen=True)
+class Service:
+    """A service and how it is asked: its address, the seconds between requests, how many times a
+    busy answer or a dropped connection is retried, the bounds, who hears of each page and of each
+    retry (`notice`), and how a pause is slept."""
+
+    base_url: str
+    delay: float
+    retries: int = 6
+    bounds: Bounds = field(default_factory=Bounds)
+    notice: Callable[[str], None] | None = None
+    sleep: Callable[[float], None] = time.sleep
+
+
 class PoliteClient:
     """Requests to one service, one every `delay` seconds, retried with back-off on 429/503 (their
     Retry-After honoured), on 5xx and on dropped connections, within `bounds`."""
 
-    def __init__(self, base_url: str, delay: float, retries: int, notice, sleep, bounds=None):
+    def __init__(self, service: Service):
         self.base_url, self.delay, self.retries, self.notice, self.sleep = (
-            base_url,
-            delay,
-            retries,
-            notice,
-            sleep,
+            service.base_url,
+            service.delay,
+            service.retries,
+            service.notice,
+            service.sleep,
         )
-        self.bounds = bounds or Bounds()
+        self.bounds = service.bounds
         self.deadline = time.monotonic() + self.bounds.total_seconds
         self.last = 0.0
 

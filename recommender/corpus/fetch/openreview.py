@@ -16,19 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import time
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ...errors import InputError, LimitError, RecommenderError
-from ..identifiers import id_fault, shown_id
-from ..readers import InputWarning
 from ..readers.openreview import forum_url
-from .http import RESUMES, Bounds, PoliteClient
-from .pages import Pages, fingerprint, folder_for
+from .http import RESUMES, PoliteClient, Service
+from .pages import Page, Pages, fingerprint, folder_for, page_through
 
 BASE_URL = "https://api2.openreview.net"
 DELAY_SECONDS = 1.0
@@ -51,30 +46,26 @@ def fetch_openreview(
     pages_root: str | os.PathLike,
     target: str = "-",
     withdrawn: bool = False,
-    base_url: str = BASE_URL,
-    delay: float = DELAY_SECONDS,
-    retries: int = 6,
-    notice: Callable[[str], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    service: Service | None = None,
     page: int = PAGE,
-    bounds: Bounds | None = None,
 ) -> VenueReport:
     """The accepted papers of `venue` (and its withdrawn ones with `withdrawn`), fetched page by
-    page into a folder under `pages_root` (see `pages`; `target` names the output they are for);
-    a stopped fetch resumes from its last page. The caller delivers the report's `records`."""
+    page from `service` (default: OpenReview's API v2, one request a second), `page` notes a
+    request, into a folder under `pages_root` (see `pages`; `target` names the output they are
+    for); a stopped fetch resumes from its last page. The caller delivers the report's
+    `records`."""
     venue = venue.strip().strip("/")
     if not venue or " " in venue or venue.count("/") < 1:
         raise InputError(
             f"'{venue}' is not an OpenReview venue ID: give one such as NeurIPS.cc/2025/Conference"
         )
-    bounds = bounds or Bounds()
-    base_url = base_url.rstrip("/")
-    client = PoliteClient(base_url, delay, retries, notice, sleep, bounds)
+    service = service or Service(BASE_URL, DELAY_SECONDS)
+    service = replace(service, base_url=service.base_url.rstrip("/"))
     wanted = {
         "service": "openreview",
         "venue": venue,
         "withdrawn": withdrawn,
-        "base_url": base_url,
+        "base_url": service.base_url,
         "target": target,
     }
     fresh = {
@@ -88,78 +79,9 @@ def fetch_openreview(
         "seen": [],
     }
     store = Pages(folder_for(Path(pages_root), wanted), wanted, fresh)
-    state = store.state
     parts = [(venue, "accepted")] + ([(f"{venue}/{WITHDRAWN}", "withdrawn")] if withdrawn else [])
-    while state["part"] < len(parts):
-        venue_id, status = parts[state["part"]]
-        if state["pages"] >= bounds.max_pages:
-            raise LimitError(
-                f"{base_url} still had pages of {venue_id} after the most pages of"
-                f" {bounds.max_pages}: stopped; {RESUMES}",
-                "max_pages",
-            )
-        body = client.get(
-            {"content.venueid": venue_id, "offset": state["offset"], "limit": page}, "/notes"
-        )
-        try:
-            answer = json.loads(body)
-            notes = answer["notes"]
-            if not isinstance(notes, list):
-                raise TypeError
-        except (ValueError, KeyError, TypeError):
-            raise RecommenderError(
-                f"{base_url} answered something that is not a page of notes: try again later"
-            ) from None
-        total = answer.get("count")
-        if isinstance(total, bool) or not isinstance(total, int):
-            total = None
-        if total is not None and total > bounds.max_records:
-            raise LimitError(
-                f"{base_url} says {venue_id} has {total} notes, more than the most records of"
-                f" {bounds.max_records}: not fetched",
-                "max_records",
-            )
-        names = [str(note.get("id")) if isinstance(note, dict) else "?" for note in notes]
-        mark = fingerprint([venue_id, *names])
-        if notes and mark in state["seen"]:
-            raise RecommenderError(
-                f"{base_url} answered a page of {venue_id} it had given before (at offset"
-                f" {state['offset']}): the pages would never end; stopped ({RESUMES})"
-            )
-        state["seen"].append(mark)
-        records = []
-        for note in notes:
-            record = _record(note, status)
-            if record is None:
-                state["malformed"] += 1
-            elif id_fault(record["id"]):
-                if not state["odd"]:
-                    warnings.warn(
-                        f"skipped a note whose ID {shown_id(record['id'])}"
-                        f" {id_fault(record['id'])}",
-                        InputWarning,
-                        stacklevel=2,
-                    )
-                state["odd"] += 1
-            else:
-                records.append(record)
-        state[status] += store.add_page(records)
-        state["pages"] += 1
-        state["offset"] += len(notes)
-        if notice is not None:
-            notice(f"{venue_id}: {state['offset']} notes")
-        if state["accepted"] + state["withdrawn"] > bounds.max_records:
-            raise LimitError(
-                f"{base_url} gave more than the most records of {bounds.max_records}: stopped;"
-                f" {RESUMES}",
-                "max_records",
-            )
-        if not notes or (state["offset"] >= total if total is not None else len(notes) < page):
-            # the last page of this part: by the count the API gives, else a short page
-            state["part"] += 1
-            state["offset"] = 0
-        store.save()
-    store.finish()
+    page_through(store, PoliteClient(service), _Venue(tuple(parts), page))
+    state = store.state
     return VenueReport(
         store,
         state["accepted"],
@@ -168,6 +90,75 @@ def fetch_openreview(
         state["pages"],
         state["odd"],
     )
+
+
+@dataclass(frozen=True)
+class _Venue:
+    """A venue's notes, its accepted then (given) its withdrawn ones, page by page at `size` notes
+    a page (`pages.Listing`)."""
+
+    parts: tuple[tuple[str, str], ...]  # (venue ID, the count its notes add to)
+    size: int
+    noun: str = "note"
+    counts: tuple[str, ...] = ("accepted", "withdrawn")
+
+    def more(self, state: dict) -> bool:
+        return state["part"] < len(self.parts)
+
+    def of(self, state: dict) -> str:
+        return f" of {self.parts[state['part']][0]}"
+
+    def page(self, client: PoliteClient, state: dict) -> Page:
+        venue_id, status = self.parts[state["part"]]
+        notes, total = _notes(
+            client, {"content.venueid": venue_id, "offset": state["offset"], "limit": self.size}
+        )
+        if total is not None and total > client.bounds.max_records:
+            raise LimitError(
+                f"{client.base_url} says {venue_id} has {total} notes, more than the most records"
+                f" of {client.bounds.max_records}: not fetched",
+                "max_records",
+            )
+        names = [str(note.get("id")) if isinstance(note, dict) else "?" for note in notes]
+        mark = fingerprint([venue_id, *names])
+        if notes and mark in state["seen"]:
+            raise RecommenderError(
+                f"{client.base_url} answered a page of {venue_id} it had given before (at offset"
+                f" {state['offset']}): the pages would never end; stopped ({RESUMES})"
+            )
+        state["seen"].append(mark)
+        records = [_record(note, status) for note in notes]
+        kept = [record for record in records if record is not None]
+        offset = state["offset"] + len(notes)
+        # the last page of this part: by the count the API gives, else a short page
+        last = not notes or (offset >= total if total is not None else len(notes) < self.size)
+        return Page(kept, len(records) - len(kept), status, {"offset": offset, "last": last})
+
+    def after(self, state: dict, page: Page) -> str:
+        state["offset"] = page.next["offset"]
+        progress = f"{self.parts[state['part']][0]}: {state['offset']} notes"
+        if page.next["last"]:
+            state["part"] += 1
+            state["offset"] = 0
+        return progress
+
+
+def _notes(client: PoliteClient, query: dict) -> tuple[list, int | None]:
+    """The notes of one page and the count the API gives of all (None where it gives none)."""
+    body = client.get(query, "/notes")
+    try:
+        answer = json.loads(body)
+        notes = answer["notes"]
+        if not isinstance(notes, list):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise RecommenderError(
+            f"{client.base_url} answered something that is not a page of notes: try again later"
+        ) from None
+    total = answer.get("count")
+    if isinstance(total, bool) or not isinstance(total, int):
+        total = None
+    return notes, total
 
 
 def _value(content: dict, name: str):

@@ -6,6 +6,10 @@ fetch), never beside the output the user named: that output may be a FIFO, a dev
 output, which is written once, whole, through the one output mechanism (`files.output`) when the
 fetch is complete. A stopped fetch (a network failure, a bound reached, Ctrl-C) leaves the folder
 as it was after its last whole page; the next run with the same request resumes from there.
+
+`page_through` is the loop both services' fetches share: a page asked for, its records written,
+the state saved, within the fetch's bounds; each service says how to ask for its next page
+(`Listing`).
 """
 
 from __future__ import annotations
@@ -13,9 +17,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ... import files
+from ...errors import LimitError, caller_stacklevel
+from ..identifiers import id_fault, shown_id
+from ..readers import InputWarning
+from .http import RESUMES, PoliteClient
 
 
 def folder_for(root: Path, wanted: dict) -> Path:
@@ -103,3 +114,87 @@ def _read_state(path: Path) -> dict:
 def fingerprint(parts: list[str]) -> str:
     """A short digest of a page's identifying parts (to tell a page given twice)."""
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "replace")).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page a service answered: its well-formed records, how many were malformed, the state's
+    count its new records add to, and what the service's `Listing.after` needs to go on."""
+
+    records: list[dict]
+    malformed: int
+    count: str
+    next: dict
+
+
+class Listing(Protocol):
+    """A service's side of `page_through`: `noun` is what it calls a record ("note"), `counts` the
+    state's counts of records written."""
+
+    @property
+    def noun(self) -> str: ...
+
+    @property
+    def counts(self) -> tuple[str, ...]: ...
+
+    def more(self, state: dict) -> bool:
+        """Whether pages are left to ask for."""
+        ...
+
+    def of(self, state: dict) -> str:
+        """What the next page is of, as the bound on pages says it ("" or " of <venue>")."""
+        ...
+
+    def page(self, client: PoliteClient, state: dict) -> Page | None:
+        """The next page; None when the service has no records to give."""
+        ...
+
+    def after(self, state: dict, page: Page) -> str:
+        """Move the state past `page` (its resumption token, its offset); the line of progress."""
+        ...
+
+
+def page_through(store: Pages, client: PoliteClient, listing: Listing) -> None:
+    """Every page of `listing` into `store`, from where its state stands: each page's records
+    written, the state saved, then the bounds on pages and on records checked (a rerun goes on
+    after the last page saved); the store is finished at the end."""
+    state, bounds = store.state, client.bounds
+    while listing.more(state):
+        if state["pages"] >= bounds.max_pages:
+            raise LimitError(
+                f"{client.base_url} still had pages{listing.of(state)} after the most pages of"
+                f" {bounds.max_pages}: stopped; {RESUMES}",
+                "max_pages",
+            )
+        page = listing.page(client, state)
+        if page is None:
+            break
+        state[page.count] += store.add_page(_without_odd_ids(page.records, state, listing.noun))
+        state["malformed"] += page.malformed
+        state["pages"] += 1
+        progress = listing.after(state, page)
+        store.save()
+        if client.notice is not None:
+            client.notice(progress)
+        if sum(state[name] for name in listing.counts) > bounds.max_records:
+            raise LimitError(
+                f"{client.base_url} gave more than the most records of {bounds.max_records}:"
+                f" stopped; {RESUMES}",
+                "max_records",
+            )
+    store.finish()
+
+
+def _without_odd_ids(records: list[dict], state: dict, noun: str) -> list[dict]:
+    """The records whose ID passes `id_fault`; the others counted in the state's "odd", the first
+    of a fetch said in a warning."""
+    kept = [record for record in records if not id_fault(record["id"])]
+    if len(kept) < len(records) and not state["odd"]:
+        first = next(record["id"] for record in records if id_fault(record["id"]))
+        warnings.warn(
+            f"skipped a {noun} whose ID {shown_id(first)} {id_fault(first)}",
+            InputWarning,
+            stacklevel=caller_stacklevel(),
+        )
+    state["odd"] += len(records) - len(kept)
+    return kept

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+from ...errors import caller_stacklevel
 from .base import InputWarning, Record
 from .columns import Columns
 
@@ -30,7 +31,7 @@ class Reader:
     def finish(self, path) -> None:
         unread = self.columns.unread_warning(path, "key")
         if unread:
-            warnings.warn(unread, InputWarning, stacklevel=3)
+            warnings.warn(unread, InputWarning, stacklevel=caller_stacklevel())
 
 
 def record(data: dict, source: str, label: str = "") -> Record:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from ...errors import caller_stacklevel
 from .base import InputWarning, Record
 
 NAME = "PDF"
@@ -23,13 +24,13 @@ def read(path: Path) -> list[Record]:
         say_once(f"{error}; until then PDFs given alone are left out")
         return []
     except PdfUnreadable as error:
-        warnings.warn(f"{error}: left out", InputWarning, stacklevel=2)
+        warnings.warn(f"{error}: left out", InputWarning, stacklevel=caller_stacklevel())
         return []
     if not found.title:
         warnings.warn(
             f"{path}: PDF has no title in its metadata or first line: left out",
             InputWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
         return []
     fields = {

@@ -9,7 +9,7 @@ import io
 import warnings
 from pathlib import Path
 
-from ...errors import InputError
+from ...errors import InputError, caller_stacklevel
 from .base import InputWarning, Record
 from .columns import Columns
 
@@ -59,5 +59,5 @@ def _read_rows(path: Path, text: str) -> list[Record]:
         raise InputError(f"{path} line {reader.line_num}: not valid CSV ({error})") from None
     unread = columns.unread_warning(path)
     if unread:
-        warnings.warn(unread, InputWarning, stacklevel=2)
+        warnings.warn(unread, InputWarning, stacklevel=caller_stacklevel())
     return records

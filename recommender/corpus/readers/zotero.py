@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import InputError
+from ...errors import InputError, caller_stacklevel
 from .base import InputWarning, Record
 from .snapshot import committed_copy
 from .zotero_attachments import attachments
@@ -145,7 +145,7 @@ def read(path: Path) -> list[Record]:
                     f" known to papers (it knows {KNOWN_SCHEMA.start} to"
                     f" {KNOWN_SCHEMA.stop - 1}): read as far as it goes",
                     InputWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),
                 )
             return _records(path, database, tables)
         except sqlite3.Error as error:
@@ -210,6 +210,38 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
     values = _values(database, tables, skipped)
     creators = _creators(database, tables, skipped)
     collections = _collections(path, database, tables, libraries, items, skipped)
+    tags = _tags(database, tables, skipped)
+    if skipped:
+        warnings.warn(
+            f"{path}: from a Zotero whose database papers cannot read whole; left out: "
+            + "; ".join(skipped),
+            InputWarning,
+            stacklevel=caller_stacklevel(),
+        )
+    data = _ItemData(
+        libraries, files, values, creators, collections, tags, _better_bibtex_keys(path)
+    )
+    records = [_record(path, item, data) for item in items]
+    _unique_citation_keys(path, records)
+    return records
+
+
+@dataclass(frozen=True)
+class _ItemData:
+    """What the database says of its items, by item ID (libraries by library ID; Better BibTeX's
+    citation keys by (library ID, item key) and by item key alone)."""
+
+    libraries: dict[int, _Library]
+    files: dict  # the attachments' files (`zotero_attachments.attachments`)
+    values: dict[int, dict[str, str]]
+    creators: dict[int, list[tuple]]
+    collections: dict[int, tuple[str, ...]]
+    tags: dict[int, list[str]]
+    better_bibtex: dict[tuple, str]
+
+
+def _tags(database, tables: set[str], skipped: list[str]) -> dict[int, list[str]]:
+    """Each item's tags, by name."""
     tags: dict[int, list[str]] = {}
     if {"itemTags", "tags"} <= tables:
         for item_id, name in _rows(
@@ -220,61 +252,59 @@ def _records(path: Path, database, tables: set[str]) -> list[Record]:
             "ON t.tagID = it.tagID ORDER BY it.itemID, t.name",
         ):
             tags.setdefault(item_id, []).append(_text(name))
-    if skipped:
-        warnings.warn(
-            f"{path}: from a Zotero whose database papers cannot read whole; left out: "
-            + "; ".join(skipped),
-            InputWarning,
-            stacklevel=3,
-        )
-    better_bibtex = _better_bibtex_keys(path)
-    records = []
-    for item_id, key, type_name, library_id in items:
-        data = values.get(item_id, {})
-        people = creators.get(item_id, [])
-        authors = [name for kind, name in people if kind == "author"] or [
-            name for kind, name in people if kind == "editor"
-        ]
-        doi = data.get("DOI", "").strip()
-        url = data.get("url", "").strip() or (f"https://doi.org/{doi}" if doi else "")
-        found = re.search(r"(?<!\d)(\d{4})(?!\d)", data.get("date", ""))
-        citation_key = data.get("citationKey", "").strip() or better_bibtex.get(
-            (library_id, key), better_bibtex.get((None, key), "")
-        )
-        extra: dict[str, object] = {
-            "entry_type": ENTRY_TYPES.get(type_name, "misc"),
-            "citation_key": citation_key,
-            "collections": collections.get(item_id, ()),
-            "bibtex_fields": tuple(
-                (BIBTEX_FIELDS[name], value)
-                for name, value in data.items()
-                if name in BIBTEX_FIELDS and value.strip()
-            ),
-        }
-        paper_id = libraries.get(library_id, _USER).prefix + key
-        fields_of = {
-            "id": paper_id,
-            "title": data.get("title"),
-            "abstract": data.get("abstractNote"),
-            "authors": authors,
-            "year": found.group(1) if found else None,
-            "venue": next((data[name] for name in VENUE_FIELDS if data.get(name, "").strip()), ""),
-            "url": url,
-        }
-        label = f"{path} item {paper_id}"
-        extra["text_from"] = _text_from(fields_of, files.get(item_id), label)
-        records.append(
-            Record(
-                fields_of,
-                f"{path}:{paper_id}",
-                label,
-                bulk=True,
-                categories=tuple(collections.get(item_id, ()) + tuple(tags.get(item_id, ()))),
-                extra=extra,
-            )
-        )
-    _unique_citation_keys(path, records)
-    return records
+    return tags
+
+
+def _record(path: Path, item: tuple, data: _ItemData) -> Record:
+    """One item (as `_items` gives it) as a record: its fields, what a BibTeX entry of it needs,
+    its collections and tags as categories, and its text filled in from its files."""
+    item_id, key, type_name, library_id = item
+    values = data.values.get(item_id, {})
+    paper_id = data.libraries.get(library_id, _USER).prefix + key
+    fields_of = _fields(paper_id, values, data.creators.get(item_id, []))
+    citation_key = values.get("citationKey", "").strip() or data.better_bibtex.get(
+        (library_id, key), data.better_bibtex.get((None, key), "")
+    )
+    extra: dict[str, object] = {
+        "entry_type": ENTRY_TYPES.get(type_name, "misc"),
+        "citation_key": citation_key,
+        "collections": data.collections.get(item_id, ()),
+        "bibtex_fields": tuple(
+            (BIBTEX_FIELDS[name], value)
+            for name, value in values.items()
+            if name in BIBTEX_FIELDS and value.strip()
+        ),
+    }
+    label = f"{path} item {paper_id}"
+    extra["text_from"] = _text_from(fields_of, data.files.get(item_id), label)
+    return Record(
+        fields_of,
+        f"{path}:{paper_id}",
+        label,
+        bulk=True,
+        categories=tuple(data.collections.get(item_id, ()) + tuple(data.tags.get(item_id, ()))),
+        extra=extra,
+    )
+
+
+def _fields(paper_id: str, values: dict[str, str], people: list[tuple]) -> dict:
+    """An item's fields as a record has them: its authors (else its editors), the year of its
+    date, its venue, and its URL (else its DOI's)."""
+    authors = [name for kind, name in people if kind == "author"] or [
+        name for kind, name in people if kind == "editor"
+    ]
+    doi = values.get("DOI", "").strip()
+    url = values.get("url", "").strip() or (f"https://doi.org/{doi}" if doi else "")
+    found = re.search(r"(?<!\d)(\d{4})(?!\d)", values.get("date", ""))
+    return {
+        "id": paper_id,
+        "title": values.get("title"),
+        "abstract": values.get("abstractNote"),
+        "authors": authors,
+        "year": found.group(1) if found else None,
+        "venue": next((values[name] for name in VENUE_FIELDS if values.get(name, "").strip()), ""),
+        "url": url,
+    }
 
 
 def _pdfs_alone(database, tables: set[str], libraries, alone: set[int], skipped) -> list[tuple]:
@@ -468,7 +498,7 @@ def _tag_names(paths: set[tuple[str, ...]], path: Path) -> dict[tuple[str, ...],
             f" other invisible characters (left out), {len(shortened)} over {MAX_TAG} characters"
             + (f" (shortened, e.g. '{min(shortened)}')" if shortened else ""),
             InputWarning,
-            stacklevel=4,
+            stacklevel=caller_stacklevel(),
         )
     return names
 
@@ -500,7 +530,7 @@ def _better_bibtex_keys(path: Path) -> dict[tuple, str]:
             f"{beside}: Better BibTeX's citation keys cannot be read ({error}): items keep"
             " Zotero's own",
             InputWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
         return {}
 
@@ -531,7 +561,7 @@ def _unique_citation_keys(path: Path, records: list[Record]) -> None:
             f" given a letter after it: {', '.join(shared[:5])}"
             + (f" and {len(shared) - 5} more" if len(shared) > 5 else ""),
             InputWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
 
 
