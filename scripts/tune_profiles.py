@@ -43,7 +43,7 @@ import numpy as np
 
 from recommender.corpus.papers import read_papers
 from recommender.evaluation import metrics, profiles as protocol, reviewers as reviewer_format
-from recommender.evaluation.evaluate import prepare_index
+from recommender.evaluation.evaluate import evaluation_build, prepare_index
 from recommender.query import profiles
 from recommender.query.paper_index import PaperIndex
 from tune_relevance import folds  # scripts/, beside this file: the same repeated 2-fold splits
@@ -289,7 +289,7 @@ def open_index(corpus: Path, index: Path) -> PaperIndex:
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # duplicate papers kept once: `papers evaluate` reports it
-        if prepare_index(corpus, index) is not None:
+        if prepare_index(evaluation_build(corpus, index=index)) is not None:
             print(f"# built {index} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return PaperIndex.open(index)
 

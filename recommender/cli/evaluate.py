@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from .common import (
@@ -142,8 +144,40 @@ def evaluate(
     """
     from ..embed.windows import Chunking
     from ..evaluation.evaluate import evaluate as run
-    from ..render.evaluation import render_evaluation, render_reviewers
+    from ..index.request import BuildRequest
+    from ..query.ranking import RankingRequest
+    from ..render.evaluation import render_evaluations
 
+    given = _collection_given(corpus, queries, qrels, profiles_dir)
+    build = BuildRequest.of(
+        index=index, model=model, precision=precision, chunking=Chunking(strategy=chunking)
+    )
+    ranking = RankingRequest(mode=mode, min_score=min_score, diverse=diverse)
+    reviewed = evaluation = None
+    if profiles_dir:
+        profiles_build = build if not given else replace(build, index=None)
+        reviewed = _evaluate_profiles(profiles_dir, profiles_build, ranking, dense_weight, quiet)
+    if given:
+        with stopped_builds("evaluate"), progress_reporter(quiet) as reporter:
+            evaluation = run(
+                corpus,
+                queries,
+                qrels,
+                build=build,
+                ranking=ranking,
+                pool=pool,
+                relevant_at=relevant_at,
+                dense_weight=dense_weight,
+                progress=reporter.update,
+                on_phase=reporter.phase,
+            )
+        _echo_build(evaluation.build)
+    click.echo(render_evaluations(evaluation, reviewed, fmt, per_query), nl=False)
+
+
+def _collection_given(corpus, queries, qrels, profiles_dir) -> bool:
+    """Whether a query-by-example collection is given (all three of its files); a usage error where
+    only some of them are, or nothing to evaluate is."""
     given = [
         name
         for name, value in (("--corpus", corpus), ("--queries", queries), ("--qrels", qrels))
@@ -154,69 +188,34 @@ def evaluate(
             "give --corpus, --queries and --qrels (a query-by-example collection), "
             "--profiles DIR (researchers' profiles), or both"
         )
-    if profiles_dir:
-        from ..evaluation.reviewers import evaluate_reviewers
+    return bool(given)
 
-        with stopped_builds("evaluate"), progress_reporter(quiet) as reporter:
-            reviewed = evaluate_reviewers(
-                profiles_dir,
-                index=index if not given else None,
-                model=model,
-                mode=mode,
-                dense_weight=dense_weight,
-                precision=precision,
-                progress=reporter.update,
-                on_phase=reporter.phase,
-            )
-        if reviewed.build is not None:
-            report = reviewed.build
-            click.echo(
-                f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
-                f"reused {report.reused} from the cache",
-                err=True,
-            )
-        if not given:
-            click.echo(render_reviewers(reviewed, fmt), nl=False)
-            return
+
+def _evaluate_profiles(profiles_dir, build, ranking, dense_weight, quiet: bool):
+    """The researchers' profiles of `profiles_dir` evaluated on the index of `build` (None: their
+    own) with its model and precision, ranked in the mode of `ranking`."""
+    from ..evaluation.reviewers import evaluate_reviewers
+
     with stopped_builds("evaluate"), progress_reporter(quiet) as reporter:
-        evaluation = run(
-            corpus,
-            queries,
-            qrels,
-            index=index,
-            model=model,
-            chunking=Chunking(strategy=chunking),
-            mode=mode,
-            pool=pool,
-            relevant_at=relevant_at,
+        reviewed = evaluate_reviewers(
+            profiles_dir,
+            index=build.index,
+            model=build.encoder.model,
+            mode=ranking.mode,
             dense_weight=dense_weight,
-            min_score=min_score,
-            diverse=diverse,
+            precision=build.encoder.precision,
             progress=reporter.update,
             on_phase=reporter.phase,
-            precision=precision,
         )
-    if evaluation.build is not None:
-        report = evaluation.build
+    _echo_build(reviewed.build)
+    return reviewed
+
+
+def _echo_build(report) -> None:
+    """The line saying what a build made, on stderr (nothing where the index was reused)."""
+    if report is not None:
         click.echo(
             f"indexed {report.papers} papers in {report.index_dir}: encoded {report.encoded}, "
             f"reused {report.reused} from the cache",
             err=True,
         )
-    shown = render_evaluation(evaluation, fmt, per_query)
-    if (
-        profiles_dir and fmt == "json"
-    ):  # one JSON document: the collection's figures and the profiles' loss
-        import json
-
-        shown = (
-            json.dumps(
-                {**json.loads(shown), **json.loads(render_reviewers(reviewed, fmt))},
-                indent=2,
-                ensure_ascii=False,
-            )
-            + "\n"
-        )
-    elif profiles_dir:
-        shown += "\n" + render_reviewers(reviewed, fmt)
-    click.echo(shown, nl=False)

@@ -217,17 +217,7 @@ def choose_encoder(
     (fp32 where a GPU is found, as int8 encodes on CPUs only)."""
     check_request(request)
     built_with = record.get("model") if record is not None else None
-    if request.model is not None:
-        model = request.model
-    elif request.upgrade or built_with is None:
-        model = DEFAULT_MODEL
-    else:
-        model = built_with
-        if model != DEFAULT_MODEL and notice is not None:
-            notice(
-                f"keeping this index's model {model}: the model {DEFAULT_MODEL} (the default for "
-                "new indexes) would encode every paper again"
-            )
+    model = _chosen_model(request, built_with, notice)
     facts = model_facts(model)
     asked = facts.resolve_precision(request.precision)
     if request.model is None:
@@ -237,35 +227,7 @@ def choose_encoder(
     same = record if record is not None and built_with == model else None
     chunking = request.chunking if request.chunking is not None else _kept_chunking(same, notice)
     kept = same.get("precision", "fp32") if same is not None else None
-    if len(facts.precisions) == 1:
-        precision = facts.precisions[0]
-    elif asked is not None:
-        precision = asked
-    elif request.device == "cuda":
-        if kept is not None and kept != "fp32":
-            raise OptionError(
-                f"index {index} is {kept}, which encodes on the CPU: encode on the CPU, "
-                "or give precision full to encode every paper again on the GPU",
-                "device",
-            )
-        precision = "fp32"
-    elif kept is not None:
-        precision = kept
-        default = facts.cpu_precision()
-        if precision != default and notice is not None:
-            notice(
-                f"keeping this index's precision {precision}: the precision "
-                f"{default} (the default for new indexes) would encode every paper "
-                "again"
-            )
-    else:
-        precision = facts.cpu_precision()
-        if precision != "fp32" and request.device == "auto":
-            from .sentence_transformer import cuda_available
-
-            precision = (
-                "fp32" if cuda_available() else precision
-            )  # int8 encodes on CPUs only: a GPU build is fp32
+    precision = _chosen_precision(request, facts, asked, kept, notice, index)
     from . import export_cache
 
     known_max_tokens = same.get("chunking", {}).get("max_tokens") if same is not None else None
@@ -278,6 +240,65 @@ def choose_encoder(
         export_cache.model_identity(model),
         known_max_tokens,
     )
+
+
+def _chosen_model(
+    request: EncoderRequest, built_with: str | None, notice: Callable[[str], None] | None
+) -> str:
+    """The model asked for; else, for an upgrade or a new index, the default; else the index's own
+    (`built_with`), with a notice where a new index would get another."""
+    if request.model is not None:
+        return request.model
+    if request.upgrade or built_with is None:
+        return DEFAULT_MODEL
+    if built_with != DEFAULT_MODEL and notice is not None:
+        notice(
+            f"keeping this index's model {built_with}: the model {DEFAULT_MODEL} (the default for "
+            "new indexes) would encode every paper again"
+        )
+    return built_with
+
+
+def _chosen_precision(
+    request: EncoderRequest,
+    facts: ModelFacts,
+    asked: str | None,
+    kept: str | None,
+    notice: Callable[[str], None] | None,
+    index: object,
+) -> str:
+    """The precision the model has if only one; else the one `asked` for; else fp32 on a GPU; else
+    the index's own (`kept`, None for a new index or another model) with a notice where a new index
+    would get another; else the model's default on a CPU (fp32 where a GPU is found)."""
+    if len(facts.precisions) == 1:
+        return facts.precisions[0]
+    if asked is not None:
+        return asked
+    if request.device == "cuda":
+        if kept is not None and kept != "fp32":
+            raise OptionError(
+                f"index {index} is {kept}, which encodes on the CPU: encode on the CPU, "
+                "or give precision full to encode every paper again on the GPU",
+                "device",
+            )
+        return "fp32"
+    if kept is not None:
+        default = facts.cpu_precision()
+        if kept != default and notice is not None:
+            notice(
+                f"keeping this index's precision {kept}: the precision "
+                f"{default} (the default for new indexes) would encode every paper "
+                "again"
+            )
+        return kept
+    precision = facts.cpu_precision()
+    if precision != "fp32" and request.device == "auto":
+        from .sentence_transformer import cuda_available
+
+        precision = (
+            "fp32" if cuda_available() else precision
+        )  # int8 encodes on CPUs only: a GPU build is fp32
+    return precision
 
 
 def _kept_chunking(record: Mapping | None, notice: Callable[[str], None] | None) -> Chunking:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,14 +97,54 @@ def export_onnx(model_name_or_path: str, out_dir: Path) -> Path:
 
 
 def _export(model_name_or_path: str, out_dir: Path) -> Path:
-    import logging
+    import gc
     import tempfile
+
+    from .attention_masks import simplify_attention_masks
+
+    st = _load_for_export(model_name_or_path)
+    graph = _graph_inputs(st, model_name_or_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
+        tmp_dir = Path(tmp)
+        raw = tmp_dir / "raw.onnx"
+        reference = _trace(st, graph, raw)
+        # The torch model's weights (0.44 GB for the quality tier) are not needed past here: the
+        # graph is simplified and checked from the file, against `reference`.
+        del st
+        gc.collect()
+
+        final = tmp_dir / "simplified.onnx"
+        simplify_attention_masks(raw, final)
+        hidden = int(reference.shape[-1])
+        config = {
+            "format_version": FORMAT_VERSION,
+            "export_revision": EXPORT_REVISION,
+            "source_model": model_name_or_path,
+            "variant": VARIANT,
+            "input_names": graph.input_names,
+            "pad_id": int(graph.pad_id),
+            "hidden_size": hidden,
+            "dimension": hidden * len(graph.settings["pooling_modes"]),
+            **graph.settings,
+        }
+        _check_graph(final, graph, reference)
+        graph.tokenizer.save(str(tmp_dir / TOKENIZER_FILE))
+        write_text(tmp_dir / CONFIG_FILE, json.dumps(config, indent=2) + "\n", durable=False)
+        os.replace(final, out_dir / MODEL_FILE)
+        os.replace(tmp_dir / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
+        os.replace(tmp_dir / CONFIG_FILE, out_dir / CONFIG_FILE)
+    return out_dir
+
+
+def _load_for_export(model_name_or_path: str):
+    """The sentence-transformers model, loaded on the CPU (a ModelError, one line, if it cannot
+    be)."""
     import warnings
 
     from .sentence_transformer import quiet_libraries, set_offline
 
     set_offline()
-    import torch
     from sentence_transformers import SentenceTransformer
 
     quiet_libraries()
@@ -111,10 +152,25 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            st = SentenceTransformer(model_name_or_path, device="cpu")
+            return SentenceTransformer(model_name_or_path, device="cpu")
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"cannot load model {model_name_or_path!r}: {_one_line(exc)}") from exc
 
+
+@dataclass(frozen=True)
+class _GraphInputs:
+    """What the export needs of the model besides its weights: its pooling settings, the inputs
+    the graph takes, the tokenizer (neither truncation nor padding baked in), its padding ID and
+    a padded sample batch to trace and check the graph with."""
+
+    settings: dict
+    input_names: list[str]
+    tokenizer: Tokenizer
+    pad_id: int
+    arrays: dict[str, list[list[int]]]
+
+
+def _graph_inputs(st, model_name_or_path: str) -> _GraphInputs:
     settings = _read_settings(st)
     transformer: Any = st[0]  # sentence-transformers' Transformer module: its parts are untyped
     hf_model = transformer.auto_model.eval()
@@ -128,20 +184,14 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
     import inspect
 
     accepted = set(inspect.signature(hf_model.forward).parameters)
-    input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted]
+    input_names: list[str] = [
+        n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted
+    ]
     if (
         "token_type_ids" not in getattr(hf_tokenizer, "model_input_names", [])
         and "token_type_ids" in input_names
     ):
         input_names.remove("token_type_ids")
-
-    class _Body(torch.nn.Module):
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, *args):
-            return self.model(**dict(zip(input_names, args))).last_hidden_state
 
     # The tokenizer with neither truncation nor padding baked in: OnnxEncoder sets its own.
     from tokenizers import Tokenizer
@@ -160,79 +210,68 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
         "attention_mask": [e.attention_mask + [0] * (length - len(e.ids)) for e in sample],
         "token_type_ids": [e.type_ids + [0] * (length - len(e.ids)) for e in sample],
     }
-    dummy = tuple(torch.tensor(arrays[n], dtype=torch.long) for n in input_names)
+    return _GraphInputs(settings, input_names, tokenizer, pad_id, arrays)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
-        tmp_dir = Path(tmp)
-        raw = tmp_dir / "raw.onnx"
-        axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "sequence"} for n in input_names}
-        axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
-        # The TorchScript exporter (dynamo=False) is the one optimum uses too; it needs no
-        # onnxscript.
-        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-        # eval() on the wrapper too: the exporter restores the wrapper's mode recursively
-        # afterwards,
-        # and a wrapper left in training mode would switch dropout on in the whole model.
-        body = _Body(hf_model).eval()
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            reference = body(*dummy).numpy()
-            torch.onnx.export(
-                body,
-                dummy,
-                str(raw),
-                dynamo=False,
-                input_names=input_names,
-                output_names=["last_hidden_state"],
-                dynamic_axes=axes,
-                opset_version=17,
-                do_constant_folding=True,
-            )
-        # The torch model's weights (0.44 GB for the quality tier) are not needed past here: the
-        # graph is simplified and checked from the file, against `reference`.
-        del st, transformer, hf_model, hf_tokenizer, body
-        import gc
 
-        gc.collect()
+def _trace(st, graph: _GraphInputs, raw: Path) -> np.ndarray:
+    """The model's graph exported to `raw` (traced on the sample batch); returns what torch gives
+    for the batch, to check the graph against."""
+    import logging
+    import warnings
 
-        from .attention_masks import simplify_attention_masks
+    import torch
 
-        final = tmp_dir / "simplified.onnx"
-        simplify_attention_masks(raw, final)
-        hidden = int(reference.shape[-1])
-        config = {
-            "format_version": FORMAT_VERSION,
-            "export_revision": EXPORT_REVISION,
-            "source_model": model_name_or_path,
-            "variant": VARIANT,
-            "input_names": input_names,
-            "pad_id": int(pad_id),
-            "hidden_size": hidden,
-            "dimension": hidden * len(settings["pooling_modes"]),
-            **settings,
-        }
-        # Check the written graph runs and reproduces torch, with no NaN where padding is (pooling
-        # multiplies those positions by 0, and NaN * 0 is NaN).
-        probe = _make_session(final)
-        feeds = {n: np.asarray(arrays[n], dtype=np.int64) for n in input_names}
-        got = probe.run(None, feeds)[0]
-        if got.shape != reference.shape:
-            raise ModelError(
-                f"exported ONNX model gives shape {got.shape}, torch gives {reference.shape}"
-            )
-        valid = np.asarray(arrays["attention_mask"], dtype=bool)
-        deviation = float(np.abs(got - reference)[valid].max())
-        if deviation > 1e-3 or not np.isfinite(got).all():
-            raise ModelError("exported ONNX model does not reproduce the torch model's outputs")
-        del probe
+    input_names = graph.input_names
+    hf_model = st[0].auto_model
 
-        tokenizer.save(str(tmp_dir / TOKENIZER_FILE))
-        write_text(tmp_dir / CONFIG_FILE, json.dumps(config, indent=2) + "\n", durable=False)
-        os.replace(final, out_dir / MODEL_FILE)
-        os.replace(tmp_dir / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
-        os.replace(tmp_dir / CONFIG_FILE, out_dir / CONFIG_FILE)
-    return out_dir
+    class _Body(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args):
+            return self.model(**dict(zip(input_names, args))).last_hidden_state
+
+    dummy = tuple(torch.tensor(graph.arrays[n], dtype=torch.long) for n in input_names)
+    axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "sequence"} for n in input_names}
+    axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
+    # The TorchScript exporter (dynamo=False) is the one optimum uses too; it needs no
+    # onnxscript.
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    # eval() on the wrapper too: the exporter restores the wrapper's mode recursively afterwards,
+    # and a wrapper left in training mode would switch dropout on in the whole model.
+    body = _Body(hf_model).eval()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        reference = body(*dummy).numpy()
+        torch.onnx.export(
+            body,
+            dummy,
+            str(raw),
+            dynamo=False,
+            input_names=input_names,
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=17,
+            do_constant_folding=True,
+        )
+    return reference
+
+
+def _check_graph(final: Path, graph: _GraphInputs, reference: np.ndarray) -> None:
+    """Check the written graph runs and reproduces torch, with no NaN where padding is (pooling
+    multiplies those positions by 0, and NaN * 0 is NaN)."""
+    probe = _make_session(final)
+    feeds = {n: np.asarray(graph.arrays[n], dtype=np.int64) for n in graph.input_names}
+    got = probe.run(None, feeds)[0]
+    if got.shape != reference.shape:
+        raise ModelError(
+            f"exported ONNX model gives shape {got.shape}, torch gives {reference.shape}"
+        )
+    valid = np.asarray(graph.arrays["attention_mask"], dtype=bool)
+    deviation = float(np.abs(got - reference)[valid].max())
+    if deviation > 1e-3 or not np.isfinite(got).all():
+        raise ModelError("exported ONNX model does not reproduce the torch model's outputs")
 
 
 def _read_settings(st) -> dict:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,14 +36,22 @@ from ..embed.windows import Chunking
 from ..errors import InputError, OptionError, RecommenderError, caller_stacklevel
 from ..index.home import resolve_index_dir
 from ..index.layout import is_index_folder
+from ..index.request import BuildHooks, BuildRequest
 from ..index.stored import open_stored
-from ..query.ranking import select
+from ..query.ranking import RankingRequest, select
 from . import metrics, profiles
 
 if TYPE_CHECKING:
     from ..index.build import BuildReport
+    from ..query.paper_index import PaperIndex
 
 POOLS = ("judged", "all")
+# `evaluate`'s keywords: the index's build (a BuildRequest), the ranking (a RankingRequest) and
+# how the rankings are scored (Scoring).
+BUILD_SETTINGS = ("index", "model", "precision", "chunking")
+RANKING_SETTINGS = ("mode", "min_score", "diverse")
+SCORING_SETTINGS = ("pool", "relevant_at", "dense_weight")
+EVALUATE_SETTINGS = BUILD_SETTINGS + RANKING_SETTINGS + SCORING_SETTINGS
 
 
 class EvaluationWarning(UserWarning):
@@ -86,54 +94,54 @@ def eval_index_name(corpus: str | Path) -> str:
     return f"eval-{Path(corpus).stem}"
 
 
-def prepare_index(
-    corpus: str | Path,
-    index: str | Path | None = None,
-    model: str | None = None,
-    chunking: Chunking = Chunking(),
-    progress: Callable[[int, int], None] | None = None,
-    on_phase: Callable[[str, int | None], None] | None = None,
-    precision: str | None = None,
-) -> BuildReport | None:
-    """Reuse the index when it was built from this corpus with this model, precision (None: the
-    default's), chunking and TF-IDF, else (re)build it.
+@dataclass(frozen=True)
+class Scoring:
+    """How an evaluation ranks and scores beyond its RankingRequest: `pool` ("judged": each
+    query's judged papers, "all": the whole corpus), `relevant_at` the lowest grade that counts as
+    relevant, `dense_weight` of the dense cosine in hybrid scores (None: the one `like` uses for
+    the index)."""
+
+    pool: str = "judged"
+    relevant_at: int = 2
+    dense_weight: float | None = None
+
+
+def evaluation_build(
+    corpus: str | Path, request: BuildRequest | None = None, **settings
+) -> BuildRequest:
+    """The build of an evaluation's index over `corpus`: `request`, else the BuildRequest of the
+    keywords `settings` (index, model, precision, chunking). Its papers are the corpus's, its index
+    by default eval-<corpus file stem> and its chunking by default "sentences"; it is built by
+    "evaluate" (which rebuilds only its own)."""
+    if request is not None and settings:
+        raise TypeError(f"give a build or its settings, not both: {', '.join(settings)}")
+    asked = request if request is not None else BuildRequest.of(**settings)
+    index = asked.index if asked.index is not None else eval_index_name(corpus)
+    chunking = asked.encoder.chunking if asked.encoder.chunking is not None else Chunking()
+    encoder = replace(asked.encoder, chunking=chunking)
+    return replace(asked, inputs=(corpus,), index=index, encoder=encoder, built_by="evaluate")
+
+
+def prepare_index(build: BuildRequest, hooks: BuildHooks | None = None) -> BuildReport | None:
+    """Reuse the index of `build` (evaluation_build) when it was built from its corpus with its
+    model, precision (None: the default's), chunking and TF-IDF, else (re)build it, telling `hooks`.
 
     Returns the BuildReport of a build, or None when the index was reused.
     """
     from ..corpus.papers import read_papers
     from ..embed.choice import new_index_precision
-    from ..index.build import build_index, inputs_fingerprint
-    from ..index.lexical import settings as lexical_settings
+    from ..index.build import build_index
 
-    index = index if index is not None else eval_index_name(corpus)
-    model, precision = new_index_precision(model, precision)
+    corpus, index = build.inputs[0], build.index
+    model, precision = new_index_precision(build.encoder.model, build.encoder.precision)
+    build = replace(build, encoder=replace(build.encoder, model=model, precision=precision))
     with warnings.catch_warnings():
         warnings.simplefilter(
             "ignore"
         )  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])
-    index_dir = resolve_index_dir(index)
-    try:
-        with open_stored(index_dir) as stored:
-            manifest = stored.manifest
-    except RecommenderError:  # missing, corrupt or of another format version: build it
-        manifest = {}
-        if is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
-            # Damaged or of another version: whose it is cannot be told, so it is not replaced.
-            raise InputError(
-                f"index {index} cannot be read, and evaluate does not replace an index it did not"
-                f" build: leave the index out (eval-{Path(corpus).stem}) or give a new name"
-            ) from None
-    current = (
-        manifest.get("model") == model
-        and manifest.get("precision", "fp32") == precision
-        and {k: v for k, v in manifest.get("chunking", {}).items() if k != "max_tokens"}
-        == chunking.to_dict()
-        and manifest.get("inputs_fingerprint") == inputs_fingerprint(papers)
-        and {k: v for k, v in manifest.get("lexical", {}).items() if k != "terms"}
-        == lexical_settings()
-    )
-    if current:
+    manifest = _index_manifest(corpus, index)
+    if _index_current(manifest, build, papers):
         return None  # nothing built, so nothing to warn about: the build that made it did
     if (
         manifest
@@ -145,16 +153,44 @@ def prepare_index(
             " that evaluate did not build: it is left as it is; leave the index out"
             f" (eval-{Path(corpus).stem}) or give a new name"
         )
+    hooks = hooks if hooks is not None else BuildHooks()
     # The build reads the input again, and warns about it as it does.
-    return build_index(
-        [corpus],
-        index=index,
-        model=model,
-        chunking=chunking,
-        progress=progress,
-        on_phase=on_phase,
-        built_by="evaluate",
-        precision=precision,
+    return build_index(progress=hooks.progress, on_phase=hooks.on_phase, request=build)
+
+
+def _index_manifest(corpus: str | Path, index: str | Path | None) -> dict:
+    """The manifest of the index, or {} where there is none to reuse (missing, corrupt or of another
+    format version); an unreadable index that evaluate did not name is refused."""
+    index_dir = resolve_index_dir(index)
+    try:
+        with open_stored(index_dir) as stored:
+            return stored.manifest
+    except RecommenderError:  # missing, corrupt or of another format version: build it
+        if is_index_folder(index_dir) and str(index) != eval_index_name(corpus):
+            # Damaged or of another version: whose it is cannot be told, so it is not replaced.
+            raise InputError(
+                f"index {index} cannot be read, and evaluate does not replace an index it did not"
+                f" build: leave the index out (eval-{Path(corpus).stem}) or give a new name"
+            ) from None
+        return {}
+
+
+def _index_current(manifest: Mapping, build: BuildRequest, papers: list) -> bool:
+    """Whether the index of `manifest` is the one `build` (its model and precision decided) makes of
+    `papers`: the same model, precision, chunking, papers and TF-IDF settings."""
+    from ..index.build import inputs_fingerprint
+    from ..index.lexical import settings as lexical_settings
+
+    encoder = build.encoder
+    chunking = encoder.chunking if encoder.chunking is not None else Chunking()
+    return (
+        manifest.get("model") == encoder.model
+        and manifest.get("precision", "fp32") == encoder.precision
+        and {k: v for k, v in manifest.get("chunking", {}).items() if k != "max_tokens"}
+        == chunking.to_dict()
+        and manifest.get("inputs_fingerprint") == inputs_fingerprint(papers)
+        and {k: v for k, v in manifest.get("lexical", {}).items() if k != "terms"}
+        == lexical_settings()
     )
 
 
@@ -163,105 +199,23 @@ def evaluate(
     queries: str | Path,
     qrels: str | Path,
     *,
-    index: str | Path | None = None,
-    model: str | None = None,
-    chunking: Chunking = Chunking(),
-    mode: str = "hybrid",
-    pool: str = "judged",
-    relevant_at: int = 2,
-    dense_weight: float | None = None,
-    min_score: float | None = None,
-    diverse: float | None = None,
+    build: BuildRequest | None = None,
+    ranking: RankingRequest | None = None,
     progress: Callable[[int, int], None] | None = None,
     on_phase: Callable[[str, int | None], None] | None = None,
-    precision: str | None = None,
+    **settings,
 ) -> Evaluation:
     """Build (or reuse) an index over `corpus`, rank every query, and score the rankings.
 
-    `dense_weight` None: the one `like` uses for the index (its tier's); `precision` as
-    `build_index`'s, None the default."""
-    from ..query.paper_index import PaperIndex
-
-    check_settings(mode, pool, dense_weight, min_score, diverse)
-    judgements = metrics.read_qrels(qrels)
-    listed = metrics.read_queries(queries)
-    for query_id, _, _ in listed:
-        if query_id not in judgements:
-            raise InputError(
-                f"{qrels}: no judgements for query {query_id} of {queries}: judge it or remove it"
-            )
-    index = index if index is not None else eval_index_name(corpus)
-    build = prepare_index(corpus, index, model, chunking, progress, on_phase, precision)
-    with PaperIndex.open(index) as recommender:
-        dense_weight = recommender.dense_weight if dense_weight is None else dense_weight
-        rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
-        results = []
-        for query_id, paper_id, facet in listed:
-            if paper_id not in rows_by_id:
-                raise InputError(
-                    f"{queries}: query {query_id} is paper {paper_id}, which is not in {corpus}"
-                )
-            results.append(
-                _evaluate_query(
-                    recommender,
-                    rows_by_id,
-                    query_id,
-                    rows_by_id[paper_id],
-                    judgements[query_id],
-                    facet,
-                    mode,
-                    pool,
-                    relevant_at,
-                    dense_weight,
-                    min_score,
-                    diverse,
-                )
-            )
-        by_protocol = {}
-        for protocol, listed_profiles in profiles.protocols(
-            listed, judgements, relevant_at, present=rows_by_id
-        ).items():
-            if listed_profiles:
-                scored = [
-                    profiles.score_profile(
-                        recommender,
-                        profile,
-                        rows_by_id,
-                        relevant_at,
-                        pool=pool,
-                        mode=mode,
-                        dense_weight=dense_weight,
-                        min_score=min_score,
-                        diverse=diverse,
-                    )
-                    for profile in listed_profiles
-                ]
-                by_protocol[protocol] = (len(scored), metrics.mean_scores(scored))
-        facets = {}
-        for facet in dict.fromkeys(result.facet for result in results):
-            facets[facet] = metrics.mean_scores([r.scores for r in results if r.facet == facet])
-        manifest = recommender.manifest
-        settings = {
-            "index": str(recommender.stored.index_dir),
-            "papers": len(recommender),
-            "model": manifest["model"],
-            "precision": manifest.get("precision", "fp32"),
-            "chunking": manifest["chunking"]["strategy"],
-            "mode": mode,
-            "dense_weight": dense_weight if mode == "hybrid" else None,
-            "pool": pool,
-            "relevant_at": relevant_at,
-            "min_score": min_score,
-            "diverse": diverse,
-        }
-    evaluation = Evaluation(
-        settings,
-        results,
-        metrics.mean_scores([r.scores for r in results]),
-        facets,
-        build,
-        by_protocol,
-    )
+    The index is built as `build` (a BuildRequest) says, else as the keywords index, model,
+    precision (as `build_index`'s, None the default) and chunking (default: sentences) say; its
+    index by default eval-<corpus file stem> (evaluation_build). The queries are ranked as
+    `ranking` (a RankingRequest) says, else as the keywords mode (default "hybrid"), min_score and
+    diverse say. The keywords pool ("judged" or "all"), relevant_at (2) and dense_weight (None: the
+    one `like` uses for the index, its tier's) say how the rankings are scored (Scoring).
+    `on_phase(name, total)` and `progress(done, total)` are told how a build goes."""
+    asked, ranked, scoring = _requests(corpus, build, ranking, settings)
+    evaluation = _evaluate(queries, qrels, asked, ranked, scoring, BuildHooks(progress, on_phase))
     if evaluation.missing:
         warnings.warn(
             f"{evaluation.missing} judgements name papers that are not in the index "
@@ -270,6 +224,174 @@ def evaluate(
             stacklevel=caller_stacklevel(),
         )
     return evaluation
+
+
+def _requests(
+    corpus: str | Path,
+    build: BuildRequest | None,
+    ranking: RankingRequest | None,
+    settings: dict,
+) -> tuple[BuildRequest, RankingRequest, Scoring]:
+    """The evaluation's three values of `evaluate`'s arguments, checked (OptionError) before any
+    work is done; an unknown keyword is a TypeError."""
+    unknown = [name for name in settings if name not in EVALUATE_SETTINGS]
+    if unknown:
+        raise TypeError(f"evaluate() got an unexpected keyword argument '{unknown[0]}'")
+    given = {name: settings[name] for name in BUILD_SETTINGS if name in settings}
+    options = {name: settings[name] for name in RANKING_SETTINGS if name in settings}
+    scoring = Scoring(**{name: settings[name] for name in SCORING_SETTINGS if name in settings})
+    ranking = RankingRequest.of(ranking, **options)
+    check_settings(ranking.mode, scoring.pool, scoring.dense_weight, None, None)
+    return evaluation_build(corpus, build, **given), ranking, scoring
+
+
+def _evaluate(
+    queries: str | Path,
+    qrels: str | Path,
+    build: BuildRequest,
+    ranking: RankingRequest,
+    scoring: Scoring,
+    hooks: BuildHooks,
+) -> Evaluation:
+    """The evaluation's stages: read the collection, prepare the index, rank and score every query
+    and every profile, and record the settings the figures are of."""
+    from ..query.paper_index import PaperIndex
+
+    listed, judgements = read_collection(queries, qrels)
+    report = prepare_index(build, hooks)
+    with PaperIndex.open(build.index) as recommender:
+        ranker = _Ranker.of(recommender, ranking, scoring)
+        results = ranker.queries(listed, judgements, queries, build.inputs[0])
+        by_protocol = ranker.profiles(listed, judgements)
+        settings = ranker.settings()
+    facets = {}
+    for facet in dict.fromkeys(result.facet for result in results):
+        facets[facet] = metrics.mean_scores([r.scores for r in results if r.facet == facet])
+    overall = metrics.mean_scores([r.scores for r in results])
+    return Evaluation(settings, results, overall, facets, report, by_protocol)
+
+
+def read_collection(
+    queries: str | Path, qrels: str | Path
+) -> tuple[list[tuple[str, str, str]], dict[str, dict[str, int]]]:
+    """The collection's queries (query ID, paper ID, facet) and their judgements; a query without
+    judgements is refused."""
+    judgements = metrics.read_qrels(qrels)
+    listed = metrics.read_queries(queries)
+    for query_id, _, _ in listed:
+        if query_id not in judgements:
+            raise InputError(
+                f"{qrels}: no judgements for query {query_id} of {queries}: judge it or remove it"
+            )
+    return listed, judgements
+
+
+@dataclass(frozen=True)
+class _Ranker:
+    """An open index ranking a collection's queries and profiles as the evaluation asks, its dense
+    weight decided (the index's own where none was given)."""
+
+    recommender: PaperIndex
+    rows_by_id: dict[str, int]
+    ranking: RankingRequest
+    scoring: Scoring
+
+    @classmethod
+    def of(cls, recommender: PaperIndex, ranking: RankingRequest, scoring: Scoring) -> _Ranker:
+        weight = scoring.dense_weight
+        weight = recommender.dense_weight if weight is None else weight
+        rows_by_id = {paper_id: row for row, paper_id in enumerate(recommender.ids)}
+        return cls(recommender, rows_by_id, ranking, replace(scoring, dense_weight=weight))
+
+    def queries(
+        self,
+        listed: list[tuple[str, str, str]],
+        judgements: dict[str, dict[str, int]],
+        queries: str | Path,
+        corpus: str | Path,
+    ) -> list[QueryResult]:
+        """Every query of `listed` ranked and scored; a query paper not in the index is refused."""
+        results = []
+        for query_id, paper_id, facet in listed:
+            if paper_id not in self.rows_by_id:
+                raise InputError(
+                    f"{queries}: query {query_id} is paper {paper_id}, which is not in {corpus}"
+                )
+            row = self.rows_by_id[paper_id]
+            results.append(self.query(query_id, row, judgements[query_id], facet))
+        return results
+
+    def query(
+        self, query_id: str, query_row: int, judged: dict[str, int], facet: str
+    ) -> QueryResult:
+        """One query ranked over its pool and scored against its judgements."""
+        recommender, rows_by_id, scoring = self.recommender, self.rows_by_id, self.scoring
+        if scoring.pool == "judged":
+            rows = [rows_by_id[doc] for doc in judged if doc in rows_by_id]
+        else:
+            query_judged = recommender.ids[query_row] in judged
+            rows = [row for row in range(len(recommender)) if row != query_row or query_judged]
+        missing = sum(1 for doc in judged if doc not in rows_by_id)
+        ranking = rank_rows(
+            recommender,
+            query_row,
+            rows,
+            self.ranking.mode,
+            scoring.dense_weight,
+            self.ranking.min_score,
+            self.ranking.diverse,
+        )
+        ids = recommender.ids
+        scores = metrics.score_query(
+            [ids[row] for row in ranking], judged, scoring.relevant_at, query_id=query_id
+        )
+        return QueryResult(query_id, ids[query_row], facet, scores, len(rows), missing)
+
+    def profiles(
+        self, listed: list[tuple[str, str, str]], judgements: dict[str, dict[str, int]]
+    ) -> dict[str, tuple[int, dict[str, float]]]:
+        """The collection's profiles (profiles.py) ranked as `like` ranks several seeds: protocol ->
+        (profiles, mean scores), a protocol without profiles left out."""
+        scoring, ranking = self.scoring, self.ranking
+        by_protocol = {}
+        for protocol, listed_profiles in profiles.protocols(
+            listed, judgements, scoring.relevant_at, present=self.rows_by_id
+        ).items():
+            if listed_profiles:
+                scored = [
+                    profiles.score_profile(
+                        self.recommender,
+                        profile,
+                        self.rows_by_id,
+                        scoring.relevant_at,
+                        pool=scoring.pool,
+                        mode=ranking.mode,
+                        dense_weight=scoring.dense_weight,
+                        min_score=ranking.min_score,
+                        diverse=ranking.diverse,
+                    )
+                    for profile in listed_profiles
+                ]
+                by_protocol[protocol] = (len(scored), metrics.mean_scores(scored))
+        return by_protocol
+
+    def settings(self) -> dict:
+        """The settings the figures are of (Evaluation.settings)."""
+        recommender, ranking, scoring = self.recommender, self.ranking, self.scoring
+        manifest = recommender.manifest
+        return {
+            "index": str(recommender.stored.index_dir),
+            "papers": len(recommender),
+            "model": manifest["model"],
+            "precision": manifest.get("precision", "fp32"),
+            "chunking": manifest["chunking"]["strategy"],
+            "mode": ranking.mode,
+            "dense_weight": scoring.dense_weight if ranking.mode == "hybrid" else None,
+            "pool": scoring.pool,
+            "relevant_at": scoring.relevant_at,
+            "min_score": ranking.min_score,
+            "diverse": ranking.diverse,
+        }
 
 
 def check_settings(
@@ -288,34 +410,6 @@ def check_settings(
             f"dense_weight must be between 0 and 1 (1 = dense only), got {dense_weight:g}",
             "dense_weight",
         )
-
-
-def _evaluate_query(
-    recommender,
-    rows_by_id: dict[str, int],
-    query_id: str,
-    query_row: int,
-    judged: dict[str, int],
-    facet: str,
-    mode: str,
-    pool: str,
-    relevant_at: int,
-    dense_weight: float,
-    min_score: float | None,
-    diverse: float | None,
-) -> QueryResult:
-    if pool == "judged":
-        rows = [rows_by_id[doc] for doc in judged if doc in rows_by_id]
-    else:
-        query_judged = recommender.ids[query_row] in judged
-        rows = [row for row in range(len(recommender)) if row != query_row or query_judged]
-    missing = sum(1 for doc in judged if doc not in rows_by_id)
-    ranking = rank_rows(recommender, query_row, rows, mode, dense_weight, min_score, diverse)
-    ids = recommender.ids
-    scores = metrics.score_query(
-        [ids[row] for row in ranking], judged, relevant_at, query_id=query_id
-    )
-    return QueryResult(query_id, ids[query_row], facet, scores, len(rows), missing)
 
 
 def rank_rows(

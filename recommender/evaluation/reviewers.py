@@ -250,14 +250,16 @@ def evaluate_reviewers(
     its spread.
     """
     from ..corpus.papers import read_papers
+    from ..index.request import BuildHooks
     from ..query.paper_index import PaperIndex
-    from .evaluate import check_settings, prepare_index
+    from .evaluate import check_settings, evaluation_build, prepare_index
 
     check_settings(mode, "judged", dense_weight, None, None)
     data = read_reviewer_set(folder)
     index = index if index is not None else f"eval-{Path(folder).resolve().name}"
     build = prepare_index(
-        data.papers_file, index, model, progress=progress, on_phase=on_phase, precision=precision
+        evaluation_build(data.papers_file, index=index, model=model, precision=precision),
+        BuildHooks(progress, on_phase),
     )
     import warnings
 

@@ -25,6 +25,7 @@ whose text changed replaces the index's.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -210,6 +211,28 @@ def synced_sources(inputs: Sequence[str]) -> Callable[[str], bool]:
         return full in named or full.startswith(tuple(folders))
 
     return ours
+
+
+def gone_from_sources(
+    parts: Sequence[tuple[str, Path, frozenset[str]]],
+    ours: Callable[[str], bool],
+    papers: Sequence[Paper],
+) -> dict[str, set[str]]:
+    """For each part of the index (its name, folder and removed IDs, as IndexPapers takes them), the
+    IDs of its live papers read from a sync's inputs (`ours` of their recorded source) that `papers`
+    no longer hold."""
+    kept = {paper.id for paper in papers}
+    gone: dict[str, set[str]] = {}
+    for part, folder, removed in parts:
+        with open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
+            for line in rows:
+                record = json.loads(line)
+                source, paper_id = str(record.get("source", "")), str(record["id"])
+                if paper_id in kept or paper_id in removed:
+                    continue
+                if ours(source):
+                    gone.setdefault(part, set()).add(paper_id)
+    return gone
 
 
 @dataclass

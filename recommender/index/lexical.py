@@ -187,6 +187,41 @@ class TfidfBuilder:
         """Write csr_indices, csr_data, csc_indices and csc_data through `output`; returns (the
         other arrays to store, the vocabulary in column order, the stop words)."""
         self._flush()
+        vocabulary, rank, documents = self._sorted_columns()
+        indptr = np.array(self._indptr, dtype=np.int64)
+        self._indptr = array.array("q")
+        total = int(indptr[-1])
+        idf = self._idf(documents, len(indptr) - 1)
+        csc_indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+        np.cumsum(documents, out=csc_indptr[1:])
+        blocks = np.array(
+            [0] + [last for _, last in _row_chunks(csc_indptr, self.chunk)], dtype=np.int64
+        )
+        csr = (output("csr_indices", total, np.int32), output("csr_data", total, np.float32))
+        with (
+            self._scratch("tfidf-run-terms") as terms_file,
+            self._scratch("tfidf-run-rows") as rows_file,
+            self._scratch("tfidf-run-data") as data_file,
+        ):
+            runs = (
+                _Spool(terms_file, np.int32),
+                _Spool(rows_file, np.int32),
+                _Spool(data_file, np.float32),
+            )
+            bounds = self._write_rows(csr, runs, indptr, rank, idf, blocks)
+            csc = (output("csc_indices", total, np.int32), output("csc_data", total, np.float32))
+            column_max = _merge_runs(csc, runs, bounds, blocks, csc_indptr)
+        arrays = {
+            "idf": idf,
+            "csr_indptr": indptr,
+            "csc_indptr": csc_indptr,
+            "column_max": column_max,
+        }
+        return arrays, vocabulary, sorted(self.stop_words)
+
+    def _sorted_columns(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The vocabulary in column order (sorted; with fixed terms, theirs then the terms they
+        lack), each first-use column's sorted column, and the texts with each term by column."""
         if self.fixed is None:
             vocabulary = sorted(self._columns)
         else:  # the fixed columns, then the terms they lack (columns in order of first use)
@@ -200,96 +235,76 @@ class TfidfBuilder:
         self._columns = {}
         documents = np.zeros(len(vocabulary), dtype=np.int64)
         documents[rank] = self._documents
-        indptr = np.array(self._indptr, dtype=np.int64)
-        self._indptr = array.array("q")
-        total = int(indptr[-1])
-        idf = (np.log((1 + len(indptr) - 1) / (1 + documents)) + 1).astype(np.float32)
+        return vocabulary, rank, documents
+
+    def _idf(self, documents: np.ndarray, texts: int) -> np.ndarray:
+        """Each column's inverse document frequency (smoothed, as scikit-learn's); with fixed
+        terms, theirs, and the unseen terms' for the terms they lack."""
+        idf = (np.log((1 + texts) / (1 + documents)) + 1).astype(np.float32)
         if self.fixed is not None:
+            known = len(self.fixed.vocabulary)
             idf = np.concatenate(
                 [
                     np.asarray(self.fixed.idf, dtype=np.float32),
-                    np.full(len(vocabulary) - known, self.fixed.unseen_idf, dtype=np.float32),
+                    np.full(len(documents) - known, self.fixed.unseen_idf, dtype=np.float32),
                 ]
             )
-        csc_indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
-        np.cumsum(documents, out=csc_indptr[1:])
-        blocks = np.array(
-            [0] + [last for _, last in _row_chunks(csc_indptr, self.chunk)], dtype=np.int64
-        )
-        csr_indices, csr_data = (
-            output("csr_indices", total, np.int32),
-            output("csr_data", total, np.float32),
-        )
-        with (
-            self._scratch("tfidf-run-terms") as terms_file,
-            self._scratch("tfidf-run-rows") as rows_file,
-            self._scratch("tfidf-run-data") as data_file,
-        ):
-            runs = (
-                _Spool(terms_file, np.int32),
-                _Spool(rows_file, np.int32),
-                _Spool(data_file, np.float32),
+        return idf
+
+    def _write_rows(self, csr, runs, indptr, rank, idf, blocks) -> list[np.ndarray]:
+        """The rows weighed a chunk at a time into the CSR arrays `csr`, each chunk sorted by column
+        into a run of `runs` (terms, rows, weights); returns, for each run, where each block of
+        columns of `blocks` starts in it."""
+        bounds: list[np.ndarray] = []
+        for first, last in _row_chunks(indptr, self.chunk):
+            low, high = indptr[first], indptr[last]
+            local_rows = np.repeat(
+                np.arange(last - first, dtype=np.int32), np.diff(indptr[first : last + 1])
             )
-            # for each run (a chunk of rows), where each block of columns starts in it
-            bounds: list[np.ndarray] = []
-            for first, last in _row_chunks(indptr, self.chunk):
-                low, high = indptr[first], indptr[last]
-                local_rows = np.repeat(
-                    np.arange(last - first, dtype=np.int32), np.diff(indptr[first : last + 1])
-                )
-                terms = rank[self._terms.read(low, high)]
-                weights = (np.log(self._counts.read(low, high)) + 1) * idf[terms]
-                norms = np.sqrt(
-                    np.bincount(local_rows, weights=weights * weights, minlength=last - first)
-                )
-                weights /= np.where(norms == 0, 1, norms)[local_rows]
-                order = np.lexsort(
-                    (terms, local_rows)
-                )  # columns sorted within each row, as scipy leaves them
-                terms, weights = terms[order], weights[order].astype(np.float32)
-                csr_indices.append(terms)
-                csr_data.append(weights)
-                by_column = np.argsort(
-                    terms, kind="stable"
-                )  # stable: rows stay in order within a column
-                column_terms = terms[by_column]
-                runs[0].append(column_terms)
-                runs[1].append((local_rows + np.int32(first))[by_column])
-                runs[2].append(weights[by_column])
-                bounds.append(low + np.searchsorted(column_terms, blocks, side="left"))
-            del local_rows, terms, weights, order, by_column, column_terms
-            csc_indices, csc_data = (
-                output("csc_indices", total, np.int32),
-                output("csc_data", total, np.float32),
+            terms = rank[self._terms.read(low, high)]
+            weights = (np.log(self._counts.read(low, high)) + 1) * idf[terms]
+            norms = np.sqrt(
+                np.bincount(local_rows, weights=weights * weights, minlength=last - first)
             )
-            column_max = np.zeros(len(vocabulary), dtype=np.float32)
-            starts_at = np.array(bounds, dtype=np.int64).reshape(-1, len(blocks))
-            for block in range(len(blocks) - 1):
-                first, last = int(blocks[block]), int(blocks[block + 1])
-                # the runs with postings here
-                present = np.flatnonzero(starts_at[:, block + 1] > starts_at[:, block])
-                if not len(present):  # no text has a term of these columns (texts with no terms)
-                    continue
-                starts = starts_at[present, block].tolist()
-                stops = starts_at[present, block + 1].tolist()
-                terms = np.concatenate([runs[0].read(a, b) for a, b in zip(starts, stops)])
-                order = np.argsort(
-                    terms, kind="stable"
-                )  # the runs are in row order: rows ascend in each column
-                rows = np.concatenate([runs[1].read(a, b) for a, b in zip(starts, stops)])[order]
-                data = np.concatenate([runs[2].read(a, b) for a, b in zip(starts, stops)])[order]
-                csc_indices.append(rows)
-                csc_data.append(data)
-                column_max[first:last] = column_maxima(
-                    data, csc_indptr[first : last + 1] - csc_indptr[first]
-                )
-        arrays = {
-            "idf": idf,
-            "csr_indptr": indptr,
-            "csc_indptr": csc_indptr,
-            "column_max": column_max,
-        }
-        return arrays, vocabulary, sorted(self.stop_words)
+            weights /= np.where(norms == 0, 1, norms)[local_rows]
+            order = np.lexsort(
+                (terms, local_rows)
+            )  # columns sorted within each row, as scipy leaves them
+            terms, weights = terms[order], weights[order].astype(np.float32)
+            csr[0].append(terms)
+            csr[1].append(weights)
+            by_column = np.argsort(terms, kind="stable")  # stable: rows stay in order in a column
+            column_terms = terms[by_column]
+            runs[0].append(column_terms)
+            runs[1].append((local_rows + np.int32(first))[by_column])
+            runs[2].append(weights[by_column])
+            bounds.append(low + np.searchsorted(column_terms, blocks, side="left"))
+        return bounds
+
+
+def _merge_runs(csc, runs, bounds, blocks, csc_indptr) -> np.ndarray:
+    """The runs merged a block of columns at a time into the CSC arrays `csc`; returns each
+    column's largest weight."""
+    column_max = np.zeros(len(csc_indptr) - 1, dtype=np.float32)
+    starts_at = np.array(bounds, dtype=np.int64).reshape(-1, len(blocks))
+    for block in range(len(blocks) - 1):
+        first, last = int(blocks[block]), int(blocks[block + 1])
+        # the runs with postings here
+        present = np.flatnonzero(starts_at[:, block + 1] > starts_at[:, block])
+        if not len(present):  # no text has a term of these columns (texts with no terms)
+            continue
+        starts = starts_at[present, block].tolist()
+        stops = starts_at[present, block + 1].tolist()
+        terms = np.concatenate([runs[0].read(a, b) for a, b in zip(starts, stops)])
+        order = np.argsort(terms, kind="stable")  # the runs are in row order: rows ascend
+        rows = np.concatenate([runs[1].read(a, b) for a, b in zip(starts, stops)])[order]
+        data = np.concatenate([runs[2].read(a, b) for a, b in zip(starts, stops)])[order]
+        csc[0].append(rows)
+        csc[1].append(data)
+        column_max[first:last] = column_maxima(
+            data, csc_indptr[first : last + 1] - csc_indptr[first]
+        )
+    return column_max
 
 
 class _Spool:
@@ -584,92 +599,23 @@ class LexicalIndex:
 
     def _pruned_top(self, query: SparseVector, k: int, also: np.ndarray, counts: dict):
         """`top` through the bound, or None when the query is to be scored in full."""
-        terms, weights = query.indices, query.values
-        if self.column_max is None or not 0 < k < self.size or len(terms) == 0:
+        if self.column_max is None or not 0 < k < self.size or len(query.indices) == 0:
             return None
-        starts = np.asarray(self.csc_indptr[terms], dtype=np.int64)
-        lengths = np.asarray(self.csc_indptr[terms + 1], dtype=np.int64) - starts
-        total = int(lengths.sum())
-        if total < PRUNE_MIN_POSTINGS:
+        plan = _ScanPlan.of(self.csc_indptr, self.column_max, query)
+        if plan is None:
             return None
-        maxima = np.asarray(self.column_max[terms], dtype=np.float64)
-        # Terms of negative weight never raise a score: their bound is 0 and they are never scanned.
-        bounds = np.maximum(weights.astype(np.float64), 0.0) * maxima
-        # Float32 rounding of the partial sums and of the exact scores, with room to spare.
-        slack = (
-            4.0
-            * (len(terms) + 1)
-            * float(np.finfo(np.float32).eps)
-            * (float(np.abs(weights) @ maxima) + 1.0)
-        )
-        useful = np.flatnonzero((bounds > 0) & (lengths > 0))
-        order = useful[np.lexsort((terms[useful], -bounds[useful] / lengths[useful]))]
-        # After scanning order[:i]: the bound of the other columns, and their postings.
-        remaining = np.append(np.cumsum(bounds[order][::-1])[::-1], 0.0)
-        left = np.append(np.cumsum(lengths[order][::-1])[::-1], 0)
-        partial = np.zeros(self.size, dtype=np.float32)
-        exact_rows, exact_scores = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        scored = np.zeros(self.size, dtype=bool)
-        theta, scanned, estimated_at, read_rows, before = None, 0, 0, 0, self.size
         with (
             (self._column_reader or self._slice_columns)() as column,
             (self._row_reader or contextlib.nullcontext)() as read,
         ):
-
-            def score_exactly(rows):
-                nonlocal exact_rows, exact_scores, read_rows
-                rows = rows[~scored[rows]]
-                scored[rows] = True
-                read_rows += int((self.csr_indptr[rows + 1] - self.csr_indptr[rows]).sum())
-                exact_rows = np.concatenate([exact_rows, rows])
-                exact_scores = np.concatenate([exact_scores, self.scores_at(query, rows, read)])
-
-            for i, term in enumerate(order.tolist(), start=1):
-                rows, data = column(starts[term], starts[term] + lengths[term])
-                np.add.at(partial, rows, data * weights[term])
-                scanned += int(lengths[term])
-                if scanned < FIRST_ESTIMATE * total:
-                    continue
-                if theta is None or (scanned >= 2 * estimated_at and remaining[i] + slack < theta):
-                    # The best rows so far, scored exactly: the k-th best score is a threshold that
-                    # the k-th best of all rows reaches.
-                    score_exactly(sorted_union(_leading(partial, k), also))
-                    theta = float(
-                        np.partition(exact_scores, len(exact_scores) - k)[len(exact_scores) - k]
-                    )
-                    estimated_at = scanned
-                    if theta <= slack:  # no bound is ever below it
-                        return None
-                if remaining[i] + slack < theta:
-                    floor = theta - remaining[i] - slack  # a row below it cannot reach theta
-                    candidates = (
-                        int(np.count_nonzero(partial[::COUNT_STRIDE] >= floor)) * COUNT_STRIDE
-                    )  # about
-                    cost = candidates * ROW_COST  # of reading the candidates' rows
-                    if i == len(order):
-                        if cost > total:
-                            return None
-                        break
-                    # Stop when reading the rows costs less than the next column, or when the column
-                    # just scanned removed fewer candidates than it cost.
-                    if cost <= left[i] and (
-                        cost <= lengths[order[i]]
-                        or (before - candidates) * ROW_COST < lengths[term]
-                    ):
-                        break
-                    before = candidates
-                elif (
-                    scanned > GIVE_UP * total
-                ):  # the bound is not below the threshold yet: it will not pay
-                    return None
-            else:
+            exact = _ExactScores(self, query, read)
+            scan = plan.scan(column, exact, k, also)
+            if scan is None:
                 return None
-            score_exactly(sorted_union(np.flatnonzero(partial >= floor), also))
-        counts["postings"] = scanned + read_rows
-        by_row = np.argsort(exact_rows)  # in row order, so that equal scores go to lower rows
-        rows, scores = exact_rows[by_row], exact_scores[by_row]
-        wanted = sorted_union(rows[best_rows(scores, k)], also)
-        return wanted, scores[np.searchsorted(rows, wanted)]
+            scanned, candidates = scan
+            exact.add(sorted_union(candidates, also))
+        counts["postings"] = scanned + exact.read_rows
+        return exact.top(k, also)
 
     def document_counts(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """How many papers use each of these terms (0 for a term the index does not know), and how
@@ -701,6 +647,117 @@ def column_counts(
 ) -> dict[str, int]:
     """Each term's count by its column (0 for a term without a column)."""
     return {term: 0 if columns.get(term) is None else int(counts[columns[term]]) for term in terms}
+
+
+@dataclass(frozen=True)
+class _ScanPlan:
+    """A query's columns in the order the pruned scan reads them (most bound per posting first),
+    and after scanning order[:i] the bound of the other columns (`remaining`) and their postings
+    (`left`); `slack` covers the float32 rounding of the partial sums and of the exact scores."""
+
+    weights: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    total: int
+    order: np.ndarray
+    remaining: np.ndarray
+    left: np.ndarray
+    slack: float
+
+    @classmethod
+    def of(cls, csc_indptr, column_max, query: SparseVector) -> _ScanPlan | None:
+        """The plan of `query`, or None when its columns are too few postings for pruning to pay."""
+        terms, weights = query.indices, query.values
+        starts = np.asarray(csc_indptr[terms], dtype=np.int64)
+        lengths = np.asarray(csc_indptr[terms + 1], dtype=np.int64) - starts
+        total = int(lengths.sum())
+        if total < PRUNE_MIN_POSTINGS:
+            return None
+        maxima = np.asarray(column_max[terms], dtype=np.float64)
+        # Terms of negative weight never raise a score: their bound is 0 and they are never scanned.
+        bounds = np.maximum(weights.astype(np.float64), 0.0) * maxima
+        # Float32 rounding of the partial sums and of the exact scores, with room to spare.
+        slack = (
+            4.0
+            * (len(terms) + 1)
+            * float(np.finfo(np.float32).eps)
+            * (float(np.abs(weights) @ maxima) + 1.0)
+        )
+        useful = np.flatnonzero((bounds > 0) & (lengths > 0))
+        order = useful[np.lexsort((terms[useful], -bounds[useful] / lengths[useful]))]
+        remaining = np.append(np.cumsum(bounds[order][::-1])[::-1], 0.0)
+        left = np.append(np.cumsum(lengths[order][::-1])[::-1], 0)
+        return cls(weights, starts, lengths, total, order, remaining, left, slack)
+
+    def scan(self, column, exact: _ExactScores, k: int, also: np.ndarray):
+        """Scan the columns in order into partial scores, the best rows so far scored exactly for
+        a threshold, until reading the rows that can still reach it costs less than going on:
+        returns (postings scanned, those rows), or None when the bound does not pay."""
+        order, remaining, lengths, total = self.order, self.remaining, self.lengths, self.total
+        slack = self.slack
+        partial = np.zeros(len(exact.scored), dtype=np.float32)
+        theta, scanned, estimated_at, before = None, 0, 0, len(exact.scored)
+        for i, term in enumerate(order.tolist(), start=1):
+            rows, data = column(self.starts[term], self.starts[term] + lengths[term])
+            np.add.at(partial, rows, data * self.weights[term])
+            scanned += int(lengths[term])
+            if scanned < FIRST_ESTIMATE * total:
+                continue
+            if theta is None or (scanned >= 2 * estimated_at and remaining[i] + slack < theta):
+                # The best rows so far, scored exactly: the k-th best score is a threshold that
+                # the k-th best of all rows reaches.
+                exact.add(sorted_union(_leading(partial, k), also))
+                theta = exact.kth_best(k)
+                estimated_at = scanned
+                if theta <= slack:  # no bound is ever below it
+                    return None
+            if remaining[i] + slack < theta:
+                floor = theta - remaining[i] - slack  # a row below it cannot reach theta
+                candidates = (
+                    int(np.count_nonzero(partial[::COUNT_STRIDE] >= floor)) * COUNT_STRIDE
+                )  # about
+                cost = candidates * ROW_COST  # of reading the candidates' rows
+                if i == len(order):
+                    return None if cost > total else (scanned, np.flatnonzero(partial >= floor))
+                # Stop when reading the rows costs less than the next column, or when the column
+                # just scanned removed fewer candidates than it cost.
+                if cost <= self.left[i] and (
+                    cost <= lengths[order[i]] or (before - candidates) * ROW_COST < lengths[term]
+                ):
+                    return scanned, np.flatnonzero(partial >= floor)
+                before = candidates
+            elif scanned > GIVE_UP * total:  # the bound is not below the threshold yet: no gain
+                return None
+        return None
+
+
+class _ExactScores:
+    """The rows of a pruned scan scored exactly (each once), and the postings their rows held."""
+
+    def __init__(self, index: LexicalIndex, query: SparseVector, read):
+        self.index, self.query, self.read = index, query, read
+        self.rows, self.scores = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        self.scored = np.zeros(index.size, dtype=bool)
+        self.read_rows = 0
+
+    def add(self, rows: np.ndarray) -> None:
+        rows = rows[~self.scored[rows]]
+        self.scored[rows] = True
+        indptr = self.index.csr_indptr
+        self.read_rows += int((indptr[rows + 1] - indptr[rows]).sum())
+        self.rows = np.concatenate([self.rows, rows])
+        scores = self.index.scores_at(self.query, rows, self.read)
+        self.scores = np.concatenate([self.scores, scores])
+
+    def kth_best(self, k: int) -> float:
+        return float(np.partition(self.scores, len(self.scores) - k)[len(self.scores) - k])
+
+    def top(self, k: int, also: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The k best rows scored and the rows `also`, in row order, with their scores."""
+        by_row = np.argsort(self.rows)  # in row order, so that equal scores go to lower rows
+        rows, scores = self.rows[by_row], self.scores[by_row]
+        wanted = sorted_union(rows[best_rows(scores, k)], also)
+        return wanted, scores[np.searchsorted(rows, wanted)]
 
 
 def _leading(scores: np.ndarray, k: int, stride: int = 64) -> np.ndarray:

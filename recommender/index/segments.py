@@ -250,29 +250,8 @@ def add_papers(
     index_dir = resolve_index_dir(index)
     input_names = [str(path) for path in inputs]
     if not is_index(index_dir):
-        # No index yet (a routine's first day): the add builds it, as `papers build` would (and
-        # refuses a folder of something else as a build does).
-        from .build import build_index
-
-        made = build_index(input_names, index=index_dir, progress=progress, notice=notice)
-        return AddReport(
-            made.index_dir,
-            made.papers,
-            0,
-            None,
-            made.encoded,
-            False,
-            time.perf_counter() - started,
-            created=True,
-        )
-    # An empty file (a day's fetch with nothing new) adds nothing; a sync still reads it as a
-    # source emptied.
-    empty = [] if sync else [name for name in input_names if _is_empty_file(name)]
-    for empty_name in empty:
-        if notice is not None:
-            notice(f"{empty_name} is empty: nothing to add from it")
-    read = [name for name in input_names if name not in empty]
-    papers = list(scan_papers(read)) if read else []
+        return _first_build(input_names, index_dir, progress, notice, started)
+    papers = _read_added(input_names, sync, notice)
     failure = failed_compaction(index_dir)
     if failure is not None and notice is not None:
         notice(
@@ -280,54 +259,13 @@ def add_papers(
             + shell_command("papers", "build", "--compact", "--index", display_name(index_dir))
             + "`"
         )
-    from .checks import IndexPapers, plan_add, synced_sources  # here: a lookup plans no add
+    from .checks import synced_sources  # here: a lookup plans no add
 
     with build_lock(index_dir, wait=wait):
         current = read_segments(index_dir)
         _remove_unlisted(index_dir, current)
         ours = synced_sources(input_names) if sync else None
-        with contextlib.ExitStack() as stack:
-            parts = [(BASE, Path(index_dir), current.removed(BASE))] + [
-                (name, segment_dir(index_dir, name), current.removed(name))
-                for name in current.segments
-            ]
-            held = IndexPapers(parts, stack)
-            plan = plan_add(index_dir, papers, held, ours)
-        report = AddReport(index_dir, 0, plan.skipped, None, 0, False, 0.0)
-        gone = _gone_from_sources(index_dir, current, ours, papers) if ours is not None else {}
-        for part, paper_id in plan.replaced:
-            gone.setdefault(part, set()).add(paper_id)
-        aliases = {**current.aliases, **plan.aliases}
-        if plan.new or gone or aliases != current.aliases:
-            name: str | None = None
-            built = None
-            if plan.new:
-                name, built = _build_segment(index_dir, plan.new, index_dir, progress, notice)
-            tombstones = {part: set(ids) for part, ids in current.tombstones.items()}
-            for part, ids in gone.items():
-                tombstones.setdefault(part, set()).update(ids)
-            # The segment's papers: a build keeps the same paper twice in the input once.
-            kept = built.papers if built else 0
-            updated = SegmentSet(
-                current.base,
-                current.segments + ((name,) if name else ()),
-                current.counts + ((kept,) if name else ()),
-                {part: frozenset(ids) for part, ids in tombstones.items() if ids},
-                aliases,
-            )
-            _publish(index_dir, updated)
-            report = AddReport(
-                index_dir,
-                kept,
-                plan.skipped,
-                name,
-                built.encoded if built else 0,
-                False,
-                0.0,
-                removed=sum(len(ids) for ids in gone.values()) - len(plan.replaced),
-                replaced=len(plan.replaced),
-            )
-            current = updated
+        report, current = _add_segment(index_dir, current, papers, ours, progress, notice)
     compacted, compacting, running = False, None, False
     if (
         compact_share is not None
@@ -349,34 +287,99 @@ def add_papers(
     )
 
 
+def _first_build(input_names, index_dir: Path, progress, notice, started: float) -> AddReport:
+    """No index yet (a routine's first day): the add builds it, as `papers build` would (and
+    refuses a folder of something else as a build does)."""
+    from .build import build_index
+
+    made = build_index(input_names, index=index_dir, progress=progress, notice=notice)
+    return AddReport(
+        made.index_dir,
+        made.papers,
+        0,
+        None,
+        made.encoded,
+        False,
+        time.perf_counter() - started,
+        created=True,
+    )
+
+
+def _read_added(
+    input_names: list[str], sync: bool, notice: Callable[[str], None] | None
+) -> list[Paper]:
+    """The papers of an add's inputs. An empty file (a day's fetch with nothing new) adds nothing,
+    with a notice; a sync still reads it as a source emptied."""
+    empty = [] if sync else [name for name in input_names if _is_empty_file(name)]
+    for empty_name in empty:
+        if notice is not None:
+            notice(f"{empty_name} is empty: nothing to add from it")
+    read = [name for name in input_names if name not in empty]
+    return list(scan_papers(read)) if read else []
+
+
+def _add_segment(
+    index_dir: Path, current: SegmentSet, papers: list[Paper], ours, progress, notice
+) -> tuple[AddReport, SegmentSet]:
+    """Under the index's lock: plan the add of `papers` against the live index `current` (with a
+    sync, `ours` tells the sources it makes exactly theirs), build the new papers as a segment and
+    publish it with the tombstones of the papers replaced or gone. Returns the add's report and the
+    index's segments after it."""
+    from .checks import IndexPapers, gone_from_sources, plan_add  # here: a lookup plans no add
+
+    parts = [(BASE, Path(index_dir), current.removed(BASE))] + [
+        (name, segment_dir(index_dir, name), current.removed(name)) for name in current.segments
+    ]
+    with contextlib.ExitStack() as stack:
+        plan = plan_add(index_dir, papers, IndexPapers(parts, stack), ours)
+    gone = gone_from_sources(parts, ours, papers) if ours is not None else {}
+    for part, paper_id in plan.replaced:
+        gone.setdefault(part, set()).add(paper_id)
+    aliases = {**current.aliases, **plan.aliases}
+    if not (plan.new or gone or aliases != current.aliases):
+        return AddReport(index_dir, 0, plan.skipped, None, 0, False, 0.0), current
+    name: str | None = None
+    built = None
+    if plan.new:
+        name, built = _build_segment(index_dir, plan.new, index_dir, progress, notice)
+    # The segment's papers: a build keeps the same paper twice in the input once.
+    kept = built.papers if built else 0
+    updated = _with_segment(current, name, kept, gone, aliases)
+    _publish(index_dir, updated)
+    report = AddReport(
+        index_dir,
+        kept,
+        plan.skipped,
+        name,
+        built.encoded if built else 0,
+        False,
+        0.0,
+        removed=sum(len(ids) for ids in gone.values()) - len(plan.replaced),
+        replaced=len(plan.replaced),
+    )
+    return report, updated
+
+
+def _with_segment(current: SegmentSet, name: str | None, kept: int, gone: dict, aliases: dict):
+    """`current` with the segment `name` of `kept` papers (None: no segment), the papers `gone`
+    tombstoned and its aliases `aliases`."""
+    tombstones = {part: set(ids) for part, ids in current.tombstones.items()}
+    for part, ids in gone.items():
+        tombstones.setdefault(part, set()).update(ids)
+    return SegmentSet(
+        current.base,
+        current.segments + ((name,) if name else ()),
+        current.counts + ((kept,) if name else ()),
+        {part: frozenset(ids) for part, ids in tombstones.items() if ids},
+        aliases,
+    )
+
+
 def _is_empty_file(name: str) -> bool:
     try:
         return files.is_plain_file(name) and os.path.getsize(name) == 0
     except OSError:
         return False
-
-
-def _gone_from_sources(
-    index_dir: Path, current: SegmentSet, ours: Callable[[str], bool], papers: Sequence[Paper]
-) -> dict[str, set[str]]:
-    """For each part, the IDs of its live papers read from the sync's inputs (`ours` of their
-    recorded source) that `papers` no longer hold."""
-    kept = {paper.id for paper in papers}
-    gone: dict[str, set[str]] = {}
-    parts = [(BASE, Path(index_dir))] + [
-        (name, segment_dir(index_dir, name)) for name in current.segments
-    ]
-    for part, folder in parts:
-        removed = current.removed(part)
-        with open_stored(folder) as stored, open(stored.path(PAPERS), encoding="utf-8") as rows:
-            for line in rows:
-                record = json.loads(line)
-                source, paper_id = str(record.get("source", "")), str(record["id"])
-                if paper_id in kept or paper_id in removed:
-                    continue
-                if ours(source):
-                    gone.setdefault(part, set()).add(paper_id)
-    return gone
 
 
 def _build_segment(

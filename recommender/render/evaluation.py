@@ -123,3 +123,25 @@ def render_reviewers(evaluation, fmt: str = "table") -> str:
         " share of rated pairs ordered against the expertise (lower is better); spread: bootstrap"
         " over researchers\n\n" + render([row], [], fmt, {name: 0 for name in row})
     )
+
+
+def render_evaluations(
+    evaluation: Evaluation | None, reviewed, fmt: str = "table", per_query: bool = False
+) -> str:
+    """What `papers evaluate` shows: the collection's figures (`evaluation`), the profiles' loss
+    (`reviewed`), or both (in JSON, one document)."""
+    if evaluation is None:
+        return render_reviewers(reviewed, fmt)
+    shown = render_evaluation(evaluation, fmt, per_query)
+    if reviewed is not None and fmt == "json":
+        return (
+            json.dumps(
+                {**json.loads(shown), **json.loads(render_reviewers(reviewed, fmt))},
+                indent=2,
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
+    if reviewed is not None:
+        shown += "\n" + render_reviewers(reviewed, fmt)
+    return shown
