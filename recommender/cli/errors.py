@@ -102,7 +102,7 @@ class _Terminated(SystemExit):
     """SIGTERM's exit, raised wherever the signal's handler runs."""
 
 
-def _stop_signal(stop: BaseException) -> int:
+def _stop_signal(stop: BaseException) -> signal.Signals:
     """The signal whose handler raised `stop`: SIGTERM's `_Terminated`, else Ctrl-C's SIGINT."""
     return signal.SIGTERM if isinstance(stop, _Terminated) else signal.SIGINT
 
@@ -130,15 +130,15 @@ def _terminate_unwinds():
 
     reported = sys.unraisablehook
     later: list[threading.Timer] = []
-    on_its_way: list[int] = []  # the stop a timer is about to deliver, until it delivers it
+    on_its_way: list[signal.Signals] = []  # the stop a timer is about to deliver, until then
 
-    def deliver(signum: int) -> None:
+    def deliver(signum: signal.Signals) -> None:
         # Cleared before the stop is raised: should it be lost again at once, a new delivery is
         # made, even while this timer's thread is still ending (under load, it can outlive it).
         on_its_way.clear()
         _thread.interrupt_main(signum)
 
-    def deliver_later(signum: int) -> None:
+    def deliver_later(signum: signal.Signals) -> None:
         if not on_its_way:
             on_its_way.append(signum)
             later.append(threading.Timer(DELIVER_AGAIN_SECONDS, deliver, (signum,)))
