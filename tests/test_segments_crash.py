@@ -171,7 +171,11 @@ def test_a_background_compaction_killed_is_resumed_by_a_later_add(workdir, base,
     monkeypatch.setenv("PAPERS_TEST_CHILD_POINT", "")
     code, out, err = finish(launch(workdir, "add", "new"))  # nothing new; the share still passed
     assert code == 0 and "added 0 papers" in out and "in the background" in out, err
-    _wait_for(lambda: not folder.exists(), "the compaction finished")
+    # The compaction's own folder goes before its last step (removing the emptied segments):
+    # its process ending is what says it finished.
+    child = int(re.search(r"\(process (\d+)\)", out).group(1))
+    _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the compaction finished")
+    assert not folder.exists()
     assert live_ids() == NEW and _segment_names(workdir) == ()
     assert not (workdir / "indexes/default/segments").exists()
 
