@@ -381,7 +381,8 @@ def table(args, figures: dict, skipped: list[str]) -> list[str]:
             f"| {verdict(m['hours'] < 5)} | {m['load']:.1f} |"
         )
         lines.append(
-            f"| the million's peak memory (stand-in build + the model's share) "
+            f"| the million's peak memory (the stand-in build at {m['stand_in_papers']:,} papers "
+            f"+ the model's share) "
             f"| {m['peak_mb'] / 1024:.2f} GB | | | for information | | |"
         )
     if "cold" in figures:
@@ -439,7 +440,7 @@ def table(args, figures: dict, skipped: list[str]) -> list[str]:
         lines.append(
             f"| whole build at the default precision ({p['default_precision']}), {quick}"
             f"{p['papers']:,} CSFCube papers (CPU s, median of 2; wall {wall:.2f}x) "
-            f"| {p['cpu']['default']:.0f} CPU s | fp32: {p['cpu']['fp32']:.0f} CPU s "
+            f"| {p['cpu']['default']:.1f} CPU s | fp32: {p['cpu']['fp32']:.1f} CPU s "
             f"| {ratio:.2f}x as fast | > 1x | {verdict(ratio > 1)} | {p['load']:.1f} |"
         )
     if skipped:
