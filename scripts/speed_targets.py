@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 CSFCUBE = ROOT.parent / "shared/eval/csfcube-dev/corpus.jsonl"
 QUALITY = "all-mpnet-base-v2"
-PARTS = ("million", "cold", "segments", "agreement", "quality", "precision")
+PARTS = ("cold", "segments", "agreement", "quality", "precision", "million")
 GB = 1024**3
 
 
