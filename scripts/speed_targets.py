@@ -505,12 +505,19 @@ def main() -> None:
     if args.quick:
         header = "QUICK RUN (small sizes, not the targets' sizes): " + header
     measured: dict = {}
+    skipped = list(args.skip)
     for part in PARTS:
         if part not in args.skip:
-            measured[part] = globals()[part](args)
+            try:
+                measured[part] = globals()[part](args)
+            except SystemExit as failure:  # the others are still measured and printed
+                say(f"{part} failed: {failure}")
+                skipped.append(f"{part} (failed: {str(failure).splitlines()[0]})")
     minutes = (datetime.now(timezone.utc) - started).total_seconds() / 60
     print(f"{header}; {minutes:.0f} min in all")
-    print("\n".join(table(args, measured, args.skip)))
+    print("\n".join(table(args, measured, skipped)))
+    if len(skipped) > len(args.skip):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
