@@ -102,15 +102,20 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    loading.load_encoder = lambda model, device="auto": HashEncoder()
-    # Every build encodes with the stand-in, whatever encoder (ONNX, a precision) it would choose.
-    loading.encoder_spec = lambda model, *args, **kwargs: lambda: HashEncoder()
+    use_stand_in()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
     for papers in args.papers:
         started_load = os.getloadavg()[0]
         report(papers, args, measure(papers, args), started_load)
+
+
+def use_stand_in() -> None:
+    """Every build and add of this process encodes with the stand-in (a hash of the text), whatever
+    encoder (ONNX, a precision) it would choose."""
+    loading.load_encoder = lambda model, device="auto": HashEncoder()
+    loading.encoder_spec = lambda model, *args, **kwargs: lambda: HashEncoder()
 
 
 def measure(papers: int, args) -> dict:

@@ -163,13 +163,20 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    reports = [args.out / f"{name}.json" for name in ("real-small", "fake-small", "fake-large")]
     if args.parts:
         measure(args)
-    if not all(report.exists() for report in reports):
-        raise SystemExit(f"not every part is measured yet in {args.out}: run the others")
-    real, fake_small, fake_large = (json.loads(report.read_text()) for report in reports)
+    real, fake_small, fake_large = read_reports(args.out)
     print_projection(args, real, fake_small, fake_large)
+
+
+def read_reports(out: Path) -> tuple[dict, dict, dict]:
+    """The three builds' reports in `out`: the real encoder's, the stand-in's at its size and at
+    the large size."""
+    reports = [out / f"{name}.json" for name in ("real-small", "fake-small", "fake-large")]
+    if not all(report.exists() for report in reports):
+        raise SystemExit(f"not every part is measured yet in {out}: run the others")
+    real, fake_small, fake_large = (json.loads(report.read_text()) for report in reports)
+    return real, fake_small, fake_large
 
 
 def measure(args) -> None:
@@ -212,7 +219,11 @@ def by_name(report: dict) -> dict[str, dict]:
     return found
 
 
-def print_projection(args, real: dict, fake_small: dict, fake_large: dict) -> None:
+def projection(papers: int, real: dict, fake_small: dict, fake_large: dict) -> dict:
+    """The projected build of `papers` from the three reports: its hours, their parts, its peak.
+
+    Every phase but the encoding scales linearly from the stand-in build's size to `papers`
+    (equal sizes in the usual run: nothing is scaled)."""
     encoding = by_name(real).get(ENCODING)
     if not encoding or not real["encoded"]:
         raise SystemExit("the real build encoded nothing: was the embedding cache warm?")
@@ -221,10 +232,10 @@ def print_projection(args, real: dict, fake_small: dict, fake_large: dict) -> No
     # spread over every core are what it takes on the machine alone (it keeps them all busy).
     cores = os.cpu_count() or 1
     idle_rate = real["encoded"] / (encoding["cpu_s"] / cores)
-    encode_hours = args.papers / idle_rate / 3600
-    phases = by_name(fake_large)
+    encode_hours = papers / idle_rate / 3600
+    scale = papers / fake_large["papers"]
     rows = []
-    for name, spent in phases.items():
+    for name, spent in by_name(fake_large).items():
         wall, cpu = spent["wall_s"], spent["cpu_s"]
         if name == ENCODING:  # the stand-in's own seconds out: the rest is the build's
             wall -= fake_large["encoder_s"]
@@ -232,22 +243,42 @@ def print_projection(args, real: dict, fake_small: dict, fake_large: dict) -> No
             name = "encoding phase beyond the encoder (embedding cache, vectors file)"
         rows.append((name, wall, cpu))
     # Their CPU seconds: their time alone, or more where a phase keeps both cores busy (FAISS).
-    other_hours = sum(cpu for _, _, cpu in rows) / 3600
+    other_hours = scale * sum(cpu for _, _, cpu in rows) / 3600
     model_mb = max(0.0, real["peak_rss_mb"] - fake_small["peak_rss_mb"])
-    peak = fake_large["peak_rss_mb"] + model_mb
-    total = encode_hours + other_hours
+    return {
+        "papers": papers,
+        "cores": cores,
+        "encoding": encoding,
+        "rate": rate,
+        "idle_rate": idle_rate,
+        "encode_hours": encode_hours,
+        "rows": rows,
+        "scale": scale,
+        "other_hours": other_hours,
+        "hours": encode_hours + other_hours,
+        "model_mb": model_mb,
+        "peak_mb": fake_large["peak_rss_mb"] + model_mb,
+        "loads": (real["load"], fake_small["load"], fake_large["load"]),
+    }
+
+
+def print_projection(args, real: dict, fake_small: dict, fake_large: dict) -> None:
+    figures = projection(args.papers, real, fake_small, fake_large)
+    cores, encoding, total = figures["cores"], figures["encoding"], figures["hours"]
+    encode_hours, model_mb = figures["encode_hours"], figures["model_mb"]
     print(f"machine: {cores} cores; projected times are CPU seconds (encoding: over {cores} cores)")
     print(f"| part | measured | projected to {args.papers:,} papers |")
     print("|---|---|---|")
     print(
         f"| encoding, {real['model']} at {real['precision']} (the defaults here) "
-        f"| {real['encoded']:,} papers: {encoding['cpu_s']:.0f} CPU s, {idle_rate:.1f} a second "
-        f"alone ({rate:.1f} by the wall clock, load {real['load']:.1f}) | {encode_hours:.2f} h |"
+        f"| {real['encoded']:,} papers: {encoding['cpu_s']:.0f} CPU s, "
+        f"{figures['idle_rate']:.1f} a second alone ({figures['rate']:.1f} by the wall clock, "
+        f"load {real['load']:.1f}) | {encode_hours:.2f} h |"
     )
-    for name, wall, cpu in rows:
+    for name, wall, cpu in figures["rows"]:
         print(
             f"| {name} | {cpu:.0f} CPU s ({wall:.0f} s wall) at {fake_large['papers']:,} "
-            f"(load {fake_large['load']:.1f}) | {cpu / 60:.1f} min |"
+            f"(load {fake_large['load']:.1f}) | {figures['scale'] * cpu / 60:.1f} min |"
         )
     verdict = "meets" if total < TARGET_HOURS else f"misses by {total - TARGET_HOURS:.2f} h"
     print(
@@ -257,7 +288,7 @@ def print_projection(args, real: dict, fake_small: dict, fake_large: dict) -> No
     print(
         f"| peak memory | stand-in build {fake_large['peak_rss_mb']:,.0f} MB + the model "
         f"{model_mb:,.0f} MB ({real['peak_rss_mb']:,.0f} - {fake_small['peak_rss_mb']:,.0f} MB "
-        f"at {args.encode_papers:,}) | {peak / 1024:.1f} GB |"
+        f"at {real['encoded']:,}) | {figures['peak_mb'] / 1024:.1f} GB |"
     )
 
 
