@@ -2,6 +2,7 @@
 """What each build tier costs and gains, in one run: fp32, int8 (ONNX Runtime) and the static fast tier.
 
     python scripts/bench_tiers.py [--index-root DIR] [--repeats 50] [--skip-throughput] [--skip-relevance]
+    python scripts/bench_tiers.py --build-sizes 100,300,1000,3000 [--rounds 2] [--search-runs 5]
 
 Throughput: every CSFCube dev paper ("title. abstract", title-prefixed sentence windows, nothing
 truncated) through the build's own encoding path (`embed_texts`, no cache), once per tier in
@@ -17,12 +18,23 @@ folds): held-out MAP / NDCG%20 mean and sd, the setting chosen most often, and e
 figures at its shipped setting. int8 ships as the default only if its held-out MAP and NDCG%20
 stay within 0.3 of fp32's.
 
-Quoted in: docs/tiers.md (the tiers table, int8 against fp32, threads against processes).
+--build-sizes: whole `papers build` runs (fresh processes, as a user runs them) at int8-smooth and
+int8-static, in turns (the order alternating), on the first N CSFCube dev papers for each N: wall
+and CPU time and peak memory, medians over --rounds and the ratio int8-smooth / int8-static (above 1:
+int8-static is faster). Every build starts from an empty embedding cache with the user cache warm
+(exports, int8-static's calibration and its compiled model made by an unmeasured build and search
+first); then the one-time cost, a build of the smallest corpus from an empty user cache (export,
+quantisation or calibration, compilation) against the same build warm; then a cold `papers search`
+of each index, the two precisions in turns. The machine's load average is printed with each.
+
+Quoted in: docs/tiers.md (the tiers table, int8 against fp32, threads against processes; the
+precision chosen by corpus size) and docs/measured-openvino.md (whole builds by corpus size).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import statistics
@@ -157,6 +169,125 @@ def costs(root: Path) -> None:
               f"of which its query encoder {encoder / 1e6:5.1f} MB")
 
 
+BY_SIZE = ("int8-smooth", "int8-static")  # the precisions --build-sizes compares, in turns
+QUERY = "graph neural networks for molecules"
+
+
+def first_papers(data: Path, count: int, target: Path) -> tuple[Path, int]:
+    """A JSONL file of the first `count` CSFCube dev records, and how many papers `papers` reads in it."""
+    with open(data / "corpus.jsonl", encoding="utf-8") as lines, open(target, "w", encoding="utf-8") as kept:
+        for _, line in zip(range(count), lines):
+            kept.write(line)
+    from recommender.corpus.papers import read_papers
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # duplicates: a build keeps one
+        return target, len(read_papers([target]))
+
+
+def build_sizes(data: Path, sizes: list[int], rounds: int, search_runs: int) -> None:
+    """Whole builds at int8-smooth and int8-static by corpus size, warm and cold user cache, and a
+    cold `papers search` of each (see the module docstring)."""
+    import shutil
+    import tempfile
+
+    import process_usage
+
+    from recommender.embed.export_cache import EMBEDDINGS
+
+    work = Path(tempfile.mkdtemp(prefix="bench-tiers-sizes-"))
+    papers_command = [sys.executable, "-m", "recommender"]
+
+    def env(cache: Path) -> dict:
+        kept = {name: value for name, value in os.environ.items() if name != "PAPERS_PRECISION"}
+        return dict(kept, PYTHONPATH=str(ROOT), PAPERS_CACHE=str(cache))
+
+    def build(source: Path, index: Path, precision: str, cache: Path) -> dict:
+        for leftover in cache.glob(f"{EMBEDDINGS}*"):
+            leftover.unlink()  # every paper encoded
+        shutil.rmtree(index, ignore_errors=True)
+        usage = process_usage.measure(
+            [*papers_command, "build", source, "--index", index, "--precision", precision, "--quiet"], env(cache))
+        return dict(usage, load=os.getloadavg()[0])
+
+    def search(index: Path, cache: Path) -> dict:
+        usage = process_usage.measure([*papers_command, "search", QUERY, "--index", index, "-k", "5"], env(cache))
+        return dict(usage, load=os.getloadavg()[0])
+
+    def turns(step: int) -> tuple[str, ...]:
+        return BY_SIZE if step % 2 == 0 else BY_SIZE[::-1]
+
+    def med(runs: list[dict], key: str) -> float:
+        return statistics.median(run[key] for run in runs)
+
+    try:
+        corpora = [first_papers(data, size, work / f"first-{size}.jsonl") for size in sizes]
+        warm = work / "cache"
+        print(f"whole builds by corpus size, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the start",
+              flush=True)
+        # The one-time cost: the smallest corpus from an empty user cache, the precisions in turns.
+        smallest, small_count = corpora[0]
+        cold: dict[str, list[dict]] = {precision: [] for precision in BY_SIZE}
+        for step in range(rounds):
+            for precision in turns(step):
+                cache = work / f"cold-{precision}-{step}"
+                cold[precision].append(build(smallest, work / "cold-index", precision, cache))
+                print(f"  cold cache {precision} {small_count}: {json.dumps(cold[precision][-1])}", flush=True)
+                shutil.rmtree(cache, ignore_errors=True)
+        for precision in BY_SIZE:  # the shared user cache made warm: exports, calibration, compiled model
+            build(smallest, work / "warm-up", precision, warm)
+            search(work / "warm-up", warm)
+        runs: dict[tuple[int, str], list[dict]] = {}
+        step = 0
+        for round_ in range(rounds):
+            for source, count in corpora:
+                for precision in turns(step):
+                    run = build(source, work / f"index-{count}-{precision}", precision, warm)
+                    runs.setdefault((count, precision), []).append(run)
+                    print(f"  round {round_ + 1} {precision} {count}: {json.dumps(run)}", flush=True)
+                step += 1
+        searches: dict[tuple[int, str], list[dict]] = {}
+        for _, count in corpora:
+            for step in range(search_runs):
+                for precision in turns(step):
+                    run = search(work / f"index-{count}-{precision}", warm)
+                    searches.setdefault((count, precision), []).append(run)
+
+        smooth, static = BY_SIZE
+        print(f"\nwhole `papers build`, warm user cache, medians of {rounds} rounds (ratio: {smooth} / {static};"
+              " above 1, int8-static is faster)")
+        print(f"| papers | {smooth} wall / CPU / peak | {static} wall / CPU / peak | ratio wall | ratio CPU "
+              "| paired wall ratios | load |")
+        print("|---|---|---|---|---|---|---|")
+        for _, count in corpora:
+            a, b = runs[(count, smooth)], runs[(count, static)]
+            paired = ", ".join(f"{x['wall'] / y['wall']:.2f}" for x, y in zip(a, b))
+            loads = [run["load"] for run in a + b]
+            print(f"| {count:,} | {med(a, 'wall'):.1f} s / {med(a, 'cpu'):.1f} s / {med(a, 'rss_kb') / 1024:.0f} MB "
+                  f"| {med(b, 'wall'):.1f} s / {med(b, 'cpu'):.1f} s / {med(b, 'rss_kb') / 1024:.0f} MB "
+                  f"| **{med(a, 'wall') / med(b, 'wall'):.2f}x** | {med(a, 'cpu') / med(b, 'cpu'):.2f}x | {paired} "
+                  f"| {min(loads):.1f}-{max(loads):.1f} |")
+        print(f"\nthe one-time cost: {small_count} papers from an empty user cache, medians of {rounds}")
+        print("| | cold wall / CPU | warm wall / CPU | one-time cost, wall / CPU | load |")
+        print("|---|---|---|---|---|")
+        for precision in BY_SIZE:
+            a, b = cold[precision], runs[(small_count, precision)]
+            loads = [run["load"] for run in a]
+            print(f"| {precision} | {med(a, 'wall'):.1f} s / {med(a, 'cpu'):.1f} s | {med(b, 'wall'):.1f} s / "
+                  f"{med(b, 'cpu'):.1f} s | {med(a, 'wall') - med(b, 'wall'):.1f} s / {med(a, 'cpu') - med(b, 'cpu'):.1f} s "
+                  f"| {min(loads):.1f}-{max(loads):.1f} |")
+        print(f"\ncold `papers search` of each index, medians of {search_runs} in turns")
+        print(f"| papers | {smooth} wall / CPU | {static} wall / CPU | ratio wall ({static} / {smooth}) | load |")
+        print("|---|---|---|---|---|")
+        for _, count in corpora:
+            a, b = searches[(count, smooth)], searches[(count, static)]
+            loads = [run["load"] for run in a + b]
+            print(f"| {count:,} | {med(a, 'wall'):.2f} s / {med(a, 'cpu'):.2f} s | {med(b, 'wall'):.2f} s / "
+                  f"{med(b, 'cpu'):.2f} s | {med(b, 'wall') / med(a, 'wall'):.2f}x | {min(loads):.1f}-{max(loads):.1f} |")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def relevance(data: Path, root: Path, repeats: int) -> None:
     from tune_relevance import Collection, cross_validate
 
@@ -200,8 +331,14 @@ def main() -> None:
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--jobs-only", action="store_true", help="only threads against processes")
     parser.add_argument("--skip-relevance", action="store_true")
+    parser.add_argument("--build-sizes", help="only whole builds at int8-smooth and int8-static: corpus sizes, e.g. 100,300,1000,3000")
+    parser.add_argument("--rounds", type=int, default=2, help="--build-sizes: rounds of builds")
+    parser.add_argument("--search-runs", type=int, default=5, help="--build-sizes: cold searches of each index")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.build_sizes:
+        build_sizes(args.data, [int(size) for size in args.build_sizes.split(",")], args.rounds, args.search_runs)
+        return
     if args.jobs_only:
         for label in ("fp32", "int8"):
             threads_or_processes(papers(args.data), label)

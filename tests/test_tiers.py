@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import SEEDS
+from corpus import write_corpus
 from fakes import FakeEncoder
 from recommender import build_index
 from recommender.cli import main
@@ -384,6 +385,102 @@ def test_on_a_cpu_without_amx_the_default_model_builds_int8_smooth_the_quality_t
     monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)  # auto on a GPU machine
     assert chosen("all-mpnet-base-v2", device="auto") == ("all-mpnet-base-v2", "fp32")
     assert chosen(None, device="auto") == ("all-MiniLM-L6-v2", "fp32")
+
+
+def test_without_amx_the_default_model_builds_int8_static_from_the_size_its_builds_were_measured_to_gain(
+        monkeypatch):
+    """The size rule of the model table: a new index of the default model of at least `large_corpus_precision`'s
+    papers is int8-static (auto and fast alike), below it int8-smooth; full, a recipe's own name, the other
+    models, a GPU build and AMX's bf16 do not follow it; a notice says which was chosen and why."""
+    from recommender.embed import openvino_encoding, sentence_transformer
+    from recommender.embed.choice import EncoderRequest, choose_encoder, new_index_precision
+
+    monkeypatch.setattr(openvino_encoding, "amx_bf16", lambda: False)
+    recipe, papers = model_facts(DEFAULT_MODEL).large_corpus_precision
+    assert recipe == "int8-static" and papers > 1
+    notices = []
+
+    def chosen(model, precision, count, device="cpu"):
+        return choose_encoder(EncoderRequest(model, precision, device), None, notices.append, "", count).precision
+
+    assert [chosen(None, p, papers - 1) for p in (None, "auto", "fast", "full")] == [
+        "int8-smooth", "int8-smooth", "int8-smooth", "fp32"]
+    assert notices == []
+    assert [chosen(None, p, papers) for p in (None, "auto", "fast", "full", "int8-smooth")] == [
+        "int8-static", "int8-static", "int8-static", "fp32", "int8-smooth"]
+    assert notices == [f"precision int8-static for {papers:,} papers (int8-static from {papers:,} papers, "
+                       "int8-smooth below, whole builds measured)"] * 3
+    assert chosen(None, None, None) == "int8-smooth"  # a corpus of unknown size: the smaller one's
+    assert [chosen(m, None, 10 * papers) for m in ("all-mpnet-base-v2", "static", "./my-model")] == [
+        "int8", "fp32", "fp32"]
+    assert new_index_precision(None, None, papers) == (DEFAULT_MODEL, "int8-static")  # as `papers evaluate` asks
+    assert new_index_precision(None, None, papers - 1) == (DEFAULT_MODEL, "int8-smooth")
+    assert model_facts(DEFAULT_MODEL).precision_words("int8-static") == "fast (int8-static)"
+    monkeypatch.setattr(sentence_transformer, "cuda_available", lambda: True)
+    assert chosen(None, None, papers, device="auto") == "fp32"  # a GPU build stays fp32
+    monkeypatch.setattr(openvino_encoding, "amx_bf16", lambda: True)
+    monkeypatch.setattr(openvino_encoding, "installed", lambda: True)
+    assert chosen(None, None, papers) == "bf16"  # AMX's default, at any size
+    assert chosen(None, "fast", papers) == "int8-smooth"  # the size rule was measured without AMX
+
+
+def test_where_openvino_cannot_load_a_large_corpus_falls_back_to_int8_smooth_with_one_notice(monkeypatch):
+    from recommender.embed import openvino_encoding
+    from recommender.embed.choice import EncoderRequest, choose_encoder
+
+    monkeypatch.setattr(openvino_encoding, "amx_bf16", lambda: False)
+    monkeypatch.setattr(openvino_encoding, "static_unavailable", lambda: "NNCF is not installed")
+    papers = model_facts(DEFAULT_MODEL).large_corpus_precision[1]
+    for precision in (None, "fast"):
+        notices = []
+        choice = choose_encoder(EncoderRequest(None, precision, "cpu"), None, notices.append, "", papers)
+        assert choice.precision == "int8-smooth"
+        assert notices == [f"precision int8-smooth: int8-static (int8-static from {papers:,} papers, int8-smooth "
+                           "below) cannot run here: NNCF is not installed"]
+
+
+def test_whether_int8_static_can_run_is_whether_openvino_loads_and_nncf_is_there(monkeypatch):
+    import sys
+
+    from recommender.embed import openvino_encoding
+
+    assert openvino_encoding.static_unavailable() is None  # both are dependencies of the package
+    monkeypatch.setitem(sys.modules, "nncf", None)  # as if not installed
+    assert openvino_encoding.static_unavailable() == "NNCF is not installed"
+    monkeypatch.setitem(sys.modules, "openvino", None)  # its import fails
+    assert openvino_encoding.static_unavailable() == (
+        "OpenVINO fails to load (ModuleNotFoundError: import of openvino halted; None in sys.modules)")
+
+
+def test_a_build_takes_the_size_rule_and_a_rebuild_or_add_keeps_its_index_s_precision(
+        workdir, fake_model, monkeypatch):
+    """Through `build_index`, the corpus counted once read: 38 seed papers against a rule moved to 20 papers
+    (the model table is the only place it is written)."""
+    from dataclasses import replace
+
+    from recommender.embed import models, openvino_encoding
+
+    monkeypatch.setattr(openvino_encoding, "amx_bf16", lambda: False)
+    facts = model_facts(DEFAULT_MODEL)
+    monkeypatch.setitem(models._BY_NAME, DEFAULT_MODEL, replace(facts, large_corpus_precision=("int8-static", 20)))
+    few = write_corpus(workdir / "few")  # 6 papers
+    notices = []
+    build_index([SEEDS], "large", notice=notices.append)
+    assert manifest("large")["precision"] == "int8-static"
+    assert notices == ["precision int8-static for 38 papers (int8-static from 20 papers, int8-smooth below, whole "
+                       "builds measured)"]
+    small = build_index([few], "small")
+    assert (small.papers, manifest("small")["precision"]) == (6, "int8-smooth")
+    notices.clear()
+    grown = build_index([few, SEEDS], "small", notice=notices.append)  # the same index, grown past the size
+    assert (manifest("small")["precision"], grown.reused) == ("int8-smooth", 6)
+    assert notices == ["keeping this index's precision int8-smooth: the precision int8-static (the default for "
+                       "new indexes of 44 papers) would encode every paper again"]
+    notices.clear()
+    build_index([few], "large", notice=notices.append)  # shrunk below the size: its precision kept
+    assert manifest("large")["precision"] == "int8-static"
+    assert notices == ["keeping this index's precision int8-static: the precision int8-smooth (the default for "
+                       "new indexes) would encode every paper again"]
 
 
 def test_whether_queries_need_the_build_s_export_is_a_fact_of_the_encoder():

@@ -79,8 +79,8 @@ def settings_as_request(command: Callable) -> Callable:
     ),
 )
 @precision_option(
-    "auto (the default): the model's own for this machine (a rebuild keeps the index's own);"
-    " full: fp32 weights; fast: the model's fastest int8 that ranks as fp32 does"
+    "auto (the default): the model's own for this machine and corpus size (a rebuild keeps the"
+    " index's own); full: fp32 weights; fast: the model's fastest int8 that ranks as fp32 does"
     " (docs/tiers.md). $PAPERS_PRECISION where not given."
 )
 @click.option(

@@ -206,15 +206,19 @@ def choose_encoder(
     record: Mapping | None,
     notice: Callable[[str], None] | None = None,
     index: object = "",
+    papers: int | None = None,
 ) -> EncoderChoice:
-    """The encoder a build of the index `index` uses, given its live manifest `record` (None for a
-    new index).
+    """The encoder a build of the index `index` of `papers` papers (None: not known) uses, given
+    its live manifest `record` (None for a new index).
 
     The model: the one asked for; else, for an upgrade, the default; else the index's own (with a
     notice where a new index would get another); else the default. The precision: the one the model
     has if only one; else the one asked for; else fp32 on a GPU; else the index's own when its model
     is kept (with a notice where a new index would get another); else the model's default on a CPU
-    (fp32 where a GPU is found, as int8 encodes on CPUs only)."""
+    (fp32 where a GPU is found, as int8 encodes on CPUs only). `auto` and `fast` follow the
+    model's size rule (ModelFacts.large_corpus_precision: int8-static from some corpus size), with
+    a notice saying so, and its smaller-corpus recipe with a notice where the larger one cannot
+    load here."""
     check_request(request)
     built_with = record.get("model") if record is not None else None
     model = _chosen_model(request, built_with, notice)
@@ -224,10 +228,12 @@ def choose_encoder(
         _check_fits(facts, asked, request.device)
     if asked != request.precision:
         _check_available(asked)
+    if request.precision == "fast" and asked is not None:
+        asked = _by_size(facts, asked, papers, notice)
     same = record if record is not None and built_with == model else None
     chunking = request.chunking if request.chunking is not None else _kept_chunking(same, notice)
     kept = same.get("precision", "fp32") if same is not None else None
-    precision = _chosen_precision(request, facts, asked, kept, notice, index)
+    precision = _chosen_precision(request, facts, asked, kept, notice, index, papers)
     from . import export_cache
 
     known_max_tokens = same.get("chunking", {}).get("max_tokens") if same is not None else None
@@ -266,10 +272,12 @@ def _chosen_precision(
     kept: str | None,
     notice: Callable[[str], None] | None,
     index: object,
+    papers: int | None,
 ) -> str:
     """The precision the model has if only one; else the one `asked` for; else fp32 on a GPU; else
     the index's own (`kept`, None for a new index or another model) with a notice where a new index
-    would get another; else the model's default on a CPU (fp32 where a GPU is found)."""
+    of `papers` papers would get another; else the model's default on a CPU for `papers` papers
+    (fp32 where a GPU is found)."""
     if len(facts.precisions) == 1:
         return facts.precisions[0]
     if asked is not None:
@@ -283,12 +291,14 @@ def _chosen_precision(
             )
         return "fp32"
     if kept is not None:
-        default = facts.cpu_precision()
+        default = facts.cpu_precision(papers)
         if kept != default and notice is not None:
+            sized = default != facts.cpu_precision()
             notice(
                 f"keeping this index's precision {kept}: the precision "
-                f"{default} (the default for new indexes) would encode every paper "
-                "again"
+                f"{default} (the default for new indexes"
+                + (f" of {papers:,} papers" if sized and papers is not None else "")
+                + ") would encode every paper again"
             )
         return kept
     precision = facts.cpu_precision()
@@ -298,7 +308,27 @@ def _chosen_precision(
         precision = (
             "fp32" if cuda_available() else precision
         )  # int8 encodes on CPUs only: a GPU build is fp32
-    return precision
+    return _by_size(facts, precision, papers, notice)
+
+
+def _by_size(
+    facts: ModelFacts, precision: str, papers: int | None, notice: Callable[[str], None] | None
+) -> str:
+    """`precision`, or the recipe the model's size rule gives a new index of `papers` papers instead
+    (ModelFacts.by_size), with a notice saying which and why; `precision` with a notice where that
+    recipe cannot load here (OpenVINO or NNCF)."""
+    chosen = facts.by_size(precision, papers)
+    if chosen == precision or papers is None:
+        return precision
+    rule = facts.size_rule()
+    missing = openvino_encoding.static_unavailable()
+    if missing is not None:
+        if notice is not None:
+            notice(f"precision {precision}: {chosen} ({rule}) cannot run here: {missing}")
+        return precision
+    if notice is not None:
+        notice(f"precision {chosen} for {papers:,} papers ({rule}, whole builds measured)")
+    return chosen
 
 
 def _kept_chunking(record: Mapping | None, notice: Callable[[str], None] | None) -> Chunking:
@@ -378,11 +408,16 @@ class LazyEncoder:
         return self._load().encode(texts)
 
 
-def new_index_precision(model: str | None, precision: str | None) -> tuple[str, str]:
-    """The model and precision a new index of `model` at `precision` (None: the defaults) is built
-    with on a CPU."""
+def new_index_precision(
+    model: str | None, precision: str | None, papers: int | None = None
+) -> tuple[str, str]:
+    """The model and precision a new index of `model` at `precision` (None: the defaults) of
+    `papers` papers (None: not known) is built with on a CPU (as choose_encoder decides it)."""
     facts = model_facts(model or DEFAULT_MODEL)
+    name = facts.name if model is None else model
     if len(facts.precisions) == 1:
-        return facts.name if model is None else model, facts.precisions[0]
+        return name, facts.precisions[0]
     asked = facts.resolve_precision(precision)
-    return facts.name if model is None else model, asked or facts.cpu_precision()
+    if asked is None or precision == "fast":
+        asked = _by_size(facts, asked or facts.cpu_precision(), papers, None)
+    return name, asked

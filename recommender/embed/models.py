@@ -56,6 +56,11 @@ class ModelFacts:
     # The default instead on a CPU with AMX bf16 where OpenVINO is installed (openvino_encoding.py),
     # where it was measured faster than `default_precision` with the ranking kept; None: none.
     amx_precision: str | None = None
+    # On a CPU without AMX (where `amx_precision` is not taken): (recipe, papers), the recipe a new
+    # index of at least that many papers is built at instead of `default_precision`, where whole
+    # builds of it were measured faster from that corpus size with the ranking kept (below it, its
+    # loading and compiling cost more than its encoding saves); None: the default at every size.
+    large_corpus_precision: tuple[str, int] | None = None
     # Its fastest recipe measured to keep the ranking of fp32 (`fast`); None: none measured.
     fast_precision: str | None = None
     dense_weights: dict = field(default_factory=dict)
@@ -107,17 +112,46 @@ class ModelFacts:
         which has AMX bf16."""
         return self.amx_precision or self.default_precision
 
-    def cpu_precision(self) -> str:
-        """The precision a new index of this model is built at on this machine's CPU."""
+    def cpu_precision(self, papers: int | None = None) -> str:
+        """The precision a new index of this model, of `papers` papers (None: not known, a small
+        one), is built at on this machine's CPU: `amx_precision` with AMX, else
+        `large_corpus_precision` from its corpus size, else `default_precision`."""
         from . import openvino_encoding
 
         if self.amx_precision is not None and openvino_encoding.by_default():
             return self.amx_precision
-        return self.default_precision
+        return self.by_size(self.default_precision, papers)
 
-    def resolve_precision(self, name: str | None) -> str | None:
+    def by_size(self, precision: str, papers: int | None) -> str:
+        """`precision`, or the recipe `large_corpus_precision` names instead where `precision` is
+        the model's default or its `fast` recipe, the corpus has at least its `papers` and the CPU
+        is of the kind it was measured on (without AMX bf16's default)."""
+        from . import openvino_encoding
+
+        large = self.large_corpus_precision
+        if (
+            large is None
+            or papers is None
+            or papers < large[1]
+            or precision not in (self.default_precision, self.fast_precision)
+        ):
+            return precision
+        if self.amx_precision is not None and openvino_encoding.by_default():
+            return precision
+        return large[0]
+
+    def size_rule(self) -> str | None:
+        """The size rule in words ("int8-static from 1,000 papers, int8-smooth below"), where the
+        model has one."""
+        large = self.large_corpus_precision
+        if large is None:
+            return None
+        return f"{large[0]} from {large[1]:,} papers, {self.default_precision} below"
+
+    def resolve_precision(self, name: str | None, papers: int | None = None) -> str | None:
         """The recipe precision `name` (a choice of PRECISION_CHOICES or a recipe's own name) means
-        for this model; None for `auto` or none (the default, decided by embed/choice.py)."""
+        for this model, for a corpus of `papers` papers (None: not known); None for `auto` or none
+        (the default, decided by embed/choice.py)."""
         if name is None or name == "auto":
             return None
         if name not in PRECISION_CHOICES:
@@ -132,14 +166,16 @@ class ModelFacts:
                 "give auto or full",
                 "precision",
             )
-        return self.fast_precision
+        return self.by_size(self.fast_precision, papers)
 
     def precision_words(self, recipe: str) -> str:
         """How a recipe this model was built at reads to a user: "fast (int8-smooth)", "full
         (fp32)", or the recipe alone where it is neither."""
         if len(self.precisions) > 1 and recipe == FULL_PRECISION:
             return f"full ({recipe})"
-        if recipe == self.fast_precision:
+        if recipe == self.fast_precision or (
+            self.large_corpus_precision is not None and recipe == self.large_corpus_precision[0]
+        ):
             return f"fast ({recipe})"
         return recipe
 
@@ -181,6 +217,13 @@ MODELS = (
         # reviewers-dev (loss -0.0012), encoding at 2.4x fp32's speed: docs/performance.md.
         default_precision="int8-smooth",
         fast_precision="int8-smooth",
+        # int8-static (activations calibrated once, OpenVINO) from 1,000 papers without AMX: whole
+        # builds with the user cache warm 1.35x int8-smooth's wall speed at 1,000 and 2,734
+        # papers (1.24x, 1.31x CPU), 1.2x at 300, level at 100; a cold `papers search` ~1 s slower
+        # and its first build ~30 s of CPU more (calibration, compiling), so it is taken where the
+        # build gains most of that back (scripts/bench_tiers.py --build-sizes, docs/tiers.md). It
+        # ranks level with fp32: CV MAP -0.07 (sd 1.06), reviewers-dev loss +0.0042 (within 0.005).
+        large_corpus_precision=("int8-static", 1000),
         # bf16 on AMX (OpenVINO): vectors at cosine 0.99998 of fp32's, 1.45x int8-smooth's speed,
         # ranking level with fp32 (CV MAP -0.09, sd 0.49; reviewers-dev level): docs/performance.md.
         amx_precision="bf16",
@@ -305,6 +348,7 @@ def read_precisions() -> tuple[str, ...]:
     recipes: list[str | None] = [FULL_PRECISION]
     for facts in MODELS:
         recipes += [facts.default_precision, facts.amx_precision, facts.fast_precision]
+        recipes += [facts.large_corpus_precision[0] if facts.large_corpus_precision else None]
     return PRECISION_CHOICES + tuple(dict.fromkeys(r for r in recipes if r is not None))
 
 

@@ -120,6 +120,20 @@ def installed() -> bool:
     return importlib.util.find_spec("openvino") is not None
 
 
+def static_unavailable() -> str | None:
+    """Why an int8-static export cannot be made and run here, in a few words (OpenVINO fails to
+    load, or NNCF, which calibrates it, is not installed); None where it can. OpenVINO is
+    imported (a build at int8-static loads it anyway); NNCF only looked for (it takes seconds)."""
+    try:
+        import openvino  # noqa: F401
+    except Exception as exc:  # not installed, or its libraries fail to load
+        first = (str(exc).splitlines() or [""])[0]
+        return f"OpenVINO fails to load ({type(exc).__name__}: {first})"
+    if importlib.util.find_spec("nncf") is None:
+        return "NNCF is not installed"
+    return None
+
+
 def runs_here() -> bool:
     """Whether `--precision bf16` runs here at bf16: bf16 instructions and OpenVINO installed."""
     return bf16_instructions() and installed()

@@ -133,13 +133,14 @@ def prepare_index(build: BuildRequest, hooks: BuildHooks | None = None) -> Build
     from ..index.build import build_index
 
     corpus, index = build.inputs[0], build.index
-    model, precision = new_index_precision(build.encoder.model, build.encoder.precision)
-    build = replace(build, encoder=replace(build.encoder, model=model, precision=precision))
     with warnings.catch_warnings():
         warnings.simplefilter(
             "ignore"
         )  # read only to compare with the index; a build warns as it reads
         papers = read_papers([corpus])
+    encoder = build.encoder
+    model, precision = new_index_precision(encoder.model, encoder.precision, len(papers))
+    build = replace(build, encoder=replace(build.encoder, model=model, precision=precision))
     manifest = _index_manifest(corpus, index)
     if _index_current(manifest, build, papers):
         return None  # nothing built, so nothing to warn about: the build that made it did

@@ -191,7 +191,7 @@ def _build_files(
     try:
         previous_texts = previous_papers(previous) if previous is not None else None
         record = previous.manifest if previous is not None else None
-        request, encoding = kept_from_index(asked, record, hooks.notice, writer.index_dir)
+        request, encoding = kept_from_index(asked, record, hooks.notice, writer.index_dir, count)
         if previous is not None and not encoding.same_vectors(previous.manifest):
             previous = None  # another model or precision: nothing of it is reused
         query_encoder = _query_encoder(request, encoding, writer, previous, hooks)

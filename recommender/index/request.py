@@ -122,17 +122,19 @@ def kept_from_index(
     record: Mapping | None,
     notice: Callable[[str], None] | None = None,
     index: object = "",
+    papers: int | None = None,
 ) -> tuple[BuildRequest, EncoderChoice]:
     """The request with every setting it leaves unset filled from the manifest `record` of the
     index being rebuilt (None: a new index, the defaults): its model, precision and chunking (as
-    embed.choice.choose_encoder decides them, with a notice where a new index would get other
-    ones) and whether it stores a map layout. Returns it with the encoder the build uses."""
+    embed.choice.choose_encoder decides them for a corpus of `papers` papers, with a notice where a
+    new index would get other ones) and whether it stores a map layout. Returns it with the encoder
+    the build uses."""
     from .map_layout import MANIFEST_KEY as LAYOUT_KEY
 
     map_layout = request.map_layout
     if map_layout is None:  # kept across rebuilds, compactions included
         map_layout = record is not None and bool(record.get(LAYOUT_KEY))
-    encoding = choose_encoder(request.encoder, record, notice, index)
+    encoding = choose_encoder(request.encoder, record, notice, index, papers)
     encoder = replace(
         request.encoder,
         model=encoding.model,
