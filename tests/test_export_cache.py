@@ -177,3 +177,13 @@ def test_an_export_process_that_dies_is_one_error_not_a_hang():
 
     with pytest.raises(ModelError, match="ended before it was done"):
         export_cache.apart(os._exit, 9)
+
+
+def test_an_export_asked_for_by_a_program_read_from_standard_input_is_made(tmp_path):
+    """A program read from standard input (`python - < script.py`, a heredoc): a spawned child would
+    have to run that program again and cannot, so `apart` does the work in the program's own process
+    (from a program in a file it still runs a child: the test above)."""
+    program = "import os\nfrom recommender.embed.export_cache import apart\nprint(apart(os.path.abspath, 'x'))\n"
+    done = subprocess.run([sys.executable, "-"], input=program, cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert (done.returncode, done.stdout) == (0, f"{tmp_path / 'x'}\n"), done.stderr

@@ -279,10 +279,16 @@ def apart(make: Callable[..., Path], *args) -> Path:
     and the memory it takes is not given back to the system, so a build that made it in its own
     process would encode every paper at ~2.2 GB instead of ~0.6 (docs/measured-encoding.md). Its
     error is raised here as the child raised it; a function a child cannot import by its name (a
-    stand-in defined inside another) runs here."""
+    stand-in defined inside another), or called from a program a child cannot start again (read
+    from standard input), runs here."""
     import sys
 
     if getattr(sys.modules.get(make.__module__), make.__qualname__, None) is not make:
+        return make(*args)
+    # A spawned child starts by running the parent's program again: a program read from standard
+    # input (`python - < script.py`) cannot be, and the child would die before its work.
+    program = getattr(sys.modules.get("__main__"), "__file__", None)
+    if program is not None and not os.path.isfile(program):
         return make(*args)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
