@@ -501,14 +501,20 @@ def test_a_library_zotero_never_stops_writing_is_one_line(workdir, run, library,
     """Copies are made again while the files change; a bounded number of times, then one line."""
     from recommender.corpus.readers import snapshot
 
+    import tempfile
+
     states = iter(range(1000))
     monkeypatch.setattr(snapshot, "_states", lambda path: (next(states),))
     monkeypatch.setattr(snapshot.time, "sleep", lambda seconds: None)
+    # Temporary folders of this test's own, so that another run's snapshot in /tmp is not counted.
+    private = workdir / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     result = run("build", str(library))
     assert (result.exit_code, result.stderr) == (1, (
         f"Error: {library}: Zotero kept writing to the database while it was read: try again in a moment, "
         "or close Zotero first\n"))
-    assert not list(Path(__import__("tempfile").gettempdir()).glob("papers-snapshot-*"))  # removed
+    assert list(private.iterdir()) == []  # the snapshot's copies removed
 
 
 # ------------------------------------------------------------------ whose papers, and odd bytes and tables
