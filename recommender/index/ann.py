@@ -346,7 +346,6 @@ def build_faiss_index(vectors: np.ndarray | Rows, choice: IndexChoice, seed: int
     n, dim = x.shape
     if dim == 0:
         raise InputError("vectors have dimension 0")
-    ip = faiss.METRIC_INNER_PRODUCT
     index: Any  # faiss's index classes: their fields and downcasts are not typed
 
     if kind == "flat" or (kind == "ivf" and n == 0):
@@ -355,19 +354,35 @@ def build_faiss_index(vectors: np.ndarray | Rows, choice: IndexChoice, seed: int
         return index
 
     if kind == "hnsw":
-        m = int(choice.params.get("M", HNSW_M))
-        index = faiss.IndexHNSWFlat(dim, m, ip)
-        index.hnsw.efConstruction = int(choice.params.get("ef_construction", HNSW_EF_CONSTRUCTION))
-        with _omp_threads(1):  # parallel HNSW insertion is order-dependent
-            _add_batched(index, x)
+        return _hnsw_index(x, matrix, choice, seed)
+    return _ivf_index(x, matrix, choice, seed)
 
-        def set_ef(ef):
-            index.hnsw.efSearch = int(ef)
 
-        _tune(index, x, seed, set_ef, _EF_STEPS, cap=max(_EF_STEPS[-1], 16), matrix=matrix)
-        return index
+def _hnsw_index(x: Rows, matrix, choice: IndexChoice, seed: int):
+    """An HNSW index of the rows `x`, its efSearch tuned to TUNE_TARGET_RECALL."""
+    import faiss
 
-    # IVF
+    m = int(choice.params.get("M", HNSW_M))
+    index: Any = faiss.IndexHNSWFlat(x.shape[1], m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = int(choice.params.get("ef_construction", HNSW_EF_CONSTRUCTION))
+    with _omp_threads(1):  # parallel HNSW insertion is order-dependent
+        _add_batched(index, x)
+
+    def set_ef(ef):
+        index.hnsw.efSearch = int(ef)
+
+    _tune(index, x, seed, set_ef, _EF_STEPS, cap=max(_EF_STEPS[-1], 16), matrix=matrix)
+    return index
+
+
+def _ivf_index(x: Rows, matrix, choice: IndexChoice, seed: int):
+    """An IVF index of the rows `x`: trained on a seeded sample, its nprobe tuned to
+    TUNE_TARGET_RECALL."""
+    import faiss
+
+    n, dim = x.shape
+    ip = faiss.METRIC_INNER_PRODUCT
+    index: Any
     nlist = int(choice.params.get("nlist", _ivf_nlist(n)))
     nlist = max(1, min(nlist, n))
     encoding = choice.params.get("encoding", "SQfp16")
