@@ -103,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     versions = [(Path(d).resolve(), label) for d, label in args.code] or [(ROOT, "this checkout")]
     args.out.mkdir(parents=True, exist_ok=True)
-    os.chdir(args.out)  # `python -c` and `-m` put the working folder first on the path: not a checkout
+    os.chdir(args.out)  # `python -c` and `-m` put the working folder first on sys.path
     rows = []
     for turn in range(args.rounds):
         for code, label in versions if turn % 2 == 0 else versions[::-1]:
@@ -122,7 +122,9 @@ def main() -> None:
             print(json.dumps(row), file=sys.stderr, flush=True)
     gb = 1024**3
     print(f"{args.model}, {args.precision}; peak RSS of each step's process, GB (wall s)\n")
-    print("| code | export child | quantise child | first build (any process) | load | fp32 model.onnx |")
+    print(
+        "| code | export child | quantise child | first build (any process) | load | fp32 model |"
+    )
     print("|---|---|---|---|---|---|")
     for row in rows:
         build = row.get("first_build")

@@ -111,7 +111,7 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
         tmp_dir = Path(tmp)
         final = tmp_dir / MODEL_FILE
-        model, weights, reference = _trace(st, graph)
+        model, weights, reference = _trace(st, graph, tmp_dir / "traced.onnx")
         simplify_attention_masks(model)
         # The weights go from the torch model into the file one at a time: no serialised copy of
         # the whole model is ever in memory (onnx_weights.py).
@@ -218,11 +218,11 @@ def _graph_inputs(st, model_name_or_path: str) -> _GraphInputs:
     return _GraphInputs(settings, input_names, tokenizer, pad_id, arrays)
 
 
-def _trace(st, graph: _GraphInputs) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
+def _trace(st, graph: _GraphInputs, traced: Path) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
     """The model's graph traced on the sample batch without its weights (an ONNX ModelProto whose
-    inputs include them), the weights by the names the graph gives them (numpy views of the torch
-    model's tensors), and what torch gives for the batch, to check the graph against."""
-    import io
+    inputs include them; written to `traced` on the way), the weights by the names the graph gives
+    them (numpy views of the torch model's tensors), and what torch gives for the batch, to check
+    the graph against."""
     import logging
     import warnings
 
@@ -249,7 +249,6 @@ def _trace(st, graph: _GraphInputs) -> tuple[Any, dict[str, np.ndarray], np.ndar
     # eval() on the wrapper too: the exporter restores the wrapper's mode recursively afterwards,
     # and a wrapper left in training mode would switch dropout on in the whole model.
     body = _Body(hf_model).eval()
-    traced = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         reference = body(*dummy).numpy()
@@ -260,7 +259,7 @@ def _trace(st, graph: _GraphInputs) -> tuple[Any, dict[str, np.ndarray], np.ndar
         torch.onnx.export(
             body,
             dummy,
-            traced,
+            str(traced),
             dynamo=False,
             input_names=input_names,
             output_names=["last_hidden_state"],
@@ -269,7 +268,7 @@ def _trace(st, graph: _GraphInputs) -> tuple[Any, dict[str, np.ndarray], np.ndar
             export_params=False,
             do_constant_folding=False,
         )
-    model = onnx.load_model_from_string(traced.getvalue())
+    model = onnx.load(str(traced))
     tensors = {
         **dict(body.named_parameters(remove_duplicate=False)),
         **dict(body.named_buffers(remove_duplicate=False)),

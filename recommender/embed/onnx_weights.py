@@ -64,7 +64,7 @@ def save_with_weights(model, weights: Mapping[str, np.ndarray], target: Path) ->
             stream.write(head)
             _write_key(stream, onnx.TensorProto.RAW_DATA_FIELD_NUMBER, value.nbytes)
             # a transposed weight is copied here, one at a time
-            stream.write(memoryview(_plain(value)).cast("B"))
+            stream.write(_plain(value).reshape(-1).view(np.uint8).data)
 
 
 def _fold_transposes(graph, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
