@@ -71,6 +71,45 @@ def test_pooling_ignores_padding():
     np.testing.assert_allclose(pooled, [[2.0, 3.0, 3.0, 4.0, 1.0, 2.0]])
 
 
+def test_a_graph_written_a_weight_at_a_time_is_the_graph_with_its_weights(tmp_path):
+    """onnx_weights.save_with_weights: a plain ONNX file (onnx reads it, ONNX Runtime runs it), the
+    weight under a Transpose folded into a transposed initializer, the inputs that were weights
+    gone, a weight nothing reads left out."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from recommender.embed.onnx_weights import save_with_weights
+
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((3, 4)).astype(np.float32)  # (out, in), as torch keeps it
+    bias = rng.standard_normal(3).astype(np.float32)
+    nodes = [
+        helper.make_node("Transpose", ["w"], ["w_t"], perm=[1, 0]),
+        helper.make_node("MatMul", ["x", "w_t"], ["h"], name="/layer/MatMul"),
+        helper.make_node("Add", ["h", "b"], ["y"]),
+    ]
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+              for name, shape in (("x", ["batch", 4]), ("w", [3, 4]), ("b", [3]), ("unused", [2]))]
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    before = model.SerializeToString()
+    target = tmp_path / "model.onnx"
+    save_with_weights(model, {"w": weight, "b": bias, "unused": np.zeros(2, np.float32)}, target)
+
+    assert model.SerializeToString() == before  # the caller's model is left as it was
+    written = onnx.load(str(target))
+    onnx.checker.check_model(written)
+    assert [port.name for port in written.graph.input] == ["x"]
+    assert [node.op_type for node in written.graph.node] == ["MatMul", "Add"]
+    values = {init.name: onnx.numpy_helper.to_array(init) for init in written.graph.initializer}
+    assert sorted(values) == ["b", "w_t"]
+    np.testing.assert_array_equal(values["w_t"], weight.T)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    got = ort.InferenceSession(str(target), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, x @ weight.T + bias, rtol=1e-5)
+
+
 # --------------------------------------------------------------------------- real model
 
 

@@ -13,17 +13,15 @@ row is empty. The export checks the result against torch, padding included (onnx
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
 
-def simplify_attention_masks(source: Path, target: Path) -> int:
-    """Write to `target` the ONNX graph in `source` with its per-layer attention masks shared and
-    its softmax NaN guards removed; return how many nodes were removed (0 for a graph without
-    them, written unchanged)."""
+def simplify_attention_masks(model) -> int:
+    """Share the per-layer attention masks of the ONNX `model` (a ModelProto, changed in place) and
+    remove its softmax NaN guards; return how many nodes were removed (0 for a graph without
+    them, left unchanged)."""
     import onnx
     from onnx import numpy_helper
 
-    model = onnx.load(str(source))
     graph = model.graph
     producer = {output: node for node in graph.node for output in node.output}
     readers: dict[str, list] = defaultdict(list)
@@ -76,5 +74,4 @@ def simplify_attention_masks(source: Path, target: Path) -> int:
     del graph.node[:]
     graph.node.extend(kept)
     onnx.checker.check_model(model)
-    onnx.save(model, str(target))
     return count

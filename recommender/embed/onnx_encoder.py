@@ -36,7 +36,9 @@ FORMAT_VERSION = 1
 #: How the export is made, within one format: a folder of an earlier revision still loads (an
 #: index built before keeps its own export), but the user cache makes the current one anew.
 #: 2: the attention masks made once (attention_masks.py).
-EXPORT_REVISION = 2
+#: 3: traced without the weights, which are written a tensor at a time, their transposes folded
+#: (onnx_weights.py); the shape arithmetic left to ONNX Runtime's folding.
+EXPORT_REVISION = 3
 
 #: The graph is the plain fp32 export: the same numbers as torch up to float rounding. Its int8
 #: versions are written by quantisation.py, its bf16 one is the same graph run by OpenVINO (the
@@ -101,21 +103,24 @@ def _export(model_name_or_path: str, out_dir: Path) -> Path:
     import tempfile
 
     from .attention_masks import simplify_attention_masks
+    from .onnx_weights import save_with_weights
 
     st = _load_for_export(model_name_or_path)
     graph = _graph_inputs(st, model_name_or_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
         tmp_dir = Path(tmp)
-        raw = tmp_dir / "raw.onnx"
-        reference = _trace(st, graph, raw)
+        final = tmp_dir / MODEL_FILE
+        model, weights, reference = _trace(st, graph, tmp_dir / "traced.onnx")
+        simplify_attention_masks(model)
+        # The weights go from the torch model into the file one at a time: no serialised copy of
+        # the whole model is ever in memory (onnx_weights.py).
+        save_with_weights(model, weights, final)
         # The torch model's weights (0.44 GB for the quality tier) are not needed past here: the
-        # graph is simplified and checked from the file, against `reference`.
-        del st
+        # graph is checked from the file, against `reference`.
+        del st, weights
         gc.collect()
 
-        final = tmp_dir / "simplified.onnx"
-        simplify_attention_masks(raw, final)
         hidden = int(reference.shape[-1])
         config = {
             "format_version": FORMAT_VERSION,
@@ -213,12 +218,15 @@ def _graph_inputs(st, model_name_or_path: str) -> _GraphInputs:
     return _GraphInputs(settings, input_names, tokenizer, pad_id, arrays)
 
 
-def _trace(st, graph: _GraphInputs, raw: Path) -> np.ndarray:
-    """The model's graph exported to `raw` (traced on the sample batch); returns what torch gives
-    for the batch, to check the graph against."""
+def _trace(st, graph: _GraphInputs, traced: Path) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
+    """The model's graph traced on the sample batch without its weights (an ONNX ModelProto whose
+    inputs include them; written to `traced` on the way), the weights by the names the graph gives
+    them (numpy views of the torch model's tensors), and what torch gives for the batch, to check
+    the graph against."""
     import logging
     import warnings
 
+    import onnx
     import torch
 
     input_names = graph.input_names
@@ -244,18 +252,33 @@ def _trace(st, graph: _GraphInputs, raw: Path) -> np.ndarray:
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         reference = body(*dummy).numpy()
+        # Without the weights (export_params=False, they stay graph inputs) and without constant
+        # folding, whose folded weights torch would keep to itself: the exporter then holds no
+        # copy of the weights, and onnx_weights folds their transposes as it writes them. The rest
+        # of the constant arithmetic (shapes) ONNX Runtime folds when it loads the graph.
         torch.onnx.export(
             body,
             dummy,
-            str(raw),
+            str(traced),
             dynamo=False,
             input_names=input_names,
             output_names=["last_hidden_state"],
             dynamic_axes=axes,
             opset_version=17,
-            do_constant_folding=True,
+            export_params=False,
+            do_constant_folding=False,
         )
-    return reference
+    model = onnx.load(str(traced))
+    tensors = {
+        **dict(body.named_parameters(remove_duplicate=False)),
+        **dict(body.named_buffers(remove_duplicate=False)),
+    }
+    names = [port.name for port in model.graph.input if port.name not in input_names]
+    missing = [name for name in names if name not in tensors]
+    if missing:
+        raise ModelError(f"the exported graph reads {missing[0]!r}, which the model does not have")
+    weights = {name: tensors[name].detach().numpy() for name in names}
+    return model, weights, reference
 
 
 def _check_graph(final: Path, graph: _GraphInputs, reference: np.ndarray) -> None:
