@@ -22,8 +22,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # checkout, and subprocesses inherit this: no test touches the user data folder.
 # (tests/test_index_home.py unsets it to test the resolution itself.)
 os.environ["PAPERS_HOME"] = "indexes"
-# And should a test drop PAPERS_HOME outside a checkout, the user data folder is a scratch one.
-os.environ["XDG_DATA_HOME"] = str(Path(tempfile.gettempdir()) / "papers-tests-data")
+# And should a test drop PAPERS_HOME outside a checkout, the user data folder is a scratch one of
+# this run's (`scratch_user_data`).
 # The shared ONNX exports (one per model) go to a scratch cache for this test session: exported once,
 # by the first test that builds with the real model, and reused by the others, as for a user.
 SESSION_CACHE = os.environ["PAPERS_CACHE"] = tempfile.mkdtemp(prefix="papers-tests-cache-")
@@ -100,6 +100,16 @@ def opened_fake_index(folder: Path, papers: list[dict]):
         build_index([write_corpus(folder / "in", papers)], index=folder / "index")
         with PaperIndex.open(folder / "index") as opened:
             yield opened
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scratch_user_data(tmp_path_factory):
+    """The user data folder ($XDG_DATA_HOME, which subprocesses inherit) a folder of this test
+    run's own: two runs on one machine (two CI clones side by side) never share one."""
+    folder = tmp_path_factory.mktemp("user-data")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_DATA_HOME", str(folder))
+        yield folder
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ PACKAGE = Path(recommender.__file__).resolve().parent
 
 # Lowest first. `__init__` and `__main__` modules are exempt: they only re-export and start the CLI.
 LAYERS = [
-    {"errors", "arrays", "digests", "files"},
+    {"errors", "arrays", "digests", "files", "detached"},
     {"corpus"},
     {"embed"},
     {"index"},

@@ -84,3 +84,12 @@ def test_papers_indexes_lists_them(elsewhere, fake_model, monkeypatch):
     assert table[0] == f"indexes in {home} (from $PAPERS_HOME)"
     assert table[1].split() == ["name", "papers", "model", "size", "built_at", "problem"]
     assert table[3].split()[:4] == ["default", "6", "all-MiniLM-L6-v2", f"{sizes['default'] / 1000:.1f}"]
+
+
+def test_the_tests_user_data_folder_is_this_runs_own(tmp_path_factory):
+    """tests/conftest.py gives the user data folder a folder of this run's: two runs on one machine
+    (two CI clones side by side) never share it."""
+    import os
+
+    folder = Path(os.environ["XDG_DATA_HOME"])
+    assert folder.is_dir() and folder.is_relative_to(tmp_path_factory.getbasetemp())

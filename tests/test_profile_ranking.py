@@ -13,7 +13,7 @@ import pytest
 from corpus import TWO_TOPIC_SEEDS as SEEDS
 from corpus import two_topic_papers, write_corpus
 from recommender import build_index
-from recommender.errors import InputError
+from recommender.errors import InputError, OptionError
 from recommender.evaluation import reviewers
 from recommender.query import profiles
 
@@ -173,6 +173,32 @@ def test_evaluate_profiles_reports_the_loss_with_its_spread(workdir, papers_cli)
     with pytest.raises(InputError, match="lacks ratings.tsv"):
         (folder / "ratings.tsv").unlink()
         reviewers.read_reviewer_set(folder)
+
+
+def test_evaluate_reviewers_takes_the_build_and_ranking_as_evaluate_does(workdir, fake_model, papers_cli):
+    from recommender.index.request import BuildRequest
+    from recommender.query.ranking import RankingRequest
+
+    folder = write_reviewer_folder(workdir / "reviewers")
+    asked = reviewers.evaluate_reviewers(
+        folder, build=BuildRequest.of(index="own"), ranking=RankingRequest(mode="lexical"), dense_weight=0.5)
+    assert asked.build is not None and asked.settings["index"].endswith("own") and asked.settings["mode"] == "lexical"
+    keywords = reviewers.evaluate_reviewers(folder, index="own", mode="lexical", dense_weight=0.5)
+    assert keywords.build is None and keywords.to_dict() == asked.to_dict()  # the same index, reused
+    assert reviewers.evaluate_reviewers(folder).settings["index"].endswith("eval-reviewers")
+    with pytest.raises(TypeError, match="not both: mode"):
+        reviewers.evaluate_reviewers(folder, ranking=RankingRequest(mode="lexical"), mode="dense")
+    with pytest.raises(TypeError, match="not both: index"):
+        reviewers.evaluate_reviewers(folder, build=BuildRequest.of(index="own"), index="other")
+    with pytest.raises(TypeError, match="evaluate_reviewers.. got an unexpected keyword argument 'pool'"):
+        reviewers.evaluate_reviewers(folder, pool="all")
+    with pytest.raises(OptionError, match="dense_weight"):
+        reviewers.evaluate_reviewers(folder, dense_weight=2.0)
+    # The command's build settings reach the profiles' index as they reach the collection's
+    windows = papers_cli("evaluate", "--profiles", "reviewers", "--index", "win", "--chunking", "windows",
+                         "--format", "json")
+    assert windows.exit_code == 0, windows.output
+    assert json.loads(windows.stdout)["profiles_loss"]["settings"]["chunking"] == "windows"
 
 
 def require_reviewers() -> Path:

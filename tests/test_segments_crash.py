@@ -239,3 +239,39 @@ def test_an_add_to_an_index_given_by_a_relative_path_compacts_that_index(
         assert {paper.id for paper in index.papers()} == NEW
     assert not (workdir / "home/stored").exists()
     assert "--index ./stored" in rebuild_hint(Path("stored"))
+
+
+def test_a_background_compaction_is_detached_from_the_process_that_started_it(workdir):
+    """A process that starts a compaction and ends before it (a short `papers add`) leaves no
+    child of its own behind (no ResourceWarning as it exits); the compaction runs on in a session
+    of its own, a failure to start it is in its log."""
+    import os
+    import subprocess
+    import sys
+
+    from recommender.index.segments import failed_compaction
+
+    index = workdir / "stored"
+    starter = (
+        "import sys\n"
+        "from recommender.index import segments\n"
+        "segments.compaction_command = lambda index_dir: sys.argv[2:]\n"
+        "print(segments.start_compaction(sys.argv[1]))\n"
+    )
+
+    def start(*command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", starter, str(index),
+             *command],
+            capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+
+    started = start(sys.executable, "-c", "import time; time.sleep(3)")
+    assert started.returncode == 0 and started.stderr == "", started.stderr
+    child = int(started.stdout)
+    assert Path(f"/proc/{child}").exists() and os.getsid(child) == child  # outlived its starter
+    _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the compaction ended, reaped")
+    failed = start("/nonexistent/papers")
+    assert failed.returncode == 0 and failed.stderr == "", failed.stderr
+    _wait_for(lambda: failed_compaction(index) is not None, "the failure was logged")
+    assert failed_compaction(index).startswith("/nonexistent/papers could not be started: [Errno 2]")

@@ -144,6 +144,7 @@ def evaluate(
     """
     from ..embed.windows import Chunking
     from ..evaluation.evaluate import evaluate as run
+    from ..evaluation.reviewers import evaluate_reviewers
     from ..index.request import BuildRequest
     from ..query.ranking import RankingRequest
     from ..render.evaluation import render_evaluations
@@ -154,24 +155,28 @@ def evaluate(
     )
     ranking = RankingRequest(mode=mode, min_score=min_score, diverse=diverse)
     reviewed = evaluation = None
-    if profiles_dir:
-        profiles_build = build if not given else replace(build, index=None)
-        reviewed = _evaluate_profiles(profiles_dir, profiles_build, ranking, dense_weight, quiet)
+    if profiles_dir:  # beside a collection, --index names the collection's index
+        reviewed = _reported(
+            quiet,
+            evaluate_reviewers,
+            profiles_dir,
+            build=build if not given else replace(build, index=None),
+            ranking=ranking,
+            dense_weight=dense_weight,
+        )
     if given:
-        with stopped_builds("evaluate"), progress_reporter(quiet) as reporter:
-            evaluation = run(
-                corpus,
-                queries,
-                qrels,
-                build=build,
-                ranking=ranking,
-                pool=pool,
-                relevant_at=relevant_at,
-                dense_weight=dense_weight,
-                progress=reporter.update,
-                on_phase=reporter.phase,
-            )
-        _echo_build(evaluation.build)
+        evaluation = _reported(
+            quiet,
+            run,
+            corpus,
+            queries,
+            qrels,
+            build=build,
+            ranking=ranking,
+            pool=pool,
+            relevant_at=relevant_at,
+            dense_weight=dense_weight,
+        )
     click.echo(render_evaluations(evaluation, reviewed, fmt, per_query), nl=False)
 
 
@@ -191,24 +196,13 @@ def _collection_given(corpus, queries, qrels, profiles_dir) -> bool:
     return bool(given)
 
 
-def _evaluate_profiles(profiles_dir, build, ranking, dense_weight, quiet: bool):
-    """The researchers' profiles of `profiles_dir` evaluated on the index of `build` (None: their
-    own) with its model and precision, ranked in the mode of `ranking`."""
-    from ..evaluation.reviewers import evaluate_reviewers
-
+def _reported(quiet: bool, evaluation, *args, **kwargs):
+    """`evaluation(*args, **kwargs)` with its build's progress on stderr (Ctrl-C one line), then the
+    line saying what the build made."""
     with stopped_builds("evaluate"), progress_reporter(quiet) as reporter:
-        reviewed = evaluate_reviewers(
-            profiles_dir,
-            index=build.index,
-            model=build.encoder.model,
-            mode=ranking.mode,
-            dense_weight=dense_weight,
-            precision=build.encoder.precision,
-            progress=reporter.update,
-            on_phase=reporter.phase,
-        )
-    _echo_build(reviewed.build)
-    return reviewed
+        result = evaluation(*args, progress=reporter.update, on_phase=reporter.phase, **kwargs)
+    _echo_build(result.build)
+    return result
 
 
 def _echo_build(report) -> None:

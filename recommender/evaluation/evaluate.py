@@ -52,6 +52,9 @@ BUILD_SETTINGS = ("index", "model", "precision", "chunking")
 RANKING_SETTINGS = ("mode", "min_score", "diverse")
 SCORING_SETTINGS = ("pool", "relevant_at", "dense_weight")
 EVALUATE_SETTINGS = BUILD_SETTINGS + RANKING_SETTINGS + SCORING_SETTINGS
+# `evaluate_reviewers`'s (reviewers.py): the build's, the ranking's mode and the dense weight (its
+# loss orders the scores of every rated paper: no pool, no grade threshold, nothing dropped).
+REVIEWER_SETTINGS = BUILD_SETTINGS + ("mode", "dense_weight")
 
 
 class EvaluationWarning(UserWarning):
@@ -107,16 +110,21 @@ class Scoring:
 
 
 def evaluation_build(
-    corpus: str | Path, request: BuildRequest | None = None, **settings
+    corpus: str | Path,
+    request: BuildRequest | None = None,
+    *,
+    default_index: str | None = None,
+    **settings,
 ) -> BuildRequest:
     """The build of an evaluation's index over `corpus`: `request`, else the BuildRequest of the
     keywords `settings` (index, model, precision, chunking). Its papers are the corpus's, its index
-    by default eval-<corpus file stem> and its chunking by default "sentences"; it is built by
-    "evaluate" (which rebuilds only its own)."""
+    by default `default_index` (None: eval-<corpus file stem>) and its chunking by default
+    "sentences"; it is built by "evaluate" (which rebuilds only its own)."""
     if request is not None and settings:
         raise TypeError(f"give a build or its settings, not both: {', '.join(settings)}")
     asked = request if request is not None else BuildRequest.of(**settings)
-    index = asked.index if asked.index is not None else eval_index_name(corpus)
+    default = default_index if default_index is not None else eval_index_name(corpus)
+    index = asked.index if asked.index is not None else default
     chunking = asked.encoder.chunking if asked.encoder.chunking is not None else Chunking()
     encoder = replace(asked.encoder, chunking=chunking)
     return replace(asked, inputs=(corpus,), index=index, encoder=encoder, built_by="evaluate")
@@ -215,7 +223,7 @@ def evaluate(
     diverse say. The keywords pool ("judged" or "all"), relevant_at (2) and dense_weight (None: the
     one `like` uses for the index, its tier's) say how the rankings are scored (Scoring).
     `on_phase(name, total)` and `progress(done, total)` are told how a build goes."""
-    asked, ranked, scoring = _requests(corpus, build, ranking, settings)
+    asked, ranked, scoring = evaluation_requests(corpus, build, ranking, settings)
     evaluation = _evaluate(queries, qrels, asked, ranked, scoring, BuildHooks(progress, on_phase))
     if evaluation.missing:
         warnings.warn(
@@ -227,23 +235,30 @@ def evaluate(
     return evaluation
 
 
-def _requests(
+def evaluation_requests(
     corpus: str | Path,
     build: BuildRequest | None,
     ranking: RankingRequest | None,
     settings: dict,
+    *,
+    caller: str = "evaluate",
+    accepted: Sequence[str] = EVALUATE_SETTINGS,
+    default_index: str | None = None,
 ) -> tuple[BuildRequest, RankingRequest, Scoring]:
-    """The evaluation's three values of `evaluate`'s arguments, checked (OptionError) before any
-    work is done; an unknown keyword is a TypeError."""
-    unknown = [name for name in settings if name not in EVALUATE_SETTINGS]
+    """The three values of an evaluation's arguments (`evaluate`'s, `evaluate_reviewers`'s): the
+    build of its index over `corpus` (evaluation_build, by default named `default_index`), its
+    RankingRequest and its Scoring, each given whole or made of the keywords `settings`. Checked
+    (OptionError) before any work is done; a keyword not among `caller`'s `accepted` ones is a
+    TypeError, as is a request given beside its own keywords."""
+    unknown = [name for name in settings if name not in accepted]
     if unknown:
-        raise TypeError(f"evaluate() got an unexpected keyword argument '{unknown[0]}'")
+        raise TypeError(f"{caller}() got an unexpected keyword argument '{unknown[0]}'")
     given = {name: settings[name] for name in BUILD_SETTINGS if name in settings}
     options = {name: settings[name] for name in RANKING_SETTINGS if name in settings}
     scoring = Scoring(**{name: settings[name] for name in SCORING_SETTINGS if name in settings})
     ranking = RankingRequest.of(ranking, **options)
     check_settings(ranking.mode, scoring.pool, scoring.dense_weight, None, None)
-    return evaluation_build(corpus, build, **given), ranking, scoring
+    return evaluation_build(corpus, build, default_index=default_index, **given), ranking, scoring
 
 
 def _evaluate(

@@ -19,10 +19,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..index.request import BuildRequest
+    from ..query.ranking import RankingRequest
 
 FILES = ("papers.jsonl", "profiles.jsonl", "ratings.tsv")
 # Bootstrap draws over researchers for the loss's spread.
@@ -237,36 +242,46 @@ class ReviewerEvaluation:
 def evaluate_reviewers(
     folder: str | Path,
     *,
-    index: str | Path | None = None,
-    model: str | None = None,
-    mode: str = "hybrid",
-    dense_weight: float | None = None,
-    precision: str | None = None,
-    progress=None,
-    on_phase=None,
+    build: BuildRequest | None = None,
+    ranking: RankingRequest | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    on_phase: Callable[[str, int | None], None] | None = None,
+    **settings,
 ) -> ReviewerEvaluation:
     """Build (or reuse) an index of the folder's papers, rank every researcher's rated papers by
     their profile as `like` ranks several seeds (`PaperIndex.score_rows`), and give the loss with
     its spread.
+
+    The index is built as `build` (a BuildRequest) says, else as the keywords index, model,
+    precision and chunking say (as `evaluate`'s; its index by default eval-<folder name>). The
+    papers are scored in the mode of `ranking` (a RankingRequest), else of the keyword mode (default
+    "hybrid"): the loss orders the scores of every rated paper, so the ranking's min_score and
+    diverse do not enter it. The keyword dense_weight (None: the one `like` uses for the index) is
+    the dense cosine's weight in hybrid scores. `on_phase(name, total)` and `progress(done, total)`
+    are told how a build goes.
     """
     from ..corpus.papers import read_papers
     from ..index.request import BuildHooks
     from ..query.paper_index import PaperIndex
-    from .evaluate import check_settings, evaluation_build, prepare_index
+    from .evaluate import REVIEWER_SETTINGS, evaluation_requests, prepare_index
 
-    check_settings(mode, "judged", dense_weight, None, None)
-    data = read_reviewer_set(folder)
-    index = index if index is not None else f"eval-{Path(folder).resolve().name}"
-    build = prepare_index(
-        evaluation_build(data.papers_file, index=index, model=model, precision=precision),
-        BuildHooks(progress, on_phase),
+    asked, ranked, scoring = evaluation_requests(
+        Path(folder) / FILES[0],
+        build,
+        ranking,
+        settings,
+        caller="evaluate_reviewers",
+        accepted=REVIEWER_SETTINGS,
+        default_index=f"eval-{Path(folder).resolve().name}",
     )
+    data = read_reviewer_set(folder)
+    report = prepare_index(asked, BuildHooks(progress, on_phase))
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the build warned about duplicate papers as it read them
         papers = read_papers([data.papers_file])
-    with PaperIndex.open(index) as recommender:
+    with PaperIndex.open(asked.index) as recommender:
         # A build keeps a duplicate text once: its other IDs are found by their text
         # (`find_papers`).
         rows_by_id = {
@@ -274,19 +289,22 @@ def evaluate_reviewers(
             for paper, row in zip(papers, recommender.find_papers(papers))
             if row is not None
         }
-        weight = recommender.dense_weight if dense_weight is None else dense_weight
+        mode = ranked.mode
+        weight = scoring.dense_weight
+        weight = recommender.dense_weight if weight is None else weight
         figures = score_set(
             data, rows_by_id, lambda seeds, rows: recommender.score_rows(seeds, rows, mode, weight)
         )
         manifest = recommender.manifest
-        settings = {
+        shown = {
             "index": str(recommender.stored.index_dir),
             "papers": len(recommender),
             "model": manifest["model"],
             "precision": manifest.get("precision", "fp32"),
+            "chunking": manifest["chunking"]["strategy"],
             "mode": mode,
             "dense_weight": weight if mode == "hybrid" else None,
             "folder": str(folder),
         }
     scored = int((figures.weights > 0).sum())
-    return ReviewerEvaluation(settings, figures, scored, build)
+    return ReviewerEvaluation(shown, figures, scored, report)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .. import files
 from ..corpus.papers import Paper, scan_papers
+from ..detached import start_detached
 from ..errors import (
     IndexBusyError,
     IndexCorruptError,
@@ -709,10 +710,9 @@ def compaction_command(index_dir: Path) -> list[str]:
 
 
 def start_compaction(index_dir: Path) -> int | None:
-    """Start `papers build --compact` as a process of its own that outlives this one; its output
-    goes to segments/compacting/log. None if a compaction is running already."""
-    import subprocess
-
+    """Start `papers build --compact` as a process of its own that outlives this one, detached
+    from it (`start_detached`); its output goes to segments/compacting/log. None if a compaction
+    is running already, else its process ID."""
     if compaction_running(index_dir):
         return None
     folder = Path(index_dir) / SEGMENT_FOLDER / COMPACTING
@@ -720,23 +720,9 @@ def start_compaction(index_dir: Path) -> int | None:
     log_path = folder / COMPACTION_LOG
     if files.is_plain_file(log_path):
         log_path.unlink()
-    with files.open_exclusive(log_path, "w") as log:
-        child = subprocess.Popen(
-            # Its absolute path: a relative one without a slash ("stored") would be read as the
-            # name of an index in the home.
-            compaction_command(Path(os.path.abspath(index_dir))),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,  # not stopped with the terminal or a Ctrl-C of the add
-            close_fds=True,
-        )
-    # Kept, so it is not reported as left running; reaped (polled) by a later start in here.
-    _STARTED[:] = [started for started in _STARTED if started.poll() is None] + [child]
-    return child.pid
-
-
-_STARTED: list = []
+    # Its absolute path: a relative one without a slash ("stored") would be read as the name of an
+    # index in the home.
+    return start_detached(compaction_command(Path(os.path.abspath(index_dir))), log_path)
 
 
 def failed_compaction(index_dir: Path) -> str | None:
