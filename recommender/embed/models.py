@@ -79,8 +79,8 @@ class ModelFacts:
     # MAP and NDCG%20 (x100) of the full pipeline on the held-out CSFCube queries (measured
     # elsewhere, on the half no setting was tuned on); None where not measured.
     held_out: tuple[float, float] | None = None
-    # What a whole CPU build encodes here, where measured: (papers a minute of 2 cores' CPU time,
-    # the corpus size it was measured on), on BUILDS_MEASURED_ON by timing `papers build`
+    # What a whole CPU build encodes here, where measured: (papers a minute of a whole build's wall
+    # time, the corpus size it was measured on), on BUILDS_MEASURED_ON by timing `papers build`
     # (docs/measured-encoding.md); a build's tip projects from it rather than `papers_per_minute`.
     build_rate: tuple[float, int] | None = None
 
@@ -187,8 +187,8 @@ class ModelFacts:
 
 #: Where `papers_per_minute` was measured: a build's encoding time scales with the cores.
 MEASURED_ON = "2 cores of an Intel Xeon (AVX-512, AMX), from the CPU time spent on a shared machine"
-#: Where `build_rate` was measured: whole builds, the encoding's CPU time spread over 2 cores.
-BUILDS_MEASURED_ON = "2 cores of an AMD EPYC (AVX-512, no AMX), a shared machine"
+#: Where `build_rate` was measured: whole builds' wall time, nothing else running.
+BUILDS_MEASURED_ON = "2 idle cores of an AMD EPYC (AVX-512, no AMX), a whole build's wall time"
 #: The corpus sizes the projections of `papers models` are given for: a conference, a large
 #: archive.
 PROJECTED_PAPERS = (5_000, 1_000_000)
@@ -270,8 +270,9 @@ MODELS = (
         dense_weights={"fp32": 0.8, "int8": 0.75},
         papers_per_minute=1400,
         # 700 CSFCube dev papers, `papers build --model all-mpnet-base-v2` at int8 with its export
-        # cached: 129 s of CPU time encoding (~650 papers a minute of 2 cores; 300 papers: ~670).
-        build_rate=(650, 700),
+        # cached, on 2 idle cores: 32.2 and 32.6 s wall for the whole build (~1,300 papers a
+        # minute); all 2,731 dev papers: 120 s (~1,365). On a busy machine it is slower.
+        build_rate=(1300, 700),
         held_out=(42.6, 63.6),  # int8 one text a run, weight 0.75
         parts=model_parts.MPNET,
         aliases=(f"sentence-transformers/{model_parts.MPNET.name}",),
