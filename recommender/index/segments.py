@@ -34,7 +34,6 @@ from pathlib import Path
 
 from .. import files
 from ..corpus.papers import Paper, scan_papers
-from ..detached import start_detached
 from ..errors import (
     IndexBusyError,
     IndexCorruptError,
@@ -713,6 +712,8 @@ def start_compaction(index_dir: Path) -> int | None:
     """Start `papers build --compact` as a process of its own that outlives this one, detached
     from it (`start_detached`); its output goes to segments/compacting/log. None if a compaction
     is running already, else its process ID."""
+    from ..detached import start_detached  # only an add that compacts needs it, never a lookup
+
     if compaction_running(index_dir):
         return None
     folder = Path(index_dir) / SEGMENT_FOLDER / COMPACTING
