@@ -188,7 +188,7 @@ class ModelFacts:
 #: Where `papers_per_minute` was measured: a build's encoding time scales with the cores.
 MEASURED_ON = "2 cores of an Intel Xeon (AVX-512, AMX), from the CPU time spent on a shared machine"
 #: Where `build_rate` was measured: whole builds' wall time, nothing else running.
-BUILDS_MEASURED_ON = "2 idle cores of an AMD EPYC (AVX-512, no AMX), a whole build's wall time"
+BUILDS_MEASURED_ON = "2 idle cores of an Intel Xeon (AVX-512, AMX), a whole build's wall time"
 #: The corpus sizes the projections of `papers models` are given for: a conference, a large
 #: archive.
 PROJECTED_PAPERS = (5_000, 1_000_000)
@@ -270,8 +270,9 @@ MODELS = (
         dense_weights={"fp32": 0.8, "int8": 0.75},
         papers_per_minute=1400,
         # 700 CSFCube dev papers, `papers build --model all-mpnet-base-v2` at int8 with its export
-        # cached, on 2 idle cores: 32.2 and 32.6 s wall for the whole build (~1,300 papers a
-        # minute); all 2,731 dev papers: 120 s (~1,365). On a busy machine it is slower.
+        # cached, on 2 idle cores of a Xeon with AMX: 32.2 and 32.6 s wall for the whole build
+        # (~1,300 papers a minute); all 2,731 dev papers: 120 s (~1,365). On a busy AMD EPYC
+        # without AMX: ~650 a minute of 2 cores' CPU time, 9 min wall at load 10-12.
         build_rate=(1300, 700),
         held_out=(42.6, 63.6),  # int8 one text a run, weight 0.75
         parts=model_parts.MPNET,
